@@ -1,0 +1,50 @@
+// swift-tools-version:6.0
+// lnote: flat-file handwriting notebooks that replicate.
+//
+// Layers, each depending only on those above it:
+//   LnoteModel        pure values and codecs (ids, clocks, strokes, pages, snapshots, JSON)
+//   LnoteReplication  pure: operations, their frame codec, the deterministic merge
+//   LnoteStore        disk: notebook folders, .lnote packages, logs, the syscall seam
+//   LnoteSQLite       a small Swift wrapper over libsqlite3 (relay store, export, baseline)
+//   LnoteSync         the wire protocol, the libcurl client, folder and HTTP remotes
+//   LnoteServer       libmicrohttpd serving: peer server and SQLite relay
+//   lnote             the CLI: argument parsing and printing only
+import PackageDescription
+
+let package = Package(
+    name: "lnote",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "LnoteModel", targets: ["LnoteModel"]),
+        .library(name: "LnoteReplication", targets: ["LnoteReplication"]),
+        .library(name: "LnoteStore", targets: ["LnoteStore"]),
+        .library(name: "LnoteSync", targets: ["LnoteSync"]),
+        .library(name: "LnoteServer", targets: ["LnoteServer"]),
+        .executable(name: "lnote", targets: ["lnote"]),
+        .executable(name: "lnote-bench", targets: ["lnote-bench"]),
+    ],
+    targets: [
+        // C libraries from Debian, one system-library target each, with typed shims
+        // for the variadic functions Swift cannot call.
+        .systemLibrary(name: "CLnoteSQLite", pkgConfig: "sqlite3",
+                       providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "CLnoteCurl", pkgConfig: "libcurl",
+                       providers: [.apt(["libcurl4-openssl-dev"])]),
+        .systemLibrary(name: "CLnoteMicroHTTPD", pkgConfig: "libmicrohttpd",
+                       providers: [.apt(["libmicrohttpd-dev"])]),
+
+        .target(name: "LnoteModel"),
+        .target(name: "LnoteReplication", dependencies: ["LnoteModel"]),
+        .target(name: "LnoteStore", dependencies: ["LnoteModel", "LnoteReplication"]),
+        .target(name: "LnoteSQLite", dependencies: ["CLnoteSQLite"]),
+        .target(name: "LnoteSync", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "CLnoteCurl"]),
+        .target(name: "LnoteServer", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteSQLite", "CLnoteMicroHTTPD"]),
+        .executableTarget(name: "lnote", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer", "LnoteSQLite"]),
+        .executableTarget(name: "lnote-bench", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer", "LnoteSQLite"]),
+
+        .testTarget(name: "LnoteModelTests", dependencies: ["LnoteModel"]),
+        .testTarget(name: "LnoteReplicationTests", dependencies: ["LnoteModel", "LnoteReplication"]),
+        .testTarget(name: "LnoteStoreTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

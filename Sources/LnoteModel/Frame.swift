@@ -1,0 +1,111 @@
+/// The record framing shared by journals on disk and operations on the wire:
+///
+/// | Offset | Size | Description |
+/// |---|---|---|
+/// | 0 | 4 | `length`: u32 LE, bytes after the CRC field (type + payload), 1...`maxLength` |
+/// | 4 | 4 | `crc`: CRC-32C (u32 LE) of bytes 0..<4 (the length field) followed by bytes 8..<8+length |
+/// | 8 | 1 | `type` |
+/// | 9 | length−1 | `payload` |
+///
+/// A frame is valid if and only if its length is in range, all its bytes are present,
+/// and its CRC matches. Covering the length field by the CRC means a flipped length bit
+/// is detected instead of sending the reader to a wrong boundary.
+public struct Frame: Hashable, Sendable {
+    public var type: UInt8
+    public var payload: [UInt8]
+    public init(type: UInt8, payload: [UInt8]) {
+        self.type = type
+        self.payload = payload
+    }
+
+    public static let headerSize = 8
+    /// Largest `length`: 16 MiB (a frame is one operation; the largest, a 1M-point stroke,
+    /// encodes well below this).
+    public static let maxLength = 16 << 20
+
+    /// Appends the encoded frame to `out`.
+    public func encode(into out: inout ByteWriter) {
+        let start = out.count
+        let length = UInt32(1 + payload.count)
+        out.u32(length)
+        out.u32(0)
+        out.u8(type)
+        out.append(payload)
+        var crc = out.bytes.withUnsafeBytes { CRC32C.update(0, UnsafeRawBufferPointer(rebasing: $0[start..<start + 4])) }
+        crc = out.bytes.withUnsafeBytes { CRC32C.update(crc, UnsafeRawBufferPointer(rebasing: $0[(start + 8)...])) }
+        out.patchU32(crc, at: start + 4)
+    }
+
+    public var encoded: [UInt8] {
+        var w = ByteWriter(capacity: Frame.headerSize + 1 + payload.count)
+        encode(into: &w)
+        return w.bytes
+    }
+
+    public var encodedSize: Int { Frame.headerSize + 1 + payload.count }
+
+    /// What `scan` found at one position.
+    public enum ScanResult: Sendable, Equatable {
+        /// A valid frame occupying `range` (header included).
+        case frame(Frame, range: Range<Int>)
+        /// The bytes end inside a frame (or its header): a torn tail.
+        case truncated(at: Int)
+        /// Bytes that are not a valid frame (bad length or CRC mismatch).
+        case corrupt(at: Int, reason: String)
+        case end
+    }
+
+    /// Reads the frame starting at `position` in `bytes` (never trusting the length field
+    /// beyond the bytes present).
+    public static func scan(_ bytes: [UInt8], at position: Int) -> ScanResult {
+        let n = bytes.count
+        if position >= n { return .end }
+        guard n - position >= headerSize + 1 else { return .truncated(at: position) }
+        let length = Int(UInt32(bytes[position]) | UInt32(bytes[position + 1]) << 8
+            | UInt32(bytes[position + 2]) << 16 | UInt32(bytes[position + 3]) << 24)
+        guard length >= 1, length <= maxLength else {
+            return .corrupt(at: position, reason: "frame length \(length) out of range")
+        }
+        let end = position + headerSize + length
+        guard end <= n else {
+            // Only a cut file looks like this; but a corrupt length also does. The caller
+            // decides by where it is (a tail) — see `Protocol/operation-log.md`.
+            return .truncated(at: position)
+        }
+        let stored = UInt32(bytes[position + 4]) | UInt32(bytes[position + 5]) << 8
+            | UInt32(bytes[position + 6]) << 16 | UInt32(bytes[position + 7]) << 24
+        let crc = bytes.withUnsafeBytes { raw -> UInt32 in
+            let c = CRC32C.update(0, UnsafeRawBufferPointer(rebasing: raw[position..<position + 4]))
+            return CRC32C.update(c, UnsafeRawBufferPointer(rebasing: raw[(position + 8)..<end]))
+        }
+        guard crc == stored else {
+            return .corrupt(at: position, reason: "CRC mismatch (stored \(hex32(stored)), computed \(hex32(crc)))")
+        }
+        let frame = Frame(type: bytes[position + 8], payload: Array(bytes[(position + 9)..<end]))
+        return .frame(frame, range: position..<end)
+    }
+
+    /// Decodes a buffer that must hold only whole valid frames (a wire body section).
+    /// Throws `truncated` or `corrupt` naming the offset (plus `base`) and frame index.
+    public static func decodeAll(_ bytes: [UInt8], base: Int = 0, path: String? = nil) throws -> [Frame] {
+        var out: [Frame] = []
+        var at = 0
+        while true {
+            switch scan(bytes, at: at) {
+            case .end: return out
+            case .frame(let f, let r):
+                out.append(f)
+                at = r.upperBound
+            case .truncated(let p):
+                throw LnoteError(.truncated, "frame cut off", path: path, offset: base + p, index: out.count)
+            case .corrupt(let p, let why):
+                throw LnoteError(.corrupt, why, path: path, offset: base + p, index: out.count)
+            }
+        }
+    }
+}
+
+func hex32(_ v: UInt32) -> String {
+    let s = String(v, radix: 16)
+    return "0x" + String(repeating: "0", count: 8 - s.count) + s
+}

@@ -1,0 +1,156 @@
+/// A last-writer-wins register that remembers which writes were concurrent.
+///
+/// `frontier` holds the causally maximal operations that wrote the register (those no
+/// later write has seen), sorted ascending by `OpRef`; the last one is the winner and
+/// `value` is what it wrote. An empty frontier means the register still holds the value
+/// it was created with. More than one entry means concurrent writes: a conflict to report.
+public struct LWWRegister<Value: Hashable & Sendable>: Hashable, Sendable {
+    public var value: Value
+    public var frontier: [OpRef]
+    public init(_ value: Value, frontier: [OpRef] = []) {
+        self.value = value
+        self.frontier = frontier
+    }
+    public var winner: OpRef? { frontier.last }
+    public var isConflicted: Bool { frontier.count > 1 }
+}
+
+/// One live element of a page with its replication metadata.
+public struct ElementRecord: Hashable, Sendable {
+    /// The id of the operation that added it.
+    public var id: ElementID
+    /// The Lamport timestamp of the add operation.
+    public var lamport: UInt64
+    /// Author's wall-clock time of the add, ms since 1970 (informational, never compared).
+    public var wallTime: Int64
+    public var content: ElementContent
+    public var transform: LWWRegister<Transform>
+    public var z: LWWRegister<ZKey>
+    /// Erased point ranges (normalized union), for strokes.
+    public var erased: [PointRange]
+    /// Causally maximal partial erases (for conflict reports).
+    public var eraseFrontier: [OpRef]
+
+    public init(id: ElementID, lamport: UInt64, wallTime: Int64, content: ElementContent,
+                transform: LWWRegister<Transform> = LWWRegister(.identity), z: LWWRegister<ZKey>,
+                erased: [PointRange] = [], eraseFrontier: [OpRef] = []) {
+        self.id = id
+        self.lamport = lamport
+        self.wallTime = wallTime
+        self.content = content
+        self.transform = transform
+        self.z = z
+        self.erased = erased
+        self.eraseFrontier = eraseFrontier
+    }
+
+    public var addRef: OpRef { OpRef(id: id, lamport: lamport) }
+    /// The operation that set the current z key: it breaks ties between equal keys.
+    public var zRef: OpRef { z.winner ?? addRef }
+    /// The z-order sort key: bottom first.
+    public var zOrder: (ZKey, OpRef) { (z.value, zRef) }
+
+    /// The visible point fragments of a stroke (its points minus the erased ranges);
+    /// an image is one fragment `[0, 0)` when present.
+    public var visibleRanges: [PointRange] {
+        switch content {
+        case .stroke(let s): erased.complement(within: s.points.count)
+        case .image: [PointRange(0, 0)]
+        }
+    }
+
+    /// A stroke whose every point is erased draws nothing, but stays an element.
+    public var isFullyErasedInk: Bool {
+        if case .stroke(let s) = content { return erased.complement(within: s.points.count).isEmpty }
+        return false
+    }
+
+    public static func zLess(_ l: ElementRecord, _ r: ElementRecord) -> Bool {
+        l.z.value != r.z.value ? l.z.value < r.z.value : l.zRef < r.zRef
+    }
+}
+
+/// One whole erase of an element: the operation and the clock its author had seen.
+public struct Erasure: Hashable, Sendable {
+    public var ref: OpRef
+    public var clock: VectorClock
+    public init(ref: OpRef, clock: VectorClock) {
+        self.ref = ref
+        self.clock = clock
+    }
+}
+
+/// What remains of an element that was erased whole: enough to ignore late operations on
+/// it and to report the operations that were concurrent with the erase.
+public struct Tombstone: Hashable, Sendable {
+    public var id: ElementID
+    /// The erases (more than one when erased concurrently), sorted by ref.
+    public var erasures: [Erasure]
+    /// Causally maximal move, reorder and partial-erase operations on the element that the
+    /// erases had not seen (sorted): the operations the erase won against.
+    public var concurrent: [OpRef]
+    public init(id: ElementID, erasures: [Erasure], concurrent: [OpRef] = []) {
+        self.id = id
+        self.erasures = erasures
+        self.concurrent = concurrent
+    }
+}
+
+/// For each replica that wrote to a log, the clock of its latest operation here
+/// (its context plus the operation itself): what that replica had seen. An operation is
+/// causally stable when every such clock covers it; stable tombstones can be dropped.
+public struct ReplicaContext: Hashable, Sendable {
+    public var replica: ReplicaID
+    public var clock: VectorClock
+    public init(replica: ReplicaID, clock: VectorClock) {
+        self.replica = replica
+        self.clock = clock
+    }
+}
+
+/// The materialized, replicated state of one page: what a snapshot stores.
+///
+/// Two replicas that applied the same set of operations hold equal `PageState`s, and the
+/// snapshot codec turns equal states into identical bytes.
+public struct PageState: Hashable, Sendable {
+    public var page: PageID
+    /// The operations applied (pending ones excluded).
+    public var clock: VectorClock
+    /// The greatest Lamport timestamp applied.
+    public var maxLamport: UInt64
+    /// Greatest author wall time among applied operations (ms since 1970).
+    public var modified: Int64
+    /// Live elements, bottom to top (sorted by `ElementRecord.zLess`).
+    public var elements: [ElementRecord]
+    /// Erased elements not yet dropped, sorted by id.
+    public var tombstones: [Tombstone]
+    /// Sorted by replica.
+    public var contexts: [ReplicaContext]
+
+    public init(page: PageID, clock: VectorClock = VectorClock(), maxLamport: UInt64 = 0, modified: Int64 = 0,
+                elements: [ElementRecord] = [], tombstones: [Tombstone] = [], contexts: [ReplicaContext] = []) {
+        self.page = page
+        self.clock = clock
+        self.maxLamport = maxLamport
+        self.modified = modified
+        self.elements = elements
+        self.tombstones = tombstones
+        self.contexts = contexts
+    }
+
+    /// Total points of all live strokes.
+    public var pointCount: Int { elements.reduce(0) { $0 + $1.content.pointCount } }
+}
+
+/// A page's canvas size in tenths of a point.
+public struct CanvasSize: Hashable, Sendable, CustomStringConvertible {
+    public var width: Int32
+    public var height: Int32
+    public init(width: Int32, height: Int32) {
+        self.width = width
+        self.height = height
+    }
+    /// A4 portrait: 595.3 × 841.9 pt.
+    public static let a4 = CanvasSize(width: 5953, height: 8419)
+    public var description: String { "\(Quantization.points(width))x\(Quantization.points(height))" }
+}

@@ -1,0 +1,185 @@
+/// The drawing tool a stroke was made with.
+public enum ToolKind: UInt8, Sendable, CaseIterable, CustomStringConvertible {
+    case pen = 0, pencil = 1, marker = 2, highlighter = 3
+    public var description: String {
+        switch self {
+        case .pen: "pen"
+        case .pencil: "pencil"
+        case .marker: "marker"
+        case .highlighter: "highlighter"
+        }
+    }
+    public init?(name: String) {
+        guard let t = ToolKind.allCases.first(where: { $0.description == name }) else { return nil }
+        self = t
+    }
+}
+
+/// A color with 8-bit red, green, blue and alpha channels.
+public struct RGBA: Hashable, Sendable, CustomStringConvertible {
+    public var r: UInt8, g: UInt8, b: UInt8, a: UInt8
+    public init(r: UInt8, g: UInt8, b: UInt8, a: UInt8 = 255) {
+        self.r = r; self.g = g; self.b = b; self.a = a
+    }
+    public static let black = RGBA(r: 0, g: 0, b: 0)
+    /// `#rrggbbaa`
+    public var description: String { "#" + hexString([r, g, b, a]) }
+    public init?(hex: String) {
+        var s = Substring(hex)
+        if s.hasPrefix("#") { s = s.dropFirst() }
+        guard s.count == 6 || s.count == 8, let v = UInt32(s, radix: 16) else { return nil }
+        let full = s.count == 6 ? v << 8 | 0xff : v
+        self.init(r: UInt8(full >> 24), g: UInt8((full >> 16) & 0xff), b: UInt8((full >> 8) & 0xff), a: UInt8(full & 0xff))
+    }
+    public var packed: UInt32 { UInt32(r) << 24 | UInt32(g) << 16 | UInt32(b) << 8 | UInt32(a) }
+    public init(packed v: UInt32) {
+        self.init(r: UInt8(v >> 24), g: UInt8((v >> 16) & 0xff), b: UInt8((v >> 8) & 0xff), a: UInt8(v & 0xff))
+    }
+}
+
+/// How a stroke is drawn: tool, color and base width (tenths of a point).
+public struct InkStyle: Hashable, Sendable {
+    public var tool: ToolKind
+    public var color: RGBA
+    /// Base width in tenths of a point.
+    public var width: Int32
+    public init(tool: ToolKind = .pen, color: RGBA = .black, width: Int32 = 20) {
+        self.tool = tool; self.color = color; self.width = width
+    }
+}
+
+/// One sample of a stroke, quantized (see `Quantization`).
+public struct StrokePoint: Hashable, Sendable {
+    /// Tenths of a point, y down.
+    public var x: Int32
+    public var y: Int32
+    /// Thousandths, 0...1000.
+    public var pressure: UInt16
+    /// Drawn radius, tenths of a point.
+    public var radius: Int32
+    /// Milliseconds since the stroke's first point (the first point has 0).
+    public var t: UInt32
+
+    public init(x: Int32, y: Int32, pressure: UInt16 = 500, radius: Int32 = 10, t: UInt32 = 0) {
+        self.x = x; self.y = y; self.pressure = pressure; self.radius = radius; self.t = t
+    }
+}
+
+/// A stroke: its ink style and its points, in the order they were drawn.
+/// Immutable once added: erasing part of it records erased point ranges instead.
+public struct Stroke: Hashable, Sendable {
+    public var style: InkStyle
+    public var points: [StrokePoint]
+    public init(style: InkStyle = InkStyle(), points: [StrokePoint]) {
+        self.style = style
+        self.points = points
+    }
+
+    /// Maximum points in one stroke (a minute of 240 Hz sampling is 14,400).
+    public static let maxPoints = 1 << 20
+}
+
+/// An axis-aligned rectangle in tenths of a point.
+public struct QRect: Hashable, Sendable {
+    public var x: Int32, y: Int32, width: Int32, height: Int32
+    public init(x: Int32, y: Int32, width: Int32, height: Int32) {
+        self.x = x; self.y = y; self.width = width; self.height = height
+    }
+}
+
+/// An image placed on a page, referring to an asset by content address.
+public struct ImageElement: Hashable, Sendable {
+    public var asset: AssetID
+    public var frame: QRect
+    /// Rotation in hundredths of a degree, clockwise.
+    public var rotation: Int32
+    public init(asset: AssetID, frame: QRect, rotation: Int32 = 0) {
+        self.asset = asset; self.frame = frame; self.rotation = rotation
+    }
+}
+
+/// What an element is.
+public enum ElementContent: Hashable, Sendable {
+    case stroke(Stroke)
+    case image(ImageElement)
+
+    public var stroke: Stroke? { if case .stroke(let s) = self { s } else { nil } }
+    public var image: ImageElement? { if case .image(let i) = self { i } else { nil } }
+    /// Number of points (0 for an image).
+    public var pointCount: Int { stroke?.points.count ?? 0 }
+}
+
+/// A 2-D affine transform in integers: `a b c d` in 1/65536 (16.16 fixed point),
+/// `tx ty` in tenths of a point. `x' = a·x + c·y + tx`, `y' = b·x + d·y + ty`.
+public struct Transform: Hashable, Sendable, CustomStringConvertible {
+    public var a: Int32, b: Int32, c: Int32, d: Int32, tx: Int32, ty: Int32
+    public static let one: Int32 = 65536
+    public static let identity = Transform(a: one, b: 0, c: 0, d: one, tx: 0, ty: 0)
+    public init(a: Int32, b: Int32, c: Int32, d: Int32, tx: Int32, ty: Int32) {
+        self.a = a; self.b = b; self.c = c; self.d = d; self.tx = tx; self.ty = ty
+    }
+    public static func translation(_ dx: Int32, _ dy: Int32) -> Transform {
+        Transform(a: one, b: 0, c: 0, d: one, tx: dx, ty: dy)
+    }
+    public var isTranslation: Bool { a == Transform.one && b == 0 && c == 0 && d == Transform.one }
+    /// This transform followed by a translation (wrapping is impossible within the coordinate limit
+    /// and is reported as out of range).
+    public func translated(by dx: Int32, _ dy: Int32) throws -> Transform {
+        let (nx, o1) = tx.addingReportingOverflow(dx)
+        let (ny, o2) = ty.addingReportingOverflow(dy)
+        guard !o1, !o2, abs(Int64(nx)) <= Int64(Quantization.coordinateLimit),
+              abs(Int64(ny)) <= Int64(Quantization.coordinateLimit) else {
+            throw LnoteError(.invalidArgument, "translation out of range")
+        }
+        var t = self
+        t.tx = nx
+        t.ty = ny
+        return t
+    }
+    public var description: String {
+        isTranslation ? "translate(\(tx), \(ty))" : "matrix(\(a), \(b), \(c), \(d), \(tx), \(ty))"
+    }
+}
+
+/// A half-open range of point indices `[from, to)` in a stroke's original points.
+public struct PointRange: Hashable, Sendable, Comparable, CustomStringConvertible {
+    public var from: UInt32
+    public var to: UInt32
+    public init(_ from: UInt32, _ to: UInt32) {
+        self.from = from; self.to = to
+    }
+    public var isEmpty: Bool { from >= to }
+    public var count: Int { isEmpty ? 0 : Int(to - from) }
+    public static func < (l: PointRange, r: PointRange) -> Bool { (l.from, l.to) < (r.from, r.to) }
+    public var description: String { "[\(from), \(to))" }
+}
+
+extension Array where Element == PointRange {
+    /// Sorted, disjoint, non-adjacent, non-empty ranges covering the union of `self`.
+    public func normalizedUnion() -> [PointRange] {
+        let sorted = self.filter { !$0.isEmpty }.sorted()
+        var out: [PointRange] = []
+        for r in sorted {
+            if let last = out.last, r.from <= last.to {
+                out[out.count - 1].to = Swift.max(last.to, r.to)
+            } else {
+                out.append(r)
+            }
+        }
+        return out
+    }
+
+    /// The complement of these (normalized) ranges within `0..<count`: the visible fragments.
+    public func complement(within count: Int) -> [PointRange] {
+        var out: [PointRange] = []
+        var at: UInt32 = 0
+        let n = UInt32(clamping: count)
+        for r in self.normalizedUnion() {
+            let lo = Swift.min(r.from, n)
+            if lo > at { out.append(PointRange(at, lo)) }
+            at = Swift.max(at, Swift.min(r.to, n))
+        }
+        if at < n { out.append(PointRange(at, n)) }
+        return out
+    }
+}

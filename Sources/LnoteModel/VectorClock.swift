@@ -1,0 +1,108 @@
+/// A vector clock: for each replica, the greatest counter of its operations that are
+/// known (in one log, counters have no gaps, so this is "all of them up to").
+///
+/// Entries with a zero counter are never stored, so equal clocks are equal values.
+public struct VectorClock: Hashable, Sendable, CustomStringConvertible {
+    /// Sorted by replica id; counters are never zero.
+    public private(set) var entries: [(replica: ReplicaID, counter: UInt64)]
+
+    public init() { entries = [] }
+
+    /// Builds a clock from pairs; zero counters are dropped, duplicates keep the maximum.
+    public init(_ pairs: some Sequence<(ReplicaID, UInt64)>) {
+        entries = []
+        for (r, c) in pairs { self[r] = max(self[r], c) }
+    }
+
+    public subscript(replica: ReplicaID) -> UInt64 {
+        get {
+            if let i = index(of: replica) { return entries[i].counter }
+            return 0
+        }
+        set {
+            switch (index(of: replica), newValue) {
+            case (let i?, 0): entries.remove(at: i)
+            case (let i?, _): entries[i].counter = newValue
+            case (nil, 0): break
+            case (nil, _):
+                let at = entries.firstIndex { $0.replica > replica } ?? entries.count
+                entries.insert((replica, newValue), at: at)
+            }
+        }
+    }
+
+    private func index(of replica: ReplicaID) -> Int? {
+        var lo = 0, hi = entries.count
+        while lo < hi {
+            let mid = (lo + hi) / 2
+            if entries[mid].replica < replica { lo = mid + 1 } else { hi = mid }
+        }
+        return lo < entries.count && entries[lo].replica == replica ? lo : nil
+    }
+
+    public var isEmpty: Bool { entries.isEmpty }
+    public var replicas: [ReplicaID] { entries.map(\.replica) }
+
+    /// True when the operation `id` is included in this clock.
+    public func covers(_ id: OpID) -> Bool { self[id.replica] >= id.counter }
+
+    /// True when every entry of `other` is included in this clock.
+    public func covers(_ other: VectorClock) -> Bool {
+        other.entries.allSatisfy { self[$0.replica] >= $0.counter }
+    }
+
+    /// Raises each entry to the maximum of both clocks.
+    public mutating func merge(_ other: VectorClock) {
+        for e in other.entries where e.counter > self[e.replica] { self[e.replica] = e.counter }
+    }
+
+    public func merged(_ other: VectorClock) -> VectorClock {
+        var c = self
+        c.merge(other)
+        return c
+    }
+
+    /// Records that `id` is known (raising its replica's entry to at least its counter).
+    public mutating func include(_ id: OpID) {
+        if self[id.replica] < id.counter { self[id.replica] = id.counter }
+    }
+
+    /// The entry-wise minimum of both clocks.
+    public func meet(_ other: VectorClock) -> VectorClock {
+        VectorClock(entries.map { ($0.replica, min($0.counter, other[$0.replica])) })
+    }
+
+    public enum Order: Sendable, Equatable { case equal, before, after, concurrent }
+
+    /// How this clock relates to `other` in the happened-before order.
+    public func compare(_ other: VectorClock) -> Order {
+        let a = covers(other), b = other.covers(self)
+        switch (a, b) {
+        case (true, true): return .equal
+        case (true, false): return .after
+        case (false, true): return .before
+        case (false, false): return .concurrent
+        }
+    }
+
+    /// Sum of all counters: the number of operations the clock covers in one log.
+    public var total: UInt64 { entries.reduce(0) { $0 + $1.counter } }
+
+    /// `{replica:counter, ...}` in replica order.
+    public var description: String {
+        "{" + entries.map { "\($0.replica):\($0.counter)" }.joined(separator: ", ") + "}"
+    }
+
+    public static func == (l: VectorClock, r: VectorClock) -> Bool {
+        l.entries.count == r.entries.count
+            && zip(l.entries, r.entries).allSatisfy { $0.replica == $1.replica && $0.counter == $1.counter }
+    }
+
+    public func hash(into h: inout Hasher) {
+        h.combine(entries.count)
+        for e in entries {
+            h.combine(e.replica)
+            h.combine(e.counter)
+        }
+    }
+}

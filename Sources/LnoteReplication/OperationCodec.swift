@@ -1,0 +1,223 @@
+import Foundation
+import LnoteModel
+
+/// Turns operations into frames and back. The layouts are specified byte by byte in
+/// `Protocol/operation-log.md`; the frame `type` byte is the operation kind.
+public enum OperationCodec {
+    public enum Kind: UInt8, CaseIterable, Sendable {
+        case add = 0x01, erase = 0x02, eraseRange = 0x03, move = 0x04, reorder = 0x05
+        case createDocument = 0x20, setTitle = 0x21, addPage = 0x22, deletePage = 0x23
+        case restorePage = 0x24, movePage = 0x25, setCanvas = 0x26
+        case deleteDocument = 0x27, restoreDocument = 0x28
+    }
+
+    /// Most element ids in one erase, move or reorder; most ranges in one partial erase.
+    public static let maxListCount = 100_000
+    /// Longest title, in UTF-8 bytes.
+    public static let maxTitleBytes = 4096
+
+    public static func kind(of body: Operation.Body) -> Kind {
+        switch body {
+        case .add: .add
+        case .erase: .erase
+        case .eraseRange: .eraseRange
+        case .move: .move
+        case .reorder: .reorder
+        case .createDocument: .createDocument
+        case .setTitle: .setTitle
+        case .addPage: .addPage
+        case .deletePage: .deletePage
+        case .restorePage: .restorePage
+        case .movePage: .movePage
+        case .setCanvas: .setCanvas
+        case .deleteDocument: .deleteDocument
+        case .restoreDocument: .restoreDocument
+        }
+    }
+
+    public static func frame(_ op: Operation) -> Frame {
+        var w = ByteWriter(capacity: 64)
+        encodePayload(op, into: &w)
+        return Frame(type: kind(of: op.body).rawValue, payload: w.bytes)
+    }
+
+    public static func encode(_ op: Operation) -> [UInt8] { frame(op).encoded }
+
+    /// Header: replica u64, counter varint, lamport varint, wall time svarint, context
+    /// (without the author's own entry, which is implied: counter − 1). Then the body.
+    public static func encodePayload(_ op: Operation, into w: inout ByteWriter) {
+        w.u64(op.id.replica.rawValue)
+        w.varint(op.id.counter)
+        w.varint(op.lamport)
+        w.svarint(op.wallTime)
+        var others = op.context
+        others[op.id.replica] = 0
+        ElementCodec.encode(others, into: &w)
+        switch op.body {
+        case .add(let content, let z):
+            ElementCodec.encode(z, into: &w)
+            ElementCodec.encode(content, into: &w)
+        case .erase(let ids):
+            encodeIDs(ids, into: &w)
+        case .eraseRange(let id, let ranges):
+            ElementCodec.encode(id, into: &w)
+            w.varint(UInt64(ranges.count))
+            for r in ranges {
+                w.varint(UInt64(r.from))
+                w.varint(UInt64(r.to - r.from))
+            }
+        case .move(let ts):
+            w.varint(UInt64(ts.count))
+            for t in ts {
+                ElementCodec.encode(t.element, into: &w)
+                ElementCodec.encode(t.transform, into: &w)
+            }
+        case .reorder(let zs):
+            w.varint(UInt64(zs.count))
+            for z in zs {
+                ElementCodec.encode(z.element, into: &w)
+                ElementCodec.encode(z.z, into: &w)
+            }
+        case .createDocument(let title), .setTitle(let title):
+            w.string(title)
+        case .addPage(let p, let pos, let canvas):
+            w.append(p.uuid.bytes)
+            ElementCodec.encode(pos, into: &w)
+            w.svarint(Int64(canvas.width))
+            w.svarint(Int64(canvas.height))
+        case .deletePage(let p, let seen):
+            w.append(p.uuid.bytes)
+            ElementCodec.encode(seen, into: &w)
+        case .restorePage(let p):
+            w.append(p.uuid.bytes)
+        case .movePage(let p, let pos):
+            w.append(p.uuid.bytes)
+            ElementCodec.encode(pos, into: &w)
+        case .setCanvas(let p, let canvas):
+            w.append(p.uuid.bytes)
+            w.svarint(Int64(canvas.width))
+            w.svarint(Int64(canvas.height))
+        case .deleteDocument, .restoreDocument:
+            break
+        }
+    }
+
+    private static func encodeIDs(_ ids: [ElementID], into w: inout ByteWriter) {
+        w.varint(UInt64(ids.count))
+        for id in ids { ElementCodec.encode(id, into: &w) }
+    }
+
+    /// Decodes a frame's payload. `base` is the payload's offset in its file or body, for
+    /// error reports; every error names `path` and an absolute offset.
+    public static func decode(_ frame: Frame, base: Int = 0, path: String? = nil) throws -> Operation {
+        var r = ByteReader(frame.payload, base: base, path: path)
+        guard let kind = Kind(rawValue: frame.type) else {
+            throw LnoteError(.corrupt, "unknown operation type 0x\(String(frame.type, radix: 16))",
+                             path: path, offset: base - 1)
+        }
+        let replica = try r.u64("replica id")
+        let counterAt = r.offset
+        let counter = try r.varint("counter")
+        guard replica != 0, counter != 0 else {
+            throw r.error(.corrupt, "zero replica id or counter", at: counterAt)
+        }
+        let lamportAt = r.offset
+        let lamport = try r.varint("lamport")
+        let wall = try r.svarint("wall time")
+        let contextAt = r.offset
+        var context = try ElementCodec.decodeClock(&r)
+        guard context[ReplicaID(replica)] == 0 else {
+            throw r.error(.corrupt, "context names the author itself", at: contextAt)
+        }
+        guard lamport >= 1, lamport >= counter else {
+            throw r.error(.corrupt, "lamport \(lamport) below counter \(counter)", at: lamportAt)
+        }
+        context[ReplicaID(replica)] = counter - 1
+        let body: Operation.Body
+        switch kind {
+        case .add:
+            let z = try ElementCodec.decodeZKey(&r)
+            body = .add(try ElementCodec.decodeContent(&r), z: z)
+        case .erase:
+            body = .erase(try decodeIDs(&r))
+        case .eraseRange:
+            let id = try ElementCodec.decodeOpID(&r)
+            let n = try r.count("range count", max: min(maxListCount, r.remaining / 2))
+            var ranges: [PointRange] = []
+            ranges.reserveCapacity(n)
+            for _ in 0..<n {
+                let at = r.offset
+                let from = try r.varint("range start"), len = try r.varint("range length")
+                guard let f = UInt32(exactly: from), let l = UInt32(exactly: len), l > 0,
+                      f.addingReportingOverflow(l).overflow == false else {
+                    throw r.error(.corrupt, "point range out of bounds", at: at)
+                }
+                ranges.append(PointRange(f, f + l))
+            }
+            body = .eraseRange(id, ranges)
+        case .move:
+            let n = try r.count("move count", max: min(maxListCount, r.remaining / 11))
+            var ts: [ElementTransform] = []
+            ts.reserveCapacity(n)
+            for _ in 0..<n {
+                let id = try ElementCodec.decodeOpID(&r)
+                ts.append(ElementTransform(id, try ElementCodec.decodeTransform(&r)))
+            }
+            body = .move(ts)
+        case .reorder:
+            let n = try r.count("reorder count", max: min(maxListCount, r.remaining / 11))
+            var zs: [ElementZ] = []
+            zs.reserveCapacity(n)
+            for _ in 0..<n {
+                let id = try ElementCodec.decodeOpID(&r)
+                zs.append(ElementZ(id, try ElementCodec.decodeZKey(&r)))
+            }
+            body = .reorder(zs)
+        case .createDocument:
+            body = .createDocument(title: try r.string("title", max: maxTitleBytes))
+        case .setTitle:
+            body = .setTitle(try r.string("title", max: maxTitleBytes))
+        case .addPage:
+            let p = try pageID(&r)
+            let pos = try ElementCodec.decodeZKey(&r)
+            body = .addPage(p, position: pos, canvas: try canvas(&r))
+        case .deletePage:
+            let p = try pageID(&r)
+            body = .deletePage(p, seen: try ElementCodec.decodeClock(&r))
+        case .restorePage:
+            body = .restorePage(try pageID(&r))
+        case .movePage:
+            let p = try pageID(&r)
+            body = .movePage(p, position: try ElementCodec.decodeZKey(&r))
+        case .setCanvas:
+            let p = try pageID(&r)
+            body = .setCanvas(p, try canvas(&r))
+        case .deleteDocument:
+            body = .deleteDocument
+        case .restoreDocument:
+            body = .restoreDocument
+        }
+        try r.expectEnd("operation \(kind)")
+        return Operation(id: OpID(replica: ReplicaID(replica), counter: counter), lamport: lamport,
+                         context: context, wallTime: wall, body: body)
+    }
+
+    private static func decodeIDs(_ r: inout ByteReader) throws -> [ElementID] {
+        let n = try r.count("id count", max: min(maxListCount, r.remaining / 9))
+        var ids: [ElementID] = []
+        ids.reserveCapacity(n)
+        for _ in 0..<n { ids.append(try ElementCodec.decodeOpID(&r)) }
+        return ids
+    }
+
+    private static func pageID(_ r: inout ByteReader) throws -> PageID {
+        PageID(UUID(bytes: try r.bytes(16, "page id"))!)
+    }
+
+    private static func canvas(_ r: inout ByteReader) throws -> CanvasSize {
+        let at = r.offset
+        let w = try ElementCodec.int32(&r, "canvas width"), h = try ElementCodec.int32(&r, "canvas height")
+        guard w > 0, h > 0 else { throw r.error(.corrupt, "canvas size must be positive", at: at) }
+        return CanvasSize(width: w, height: h)
+    }
+}
