@@ -7,19 +7,19 @@ import LnoteModel
 /// seen is applied first. Counters have no gaps per log, so this is exact.
 /// An operation already covered by the clock, or already waiting, is a duplicate.
 struct CausalBuffer: Sendable, Hashable {
-    private(set) var waiting: [ReplicaID: [UInt64: Operation]] = [:]
+    private(set) var waiting: [ReplicaID: [UInt64: Op]] = [:]
 
     var count: Int { waiting.values.reduce(0) { $0 + $1.count } }
 
     /// All waiting operations, sorted by id (a deterministic order for snapshots and logs).
-    var operations: [Operation] {
+    var operations: [Op] {
         waiting.values.flatMap(\.values).sorted { $0.id < $1.id }
     }
 
     func contains(_ id: OpID) -> Bool { waiting[id.replica]?[id.counter] != nil }
 
     /// Adds an operation; returns false for a duplicate of a waiting one.
-    mutating func insert(_ op: Operation) -> Bool {
+    mutating func insert(_ op: Op) -> Bool {
         if waiting[op.id.replica]?[op.id.counter] != nil { return false }
         waiting[op.id.replica, default: [:]][op.id.counter] = op
         return true
@@ -27,7 +27,7 @@ struct CausalBuffer: Sendable, Hashable {
 
     /// Removes and returns, one at a time, every operation that becomes deliverable;
     /// `apply` must advance the clock it is given.
-    mutating func drain(clock: () -> VectorClock, apply: (Operation) throws -> Void) rethrows {
+    mutating func drain(clock: () -> VectorClock, apply: (Op) throws -> Void) rethrows {
         var progress = true
         while progress {
             progress = false
@@ -54,7 +54,7 @@ struct CausalBuffer: Sendable, Hashable {
 /// when an operation arrives, everything it had seen is already here, so removing what
 /// its context covers and adding it yields exactly the maximal operations of all arrived.
 @inline(__always)
-func advance(_ frontier: inout [OpRef], with op: Operation) {
+func advance(_ frontier: inout [OpRef], with op: Op) {
     frontier.removeAll { op.context.covers($0.id) }
     let i = frontier.firstIndex { $0 > op.ref } ?? frontier.count
     frontier.insert(op.ref, at: i)
@@ -64,7 +64,7 @@ func advance(_ frontier: inout [OpRef], with op: Operation) {
 /// the new greatest `OpRef` (a causally later write always has a greater Lamport timestamp,
 /// so the greatest is always in the frontier).
 @inline(__always)
-func write<V>(_ register: inout LWWRegister<V>, _ value: V, by op: Operation) {
+func write<V>(_ register: inout LWWRegister<V>, _ value: V, by op: Op) {
     let wins = register.winner.map { op.ref > $0 } ?? true
     advance(&register.frontier, with: op)
     if wins { register.value = value }
@@ -72,7 +72,7 @@ func write<V>(_ register: inout LWWRegister<V>, _ value: V, by op: Operation) {
 
 extension Array where Element == ReplicaContext {
     /// Records that `op` is the latest operation seen from its author.
-    mutating func record(_ op: Operation) {
+    mutating func record(_ op: Op) {
         let clock = op.clock
         if let i = firstIndex(where: { $0.replica == op.id.replica }) {
             self[i].clock.merge(clock)

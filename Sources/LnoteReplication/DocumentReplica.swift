@@ -16,7 +16,7 @@ public struct DocumentReplica: Sendable {
     private var contexts: [ReplicaContext]
     private var buffer = CausalBuffer()
 
-    public init(state: DocumentState, pending: [Operation] = []) {
+    public init(state: DocumentState, pending: [Op] = []) {
         id = state.id
         clock = state.clock
         maxLamport = state.maxLamport
@@ -37,7 +37,7 @@ public struct DocumentReplica: Sendable {
                       contexts: contexts)
     }
 
-    public var pending: [Operation] { buffer.operations }
+    public var pending: [Op] { buffer.operations }
     public func contains(_ id: OpID) -> Bool { clock.covers(id) || buffer.contains(id) }
     public func page(_ id: PageID) -> PageRecord? { pages[id] }
     /// Live pages in order.
@@ -48,9 +48,9 @@ public struct DocumentReplica: Sendable {
     /// Builds a local document operation, applies it, and returns it.
     /// - Throws: `.invalidArgument` for an edit naming an unknown page, `.invalidState` for a
     ///   page operation or a second `createDocument`.
-    public mutating func make(_ body: Operation.Body, by replica: ReplicaID, wallTime: Int64) throws -> Operation {
+    public mutating func make(_ body: Op.Body, by replica: ReplicaID, wallTime: Int64) throws -> Op {
         guard !body.isPageOperation else { throw LnoteError(.invalidState, "\(body.name) is not a document operation") }
-        let op = Operation(id: OpID(replica: replica, counter: clock[replica] + 1), lamport: maxLamport + 1,
+        let op = Op(id: OpID(replica: replica, counter: clock[replica] + 1), lamport: maxLamport + 1,
                            context: clock, wallTime: wallTime, body: body)
         switch body {
         case .createDocument:
@@ -85,7 +85,7 @@ public struct DocumentReplica: Sendable {
     /// The position key for a page appended at the end.
     public var endPosition: ZKey { ZKey(layer: Int64(maxLamport + 1)) }
 
-    private func validateKeys(_ op: Operation) throws {
+    private func validateKeys(_ op: Op) throws {
         let bound = Int64(clamping: op.lamport)
         func check(_ z: ZKey) throws {
             guard z.layer <= bound, z.layer >= -bound, z.isValid else {
@@ -102,7 +102,7 @@ public struct DocumentReplica: Sendable {
 
     /// Applies received or replayed operations in any order (see `PageReplica.receive`).
     @discardableResult
-    public mutating func receive(_ ops: [Operation]) throws -> [Operation] {
+    public mutating func receive(_ ops: [Op]) throws -> [Op] {
         for op in ops {
             guard !op.body.isPageOperation else {
                 throw LnoteError(.invalidArgument, "\(op.body.name) \(op.id) is not a document operation")
@@ -110,7 +110,7 @@ public struct DocumentReplica: Sendable {
             try validateKeys(op)
         }
         for op in ops where !clock.covers(op.id) { _ = buffer.insert(op) }
-        var applied: [Operation] = []
+        var applied: [Op] = []
         var buf = buffer
         buf.drain(clock: { self.clock }) { op in
             self.apply(op)
@@ -122,7 +122,7 @@ public struct DocumentReplica: Sendable {
 
     // MARK: - The rules
 
-    private mutating func apply(_ op: Operation) {
+    private mutating func apply(_ op: Op) {
         clock.include(op.id)
         maxLamport = max(maxLamport, op.lamport)
         modified = max(modified, op.wallTime)

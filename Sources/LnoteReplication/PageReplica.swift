@@ -23,7 +23,7 @@ public struct PageReplica: Sendable {
 
     /// Starts from a snapshot's state; `pending` are operations that were waiting when it
     /// was taken (they are re-offered to the causal buffer).
-    public init(state: PageState, pending: [Operation] = []) {
+    public init(state: PageState, pending: [Op] = []) {
         page = state.page
         clock = state.clock
         maxLamport = state.maxLamport
@@ -47,7 +47,7 @@ public struct PageReplica: Sendable {
     }
 
     /// Received operations waiting for their dependencies, by id.
-    public var pending: [Operation] { buffer.operations }
+    public var pending: [Op] { buffer.operations }
 
     /// Live elements, bottom to top.
     public var elements: [ElementRecord] { order.map { records[$0]! } }
@@ -69,11 +69,11 @@ public struct PageReplica: Sendable {
     /// - Throws: `.invalidArgument` when the edit names an element that is not live here,
     ///   a range outside a stroke, or a z key or transform out of range; `.invalidState`
     ///   when the body is not a page operation.
-    public mutating func make(_ body: Operation.Body, by replica: ReplicaID, wallTime: Int64) throws -> Operation {
+    public mutating func make(_ body: Op.Body, by replica: ReplicaID, wallTime: Int64) throws -> Op {
         guard body.isPageOperation else {
             throw LnoteError(.invalidState, "\(body.name) is not a page operation")
         }
-        let op = Operation(id: OpID(replica: replica, counter: clock[replica] + 1), lamport: maxLamport + 1,
+        let op = Op(id: OpID(replica: replica, counter: clock[replica] + 1), lamport: maxLamport + 1,
                            context: clock, wallTime: wallTime, body: body)
         try validateLocal(op)
         try apply(op)
@@ -102,7 +102,7 @@ public struct PageReplica: Sendable {
 
     /// Adds an element on top (or just above / below another), as the next local operation.
     public mutating func add(_ content: ElementContent, by replica: ReplicaID, wallTime: Int64,
-                             above: ElementID? = nil, below: ElementID? = nil) throws -> Operation {
+                             above: ElementID? = nil, below: ElementID? = nil) throws -> Op {
         let z: ZKey
         if let above { z = try key(adjacentTo: above, above: true) }
         else if let below { z = try key(adjacentTo: below, above: false) }
@@ -112,7 +112,7 @@ public struct PageReplica: Sendable {
 
     /// Moves elements by (dx, dy) tenths of a point relative to where this replica shows them.
     public mutating func move(_ ids: [ElementID], dx: Int32, dy: Int32, by replica: ReplicaID,
-                              wallTime: Int64) throws -> Operation {
+                              wallTime: Int64) throws -> Op {
         let ts = try ids.map { id -> ElementTransform in
             guard let r = records[id] else { throw LnoteError(.invalidArgument, "no live element \(id) on page \(page)") }
             return ElementTransform(id, try r.transform.value.translated(by: dx, dy))
@@ -121,7 +121,7 @@ public struct PageReplica: Sendable {
     }
 
     /// Brings elements to the front (keeping their relative order) as the next local operation.
-    public mutating func bringToFront(_ ids: [ElementID], by replica: ReplicaID, wallTime: Int64) throws -> Operation {
+    public mutating func bringToFront(_ ids: [ElementID], by replica: ReplicaID, wallTime: Int64) throws -> Op {
         let sorted = try sortedByZ(ids)
         let layer = Int64(maxLamport + 1)
         var zs: [ElementZ] = []
@@ -135,7 +135,7 @@ public struct PageReplica: Sendable {
     }
 
     /// Sends elements to the back (keeping their relative order) as the next local operation.
-    public mutating func sendToBack(_ ids: [ElementID], by replica: ReplicaID, wallTime: Int64) throws -> Operation {
+    public mutating func sendToBack(_ ids: [ElementID], by replica: ReplicaID, wallTime: Int64) throws -> Op {
         let sorted = try sortedByZ(ids)
         let layer = -Int64(maxLamport + 1)
         var zs: [ElementZ] = []
@@ -156,7 +156,7 @@ public struct PageReplica: Sendable {
         return order.filter { set.contains($0) }
     }
 
-    private func validateLocal(_ op: Operation) throws {
+    private func validateLocal(_ op: Op) throws {
         func live(_ id: ElementID) throws -> ElementRecord {
             guard let r = records[id] else { throw LnoteError(.invalidArgument, "no live element \(id) on page \(page)") }
             return r
@@ -189,7 +189,7 @@ public struct PageReplica: Sendable {
 
     /// Keys a correct author produces never exceed its Lamport timestamp ([MERGE-12]);
     /// rejecting others keeps "on top of what the author saw" meaningful.
-    private func validateKeys(_ op: Operation) throws {
+    private func validateKeys(_ op: Op) throws {
         let bound = Int64(clamping: op.lamport)
         func check(_ z: ZKey) throws {
             guard z.layer <= bound, z.layer >= -bound, z.isValid else {
@@ -212,7 +212,7 @@ public struct PageReplica: Sendable {
     /// - Throws: `.invalidArgument` for an operation that is not a page operation, `.corrupt`
     ///   for one whose z keys exceed its Lamport timestamp. Nothing is applied then.
     @discardableResult
-    public mutating func receive(_ ops: [Operation]) throws -> [Operation] {
+    public mutating func receive(_ ops: [Op]) throws -> [Op] {
         for op in ops {
             guard op.body.isPageOperation else {
                 throw LnoteError(.invalidArgument, "\(op.body.name) \(op.id) is not a page operation")
@@ -220,7 +220,7 @@ public struct PageReplica: Sendable {
             try validateKeys(op)
         }
         for op in ops where !clock.covers(op.id) { _ = buffer.insert(op) }
-        var applied: [Operation] = []
+        var applied: [Op] = []
         var buf = buffer
         try buf.drain(clock: { self.clock }) { op in
             try self.apply(op)
@@ -232,7 +232,7 @@ public struct PageReplica: Sendable {
 
     // MARK: - The rules
 
-    private mutating func apply(_ op: Operation) throws {
+    private mutating func apply(_ op: Op) throws {
         clock.include(op.id)
         maxLamport = max(maxLamport, op.lamport)
         modified = max(modified, op.wallTime)
@@ -279,7 +279,7 @@ public struct PageReplica: Sendable {
     /// frontier; on an erased element it only advances the tombstone's frontier
     /// ([MERGE-21]: erase wins). Edits that name an element their author could not have
     /// seen are ignored.
-    private mutating func edit(_ id: ElementID, by op: Operation, _ change: (inout ElementRecord) -> Void) {
+    private mutating func edit(_ id: ElementID, by op: Op, _ change: (inout ElementRecord) -> Void) {
         guard op.context.covers(id) else { return }
         if var r = records[id] {
             change(&r)
@@ -295,7 +295,7 @@ public struct PageReplica: Sendable {
 
     /// [MERGE-21] A whole erase removes the element whatever else happened concurrently;
     /// the tombstone keeps what is needed to report the operations it won against.
-    private mutating func erase(_ id: ElementID, by op: Operation) {
+    private mutating func erase(_ id: ElementID, by op: Op) {
         guard op.context.covers(id) else { return }
         let erasure = Erasure(ref: op.ref, clock: op.context)
         if let r = records.removeValue(forKey: id) {
