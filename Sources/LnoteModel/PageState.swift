@@ -28,12 +28,14 @@ public struct ElementRecord: Hashable, Sendable {
     public var z: LWWRegister<ZKey>
     /// Erased point ranges (normalized union), for strokes.
     public var erased: [PointRange]
-    /// Causally maximal partial erases (for conflict reports).
-    public var eraseFrontier: [OpRef]
+    /// The causally maximal move, reorder and partial-erase operations on the element, all
+    /// kinds together (sorted). Kept so that a later whole erase can tell, whatever the
+    /// delivery order, which edits it was concurrent with.
+    public var frontier: [OpRef]
 
     public init(id: ElementID, lamport: UInt64, wallTime: Int64, content: ElementContent,
                 transform: LWWRegister<Transform> = LWWRegister(.identity), z: LWWRegister<ZKey>,
-                erased: [PointRange] = [], eraseFrontier: [OpRef] = []) {
+                erased: [PointRange] = [], frontier: [OpRef] = []) {
         self.id = id
         self.lamport = lamport
         self.wallTime = wallTime
@@ -41,7 +43,7 @@ public struct ElementRecord: Hashable, Sendable {
         self.transform = transform
         self.z = z
         self.erased = erased
-        self.eraseFrontier = eraseFrontier
+        self.frontier = frontier
     }
 
     public var addRef: OpRef { OpRef(id: id, lamport: lamport) }
@@ -86,13 +88,19 @@ public struct Tombstone: Hashable, Sendable {
     public var id: ElementID
     /// The erases (more than one when erased concurrently), sorted by ref.
     public var erasures: [Erasure]
-    /// Causally maximal move, reorder and partial-erase operations on the element that the
-    /// erases had not seen (sorted): the operations the erase won against.
-    public var concurrent: [OpRef]
-    public init(id: ElementID, erasures: [Erasure], concurrent: [OpRef] = []) {
+    /// The causally maximal move, reorder and partial-erase operations on the element (all
+    /// kinds together, sorted), still maintained after the erase. Those that some erasure's
+    /// clock does not cover were concurrent with it: the operations the erase won against.
+    public var frontier: [OpRef]
+    public init(id: ElementID, erasures: [Erasure], frontier: [OpRef] = []) {
         self.id = id
         self.erasures = erasures
-        self.concurrent = concurrent
+        self.frontier = frontier
+    }
+
+    /// Frontier operations that at least one erasure had not seen.
+    public var concurrent: [OpRef] {
+        frontier.filter { f in erasures.contains { !$0.clock.covers(f.id) } }
     }
 }
 

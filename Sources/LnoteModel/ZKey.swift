@@ -60,7 +60,7 @@ public struct ZKey: Hashable, Comparable, Sendable, CustomStringConvertible {
     }
 
     /// A fraction greater than `a` (no upper bound), as short as possible.
-    static func fractionAbove(_ a: [UInt8]) -> [UInt8] {
+    public static func fractionAbove(_ a: [UInt8]) -> [UInt8] {
         var out: [UInt8] = []
         for d in a {
             if d < 255 { out.append(d + 1); return out }
@@ -71,7 +71,7 @@ public struct ZKey: Hashable, Comparable, Sendable, CustomStringConvertible {
     }
 
     /// A fraction strictly between `a` and `b` (requires a < b as fractions).
-    static func fractionBetween(_ a: [UInt8], _ b: [UInt8]) -> [UInt8] {
+    public static func fractionBetween(_ a: [UInt8], _ b: [UInt8]) -> [UInt8] {
         precondition(a.lexicographicallyPrecedes(b), "fractionBetween needs a < b")
         var out: [UInt8] = []
         var i = 0

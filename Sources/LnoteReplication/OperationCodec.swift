@@ -16,7 +16,7 @@ public enum OperationCodec {
     /// Longest title, in UTF-8 bytes.
     public static let maxTitleBytes = 4096
 
-    public static func kind(of body: Operation.Body) -> Kind {
+    public static func kind(of body: Op.Body) -> Kind {
         switch body {
         case .add: .add
         case .erase: .erase
@@ -35,17 +35,17 @@ public enum OperationCodec {
         }
     }
 
-    public static func frame(_ op: Operation) -> Frame {
+    public static func frame(_ op: Op) -> Frame {
         var w = ByteWriter(capacity: 64)
         encodePayload(op, into: &w)
         return Frame(type: kind(of: op.body).rawValue, payload: w.bytes)
     }
 
-    public static func encode(_ op: Operation) -> [UInt8] { frame(op).encoded }
+    public static func encode(_ op: Op) -> [UInt8] { frame(op).encoded }
 
     /// Header: replica u64, counter varint, lamport varint, wall time svarint, context
     /// (without the author's own entry, which is implied: counter − 1). Then the body.
-    public static func encodePayload(_ op: Operation, into w: inout ByteWriter) {
+    public static func encodePayload(_ op: Op, into w: inout ByteWriter) {
         w.u64(op.id.replica.rawValue)
         w.varint(op.id.counter)
         w.varint(op.lamport)
@@ -109,7 +109,7 @@ public enum OperationCodec {
 
     /// Decodes a frame's payload. `base` is the payload's offset in its file or body, for
     /// error reports; every error names `path` and an absolute offset.
-    public static func decode(_ frame: Frame, base: Int = 0, path: String? = nil) throws -> Operation {
+    public static func decode(_ frame: Frame, base: Int = 0, path: String? = nil) throws -> Op {
         var r = ByteReader(frame.payload, base: base, path: path)
         guard let kind = Kind(rawValue: frame.type) else {
             throw LnoteError(.corrupt, "unknown operation type 0x\(String(frame.type, radix: 16))",
@@ -133,7 +133,7 @@ public enum OperationCodec {
             throw r.error(.corrupt, "lamport \(lamport) below counter \(counter)", at: lamportAt)
         }
         context[ReplicaID(replica)] = counter - 1
-        let body: Operation.Body
+        let body: Op.Body
         switch kind {
         case .add:
             let z = try ElementCodec.decodeZKey(&r)
@@ -198,7 +198,7 @@ public enum OperationCodec {
             body = .restoreDocument
         }
         try r.expectEnd("operation \(kind)")
-        return Operation(id: OpID(replica: ReplicaID(replica), counter: counter), lamport: lamport,
+        return Op(id: OpID(replica: ReplicaID(replica), counter: counter), lamport: lamport,
                          context: context, wallTime: wall, body: body)
     }
 

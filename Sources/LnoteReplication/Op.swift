@@ -20,11 +20,12 @@ public struct ElementZ: Hashable, Sendable {
     }
 }
 
-/// One replicated edit: its identity, causal context, and what it does.
+/// One replicated operation (named `Op` so it never clashes with Foundation's `Operation`):
+/// its identity, causal context, and what it does.
 ///
 /// Operations live in a log: one per page (element operations) and one per document
 /// (page list and metadata operations). Counters and clocks are per log.
-public struct Operation: Hashable, Sendable, CustomStringConvertible {
+public struct Op: Hashable, Sendable, CustomStringConvertible {
     /// (replica, counter): unique; `counter == context[replica] + 1`.
     public var id: OpID
     /// One more than the greatest Lamport timestamp its author had applied in this log.

@@ -1,0 +1,87 @@
+import LnoteModel
+
+/// Holds operations until they can be applied in causal order.
+///
+/// An operation from replica `r` with counter `c` is deliverable when the log's clock has
+/// `clock[r] == c − 1` and covers the operation's whole context: everything its author had
+/// seen is applied first. Counters have no gaps per log, so this is exact.
+/// An operation already covered by the clock, or already waiting, is a duplicate.
+struct CausalBuffer: Sendable, Hashable {
+    private(set) var waiting: [ReplicaID: [UInt64: Op]] = [:]
+
+    var count: Int { waiting.values.reduce(0) { $0 + $1.count } }
+
+    /// All waiting operations, sorted by id (a deterministic order for snapshots and logs).
+    var operations: [Op] {
+        waiting.values.flatMap(\.values).sorted { $0.id < $1.id }
+    }
+
+    func contains(_ id: OpID) -> Bool { waiting[id.replica]?[id.counter] != nil }
+
+    /// Adds an operation; returns false for a duplicate of a waiting one.
+    mutating func insert(_ op: Op) -> Bool {
+        if waiting[op.id.replica]?[op.id.counter] != nil { return false }
+        waiting[op.id.replica, default: [:]][op.id.counter] = op
+        return true
+    }
+
+    /// Removes and returns, one at a time, every operation that becomes deliverable;
+    /// `apply` must advance the clock it is given.
+    mutating func drain(clock: () -> VectorClock, apply: (Op) throws -> Void) rethrows {
+        var progress = true
+        while progress {
+            progress = false
+            for replica in waiting.keys.sorted() {
+                while let next = waiting[replica]?[clock()[replica] + 1], clock().covers(next.context) {
+                    waiting[replica]![next.id.counter] = nil
+                    if waiting[replica]!.isEmpty { waiting[replica] = nil }
+                    try apply(next)
+                    progress = true
+                }
+                // Anything the clock already covers arrived twice: drop it.
+                if let entries = waiting[replica] {
+                    let applied = clock()[replica]
+                    let stale = entries.keys.filter { $0 <= applied }
+                    for k in stale { waiting[replica]![k] = nil }
+                    if waiting[replica]!.isEmpty { waiting[replica] = nil }
+                }
+            }
+        }
+    }
+}
+
+/// Maintains a set of causally maximal operations (an antichain) under causal delivery:
+/// when an operation arrives, everything it had seen is already here, so removing what
+/// its context covers and adding it yields exactly the maximal operations of all arrived.
+@inline(__always)
+func advance(_ frontier: inout [OpRef], with op: Op) {
+    frontier.removeAll { op.context.covers($0.id) }
+    let i = frontier.firstIndex { $0 > op.ref } ?? frontier.count
+    frontier.insert(op.ref, at: i)
+}
+
+/// Writes an LWW register: the frontier advances; the value changes when the operation is
+/// the new greatest `OpRef` (a causally later write always has a greater Lamport timestamp,
+/// so the greatest is always in the frontier).
+@inline(__always)
+func write<V>(_ register: inout LWWRegister<V>, _ value: V, by op: Op) {
+    let wins = register.winner.map { op.ref > $0 } ?? true
+    advance(&register.frontier, with: op)
+    if wins { register.value = value }
+}
+
+extension Array where Element == ReplicaContext {
+    /// Records that `op` is the latest operation seen from its author.
+    mutating func record(_ op: Op) {
+        let clock = op.clock
+        if let i = firstIndex(where: { $0.replica == op.id.replica }) {
+            self[i].clock.merge(clock)
+        } else {
+            let at = firstIndex { $0.replica > op.id.replica } ?? count
+            insert(ReplicaContext(replica: op.id.replica, clock: clock), at: at)
+        }
+    }
+
+    /// True when every replica that wrote to the log had seen `id`.
+    func allHaveSeen(_ id: OpID) -> Bool { allSatisfy { $0.clock.covers(id) } }
+}

@@ -1,0 +1,374 @@
+import LnoteModel
+
+/// One page's replicated state and the deterministic merge that maintains it.
+///
+/// Pure: no files, no clocks read from the system (wall times are given), no randomness.
+/// Operations may be received in any order, in batches, and more than once: each is applied
+/// exactly once, in causal order (those whose dependencies have not arrived wait in
+/// `pending`). Every rule is a function of the set of applied operations, so replicas that
+/// received the same operations hold equal `state`s. The rules are specified in
+/// `Protocol/merge-semantics.md`; the ids below ([MERGE-n]) refer to it.
+public struct PageReplica: Sendable {
+    public let page: PageID
+    public private(set) var clock: VectorClock
+    public private(set) var maxLamport: UInt64
+    private var modified: Int64
+    private var contexts: [ReplicaContext]
+    /// Live elements by id.
+    private var records: [ElementID: ElementRecord]
+    /// Live element ids, bottom to top.
+    private var order: [ElementID]
+    private var tombstones: [ElementID: Tombstone]
+    private var buffer = CausalBuffer()
+
+    /// Starts from a snapshot's state; `pending` are operations that were waiting when it
+    /// was taken (they are re-offered to the causal buffer).
+    public init(state: PageState, pending: [Op] = []) {
+        page = state.page
+        clock = state.clock
+        maxLamport = state.maxLamport
+        modified = state.modified
+        contexts = state.contexts
+        records = Dictionary(uniqueKeysWithValues: state.elements.map { ($0.id, $0) })
+        order = state.elements.map(\.id)
+        tombstones = Dictionary(uniqueKeysWithValues: state.tombstones.map { ($0.id, $0) })
+        for op in pending where !clock.covers(op.id) { _ = buffer.insert(op) }
+    }
+
+    public init(page: PageID) { self.init(state: PageState(page: page)) }
+
+    /// The materialized state: live elements bottom to top, tombstones that are not yet
+    /// causally stable ([MERGE-30]), the clock and the replica contexts.
+    public var state: PageState {
+        PageState(page: page, clock: clock, maxLamport: maxLamport, modified: modified,
+                  elements: order.map { records[$0]! },
+                  tombstones: tombstones.values.filter { !isStable($0) }.sorted { $0.id < $1.id },
+                  contexts: contexts)
+    }
+
+    /// Received operations waiting for their dependencies, by id.
+    public var pending: [Op] { buffer.operations }
+
+    /// Live elements, bottom to top.
+    public var elements: [ElementRecord] { order.map { records[$0]! } }
+
+    public func element(_ id: ElementID) -> ElementRecord? { records[id] }
+
+    /// True when the operation was applied or is waiting.
+    public func contains(_ id: OpID) -> Bool { clock.covers(id) || buffer.contains(id) }
+
+    /// True when `id` names an element that was added here and later erased whole.
+    public func wasErased(_ id: ElementID) -> Bool { records[id] == nil && clock.covers(id) }
+
+    // MARK: - Local edits
+
+    /// Builds a local operation, applies it, and returns it (to be logged and sent).
+    ///
+    /// The id is `(replica, clock[replica] + 1)`, the Lamport timestamp one more than the
+    /// greatest applied, the context the current clock ([MERGE-1]).
+    /// - Throws: `.invalidArgument` when the edit names an element that is not live here,
+    ///   a range outside a stroke, or a z key or transform out of range; `.invalidState`
+    ///   when the body is not a page operation.
+    public mutating func make(_ body: Op.Body, by replica: ReplicaID, wallTime: Int64) throws -> Op {
+        guard body.isPageOperation else {
+            throw LnoteError(.invalidState, "\(body.name) is not a page operation")
+        }
+        let op = Op(id: OpID(replica: replica, counter: clock[replica] + 1), lamport: maxLamport + 1,
+                           context: clock, wallTime: wallTime, body: body)
+        try validateLocal(op)
+        try apply(op)
+        return op
+    }
+
+    /// The z key for an element placed on top of everything visible, by the next local operation.
+    public var topKey: ZKey { ZKey(layer: Int64(maxLamport + 1)) }
+    /// The z key for an element placed below everything, by the next local operation.
+    public var bottomKey: ZKey { ZKey(layer: -Int64(maxLamport + 1)) }
+
+    /// A z key just above (`above == true`) or just below element `id` as this replica sees it.
+    public func key(adjacentTo id: ElementID, above: Bool) throws -> ZKey {
+        guard let i = order.firstIndex(of: id) else {
+            throw LnoteError(.invalidArgument, "no live element \(id) on page \(page)")
+        }
+        let me = records[id]!.z.value
+        let top = Int64(maxLamport + 1)
+        if above {
+            let next = i + 1 < order.count ? records[order[i + 1]]!.z.value : nil
+            return ZKey.between(me, next, top: top, bottom: -top)
+        }
+        let prev = i > 0 ? records[order[i - 1]]!.z.value : nil
+        return ZKey.between(prev, me, top: top, bottom: -top)
+    }
+
+    /// Adds an element on top (or just above / below another), as the next local operation.
+    public mutating func add(_ content: ElementContent, by replica: ReplicaID, wallTime: Int64,
+                             above: ElementID? = nil, below: ElementID? = nil) throws -> Op {
+        let z: ZKey
+        if let above { z = try key(adjacentTo: above, above: true) }
+        else if let below { z = try key(adjacentTo: below, above: false) }
+        else { z = topKey }
+        return try make(.add(content, z: z), by: replica, wallTime: wallTime)
+    }
+
+    /// Moves elements by (dx, dy) tenths of a point relative to where this replica shows them.
+    public mutating func move(_ ids: [ElementID], dx: Int32, dy: Int32, by replica: ReplicaID,
+                              wallTime: Int64) throws -> Op {
+        let ts = try ids.map { id -> ElementTransform in
+            guard let r = records[id] else { throw LnoteError(.invalidArgument, "no live element \(id) on page \(page)") }
+            return ElementTransform(id, try r.transform.value.translated(by: dx, dy))
+        }
+        return try make(.move(ts), by: replica, wallTime: wallTime)
+    }
+
+    /// Brings elements to the front (keeping their relative order) as the next local operation.
+    public mutating func bringToFront(_ ids: [ElementID], by replica: ReplicaID, wallTime: Int64) throws -> Op {
+        let sorted = try sortedByZ(ids)
+        let layer = Int64(maxLamport + 1)
+        var zs: [ElementZ] = []
+        var last: ZKey? = nil
+        for id in sorted {
+            let k = last.map { ZKey(layer: layer, fraction: ZKey.fractionAbove($0.fraction)) } ?? ZKey(layer: layer)
+            zs.append(ElementZ(id, k))
+            last = k
+        }
+        return try make(.reorder(zs), by: replica, wallTime: wallTime)
+    }
+
+    /// Sends elements to the back (keeping their relative order) as the next local operation.
+    public mutating func sendToBack(_ ids: [ElementID], by replica: ReplicaID, wallTime: Int64) throws -> Op {
+        let sorted = try sortedByZ(ids)
+        let layer = -Int64(maxLamport + 1)
+        var zs: [ElementZ] = []
+        var last: ZKey? = nil
+        for id in sorted {
+            let k = last.map { ZKey(layer: layer, fraction: ZKey.fractionAbove($0.fraction)) } ?? ZKey(layer: layer)
+            zs.append(ElementZ(id, k))
+            last = k
+        }
+        return try make(.reorder(zs), by: replica, wallTime: wallTime)
+    }
+
+    private func sortedByZ(_ ids: [ElementID]) throws -> [ElementID] {
+        for id in ids where records[id] == nil {
+            throw LnoteError(.invalidArgument, "no live element \(id) on page \(page)")
+        }
+        let set = Set(ids)
+        return order.filter { set.contains($0) }
+    }
+
+    private func validateLocal(_ op: Op) throws {
+        func live(_ id: ElementID) throws -> ElementRecord {
+            guard let r = records[id] else { throw LnoteError(.invalidArgument, "no live element \(id) on page \(page)") }
+            return r
+        }
+        switch op.body {
+        case .add(let content, _):
+            if case .stroke(let s) = content {
+                guard !s.points.isEmpty, s.points.count <= Stroke.maxPoints else {
+                    throw LnoteError(.invalidArgument, "a stroke needs 1 to \(Stroke.maxPoints) points")
+                }
+            }
+        case .erase(let ids):
+            guard !ids.isEmpty else { throw LnoteError(.invalidArgument, "erase names no element") }
+            for id in ids { _ = try live(id) }
+        case .eraseRange(let id, let ranges):
+            let r = try live(id)
+            guard let s = r.content.stroke else { throw LnoteError(.invalidArgument, "\(id) is not a stroke") }
+            for range in ranges where range.isEmpty || Int(range.to) > s.points.count {
+                throw LnoteError(.invalidArgument, "range \(range) is outside stroke \(id) of \(s.points.count) points")
+            }
+        case .move(let ts):
+            for t in ts { _ = try live(t.element) }
+        case .reorder(let zs):
+            for z in zs { _ = try live(z.element) }
+        default:
+            break
+        }
+        try validateKeys(op)
+    }
+
+    /// Keys a correct author produces never exceed its Lamport timestamp ([MERGE-12]);
+    /// rejecting others keeps "on top of what the author saw" meaningful.
+    private func validateKeys(_ op: Op) throws {
+        let bound = Int64(clamping: op.lamport)
+        func check(_ z: ZKey) throws {
+            guard z.layer <= bound, z.layer >= -bound, z.isValid else {
+                throw LnoteError(.corrupt, "operation \(op.id) has z key \(z) outside ±\(bound)")
+            }
+        }
+        switch op.body {
+        case .add(_, let z): try check(z)
+        case .reorder(let zs): for z in zs { try check(z.z) }
+        default: break
+        }
+    }
+
+    // MARK: - Receiving
+
+    /// Applies operations received from elsewhere (or replayed from the log), in any order.
+    ///
+    /// Duplicates are ignored; operations whose causal context is not yet applied wait
+    /// ([MERGE-40]). Returns the operations applied by this call, in the order applied.
+    /// - Throws: `.invalidArgument` for an operation that is not a page operation, `.corrupt`
+    ///   for one whose z keys exceed its Lamport timestamp. Nothing is applied then.
+    @discardableResult
+    public mutating func receive(_ ops: [Op]) throws -> [Op] {
+        for op in ops {
+            guard op.body.isPageOperation else {
+                throw LnoteError(.invalidArgument, "\(op.body.name) \(op.id) is not a page operation")
+            }
+            try validateKeys(op)
+        }
+        for op in ops where !clock.covers(op.id) { _ = buffer.insert(op) }
+        var applied: [Op] = []
+        var buf = buffer
+        try buf.drain(clock: { self.clock }) { op in
+            try self.apply(op)
+            applied.append(op)
+        }
+        buffer = buf
+        return applied
+    }
+
+    // MARK: - The rules
+
+    private mutating func apply(_ op: Op) throws {
+        clock.include(op.id)
+        maxLamport = max(maxLamport, op.lamport)
+        modified = max(modified, op.wallTime)
+        contexts.record(op)
+        switch op.body {
+        case .add(let content, let z):
+            // [MERGE-10] A new element goes where its key puts it; equal keys are ordered by the add's OpRef.
+            let r = ElementRecord(id: op.id, lamport: op.lamport, wallTime: op.wallTime, content: content, z: LWWRegister(z))
+            records[op.id] = r
+            insertInOrder(op.id)
+        case .erase(let ids):
+            for id in Set(ids).sorted() { erase(id, by: op) }
+        case .eraseRange(let id, let ranges):
+            // [MERGE-20] Visible ink is the points minus the union of all erased ranges.
+            edit(id, by: op) { r in
+                let n = UInt32(clamping: r.content.pointCount)
+                let clamped = ranges.map { PointRange(min($0.from, n), min($0.to, n)) }
+                r.erased = (r.erased + clamped).normalizedUnion()
+            }
+        case .move(let ts):
+            // [MERGE-25] Last writer wins per element, by (Lamport, replica).
+            var seen = Set<ElementID>()
+            for t in ts where seen.insert(t.element).inserted {
+                edit(t.element, by: op) { r in write(&r.transform, t.transform, by: op) }
+            }
+        case .reorder(let zs):
+            // [MERGE-15] Last writer wins per element; equal keys ordered by the writer's OpRef.
+            var seen = Set<ElementID>()
+            for z in zs where seen.insert(z.element).inserted {
+                guard records[z.element] != nil, op.context.covers(z.element) else {
+                    edit(z.element, by: op) { _ in }
+                    continue
+                }
+                removeFromOrder(z.element)
+                edit(z.element, by: op) { r in write(&r.z, z.z, by: op) }
+                insertInOrder(z.element)
+            }
+        default:
+            throw LnoteError(.invalidArgument, "\(op.body.name) is not a page operation")
+        }
+    }
+
+    /// Applies an edit (move, reorder, partial erase) to a live element, advancing its
+    /// frontier; on an erased element it only advances the tombstone's frontier
+    /// ([MERGE-21]: erase wins). Edits that name an element their author could not have
+    /// seen are ignored.
+    private mutating func edit(_ id: ElementID, by op: Op, _ change: (inout ElementRecord) -> Void) {
+        guard op.context.covers(id) else { return }
+        if var r = records[id] {
+            change(&r)
+            advance(&r.frontier, with: op)
+            records[id] = r
+        } else if var t = tombstones[id] {
+            // An edit made after seeing every erase cannot happen in a correct replica; it changes nothing.
+            if t.erasures.allSatisfy({ op.context.covers($0.ref.id) }) { return }
+            advance(&t.frontier, with: op)
+            tombstones[id] = t
+        }
+    }
+
+    /// [MERGE-21] A whole erase removes the element whatever else happened concurrently;
+    /// the tombstone keeps what is needed to report the operations it won against.
+    private mutating func erase(_ id: ElementID, by op: Op) {
+        guard op.context.covers(id) else { return }
+        let erasure = Erasure(ref: op.ref, clock: op.context)
+        if let r = records.removeValue(forKey: id) {
+            removeFromOrder(id, record: r)
+            tombstones[id] = Tombstone(id: id, erasures: [erasure], frontier: r.frontier)
+        } else if var t = tombstones[id] {
+            let i = t.erasures.firstIndex { $0.ref > erasure.ref } ?? t.erasures.count
+            t.erasures.insert(erasure, at: i)
+            tombstones[id] = t
+        }
+        // Otherwise the tombstone was dropped once stable: nothing left to do.
+    }
+
+    /// [MERGE-30] A tombstone is stable when every replica that wrote to this page had seen
+    /// all its erasures: no operation concurrent with them can arrive any more.
+    private func isStable(_ t: Tombstone) -> Bool {
+        t.erasures.allSatisfy { contexts.allHaveSeen($0.ref.id) }
+    }
+
+    // MARK: - Z order maintenance
+
+    private func less(_ a: ElementID, _ b: ElementID) -> Bool {
+        ElementRecord.zLess(records[a]!, records[b]!)
+    }
+
+    private mutating func insertInOrder(_ id: ElementID) {
+        // Fast path: the usual case is a new element on top.
+        if let last = order.last, !less(id, last) {
+            order.append(id)
+            return
+        }
+        var lo = 0, hi = order.count
+        while lo < hi {
+            let mid = (lo + hi) / 2
+            if less(order[mid], id) { lo = mid + 1 } else { hi = mid }
+        }
+        order.insert(id, at: lo)
+    }
+
+    private mutating func removeFromOrder(_ id: ElementID, record: ElementRecord? = nil) {
+        guard let r = record ?? records[id] else { return }
+        // Binary search to the first element not below r, then scan the (tiny) run of equal keys.
+        var lo = 0, hi = order.count
+        while lo < hi {
+            let mid = (lo + hi) / 2
+            let m = order[mid] == id ? r : records[order[mid]]!
+            if ElementRecord.zLess(m, r) { lo = mid + 1 } else { hi = mid }
+        }
+        if lo < order.count, order[lo] == id { order.remove(at: lo); return }
+        if let i = order.firstIndex(of: id) { order.remove(at: i) }
+    }
+
+    // MARK: - Conflicts
+
+    /// [MERGE-50] Every element with concurrent operations, and which one won.
+    public func conflicts() -> [Conflict] {
+        var out: [Conflict] = []
+        for id in order {
+            let r = records[id]!
+            if r.transform.isConflicted {
+                out.append(Conflict(kind: .move, page: page, element: id, ops: r.transform.frontier, winner: r.transform.winner!))
+            }
+            if r.z.isConflicted {
+                out.append(Conflict(kind: .reorder, page: page, element: id, ops: r.z.frontier, winner: r.z.winner!))
+            }
+        }
+        for t in state.tombstones {
+            let concurrent = t.concurrent
+            if !concurrent.isEmpty {
+                out.append(Conflict(kind: .erase, page: page, element: t.id,
+                                    ops: t.erasures.map(\.ref) + concurrent, winner: t.erasures.last!.ref))
+            }
+        }
+        return out
+    }
+}

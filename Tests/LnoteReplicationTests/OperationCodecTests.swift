@@ -1,0 +1,93 @@
+import Foundation
+import Testing
+import LnoteModel
+@testable import LnoteReplication
+
+@Suite struct OperationCodecTests {
+    let a = ReplicaID(0xA1), b = ReplicaID(0xB2)
+
+    /// [LOG-22] The spec's test vector, byte for byte.
+    @Test func moveVector() throws {
+        let mv = Op(id: OpID(replica: b, counter: 1), lamport: 2, context: VectorClock([(a, UInt64(1))]),
+                    wallTime: 1_700_000_000_500,
+                    body: .move([ElementTransform(OpID(replica: a, counter: 1), .translation(50, 0))]))
+        let hex = "28000000169e641c04b2000000000000000102e8a7abfef96201a1000000000000000101a10000000000000001006400"
+        #expect(hexString(OperationCodec.encode(mv)) == hex)
+        let frames = try Frame.decodeAll(OperationCodec.encode(mv))
+        #expect(try OperationCodec.decode(frames[0]) == mv)
+    }
+
+    static func sampleOps() -> [Op] {
+        let a = ReplicaID(0xA1), b = ReplicaID(0xB2)
+        let e = OpID(replica: a, counter: 1)
+        let ctx = VectorClock([(a, UInt64(3)), (b, UInt64(2))])
+        let p = PageID()
+        let stroke = Stroke(points: [StrokePoint(x: -5, y: 7, pressure: 1000, radius: 3, t: 0),
+                                     StrokePoint(x: Int32.max / 2, y: Int32.min / 2, pressure: 0, radius: 0, t: 99_999)])
+        let img = ImageElement(asset: AssetID(digest: Array(repeating: 7, count: 32))!, frame: QRect(x: 1, y: 2, width: 3, height: 4), rotation: -9000)
+        let bodies: [Op.Body] = [
+            .add(.stroke(stroke), z: ZKey(layer: -4, fraction: [1, 2, 255])),
+            .add(.image(img), z: ZKey(layer: 9)),
+            .erase([e, OpID(replica: b, counter: 2)]),
+            .eraseRange(e, [PointRange(0, 1), PointRange(5, 4_000_000_000)]),
+            .move([ElementTransform(e, Transform(a: 1, b: -2, c: 3, d: -4, tx: 5, ty: -6))]),
+            .reorder([ElementZ(e, ZKey(layer: 3, fraction: [9]))]),
+            .createDocument(title: "Notes ✍️"),
+            .setTitle(""),
+            .addPage(p, position: ZKey(layer: 2), canvas: .a4),
+            .deletePage(p, seen: ctx),
+            .restorePage(p),
+            .movePage(p, position: ZKey(layer: -1, fraction: [128])),
+            .setCanvas(p, CanvasSize(width: 1, height: 2)),
+            .deleteDocument,
+            .restoreDocument,
+        ]
+        return bodies.enumerated().map { i, body in
+            Op(id: OpID(replica: b, counter: 3), lamport: UInt64(10 + i), context: ctx, wallTime: -5 + Int64(i), body: body)
+        }
+    }
+
+    @Test func everyKindRoundTrips() throws {
+        for op in Self.sampleOps() {
+            let bytes = OperationCodec.encode(op)
+            let frames = try Frame.decodeAll(bytes)
+            #expect(frames.count == 1)
+            #expect(try OperationCodec.decode(frames[0]) == op, "\(op.body.name)")
+        }
+    }
+
+    /// [LOG-10] [LOG-13] Truncating at every offset or flipping any bit is detected, never applied.
+    @Test func everyCutAndEveryBitFlipIsDetected() throws {
+        for op in Self.sampleOps() {
+            let bytes = OperationCodec.encode(op)
+            for cut in 1..<bytes.count {  // cut 0 is an empty, valid stream
+                #expect(throws: LnoteError.self) { _ = try Frame.decodeAll(Array(bytes[..<cut])).map { try OperationCodec.decode($0) } }
+            }
+            for bit in 0..<(bytes.count * 8) {
+                var damaged = bytes
+                damaged[bit / 8] ^= UInt8(1 << (bit % 8))
+                #expect(throws: LnoteError.self, "\(op.body.name) bit \(bit)") {
+                    _ = try Frame.decodeAll(damaged).map { try OperationCodec.decode($0) }
+                }
+            }
+        }
+    }
+
+    /// [LOG-20] Payloads with valid frames but invalid contents are rejected with an offset.
+    @Test func malformedPayloadsAreRejected() throws {
+        var rng = SeededRNG(seed: 42)
+        for trial in 0..<2_000 {
+            let kind = OperationCodec.Kind.allCases.randomElement(using: &rng)!
+            let n = Int.random(in: 0...40, using: &rng)
+            let payload = (0..<n).map { _ in UInt8.random(in: 0...255, using: &rng) }
+            do {
+                let op = try OperationCodec.decode(Frame(type: kind.rawValue, payload: payload))
+                // Random bytes that happen to decode must re-encode to the same payload.
+                #expect(OperationCodec.frame(op).payload == payload, "trial \(trial) (seed 42)")
+            } catch let e as LnoteError {
+                #expect(e.offset != nil, "trial \(trial): \(e)")
+            }
+        }
+        #expect(throws: LnoteError(.corrupt)) { try OperationCodec.decode(Frame(type: 0x7f, payload: [])) }
+    }
+}
