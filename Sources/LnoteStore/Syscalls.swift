@@ -308,6 +308,29 @@ final class Syscalls: Sendable {
         return names.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
     }
 
+    /// The absolute, symlink-free form of an existing path (`realpath(3)`).
+    func realpath(_ path: String) throws -> String {
+        _ = try enter(.stat, path)
+        guard let p = Glibc.realpath(path, nil) else {
+            throw Syscalls.error("realpath", path: path, errno: errno)
+        }
+        defer { free(p) }
+        return String(cString: p)
+    }
+
+    /// Removes a directory tree (used only for temporary package directories).
+    func removeTree(_ path: String) throws {
+        for name in try listDirectory(path) {
+            let child = DurableFile.join(path, name)
+            if let st = try stat(child), st.isDirectory {
+                try removeTree(child)
+            } else {
+                try unlink(child, missingOK: true)
+            }
+        }
+        try rmdir(path)
+    }
+
     /// Called by `FileDescriptor.close()` only.
     fileprivate func closeRaw(_ fd: Int32, path: String) throws {
         // After a simulated crash the "kernel" still closes descriptors.
