@@ -56,3 +56,23 @@ func listNames(_ dir: String) -> [String] {
 /// A seam that does not fsync: for tests that check logic over thousands of files and
 /// never durability.
 let fastIO = Syscalls(performsSync: false)
+
+/// A stroke of `n` points starting at (x, 0).
+func stroke(_ n: Int = 5, x: Int32 = 0) -> Stroke {
+    Stroke(points: (0..<n).map { StrokePoint(x: x + Int32($0) * 10, y: Int32($0) * 7, t: UInt32($0) * 8) })
+}
+
+/// Options for tests: no background autosave (tests flush explicitly), a fixed clock.
+func testOptions(_ tweak: (inout StoreOptions) -> Void = { _ in }) -> StoreOptions {
+    var o = StoreOptions()
+    o.autosave = false
+    o.now = { 1_700_000_000_000 }
+    tweak(&o)
+    return o
+}
+
+/// Opens a notebook through a given seam (tests).
+func openNotebook(_ path: String, io: Syscalls = .live, options: StoreOptions = testOptions(),
+                  machineID: String = "/etc/machine-id") async throws -> Notebook {
+    try await Notebook(path: path, create: true, options: options, io: io, machineIDPath: machineID)
+}
