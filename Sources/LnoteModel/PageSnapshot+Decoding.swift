@@ -175,7 +175,7 @@ extension PageSnapshot {
                 let e = ElementRecord(id: id, lamport: lamport, wallTime: wallTime, content: content,
                                       transform: LWWRegister(transform, frontier: transformFrontier),
                                       z: LWWRegister(z, frontier: zFrontier),
-                                      erased: erased, eraseFrontier: eraseFrontier)
+                                      erased: erased, frontier: eraseFrontier)
                 // [SNAP-20] Canonical z order, [SNAP-22] unique ids.
                 if let last = out.last, !ElementRecord.canonicalLess(last, e) {
                     throw r.error(.corrupt, "element \(id) is not above the previous one in z order", at: at)
@@ -237,8 +237,8 @@ extension PageSnapshot {
                     }
                     erasures.append(Erasure(ref: ref, clock: try ElementCodec.decodeClock(&r)))
                 }
-                let concurrent = try decodeRefs(&r, "concurrent operations")
-                out.append(Tombstone(id: id, erasures: erasures, concurrent: concurrent))
+                let concurrent = try decodeRefs(&r, "tombstone frontier")
+                out.append(Tombstone(id: id, erasures: erasures, frontier: concurrent))
             } catch var e as LnoteError {
                 if e.index == nil { e.index = i }
                 throw e

@@ -91,7 +91,7 @@ public enum PageSnapshot {
                     ElementCodec.encode(e.ref, into: &b)
                     ElementCodec.encode(e.clock, into: &b)
                 }
-                encodeRefs(t.concurrent, into: &b)
+                encodeRefs(t.frontier, into: &b)
             }
         }
         section(.contexts, into: &w) { b in
@@ -138,7 +138,7 @@ public enum PageSnapshot {
             b.varint(UInt64(r.to - r.from))
             previousEnd = r.to
         }
-        encodeRefs(e.eraseFrontier, into: &b)
+        encodeRefs(e.frontier, into: &b)
         ElementCodec.encode(e.content, into: &b)
     }
 
@@ -157,13 +157,13 @@ public enum PageSnapshot {
         for i in s.elements.indices {
             s.elements[i].transform.frontier = sortedUnique(s.elements[i].transform.frontier)
             s.elements[i].z.frontier = sortedUnique(s.elements[i].z.frontier)
-            s.elements[i].eraseFrontier = sortedUnique(s.elements[i].eraseFrontier)
+            s.elements[i].frontier = sortedUnique(s.elements[i].frontier)
             s.elements[i].erased = s.elements[i].erased.normalizedUnion()
         }
         s.elements.sort(by: ElementRecord.canonicalLess)
         for i in s.tombstones.indices {
             s.tombstones[i].erasures.sort { $0.ref < $1.ref }
-            s.tombstones[i].concurrent = sortedUnique(s.tombstones[i].concurrent)
+            s.tombstones[i].frontier = sortedUnique(s.tombstones[i].frontier)
         }
         s.tombstones.sort { $0.id < $1.id }
         s.contexts.sort { $0.replica < $1.replica }
@@ -210,7 +210,7 @@ public enum PageSnapshot {
             }
             try checkRefs(e.transform.frontier, "transform frontier", i)
             try checkRefs(e.z.frontier, "z frontier", i)
-            try checkRefs(e.eraseFrontier, "erase frontier", i)
+            try checkRefs(e.frontier, "erase frontier", i)
             guard e.z.value.isValid, e.z.value.fraction.count <= 4096 else { throw fail("invalid z key", index: i) }
             guard e.erased == e.erased.normalizedUnion() else { throw fail("erased ranges not normalized", index: i) }
             if case .stroke(let s) = e.content {
@@ -227,7 +227,7 @@ public enum PageSnapshot {
             guard !t.erasures.isEmpty else { throw fail("tombstone without erasures", index: i) }
             try checkRefs(t.erasures.map(\.ref), "erasures", i)
             for e in t.erasures { try checkClock(e.clock, "erasure clock", i) }
-            try checkRefs(t.concurrent, "concurrent operations", i)
+            try checkRefs(t.frontier, "tombstone frontier", i)
         }
         for (i, c) in state.contexts.enumerated() {
             guard c.replica.rawValue != 0 else { throw fail("context with a zero replica id", index: i) }

@@ -75,12 +75,11 @@ extension ElementRecord {
             "zFrontier": .array(z.frontier.map(\.json)),
             "visible": visibleRanges.json,
             "erased": erased.json,
-            "eraseFrontier": .array(eraseFrontier.map(\.json)),
+            "frontier": .array(frontier.map(\.json)),
         ]
         var conflicts: [CanonicalJSON] = []
         if transform.isConflicted { conflicts.append("transform") }
         if z.isConflicted { conflicts.append("z") }
-        if eraseFrontier.count > 1 { conflicts.append("erase") }
         o["conflicts"] = .array(conflicts)
         switch content {
         case .stroke(let s):
@@ -108,6 +107,7 @@ extension Tombstone {
         [
             "id": .string(id.description),
             "erasures": .array(erasures.map { ["ref": $0.ref.json, "clock": $0.clock.json] }),
+            "frontier": .array(frontier.map(\.json)),
             "concurrent": .array(concurrent.map(\.json)),
         ]
     }

@@ -68,15 +68,12 @@ public actor NotebookEndpoint: SyncEndpoint {
         try await refresh()
 
         var pull: [LogBatch] = []
-        func add(_ log: LogRef, notCoveredBy clock: VectorClock) async throws {
-            let skip = pushed[log] ?? []
-            let frames = try await notebook.frames(in: log, notCoveredBy: clock).filter { !skip.contains($0) }
-            if !frames.isEmpty { pull.append(LogBatch(log: log, frames: frames)) }
-        }
         if let have = request.have {
             let theirs = Dictionary(have.map { ($0.log, $0.clock) }, uniquingKeysWith: { $0.merged($1) })
             for log in current.keys.sorted() where !(theirs[log]?.covers(current[log]!) ?? current[log]!.isEmpty) {
-                try await add(log, notCoveredBy: theirs[log] ?? VectorClock())
+                if let b = try await batch(log, notCoveredBy: theirs[log] ?? VectorClock(), skipping: pushed[log]) {
+                    pull.append(b)
+                }
             }
             let clocks = current.keys.sorted().map { LogClock(log: $0, clock: current[$0]!) }
             return SyncResponse(epoch: epoch, cursor: sequence, accepted: UInt64(accepted), pull: pull, clocks: clocks)
@@ -88,9 +85,15 @@ public actor NotebookEndpoint: SyncEndpoint {
             let h = history[log]!
             guard h.last!.seq > request.cursor else { continue }
             let base = h.last { $0.seq <= request.cursor }?.clock ?? VectorClock()
-            try await add(log, notCoveredBy: base)
+            if let b = try await batch(log, notCoveredBy: base, skipping: pushed[log]) { pull.append(b) }
         }
         return SyncResponse(epoch: epoch, cursor: sequence, accepted: UInt64(accepted), pull: pull)
+    }
+
+    /// The operations of `log` not covered by `clock`, less those the client just pushed.
+    private func batch(_ log: LogRef, notCoveredBy clock: VectorClock, skipping: Set<Frame>?) async throws -> LogBatch? {
+        let frames = try await notebook.frames(in: log, notCoveredBy: clock).filter { !(skipping?.contains($0) ?? false) }
+        return frames.isEmpty ? nil : LogBatch(log: log, frames: frames)
     }
 
     public func missingAssets(_ ids: [AssetID], document: DocumentID) async throws -> [AssetID] {

@@ -270,7 +270,7 @@ enum RawSnapshotWriter {
                 for r in e.erased {
                     b.varint(UInt64(r.from &- prev)); b.varint(UInt64(r.to &- r.from)); prev = r.to
                 }
-                refs(e.eraseFrontier, &b)
+                refs(e.frontier, &b)
                 ElementCodec.encode(e.content, into: &b)
             }
         }
@@ -280,7 +280,7 @@ enum RawSnapshotWriter {
                 ElementCodec.encode(t.id, into: &b)
                 b.varint(UInt64(t.erasures.count))
                 for e in t.erasures { ElementCodec.encode(e.ref, into: &b); ElementCodec.encode(e.clock, into: &b) }
-                refs(t.concurrent, &b)
+                refs(t.frontier, &b)
             }
         }
         section(4) { b in

@@ -174,7 +174,7 @@ struct RandomModel {
                 transform: LWWRegister(transform(), frontier: refs(from: replicas, max: 3)),
                 z: LWWRegister(chance(0.5) ? pick(zPool) : zKey(), frontier: zFrontier),
                 erased: erased(pointCount: c.pointCount),
-                eraseFrontier: refs(from: replicas, max: 3))
+                frontier: refs(from: replicas, max: 3))
             state.elements.append(e)
         }
         state.elements.sort(by: ElementRecord.canonicalLess)
@@ -184,7 +184,7 @@ struct RandomModel {
             var erasureRefs = Set<OpRef>()
             for _ in 0..<int(1...3) { erasureRefs.insert(opRef(from: replicas)) }
             let erasures = erasureRefs.sorted().map { Erasure(ref: $0, clock: clock(from: replicas)) }
-            state.tombstones.append(Tombstone(id: id, erasures: erasures, concurrent: refs(from: replicas, max: 3)))
+            state.tombstones.append(Tombstone(id: id, erasures: erasures, frontier: refs(from: replicas, max: 3)))
         }
         state.tombstones.sort { $0.id < $1.id }
         for r in Set(replicas).sorted() where chance(0.7) {
@@ -201,8 +201,8 @@ struct RandomModel {
         for i in out.elements.indices {
             out.elements[i].transform.frontier = shuffled(out.elements[i].transform.frontier)
             out.elements[i].z.frontier = shuffled(out.elements[i].z.frontier)
-            out.elements[i].eraseFrontier = shuffled(out.elements[i].eraseFrontier)
-            if let dup = out.elements[i].eraseFrontier.first, chance(0.5) { out.elements[i].eraseFrontier.append(dup) }
+            out.elements[i].frontier = shuffled(out.elements[i].frontier)
+            if let dup = out.elements[i].frontier.first, chance(0.5) { out.elements[i].frontier.append(dup) }
             var pieces: [PointRange] = []
             for r in out.elements[i].erased {
                 if r.count >= 2 {
@@ -219,7 +219,7 @@ struct RandomModel {
         out.tombstones = shuffled(out.tombstones)
         for i in out.tombstones.indices {
             out.tombstones[i].erasures = shuffled(out.tombstones[i].erasures)
-            out.tombstones[i].concurrent = shuffled(out.tombstones[i].concurrent)
+            out.tombstones[i].frontier = shuffled(out.tombstones[i].frontier)
         }
         out.contexts = shuffled(out.contexts)
         // Rebuild the clocks from pairs in another order.
