@@ -2,11 +2,24 @@ import Foundation
 import Synchronization
 import LnoteModel
 import LnoteReplication
+import LnoteSync
 
-/// Replicas held in memory: the merge alone, with no files and no network.
-public struct MemoryTransport: ScenarioTransport {
+/// Replicas held in memory, with no files and no network. Deliveries hand operations
+/// over directly; a sync runs the real sync protocol between in-process endpoints.
+public final class MemoryTransport: ScenarioTransport {
+    /// One endpoint per replica, kept for the whole scenario so cursors carry over.
+    private let endpoints = Mutex<[ReplicaID: NotebookEndpoint]>([:])
     public init() {}
     public var name: String { "memory" }
+
+    func endpoint(for node: MemoryNode) -> NotebookEndpoint {
+        endpoints.withLock { e in
+            if let x = e[node.replica] { return x }
+            let x = NotebookEndpoint(notebook: node)
+            e[node.replica] = x
+            return x
+        }
+    }
 
     public func makeNode(replica: ReplicaID, label: String, document: DocumentID) async throws -> any ScenarioNode {
         MemoryNode(replica: replica, document: document)
@@ -18,13 +31,14 @@ public struct MemoryTransport: ScenarioTransport {
     }
 
     public func sync(_ nodes: [any ScenarioNode]) async throws {
-        // Two rounds of pairwise delivery reach a fixpoint for any number of replicas.
+        // Each replica syncs with each other one (both ways in one session); two rounds
+        // carry everything everywhere for any number of replicas.
+        let memory = nodes.compactMap { $0 as? MemoryNode }
         for _ in 0..<2 {
-            for a in nodes {
-                for b in nodes where a !== b {
-                    var missing: [LoggedOp] = []
-                    for lo in try await a.heldOps() where !(try await b.contains(lo.log, lo.op.id)) { missing.append(lo) }
-                    try await deliver(missing, from: a, to: b)
+            for a in memory {
+                for b in memory where a !== b {
+                    let remote = LocalRemote(key: "memory-\(b.replica)", endpoint: endpoint(for: b))
+                    _ = try await SyncSession(notebook: a, remote: remote).run()
                 }
             }
         }
@@ -34,18 +48,22 @@ public struct MemoryTransport: ScenarioTransport {
 }
 
 /// A replica in memory: one document replica and one page replica per page.
-public final class MemoryNode: ScenarioNode {
+public final class MemoryNode: ScenarioNode, SyncableNotebook {
     struct State {
         var doc: DocumentReplica
         var pages: [PageID: PageReplica] = [:]
         var docLog: [Op] = []
         var pageLogs: [PageID: [Op]] = [:]
+        var assets: [AssetID: [UInt8]] = [:]
+        var remoteStates: [String: [UInt8]] = [:]
     }
     public let replica: ReplicaID
+    public let document: DocumentID
     private let state: Mutex<State>
 
     init(replica: ReplicaID, document: DocumentID) {
         self.replica = replica
+        self.document = document
         state = Mutex(State(doc: DocumentReplica(id: document)))
     }
 
@@ -157,4 +175,53 @@ public final class MemoryNode: ScenarioNode {
     }
 
     public func close() async throws {}
+
+    // MARK: - SyncableNotebook
+
+    public var replicaID: ReplicaID { replica }
+
+    public func logClocks() async throws -> [LogClock] {
+        state.withLock { s in
+            [LogClock(log: LogRef(document: document), clock: s.doc.clock)]
+                + s.pages.keys.sorted().map { LogClock(log: LogRef(document: document, page: $0), clock: s.pages[$0]!.clock) }
+        }
+    }
+
+    public func frames(in log: LogRef, notCoveredBy clock: VectorClock) async throws -> [Frame] {
+        try checkDocument(log.document)
+        return state.withLock { s in
+            let ops = log.page.map { s.pageLogs[$0] ?? [] } ?? s.docLog
+            return ops.filter { !clock.covers($0.id) }.map(OperationCodec.frame)
+        }
+    }
+
+    public func receive(_ batches: [LogBatch]) async throws -> Int {
+        var ops: [LoggedOp] = []
+        for b in batches {
+            try checkDocument(b.log.document)
+            ops += try b.ops().map { LoggedOp(b.log.page.map { .page($0) } ?? .document, $0) }
+        }
+        let before = try await heldOps().count
+        try receive(ops)
+        return try await heldOps().count - before
+    }
+
+    private func checkDocument(_ d: DocumentID) throws {
+        guard d == document else { throw LnoteError(.notFound, "no document \(d) here") }
+    }
+
+    public func hasAsset(_ id: AssetID, document: DocumentID) async throws -> Bool {
+        state.withLock { $0.assets[id] != nil }
+    }
+    public func readAsset(_ id: AssetID, document: DocumentID) async throws -> [UInt8] {
+        guard let b = state.withLock({ $0.assets[id] }) else { throw LnoteError(.notFound, "no asset \(id)") }
+        return b
+    }
+    public func writeAsset(_ bytes: [UInt8], document: DocumentID) async throws -> AssetID {
+        let id = AssetID.of(bytes)
+        state.withLock { $0.assets[id] = bytes }
+        return id
+    }
+    public func loadRemoteState(key: String) async throws -> [UInt8]? { state.withLock { $0.remoteStates[key] } }
+    public func saveRemoteState(_ bytes: [UInt8], key: String) async throws { state.withLock { $0.remoteStates[key] = bytes } }
 }
