@@ -123,6 +123,10 @@ public final class SQLiteDatabase: @unchecked Sendable {
             handle = nil
             e.message = "cannot open database: " + e.message
             throw e
+        } catch {
+            sqlite3_close_v2(db)
+            handle = nil
+            throw error
         }
     }
 
