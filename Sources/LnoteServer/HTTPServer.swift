@@ -209,8 +209,8 @@ public final class HTTPServer: Sendable {
             }
         }
         guard let pointer else {
-            let reason = context.log.withLock { $0.last }
             let err = errno
+            let reason = context.log.withLock { $0.last }
             unmanaged.release()
             throw LnoteError(.network, "cannot start HTTP server on \(config.bindAddress):\(config.port)"
                                 + (reason.map { ": \($0)" } ?? ""),

@@ -70,9 +70,8 @@ extension Transfer {
             set(clnote_curl_setopt_long(h, CURLOPT_NOBODY, 1))
         } else if method == "GET" && request.body.isEmpty {
             set(clnote_curl_setopt_long(h, CURLOPT_HTTPGET, 1))
-        } else if !sendsBody {
-            set(clnote_curl_setopt_string(h, CURLOPT_CUSTOMREQUEST, method))
         } else if method != "POST" {
+            // DELETE, PUT, PATCH, ...: the body (if any) goes out as POSTFIELDS below.
             set(clnote_curl_setopt_string(h, CURLOPT_CUSTOMREQUEST, method))
         }
 

@@ -194,6 +194,32 @@ struct SQLiteDatabaseTests {
         }
     }
 
+    @Test("a write lock held by another connection gives SQLITE_BUSY after the busy timeout")
+    func busy() throws {
+        try withTempDirectory { dir in
+            let path = dir + "/busy.sqlite"
+            let a = try SQLiteDatabase(path: path)
+            let b = try SQLiteDatabase(path: path, options: .init(busyTimeoutMilliseconds: 0))
+            try a.execute("CREATE TABLE t (x)")
+            try a.execute("BEGIN IMMEDIATE")
+            do {
+                try b.transaction { try b.execute("INSERT INTO t VALUES (1)") }
+                Issue.record("second writer did not get SQLITE_BUSY")
+            } catch let e as LnoteError {
+                #expect(e.code == .database)
+                #expect(e.underlying?.hasPrefix("SQLITE_BUSY") == true, "\(e)")
+            }
+            #expect(!b.isInTransaction)
+            // WAL: a reader is not blocked by the writer.
+            #expect(try b.query("SELECT count(*) FROM t") == [[.integer(0)]])
+            try a.execute("COMMIT")
+            try b.transaction { try b.execute("INSERT INTO t VALUES (1)") }
+            #expect(try a.query("SELECT count(*) FROM t") == [[.integer(1)]])
+            try a.close()
+            try b.close()
+        }
+    }
+
     @Test("close finalizes live statements; later use throws .invalidState")
     func closeFinalizes() throws {
         try withTempDirectory { dir in
