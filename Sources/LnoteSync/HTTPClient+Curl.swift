@@ -24,6 +24,7 @@ extension Transfer {
         set(clnote_curl_setopt_long(h, CURLOPT_FOLLOWLOCATION, config.followRedirects ? 1 : 0))
         set(clnote_curl_setopt_long(h, CURLOPT_MAXREDIRS, 5))
         set(clnote_curl_setopt_string(h, CURLOPT_USERAGENT, config.userAgent))
+        set(clnote_curl_setopt_string(h, CURLOPT_PROXY, config.proxy ?? "")) // "" disables env proxies
 
         // Timeouts.
         set(clnote_curl_setopt_long(h, CURLOPT_CONNECTTIMEOUT_MS, max(1, milliseconds(config.connectTimeout))))

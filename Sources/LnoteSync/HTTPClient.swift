@@ -47,11 +47,16 @@ public final class HTTPClient: Sendable {
         public var maxConcurrentTransfers: Int = 4
         /// Follow 3xx redirects (to http and https only), at most 5.
         public var followRedirects: Bool = false
+        /// A proxy URL (`http://host:port`). nil means no proxy at all: the `http_proxy` /
+        /// `https_proxy` environment variables are ignored, so behaviour does not depend on
+        /// the environment.
+        public var proxy: String? = nil
 
         public init(connectTimeout: Duration = .seconds(10), requestTimeout: Duration? = .seconds(300),
                     lowSpeedLimitBytesPerSecond: Int = 1, lowSpeedTime: Duration? = .seconds(60),
                     maxResponseBytes: Int = 256 << 20, caFile: String? = nil, bearerToken: String? = nil,
-                    userAgent: String = "lnote", maxConcurrentTransfers: Int = 4, followRedirects: Bool = false) {
+                    userAgent: String = "lnote", maxConcurrentTransfers: Int = 4, followRedirects: Bool = false,
+                    proxy: String? = nil) {
             self.connectTimeout = connectTimeout
             self.requestTimeout = requestTimeout
             self.lowSpeedLimitBytesPerSecond = lowSpeedLimitBytesPerSecond
@@ -62,6 +67,7 @@ public final class HTTPClient: Sendable {
             self.userAgent = userAgent
             self.maxConcurrentTransfers = maxConcurrentTransfers
             self.followRedirects = followRedirects
+            self.proxy = proxy
         }
     }
 
