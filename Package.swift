@@ -36,7 +36,7 @@ let package = Package(
         .target(name: "LnoteModel"),
         .target(name: "LnoteReplication", dependencies: ["LnoteModel"]),
         .target(name: "LnoteStore", dependencies: ["LnoteModel", "LnoteReplication"]),
-        .target(name: "LnoteSQLite", dependencies: ["CLnoteSQLite"]),
+        .target(name: "LnoteSQLite", dependencies: ["LnoteModel", "CLnoteSQLite"]),
         .target(name: "LnoteSync", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "CLnoteCurl"]),
         .target(name: "LnoteServer", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteSQLite", "CLnoteMicroHTTPD"]),
         .target(name: "LnoteScenario", dependencies: ["LnoteModel", "LnoteReplication", "LnoteSync"]),
@@ -47,6 +47,8 @@ let package = Package(
         .testTarget(name: "LnoteReplicationTests", dependencies: ["LnoteModel", "LnoteReplication"]),
         .testTarget(name: "LnoteStoreTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore"]),
         .testTarget(name: "LnoteScenarioTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteSync", "LnoteScenario"]),
+        .testTarget(name: "LnoteSQLiteTests", dependencies: ["LnoteModel", "LnoteSQLite"]),
+        .testTarget(name: "LnoteHTTPTests", dependencies: ["LnoteModel", "LnoteSync", "LnoteServer"]),
     ],
     swiftLanguageModes: [.v6]
 )
