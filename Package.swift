@@ -42,7 +42,7 @@ let package = Package(
         .executableTarget(name: "lnote", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer", "LnoteSQLite"]),
         .executableTarget(name: "lnote-bench", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer", "LnoteSQLite"]),
 
-        .testTarget(name: "LnoteModelTests", dependencies: ["LnoteModel"]),
+        .testTarget(name: "LnoteModelTests", dependencies: ["LnoteModel"], exclude: ["Fixtures"]),
         .testTarget(name: "LnoteReplicationTests", dependencies: ["LnoteModel", "LnoteReplication"]),
         .testTarget(name: "LnoteStoreTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore"]),
     ],
