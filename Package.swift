@@ -43,7 +43,7 @@ let package = Package(
         .executableTarget(name: "lnote", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer", "LnoteSQLite", "LnoteScenario"]),
         .executableTarget(name: "lnote-bench", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer", "LnoteSQLite"]),
 
-        .testTarget(name: "LnoteModelTests", dependencies: ["LnoteModel"]),
+        .testTarget(name: "LnoteModelTests", dependencies: ["LnoteModel"], exclude: ["Fixtures"]),
         .testTarget(name: "LnoteReplicationTests", dependencies: ["LnoteModel", "LnoteReplication"]),
         .testTarget(name: "LnoteStoreTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore"]),
         .testTarget(name: "LnoteScenarioTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteSync", "LnoteScenario"]),

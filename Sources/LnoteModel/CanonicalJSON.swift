@@ -11,6 +11,10 @@
 ///   U+0020 → `\u00XX` with lowercase hex. Everything else (including `/`, U+007F and all
 ///   non-ASCII) is written as its UTF-8 bytes.
 /// - `.compact`: no whitespace at all. `.pretty`: see `Style.pretty`.
+///
+/// Caveat: Swift compares `String`s by canonical equivalence, so `"é"` (U+00E9) and
+/// `"e\u{301}"` are equal values (and equal dictionary keys) that print different bytes.
+/// Page JSON contains only ASCII strings; normalize user text first if that matters.
 public enum CanonicalJSON: Hashable, Sendable {
     case null
     case bool(Bool)

@@ -118,8 +118,13 @@ public enum PageSnapshot {
     private static func section(_ tag: Section, into w: inout ByteWriter, _ body: (inout ByteWriter) -> Void) {
         var b = ByteWriter()
         body(&b)
+        // A section of 4 GiB would need 2 billion points: far beyond any page the store
+        // accepts (it limits page size before it gets here); not a reachable input.
+        guard let size = UInt32(exactly: b.count) else {
+            preconditionFailure("snapshot section of \(b.count) bytes exceeds the 4 GiB limit of format version 1")
+        }
         w.u16(tag.rawValue)
-        w.u32(UInt32(b.count))
+        w.u32(size)
         w.append(b.bytes)
     }
 

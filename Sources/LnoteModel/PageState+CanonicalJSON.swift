@@ -73,7 +73,6 @@ extension ElementRecord {
             "transformFrontier": .array(transform.frontier.map(\.json)),
             "z": .string(z.value.description),
             "zFrontier": .array(z.frontier.map(\.json)),
-            "visible": visibleRanges.json,
             "erased": erased.json,
             "frontier": .array(frontier.map(\.json)),
         ]
@@ -87,6 +86,7 @@ extension ElementRecord {
             o["style"] = ["tool": .string(s.style.tool.description), "color": .string(s.style.color.description),
                           "width": .int(Int64(s.style.width))]
             o["pointCount"] = .int(Int64(s.points.count))
+            o["visible"] = visibleRanges.json
             if includePoints {
                 o["points"] = .array(s.points.map {
                     [.int(Int64($0.x)), .int(Int64($0.y)), .int(Int64($0.pressure)), .int(Int64($0.radius)), .uint(UInt64($0.t))]

@@ -1,23 +1,24 @@
 /// Encodes a stroke's point stream compactly and losslessly.
 ///
 /// The layout is specified byte by byte in `Protocol/page-snapshot.md` ("Point stream",
-/// [PTS-1] … [PTS-12]). In short:
+/// [PTS-1] … [PTS-11]). In short:
 ///
 /// - a varint point count `n`;
 /// - the first point in plain varints;
-/// - for `n ≥ 2`, a varint byte length and a bit stream holding, for every later point and
+/// - for `n ≥ 2`, the first step (point 1 minus point 0) per channel in zigzag varints;
+/// - for `n ≥ 3`, a varint byte length and a bit stream holding, for every later point and
 ///   each of the five channels (x, y, pressure, radius, t), the second difference of the
 ///   channel (delta-of-delta, modulo 2³²), zigzag-mapped and written as an adaptive
 ///   Golomb-Rice code whose parameter follows a running mean of the channel's recent values.
 ///
 /// Smooth handwriting sampled at 240 Hz has second differences of a few tenths of a point,
-/// so most values cost two to four bits: about 1.6 to 2 bytes per point in total.
+/// so most values cost one to four bits: about 1.5 to 2 bytes per point in total.
 ///
 /// The encoding is canonical: every point list has exactly one encoding, and the decoder
-/// rejects every other byte string (non-zero padding, a needless escape, a stream longer
-/// than its values), so `encode(decode(b)) == b` whenever `decode(b)` succeeds.
-/// Arithmetic is modulo 2³², so any `Int32`/`UInt32` values round-trip, including jumps
-/// from `Int32.min` to `Int32.max` and decreasing times ([PTS-9]).
+/// rejects every other byte string (a longer-than-needed varint, non-zero padding, a
+/// needless escape, a stream longer than its values), so `encode(decode(b)) == b` whenever
+/// `decode(b)` succeeds. Arithmetic is modulo 2³², so any `Int32`/`UInt32` values
+/// round-trip, including jumps from `Int32.min` to `Int32.max` and decreasing times ([PTS-9]).
 public enum StrokeCodec {
     /// Unary quotients at least this long are escaped: the value follows in 32 raw bits ([PTS-6]).
     static let escapeLength: UInt32 = 24
@@ -25,8 +26,8 @@ public enum StrokeCodec {
     static let resetCount: UInt64 = 8
     /// Initial sum of the adaptive state (with a count of 1) ([PTS-7]).
     static let initialSum: UInt64 = 2
-    /// Channels in their order within a point: x, y, pressure, radius, t.
-    static let channels = 5
+
+    typealias Channels = (UInt32, UInt32, UInt32, UInt32, UInt32)
 
     /// Appends the encoding of `points` to `w`. A deterministic function of the points.
     public static func encodePoints(_ points: [StrokePoint], into w: inout ByteWriter) {
@@ -39,11 +40,17 @@ public enum StrokeCodec {
         w.varint(UInt64(first.t))
         guard points.count > 1 else { return }
 
-        var bits = BitWriter(capacity: points.count * 2)
         var prev = channelValues(first)
-        var delta: (UInt32, UInt32, UInt32, UInt32, UInt32) = (0, 0, 0, 0, 0)
+        let second = channelValues(points[1])
+        var delta: Channels = (second.0 &- prev.0, second.1 &- prev.1, second.2 &- prev.2,
+                               second.3 &- prev.3, second.4 &- prev.4)
+        for d in [delta.0, delta.1, delta.2, delta.3, delta.4] { w.svarint(Int64(Int32(bitPattern: d))) }
+        guard points.count > 2 else { return }
+        prev = second
+
+        var bits = BitWriter(capacity: points.count * 2)
         var model = RiceModel()
-        for i in 1..<points.count {
+        for i in 2..<points.count {
             let cur = channelValues(points[i])
             var d = cur.0 &- prev.0; model.encode(zigzag32(d &- delta.0), channel: 0, into: &bits); delta.0 = d
             d = cur.1 &- prev.1; model.encode(zigzag32(d &- delta.1), channel: 1, into: &bits); delta.1 = d
@@ -66,17 +73,20 @@ public enum StrokeCodec {
 
     /// Reads a point stream written by `encodePoints`.
     ///
-    /// Throws `truncated` when the bytes end inside the stream and `corrupt` (or
-    /// `limitExceeded` for an impossible count) with the absolute offset otherwise.
+    /// Never allocates more than the remaining bytes can justify.
+    /// - Throws: `LnoteError` with the absolute offset: `truncated` when the bytes end
+    ///   inside the stream (or the count cannot fit in what remains), `corrupt` for anything
+    ///   that is not the canonical encoding of a valid point list.
     public static func decodePoints(_ r: inout ByteReader) throws -> [StrokePoint] {
         let countAt = r.offset
         let count = try minimalVarint(&r, "point count")
         guard let n = Int(exactly: count), n <= Stroke.maxPoints else {
             throw r.error(.corrupt, "point count \(count) exceeds \(Stroke.maxPoints)", at: countAt)
         }
-        // [PTS-2] The first point takes at least 5 bytes, each later one at least 5 bits
-        // (plus the stream length): a count the remaining bytes cannot hold is cut off.
-        guard n <= 1 || (n - 1) * 5 <= max(0, r.remaining - 6) * 8 else {
+        // [PTS-2] The first point and the first step take at least 5 bytes each, the
+        // stream length 1, and each later point at least 5 bits: a count the remaining
+        // bytes cannot hold is cut off.
+        guard n <= 2 || (n - 2) * 5 <= max(0, r.remaining - 11) * 8 else {
             throw r.error(.truncated, "\(n) points cannot fit in the \(r.remaining) bytes left", at: countAt)
         }
         guard n > 0 else { return [] }
@@ -94,25 +104,33 @@ public enum StrokeCodec {
         let first = StrokePoint(x: x0, y: y0, pressure: UInt16(p0), radius: r0, t: t0)
         guard n > 1 else { return [first] }
 
+        var out: [StrokePoint] = []
+        out.reserveCapacity(n)
+        out.append(first)
+        let stepAt = r.offset
+        var delta: Channels = (UInt32(bitPattern: try minimalInt32(&r, "first step x")),
+                               UInt32(bitPattern: try minimalInt32(&r, "first step y")),
+                               UInt32(bitPattern: try minimalInt32(&r, "first step pressure")),
+                               UInt32(bitPattern: try minimalInt32(&r, "first step radius")),
+                               UInt32(bitPattern: try minimalInt32(&r, "first step t")))
+        var prev = channelValues(first)
+        prev = (prev.0 &+ delta.0, prev.1 &+ delta.1, prev.2 &+ delta.2, prev.3 &+ delta.3, prev.4 &+ delta.4)
+        try append(prev, to: &out, at: stepAt, path: r.path)
+        guard n > 2 else { return out }
+
         let lengthAt = r.offset
         let lengthValue = try minimalVarint(&r, "point bit stream length")
         guard let length = Int(exactly: lengthValue), length <= r.remaining else {
             throw r.error(.truncated, "point bit stream of \(lengthValue) bytes, \(r.remaining) left", at: lengthAt)
         }
-        // [PTS-3] 5 values of at least one bit per point.
-        guard length >= 1, (n - 1) * 5 <= length * 8 else {
-            throw r.error(.corrupt, "bit stream of \(length) bytes cannot hold \(n - 1) points", at: lengthAt)
+        // [PTS-3] Five values of at least one bit per point.
+        guard (n - 2) * 5 <= length * 8 else {
+            throw r.error(.corrupt, "bit stream of \(length) bytes cannot hold \(n - 2) points", at: lengthAt)
         }
         let range = try r.skip(length, "point bit stream")
         var bits = BitReader(r.bytes, range: range, base: r.base, path: r.path)
-
-        var out: [StrokePoint] = []
-        out.reserveCapacity(n)
-        out.append(first)
-        var prev = channelValues(first)
-        var delta: (UInt32, UInt32, UInt32, UInt32, UInt32) = (0, 0, 0, 0, 0)
         var model = RiceModel()
-        for _ in 1..<n {
+        for _ in 2..<n {
             let at = bits.byteOffset
             delta.0 = delta.0 &+ unzigzag32(try model.decode(channel: 0, from: &bits))
             delta.1 = delta.1 &+ unzigzag32(try model.decode(channel: 1, from: &bits))
@@ -120,15 +138,21 @@ public enum StrokeCodec {
             delta.3 = delta.3 &+ unzigzag32(try model.decode(channel: 3, from: &bits))
             delta.4 = delta.4 &+ unzigzag32(try model.decode(channel: 4, from: &bits))
             prev = (prev.0 &+ delta.0, prev.1 &+ delta.1, prev.2 &+ delta.2, prev.3 &+ delta.3, prev.4 &+ delta.4)
-            guard prev.2 <= UInt32(Quantization.pressureMax) else {
-                throw LnoteError(.corrupt, "pressure \(prev.2) exceeds \(Quantization.pressureMax) at point \(out.count)",
-                                 path: r.path, offset: at)
-            }
-            out.append(StrokePoint(x: Int32(bitPattern: prev.0), y: Int32(bitPattern: prev.1),
-                                   pressure: UInt16(prev.2), radius: Int32(bitPattern: prev.3), t: prev.4))
+            try append(prev, to: &out, at: at, path: r.path)
         }
         try bits.finish()
         return out
+    }
+
+    /// [PTS-8] Appends a reconstructed point, rejecting pressure above 1000.
+    @inline(__always)
+    static func append(_ v: Channels, to out: inout [StrokePoint], at offset: Int, path: String?) throws {
+        guard v.2 <= UInt32(Quantization.pressureMax) else {
+            throw LnoteError(.corrupt, "pressure \(v.2) exceeds \(Quantization.pressureMax) at point \(out.count)",
+                             path: path, offset: offset)
+        }
+        out.append(StrokePoint(x: Int32(bitPattern: v.0), y: Int32(bitPattern: v.1),
+                               pressure: UInt16(v.2), radius: Int32(bitPattern: v.3), t: v.4))
     }
 
     /// A varint in its shortest form ([PTS-10]: the encoding is canonical).
@@ -151,7 +175,7 @@ public enum StrokeCodec {
     }
 
     @inline(__always)
-    static func channelValues(_ p: StrokePoint) -> (UInt32, UInt32, UInt32, UInt32, UInt32) {
+    static func channelValues(_ p: StrokePoint) -> Channels {
         (UInt32(bitPattern: p.x), UInt32(bitPattern: p.y), UInt32(p.pressure), UInt32(bitPattern: p.radius), p.t)
     }
 }
