@@ -36,15 +36,19 @@ let package = Package(
         .target(name: "LnoteModel"),
         .target(name: "LnoteReplication", dependencies: ["LnoteModel"]),
         .target(name: "LnoteStore", dependencies: ["LnoteModel", "LnoteReplication"]),
-        .target(name: "LnoteSQLite", dependencies: ["CLnoteSQLite"]),
+        .target(name: "LnoteSQLite", dependencies: ["LnoteModel", "CLnoteSQLite"]),
         .target(name: "LnoteSync", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "CLnoteCurl"]),
         .target(name: "LnoteServer", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteSQLite", "CLnoteMicroHTTPD"]),
-        .executableTarget(name: "lnote", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer", "LnoteSQLite"]),
+        .target(name: "LnoteScenario", dependencies: ["LnoteModel", "LnoteReplication", "LnoteSync"]),
+        .executableTarget(name: "lnote", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer", "LnoteSQLite", "LnoteScenario"]),
         .executableTarget(name: "lnote-bench", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer", "LnoteSQLite"]),
 
-        .testTarget(name: "LnoteModelTests", dependencies: ["LnoteModel"]),
+        .testTarget(name: "LnoteModelTests", dependencies: ["LnoteModel"], exclude: ["Fixtures"]),
         .testTarget(name: "LnoteReplicationTests", dependencies: ["LnoteModel", "LnoteReplication"]),
         .testTarget(name: "LnoteStoreTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore"]),
+        .testTarget(name: "LnoteScenarioTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteSync", "LnoteScenario"]),
+        .testTarget(name: "LnoteSQLiteTests", dependencies: ["LnoteModel", "LnoteSQLite"]),
+        .testTarget(name: "LnoteHTTPTests", dependencies: ["LnoteModel", "LnoteSync", "LnoteServer"]),
     ],
     swiftLanguageModes: [.v6]
 )

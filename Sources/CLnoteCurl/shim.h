@@ -14,4 +14,10 @@ typedef int (*clnote_curl_xferinfo_callback)(void *, curl_off_t, curl_off_t, cur
 static inline CURLcode clnote_curl_setopt_xferinfo(CURL *h, clnote_curl_xferinfo_callback v) { return curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, v); }
 static inline CURLcode clnote_curl_getinfo_long(CURL *h, CURLINFO i, long *v) { return curl_easy_getinfo(h, i, v); }
 static inline CURLcode clnote_curl_getinfo_off(CURL *h, CURLINFO i, curl_off_t *v) { return curl_easy_getinfo(h, i, v); }
+static inline CURLcode clnote_curl_getinfo_string(CURL *h, CURLINFO i, const char **v) { return curl_easy_getinfo(h, i, v); }
+
+/* CURL_GLOBAL_ALL is a composite macro; give Swift a plain value. */
+static inline long clnote_curl_global_all(void) { return CURL_GLOBAL_ALL; }
+/* CURL_ERROR_SIZE, the size CURLOPT_ERRORBUFFER requires. */
+static inline size_t clnote_curl_error_size(void) { return CURL_ERROR_SIZE; }
 #endif

@@ -43,7 +43,12 @@ public struct ZKey: Hashable, Comparable, Sendable, CustomStringConvertible {
             if bottom < hi.layer { return ZKey(layer: bottom) }
             // Same layer as hi, fraction below hi's: hi's fraction must be non-empty,
             // otherwise step down a layer.
-            if hi.fraction.isEmpty { return ZKey(layer: hi.layer - 1, fraction: [128]) }
+            if hi.fraction.isEmpty {
+                // (Int64.min, []) is the least key: none lies below it. As with equal keys,
+                // fall back to `hi` itself (the tie is broken by OpRef) instead of trapping.
+                guard hi.layer > .min else { return hi }
+                return ZKey(layer: hi.layer - 1, fraction: [128])
+            }
             return ZKey(layer: hi.layer, fraction: fractionBetween([], hi.fraction))
         case (let lo?, let hi?):
             if lo.layer < hi.layer {

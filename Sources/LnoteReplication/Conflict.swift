@@ -17,8 +17,6 @@ public struct Conflict: Hashable, Sendable, CustomStringConvertible {
         case pageOrder
         /// A page deleted while others edited it: content kept, page restorable.
         case pageDelete
-        /// Concurrent delete and restore of a page (last writer wins).
-        case pageDeleted
         /// Concurrent canvas changes of a page.
         case canvas
         /// Concurrent title changes (last writer wins).

@@ -182,7 +182,7 @@ public struct DocumentReplica: Sendable {
 
     // MARK: - Conflicts
 
-    /// [MERGE-65] Concurrent title, page-order, canvas and delete/restore writes; and pages
+    /// [MERGE-50] Concurrent title, page-order and canvas writes; and pages
     /// deleted while another replica edited them (given each page's current clock).
     public func conflicts(pageClocks: [PageID: VectorClock] = [:]) -> [Conflict] {
         var out: [Conflict] = []
@@ -193,9 +193,6 @@ public struct DocumentReplica: Sendable {
             }
             if p.canvas.isConflicted {
                 out.append(Conflict(kind: .canvas, page: p.id, ops: p.canvas.frontier, winner: p.canvas.winner!))
-            }
-            if p.deleted.isConflicted {
-                out.append(Conflict(kind: .pageDeleted, page: p.id, ops: p.deleted.frontier, winner: p.deleted.winner!))
             }
             if p.deleted.value, let seen = p.deletedSeen, let pageClock = pageClocks[p.id], !seen.covers(pageClock) {
                 let winner = p.deleted.winner!

@@ -1,0 +1,256 @@
+/// The page snapshot file, `pages/<page-uuid>.content`: everything in a `PageState`, plus
+/// the extent of the page log it covers.
+///
+/// The layout is specified byte by byte in `Protocol/page-snapshot.md` ([SNAP-1] …):
+///
+/// | Offset | Size | Description |
+/// |---|---|---|
+/// | 0 | 8 | magic `LNOTEPG\0` |
+/// | 8 | 2 | format version, u16 LE (1) |
+/// | 10 | 2 | flags, u16 LE (0) |
+/// | 12 | 8 | file length L in bytes, u64 LE (the whole file, CRC included) |
+/// | 20 | 16 | page id (UUID bytes) |
+/// | 36 | 8 | covered log offset, u64 LE |
+/// | 44 | 8 | log incarnation, u64 LE |
+/// | 52 | L−56 | sections: tag u16 LE, length u32 LE, body; tags strictly increasing |
+/// | L−4 | 4 | CRC-32C (u32 LE) of bytes 0..<L−4 |
+///
+/// The bytes are a deterministic function of the state: `encode` first puts every set in
+/// its canonical order (see `canonicalized(_:)`), so equal states give identical files.
+public enum PageSnapshot {
+    /// `LNOTEPG\0`
+    public static let magic: [UInt8] = Array("LNOTEPG".utf8) + [0]
+    /// The major format version this build writes and reads.
+    public static let version: UInt16 = 1
+    /// Bytes before the first section.
+    public static let headerSize = 52
+    /// The trailing CRC.
+    public static let trailerSize = 4
+    /// Bytes of a section header (tag u16, length u32).
+    public static let sectionHeaderSize = 6
+    /// Flag bits a reader must understand (reserved: none defined in version 1).
+    public static let incompatibleFlags: UInt16 = 0xFF00
+    /// A section tag with this bit set must be understood; without it, it may be skipped.
+    public static let criticalTagBit: UInt16 = 0x8000
+
+    /// Section tags of format version 1, in the order they appear.
+    public enum Section: UInt16, CaseIterable, Sendable {
+        case page = 0x0001
+        case elements = 0x0002
+        case tombstones = 0x0003
+        case contexts = 0x0004
+    }
+
+    /// What a snapshot holds.
+    public struct Contents: Hashable, Sendable {
+        public var state: PageState
+        /// Byte offset in `pages/<page-uuid>.log` up to which operations are included.
+        public var coveredLogOffset: UInt64
+        /// The random incarnation number of that log (a rewritten log gets a new one).
+        public var logIncarnation: UInt64
+        public init(state: PageState, coveredLogOffset: UInt64, logIncarnation: UInt64) {
+            self.state = state
+            self.coveredLogOffset = coveredLogOffset
+            self.logIncarnation = logIncarnation
+        }
+    }
+
+    // MARK: Encoding
+
+    /// The snapshot bytes of `state` (put in canonical order first).
+    ///
+    /// A state that breaks an invariant `canonicalized` cannot repair (two elements with one
+    /// id, a zero replica id, …) still encodes, but `decode` will reject the result: call
+    /// `validate(_:)` first when the state comes from an untrusted computation.
+    public static func encode(_ state: PageState, coveredLogOffset: UInt64, logIncarnation: UInt64) -> [UInt8] {
+        let s = canonicalized(state)
+        var w = ByteWriter(capacity: 256 + s.pointCount * 2 + s.elements.count * 48)
+        w.append(magic)
+        w.u16(version)
+        w.u16(0)
+        w.u64(0) // file length, patched below
+        w.append(s.page.uuid.bytes)
+        w.u64(coveredLogOffset)
+        w.u64(logIncarnation)
+
+        section(.page, into: &w) { b in
+            ElementCodec.encode(s.clock, into: &b)
+            b.varint(s.maxLamport)
+            b.svarint(s.modified)
+        }
+        section(.elements, into: &w) { b in
+            b.varint(UInt64(s.elements.count))
+            for e in s.elements { encode(e, into: &b) }
+        }
+        section(.tombstones, into: &w) { b in
+            b.varint(UInt64(s.tombstones.count))
+            for t in s.tombstones {
+                ElementCodec.encode(t.id, into: &b)
+                b.varint(UInt64(t.erasures.count))
+                for e in t.erasures {
+                    ElementCodec.encode(e.ref, into: &b)
+                    ElementCodec.encode(e.clock, into: &b)
+                }
+                encodeRefs(t.frontier, into: &b)
+            }
+        }
+        section(.contexts, into: &w) { b in
+            b.varint(UInt64(s.contexts.count))
+            for c in s.contexts {
+                b.u64(c.replica.rawValue)
+                ElementCodec.encode(c.clock, into: &b)
+            }
+        }
+
+        let length = w.count + trailerSize
+        var bytes = w.bytes
+        withUnsafeBytes(of: UInt64(length).littleEndian) { for i in 0..<8 { bytes[12 + i] = $0[i] } }
+        let crc = CRC32C.checksum(bytes)
+        withUnsafeBytes(of: crc.littleEndian) { bytes.append(contentsOf: $0) }
+        return bytes
+    }
+
+    /// Convenience for `encode(c.state, coveredLogOffset:logIncarnation:)`.
+    public static func encode(_ c: Contents) -> [UInt8] {
+        encode(c.state, coveredLogOffset: c.coveredLogOffset, logIncarnation: c.logIncarnation)
+    }
+
+    private static func section(_ tag: Section, into w: inout ByteWriter, _ body: (inout ByteWriter) -> Void) {
+        var b = ByteWriter()
+        body(&b)
+        // A section of 4 GiB would need 2 billion points: far beyond any page the store
+        // accepts (it limits page size before it gets here); not a reachable input.
+        guard let size = UInt32(exactly: b.count) else {
+            preconditionFailure("snapshot section of \(b.count) bytes exceeds the 4 GiB limit of format version 1")
+        }
+        w.u16(tag.rawValue)
+        w.u32(size)
+        w.append(b.bytes)
+    }
+
+    static func encode(_ e: ElementRecord, into b: inout ByteWriter) {
+        ElementCodec.encode(e.id, into: &b)
+        b.varint(e.lamport)
+        b.svarint(e.wallTime)
+        ElementCodec.encode(e.transform.value, into: &b)
+        encodeRefs(e.transform.frontier, into: &b)
+        ElementCodec.encode(e.z.value, into: &b)
+        encodeRefs(e.z.frontier, into: &b)
+        b.varint(UInt64(e.erased.count))
+        var previousEnd: UInt32 = 0
+        for r in e.erased {
+            b.varint(UInt64(r.from - previousEnd))
+            b.varint(UInt64(r.to - r.from))
+            previousEnd = r.to
+        }
+        encodeRefs(e.frontier, into: &b)
+        ElementCodec.encode(e.content, into: &b)
+    }
+
+    static func encodeRefs(_ refs: [OpRef], into b: inout ByteWriter) {
+        b.varint(UInt64(refs.count))
+        for r in refs { ElementCodec.encode(r, into: &b) }
+    }
+
+    // MARK: Canonical form
+
+    /// `state` with every set in canonical order: elements by `ElementRecord.canonicalLess`,
+    /// frontiers and concurrent lists ascending by `OpRef` without duplicates, erased ranges
+    /// normalized, tombstones by id, erasures by ref, contexts by replica.
+    public static func canonicalized(_ state: PageState) -> PageState {
+        var s = state
+        for i in s.elements.indices {
+            s.elements[i].transform.frontier = sortedUnique(s.elements[i].transform.frontier)
+            s.elements[i].z.frontier = sortedUnique(s.elements[i].z.frontier)
+            s.elements[i].frontier = sortedUnique(s.elements[i].frontier)
+            s.elements[i].erased = s.elements[i].erased.normalizedUnion()
+        }
+        s.elements.sort(by: ElementRecord.canonicalLess)
+        for i in s.tombstones.indices {
+            s.tombstones[i].erasures.sort { $0.ref < $1.ref }
+            s.tombstones[i].frontier = sortedUnique(s.tombstones[i].frontier)
+        }
+        s.tombstones.sort { $0.id < $1.id }
+        s.contexts.sort { $0.replica < $1.replica }
+        return s
+    }
+
+    static func sortedUnique(_ refs: [OpRef]) -> [OpRef] {
+        var out = refs.sorted()
+        var i = 1
+        while i < out.count {
+            if out[i] == out[i - 1] { out.remove(at: i) } else { i += 1 }
+        }
+        return out
+    }
+
+    /// Throws `invalidArgument` naming the first invariant `state` breaks among those a
+    /// decoder checks ([SNAP-20] … [SNAP-27]): canonical order, unique ids, non-zero ids,
+    /// non-empty erasure lists, normalized ranges.
+    public static func validate(_ state: PageState) throws {
+        func fail(_ message: String, index: Int? = nil) -> LnoteError {
+            LnoteError(.invalidArgument, message, index: index)
+        }
+        func checkID(_ id: OpID, _ what: String, _ i: Int?) throws {
+            guard id.replica.rawValue != 0, id.counter != 0 else { throw fail("\(what): zero replica id or counter", index: i) }
+        }
+        func checkRefs(_ refs: [OpRef], _ what: String, _ i: Int?) throws {
+            for r in refs { try checkID(r.id, what, i) }
+            guard zip(refs, refs.dropFirst()).allSatisfy({ $0 < $1 }) else {
+                throw fail("\(what) not strictly increasing", index: i)
+            }
+        }
+        func checkClock(_ c: VectorClock, _ what: String, _ i: Int?) throws {
+            guard c.entries.allSatisfy({ $0.replica.rawValue != 0 }) else { throw fail("\(what) has a zero replica id", index: i) }
+        }
+        try checkClock(state.clock, "page clock", nil)
+        var ids = Set<OpID>()
+        for (i, e) in state.elements.enumerated() {
+            try checkID(e.id, "element id", i)
+            guard ids.insert(e.id).inserted else { throw fail("duplicate element id \(e.id)", index: i) }
+            if i > 0 {
+                guard ElementRecord.canonicalLess(state.elements[i - 1], e) else {
+                    throw fail("elements not in canonical z order", index: i)
+                }
+            }
+            try checkRefs(e.transform.frontier, "transform frontier", i)
+            try checkRefs(e.z.frontier, "z frontier", i)
+            try checkRefs(e.frontier, "erase frontier", i)
+            guard e.z.value.isValid, e.z.value.fraction.count <= 4096 else { throw fail("invalid z key", index: i) }
+            guard e.erased == e.erased.normalizedUnion() else { throw fail("erased ranges not normalized", index: i) }
+            if case .stroke(let s) = e.content {
+                guard s.points.count <= Stroke.maxPoints,
+                      s.points.allSatisfy({ $0.pressure <= Quantization.pressureMax }) else {
+                    throw fail("stroke points out of range", index: i)
+                }
+            }
+        }
+        for (i, t) in state.tombstones.enumerated() {
+            try checkID(t.id, "tombstone id", i)
+            if i > 0 { guard state.tombstones[i - 1].id < t.id else { throw fail("tombstones not sorted by id", index: i) } }
+            guard !ids.contains(t.id) else { throw fail("tombstone \(t.id) is also a live element", index: i) }
+            guard !t.erasures.isEmpty else { throw fail("tombstone without erasures", index: i) }
+            try checkRefs(t.erasures.map(\.ref), "erasures", i)
+            for e in t.erasures { try checkClock(e.clock, "erasure clock", i) }
+            try checkRefs(t.frontier, "tombstone frontier", i)
+        }
+        for (i, c) in state.contexts.enumerated() {
+            guard c.replica.rawValue != 0 else { throw fail("context with a zero replica id", index: i) }
+            if i > 0 { guard state.contexts[i - 1].replica < c.replica else { throw fail("contexts not sorted by replica", index: i) } }
+            try checkClock(c.clock, "context clock", i)
+        }
+    }
+}
+
+extension ElementRecord {
+    /// The total order snapshots store elements in: `zLess` (z key, then the `OpRef` that
+    /// set it), then element id. It refines `zLess` only for elements whose z keys were set
+    /// by one operation to equal values (a reorder that gave two elements the same key),
+    /// which `zLess` alone leaves unordered.
+    public static func canonicalLess(_ l: ElementRecord, _ r: ElementRecord) -> Bool {
+        if l.z.value != r.z.value { return l.z.value < r.z.value }
+        let lz = l.zRef, rz = r.zRef
+        if lz != rz { return lz < rz }
+        return l.id < r.id
+    }
+}

@@ -1,0 +1,122 @@
+import Foundation
+import Synchronization
+import LnoteModel
+
+/// A remote reached over HTTP(S): a peer server (`lnote serve`) or a relay (`lnote relay`).
+///
+/// `url` is the notebook URL, `BASE/v1/notebooks/{uuid}`. Every request carries the bearer
+/// token and the protocol version; transient failures are retried with backoff
+/// ([SYNC-26]), which is safe because every request can be repeated ([SYNC-7]).
+public final class HTTPRemote: SyncRemote {
+    public let url: String
+    public let key: String
+    private let client: HTTPClient
+    private let token: String
+    private let retry: HTTPClient.RetryPolicy
+    private let counters = Mutex<(sent: Int, received: Int)>((0, 0))
+    private let progressHandler: (@Sendable (HTTPProgress) -> Void)?
+
+    public struct Options: Sendable {
+        public var token: String
+        public var caFile: String?
+        public var connectTimeout: Duration = .seconds(10)
+        public var requestTimeout: Duration = .seconds(300)
+        public var retry = HTTPClient.RetryPolicy()
+        public init(token: String, caFile: String? = nil) {
+            self.token = token
+            self.caFile = caFile
+        }
+    }
+
+    /// - Throws: `.invalidArgument` when `url` is not an http(s) notebook URL.
+    public init(url: String, options: Options, progress: (@Sendable (HTTPProgress) -> Void)? = nil) throws {
+        var u = url
+        while u.hasSuffix("/") { u.removeLast() }
+        guard u.hasPrefix("http://") || u.hasPrefix("https://"),
+              let range = u.range(of: "/v1/notebooks/"), UUID(uuidString: String(u[range.upperBound...])) != nil else {
+            throw LnoteError(.invalidArgument, "not a notebook URL (expected http(s)://HOST:PORT/v1/notebooks/UUID): \(url)")
+        }
+        self.url = u
+        self.key = u
+        self.token = options.token
+        self.retry = options.retry
+        self.progressHandler = progress
+        var config = HTTPClient.Configuration()
+        config.connectTimeout = options.connectTimeout
+        config.requestTimeout = options.requestTimeout
+        config.caFile = options.caFile
+        config.bearerToken = options.token
+        config.userAgent = "lnote/\(SyncCodec.version)"
+        client = try HTTPClient(configuration: config)
+    }
+
+    public var traffic: (sent: Int, received: Int) { counters.withLock { $0 } }
+
+    public func close() throws { try client.close() }
+
+    /// Sends with retries; counts the bytes of request and response (start line, headers,
+    /// body, as HTTP/1.1 writes them); turns error statuses into typed errors.
+    private func call(_ method: String, _ path: String, body: [UInt8] = [], contentType: String? = nil) async throws -> HTTPResponse {
+        var headers: HTTPHeaders = ["Lnote-Protocol": "1"]
+        if let contentType { headers.set("Content-Type", contentType) }
+        let request = HTTPRequest(method: method, url: url + path, headers: headers, body: body)
+        let response = try await client.sendWithRetry(request, policy: retry, progress: progressHandler)
+        let sent = Self.wireSize(startLine: "\(method) \(path) HTTP/1.1", headers: headers, body: body.count,
+                                 extra: ["Host", "Authorization: Bearer " + token, "User-Agent", "Accept", "Content-Length"])
+        let received = Self.wireSize(startLine: "HTTP/1.1 \(response.status)", headers: response.headers, body: response.body.count, extra: [])
+        counters.withLock { $0.sent += sent; $0.received += received }
+        guard response.isSuccess else { throw Self.error(from: response, method: method, url: url + path) }
+        return response
+    }
+
+    static func wireSize(startLine: String, headers: HTTPHeaders, body: Int, extra: [String]) -> Int {
+        var n = startLine.utf8.count + 2
+        for h in headers { n += h.name.utf8.count + 2 + h.value.utf8.count + 2 }
+        for e in extra { n += max(e.utf8.count, 24) + 2 }
+        return n + 2 + body
+    }
+
+    /// Maps an error status and its JSON body ([SYNC-22]) to an LnoteError.
+    static func error(from r: HTTPResponse, method: String, url: String) -> LnoteError {
+        var message = String(decoding: r.body.prefix(1000), as: UTF8.self)
+        if let o = try? JSONSerialization.jsonObject(with: Data(r.body)) as? [String: Any], let m = o["message"] as? String {
+            message = m
+        }
+        let code: LnoteError.Code
+        switch r.status {
+        case 401, 403: code = .unauthorized
+        case 404: code = .notFound
+        case 409: code = .invalidState
+        case 413: code = .limitExceeded
+        case 426: code = .protocolMismatch
+        case 400..<500: code = .invalidArgument
+        default: code = .network
+        }
+        return LnoteError(code, "\(method) \(url): HTTP \(r.status): \(message)", path: url, underlying: "HTTP \(r.status)")
+    }
+
+    public func sync(_ request: SyncRequest) async throws -> SyncResponse {
+        let r = try await call("POST", "/sync", body: SyncCodec.encode(request), contentType: "application/octet-stream")
+        return try SyncCodec.decodeResponse(r.body, path: url + "/sync")
+    }
+
+    public func missingAssets(_ ids: [AssetID], document: DocumentID) async throws -> [AssetID] {
+        let body = try JSONSerialization.data(withJSONObject: ids.map(\.description))
+        let r = try await call("POST", "/documents/\(document)/assets/missing", body: [UInt8](body), contentType: "application/json")
+        guard let list = try? JSONSerialization.jsonObject(with: Data(r.body)) as? [String] else {
+            throw LnoteError(.corrupt, "missing-assets answer is not a JSON array of strings", path: url)
+        }
+        return try list.map { s in
+            guard let id = AssetID(hex: s) else { throw LnoteError(.corrupt, "bad asset id \"\(s)\" in answer", path: url) }
+            return id
+        }
+    }
+
+    public func putAsset(_ bytes: [UInt8], id: AssetID, document: DocumentID) async throws {
+        _ = try await call("PUT", "/documents/\(document)/assets/\(id)", body: bytes, contentType: "application/octet-stream")
+    }
+
+    public func getAsset(_ id: AssetID, document: DocumentID) async throws -> [UInt8] {
+        try await call("GET", "/documents/\(document)/assets/\(id)").body
+    }
+}

@@ -1,0 +1,118 @@
+import LnoteModel
+import LnoteReplication
+
+/// The serving side of the sync protocol: what `lnote serve`, the relay, and a folder
+/// reached directly all answer. Requests and answers are the protocol's values; HTTP is
+/// only one way to carry them.
+public protocol SyncEndpoint: Sendable {
+    func sync(_ request: SyncRequest) async throws -> SyncResponse
+    /// Which of these assets of a document the endpoint lacks.
+    func missingAssets(_ ids: [AssetID], document: DocumentID) async throws -> [AssetID]
+    /// Stores an asset; the endpoint checks that `id` is the SHA-256 of the bytes.
+    func putAsset(_ bytes: [UInt8], id: AssetID, document: DocumentID) async throws
+    func getAsset(_ id: AssetID, document: DocumentID) async throws -> [UInt8]
+}
+
+/// Serves a `SyncableNotebook` (a notebook folder) over the protocol.
+///
+/// Change cursors are kept in memory: each time a log's clock is seen to change, the log
+/// gets the next sequence number and its clock at that number is remembered. A cursor
+/// names "every change up to here", so the answer to `since: c` is, for each log changed
+/// after c, the operations its clock at c did not cover. A new endpoint (a restarted
+/// server) has a new random epoch; a client holding a cursor of another epoch is told to
+/// resynchronize by clocks (`resync`).
+public actor NotebookEndpoint: SyncEndpoint {
+    public let notebook: any SyncableNotebook
+    public nonisolated let epoch: UInt64
+    private var sequence: UInt64 = 0
+    private var history: [LogRef: [(seq: UInt64, clock: VectorClock)]] = [:]
+    private var current: [LogRef: VectorClock] = [:]
+    /// Clock snapshots kept per log; an older cursor gets the whole log (correct, larger).
+    private let historyLimit = 256
+
+    public init(notebook: any SyncableNotebook, epoch: UInt64? = nil) {
+        self.notebook = notebook
+        var g = SystemRandomNumberGenerator()
+        self.epoch = epoch ?? UInt64.random(in: 1...UInt64.max, using: &g)
+    }
+
+    /// Notices logs whose clocks changed since last time (local edits included).
+    private func refresh() async throws {
+        for lc in try await notebook.logClocks() where current[lc.log] != lc.clock {
+            sequence += 1
+            current[lc.log] = lc.clock
+            var h = history[lc.log, default: []]
+            h.append((sequence, lc.clock))
+            if h.count > historyLimit { h.removeFirst(h.count - historyLimit) }
+            history[lc.log] = h
+        }
+    }
+
+    public func sync(_ request: SyncRequest) async throws -> SyncResponse {
+        // Validate everything before writing anything: frames were CRC-checked by the
+        // codec; now each must decode, belong in its log, and name assets we hold.
+        var pushed: [LogRef: Set<Frame>] = [:]
+        for batch in request.push {
+            let ops = try batch.ops(path: "push")
+            for op in ops {
+                guard op.body.isPageOperation == (batch.log.page != nil) else {
+                    throw LnoteError(.invalidArgument, "\(op.body.name) \(op.id) does not belong in log \(batch.log)")
+                }
+                for asset in op.referencedAssets where !(try await notebook.hasAsset(asset, document: batch.log.document)) {
+                    throw LnoteError(.invalidState, "operation \(op.id) references asset \(asset), which was not uploaded first")
+                }
+            }
+            pushed[batch.log, default: []].formUnion(batch.frames)
+        }
+        let accepted = request.push.isEmpty ? 0 : try await notebook.receive(request.push)
+        try await refresh()
+
+        var pull: [LogBatch] = []
+        if let have = request.have {
+            let theirs = Dictionary(have.map { ($0.log, $0.clock) }, uniquingKeysWith: { $0.merged($1) })
+            for log in current.keys.sorted() where !(theirs[log]?.covers(current[log]!) ?? current[log]!.isEmpty) {
+                if let b = try await batch(log, notCoveredBy: theirs[log] ?? VectorClock(), skipping: pushed[log]) {
+                    pull.append(b)
+                }
+            }
+            let clocks = current.keys.sorted().map { LogClock(log: $0, clock: current[$0]!) }
+            return SyncResponse(epoch: epoch, cursor: sequence, accepted: UInt64(accepted), pull: pull, clocks: clocks)
+        }
+        guard request.epoch == epoch else {
+            return SyncResponse(epoch: epoch, cursor: sequence, accepted: UInt64(accepted), pull: [], resync: true)
+        }
+        for log in history.keys.sorted() {
+            let h = history[log]!
+            guard h.last!.seq > request.cursor else { continue }
+            let base = h.last { $0.seq <= request.cursor }?.clock ?? VectorClock()
+            if let b = try await batch(log, notCoveredBy: base, skipping: pushed[log]) { pull.append(b) }
+        }
+        return SyncResponse(epoch: epoch, cursor: sequence, accepted: UInt64(accepted), pull: pull)
+    }
+
+    /// The operations of `log` not covered by `clock`, less those the client just pushed.
+    private func batch(_ log: LogRef, notCoveredBy clock: VectorClock, skipping: Set<Frame>?) async throws -> LogBatch? {
+        let frames = try await notebook.frames(in: log, notCoveredBy: clock).filter { !(skipping?.contains($0) ?? false) }
+        return frames.isEmpty ? nil : LogBatch(log: log, frames: frames)
+    }
+
+    public func missingAssets(_ ids: [AssetID], document: DocumentID) async throws -> [AssetID] {
+        var out: [AssetID] = []
+        for id in ids where !(try await notebook.hasAsset(id, document: document)) { out.append(id) }
+        return out
+    }
+
+    public func putAsset(_ bytes: [UInt8], id: AssetID, document: DocumentID) async throws {
+        guard AssetID.of(bytes) == id else {
+            throw LnoteError(.invalidArgument, "asset bytes do not hash to \(id)")
+        }
+        _ = try await notebook.writeAsset(bytes, document: document)
+    }
+
+    public func getAsset(_ id: AssetID, document: DocumentID) async throws -> [UInt8] {
+        guard try await notebook.hasAsset(id, document: document) else {
+            throw LnoteError(.notFound, "no asset \(id) in document \(document)")
+        }
+        return try await notebook.readAsset(id, document: document)
+    }
+}

@@ -1,0 +1,255 @@
+import Foundation
+import LnoteModel
+import LnoteReplication
+
+/// Names one operation log in a notebook: a document's log or one of its pages' logs.
+public struct LogRef: Hashable, Sendable, Comparable, CustomStringConvertible {
+    public var document: DocumentID
+    /// nil: the document log.
+    public var page: PageID?
+    public init(document: DocumentID, page: PageID? = nil) {
+        self.document = document
+        self.page = page
+    }
+    public static func < (l: LogRef, r: LogRef) -> Bool {
+        if l.document != r.document { return l.document < r.document }
+        switch (l.page, r.page) {
+        case (nil, nil): return false
+        case (nil, _): return true
+        case (_, nil): return false
+        case (let a?, let b?): return a < b
+        }
+    }
+    public var description: String { page.map { "\(document)/\($0)" } ?? "\(document)" }
+}
+
+/// Operations of one log, as frames (the journal's encoding, CRC-checked on receipt).
+public struct LogBatch: Sendable, Equatable {
+    public var log: LogRef
+    public var frames: [Frame]
+    public init(log: LogRef, frames: [Frame]) {
+        self.log = log
+        self.frames = frames
+    }
+    public init(log: LogRef, ops: [Op]) {
+        self.init(log: log, frames: ops.map(OperationCodec.frame))
+    }
+    /// Decodes every frame; errors name the log and the frame index.
+    public func ops(path: String? = nil) throws -> [Op] {
+        try frames.enumerated().map { i, f in
+            do { return try OperationCodec.decode(f, path: path) } catch var e as LnoteError {
+                e.index = i
+                e.message += " (log \(log))"
+                throw e
+            }
+        }
+    }
+    public var encodedSize: Int { frames.reduce(0) { $0 + $1.encodedSize } }
+}
+
+/// A log and the clock one side holds of it.
+public struct LogClock: Sendable, Equatable {
+    public var log: LogRef
+    public var clock: VectorClock
+    public init(log: LogRef, clock: VectorClock) {
+        self.log = log
+        self.clock = clock
+    }
+}
+
+/// Body of `POST /v1/notebooks/{notebook}/sync` (specified in `Protocol/sync-protocol.md`).
+public struct SyncRequest: Sendable, Equatable {
+    /// The client's replica id.
+    public var replica: ReplicaID
+    /// The server epoch the cursor belongs to (0: none).
+    public var epoch: UInt64
+    /// The server's change cursor from the last sync in that epoch (0: from the start).
+    public var cursor: UInt64
+    /// When present, the client's clocks of every log it holds; the server then answers with
+    /// what those clocks lack (instead of what changed since the cursor) and adds its own clocks.
+    public var have: [LogClock]?
+    /// Operations the client believes the server lacks.
+    public var push: [LogBatch]
+
+    public init(replica: ReplicaID, epoch: UInt64, cursor: UInt64, have: [LogClock]? = nil, push: [LogBatch] = []) {
+        self.replica = replica
+        self.epoch = epoch
+        self.cursor = cursor
+        self.have = have
+        self.push = push
+    }
+}
+
+/// Body of the answer to a sync request.
+public struct SyncResponse: Sendable, Equatable {
+    public var epoch: UInt64
+    /// The cursor to send next time.
+    public var cursor: UInt64
+    /// How many pushed operations were new to the server.
+    public var accepted: UInt64
+    /// Operations the client lacks.
+    public var pull: [LogBatch]
+    /// The server's clocks of every log it holds: present when the request carried `have`.
+    public var clocks: [LogClock]?
+    /// The request's epoch was not the server's (it restarted or lost its change history):
+    /// the push was applied but nothing was pulled; the client must send `have` next.
+    public var resync: Bool
+
+    public init(epoch: UInt64, cursor: UInt64, accepted: UInt64, pull: [LogBatch], clocks: [LogClock]? = nil,
+                resync: Bool = false) {
+        self.epoch = epoch
+        self.cursor = cursor
+        self.accepted = accepted
+        self.pull = pull
+        self.clocks = clocks
+        self.resync = resync
+    }
+}
+
+/// The binary encodings of sync bodies.
+public enum SyncCodec {
+    public static let requestMagic: [UInt8] = Array("LNSQ".utf8)
+    public static let responseMagic: [UInt8] = Array("LNSR".utf8)
+    public static let version: UInt8 = 1
+    /// Largest body either side accepts by default.
+    public static let maxBodySize = 64 << 20
+    /// Most logs in one body, most frames in one log batch.
+    public static let maxLogs = 1 << 20
+    public static let maxFramesPerLog = 1 << 22
+
+    static func encode(_ log: LogRef, into w: inout ByteWriter) {
+        w.append(log.document.uuid.bytes)
+        if let p = log.page {
+            w.u8(1)
+            w.append(p.uuid.bytes)
+        } else {
+            w.u8(0)
+        }
+    }
+
+    static func decodeLog(_ r: inout ByteReader) throws -> LogRef {
+        let d = DocumentID(UUID(bytes: try r.bytes(16, "document id"))!)
+        let at = r.offset
+        switch try r.u8("log kind") {
+        case 0: return LogRef(document: d)
+        case 1: return LogRef(document: d, page: PageID(UUID(bytes: try r.bytes(16, "page id"))!))
+        case let k: throw r.error(.corrupt, "unknown log kind \(k)", at: at)
+        }
+    }
+
+    static func encode(_ batches: [LogBatch], into w: inout ByteWriter) {
+        w.varint(UInt64(batches.count))
+        for b in batches {
+            encode(b.log, into: &w)
+            var inner = ByteWriter(capacity: b.encodedSize)
+            for f in b.frames { f.encode(into: &inner) }
+            w.varint(UInt64(b.frames.count))
+            w.lengthPrefixed(inner.bytes)
+        }
+    }
+
+    static func decodeBatches(_ r: inout ByteReader) throws -> [LogBatch] {
+        let n = try r.count("log count", max: min(maxLogs, r.remaining / 19))
+        var out: [LogBatch] = []
+        out.reserveCapacity(n)
+        for _ in 0..<n {
+            let log = try decodeLog(&r)
+            let countAt = r.offset
+            let count = try r.count("frame count", max: min(maxFramesPerLog, r.remaining / 9))
+            let len = try r.count("frames length", max: r.remaining)
+            let base = r.offset
+            let bytes = try r.bytes(len, "frames")
+            let frames = try Frame.decodeAll(bytes, base: base, path: r.path)
+            guard frames.count == count else {
+                throw r.error(.corrupt, "log \(log) announces \(count) frames, holds \(frames.count)", at: countAt)
+            }
+            out.append(LogBatch(log: log, frames: frames))
+        }
+        return out
+    }
+
+    static func encode(_ clocks: [LogClock], into w: inout ByteWriter) {
+        w.varint(UInt64(clocks.count))
+        for c in clocks {
+            encode(c.log, into: &w)
+            ElementCodec.encode(c.clock, into: &w)
+        }
+    }
+
+    static func decodeClocks(_ r: inout ByteReader) throws -> [LogClock] {
+        let n = try r.count("clock count", max: min(maxLogs, r.remaining / 18))
+        var out: [LogClock] = []
+        out.reserveCapacity(n)
+        for _ in 0..<n {
+            let log = try decodeLog(&r)
+            out.append(LogClock(log: log, clock: try ElementCodec.decodeClock(&r)))
+        }
+        return out
+    }
+
+    static func header(_ r: inout ByteReader, magic: [UInt8], what: String) throws {
+        let m = try r.bytes(4, "\(what) magic")
+        guard m == magic else { throw r.error(.corrupt, "not a \(what) (bad magic)", at: r.base) }
+        let at = r.offset
+        let v = try r.u8("version")
+        guard v == version else {
+            throw LnoteError(.unsupportedVersion, "\(what) version \(v); this build speaks \(version)", path: r.path, offset: at)
+        }
+    }
+
+    public static func encode(_ q: SyncRequest) -> [UInt8] {
+        var w = ByteWriter(capacity: 64)
+        w.append(requestMagic)
+        w.u8(version)
+        w.u64(q.replica.rawValue)
+        w.u64(q.epoch)
+        w.u64(q.cursor)
+        w.u8(q.have == nil ? 0 : 1)
+        if let have = q.have { encode(have, into: &w) }
+        encode(q.push, into: &w)
+        return w.bytes
+    }
+
+    public static func decodeRequest(_ bytes: [UInt8], path: String? = nil) throws -> SyncRequest {
+        var r = ByteReader(bytes, path: path)
+        try header(&r, magic: requestMagic, what: "sync request")
+        let replica = try r.u64("replica")
+        guard replica != 0 else { throw r.error(.corrupt, "zero replica id", at: r.offset - 8) }
+        let epoch = try r.u64("epoch"), cursor = try r.u64("cursor")
+        let flagsAt = r.offset
+        let flags = try r.u8("flags")
+        guard flags & ~1 == 0 else { throw r.error(.corrupt, "unknown flags \(flags)", at: flagsAt) }
+        let have = flags & 1 != 0 ? try decodeClocks(&r) : nil
+        let push = try decodeBatches(&r)
+        try r.expectEnd("sync request")
+        return SyncRequest(replica: ReplicaID(replica), epoch: epoch, cursor: cursor, have: have, push: push)
+    }
+
+    public static func encode(_ s: SyncResponse) -> [UInt8] {
+        var w = ByteWriter(capacity: 64)
+        w.append(responseMagic)
+        w.u8(version)
+        w.u64(s.epoch)
+        w.u64(s.cursor)
+        w.varint(s.accepted)
+        w.u8((s.clocks == nil ? 0 : 1) | (s.resync ? 2 : 0))
+        if let c = s.clocks { encode(c, into: &w) }
+        encode(s.pull, into: &w)
+        return w.bytes
+    }
+
+    public static func decodeResponse(_ bytes: [UInt8], path: String? = nil) throws -> SyncResponse {
+        var r = ByteReader(bytes, path: path)
+        try header(&r, magic: responseMagic, what: "sync response")
+        let epoch = try r.u64("epoch"), cursor = try r.u64("cursor")
+        let accepted = try r.varint("accepted")
+        let flagsAt = r.offset
+        let flags = try r.u8("flags")
+        guard flags & ~3 == 0 else { throw r.error(.corrupt, "unknown flags \(flags)", at: flagsAt) }
+        let clocks = flags & 1 != 0 ? try decodeClocks(&r) : nil
+        let pull = try decodeBatches(&r)
+        try r.expectEnd("sync response")
+        return SyncResponse(epoch: epoch, cursor: cursor, accepted: accepted, pull: pull, clocks: clocks,
+                            resync: flags & 2 != 0)
+    }
+}

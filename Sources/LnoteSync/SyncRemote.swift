@@ -1,0 +1,42 @@
+import LnoteModel
+
+/// Where a sync goes: an HTTP(S) endpoint, or an endpoint reached in-process (another
+/// notebook folder on a mounted drive).
+public protocol SyncRemote: Sendable {
+    /// Identifies the remote for the sync bookkeeping kept beside the notebook.
+    var key: String { get }
+    /// One request/response exchange.
+    func sync(_ request: SyncRequest) async throws -> SyncResponse
+    func missingAssets(_ ids: [AssetID], document: DocumentID) async throws -> [AssetID]
+    func putAsset(_ bytes: [UInt8], id: AssetID, document: DocumentID) async throws
+    func getAsset(_ id: AssetID, document: DocumentID) async throws -> [UInt8]
+    /// Bytes sent and received so far through this remote (0 for in-process remotes).
+    var traffic: (sent: Int, received: Int) { get }
+}
+
+/// A remote endpoint called directly, with no network: folder-to-folder sync.
+/// Bodies still go through the binary codec so the path is the one HTTP takes.
+public struct LocalRemote: SyncRemote {
+    public let key: String
+    public let endpoint: any SyncEndpoint
+
+    public init(key: String, endpoint: any SyncEndpoint) {
+        self.key = key
+        self.endpoint = endpoint
+    }
+
+    public func sync(_ request: SyncRequest) async throws -> SyncResponse {
+        let answer = try await endpoint.sync(try SyncCodec.decodeRequest(SyncCodec.encode(request)))
+        return try SyncCodec.decodeResponse(SyncCodec.encode(answer))
+    }
+    public func missingAssets(_ ids: [AssetID], document: DocumentID) async throws -> [AssetID] {
+        try await endpoint.missingAssets(ids, document: document)
+    }
+    public func putAsset(_ bytes: [UInt8], id: AssetID, document: DocumentID) async throws {
+        try await endpoint.putAsset(bytes, id: id, document: document)
+    }
+    public func getAsset(_ id: AssetID, document: DocumentID) async throws -> [UInt8] {
+        try await endpoint.getAsset(id, document: document)
+    }
+    public var traffic: (sent: Int, received: Int) { (0, 0) }
+}

@@ -1,0 +1,36 @@
+import LnoteModel
+import LnoteReplication
+
+/// What the sync engine needs from a replica's storage: a notebook folder, or anything
+/// else that holds logs (a test's in-memory replicas).
+///
+/// Implementations keep every operation they hold (applied or waiting) in their logs,
+/// append received ones durably before applying them, and never hold a page operation
+/// that references an asset they lack.
+public protocol SyncableNotebook: Sendable {
+    /// The replica this storage writes as.
+    var replicaID: ReplicaID { get }
+    /// The applied clock of every log held (documents and pages), sorted by log.
+    func logClocks() async throws -> [LogClock]
+    /// Operations held in `log` (applied or waiting) whose ids `clock` does not cover, as
+    /// frames in the order the log holds them.
+    func frames(in log: LogRef, notCoveredBy clock: VectorClock) async throws -> [Frame]
+    /// Appends and applies received operations (those already held are skipped). Returns
+    /// how many were new. Documents and pages that did not exist are created.
+    func receive(_ batches: [LogBatch]) async throws -> Int
+    func hasAsset(_ id: AssetID, document: DocumentID) async throws -> Bool
+    func readAsset(_ id: AssetID, document: DocumentID) async throws -> [UInt8]
+    /// Stores an asset durably (content-addressed: the id must be the bytes' SHA-256).
+    func writeAsset(_ bytes: [UInt8], document: DocumentID) async throws -> AssetID
+    /// Sync bookkeeping per remote (opaque bytes), kept durably beside the notebook.
+    func loadRemoteState(key: String) async throws -> [UInt8]?
+    func saveRemoteState(_ bytes: [UInt8], key: String) async throws
+}
+
+extension Op {
+    /// The assets this operation references (an image add references one).
+    public var referencedAssets: [AssetID] {
+        if case .add(.image(let i), _) = body { return [i.asset] }
+        return []
+    }
+}

@@ -1,0 +1,54 @@
+import Foundation
+import LnoteModel
+
+/// Where a command writes: results on stdout, diagnostics on stderr.
+struct Console: Sendable {
+    func out(_ s: String) { FileHandle.standardOutput.write(Data((s + "\n").utf8)) }
+    func err(_ s: String) { FileHandle.standardError.write(Data((s + "\n").utf8)) }
+    /// True when stderr is a terminal (progress lines are drawn only then).
+    var isTerminal: Bool { isatty(2) == 1 }
+    /// Rewrites the current terminal line (progress).
+    func progress(_ s: String) {
+        guard isTerminal else { return }
+        FileHandle.standardError.write(Data("\r\u{1B}[K\(s)".utf8))
+    }
+    func endProgress() {
+        guard isTerminal else { return }
+        FileHandle.standardError.write(Data("\r\u{1B}[K".utf8))
+    }
+}
+
+/// One CLI command: its synopsis, its help, the options it accepts, and what it does.
+/// Commands only parse, call the library, and print.
+struct Command: Sendable {
+    var name: String
+    var synopsis: String
+    var summary: String
+    var details: String = ""
+    var options: Set<String> = []
+    var flags: Set<String> = []
+    var run: @Sendable (Arguments, Console) async throws -> Int32
+
+    var help: String {
+        var s = "usage: \(synopsis)\n\n\(summary)\n"
+        if !details.isEmpty { s += "\n\(details)\n" }
+        return s
+    }
+}
+
+/// Exit codes: 0 success, 1 failure, 2 bad usage or malformed input file.
+enum Exit {
+    static let ok: Int32 = 0
+    static let failure: Int32 = 1
+    static let usage: Int32 = 2
+}
+
+/// A failure the command explains itself (already specific), printed as one line.
+struct CLIError: Error, CustomStringConvertible {
+    var description: String
+    var code: Int32 = Exit.failure
+    init(_ d: String, code: Int32 = Exit.failure) {
+        description = d
+        self.code = code
+    }
+}

@@ -1,0 +1,72 @@
+import Foundation
+import LnoteModel
+
+/// `lnote`: the command-line face of the library. Every command goes through the public
+/// API an app would use; this target only parses arguments and prints.
+@main
+struct LnoteCLI {
+    static let commands: [Command] = CommandTable.all
+
+    static func main() async {
+        let code = await run(Array(CommandLine.arguments.dropFirst()))
+        exit(code)
+    }
+
+    static func usage() -> String {
+        var s = "usage: lnote COMMAND [ARGS] (lnote COMMAND --help for details)\n\ncommands:\n"
+        let width = commands.map(\.name.count).max() ?? 10
+        for c in commands {
+            s += "  " + c.name.padding(toLength: width + 2, withPad: " ", startingAt: 0) + c.summary + "\n"
+        }
+        return s
+    }
+
+    static func run(_ args: [String]) async -> Int32 {
+        let console = Console()
+        if args.isEmpty || args == ["--help"] || args == ["-h"] || args == ["help"] {
+            console.out(usage())
+            return args.isEmpty ? Exit.usage : Exit.ok
+        }
+        if args == ["--version"] {
+            console.out("lnote \(LnoteVersion.string)")
+            return Exit.ok
+        }
+        // The longest command name that prefixes the arguments ("page add" before "page").
+        let match = commands
+            .filter { c in
+                let words = c.name.split(separator: " ").map(String.init)
+                return args.count >= words.count && Array(args.prefix(words.count)) == words
+            }
+            .max { $0.name.count < $1.name.count }
+        guard let command = match else {
+            console.err("lnote: unknown command \"\(args[0])\"; run lnote --help")
+            return Exit.usage
+        }
+        let rest = Array(args.dropFirst(command.name.split(separator: " ").count))
+        do {
+            let parsed = try Arguments(rest, options: command.options, flags: command.flags.union(["help"]))
+            if parsed.flag("help") {
+                console.out(command.help)
+                return Exit.ok
+            }
+            return try await command.run(parsed, console)
+        } catch let e as Arguments.UsageError {
+            console.err("lnote \(command.name): \(e.message)")
+            console.err("usage: \(command.synopsis)")
+            return Exit.usage
+        } catch let e as CLIError {
+            console.err("lnote \(command.name): \(e.description)")
+            return e.code
+        } catch let e as LnoteError {
+            console.err("lnote \(command.name): \(e.description)")
+            return Exit.failure
+        } catch {
+            console.err("lnote \(command.name): \(error)")
+            return Exit.failure
+        }
+    }
+}
+
+enum LnoteVersion {
+    static let string = "0.1.0"
+}

@@ -1,0 +1,91 @@
+import Foundation
+import Testing
+import LnoteModel
+
+/// The hex block that follows `<!-- vector: NAME -->` in `Protocol/page-snapshot.md`.
+func specVector(_ name: String) throws -> String {
+    let url = packageRoot.appendingPathComponent("Protocol/page-snapshot.md")
+    let text = try String(contentsOf: url, encoding: .utf8)
+    guard let marker = text.range(of: "<!-- vector: \(name) -->"),
+          let open = text.range(of: "```", range: marker.upperBound..<text.endIndex),
+          let lineEnd = text.range(of: "\n", range: open.upperBound..<text.endIndex),
+          let close = text.range(of: "```", range: lineEnd.upperBound..<text.endIndex) else {
+        throw LnoteError(.notFound, "vector \(name) not in the spec", path: url.path)
+    }
+    return String(text[lineEnd.upperBound..<close.lowerBound])
+}
+
+/// The tiny page of the spec's test vector: one 3-point stroke under one image.
+enum TinyPage {
+    static let a = ReplicaID(0xA1), b = ReplicaID(0xB2)
+    static let points = [StrokePoint(x: 1000, y: 2000, pressure: 500, radius: 10, t: 0),
+                         StrokePoint(x: 1012, y: 2003, pressure: 520, radius: 10, t: 4),
+                         StrokePoint(x: 1025, y: 2005, pressure: 540, radius: 11, t: 8)]
+    static var state: PageState {
+        let stroke = ElementRecord(
+            id: OpID(replica: a, counter: 1), lamport: 1, wallTime: 1_700_000_000_000,
+            content: .stroke(Stroke(style: InkStyle(tool: .pen, color: .black, width: 20), points: points)),
+            z: LWWRegister(ZKey(layer: 1)))
+        let image = ElementRecord(
+            id: OpID(replica: b, counter: 1), lamport: 1, wallTime: 1_700_000_001_000,
+            content: .image(ImageElement(asset: AssetID.of(Array("lnote".utf8)),
+                                         frame: QRect(x: 500, y: 600, width: 2000, height: 1500))),
+            transform: LWWRegister(.translation(30, -40), frontier: [OpRef(id: OpID(replica: a, counter: 2), lamport: 2)]),
+            z: LWWRegister(ZKey(layer: 1)))
+        return PageState(
+            page: PageID(UUID(uuidString: "00112233-4455-6677-8899-AABBCCDDEEFF")!),
+            clock: vc((a, 2), (b, 1)), maxLamport: 2, modified: 1_700_000_002_000,
+            elements: [stroke, image],
+            contexts: [ReplicaContext(replica: a, clock: vc((a, 2), (b, 1))),
+                       ReplicaContext(replica: b, clock: vc((b, 1)))])
+    }
+    static let coveredLogOffset: UInt64 = 412
+    static let logIncarnation: UInt64 = 0x0123_4567_89AB_CDEF
+}
+
+@Suite("Golden vectors")
+struct GoldenVectorTests {
+    static var recording: Bool { ProcessInfo.processInfo.environment["LNOTE_RECORD_GOLDEN"] == "1" }
+
+    /// Compares `actual` with the fixture file `name`, or rewrites it when recording.
+    func checkFixture(_ name: String, _ actual: String) throws {
+        let url = fixturesDirectory.appendingPathComponent(name)
+        if Self.recording {
+            try FileManager.default.createDirectory(at: fixturesDirectory, withIntermediateDirectories: true)
+            try Data(actual.utf8).write(to: url)
+            return
+        }
+        let expected = try String(contentsOf: url, encoding: .utf8)
+        #expect(expected == actual, "fixture \(name) differs; actual:\n\(actual)")
+    }
+
+    /// [SNAP-30] The spec's vector, the fixture, and the encoder agree byte for byte.
+    @Test func tinyPageSnapshot() throws {
+        let state = TinyPage.state
+        try PageSnapshot.validate(state)
+        let bytes = PageSnapshot.encode(state, coveredLogOffset: TinyPage.coveredLogOffset,
+                                        logIncarnation: TinyPage.logIncarnation)
+        let dump = hexDump(bytes) + "\n"
+        try checkFixture("tiny-page.content.hex", dump)
+        let fromSpec = try #require(parseHexDump(try specVector("tiny-page")))
+        #expect(fromSpec == bytes, "the spec's vector differs; actual:\n\(dump)")
+        let fromFixture = try #require(parseHexDump(try String(contentsOf: fixturesDirectory
+            .appendingPathComponent("tiny-page.content.hex"), encoding: .utf8)))
+        let decoded = try PageSnapshot.decode(fromFixture, path: "tiny-page.content")
+        #expect(decoded.state == state)
+        #expect(decoded.coveredLogOffset == TinyPage.coveredLogOffset)
+        #expect(decoded.logIncarnation == TinyPage.logIncarnation)
+    }
+
+    @Test func tinyPageJSON() throws {
+        let json = TinyPage.state.canonicalJSON()
+        try checkFixture("tiny-page.json", json)
+        #expect(try specVector("tiny-page-json") == json, "the spec's JSON differs; actual:\n\(json)")
+    }
+
+    @Test func pointStreamVector() throws {
+        let bytes = StrokeCodec.encodedPoints(TinyPage.points)
+        let fromSpec = try #require(parseHexDump(try specVector("points-3")))
+        #expect(fromSpec == bytes, "actual: \(hexDump(bytes))")
+    }
+}

@@ -1,0 +1,304 @@
+import Foundation
+import Testing
+import LnoteModel
+
+@Suite("Page snapshot")
+struct PageSnapshotTests {
+    /// [SNAP-1] [SNAP-13] Everything in a PageState survives a round trip.
+    @Test func randomStatesRoundTrip() throws {
+        for seed in testSeeds(0x5A9_0001, count: 300) {
+            var m = RandomModel(seed: seed)
+            let state = m.pageState()
+            do {
+                try PageSnapshot.validate(state)
+            } catch {
+                Issue.record("generator broke an invariant, seed \(seed): \(error)")
+                continue
+            }
+            let offset = m.u64Varied(), incarnation = m.u64()
+            let bytes = PageSnapshot.encode(state, coveredLogOffset: offset, logIncarnation: incarnation)
+            do {
+                let c = try PageSnapshot.decode(bytes, path: "seed-\(seed).content")
+                #expect(c.state == state, "seed \(seed)")
+                #expect(c.coveredLogOffset == offset && c.logIncarnation == incarnation, "seed \(seed)")
+            } catch {
+                Issue.record("seed \(seed): \(error)")
+            }
+        }
+    }
+
+    /// [SNAP-2] Equal states give identical bytes: encoding twice, and encoding the same
+    /// state with every set listed in another order.
+    @Test func determinism() {
+        for seed in testSeeds(0x5A9_0002, count: 200) {
+            var m = RandomModel(seed: seed)
+            let state = m.pageState()
+            let a = PageSnapshot.encode(state, coveredLogOffset: 7, logIncarnation: 9)
+            let b = PageSnapshot.encode(state, coveredLogOffset: 7, logIncarnation: 9)
+            #expect(a == b, "seed \(seed)")
+            let scrambled = m.scrambled(state)
+            let c = PageSnapshot.encode(scrambled, coveredLogOffset: 7, logIncarnation: 9)
+            #expect(a == c, "seed \(seed): scrambled order changes the bytes")
+            #expect(PageSnapshot.canonicalized(scrambled) == state, "seed \(seed)")
+            #expect(state.canonicalJSON() == scrambled.canonicalJSON(), "seed \(seed): JSON differs")
+        }
+    }
+
+    /// A second writer, built from the spec's tables without the canonical sorting, agrees
+    /// with the encoder on canonical states.
+    @Test func independentWriterAgrees() {
+        for seed in testSeeds(0x5A9_0003, count: 100) {
+            var m = RandomModel(seed: seed)
+            let state = m.pageState()
+            #expect(RawSnapshotWriter.encode(state) == PageSnapshot.encode(state, coveredLogOffset: 0, logIncarnation: 0),
+                    "seed \(seed)")
+        }
+    }
+
+    @Test func emptyPage() throws {
+        let state = PageState(page: PageID(UUID(uuidString: "00000000-0000-0000-0000-000000000001")!))
+        let bytes = PageSnapshot.encode(state, coveredLogOffset: 0, logIncarnation: 0)
+        // Header, four empty sections (page: 3 bytes, others: 1 byte), CRC.
+        #expect(bytes.count == 52 + 4 * 6 + 3 + 1 + 1 + 1 + 4)
+        #expect(try PageSnapshot.decode(bytes).state == state)
+    }
+
+    /// The handwriting of a realistic page: snapshot size stays close to the point codec's.
+    @Test func realisticPageSize() throws {
+        let strokes = HandwritingGenerator.strokes(seed: 3, count: 300)
+        let r = ReplicaID(0xA1)
+        var state = PageState(page: PageID(), clock: vc((r, 300)), maxLamport: 300, modified: 1_700_000_000_000)
+        for (i, s) in strokes.enumerated() {
+            state.elements.append(ElementRecord(id: OpID(replica: r, counter: UInt64(i + 1)), lamport: UInt64(i + 1),
+                                                wallTime: 1_700_000_000_000 + Int64(i) * 900, content: .stroke(s),
+                                                z: LWWRegister(ZKey(layer: Int64(i + 1)))))
+        }
+        let bytes = PageSnapshot.encode(state, coveredLogOffset: 123_456, logIncarnation: 42)
+        let perPoint = Double(bytes.count) / Double(state.pointCount)
+        #expect(perPoint <= 2.5, "\(perPoint) bytes per point for a whole page")
+        #expect(try PageSnapshot.decode(bytes).state == state)
+    }
+
+    // MARK: Envelope
+
+    /// Re-computes the length field and CRC after editing a snapshot.
+    static func reseal(_ b: [UInt8]) -> [UInt8] {
+        var b = b
+        let length = UInt64(b.count)
+        withUnsafeBytes(of: length.littleEndian) { for i in 0..<8 { b[12 + i] = $0[i] } }
+        let crc = CRC32C.checksum(b, 0..<(b.count - 4))
+        withUnsafeBytes(of: crc.littleEndian) { for i in 0..<4 { b[b.count - 4 + i] = $0[i] } }
+        return b
+    }
+
+    static func sample(_ seed: UInt64 = 11) -> (PageState, [UInt8]) {
+        var m = RandomModel(seed: seed)
+        let s = m.pageState()
+        return (s, PageSnapshot.encode(s, coveredLogOffset: 1, logIncarnation: 2))
+    }
+
+    /// Inserts a section before the CRC (i.e. after the known ones) and reseals.
+    static func withExtraSection(_ bytes: [UInt8], tag: UInt16, body: [UInt8]) -> [UInt8] {
+        var b = Array(bytes.dropLast(4))
+        withUnsafeBytes(of: tag.littleEndian) { b.append(contentsOf: $0) }
+        withUnsafeBytes(of: UInt32(body.count).littleEndian) { b.append(contentsOf: $0) }
+        b += body
+        b += [0, 0, 0, 0]
+        return reseal(b)
+    }
+
+    /// [SNAP-3] Bad magic is `corrupt` at the first differing byte.
+    @Test func badMagic() {
+        var (_, b) = Self.sample()
+        b[3] ^= 0x20
+        let e = expectDecodeFailure([.corrupt], "magic") { _ = try PageSnapshot.decode(b) }
+        #expect(e?.offset == 3)
+        expectDecodeFailure([.corrupt], "not a snapshot") { _ = try PageSnapshot.decode(Array("{\"json\": true}".utf8)) }
+    }
+
+    /// [SNAP-7] A newer major version is refused as `unsupportedVersion` (when intact),
+    /// version 0 is `corrupt`.
+    @Test func versions() {
+        let (_, b) = Self.sample()
+        var v2 = b
+        v2[8] = 2
+        let e = expectDecodeFailure([.unsupportedVersion], "v2") { _ = try PageSnapshot.decode(Self.reseal(v2)) }
+        #expect(e?.offset == 8)
+        // Without a matching CRC, the same change is damage.
+        expectDecodeFailure([.corrupt], "v2 unsealed") { _ = try PageSnapshot.decode(v2) }
+        var v0 = b
+        v0[8] = 0
+        expectDecodeFailure([.corrupt], "v0") { _ = try PageSnapshot.decode(Self.reseal(v0)) }
+    }
+
+    /// [SNAP-8] Unknown compatible flags are ignored; unknown incompatible flags refused.
+    @Test func flags() throws {
+        let (state, b) = Self.sample()
+        var compatible = b
+        compatible[10] = 0x01
+        #expect(try PageSnapshot.decode(Self.reseal(compatible)).state == state)
+        var incompatible = b
+        incompatible[11] = 0x01
+        expectDecodeFailure([.unsupportedVersion], "incompatible flag") { _ = try PageSnapshot.decode(Self.reseal(incompatible)) }
+    }
+
+    /// [SNAP-11] Unknown sections are skipped unless critical; [SNAP-10] order is enforced.
+    @Test func unknownSections() throws {
+        let (state, b) = Self.sample()
+        let skippable = Self.withExtraSection(b, tag: 0x0042, body: [1, 2, 3, 4, 5])
+        #expect(try PageSnapshot.decode(skippable).state == state)
+        let empty = Self.withExtraSection(b, tag: 0x7FFF, body: [])
+        #expect(try PageSnapshot.decode(empty).state == state)
+        let critical = Self.withExtraSection(b, tag: 0x8042, body: [1])
+        expectDecodeFailure([.unsupportedVersion], "critical section") { _ = try PageSnapshot.decode(critical) }
+        // A section repeated (tag not increasing).
+        let repeated = Self.withExtraSection(b, tag: 0x0004, body: [0])
+        expectDecodeFailure([.corrupt], "repeated section") { _ = try PageSnapshot.decode(repeated) }
+        // A missing section: drop the contexts section (the last one) and reseal.
+        let sections = try Self.sectionRanges(b)
+        let last = sections.last!
+        #expect(last.tag == 4)
+        let dropped = Self.reseal(Array(b[0..<last.range.lowerBound]) + Array(b[last.range.upperBound...]))
+        expectDecodeFailure([.corrupt], "missing section") { _ = try PageSnapshot.decode(dropped) }
+        // Bytes left inside a known section.
+        var grown = Array(b[0..<last.range.upperBound]) + [0] + Array(b[last.range.upperBound...])
+        let len = UInt32(last.range.count - 6 + 1)
+        withUnsafeBytes(of: len.littleEndian) { for i in 0..<4 { grown[last.range.lowerBound + 2 + i] = $0[i] } }
+        expectDecodeFailure([.corrupt], "section trailing bytes") { _ = try PageSnapshot.decode(Self.reseal(grown)) }
+    }
+
+    /// The section layout of a snapshot (tag and whole range, header included).
+    static func sectionRanges(_ b: [UInt8]) throws -> [(tag: UInt16, range: Range<Int>)] {
+        var r = ByteReader(b, range: 52..<(b.count - 4))
+        var out: [(UInt16, Range<Int>)] = []
+        while !r.isAtEnd {
+            let start = r.offset
+            let tag = try r.u16()
+            let len = try r.u32()
+            _ = try r.skip(Int(len))
+            out.append((tag, start..<r.offset))
+        }
+        return out
+    }
+
+    /// [SNAP-5] Trailing bytes and a wrong length field.
+    @Test func lengthField() {
+        let (_, b) = Self.sample()
+        let e = expectDecodeFailure([.corrupt], "trailing byte") { _ = try PageSnapshot.decode(b + [0]) }
+        #expect(e?.offset == b.count)
+        var small = b
+        small[12] = 10; for i in 13..<20 { small[i] = 0 }
+        expectDecodeFailure([.corrupt], "length below minimum") { _ = try PageSnapshot.decode(small) }
+    }
+
+    /// [SNAP-20] … [SNAP-26] Invariant violations in an intact file are `corrupt`.
+    @Test func invariantViolations() throws {
+        let replica = ReplicaID(0xA1)
+        func element(_ c: UInt64, z: Int64) -> ElementRecord {
+            ElementRecord(id: OpID(replica: replica, counter: c), lamport: c, wallTime: 0,
+                          content: .stroke(Stroke(points: [StrokePoint(x: 1, y: 2)])), z: LWWRegister(ZKey(layer: z)))
+        }
+        var base = PageState(page: PageID(), clock: vc((replica, 5)), maxLamport: 5)
+        base.elements = [element(1, z: 1), element(2, z: 2)]
+        try PageSnapshot.validate(base)
+
+        // Each bad state is written by hand-building the bytes the encoder would write
+        // for it without canonicalizing: encode a canonical state and swap in parts.
+        func expectRejected(_ bad: PageState, _ what: String) {
+            #expect(throws: LnoteError(.invalidArgument), "validate: \(what)") { try PageSnapshot.validate(bad) }
+            let bytes = RawSnapshotWriter.encode(bad)
+            expectDecodeFailure([.corrupt], what) { _ = try PageSnapshot.decode(bytes) }
+        }
+        var s = base
+        s.elements.swapAt(0, 1)
+        expectRejected(s, "elements out of z order")
+        s = base
+        s.elements[1].id = s.elements[0].id
+        s.elements[1].z.value = ZKey(layer: 1)
+        s.elements[1].lamport = 1
+        s.elements[1].z.frontier = [OpRef(id: OpID(replica: replica, counter: 9), lamport: 9)]
+        expectRejected(s, "duplicate element id")
+        s = base
+        s.elements[0].transform.frontier = [OpRef(id: OpID(replica: replica, counter: 4), lamport: 4),
+                                            OpRef(id: OpID(replica: replica, counter: 3), lamport: 3)]
+        expectRejected(s, "unsorted frontier")
+        s = base
+        s.elements[0].erased = [PointRange(0, 1), PointRange(1, 2)]
+        expectRejected(s, "adjacent erased ranges")
+        s = base
+        s.elements[0].erased = [PointRange(3, 3)]
+        expectRejected(s, "empty erased range")
+        s = base
+        s.tombstones = [Tombstone(id: OpID(replica: replica, counter: 4), erasures: []),]
+        expectRejected(s, "tombstone without erasures")
+        s = base
+        let er = Erasure(ref: OpRef(id: OpID(replica: replica, counter: 5), lamport: 5), clock: VectorClock())
+        s.tombstones = [Tombstone(id: OpID(replica: replica, counter: 4), erasures: [er]),
+                        Tombstone(id: OpID(replica: replica, counter: 3), erasures: [er])]
+        expectRejected(s, "tombstones out of order")
+        s = base
+        s.tombstones = [Tombstone(id: OpID(replica: replica, counter: 1), erasures: [er])]
+        expectRejected(s, "tombstone of a live element")
+        s = base
+        s.contexts = [ReplicaContext(replica: ReplicaID(2), clock: VectorClock()),
+                      ReplicaContext(replica: ReplicaID(1), clock: VectorClock())]
+        expectRejected(s, "contexts out of order")
+        s = base
+        s.contexts = [ReplicaContext(replica: ReplicaID(0), clock: VectorClock())]
+        expectRejected(s, "zero context replica")
+    }
+}
+
+/// Writes the snapshot layout for a state exactly as given (no canonical sorting), so
+/// tests can produce intact files that break invariants.
+enum RawSnapshotWriter {
+    static func encode(_ s: PageState) -> [UInt8] {
+        var w = ByteWriter()
+        w.append(PageSnapshot.magic)
+        w.u16(1); w.u16(0); w.u64(0)
+        w.append(s.page.uuid.bytes)
+        w.u64(0); w.u64(0)
+        func section(_ tag: UInt16, _ body: (inout ByteWriter) -> Void) {
+            var b = ByteWriter()
+            body(&b)
+            w.u16(tag); w.u32(UInt32(b.count)); w.append(b.bytes)
+        }
+        func refs(_ r: [OpRef], _ b: inout ByteWriter) {
+            b.varint(UInt64(r.count))
+            for x in r { ElementCodec.encode(x, into: &b) }
+        }
+        section(1) { b in
+            ElementCodec.encode(s.clock, into: &b); b.varint(s.maxLamport); b.svarint(s.modified)
+        }
+        section(2) { b in
+            b.varint(UInt64(s.elements.count))
+            for e in s.elements {
+                ElementCodec.encode(e.id, into: &b); b.varint(e.lamport); b.svarint(e.wallTime)
+                ElementCodec.encode(e.transform.value, into: &b); refs(e.transform.frontier, &b)
+                ElementCodec.encode(e.z.value, into: &b); refs(e.z.frontier, &b)
+                b.varint(UInt64(e.erased.count))
+                var prev: UInt32 = 0
+                for r in e.erased {
+                    b.varint(UInt64(r.from &- prev)); b.varint(UInt64(r.to &- r.from)); prev = r.to
+                }
+                refs(e.frontier, &b)
+                ElementCodec.encode(e.content, into: &b)
+            }
+        }
+        section(3) { b in
+            b.varint(UInt64(s.tombstones.count))
+            for t in s.tombstones {
+                ElementCodec.encode(t.id, into: &b)
+                b.varint(UInt64(t.erasures.count))
+                for e in t.erasures { ElementCodec.encode(e.ref, into: &b); ElementCodec.encode(e.clock, into: &b) }
+                refs(t.frontier, &b)
+            }
+        }
+        section(4) { b in
+            b.varint(UInt64(s.contexts.count))
+            for c in s.contexts { b.u64(c.replica.rawValue); ElementCodec.encode(c.clock, into: &b) }
+        }
+        w.u32(0)
+        return PageSnapshotTests.reseal(w.bytes)
+    }
+}
