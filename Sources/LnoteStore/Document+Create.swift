@@ -7,29 +7,30 @@ extension Document {
     /// temporary directory `.<UUID>.lnote.tmp-<hex>` in the notebook folder, which is then
     /// renamed into place and the folder synced. A crash leaves either no document or a
     /// complete one (plus, at worst, a temporary directory that opening the notebook removes).
-    static func createPackage(folder: String, id: DocumentID, title: String, firstPage: CanvasSize?,
-                              replica: ReplicaID, io: Syscalls, now: Int64) throws -> PackagePaths {
+    static func createPackage(folder: String, id: DocumentID, ops: [Op], io: Syscalls) throws -> PackagePaths {
         let paths = PackagePaths(folder: folder, id: id)
         if try io.stat(paths.root) != nil {
             throw LnoteError(.alreadyExists, "document package exists", path: paths.root)
         }
+        var d = DocumentReplica(id: id)
+        try d.receive(ops)
         let tmp = DurableFile.join(folder, DurableFile.temporaryName(for: "\(id)\(PackagePaths.suffix)"))
         let staged = PackagePaths(folder: folder, id: id, root: tmp)
         do {
             try io.mkdir(tmp)
             for dir in [staged.pages, staged.assets, staged.thumbnails] { try io.mkdir(dir) }
-            var d = DocumentReplica(id: id)
-            var ops = [try d.make(.createDocument(title: title), by: replica, wallTime: now)]
-            if let canvas = firstPage {
-                ops.append(try d.make(.addPage(PageID(), position: d.endPosition, canvas: canvas), by: replica, wallTime: now))
-            }
             let header = LogHeader(kind: .document, owner: id.uuid)
             var w = ByteWriter()
             w.append(header.encoded)
-            for op in ops { OperationCodec.frame(op).encode(into: &w) }
+            var firstPending: Int?
+            for op in ops {
+                if firstPending == nil && !d.clock.covers(op.id) { firstPending = w.count }
+                OperationCodec.frame(op).encode(into: &w)
+            }
             try DurableFile.replace(staged.documentLog, with: w.bytes, io: io)
             let stats = Dictionary(uniqueKeysWithValues: d.state.pages.map { ($0.id, PageStats()) })
-            let file = DocumentFile(state: d.state, coveredOffset: UInt64(w.count), incarnation: header.incarnation, stats: stats)
+            let file = DocumentFile(state: d.state, coveredOffset: UInt64(firstPending ?? w.count),
+                                    incarnation: header.incarnation, stats: stats)
             let docBytes = try StoreJSON.encode(file)
             try DurableFile.replace(staged.document, with: docBytes, io: io)
             try DurableFile.replace(staged.manifest, with: try StoreJSON.encode(ManifestFile(from: file, documentBytes: docBytes)), io: io)
@@ -41,6 +42,18 @@ extension Document {
         }
         try DurableFile.syncDirectory(folder, io: io)
         return paths
+    }
+
+    /// The first operations of a new local document: `createDocument`, then `addPage` for
+    /// the first page unless `firstPage` is nil.
+    static func initialOperations(id: DocumentID, title: String, firstPage: CanvasSize?, replica: ReplicaID,
+                                  now: Int64) throws -> [Op] {
+        var d = DocumentReplica(id: id)
+        var ops = [try d.make(.createDocument(title: title), by: replica, wallTime: now)]
+        if let canvas = firstPage {
+            ops.append(try d.make(.addPage(PageID(), position: d.endPosition, canvas: canvas), by: replica, wallTime: now))
+        }
+        return ops
     }
 
     /// Marks the document deleted (soft: a `deleteDocument` operation; `restore()` undoes it).

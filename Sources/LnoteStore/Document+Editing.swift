@@ -8,11 +8,16 @@ extension Document {
     /// Loads a page ([PKG-42]): reads its ONE `.content` snapshot, opens its log and replays
     /// the frames past the offset the snapshot covers. A damaged snapshot is quarantined and
     /// the page rebuilt from its whole log.
-    func loadedPage(_ pid: PageID) throws -> LoadedPage {
-        if let p = pages[pid] { return p }
-        guard doc.page(pid) != nil else {
+    func loadedPage(_ pid: PageID, allowUnknown: Bool = false) throws -> LoadedPage {
+        useCounter += 1
+        if let p = pages[pid] {
+            p.lastUse = useCounter
+            return p
+        }
+        guard allowUnknown || doc.page(pid) != nil else {
             throw LnoteError(.notFound, "no page \(pid) in document \(id)", path: paths.root)
         }
+        try evictPages(keepingRoomFor: 1)
         var report = RecoveryReport(path: paths.content(pid))
         var base = PageState(page: pid)
         var covered: (offset: UInt64, incarnation: UInt64)?
@@ -49,9 +54,23 @@ extension Document {
         lp.covered = covered.flatMap { $0.incarnation == log.incarnation ? $0 : nil }
         lp.framesSinceSnapshot = replay.frames.count
         lp.dirty = !applied.isEmpty || lp.covered == nil && covered != nil
+        lp.lastUse = useCounter
         pages[pid] = lp
         noteAssets(of: base.elements.map(\.content) + applied.compactMap(\.addedContent), page: pid)
         return lp
+    }
+
+    /// Keeps at most `options.maxLoadedPages` pages in memory (each holds an open log):
+    /// the least recently used are snapshotted when changed, then closed.
+    func evictPages(keepingRoomFor n: Int) throws {
+        let excess = pages.count + n - max(1, options.maxLoadedPages)
+        guard excess > 0 else { return }
+        for lp in pages.values.sorted(by: { $0.lastUse < $1.lastUse }).prefix(excess) {
+            if lp.dirty { try snapshot(lp) } else { try syncNow(.page(lp.id), lp.log) }
+            refreshStats(lp)
+            pages[lp.id] = nil
+            try lp.log.close()
+        }
     }
 
     /// Forgets a page whose in-memory state may be ahead of its log (after a failed append

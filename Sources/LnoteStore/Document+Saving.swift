@@ -161,8 +161,14 @@ extension Document {
         for lp in pages.values { refreshStats(lp) }
         for st in stats.values { candidates.subtract(st.assets) }
         guard !candidates.isEmpty else { return [] }
-        for p in doc.state.pages {
-            candidates.subtract(try assetsReferenced(by: p.id))
+        // Every page with files, known to the document or not yet (its addPage may be on its way).
+        var pageIDs = Set(doc.state.pages.map(\.id)).union(pages.keys)
+        for name in try io.listDirectory(paths.pages) where !DurableFile.isTemporaryName(name) {
+            if name.hasSuffix(".log"), let p = PageID(String(name.dropLast(4))) { pageIDs.insert(p) }
+            if name.hasSuffix(".content"), let p = PageID(String(name.dropLast(8))) { pageIDs.insert(p) }
+        }
+        for p in pageIDs.sorted() {
+            candidates.subtract(try assetsReferenced(by: p))
             if candidates.isEmpty { return [] }
         }
         for a in candidates.sorted() { try io.unlink(paths.asset(a), missingOK: true) }

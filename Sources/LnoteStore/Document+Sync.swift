@@ -8,22 +8,46 @@ extension Document {
     public func clock(page pid: PageID? = nil) throws -> VectorClock {
         try checkUsable()
         guard let pid else { return doc.clock }
-        return try loadedPage(pid).replica.clock
+        if pages[pid] == nil, try !pageHasFiles(pid) { return VectorClock() }
+        return try loadedPage(pid, allowUnknown: true).replica.clock
     }
 
     /// Every page of the document, deleted ones included, in document order.
     public var allPageIDs: [PageID] { doc.state.pages.map(\.id) }
 
-    /// The operations of a log that `clock` does not cover, in log order ([PKG-44]):
-    /// what a peer at `clock` is missing. Only durable operations are returned (pending
-    /// appends are synced first), so a crash can never take back an operation a peer has
-    /// seen. Operations still waiting for their own dependencies here are included.
+    /// Every page log this document holds: the document's pages, and pages that received
+    /// operations before their `addPage` arrived.
+    public func pageLogs() throws -> [PageID] {
+        var ids = Set(doc.state.pages.map(\.id)).union(pages.keys)
+        for name in try io.listDirectory(paths.pages) where name.hasSuffix(".log") && !DurableFile.isTemporaryName(name) {
+            if let p = PageID(String(name.dropLast(4))) { ids.insert(p) }
+        }
+        return ids.sorted()
+    }
+
+    /// The frames of a log whose operations `clock` does not cover, exactly as the log holds
+    /// them and in its order ([PKG-44]): what a peer at `clock` is missing. Only durable
+    /// frames are returned (appends in flight are synced first), so a crash can never take
+    /// back an operation a peer has seen. Operations still waiting for their own
+    /// dependencies here are included; malformed frames (reported when the log was opened)
+    /// are not.
+    public func frames(page pid: PageID? = nil, notCoveredBy clock: VectorClock) async throws -> [Frame] {
+        try await held(page: pid, notCoveredBy: clock).map(\.frame)
+    }
+
+    /// The operations of a log that `clock` does not cover (see `frames(page:notCoveredBy:)`).
     public func operations(page pid: PageID? = nil, notCoveredBy clock: VectorClock) async throws -> [Op] {
+        try await held(page: pid, notCoveredBy: clock).map(\.op)
+    }
+
+    private func held(page pid: PageID?, notCoveredBy clock: VectorClock) async throws -> [(frame: Frame, op: Op)] {
         try checkUsable()
         let frames: [LoggedFrame]
         let path: String
         if let pid {
-            let lp = try loadedPage(pid)
+            let hasFiles = try pageHasFiles(pid)
+            if pages[pid] == nil && !hasFiles { return [] }
+            let lp = try loadedPage(pid, allowUnknown: true)
             try syncNow(.page(pid), lp.log)
             frames = try readAllFrames(lp)
             path = lp.log.path
@@ -32,37 +56,45 @@ extension Document {
             frames = try readAllDocumentFrames()
             path = docLog.path
         }
-        var out: [Op] = []
+        var out: [(Frame, Op)] = []
+        var seen = Set<OpID>()
         for f in frames {
-            guard let op = try? OperationCodec.decode(f.frame, base: Int(f.offset) + Frame.headerSize + 1, path: path) else {
-                continue  // malformed frames were reported when the log was opened
-            }
-            if !clock.covers(op.id) { out.append(op) }
+            guard let op = try? OperationCodec.decode(f.frame, base: Int(f.offset) + Frame.headerSize + 1, path: path),
+                  op.body.isPageOperation == (pid != nil) else { continue }
+            if !clock.covers(op.id) && seen.insert(op.id).inserted { out.append((f.frame, op)) }
         }
         return out
+    }
+
+    /// True when the page has a snapshot or a log on disk.
+    func pageHasFiles(_ pid: PageID) throws -> Bool {
+        let content = try io.stat(paths.content(pid)) != nil
+        return try content || io.stat(paths.log(pid)) != nil
     }
 
     /// Applies operations received from a peer to a page's log (or the document log when
     /// `page` is nil) ([PKG-43]). Operations already here (applied or waiting) are skipped
     /// before anything is written, so each operation is in the log once; the rest are
-    /// appended with one `fdatasync`, then applied. Returns the operations applied by this
-    /// call (some may wait for dependencies; they are applied by a later call).
+    /// appended with one `fdatasync`, then applied. A page the document does not know yet
+    /// (its `addPage` has not arrived) gets its log all the same.
     ///
+    /// - Returns: how many operations were new (appended), and those applied by this call
+    ///   (others wait for dependencies and are applied by a later call).
     /// - Throws: `invalidArgument` for an operation of the other kind of log; `notFound` for
-    ///   an unknown page, or an image whose asset is not in `assets/` yet (store it first with
-    ///   `storeAsset` — [PKG-14]); `corrupt` when the engine refuses an operation. Nothing is
-    ///   written or applied then.
+    ///   an image whose asset is not in `assets/` yet (store it first with `storeAsset` —
+    ///   [PKG-14]); `corrupt` when the engine refuses an operation. Nothing is written or
+    ///   applied then.
     @discardableResult
-    public func receive(_ ops: [Op], page pid: PageID? = nil) async throws -> [Op] {
+    public func receive(_ ops: [Op], page pid: PageID? = nil) async throws -> ReceiveOutcome {
         try checkUsable()
         for op in ops where op.body.isPageOperation != (pid != nil) {
             throw LnoteError(.invalidArgument, "\(op.body.name) \(op.id) does not belong in a \(pid == nil ? "document" : "page") log")
         }
         guard let pid else { return try await receiveDocument(ops) }
-        let lp = try loadedPage(pid)
+        let lp = try loadedPage(pid, allowUnknown: true)
         var seen = Set<OpID>()
         let fresh = ops.filter { !lp.replica.contains($0.id) && seen.insert($0.id).inserted }
-        guard !fresh.isEmpty else { return [] }
+        guard !fresh.isEmpty else { return ReceiveOutcome(appended: 0, applied: []) }
         for op in fresh {
             if case .add(.image(let i), _) = op.body, try !hasAsset(i.asset) {
                 throw LnoteError(.notFound, "asset \(i.asset) of operation \(op.id) is not stored; store it before the operation",
@@ -80,15 +112,15 @@ extension Document {
         try await append(fresh, to: lp)
         let done = Set(applied.map(\.id))
         for (id, off) in offsets where !done.contains(id) { lp.pendingOffsets[id] = off }
-        for op in applied { lp.pendingOffsets[op.id] = nil }
+        for op in lp.pendingOffsets.keys where lp.replica.clock.covers(op) { lp.pendingOffsets[op] = nil }
         noteAssets(of: fresh.compactMap(\.addedContent), page: pid)
-        return applied
+        return ReceiveOutcome(appended: fresh.count, applied: applied)
     }
 
-    private func receiveDocument(_ ops: [Op]) async throws -> [Op] {
+    private func receiveDocument(_ ops: [Op]) async throws -> ReceiveOutcome {
         var seen = Set<OpID>()
         let fresh = ops.filter { !doc.contains($0.id) && seen.insert($0.id).inserted }
-        guard !fresh.isEmpty else { return [] }
+        guard !fresh.isEmpty else { return ReceiveOutcome(appended: 0, applied: []) }
         var next = doc
         let applied = try next.receive(fresh)
         let start = docLog.end
@@ -100,8 +132,8 @@ extension Document {
             if !done.contains(op.id) { docPendingOffsets[op.id] = offset }
             offset += UInt64(OperationCodec.frame(op).encodedSize)
         }
+        for id in docPendingOffsets.keys where doc.clock.covers(id) { docPendingOffsets[id] = nil }
         for op in applied {
-            docPendingOffsets[op.id] = nil
             if case .addPage(let p, _, _) = op.body, stats[p] == nil { stats[p] = PageStats() }
         }
         noteEdit()
@@ -111,7 +143,7 @@ extension Document {
             broken = e
             throw e
         }
-        return applied
+        return ReceiveOutcome(appended: fresh.count, applied: applied)
     }
 
     /// Every frame of document.log; damage is salvaged, reported and the log re-offered.
@@ -131,4 +163,12 @@ extension Document {
             return replay.frames
         }
     }
+}
+
+/// What `Document.receive` did.
+public struct ReceiveOutcome: Sendable, Hashable {
+    /// Operations that were new here and were appended to the log.
+    public var appended: Int
+    /// Operations applied by this call, in the order applied (earlier waiting ones included).
+    public var applied: [Op]
 }

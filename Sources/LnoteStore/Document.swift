@@ -32,6 +32,8 @@ public actor Document {
     /// Per-page facts kept in document.json.
     var stats: [PageID: PageStats]
     var pages: [PageID: LoadedPage] = [:]
+    /// Increases on every page access (least-recently-used eviction).
+    var useCounter: UInt64 = 0
     /// The bytes of document.json and manifest.json as last read or written.
     var documentBytes: [UInt8]?
     var manifestBytes: [UInt8]?
@@ -111,10 +113,6 @@ public actor Document {
             throw error
         }
         if !report.isClean { opening.append(report) }
-        guard !replica.clock.isEmpty else {
-            try? log.close()
-            throw LnoteError(.corrupt, "document has no operations (no createDocument)", path: paths.documentLog)
-        }
         self.doc = replica
         self.docLog = log
         self.docPendingOffsets = pending
@@ -274,6 +272,8 @@ final class LoadedPage {
     var framesSinceSnapshot = 0
     /// True when the in-memory state differs from the `.content` file.
     var dirty = false
+    /// `Document.useCounter` at the last access.
+    var lastUse: UInt64 = 0
 
     init(id: PageID, replica: PageReplica, log: PageLog) {
         self.id = id

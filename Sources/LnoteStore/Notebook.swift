@@ -208,8 +208,9 @@ public actor Notebook {
     public func createDocument(title: String, firstPage: CanvasSize? = .a4) async throws -> Document {
         try checkOpen()
         let docID = DocumentID()
-        _ = try Document.createPackage(folder: path, id: docID, title: title, firstPage: firstPage, replica: replica,
-                                       io: io, now: options.now())
+        let ops = try Document.initialOperations(id: docID, title: title, firstPage: firstPage, replica: replica,
+                                                 now: options.now())
+        _ = try Document.createPackage(folder: path, id: docID, ops: ops, io: io)
         return try await openDocument(docID)
     }
 
@@ -224,6 +225,8 @@ public actor Notebook {
     }
 
     private func forget(_ docID: DocumentID) { documents[docID] = nil }
+
+    func isOpen(_ docID: DocumentID) -> Bool { documents[docID] != nil }
 
     /// Deletes a document softly (a `deleteDocument` operation, replicated like any other;
     /// the package stays and `restoreDocument` brings it back).

@@ -18,6 +18,9 @@ public struct StoreOptions: Sendable {
     /// nil: every append is followed by its own `fdatasync`. Otherwise appends within the
     /// window share one ([PKG-35]).
     public var groupCommit: GroupCommit?
+    /// Pages kept in memory per open document (each holds its log open); the least
+    /// recently used beyond this are snapshotted if changed and closed.
+    public var maxLoadedPages = 64
     /// Wall-clock time in ms since 1970 stamped on local operations (tests pass a fixed clock).
     public var now: @Sendable () -> Int64 = { Int64((Date().timeIntervalSince1970 * 1000).rounded()) }
 
