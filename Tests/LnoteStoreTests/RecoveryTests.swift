@@ -1,0 +1,151 @@
+import Foundation
+import Testing
+import LnoteModel
+import LnoteReplication
+@testable import LnoteStore
+
+@Suite("Opening damaged packages, and failures while editing")
+struct RecoveryTests {
+    func sample(_ dir: TempDir, strokes: Int = 6) async throws -> (DocumentID, PackagePaths, PageID, PageState) {
+        let nb = try await openNotebook(dir.path)
+        let d = try await nb.createDocument(title: "R")
+        let p = await d.pageList[0].id
+        for i in 0..<strokes { try await d.addStroke(stroke(3, x: Int32(i)), to: p) }
+        try await d.flush()
+        let s = try await d.pageState(p)
+        try await nb.close()
+        return (d.id, d.paths, p, s)
+    }
+
+    @Test("[PKG-42] a damaged page snapshot is quarantined and the page rebuilt from its whole log")
+    func damagedSnapshot() async throws {
+        let dir = try TempDir("rec")
+        defer { dir.remove() }
+        let (id, paths, p, state) = try await sample(dir)
+        var bytes = fileBytes(paths.content(p))!
+        bytes[bytes.count / 2] ^= 0xFF
+        try writeFile(paths.content(p), bytes)
+        let nb = try await openNotebook(dir.path)
+        let d = try await nb.openDocument(id)
+        #expect(try await d.pageState(p) == state)
+        let reports = await d.recoveryReports
+        #expect(reports.contains { $0.path == paths.content(p) && $0.quarantinedCopy == paths.content(p) + ".corrupt-1" })
+        #expect(fileBytes(paths.content(p) + ".corrupt-1") == bytes)
+        try await nb.close()
+        #expect(fileBytes(paths.content(p)) != nil, "rewritten on close")
+    }
+
+    @Test("[PKG-38] a bad frame in a page log: reported, quarantined, later frames salvaged, never applied")
+    func damagedLogFrame() async throws {
+        let dir = try TempDir("rec")
+        defer { dir.remove() }
+        let (id, paths, p, state) = try await sample(dir)
+        // Damage the 3rd frame; the page's snapshot covers everything, so remove it to force a replay.
+        var log = fileBytes(paths.log(p))!
+        var at = 40
+        for _ in 0..<2 { at += 8 + Int(UInt32(log[at]) | UInt32(log[at + 1]) << 8 | UInt32(log[at + 2]) << 16) }
+        log[at + 20] ^= 0x01
+        try writeFile(paths.log(p), log)
+        try FileManager.default.removeItem(atPath: paths.content(p))
+        let nb = try await openNotebook(dir.path)
+        let d = try await nb.openDocument(id)
+        let els = try await d.elements(p)
+        // The 3rd stroke is gone; those after it came from the same replica and depend on it: they wait.
+        #expect(els.map(\.id) == Array(state.elements.prefix(2).map(\.id)))
+        let r = try #require(await d.recoveryReports.first { $0.path == paths.log(p) })
+        #expect(r.problems.count == 1 && r.problems[0].offset == at && r.problems[0].index == 2)
+        #expect(r.quarantinedCopy == paths.log(p) + ".corrupt-1" && fileBytes(r.quarantinedCopy!) == log)
+        #expect(r.salvagedFrames == 5 && r.newIncarnation != nil)
+        // The waiting operations are still served to peers and kept in the rewritten log.
+        #expect(try await d.operations(page: p, notCoveredBy: VectorClock()).count == 5)
+        try await nb.close()
+    }
+
+    @Test("[PKG-40] a damaged document.json is quarantined and rebuilt from document.log")
+    func damagedDocumentJSON() async throws {
+        let dir = try TempDir("rec")
+        defer { dir.remove() }
+        let (id, paths, p, _) = try await sample(dir)
+        let good = try DocumentFile.decode(fileBytes(paths.document)!, path: "").1
+        try writeFile(paths.document, Array("{\"format\": 1".utf8))
+        let nb = try await openNotebook(dir.path)
+        let d = try await nb.openDocument(id)
+        #expect(await d.state == good)
+        #expect(await d.pageList.map(\.id) == [p])
+        #expect(fileBytes(paths.document + ".corrupt-1") != nil)
+        try await nb.close()
+        #expect(try Verify.run(folder: dir.path).problems.allSatisfy { $0.kind == .quarantinedFile })
+    }
+
+    @Test("[PKG-34] ENOSPC while appending: the edit throws, nothing of it remains, the next edit works")
+    func enospcOnAppend() async throws {
+        let dir = try TempDir("rec")
+        defer { dir.remove() }
+        let (id, paths, p, state) = try await sample(dir)
+        let plan = FaultPlan.failing(.write, nth: 0, pathContains: ".log", with: .fail(errno: ENOSPC))
+        let nb = try await openNotebook(dir.path, io: Syscalls(faults: plan))
+        let d = try await nb.openDocument(id)
+        await #expect(throws: LnoteError(.io)) { try await d.addStroke(stroke(), to: p) }
+        #expect(try await d.pageState(p) == state, "the page was reloaded from disk")
+        try await d.addStroke(stroke(7), to: p)
+        #expect(try await d.elements(p).count == state.elements.count + 1)
+        try await nb.close()
+        let (log, replay) = try PageLog.open(path: paths.log(p), kind: .page, owner: p.uuid, create: false, io: .live)
+        #expect(replay.report.isClean)
+        try log.close()
+    }
+
+    @Test("[PKG-36] a failed fdatasync of document.log makes the handle unusable; reopening recovers")
+    func failedDocumentSync() async throws {
+        let dir = try TempDir("rec")
+        defer { dir.remove() }
+        let (id, _, _, _) = try await sample(dir)
+        let plan = FaultPlan.failing(.fdatasync, pathContains: "document.log", with: .fail(errno: EIO))
+        let nb = try await openNotebook(dir.path, io: Syscalls(faults: plan))
+        let d = try await nb.openDocument(id)
+        await #expect(throws: LnoteError(.io)) { try await d.setTitle("lost?") }
+        await #expect(throws: LnoteError(.invalidState)) { try await d.setTitle("again") }
+        try? await nb.close()
+        let nb2 = try await openNotebook(dir.path)
+        let d2 = try await nb2.openDocument(id)
+        try await d2.setTitle("after")
+        #expect(await d2.title == "after")
+        try await nb2.close()
+    }
+
+    @Test("[PKG-50] autosave writes document.json and manifest.json after edits pause")
+    func autosave() async throws {
+        let dir = try TempDir("rec")
+        defer { dir.remove() }
+        let nb = try await openNotebook(dir.path, options: testOptions {
+            $0.autosave = true
+            $0.autosaveDelay = .milliseconds(20)
+        })
+        let d = try await nb.createDocument(title: "Auto")
+        let before = fileBytes(d.paths.document)
+        try await d.setTitle("Saved by autosave")
+        // Wait (bounded) for the background save; no timing is asserted.
+        for _ in 0..<500 where fileBytes(d.paths.document) == before { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(try await nb.list().first?.title == "Saved by autosave")
+        #expect(await d.lastAutosaveFailure == nil)
+        try await nb.close()
+    }
+
+    @Test("[PKG-53] at most maxLoadedPages pages stay open; evicted pages are snapshotted first")
+    func eviction() async throws {
+        let dir = try TempDir("rec")
+        defer { dir.remove() }
+        let rec = SyscallRecorder()
+        let nb = try await openNotebook(dir.path, io: Syscalls(recorder: rec), options: testOptions { $0.maxLoadedPages = 3 })
+        let d = try await nb.createDocument(title: "Many")
+        for _ in 0..<7 { try await d.addPage() }
+        for p in await d.pageList { try await d.addStroke(stroke(), to: p.id) }
+        let opens = rec.all.filter { $0.kind == .open && $0.path.hasSuffix(".log") && !$0.path.hasSuffix("document.log") }.count
+        let closes = rec.all.filter { $0.kind == .close && $0.path.hasSuffix(".log") && !$0.path.hasSuffix("document.log") }.count
+        #expect(opens - closes <= 3)
+        let paths = d.paths
+        let pageIDs = await d.pageList.map(\.id)
+        try await nb.close()
+        for p in pageIDs { #expect(fileBytes(paths.content(p)) != nil) }
+    }
+}

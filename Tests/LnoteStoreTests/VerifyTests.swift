@@ -1,0 +1,106 @@
+import Foundation
+import Testing
+import LnoteModel
+import LnoteReplication
+@testable import LnoteStore
+
+@Suite("verify: every kind of problem is found, with path and offset")
+struct VerifyTests {
+    /// A notebook with one document of two pages (strokes, an image), closed.
+    func sample(_ dir: TempDir) async throws -> (PackagePaths, PageID, PageID) {
+        let nb = try await openNotebook(dir.path)
+        let d = try await nb.createDocument(title: "V")
+        let p0 = await d.pageList[0].id
+        let p1 = try await d.addPage()
+        for i in 0..<5 { try await d.addStroke(stroke(4, x: Int32(i)), to: p0) }
+        _ = try await d.addImage([5, 6, 7], frame: QRect(x: 0, y: 0, width: 1, height: 1), to: p1)
+        try await d.addStroke(stroke(), to: p1)
+        let paths = d.paths
+        try await nb.close()
+        return (paths, p0, p1)
+    }
+
+    @Test("[PKG-70] a healthy notebook verifies clean")
+    func clean() async throws {
+        let dir = try TempDir("ver")
+        defer { dir.remove() }
+        _ = try await sample(dir)
+        let r = try Verify.run(folder: dir.path)
+        #expect(r.isClean, "\(r.problems)")
+        #expect(r.documents == 1 && r.files >= 7)
+    }
+
+    @Test("[PKG-70] each kind of damage is reported")
+    func everyKind() async throws {
+        let dir = try TempDir("ver")
+        defer { dir.remove() }
+        let (paths, p0, p1) = try await sample(dir)
+        // corruptFrame: flip a payload byte of the 2nd frame of p0's log.
+        var log = fileBytes(paths.log(p0))!
+        let second = 40 + Int(UInt32(log[40]) | UInt32(log[41]) << 8) + 8
+        log[second + 12] ^= 0x55
+        try writeFile(paths.log(p0), log)
+        // tornTail: half a frame at the end of p1's log.
+        try writeFile(paths.log(p1), fileBytes(paths.log(p1))! + [9, 0, 0, 0, 1, 2])
+        // undecodable: a snapshot cut short.
+        let content = fileBytes(paths.content(p1))!
+        try writeFile(paths.content(p1), Array(content.prefix(content.count / 2)))
+        // staleManifest.
+        var m = try ManifestFile.decode(fileBytes(paths.manifest)!, path: "")
+        m.source = "sha256:" + String(repeating: "1", count: 64)
+        try writeFile(paths.manifest, try StoreJSON.encode(m))
+        // orphanAsset, assetMismatch, missingAsset.
+        let orphan = AssetID.of([1])
+        try writeFile(paths.asset(orphan), [1])
+        let image = AssetID.of([5, 6, 7])
+        try writeFile(paths.asset(image), [0])  // now mismatched
+        try FileManager.default.moveItem(atPath: paths.asset(image), toPath: paths.asset(AssetID.of([8])))
+        // orphanPageFile, temporaryFile, unknownFile, quarantinedFile.
+        let stranger = PageID()
+        try writeFile(paths.log(stranger), LogHeader(kind: .page, owner: stranger.uuid).encoded)
+        try writeFile(paths.pages + "/.x.content.tmp-0123456789abcdef", [1])
+        try writeFile(paths.pages + "/notes.txt", [1])
+        try writeFile(paths.log(p0) + ".corrupt-1", [1])
+        try writeFile(dir.sub(".y.tmp-0000000000000000"), [])
+        // malformedOperation: a valid frame with an unknown type appended to the document log.
+        var w = ByteWriter()
+        Frame(type: 0x7f, payload: [1, 2, 3]).encode(into: &w)
+        try writeFile(paths.documentLog, fileBytes(paths.documentLog)! + w.bytes)
+
+        let r = try Verify.run(folder: dir.path)
+        let kinds = Set(r.problems.map(\.kind))
+        for k in VerifyProblem.Kind.allCases where k != .missingFile && k != .snapshotMismatch {
+            #expect(kinds.contains(k), "\(k) not reported: \(r.problems)")
+        }
+        let frame = try #require(r.problems(.corruptFrame).first)
+        #expect(frame.path == paths.log(p0) && frame.offset == second && frame.index == 1)
+        let torn = try #require(r.problems(.tornTail).first)
+        #expect(torn.path == paths.log(p1) && torn.offset == (fileBytes(paths.log(p1))!.count - 6))
+        #expect(r.problems(.missingAsset).first?.path == paths.asset(image))
+        #expect(r.problems(.orphanAsset).map(\.path).contains(paths.asset(orphan)))
+        #expect(r.problems(.orphanPageFile).map(\.path) == [paths.log(stranger)])
+        #expect(r.problems(.malformedOperation).first?.path == paths.documentLog)
+        for p in r.problems { #expect(!p.description.isEmpty) }
+
+        // missingFile and snapshotMismatch.
+        try FileManager.default.removeItem(atPath: paths.manifest)
+        let fresh = LogHeader(kind: .page, owner: p1.uuid)
+        try writeFile(paths.log(p1), fresh.encoded)
+        try writeFile(paths.content(p1), content)
+        let r2 = try Verify.run(folder: dir.path)
+        #expect(r2.problems(.missingFile).map(\.path) == [paths.manifest])
+        #expect(r2.problems(.snapshotMismatch).map(\.path) == [paths.content(p1)])
+    }
+
+    @Test("verify never changes the folder")
+    func readOnly() async throws {
+        let dir = try TempDir("ver")
+        defer { dir.remove() }
+        let (paths, p0, _) = try await sample(dir)
+        try writeFile(paths.log(p0), fileBytes(paths.log(p0))! + [1, 2, 3])
+        try writeFile(paths.pages + "/.a.tmp-0000000000000000", [1])
+        let rec = SyscallRecorder()
+        _ = try Verify.run(folder: dir.path, io: Syscalls(recorder: rec))
+        #expect(rec.all.filter { $0.kind.mutates }.isEmpty)
+    }
+}
