@@ -1,0 +1,142 @@
+import Foundation
+import Testing
+import LnoteModel
+import LnoteReplication
+@testable import LnoteStore
+
+/// The `lnote-crashtest` executable built beside the test bundle.
+func crashtestBinary() throws -> String {
+    let exe = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
+    var dir = URL(fileURLWithPath: exe).deletingLastPathComponent()
+    // The test runner may live inside a bundle directory.
+    for _ in 0..<4 {
+        let candidate = dir.appendingPathComponent("lnote-crashtest").path
+        if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+        dir = dir.deletingLastPathComponent()
+    }
+    throw LnoteError(.notFound, "lnote-crashtest not built (swift build builds it)", path: exe)
+}
+
+/// What the writer printed before it was killed: acknowledged (durable) edits.
+struct Acknowledged {
+    var added: [PageID: Set<ElementID>] = [:]
+    var erased: [PageID: Set<ElementID>] = [:]
+    /// Erases started (the writer may have died during the call).
+    var erasing: [PageID: Set<ElementID>] = [:]
+    var pages: Set<PageID> = []
+    var titles: [String] = []
+    var lines = 0
+
+    mutating func parse(_ text: String) throws {
+        // Only complete lines count (the last one may be cut by the kill).
+        var chunks = text.split(separator: "\n", omittingEmptySubsequences: false)
+        chunks.removeLast()
+        for line in chunks {
+            let f = line.split(separator: " ", maxSplits: 2).map(String.init)
+            lines += 1
+            switch f.first {
+            case "A"?, "E"?, "X"?:
+                guard f.count == 3, let p = PageID(f[1]), let e = OpID(parsing: f[2]) else { throw LnoteError(.corrupt, "bad line \(line)") }
+                switch f[0] {
+                case "A": added[p, default: []].insert(e)
+                case "E": erased[p, default: []].insert(e)
+                default: erasing[p, default: []].insert(e)
+                }
+            case "P"?:
+                guard f.count == 2, let p = PageID(f[1]) else { throw LnoteError(.corrupt, "bad line \(line)") }
+                pages.insert(p)
+            case "T"?:
+                titles.append(String(line.dropFirst(2)))
+            default:
+                throw LnoteError(.corrupt, "bad line \(line)")
+            }
+        }
+    }
+}
+
+@Suite("SIGKILL: a writer killed at random instants never loses an acknowledged edit")
+struct KillTests {
+    /// [PKG-52] Kills `lnote-crashtest` at random instants, `rounds` times per lane (two lanes,
+    /// each its own notebook), reopening after every kill: every edit the writer printed is
+    /// there, nothing is damaged (a torn tail at most), verify finds no broken file.
+    @Test("[PKG-52] SIGKILL at random instants, reopen and check, 200 times")
+    func killRepeatedly() async throws {
+        let soak = ProcessInfo.processInfo.environment["LNOTE_SOAK"] == "1"
+        let rounds = soak ? 1000 : 100
+        let binary = try crashtestBinary()
+        let seed = testSeed()
+        try await withThrowingTaskGroup(of: Int.self) { group in
+            for lane in 0..<2 {
+                group.addTask { try await KillTests.lane(binary: binary, seed: seed &+ UInt64(lane), rounds: rounds) }
+            }
+            var kills = 0
+            for try await k in group { kills += k }
+            #expect(kills == 2 * rounds)
+        }
+    }
+
+    static func lane(binary: String, seed: UInt64, rounds: Int) async throws -> Int {
+        let dir = try TempDir("kill")
+        defer { dir.remove() }
+        let folder = dir.sub("nb")
+        var rng = SeededRNG(seed: seed)
+        var acked = Acknowledged()
+        var docID: DocumentID?
+        var totalLines = 0
+        for round in 0..<rounds {
+            let context = "seed \(seed) round \(round)"
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: binary)
+            p.arguments = [folder, String(rng.next() >> 1)]
+            let out = Pipe()
+            p.standardOutput = out
+            p.standardError = FileHandle.nullDevice
+            try p.run()
+            // Read concurrently so the writer never blocks on a full pipe.
+            let reader = Task.detached { out.fileHandleForReading.readDataToEndOfFile() }
+            let delay = UInt32.random(in: 2_000...60_000, using: &rng)
+            usleep(delay)
+            kill(p.processIdentifier, SIGKILL)
+            p.waitUntilExit()
+            let data = await reader.value
+            #expect(p.terminationReason == .uncaughtSignal || p.terminationStatus == 0,
+                    "\(context): the writer failed on its own (status \(p.terminationStatus))")
+            try acked.parse(String(decoding: data, as: UTF8.self))
+            totalLines = acked.lines
+
+            // Reopen and check everything acknowledged so far.
+            let nb = try await openNotebook(folder)
+            let list = try await nb.list(includeDeleted: true)
+            if docID == nil { docID = list.first?.id }
+            guard let docID else {
+                #expect(acked.lines == 0, "\(context): edits printed but no document")
+                try await nb.close()
+                continue
+            }
+            let d = try await nb.openDocument(docID)
+            let pageIDs = Set(await d.allPageIDs)
+            #expect(acked.pages.isSubset(of: pageIDs), "\(context): acknowledged page missing")
+            for (page, ids) in acked.added {
+                let live = Set(try await d.elements(page).map(\.id))
+                let expected = ids.subtracting(acked.erased[page] ?? []).subtracting(acked.erasing[page] ?? [])
+                let missing = expected.subtracting(live)
+                #expect(missing.isEmpty, "\(context): acknowledged strokes missing on \(page): \(missing.sorted().prefix(5))")
+                #expect((acked.erased[page] ?? []).isDisjoint(with: live), "\(context): an acknowledged erase was undone")
+            }
+            if let t = acked.titles.last {
+                let title = await d.title
+                #expect(title == t || title.hasPrefix("title "), "\(context): title \(title)")
+            }
+            for r in await d.recoveryReports {
+                #expect(!r.hasDamage, "\(context): \(r)")
+            }
+            try await nb.close()
+            let v = try Verify.run(folder: folder)
+            let bad = v.problems.filter { ![.tornTail, .orphanAsset].contains($0.kind) }
+            #expect(bad.isEmpty, "\(context): \(bad)")
+            if !bad.isEmpty { break }
+        }
+        #expect(totalLines > rounds, "the writer acknowledged edits in most rounds (\(totalLines) lines)")
+        return rounds
+    }
+}
