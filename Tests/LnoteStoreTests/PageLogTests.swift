@@ -30,8 +30,9 @@ struct PageLogTests {
         let h = LogHeader(kind: .page, owner: u, incarnation: 0x0102030405060708)
         let b = h.encoded
         #expect(b.count == 40)
-        #expect(hexString(b[0..<36]) == "4c4e4f54454c4f47" + "0100" + "01" + "00"
-                + "00112233445566778899aabbccddeeff" + "0807060504030201")
+        // The test vector of Protocol/document-package.md [PKG-30].
+        #expect(hexString(b) == "4c4e4f54454c4f47" + "0100" + "01" + "00"
+                + "00112233445566778899aabbccddeeff" + "0807060504030201" + "13f643cd")
         #expect(try LogHeader.decode(b) == h)
         // A newer version is refused, not rewritten.
         var v2 = b

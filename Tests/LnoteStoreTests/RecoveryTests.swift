@@ -149,3 +149,51 @@ struct RecoveryTests {
         for p in pageIDs { #expect(fileBytes(paths.content(p)) != nil) }
     }
 }
+
+@Suite("Replay goes through receive")
+struct ReplayTests {
+    @Test("[PKG-39] a valid frame whose operation does not decode is reported and not applied; the rest is")
+    func malformedFrameNotApplied() async throws {
+        let dir = try TempDir("rep")
+        defer { dir.remove() }
+        let nb = try await openNotebook(dir.path)
+        let d = try await nb.createDocument(title: "M")
+        let p = await d.pageList[0].id
+        try await d.addStroke(stroke(), to: p)
+        try await nb.close()
+        let paths = d.paths
+        try FileManager.default.removeItem(atPath: paths.content(p))
+        var w = ByteWriter()
+        Frame(type: 0x7e, payload: [1, 2, 3, 4]).encode(into: &w)
+        let before = fileBytes(paths.log(p))!
+        try writeFile(paths.log(p), before + w.bytes)
+        let nb2 = try await openNotebook(dir.path)
+        let d2 = try await nb2.openDocument(d.id)
+        #expect(try await d2.elements(p).count == 1)
+        let r = try #require(await d2.recoveryReports.first { $0.path == paths.log(p) })
+        #expect(r.undecodable.count == 1 && r.undecodable[0].offset == before.count && r.undecodable[0].index == 1)
+        #expect(r.problems.isEmpty && r.quarantinedCopy == nil, "a valid frame is not damage: the file is kept")
+        try await nb2.close()
+    }
+
+    @Test("[PKG-39] replaying the whole log over a snapshot that already has it changes nothing")
+    func replayTwiceChangesNothing() async throws {
+        let dir = try TempDir("rep")
+        defer { dir.remove() }
+        let nb = try await openNotebook(dir.path)
+        let d = try await nb.createDocument(title: "R")
+        let p = await d.pageList[0].id
+        let a = try await d.addStroke(stroke(), to: p)
+        try await d.addStroke(stroke(4), to: p)
+        try await d.move([a], dx: 3, dy: 3, on: p)
+        try await d.flush()
+        let state = try await d.pageState(p)
+        try await nb.close()
+        // Same state, but an incarnation that does not match: the whole log is replayed on top.
+        try writeFile(d.paths.content(p), PageSnapshot.encode(state, coveredLogOffset: 40, logIncarnation: 12345))
+        let nb2 = try await openNotebook(dir.path)
+        let d2 = try await nb2.openDocument(d.id)
+        #expect(try await d2.pageState(p) == state)
+        try await nb2.close()
+    }
+}
