@@ -1,0 +1,350 @@
+import Foundation
+import LnoteModel
+import LnoteReplication
+
+extension Document {
+    // MARK: - Pages in memory
+
+    /// Loads a page ([PKG-42]): reads its ONE `.content` snapshot, opens its log and replays
+    /// the frames past the offset the snapshot covers. A damaged snapshot is quarantined and
+    /// the page rebuilt from its whole log.
+    func loadedPage(_ pid: PageID) throws -> LoadedPage {
+        if let p = pages[pid] { return p }
+        guard doc.page(pid) != nil else {
+            throw LnoteError(.notFound, "no page \(pid) in document \(id)", path: paths.root)
+        }
+        var report = RecoveryReport(path: paths.content(pid))
+        var base = PageState(page: pid)
+        var covered: (offset: UInt64, incarnation: UInt64)?
+        if let bytes = try DurableFile.readIfExists(paths.content(pid), io: io) {
+            do {
+                let s = try PageSnapshot.decode(bytes, path: paths.content(pid))
+                guard s.state.page == pid else {
+                    throw LnoteError(.corrupt, "snapshot names page \(s.state.page)", path: paths.content(pid))
+                }
+                base = s.state
+                covered = (s.coveredLogOffset, s.logIncarnation)
+            } catch let e as LnoteError where e.code == .corrupt || e.code == .truncated || e.code == .limitExceeded {
+                report.problems.append(e)
+                report.quarantinedCopy = try Document.quarantine(paths.content(pid), io: io)
+                reports.append(report)
+            }
+        }
+        let (log, replay) = try PageLog.open(path: paths.log(pid), kind: .page, owner: pid.uuid, from: covered?.offset,
+                                             incarnation: covered?.incarnation, create: true, io: io)
+        var logReport = replay.report
+        var replica = PageReplica(state: base)
+        var pending: [OpID: UInt64] = [:]
+        let applied: [Op]
+        do {
+            applied = try Document.feed(replay.frames, kind: .page, fromStart: replay.start == UInt64(LogHeader.size),
+                                        path: paths.log(pid), report: &logReport, pending: &pending) { try replica.receive($0) }
+        } catch {
+            try? log.close()
+            throw error
+        }
+        if !logReport.isClean { reports.append(logReport) }
+        let lp = LoadedPage(id: pid, replica: replica, log: log)
+        lp.pendingOffsets = pending
+        lp.covered = covered.flatMap { $0.incarnation == log.incarnation ? $0 : nil }
+        lp.framesSinceSnapshot = replay.frames.count
+        lp.dirty = !applied.isEmpty || lp.covered == nil && covered != nil
+        pages[pid] = lp
+        noteAssets(of: base.elements.map(\.content) + applied.compactMap(\.addedContent), page: pid)
+        return lp
+    }
+
+    /// Forgets a page whose in-memory state may be ahead of its log (after a failed append
+    /// or sync). Its next use reloads it from disk.
+    func unload(_ lp: LoadedPage, failing error: Error) {
+        guard pages[lp.id] === lp else { return }
+        pages[lp.id] = nil
+        failWaiters(.page(lp.id), error)
+        try? lp.log.close()
+    }
+
+    /// Records the assets referenced by added images ([PKG-15]): the set only grows.
+    func noteAssets(of contents: [ElementContent], page: PageID) {
+        let found = contents.compactMap(\.image?.asset)
+        guard !found.isEmpty else { return }
+        var st = stats[page] ?? PageStats()
+        let merged = Set(st.assets).union(found)
+        if merged.count != st.assets.count {
+            st.assets = merged.sorted()
+            stats[page] = st
+        }
+    }
+
+    /// Makes a local page operation with `build`, appends it durably, and returns it.
+    func commitLocal(page pid: PageID, _ build: (inout PageReplica, ReplicaID, Int64) throws -> [Op]) async throws -> [Op] {
+        try checkUsable()
+        guard let record = doc.page(pid) else {
+            throw LnoteError(.notFound, "no page \(pid) in document \(id)", path: paths.root)
+        }
+        guard !record.deleted.value else {
+            throw LnoteError(.invalidState, "page \(pid) is deleted; restore it before editing", path: paths.root)
+        }
+        let lp = try loadedPage(pid)
+        let ops = try build(&lp.replica, replica, now())
+        try await append(ops, to: lp)
+        noteAssets(of: ops.compactMap(\.addedContent), page: pid)
+        return ops
+    }
+
+    /// Writes operations to a loaded page's log and waits until they are durable. On failure
+    /// the page is unloaded (its state may include operations that are not on disk).
+    func append(_ ops: [Op], to lp: LoadedPage) async throws {
+        guard !ops.isEmpty else { return }
+        do {
+            try lp.log.write(ops.map(OperationCodec.frame))
+        } catch {
+            unload(lp, failing: error)
+            throw error
+        }
+        lp.framesSinceSnapshot += ops.count
+        lp.dirty = true
+        noteEdit()
+        do {
+            try await makeDurable(.page(lp.id), lp.log)
+        } catch {
+            unload(lp, failing: error)
+            throw error
+        }
+        if lp.bytesSinceSnapshot >= options.compactAfterBytes || lp.framesSinceSnapshot >= options.compactAfterFrames,
+           pages[lp.id] === lp {
+            try snapshot(lp)
+        }
+    }
+
+    /// Makes a local document operation, appends it durably, and returns it.
+    func commitDocument(_ body: Op.Body) async throws -> Op {
+        try checkUsable()
+        var next = doc
+        let op = try next.make(body, by: replica, wallTime: now())
+        try docLog.write([OperationCodec.frame(op)])  // truncated back on failure: nothing changed
+        doc = next
+        noteEdit()
+        do {
+            try await makeDurable(.document, docLog)
+        } catch let e as LnoteError {
+            broken = e
+            throw e
+        }
+        return op
+    }
+
+    // MARK: - Durability and group commit
+
+    /// Waits until everything written to `log` is durable: at once, or within the group
+    /// commit window, sharing one `fdatasync` with the appends of the same window ([PKG-35]).
+    func makeDurable(_ key: LogKey, _ log: PageLog) async throws {
+        guard let gc = options.groupCommit else {
+            try log.sync()
+            return
+        }
+        if log.unsyncedFrames >= gc.maxFrames {
+            try syncNow(key, log)
+            return
+        }
+        try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, Error>) in
+            syncWaiters[key, default: []].append(c)
+            if syncTimers[key] == nil {
+                syncTimers[key] = Task { [delay = gc.maxDelay] in
+                    try? await Task.sleep(for: delay)
+                    self.timerFired(key)
+                }
+            }
+        }
+    }
+
+    private func timerFired(_ key: LogKey) {
+        syncTimers[key] = nil
+        let log: PageLog?
+        switch key {
+        case .document: log = docLog
+        case .page(let p): log = pages[p]?.log
+        }
+        guard let log else {
+            failWaiters(key, LnoteError(.invalidState, "log closed before its group commit"))
+            return
+        }
+        try? syncNow(key, log)
+    }
+
+    /// Syncs `log` now and releases everyone waiting on it (with the sync's outcome).
+    func syncNow(_ key: LogKey, _ log: PageLog) throws {
+        syncTimers.removeValue(forKey: key)?.cancel()
+        let waiters = syncWaiters.removeValue(forKey: key) ?? []
+        do {
+            try log.sync()
+        } catch {
+            for w in waiters { w.resume(throwing: error) }
+            throw error
+        }
+        for w in waiters { w.resume() }
+    }
+
+    func failWaiters(_ key: LogKey, _ error: Error) {
+        syncTimers.removeValue(forKey: key)?.cancel()
+        for w in syncWaiters.removeValue(forKey: key) ?? [] { w.resume(throwing: error) }
+    }
+
+    /// Syncs every log with appends in flight (before snapshots and before serving operations).
+    func syncAllLogs() throws {
+        try syncNow(.document, docLog)
+        for (pid, lp) in pages { try syncNow(.page(pid), lp.log) }
+    }
+
+    // MARK: - Document operations
+
+    /// Sets the document's title (a `setTitle` operation).
+    public func setTitle(_ title: String) async throws {
+        _ = try await commitDocument(.setTitle(title))
+    }
+
+    /// Adds an empty page (an `addPage` operation); its files are created when it is first
+    /// written. Returns its id.
+    @discardableResult
+    public func addPage(_ placement: PagePlacement = .last, canvas: CanvasSize = .a4) async throws -> PageID {
+        let pid = PageID()
+        _ = try await commitDocument(.addPage(pid, position: try position(placement), canvas: canvas))
+        stats[pid] = PageStats()
+        return pid
+    }
+
+    /// Deletes a page (soft: content kept; `restorePage` brings it back).
+    public func deletePage(_ pid: PageID) async throws {
+        try checkUsable()
+        let seen = try loadedPage(pid).replica.clock
+        _ = try await commitDocument(.deletePage(pid, seen: seen))
+    }
+
+    public func restorePage(_ pid: PageID) async throws {
+        _ = try await commitDocument(.restorePage(pid))
+    }
+
+    public func movePage(_ pid: PageID, to placement: PagePlacement) async throws {
+        _ = try await commitDocument(.movePage(pid, position: try position(placement, moving: pid)))
+    }
+
+    public func setCanvas(_ pid: PageID, _ canvas: CanvasSize) async throws {
+        _ = try await commitDocument(.setCanvas(pid, canvas))
+    }
+
+    private func position(_ placement: PagePlacement, moving: PageID? = nil) throws -> ZKey {
+        switch placement {
+        case .first: return try doc.position(after: nil)
+        case .last:
+            if let last = doc.state.pages.last(where: { $0.id != moving }) { return try doc.position(after: last.id) }
+            return doc.endPosition
+        case .after(let p): return try doc.position(after: p)
+        }
+    }
+
+    // MARK: - Page operations
+
+    /// The materialized state of a page (loads it: one snapshot read plus its log tail).
+    public func pageState(_ pid: PageID) throws -> PageState {
+        try checkUsable()
+        return try loadedPage(pid).replica.state
+    }
+
+    /// Live elements of a page, bottom to top.
+    public func elements(_ pid: PageID) throws -> [ElementRecord] {
+        try checkUsable()
+        return try loadedPage(pid).replica.elements
+    }
+
+    /// Adds a stroke on top of everything the page shows. Returns its element id.
+    @discardableResult
+    public func addStroke(_ stroke: Stroke, to pid: PageID) async throws -> ElementID {
+        try await addStrokes([stroke], to: pid)[0]
+    }
+
+    /// Adds strokes on top, in order: one operation each, appended with one `fdatasync`.
+    @discardableResult
+    public func addStrokes(_ strokes: [Stroke], to pid: PageID) async throws -> [ElementID] {
+        try await commitLocal(page: pid) { r, me, t in
+            try strokes.map { try r.add(.stroke($0), by: me, wallTime: t) }
+        }.map(\.id)
+    }
+
+    /// Adds an image on top ([PKG-14]): the bytes are written durably to `assets/` first,
+    /// then the operation referencing them is appended.
+    @discardableResult
+    public func addImage(_ bytes: [UInt8], frame: QRect, rotation: Int32 = 0, to pid: PageID) async throws -> ElementID {
+        try checkUsable()
+        let asset = try storeAsset(bytes)
+        return try await commitLocal(page: pid) { r, me, t in
+            [try r.add(.image(ImageElement(asset: asset, frame: frame, rotation: rotation)), by: me, wallTime: t)]
+        }[0].id
+    }
+
+    /// Erases whole elements.
+    public func erase(_ ids: [ElementID], on pid: PageID) async throws {
+        _ = try await commitLocal(page: pid) { r, me, t in [try r.make(.erase(ids), by: me, wallTime: t)] }
+    }
+
+    /// Erases point ranges of a stroke (the pixel eraser).
+    public func eraseRange(_ element: ElementID, _ ranges: [PointRange], on pid: PageID) async throws {
+        _ = try await commitLocal(page: pid) { r, me, t in [try r.make(.eraseRange(element, ranges), by: me, wallTime: t)] }
+    }
+
+    /// Moves elements by (dx, dy) tenths of a point.
+    public func move(_ ids: [ElementID], dx: Int32, dy: Int32, on pid: PageID) async throws {
+        _ = try await commitLocal(page: pid) { r, me, t in [try r.move(ids, dx: dx, dy: dy, by: me, wallTime: t)] }
+    }
+
+    /// Sets transforms explicitly.
+    public func setTransforms(_ ts: [ElementTransform], on pid: PageID) async throws {
+        _ = try await commitLocal(page: pid) { r, me, t in [try r.make(.move(ts), by: me, wallTime: t)] }
+    }
+
+    public func bringToFront(_ ids: [ElementID], on pid: PageID) async throws {
+        _ = try await commitLocal(page: pid) { r, me, t in [try r.bringToFront(ids, by: me, wallTime: t)] }
+    }
+
+    public func sendToBack(_ ids: [ElementID], on pid: PageID) async throws {
+        _ = try await commitLocal(page: pid) { r, me, t in [try r.sendToBack(ids, by: me, wallTime: t)] }
+    }
+
+    /// Sets z keys explicitly.
+    public func reorder(_ zs: [ElementZ], on pid: PageID) async throws {
+        _ = try await commitLocal(page: pid) { r, me, t in [try r.make(.reorder(zs), by: me, wallTime: t)] }
+    }
+
+    /// Concurrent moves, reorders and erases on a page ([MERGE-50]).
+    public func conflicts(page pid: PageID) throws -> [Conflict] {
+        try checkUsable()
+        return try loadedPage(pid).replica.conflicts()
+    }
+
+    // MARK: - Assets
+
+    /// Writes asset bytes to `assets/<sha256>` durably unless already there. Returns the id.
+    @discardableResult
+    public func storeAsset(_ bytes: [UInt8]) throws -> AssetID {
+        try checkUsable()
+        let asset = AssetID.of(bytes)
+        let path = paths.asset(asset)
+        if let st = try io.stat(path), st.isRegular, st.size == UInt64(bytes.count) { return asset }
+        try DurableFile.replace(path, with: bytes, io: io)
+        return asset
+    }
+
+    public func hasAsset(_ asset: AssetID) throws -> Bool {
+        try io.stat(paths.asset(asset))?.isRegular == true
+    }
+
+    public func assetBytes(_ asset: AssetID) throws -> [UInt8] {
+        try DurableFile.read(paths.asset(asset), io: io)
+    }
+}
+
+extension Op {
+    /// The content of an `add` operation.
+    var addedContent: ElementContent? {
+        if case .add(let c, _) = body { return c }
+        return nil
+    }
+}

@@ -1,0 +1,223 @@
+import Foundation
+import LnoteModel
+import LnoteReplication
+
+extension Document {
+    // MARK: - Snapshots
+
+    /// Writes a page's snapshot covering its log ([PKG-41]): sync the log, encode the state
+    /// with the offset it covers (never past an operation still waiting for dependencies),
+    /// durable replace of `pages/<id>.content`. The log itself is not touched: old operations
+    /// stay for peers that are far behind.
+    func snapshot(_ lp: LoadedPage) throws {
+        try syncNow(.page(lp.id), lp.log)
+        let coveredOffset = min(lp.log.end, lp.pendingOffsets.values.min() ?? .max)
+        let state = lp.replica.state
+        let bytes = PageSnapshot.encode(state, coveredLogOffset: coveredOffset, logIncarnation: lp.log.incarnation)
+        try DurableFile.replace(paths.content(lp.id), with: bytes, io: io)
+        lp.covered = (coveredOffset, lp.log.incarnation)
+        lp.framesSinceSnapshot = lp.pendingOffsets.count
+        lp.dirty = false
+        refreshStats(lp)
+    }
+
+    /// Updates the per-page facts from a loaded page's live state (keeping every asset ever seen).
+    func refreshStats(_ lp: LoadedPage) {
+        let fresh = PageStats(lp.replica.state)
+        var st = stats[lp.id] ?? PageStats()
+        st.elementCount = fresh.elementCount
+        st.modified = fresh.modified
+        st.assets = Set(st.assets).union(fresh.assets).sorted()
+        stats[lp.id] = st
+    }
+
+    /// Compacts one page now: writes its snapshot if anything changed since the last one.
+    public func compact(page pid: PageID) async throws {
+        try checkUsable()
+        let lp = try loadedPage(pid)
+        if lp.dirty { try snapshot(lp) }
+    }
+
+    /// Rewrites document.json when it differs from what is on disk, then manifest.json when
+    /// it differs or is stale ([PKG-13]). Everything they describe is synced first.
+    func saveDocumentFiles() throws {
+        try syncAllLogs()
+        for lp in pages.values { refreshStats(lp) }
+        let coveredOffset = min(docLog.end, docPendingOffsets.values.min() ?? .max)
+        let file = DocumentFile(state: doc.state, coveredOffset: coveredOffset, incarnation: docLog.incarnation, stats: stats)
+        let bytes = try StoreJSON.encode(file)
+        if bytes != documentBytes {
+            try DurableFile.replace(paths.document, with: bytes, io: io)
+            documentBytes = bytes
+        }
+        let manifest = try StoreJSON.encode(ManifestFile(from: file, documentBytes: bytes))
+        if manifest != manifestBytes {
+            try DurableFile.replace(paths.manifest, with: manifest, io: io)
+            manifestBytes = manifest
+        }
+    }
+
+    // MARK: - Autosave, flush, close
+
+    /// Notes an edit and arms the debounced autosave ([PKG-50]).
+    func noteEdit() {
+        let t = ContinuousClock.now
+        lastEdit = t
+        if firstUnsaved == nil { firstUnsaved = t }
+        guard options.autosave, autosaveTask == nil else { return }
+        autosaveTask = Task { await self.autosaveLoop() }
+    }
+
+    private func autosaveLoop() async {
+        while !closed {
+            try? await Task.sleep(for: options.autosaveDelay)
+            guard !closed, let last = lastEdit, let first = firstUnsaved else { break }
+            let now = ContinuousClock.now
+            if now - last >= options.autosaveDelay || now - first >= options.autosaveMaxDelay { break }
+        }
+        autosaveTask = nil
+        guard !closed, broken == nil else { return }
+        do {
+            try autosave()
+            autosaveFailure = nil
+        } catch let e as LnoteError {
+            autosaveFailure = e
+        } catch {
+            autosaveFailure = LnoteError(.io, "\(error)")
+        }
+    }
+
+    /// What a background autosave does: compact pages past the threshold, then save the
+    /// document snapshot and the manifest.
+    func autosave() throws {
+        firstUnsaved = nil
+        for lp in pages.values where lp.dirty
+            && (lp.bytesSinceSnapshot >= options.compactAfterBytes || lp.framesSinceSnapshot >= options.compactAfterFrames) {
+            try snapshot(lp)
+        }
+        try saveDocumentFiles()
+    }
+
+    /// Saves everything now (the app is going to the background): every changed page's
+    /// snapshot, document.json and manifest.json.
+    public func flush() async throws {
+        try checkUsable()
+        firstUnsaved = nil
+        for lp in pages.values where lp.dirty { try snapshot(lp) }
+        try saveDocumentFiles()
+        autosaveFailure = nil
+    }
+
+    /// Closes the page's log and forgets it, after writing its snapshot if it changed.
+    public func closePage(_ pid: PageID) async throws {
+        try checkUsable()
+        guard let lp = pages[pid] else { return }
+        if lp.dirty { try snapshot(lp) }
+        pages[pid] = nil
+        try lp.log.close()
+    }
+
+    /// Saves everything, removes orphan assets ([PKG-15]) and releases every file.
+    /// The handle is unusable afterwards. Safe to call once; later calls do nothing.
+    public func close() async throws {
+        guard !closed else { return }
+        var failure: Error?
+        if broken == nil {
+            do {
+                for lp in pages.values where lp.dirty { try snapshot(lp) }
+                try removeOrphanAssets()
+                try saveDocumentFiles()
+            } catch {
+                failure = error
+            }
+        }
+        closed = true
+        autosaveTask?.cancel()
+        autosaveTask = nil
+        for key in Array(syncWaiters.keys) { failWaiters(key, LnoteError(.invalidState, "document closed")) }
+        for lp in pages.values {
+            do { try lp.log.close() } catch { failure = failure ?? error }
+        }
+        pages = [:]
+        do { try docLog.close() } catch { failure = failure ?? error }
+        if let onClose { await onClose(id) }
+        if let failure { throw failure }
+    }
+
+    var isClosed: Bool { closed }
+
+    func setOnClose(_ f: @escaping @Sendable (DocumentID) async -> Void) { onClose = f }
+
+    // MARK: - Orphan assets
+
+    /// Removes files in `assets/` that no page references ([PKG-15]). A page references an
+    /// asset when any add operation in its log, or any live element of its snapshot, names
+    /// it. The cached per-page sets in document.json decide quickly that nothing is orphaned;
+    /// before anything is removed every page's whole log and snapshot are read to confirm.
+    @discardableResult
+    func removeOrphanAssets() throws -> [AssetID] {
+        let names = try io.listDirectory(paths.assets)
+        var candidates = Set(names.compactMap(AssetID.init(hex:)))
+        for lp in pages.values { refreshStats(lp) }
+        for st in stats.values { candidates.subtract(st.assets) }
+        guard !candidates.isEmpty else { return [] }
+        for p in doc.state.pages {
+            candidates.subtract(try assetsReferenced(by: p.id))
+            if candidates.isEmpty { return [] }
+        }
+        for a in candidates.sorted() { try io.unlink(paths.asset(a), missingOK: true) }
+        try DurableFile.syncDirectory(paths.assets, io: io)
+        return candidates.sorted()
+    }
+
+    /// Every asset a page's whole log and snapshot name.
+    func assetsReferenced(by pid: PageID) throws -> Set<AssetID> {
+        var out = Set<AssetID>()
+        if let lp = pages[pid] {
+            try syncNow(.page(pid), lp.log)
+            out.formUnion(lp.replica.elements.compactMap(\.content.image?.asset))
+            for f in try readAllFrames(lp) { if let a = Document.imageAsset(in: f) { out.insert(a) } }
+        } else {
+            if let bytes = try DurableFile.readIfExists(paths.content(pid), io: io),
+               let s = try? PageSnapshot.decode(bytes, path: paths.content(pid)) {
+                out.formUnion(s.state.elements.compactMap(\.content.image?.asset))
+            }
+            if let bytes = try DurableFile.readIfExists(paths.log(pid), io: io), bytes.count > LogHeader.size {
+                let scan = LogScanner.scan(Array(bytes[LogHeader.size...]), base: UInt64(LogHeader.size))
+                for f in scan.frames { if let a = Document.imageAsset(in: f) { out.insert(a) } }
+            }
+        }
+        var st = stats[pid] ?? PageStats()
+        st.assets = Set(st.assets).union(out).sorted()
+        stats[pid] = st
+        return out
+    }
+
+    static func imageAsset(in lf: LoggedFrame) -> AssetID? {
+        guard lf.frame.type == OperationCodec.Kind.add.rawValue,
+              let op = try? OperationCodec.decode(lf.frame), case .add(.image(let i), _) = op.body else { return nil }
+        return i.asset
+    }
+
+    /// Every frame of a loaded page's log; damage found on the way is salvaged and reported.
+    func readAllFrames(_ lp: LoadedPage) throws -> [LoggedFrame] {
+        do {
+            return try lp.log.readFrames(from: UInt64(LogHeader.size))
+        } catch let e as LnoteError where e.code == .corrupt {
+            let replay = try lp.log.recover()
+            var report = replay.report
+            // Offsets changed with the new incarnation: re-offer every frame (the engine skips
+            // what it has) and recompute where the waiting operations are.
+            var pending: [OpID: UInt64] = [:]
+            let applied = try Document.feed(replay.frames, kind: .page, fromStart: true, path: lp.log.path,
+                                            report: &report, pending: &pending) { try lp.replica.receive($0) }
+            lp.pendingOffsets = pending
+            lp.covered = nil
+            lp.framesSinceSnapshot = replay.frames.count
+            lp.dirty = true
+            reports.append(report)
+            noteAssets(of: applied.compactMap(\.addedContent), page: lp.id)
+            return replay.frames
+        }
+    }
+}

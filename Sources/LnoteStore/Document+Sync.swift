@@ -1,0 +1,134 @@
+import Foundation
+import LnoteModel
+import LnoteReplication
+
+extension Document {
+    /// The clock of a page's log, or of the document log when `page` is nil: which
+    /// operations are applied here.
+    public func clock(page pid: PageID? = nil) throws -> VectorClock {
+        try checkUsable()
+        guard let pid else { return doc.clock }
+        return try loadedPage(pid).replica.clock
+    }
+
+    /// Every page of the document, deleted ones included, in document order.
+    public var allPageIDs: [PageID] { doc.state.pages.map(\.id) }
+
+    /// The operations of a log that `clock` does not cover, in log order ([PKG-44]):
+    /// what a peer at `clock` is missing. Only durable operations are returned (pending
+    /// appends are synced first), so a crash can never take back an operation a peer has
+    /// seen. Operations still waiting for their own dependencies here are included.
+    public func operations(page pid: PageID? = nil, notCoveredBy clock: VectorClock) async throws -> [Op] {
+        try checkUsable()
+        let frames: [LoggedFrame]
+        let path: String
+        if let pid {
+            let lp = try loadedPage(pid)
+            try syncNow(.page(pid), lp.log)
+            frames = try readAllFrames(lp)
+            path = lp.log.path
+        } else {
+            try syncNow(.document, docLog)
+            frames = try readAllDocumentFrames()
+            path = docLog.path
+        }
+        var out: [Op] = []
+        for f in frames {
+            guard let op = try? OperationCodec.decode(f.frame, base: Int(f.offset) + Frame.headerSize + 1, path: path) else {
+                continue  // malformed frames were reported when the log was opened
+            }
+            if !clock.covers(op.id) { out.append(op) }
+        }
+        return out
+    }
+
+    /// Applies operations received from a peer to a page's log (or the document log when
+    /// `page` is nil) ([PKG-43]). Operations already here (applied or waiting) are skipped
+    /// before anything is written, so each operation is in the log once; the rest are
+    /// appended with one `fdatasync`, then applied. Returns the operations applied by this
+    /// call (some may wait for dependencies; they are applied by a later call).
+    ///
+    /// - Throws: `invalidArgument` for an operation of the other kind of log; `notFound` for
+    ///   an unknown page, or an image whose asset is not in `assets/` yet (store it first with
+    ///   `storeAsset` — [PKG-14]); `corrupt` when the engine refuses an operation. Nothing is
+    ///   written or applied then.
+    @discardableResult
+    public func receive(_ ops: [Op], page pid: PageID? = nil) async throws -> [Op] {
+        try checkUsable()
+        for op in ops where op.body.isPageOperation != (pid != nil) {
+            throw LnoteError(.invalidArgument, "\(op.body.name) \(op.id) does not belong in a \(pid == nil ? "document" : "page") log")
+        }
+        guard let pid else { return try await receiveDocument(ops) }
+        let lp = try loadedPage(pid)
+        var seen = Set<OpID>()
+        let fresh = ops.filter { !lp.replica.contains($0.id) && seen.insert($0.id).inserted }
+        guard !fresh.isEmpty else { return [] }
+        for op in fresh {
+            if case .add(.image(let i), _) = op.body, try !hasAsset(i.asset) {
+                throw LnoteError(.notFound, "asset \(i.asset) of operation \(op.id) is not stored; store it before the operation",
+                                 path: paths.asset(i.asset))
+            }
+        }
+        // The engine validates everything before applying anything.
+        let applied = try lp.replica.receive(fresh)
+        var offset = lp.log.end
+        var offsets: [OpID: UInt64] = [:]
+        for op in fresh {
+            offsets[op.id] = offset
+            offset += UInt64(OperationCodec.frame(op).encodedSize)
+        }
+        try await append(fresh, to: lp)
+        let done = Set(applied.map(\.id))
+        for (id, off) in offsets where !done.contains(id) { lp.pendingOffsets[id] = off }
+        for op in applied { lp.pendingOffsets[op.id] = nil }
+        noteAssets(of: fresh.compactMap(\.addedContent), page: pid)
+        return applied
+    }
+
+    private func receiveDocument(_ ops: [Op]) async throws -> [Op] {
+        var seen = Set<OpID>()
+        let fresh = ops.filter { !doc.contains($0.id) && seen.insert($0.id).inserted }
+        guard !fresh.isEmpty else { return [] }
+        var next = doc
+        let applied = try next.receive(fresh)
+        let start = docLog.end
+        try docLog.write(fresh.map(OperationCodec.frame))
+        doc = next
+        var offset = start
+        let done = Set(applied.map(\.id))
+        for op in fresh {
+            if !done.contains(op.id) { docPendingOffsets[op.id] = offset }
+            offset += UInt64(OperationCodec.frame(op).encodedSize)
+        }
+        for op in applied {
+            docPendingOffsets[op.id] = nil
+            if case .addPage(let p, _, _) = op.body, stats[p] == nil { stats[p] = PageStats() }
+        }
+        noteEdit()
+        do {
+            try await makeDurable(.document, docLog)
+        } catch let e as LnoteError {
+            broken = e
+            throw e
+        }
+        return applied
+    }
+
+    /// Every frame of document.log; damage is salvaged, reported and the log re-offered.
+    func readAllDocumentFrames() throws -> [LoggedFrame] {
+        do {
+            return try docLog.readFrames(from: UInt64(LogHeader.size))
+        } catch let e as LnoteError where e.code == .corrupt {
+            let replay = try docLog.recover()
+            var report = replay.report
+            var pending: [OpID: UInt64] = [:]
+            var next = doc
+            _ = try Document.feed(replay.frames, kind: .document, fromStart: true, path: docLog.path,
+                                  report: &report, pending: &pending) { try next.receive($0) }
+            doc = next
+            docPendingOffsets = pending
+            reports.append(report)
+            return replay.frames
+        }
+    }
+}

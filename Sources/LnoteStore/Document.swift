@@ -1,0 +1,289 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Foundation
+import LnoteModel
+import LnoteReplication
+
+/// An open `.lnote` document package: its document log, the pages opened so far, and the
+/// saving machinery (autosave, compaction, flush, close).
+///
+/// Every edit is appended to its log and made durable before the call returns ([PKG-34]);
+/// snapshots (`document.json`, `pages/<id>.content`) and `manifest.json` are rewritten
+/// later by autosave, `flush()` or `close()`, atomically ([PKG-20]). Only pages that
+/// changed are rewritten ([PKG-16]).
+///
+/// A failed append or sync of a page log unloads that page (its next use re-reads it from
+/// disk, the truth); a failed sync of `document.log` makes this handle unusable (reopen
+/// the document). Every other failure throws and leaves the handle usable.
+public actor Document {
+    public nonisolated let id: DocumentID
+    public nonisolated let paths: PackagePaths
+    /// The replica that stamps local operations (the notebook folder's id).
+    public nonisolated let replica: ReplicaID
+    nonisolated let io: Syscalls
+    let options: StoreOptions
+
+    var doc: DocumentReplica
+    var docLog: PageLog
+    var docPendingOffsets: [OpID: UInt64] = [:]
+    /// Per-page facts kept in document.json.
+    var stats: [PageID: PageStats]
+    var pages: [PageID: LoadedPage] = [:]
+    /// The bytes of document.json and manifest.json as last read or written.
+    var documentBytes: [UInt8]?
+    var manifestBytes: [UInt8]?
+    var reports: [RecoveryReport] = []
+    var closed = false
+    /// Set when document.log failed to sync: nothing is accepted any more.
+    var broken: LnoteError?
+
+    // Autosave.
+    var autosaveTask: Task<Void, Never>?
+    var lastEdit: ContinuousClock.Instant?
+    var firstUnsaved: ContinuousClock.Instant?
+    var autosaveFailure: LnoteError?
+
+    // Group commit.
+    var syncWaiters: [LogKey: [CheckedContinuation<Void, Error>]] = [:]
+    var syncTimers: [LogKey: Task<Void, Never>] = [:]
+
+    var onClose: (@Sendable (DocumentID) async -> Void)?
+
+    enum LogKey: Hashable {
+        case document
+        case page(PageID)
+    }
+
+    /// Opens the package at `paths` ([PKG-40]): reads document.json (or rebuilds it from the
+    /// log when missing or damaged), replays document.log from the offset it covers, and
+    /// reconciles manifest.json. Removes temporary files left by interrupted writes.
+    init(paths: PackagePaths, replica: ReplicaID, io: Syscalls, options: StoreOptions) async throws {
+        self.id = paths.id
+        self.paths = paths
+        self.replica = replica
+        self.io = io
+        self.options = options
+        guard let st = try io.stat(paths.root), st.isDirectory else {
+            throw LnoteError(.notFound, "no document package", path: paths.root)
+        }
+        for dir in [paths.root, paths.pages, paths.assets, paths.thumbnails] {
+            try io.mkdir(dir, existingOK: true)
+            try DurableFile.removeTemporaryFiles(in: dir, io: io)
+        }
+        var opening: [RecoveryReport] = []
+        var base = DocumentState(id: paths.id)
+        var baseStats: [PageID: PageStats] = [:]
+        var covered: (UInt64, UInt64)?
+        var docBytes: [UInt8]?
+        if let bytes = try DurableFile.readIfExists(paths.document, io: io) {
+            do {
+                let (f, s, st) = try DocumentFile.decode(bytes, path: paths.document)
+                guard s.id == paths.id else {
+                    throw LnoteError(.corrupt, "document.json names document \(s.id)", path: paths.document)
+                }
+                base = s
+                baseStats = st
+                covered = (f.log.offset, f.incarnation)
+                docBytes = bytes
+            } catch let e as LnoteError where e.code == .corrupt || e.code == .truncated {
+                // The log is the truth: preserve the damaged snapshot and rebuild from the whole log.
+                var r = RecoveryReport(path: paths.document)
+                r.problems.append(e)
+                r.quarantinedCopy = try Document.quarantine(paths.document, io: io)
+                opening.append(r)
+            }
+        } else if try io.stat(paths.documentLog) == nil {
+            throw LnoteError(.corrupt, "neither document.json nor document.log exists", path: paths.root)
+        }
+        let (log, replay) = try PageLog.open(path: paths.documentLog, kind: .document, owner: paths.id.uuid,
+                                             from: covered?.0, incarnation: covered?.1, create: true, io: io)
+        var report = replay.report
+        var replica = DocumentReplica(state: base)
+        var pending: [OpID: UInt64] = [:]
+        do {
+            try Document.feed(replay.frames, kind: .document, fromStart: replay.start == UInt64(LogHeader.size),
+                              path: paths.documentLog, report: &report, pending: &pending) { try replica.receive($0) }
+        } catch {
+            try? log.close()
+            throw error
+        }
+        if !report.isClean { opening.append(report) }
+        guard !replica.clock.isEmpty else {
+            try? log.close()
+            throw LnoteError(.corrupt, "document has no operations (no createDocument)", path: paths.documentLog)
+        }
+        self.doc = replica
+        self.docLog = log
+        self.docPendingOffsets = pending
+        self.stats = baseStats
+        self.documentBytes = docBytes
+        self.reports = opening
+        self.manifestBytes = try DurableFile.readIfExists(paths.manifest, io: io)
+        // [PKG-13] document.json and manifest.json are brought up to date with the logs.
+        try saveDocumentFiles()
+    }
+
+    isolated deinit {
+        if !closed {
+            // The descriptors must be released: closing here cannot save (deinit cannot await)
+            // but everything edited is already durable in the logs.
+            try? docLog.close()
+            for p in pages.values { try? p.log.close() }
+            autosaveTask?.cancel()
+        }
+    }
+
+    // MARK: - Reading
+
+    /// The document's replicated state (title, pages in order including deleted ones, clocks).
+    public var state: DocumentState { doc.state }
+
+    public var title: String { doc.state.title.value }
+
+    /// Live pages in document order, with their facts as of this moment.
+    public var pageList: [PageInfo] {
+        doc.livePages.map { info($0) }
+    }
+
+    /// Pages that were deleted (soft: their content is kept and can be restored).
+    public var deletedPages: [PageInfo] {
+        doc.state.pages.filter(\.deleted.value).map { info($0) }
+    }
+
+    private func info(_ p: PageRecord) -> PageInfo {
+        let st = pages[p.id].map { PageStats($0.replica.state) } ?? stats[p.id] ?? PageStats()
+        return PageInfo(id: p.id, canvas: p.canvas.value, created: p.created, elementCount: st.elementCount,
+                        modified: st.modified, deleted: p.deleted.value)
+    }
+
+    /// What opening the document and its pages found and repaired (torn tails, damage).
+    public var recoveryReports: [RecoveryReport] { reports }
+
+    /// The last background autosave failure, if any (it is retried by `flush()`/`close()`).
+    public var lastAutosaveFailure: LnoteError? { autosaveFailure }
+
+    /// Concurrent writes to the title, page order, canvas or deletion, and pages deleted while
+    /// edited elsewhere ([MERGE-65]).
+    public func conflicts() -> [Conflict] {
+        var clocks: [PageID: VectorClock] = [:]
+        for (id, p) in pages { clocks[id] = p.replica.clock }
+        return doc.conflicts(pageClocks: clocks)
+    }
+
+    // MARK: - Internals shared by the extensions
+
+    func checkUsable() throws {
+        if closed { throw LnoteError(.invalidState, "document is closed", path: paths.root) }
+        if let broken { throw LnoteError(.invalidState, "document unusable after a failed write of document.log (\(broken)); reopen it", path: paths.root) }
+    }
+
+    /// Decodes frames into operations and feeds them to `receive` ([PKG-39]): malformed
+    /// frames and operations of the wrong log are reported and skipped ([LOG-13]); the
+    /// engine skips operations it already has; operations still waiting for dependencies
+    /// are remembered with their offsets so compaction never covers them.
+    @discardableResult
+    static func feed(_ frames: [LoggedFrame], kind: LogKind, fromStart: Bool, path: String,
+                     report: inout RecoveryReport, pending: inout [OpID: UInt64],
+                     receive: ([Op]) throws -> [Op]) throws -> [Op] {
+        var ops: [Op] = []
+        var offsets: [OpID: UInt64] = [:]
+        for (i, lf) in frames.enumerated() {
+            do {
+                let op = try OperationCodec.decode(lf.frame, base: Int(lf.offset) + Frame.headerSize + 1, path: path)
+                guard op.body.isPageOperation == (kind == .page) else {
+                    throw LnoteError(.corrupt, "\(op.body.name) operation in a \(kind) log", path: path, offset: Int(lf.offset))
+                }
+                if offsets[op.id] == nil { offsets[op.id] = lf.offset }
+                ops.append(op)
+            } catch let e as LnoteError {
+                var m = e
+                m.code = .corrupt
+                m.message = "malformed operation: \(e.message)"
+                m.path = path
+                m.offset = Int(lf.offset)
+                m.index = fromStart ? i : nil
+                report.undecodable.append(m)
+            }
+        }
+        var applied: [Op]
+        do {
+            applied = try receive(ops)
+        } catch {
+            // One operation the engine refuses must not keep the others out: apply one by one.
+            applied = []
+            for op in ops {
+                do {
+                    applied += try receive([op])
+                } catch let e as LnoteError {
+                    report.undecodable.append(LnoteError(.corrupt, "operation \(op.id) refused: \(e.message)", path: path,
+                                                         offset: offsets[op.id].map { Int($0) }))
+                }
+            }
+        }
+        let done = Set(applied.map(\.id))
+        for (id, off) in offsets where !done.contains(id) {
+            pending[id] = min(pending[id] ?? off, off)
+        }
+        return applied
+    }
+
+    /// Renames a damaged file to `<path>.corrupt-<n>` (first free n). Returns the new path.
+    static func quarantine(_ path: String, io: Syscalls) throws -> String {
+        var n = 1
+        while try io.stat("\(path).corrupt-\(n)") != nil { n += 1 }
+        let target = "\(path).corrupt-\(n)"
+        try io.rename(path, target)
+        try DurableFile.syncDirectory(DurableFile.split(path).dir, io: io)
+        return target
+    }
+
+    func now() -> Int64 { options.now() }
+}
+
+/// One page as the document knows it.
+public struct PageInfo: Sendable, Hashable {
+    public var id: PageID
+    public var canvas: CanvasSize
+    /// ms since 1970.
+    public var created: Int64
+    public var elementCount: Int
+    public var modified: Int64
+    public var deleted: Bool
+}
+
+/// Where a page goes in the document.
+public enum PagePlacement: Sendable, Hashable {
+    case first
+    case last
+    case after(PageID)
+}
+
+/// A page loaded in memory: its replica, its open log, and what its snapshot covers.
+final class LoadedPage {
+    let id: PageID
+    var replica: PageReplica
+    let log: PageLog
+    /// The log offset and incarnation the `.content` file on disk covers (nil: no usable snapshot).
+    var covered: (offset: UInt64, incarnation: UInt64)?
+    /// Operations waiting for dependencies, by the offset of their frame.
+    var pendingOffsets: [OpID: UInt64] = [:]
+    /// Frames appended or replayed since the snapshot.
+    var framesSinceSnapshot = 0
+    /// True when the in-memory state differs from the `.content` file.
+    var dirty = false
+
+    init(id: PageID, replica: PageReplica, log: PageLog) {
+        self.id = id
+        self.replica = replica
+        self.log = log
+    }
+
+    /// Bytes of log past the snapshot's coverage.
+    var bytesSinceSnapshot: UInt64 {
+        guard let c = covered, c.incarnation == log.incarnation else { return log.end - UInt64(LogHeader.size) }
+        return log.end - min(c.offset, log.end)
+    }
+}

@@ -1,0 +1,112 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import LnoteModel
+
+/// Whole-file writes that are atomic and durable, and the helpers around them.
+///
+/// A durable replace ([PKG-20]) is: create `.<name>.tmp-<16 hex>` in the same directory
+/// with `O_CREAT|O_EXCL`, write every byte, `fsync` it, close it, `rename` it over the
+/// destination, then `fsync` the directory. A crash leaves either the old file or the new
+/// one under the final name, plus at worst a temporary file that readers never look at
+/// ([PKG-21]) and that is removed when the notebook or document is next opened.
+enum DurableFile {
+    /// True for names made by `temporaryName(for:)`: `.<name>.tmp-<hex>` ([PKG-21]).
+    static func isTemporaryName(_ name: String) -> Bool {
+        name.hasPrefix(".") && name.contains(".tmp-")
+    }
+
+    /// A fresh temporary name for `name` in the same directory.
+    static func temporaryName(for name: String) -> String {
+        var g = SystemRandomNumberGenerator()
+        let r = UInt64.random(in: 0...UInt64.max, using: &g)
+        let hex = String(r, radix: 16)
+        return ".\(name).tmp-" + String(repeating: "0", count: 16 - hex.count) + hex
+    }
+
+    /// Replaces (or creates) the file at `path` with `bytes`, atomically and durably.
+    ///
+    /// On failure before the rename the destination is untouched and the temporary file is
+    /// removed (best effort: after a crash it stays, invisible to readers). A failure of the
+    /// final directory `fsync` is reported although the new content is already in place.
+    static func replace(_ path: String, with bytes: [UInt8], io: Syscalls) throws {
+        let (dir, name) = split(path)
+        let temp = join(dir, temporaryName(for: name))
+        let fd = try io.open(temp, O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
+        do {
+            try io.write(fd, bytes)
+            try io.fsync(fd)
+            try fd.close()
+            try io.rename(temp, path)
+        } catch {
+            if fd.isOpen { try? fd.close() }
+            try? io.unlink(temp, missingOK: true)
+            throw error
+        }
+        try syncDirectory(dir, io: io)
+    }
+
+    /// `fsync` of a directory, making renames and creations in it durable.
+    static func syncDirectory(_ dir: String, io: Syscalls) throws {
+        let fd = try io.openDirectory(dir)
+        do {
+            try io.fsync(fd)
+        } catch {
+            try? fd.close()
+            throw error
+        }
+        try fd.close()
+    }
+
+    /// The whole content of a file.
+    static func read(_ path: String, io: Syscalls) throws -> [UInt8] {
+        let fd = try io.open(path, O_RDONLY)
+        let bytes: [UInt8]
+        do {
+            bytes = try io.readToEnd(fd)
+        } catch {
+            try? fd.close()
+            throw error
+        }
+        try fd.close()
+        return bytes
+    }
+
+    /// The content of a file, or nil when it does not exist.
+    static func readIfExists(_ path: String, io: Syscalls) throws -> [UInt8]? {
+        do {
+            return try read(path, io: io)
+        } catch let e as LnoteError where e.isNotFound {
+            return nil
+        }
+    }
+
+    /// Removes the temporary files left in `dir` by interrupted replaces. Returns their names.
+    @discardableResult
+    static func removeTemporaryFiles(in dir: String, io: Syscalls) throws -> [String] {
+        let names = try io.listDirectory(dir).filter(isTemporaryName)
+        for n in names { try io.unlink(join(dir, n), missingOK: true) }
+        if !names.isEmpty { try syncDirectory(dir, io: io) }
+        return names
+    }
+
+    /// `("/a/b", "c.json")` for `/a/b/c.json`; `(".", name)` for a bare name.
+    static func split(_ path: String) -> (dir: String, name: String) {
+        guard let slash = path.lastIndex(of: "/") else { return (".", path) }
+        let dir = String(path[..<slash])
+        return (dir.isEmpty ? "/" : dir, String(path[path.index(after: slash)...]))
+    }
+
+    static func join(_ dir: String, _ name: String) -> String {
+        dir.hasSuffix("/") ? dir + name : dir + "/" + name
+    }
+}
+
+extension LnoteError {
+    /// An `.io` error whose cause is ENOENT.
+    var isNotFound: Bool {
+        code == .notFound || (code == .io && underlying?.hasPrefix("errno \(ENOENT) ") == true)
+    }
+}

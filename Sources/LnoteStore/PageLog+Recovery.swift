@@ -1,0 +1,201 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Foundation
+import LnoteModel
+
+/// What opening (or salvaging) a log found and did. Never silent: every discarded byte
+/// is accounted for here.
+public struct RecoveryReport: Sendable, CustomStringConvertible {
+    /// The log file.
+    public var path: String
+    /// An interrupted append that was cut off: where it started and how many bytes were
+    /// discarded (the file was truncated to `offset`). Expected after a crash.
+    public var tornTail: (offset: UInt64, bytes: Int)?
+    /// Damage: each a `corrupt` (or `truncated`) error with path, offset and frame index.
+    public var problems: [LnoteError] = []
+    /// Where the damaged file was preserved before it was rewritten.
+    public var quarantinedCopy: String?
+    /// Valid frames kept by a salvage rewrite (all of them, before and after the damage).
+    public var salvagedFrames = 0
+    /// Bytes not kept by a salvage rewrite (damaged ranges and header).
+    public var droppedBytes = 0
+    /// The incarnation chosen by a salvage rewrite (snapshot offsets no longer apply).
+    public var newIncarnation: UInt64?
+    /// Valid frames whose operation did not decode (not applied); filled by the replayer.
+    public var undecodable: [LnoteError] = []
+
+    public init(path: String) { self.path = path }
+
+    /// True when nothing was found: no torn tail, no damage, nothing undecodable.
+    public var isClean: Bool { tornTail == nil && problems.isEmpty && undecodable.isEmpty }
+    /// True when bytes that had been written whole were lost or rewritten.
+    public var hasDamage: Bool { !problems.isEmpty || !undecodable.isEmpty }
+
+    public var description: String {
+        var parts: [String] = []
+        if let t = tornTail { parts.append("torn tail of \(t.bytes) bytes at offset \(t.offset) discarded") }
+        for p in problems { parts.append(p.description) }
+        if let q = quarantinedCopy { parts.append("damaged file preserved as \(q)") }
+        if newIncarnation != nil { parts.append("rewritten with \(salvagedFrames) valid frames (\(droppedBytes) bytes dropped)") }
+        for u in undecodable { parts.append(u.description) }
+        return parts.isEmpty ? "\(path): clean" : "\(path): " + parts.joined(separator: "; ")
+    }
+}
+
+/// The result of opening a log: the frames to replay and what recovery did.
+struct LogReplay {
+    /// Frames from `start` to the end, in file order.
+    var frames: [LoggedFrame]
+    /// Where replay started: the snapshot's offset when usable, else just after the header.
+    var start: UInt64
+    /// True when `start` is not the offset the caller asked for (incarnation changed,
+    /// salvage, offset out of range): the caller must replay from an empty or snapshot
+    /// state through `receive`, which skips operations it already has.
+    var fromBeginning: Bool
+    var report: RecoveryReport
+}
+
+extension PageLog {
+    /// Opens a log, recovering from a torn tail or damage, and returns the frames to replay.
+    ///
+    /// - Parameters:
+    ///   - from: the offset a snapshot covers; used only when `incarnation` matches the file's.
+    ///   - create: create an empty log when the file does not exist.
+    /// - Throws: `notFound`, `unsupportedVersion` (a newer file, left untouched), `corrupt`
+    ///   when the header is valid but names another owner or kind, `io`.
+    static func open(path: String, kind: LogKind, owner: UUID, from: UInt64? = nil, incarnation: UInt64? = nil,
+                     create: Bool, io: Syscalls) throws -> (PageLog, LogReplay) {
+        if try io.stat(path) == nil {
+            guard create else { throw LnoteError(.notFound, "no log", path: path) }
+            _ = try PageLog.create(path: path, kind: kind, owner: owner, io: io)
+        }
+        let fd = try io.open(path, O_RDWR)
+        var handedOver = false
+        defer { if !handedOver { try? fd.close() } }
+        let size = try io.fstat(fd).size
+        let headerBytes = try io.pread(fd, count: LogHeader.size, at: 0)
+        var report = RecoveryReport(path: path)
+
+        let header: LogHeader
+        do {
+            header = try LogHeader.decode(headerBytes, path: path)
+        } catch let e as LnoteError where e.code == .corrupt || e.code == .truncated {
+            // The header cannot be trusted: salvage whatever frames the file holds.
+            report.problems.append(e)
+            try fd.close()
+            handedOver = true
+            return try salvage(path: path, kind: kind, owner: owner, headerValid: false, report: report, io: io)
+        }
+        guard header.kind == kind, header.owner == owner else {
+            throw LnoteError(.corrupt, "log header names \(header.kind) \(header.owner.uuidString), expected \(kind) \(owner.uuidString)",
+                             path: path, offset: 10)
+        }
+
+        var start = UInt64(LogHeader.size)
+        if let from, incarnation == header.incarnation, from >= start, from <= size { start = from }
+        var scan = LogScanner.scan(try io.pread(fd, count: Int(size - start), at: start), base: start)
+        if start > UInt64(LogHeader.size) && (!scan.damage.isEmpty || scan.tailIsCompleteBadFrame) {
+            // Damage seen from a snapshot's offset: decide on the whole file (the offset
+            // itself may be what is wrong).
+            start = UInt64(LogHeader.size)
+            scan = LogScanner.scan(try io.pread(fd, count: Int(size - start), at: start), base: start)
+        }
+        if !scan.damage.isEmpty || scan.tailIsCompleteBadFrame {
+            try fd.close()
+            handedOver = true
+            return try salvage(path: path, kind: kind, owner: owner, headerValid: true, report: report, io: io)
+        }
+        if let tail = scan.tornTail {
+            // [PKG-37] An interrupted append: cut it off so the next append follows the last good frame.
+            try io.ftruncate(fd, to: tail.lowerBound)
+            try io.fdatasync(fd)
+            report.tornTail = (tail.lowerBound, Int(tail.upperBound - tail.lowerBound))
+        }
+        let log = PageLog(path: path, io: io, header: header, end: scan.goodEnd, fd: fd)
+        handedOver = true
+        let asked = from.map { $0 == start && incarnation == header.incarnation } ?? (start == UInt64(LogHeader.size))
+        return (log, LogReplay(frames: scan.frames, start: start, fromBeginning: !asked || start == UInt64(LogHeader.size),
+                               report: report))
+    }
+
+    /// Re-reads the whole open log and, when it holds damage, quarantines and rewrites it.
+    /// Returns every valid frame (the replay must start from the beginning when the
+    /// report shows a new incarnation).
+    func recover() throws -> LogReplay {
+        let size = try withDescriptor { try io.fstat($0).size }
+        let bytes = try withDescriptor { try io.pread($0, count: Int(size), at: 0) }
+        var report = RecoveryReport(path: path)
+        var headerOK = true
+        do {
+            _ = try LogHeader.decode(bytes, path: path)
+        } catch let e as LnoteError {
+            headerOK = false
+            report.problems.append(e)
+        }
+        let scan = LogScanner.scan(Array(bytes.dropFirst(LogHeader.size)), base: UInt64(LogHeader.size))
+        if headerOK && scan.damage.isEmpty && !scan.tailIsCompleteBadFrame && scan.goodEnd >= end {
+            return LogReplay(frames: scan.frames.filter { $0.offset < end }, start: UInt64(LogHeader.size),
+                             fromBeginning: true, report: report)
+        }
+        let (fresh, replay) = try PageLog.salvage(path: path, kind: header.kind, owner: header.owner,
+                                                  headerValid: headerOK, report: report, io: io)
+        try adopt(fresh)
+        return replay
+    }
+
+    /// Preserves a damaged log as `<path>.corrupt-<n>` and rewrites it durably with only
+    /// its valid frames, under a new incarnation ([PKG-38]).
+    static func salvage(path: String, kind: LogKind, owner: UUID, headerValid: Bool, report initial: RecoveryReport,
+                        io: Syscalls) throws -> (PageLog, LogReplay) {
+        var report = initial
+        let bytes = try DurableFile.read(path, io: io)
+        let base = headerValid ? LogHeader.size : 0
+        let scan = LogScanner.scan(Array(bytes.dropFirst(base)), base: UInt64(base))
+        if !headerValid, let first = scan.frames.first, first.offset > 0 {
+            report.droppedBytes += Int(first.offset)
+        } else if !headerValid && scan.frames.isEmpty {
+            report.droppedBytes += bytes.count
+        }
+        for d in scan.damage where !(headerValid == false && d.range.lowerBound == 0) {
+            report.problems.append(LnoteError(.corrupt, d.reason, path: path, offset: Int(d.range.lowerBound),
+                                              index: d.frameIndex))
+            report.droppedBytes += Int(d.range.upperBound - d.range.lowerBound)
+        }
+        if let t = scan.tornTail {
+            if scan.tailIsCompleteBadFrame {
+                report.problems.append(LnoteError(.corrupt, scan.tornTailReason ?? "bad frame", path: path,
+                                                  offset: Int(t.lowerBound), index: scan.frames.count))
+                report.droppedBytes += Int(t.upperBound - t.lowerBound)
+            } else if !(headerValid == false && scan.frames.isEmpty) {
+                report.tornTail = (t.lowerBound, Int(t.upperBound - t.lowerBound))
+            }
+        }
+        if !bytes.isEmpty {
+            var n = 1
+            while try io.stat("\(path).corrupt-\(n)") != nil { n += 1 }
+            let copy = "\(path).corrupt-\(n)"
+            try DurableFile.replace(copy, with: bytes, io: io)
+            report.quarantinedCopy = copy
+        }
+        let header = LogHeader(kind: kind, owner: owner)
+        var w = ByteWriter(capacity: bytes.count)
+        w.append(header.encoded)
+        var frames: [LoggedFrame] = []
+        frames.reserveCapacity(scan.frames.count)
+        for f in scan.frames {
+            frames.append(LoggedFrame(frame: f.frame, offset: UInt64(w.count)))
+            let lo = Int(f.offset), hi = Int(f.end)
+            w.append(bytes[lo..<hi])
+        }
+        try DurableFile.replace(path, with: w.bytes, io: io)
+        report.salvagedFrames = frames.count
+        report.newIncarnation = header.incarnation
+        let fd = try io.open(path, O_RDWR)
+        let log = PageLog(path: path, io: io, header: header, end: UInt64(w.count), fd: fd)
+        return (log, LogReplay(frames: frames, start: UInt64(LogHeader.size), fromBeginning: true, report: report))
+    }
+}
+

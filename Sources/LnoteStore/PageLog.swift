@@ -1,0 +1,358 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Foundation
+import LnoteModel
+
+/// Which log a file is: a page's element operations or a document's page list and title.
+public enum LogKind: UInt8, Sendable, CustomStringConvertible {
+    case page = 1
+    case document = 2
+    public var description: String { self == .page ? "page" : "document" }
+}
+
+/// The fixed 40-byte header of a log file ([PKG-30]).
+///
+/// | Offset | Size | Description |
+/// |---|---|---|
+/// | 0 | 8 | magic `LNOTELOG` (ASCII) |
+/// | 8 | 2 | format version, u16 LE: 1 |
+/// | 10 | 1 | kind: 1 page, 2 document |
+/// | 11 | 1 | flags: 0 |
+/// | 12 | 16 | owner UUID (page or document), RFC 4122 byte order |
+/// | 28 | 8 | incarnation, u64 LE, random, never 0 |
+/// | 36 | 4 | CRC-32C of bytes 0..<36, u32 LE |
+public struct LogHeader: Hashable, Sendable {
+    public static let magic: [UInt8] = Array("LNOTELOG".utf8)
+    public static let size = 40
+    public static let currentVersion: UInt16 = 1
+
+    public var kind: LogKind
+    public var owner: UUID
+    /// Chosen at random when the file is created (or rewritten by salvage): offsets recorded
+    /// by a snapshot are meaningful only for the incarnation it names.
+    public var incarnation: UInt64
+
+    public init(kind: LogKind, owner: UUID, incarnation: UInt64 = LogHeader.randomIncarnation()) {
+        self.kind = kind
+        self.owner = owner
+        self.incarnation = incarnation
+    }
+
+    public static func randomIncarnation() -> UInt64 {
+        var g = SystemRandomNumberGenerator()
+        return UInt64.random(in: 1...UInt64.max, using: &g)
+    }
+
+    public var encoded: [UInt8] {
+        var w = ByteWriter(capacity: LogHeader.size)
+        w.append(LogHeader.magic)
+        w.u16(LogHeader.currentVersion)
+        w.u8(kind.rawValue)
+        w.u8(0)
+        w.append(owner.bytes)
+        w.u64(incarnation)
+        let crc = w.bytes.withUnsafeBytes { CRC32C.update(0, $0) }
+        w.u32(crc)
+        return w.bytes
+    }
+
+    /// Decodes the first 40 bytes of `bytes`.
+    /// - Throws: `truncated` (fewer than 40 bytes), `corrupt` (magic, CRC, kind, flags),
+    ///   `unsupportedVersion` (a newer format: the file is left alone).
+    public static func decode(_ bytes: [UInt8], path: String? = nil) throws -> LogHeader {
+        guard bytes.count >= size else {
+            throw LnoteError(.truncated, "log header needs \(size) bytes, file has \(bytes.count)", path: path, offset: 0)
+        }
+        guard Array(bytes[0..<8]) == magic else {
+            throw LnoteError(.corrupt, "bad log magic", path: path, offset: 0)
+        }
+        var r = ByteReader(bytes, range: 0..<size, path: path)
+        _ = try r.bytes(8)
+        let version = try r.u16("version")
+        let kindByte = try r.u8("kind")
+        let flags = try r.u8("flags")
+        let owner = UUID(bytes: try r.bytes(16, "owner"))!
+        let incarnation = try r.u64("incarnation")
+        let stored = try r.u32("header CRC")
+        let crc = bytes.withUnsafeBytes { CRC32C.update(0, UnsafeRawBufferPointer(rebasing: $0[0..<36])) }
+        guard crc == stored else {
+            throw LnoteError(.corrupt, "log header CRC mismatch", path: path, offset: 36)
+        }
+        guard version <= currentVersion, version >= 1 else {
+            throw LnoteError(version == 0 ? .corrupt : .unsupportedVersion,
+                             "log format version \(version) (this build reads 1)", path: path, offset: 8)
+        }
+        guard let kind = LogKind(rawValue: kindByte), flags == 0, incarnation != 0 else {
+            throw LnoteError(.corrupt, "bad log kind, flags or incarnation", path: path, offset: 10)
+        }
+        return LogHeader(kind: kind, owner: owner, incarnation: incarnation)
+    }
+}
+
+/// A frame read from a log, with where it starts in the file.
+public struct LoggedFrame: Hashable, Sendable {
+    public var frame: Frame
+    /// Absolute file offset of the frame's first byte.
+    public var offset: UInt64
+    /// File offset just past the frame.
+    public var end: UInt64 { offset + UInt64(frame.encodedSize) }
+    public init(frame: Frame, offset: UInt64) {
+        self.frame = frame
+        self.offset = offset
+    }
+}
+
+/// How a group of appends shares one `fdatasync` ([PKG-35]).
+///
+/// Appends that arrive within `maxDelay` of the first unsynced one (or until `maxFrames`
+/// frames are waiting) are written immediately, in order, and made durable by one
+/// `fdatasync`; each call still returns only after that sync succeeded. The delay bounds
+/// the latency added to one edit; the frame count bounds what one sync carries.
+public struct GroupCommit: Hashable, Sendable {
+    public var maxDelay: Duration
+    public var maxFrames: Int
+    public init(maxDelay: Duration = .milliseconds(5), maxFrames: Int = 64) {
+        self.maxDelay = maxDelay
+        self.maxFrames = max(1, maxFrames)
+    }
+}
+
+/// An append-only log file: `pages/<page-uuid>.log` or `document.log` ([PKG-30]...[PKG-39]).
+///
+/// The file is a 40-byte `LogHeader` followed by frames (`Frame`, specified in
+/// `Protocol/operation-log.md`). It is never rewritten in normal operation: compaction
+/// writes a snapshot that records the offset it covers. The one rewrite is salvage after
+/// corruption (see `PageLog+Recovery.swift`), which chooses a new incarnation.
+///
+/// Not thread-safe: one owner (a `Document` actor) uses it.
+final class PageLog {
+    let path: String
+    let io: Syscalls
+    private(set) var header: LogHeader
+    /// Offset just past the last good frame: where the next append goes.
+    private(set) var end: UInt64
+    private var fd: FileDescriptor?
+    /// A failed write may have left bytes past `end`: truncate before the next append.
+    private var needsTruncate = false
+    /// Frames written since the last successful sync.
+    private(set) var unsyncedFrames = 0
+    /// Set when a sync failed: the kernel may have dropped the dirty pages, so nothing
+    /// written since the last good sync can be trusted. Reopen to recover from disk.
+    private(set) var poisoned: LnoteError?
+
+    var kind: LogKind { header.kind }
+    var incarnation: UInt64 { header.incarnation }
+    var isOpen: Bool { fd != nil }
+
+    init(path: String, io: Syscalls, header: LogHeader, end: UInt64, fd: FileDescriptor) {
+        self.path = path
+        self.io = io
+        self.header = header
+        self.end = end
+        self.fd = fd
+    }
+
+    deinit {
+        if let fd, fd.isOpen {
+            assertionFailure("PageLog \(path) was not closed")
+            try? fd.close()
+        }
+    }
+
+    /// Creates a new empty log durably (temp file, fsync, rename, directory fsync).
+    /// - Throws: `alreadyExists` if a file is already there.
+    static func create(path: String, kind: LogKind, owner: UUID, io: Syscalls) throws -> LogHeader {
+        if try io.stat(path) != nil {
+            throw LnoteError(.alreadyExists, "log already exists", path: path)
+        }
+        let header = LogHeader(kind: kind, owner: owner)
+        try DurableFile.replace(path, with: header.encoded, io: io)
+        return header
+    }
+
+    private func descriptor() throws -> FileDescriptor {
+        if let poisoned { throw LnoteError(.invalidState, "log unusable after a failed sync: \(poisoned)", path: path) }
+        guard let fd else { throw LnoteError(.invalidState, "log is closed", path: path) }
+        return fd
+    }
+
+    /// Appends frames and makes them durable (write + `fdatasync`) before returning ([PKG-34]).
+    func append(_ frames: [Frame]) throws {
+        _ = try write(frames)
+        try sync()
+    }
+
+    /// Writes frames after the last good frame without syncing. Returns the new end offset.
+    /// On failure the file is truncated back to the previous end (or that is retried
+    /// before the next write), so a failed append never leaves a partial frame in the middle.
+    @discardableResult
+    func write(_ frames: [Frame]) throws -> UInt64 {
+        let fd = try descriptor()
+        guard !frames.isEmpty else { return end }
+        if needsTruncate {
+            try io.ftruncate(fd, to: end)
+            needsTruncate = false
+        }
+        var w = ByteWriter(capacity: frames.reduce(0) { $0 + $1.encodedSize })
+        for f in frames { f.encode(into: &w) }
+        do {
+            try io.pwrite(fd, w.bytes, at: end)
+        } catch {
+            needsTruncate = true
+            if (try? io.ftruncate(fd, to: end)) != nil { needsTruncate = false }
+            throw error
+        }
+        end += UInt64(w.count)
+        unsyncedFrames += frames.count
+        return end
+    }
+
+    /// Makes every written frame durable. A failure poisons the log ([PKG-36]).
+    func sync() throws {
+        let fd = try descriptor()
+        guard unsyncedFrames > 0 else { return }
+        do {
+            try io.fdatasync(fd)
+        } catch let e as LnoteError {
+            poisoned = e
+            throw e
+        }
+        unsyncedFrames = 0
+    }
+
+    /// Reads the frames in `[from, end)`. Offsets before `end` were validated when written
+    /// or when the log was opened; a damaged frame found here throws `corrupt` (call
+    /// `recover` to salvage).
+    func readFrames(from: UInt64) throws -> [LoggedFrame] {
+        let fd = try descriptor()
+        guard from >= UInt64(LogHeader.size), from <= end else {
+            throw LnoteError(.invalidArgument, "offset \(from) outside the log (end \(end))", path: path,
+                             offset: Int(clamping: from))
+        }
+        let bytes = try io.pread(fd, count: Int(end - from), at: from)
+        let scan = LogScanner.scan(bytes, base: from)
+        if let d = scan.damage.first {
+            throw LnoteError(.corrupt, d.reason, path: path, offset: Int(d.range.lowerBound), index: d.frameIndex)
+        }
+        if let t = scan.tornTail {
+            throw LnoteError(.corrupt, "frame cut off before the known end", path: path, offset: Int(t.lowerBound),
+                             index: scan.frames.count)
+        }
+        return scan.frames
+    }
+
+    /// Syncs what is pending and closes the file. Safe to call once; later calls throw.
+    func close() throws {
+        guard let fd else { throw LnoteError(.invalidState, "log closed twice", path: path) }
+        var failure: Error?
+        if poisoned == nil && unsyncedFrames > 0 {
+            do { try sync() } catch { failure = error }
+        }
+        self.fd = nil
+        do { try fd.close() } catch { failure = failure ?? error }
+        if let failure { throw failure }
+    }
+
+    /// Takes over another log object's descriptor and state (after a salvage rewrite
+    /// replaced the file this one had open).
+    func adopt(_ other: PageLog) throws {
+        precondition(other.path == path)
+        let old = fd
+        fd = other.fd
+        other.fd = nil
+        header = other.header
+        end = other.end
+        needsTruncate = false
+        unsyncedFrames = 0
+        poisoned = nil
+        if let old, old.isOpen { try old.close() }
+    }
+
+    /// Gives the descriptor to recovery code.
+    func withDescriptor<T>(_ body: (FileDescriptor) throws -> T) throws -> T {
+        try body(try descriptor())
+    }
+}
+
+/// What a scan of log bytes found (pure: no I/O).
+struct LogScan: Sendable {
+    var frames: [LoggedFrame] = []
+    /// Bytes in the middle that are not frames, each followed by a valid frame.
+    var damage: [Damage] = []
+    /// Bytes at the end in which no valid frame starts: an interrupted append.
+    var tornTail: Range<UInt64>?
+    /// Why the tail is not a frame (kept for reports).
+    var tornTailReason: String?
+    /// True when the torn tail holds a complete frame extent whose CRC fails: damage to
+    /// a frame that had been written whole, not a cut-off append.
+    var tailIsCompleteBadFrame = false
+    /// End of the last valid frame (where the next append goes).
+    var goodEnd: UInt64
+
+    struct Damage: Sendable, Hashable {
+        var range: Range<UInt64>
+        var reason: String
+        /// Index (0-based, among the frames of this scan) the damaged frame would have had.
+        var frameIndex: Int
+    }
+}
+
+/// Splits log bytes into valid frames, damaged ranges and a torn tail ([PKG-37]).
+enum LogScanner {
+    /// Scans `bytes`, whose first byte is at file offset `base`.
+    ///
+    /// A position that does not hold a valid frame starts a bad range; the scanner looks
+    /// for the next position, byte by byte, where a valid frame starts (`Frame.scan`). If
+    /// there is one, the range up to it is damage and scanning resumes there; if not, the
+    /// rest of the bytes is a torn tail.
+    static func scan(_ bytes: [UInt8], base: UInt64) -> LogScan {
+        var out = LogScan(goodEnd: base)
+        var pos = 0
+        while true {
+            let result = Frame.scan(bytes, at: pos)
+            switch result {
+            case .end:
+                return out
+            case .frame(let f, let r):
+                out.frames.append(LoggedFrame(frame: f, offset: base + UInt64(pos)))
+                pos = r.upperBound
+                out.goodEnd = base + UInt64(pos)
+            case .truncated(let p), .corrupt(let p, _):
+                let reason: String
+                if case .corrupt(_, let why) = result { reason = why } else { reason = "frame extends past the end of the file" }
+                if let next = nextFrameStart(bytes, after: p) {
+                    out.damage.append(.init(range: base + UInt64(p)..<base + UInt64(next), reason: reason,
+                                            frameIndex: out.frames.count))
+                    pos = next
+                } else {
+                    out.tornTail = base + UInt64(p)..<base + UInt64(bytes.count)
+                    out.tornTailReason = reason
+                    if case .corrupt = result, completeExtent(bytes, at: p) { out.tailIsCompleteBadFrame = true }
+                    return out
+                }
+            }
+        }
+    }
+
+    /// The first position after `p` where a valid frame starts.
+    static func nextFrameStart(_ bytes: [UInt8], after p: Int) -> Int? {
+        var q = p + 1
+        let limit = bytes.count - Frame.headerSize - 1
+        while q <= limit {
+            if case .frame = Frame.scan(bytes, at: q) { return q }
+            q += 1
+        }
+        return nil
+    }
+
+    /// True when the length field at `p` is in range and the frame it announces fits in
+    /// the bytes: the frame was written whole and its content changed since.
+    static func completeExtent(_ bytes: [UInt8], at p: Int) -> Bool {
+        guard bytes.count - p >= Frame.headerSize + 1 else { return false }
+        let length = Int(UInt32(bytes[p]) | UInt32(bytes[p + 1]) << 8 | UInt32(bytes[p + 2]) << 16 | UInt32(bytes[p + 3]) << 24)
+        return length >= 1 && length <= Frame.maxLength && p + Frame.headerSize + length <= bytes.count
+    }
+}

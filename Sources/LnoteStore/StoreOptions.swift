@@ -1,0 +1,25 @@
+import Foundation
+import LnoteModel
+
+/// How a notebook's documents save, compact and sync to disk.
+public struct StoreOptions: Sendable {
+    /// Autosave (document.json, manifest.json, pages past the compaction threshold) runs
+    /// once edits have paused this long ([PKG-50]).
+    public var autosaveDelay: Duration = .milliseconds(500)
+    /// ...or at the latest this long after the first unsaved edit, even while edits continue.
+    public var autosaveMaxDelay: Duration = .seconds(5)
+    /// False: nothing is saved in the background; `flush()` and `close()` still save.
+    public var autosave = true
+    /// A page's snapshot is rewritten (its log compacted) once its log holds this many
+    /// bytes past the offset the snapshot covers ([PKG-41]) ...
+    public var compactAfterBytes: UInt64 = 1 << 20
+    /// ... or this many frames.
+    public var compactAfterFrames = 4096
+    /// nil: every append is followed by its own `fdatasync`. Otherwise appends within the
+    /// window share one ([PKG-35]).
+    public var groupCommit: GroupCommit?
+    /// Wall-clock time in ms since 1970 stamped on local operations (tests pass a fixed clock).
+    public var now: @Sendable () -> Int64 = { Int64((Date().timeIntervalSince1970 * 1000).rounded()) }
+
+    public init() {}
+}

@@ -1,0 +1,505 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import LnoteModel
+import Synchronization
+
+/// The one place where LnoteStore talks to the kernel.
+///
+/// Every call retries `EINTR`, treats `EBADF` as a programming error (assertion in debug,
+/// `LnoteError(.io)` in release), loops on short reads and writes, and turns failures into
+/// `LnoteError(.io, …, path:, underlying: "errno 28 (No space left on device)")`.
+///
+/// Tests drive it to fail through a `FaultPlan` (ENOSPC, EIO, short writes, a simulated
+/// crash after N bytes or at the Nth call) and observe it through a `SyscallRecorder`
+/// (which files were opened, read, written). Each component of the store receives the
+/// `Syscalls` value it must use, so concurrent tests never share a plan.
+final class Syscalls: Sendable {
+    /// The plain seam: no faults, no recording, real syncs.
+    static let live = Syscalls()
+
+    let faults: FaultPlan?
+    let recorder: SyscallRecorder?
+    /// When false, `fsync`/`fdatasync` are recorded but not performed: ONLY for tests that
+    /// check logic over thousands of files and never test durability (the kernel's page
+    /// cache still makes every write visible to later reads in the same machine).
+    let performsSync: Bool
+    private let sequence = Mutex(0)
+
+    init(faults: FaultPlan? = nil, recorder: SyscallRecorder? = nil, performsSync: Bool = true) {
+        self.faults = faults
+        self.recorder = recorder
+        self.performsSync = performsSync
+    }
+
+    // MARK: Events and faults
+
+    /// Records the call and asks the fault plan what to do with it. Throws when the plan
+    /// says to fail, or when a simulated crash already happened.
+    private func enter(_ kind: SyscallKind, _ path: String, bytes: Int = 0) throws -> Fault? {
+        if faults == nil && recorder == nil { return nil }
+        let seq = sequence.withLock { s -> Int in
+            defer { s += 1 }
+            return s
+        }
+        let event = SyscallEvent(kind: kind, path: path, byteCount: bytes, sequence: seq)
+        recorder?.record(event)
+        guard let faults else { return nil }
+        if faults.hasCrashed {
+            throw LnoteError(.io, "\(kind.rawValue) after a simulated crash", path: path, underlying: "simulated crash")
+        }
+        guard let fault = faults.decide(event) else { return nil }
+        switch fault {
+        case .fail(let e):
+            if e == EINTR { return fault }  // handled by the caller's retry loop
+            throw Syscalls.error(kind.rawValue, path: path, errno: e)
+        case .crash:
+            if kind == .write { return fault }  // writes some bytes first
+            faults.markCrashed()
+            throw LnoteError(.io, "simulated crash before \(kind.rawValue)", path: path, underlying: "simulated crash")
+        case .short:
+            return kind == .write ? fault : nil
+        }
+    }
+
+    static func error(_ what: String, path: String?, errno e: Int32,
+                      file: StaticString = #fileID, line: UInt = #line) -> LnoteError {
+        LnoteError(.io, "\(what) failed", path: path, underlying: describe(errno: e), file: file, line: line)
+    }
+
+    /// `errno 28 (No space left on device)`
+    static func describe(errno e: Int32) -> String {
+        "errno \(e) (\(String(cString: strerror(e))))"
+    }
+
+    /// Runs `body` until it does not fail with EINTR. `body` returns -1 and sets errno on failure.
+    private func retrying<T: BinaryInteger>(_ what: String, _ path: String, injected: Fault? = nil,
+                                            _ body: () -> T) throws -> T {
+        var injectedEINTR: Bool
+        if case .fail(let e)? = injected, e == EINTR { injectedEINTR = true } else { injectedEINTR = false }
+        while true {
+            if injectedEINTR {
+                injectedEINTR = false
+                continue  // behaves as if the call was interrupted once
+            }
+            let r = body()
+            if r != -1 { return r }
+            let e = errno
+            if e == EINTR { continue }
+            if e == EBADF {
+                assertionFailure("EBADF from \(what) on \(path): a file descriptor was used after close")
+            }
+            throw Syscalls.error(what, path: path, errno: e)
+        }
+    }
+
+    // MARK: Files
+
+    /// `open(2)` with `O_CLOEXEC` added.
+    func open(_ path: String, _ flags: Int32, mode: mode_t = 0o644) throws -> FileDescriptor {
+        let f = try enter(.open, path)
+        let fd = try retrying("open", path, injected: f) { Glibc.open(path, flags | O_CLOEXEC, mode) }
+        return FileDescriptor(raw: fd, path: path, io: self)
+    }
+
+    /// Opens a directory read-only (for `fsync` and `flock`).
+    func openDirectory(_ path: String) throws -> FileDescriptor {
+        try open(path, O_RDONLY | O_DIRECTORY)
+    }
+
+    /// Reads from the current position to end of file.
+    func readToEnd(_ fd: FileDescriptor) throws -> [UInt8] {
+        var out: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 64 << 10)
+        while true {
+            _ = try enter(.read, fd.path, bytes: chunk.count)
+            let n = try retrying("read", fd.path) {
+                chunk.withUnsafeMutableBytes { Glibc.read(fd.raw, $0.baseAddress, $0.count) }
+            }
+            if n == 0 { return out }
+            out.append(contentsOf: chunk[0..<n])
+        }
+    }
+
+    /// Reads up to `count` bytes at `offset` (fewer only at end of file).
+    func pread(_ fd: FileDescriptor, count: Int, at offset: UInt64) throws -> [UInt8] {
+        guard count > 0 else { return [] }
+        var out = [UInt8](repeating: 0, count: count)
+        var done = 0
+        while done < count {
+            _ = try enter(.read, fd.path, bytes: count - done)
+            let n = try retrying("pread", fd.path) {
+                out.withUnsafeMutableBytes { raw in
+                    Glibc.pread(fd.raw, raw.baseAddress! + done, count - done, off_t(offset) + off_t(done))
+                }
+            }
+            if n == 0 { break }
+            done += n
+        }
+        out.removeLast(count - done)
+        return out
+    }
+
+    /// Writes all of `bytes` at the current position, looping on short writes.
+    func write(_ fd: FileDescriptor, _ bytes: [UInt8]) throws {
+        try writeLoop(fd, bytes, at: nil)
+    }
+
+    /// Writes all of `bytes` at `offset` (`pwrite(2)`), looping on short writes.
+    func pwrite(_ fd: FileDescriptor, _ bytes: [UInt8], at offset: UInt64) throws {
+        try writeLoop(fd, bytes, at: offset)
+    }
+
+    private func writeLoop(_ fd: FileDescriptor, _ bytes: [UInt8], at offset: UInt64?) throws {
+        var done = 0
+        while done < bytes.count {
+            let fault = try enter(.write, fd.path, bytes: bytes.count - done)
+            var want = bytes.count - done
+            var crashAfter = false
+            switch fault {
+            case .short(let n)?: want = max(0, min(want, n))
+            case .crash(let n)?:
+                want = max(0, min(want, n))
+                crashAfter = true
+            default: break
+            }
+            var n = 0
+            if want > 0 {
+                n = try retrying("write", fd.path, injected: fault) {
+                    bytes.withUnsafeBytes { raw in
+                        if let offset {
+                            Glibc.pwrite(fd.raw, raw.baseAddress! + done, want, off_t(offset) + off_t(done))
+                        } else {
+                            Glibc.write(fd.raw, raw.baseAddress! + done, want)
+                        }
+                    }
+                }
+            }
+            done += n
+            if crashAfter {
+                faults?.markCrashed()
+                throw LnoteError(.io, "simulated crash after \(done) of \(bytes.count) bytes", path: fd.path,
+                                 underlying: "simulated crash")
+            }
+            if n == 0 && want > 0 {
+                // write(2) returning 0 for a non-empty buffer: treat like ENOSPC rather than spin.
+                throw Syscalls.error("write", path: fd.path, errno: ENOSPC)
+            }
+        }
+    }
+
+    func fsync(_ fd: FileDescriptor) throws {
+        let f = try enter(.fsync, fd.path)
+        guard performsSync else { return }
+        _ = try retrying("fsync", fd.path, injected: f) { Glibc.fsync(fd.raw) }
+    }
+
+    func fdatasync(_ fd: FileDescriptor) throws {
+        let f = try enter(.fdatasync, fd.path)
+        guard performsSync else { return }
+        #if os(Linux)
+        _ = try retrying("fdatasync", fd.path, injected: f) { Glibc.fdatasync(fd.raw) }
+        #else
+        _ = try retrying("fsync", fd.path, injected: f) { Glibc.fsync(fd.raw) }
+        #endif
+    }
+
+    func ftruncate(_ fd: FileDescriptor, to length: UInt64) throws {
+        let f = try enter(.ftruncate, fd.path, bytes: Int(clamping: length))
+        _ = try retrying("ftruncate", fd.path, injected: f) { Glibc.ftruncate(fd.raw, off_t(length)) }
+    }
+
+    func fstat(_ fd: FileDescriptor) throws -> FileStat {
+        let f = try enter(.stat, fd.path)
+        var st = StatBuffer()
+        _ = try retrying("fstat", fd.path, injected: f) { Glibc.fstat(fd.raw, &st) }
+        return FileStat(st)
+    }
+
+    /// `stat(2)`; nil when the path does not exist.
+    func stat(_ path: String) throws -> FileStat? {
+        let f = try enter(.stat, path)
+        var st = StatBuffer()
+        do {
+            _ = try retrying("stat", path, injected: f) { sysStat(path, &st) }
+        } catch let e as LnoteError where e.underlying?.hasPrefix("errno \(ENOENT) ") == true
+            || e.underlying?.hasPrefix("errno \(ENOTDIR) ") == true {
+            return nil
+        }
+        return FileStat(st)
+    }
+
+    /// Takes an exclusive, non-blocking `flock` on `fd`. Returns false when another open
+    /// file description holds it.
+    func tryLock(_ fd: FileDescriptor) throws -> Bool {
+        let f = try enter(.flock, fd.path)
+        while true {
+            if case .fail(let e)? = f, e != EINTR { break }
+            if sysFlock(fd.raw, LOCK_EX | LOCK_NB) == 0 { return true }
+            let e = errno
+            if e == EINTR { continue }
+            if e == EWOULDBLOCK { return false }
+            if e == EBADF { assertionFailure("EBADF from flock on \(fd.path)") }
+            throw Syscalls.error("flock", path: fd.path, errno: e)
+        }
+        return false
+    }
+
+    // MARK: Names
+
+    func rename(_ from: String, _ to: String) throws {
+        let f = try enter(.rename, to)
+        _ = try retrying("rename \(from)", to, injected: f) { Glibc.rename(from, to) }
+    }
+
+    /// Removes a file; a missing file is not an error when `missingOK`.
+    func unlink(_ path: String, missingOK: Bool = false) throws {
+        let f = try enter(.unlink, path)
+        do {
+            _ = try retrying("unlink", path, injected: f) { Glibc.unlink(path) }
+        } catch let e as LnoteError where missingOK && e.underlying?.hasPrefix("errno \(ENOENT) ") == true {
+            return
+        }
+    }
+
+    /// Creates a directory; an existing directory is not an error when `existingOK`.
+    func mkdir(_ path: String, mode: mode_t = 0o755, existingOK: Bool = false) throws {
+        let f = try enter(.mkdir, path)
+        do {
+            _ = try retrying("mkdir", path, injected: f) { Glibc.mkdir(path, mode) }
+        } catch let e as LnoteError where existingOK && e.underlying?.hasPrefix("errno \(EEXIST) ") == true {
+            guard let st = try stat(path), st.isDirectory else { throw e }
+        }
+    }
+
+    func rmdir(_ path: String) throws {
+        let f = try enter(.rmdir, path)
+        _ = try retrying("rmdir", path, injected: f) { Glibc.rmdir(path) }
+    }
+
+    /// The names in a directory (without `.` and `..`), sorted bytewise.
+    func listDirectory(_ path: String) throws -> [String] {
+        let f = try enter(.opendir, path)
+        if case .fail(let e)? = f, e != EINTR { throw Syscalls.error("opendir", path: path, errno: e) }
+        var dir: OpaquePointer?
+        while true {
+            dir = Glibc.opendir(path)
+            if dir != nil { break }
+            let e = errno
+            if e == EINTR { continue }
+            throw Syscalls.error("opendir", path: path, errno: e)
+        }
+        defer { Glibc.closedir(dir!) }
+        var names: [String] = []
+        while true {
+            errno = 0
+            guard let entry = Glibc.readdir(dir!) else {
+                let e = errno
+                if e != 0 { throw Syscalls.error("readdir", path: path, errno: e) }
+                break
+            }
+            let name = withUnsafePointer(to: entry.pointee.d_name) { p in
+                p.withMemoryRebound(to: CChar.self, capacity: 256) { String(cString: $0) }
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+    }
+
+    /// The absolute, symlink-free form of an existing path (`realpath(3)`).
+    func realpath(_ path: String) throws -> String {
+        _ = try enter(.stat, path)
+        guard let p = Glibc.realpath(path, nil) else {
+            throw Syscalls.error("realpath", path: path, errno: errno)
+        }
+        defer { free(p) }
+        return String(cString: p)
+    }
+
+    /// Removes a directory tree (used only for temporary package directories).
+    func removeTree(_ path: String) throws {
+        for name in try listDirectory(path) {
+            let child = DurableFile.join(path, name)
+            if let st = try stat(child), st.isDirectory {
+                try removeTree(child)
+            } else {
+                try unlink(child, missingOK: true)
+            }
+        }
+        try rmdir(path)
+    }
+
+    /// Called by `FileDescriptor.close()` only.
+    fileprivate func closeRaw(_ fd: Int32, path: String) throws {
+        // After a simulated crash the "kernel" still closes descriptors.
+        if let faults, faults.hasCrashed {
+            _ = Glibc.close(fd)
+            return
+        }
+        let f: Fault?
+        do { f = try enter(.close, path) } catch {
+            _ = Glibc.close(fd)
+            throw error
+        }
+        if case .fail(let e)? = f, e != EINTR {
+            _ = Glibc.close(fd)
+            throw Syscalls.error("close", path: path, errno: e)
+        }
+        // On Linux the descriptor is released even when close reports EINTR: never retry.
+        if Glibc.close(fd) == -1 {
+            let e = errno
+            if e == EINTR { return }
+            if e == EBADF { assertionFailure("EBADF from close on \(path): closed twice") }
+            throw Syscalls.error("close", path: path, errno: e)
+        }
+    }
+}
+
+/// The calls the seam makes, as seen by recorders and fault plans.
+enum SyscallKind: String, Sendable, CaseIterable {
+    case open, read, write, fsync, fdatasync, ftruncate, stat, flock, rename, unlink, mkdir, rmdir, opendir, close
+
+    /// Calls that change what is on disk.
+    var mutates: Bool {
+        switch self {
+        case .write, .fsync, .fdatasync, .ftruncate, .rename, .unlink, .mkdir, .rmdir: true
+        default: false
+        }
+    }
+}
+
+/// One call through the seam.
+struct SyscallEvent: Sendable, CustomStringConvertible {
+    var kind: SyscallKind
+    /// The file the call is about (the destination for a rename).
+    var path: String
+    /// Bytes requested (reads and writes), the length for `ftruncate`.
+    var byteCount: Int
+    /// 0-based position of the call among all calls through this `Syscalls` value.
+    var sequence: Int
+    var description: String { "#\(sequence) \(kind.rawValue) \(path) \(byteCount)" }
+}
+
+/// What a fault plan does to one call.
+enum Fault: Sendable {
+    /// The call fails with this errno (EINTR: the call is interrupted once, then retried).
+    case fail(errno: Int32)
+    /// A write transfers at most this many bytes (the seam then loops for the rest).
+    case short(Int)
+    /// The process "dies": a write first transfers at most this many bytes; any other call
+    /// is not performed. Every later call through the same seam throws (except `close`, which
+    /// really closes, as the kernel would).
+    case crash(afterBytes: Int)
+}
+
+/// A test-only plan of failures, consulted before each call.
+final class FaultPlan: Sendable {
+    let decide: @Sendable (SyscallEvent) -> Fault?
+    private let crashed = Mutex(false)
+
+    init(_ decide: @escaping @Sendable (SyscallEvent) -> Fault?) {
+        self.decide = decide
+    }
+
+    var hasCrashed: Bool { crashed.withLock { $0 } }
+    fileprivate func markCrashed() { crashed.withLock { $0 = true } }
+
+    /// Fails the `n`th (0-based) call of `kind` whose path contains `pathContains`.
+    static func failing(_ kind: SyscallKind, nth n: Int = 0, pathContains: String = "",
+                        with fault: Fault) -> FaultPlan {
+        let seen = Mutex(0)
+        return FaultPlan { e in
+            guard e.kind == kind, pathContains.isEmpty || e.path.contains(pathContains) else { return nil }
+            let i = seen.withLock { s -> Int in
+                defer { s += 1 }
+                return s
+            }
+            return i == n ? fault : nil
+        }
+    }
+
+    /// Crashes at the `n`th (0-based) call that mutates the disk (write, sync, truncate,
+    /// rename, unlink, mkdir, rmdir); a write first transfers `bytes` bytes.
+    static func crashing(atMutation n: Int, afterBytes bytes: Int = 0) -> FaultPlan {
+        let seen = Mutex(0)
+        return FaultPlan { e in
+            guard e.kind.mutates else { return nil }
+            let i = seen.withLock { s -> Int in
+                defer { s += 1 }
+                return s
+            }
+            return i == n ? .crash(afterBytes: bytes) : nil
+        }
+    }
+}
+
+/// Collects the calls made through a seam (test-only).
+final class SyscallRecorder: Sendable {
+    private let events = Mutex<[SyscallEvent]>([])
+    init() {}
+    func record(_ e: SyscallEvent) { events.withLock { $0.append(e) } }
+    var all: [SyscallEvent] { events.withLock { $0 } }
+    func reset() { events.withLock { $0.removeAll() } }
+    /// Paths opened or read (opendir included), in order.
+    var pathsOpened: [String] { all.filter { $0.kind == .open }.map(\.path) }
+}
+
+typealias StatBuffer = stat
+private func sysStat(_ path: String, _ st: inout StatBuffer) -> Int32 { stat(path, &st) }
+private func sysFlock(_ fd: Int32, _ op: Int32) -> Int32 { flock(fd, op) }
+
+/// What `stat` reports that the store uses.
+struct FileStat: Sendable, Equatable {
+    var size: UInt64
+    var device: UInt64
+    var inode: UInt64
+    var isDirectory: Bool
+    var isRegular: Bool
+    var modifiedSeconds: Int64
+
+    init(_ st: StatBuffer) {
+        size = UInt64(max(0, st.st_size))
+        device = UInt64(st.st_dev)
+        inode = UInt64(st.st_ino)
+        isDirectory = (st.st_mode & S_IFMT) == S_IFDIR
+        isRegular = (st.st_mode & S_IFMT) == S_IFREG
+        modifiedSeconds = Int64(st.st_mtim.tv_sec)
+    }
+}
+
+/// An open file descriptor with exactly one owner, released exactly once.
+///
+/// Call `close()` (which throws: a failed close can mean lost data on some file systems).
+/// If an owner forgets, `deinit` closes the descriptor and, in debug builds, stops with
+/// an assertion naming the file.
+final class FileDescriptor {
+    let path: String
+    private(set) var raw: Int32
+    let io: Syscalls
+
+    fileprivate init(raw: Int32, path: String, io: Syscalls) {
+        self.raw = raw
+        self.path = path
+        self.io = io
+    }
+
+    var isOpen: Bool { raw >= 0 }
+
+    func close() throws {
+        guard raw >= 0 else {
+            throw LnoteError(.invalidState, "file descriptor closed twice", path: path)
+        }
+        let fd = raw
+        raw = -1
+        try io.closeRaw(fd, path: path)
+    }
+
+    deinit {
+        if raw >= 0 {
+            assertionFailure("leaked file descriptor \(raw) for \(path): call close()")
+            _ = Glibc.close(raw)
+        }
+    }
+}

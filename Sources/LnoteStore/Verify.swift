@@ -1,0 +1,269 @@
+import Foundation
+import LnoteModel
+import LnoteReplication
+
+/// One thing `verify` found.
+public struct VerifyProblem: Sendable, Hashable, CustomStringConvertible {
+    public enum Kind: String, Sendable, CaseIterable {
+        /// A file that does not decode (JSON, snapshot, log header).
+        case undecodable
+        /// A log frame that fails its length or CRC check, followed by valid frames.
+        case corruptFrame
+        /// Bytes after the last valid frame of a log (an interrupted append; repaired on open).
+        case tornTail
+        /// A valid frame whose operation does not decode, or belongs to the other kind of log.
+        case malformedOperation
+        /// A required file is missing (document.json and document.log both, or the manifest).
+        case missingFile
+        /// An image element or add operation names an asset that is not in assets/.
+        case missingAsset
+        /// An asset file whose bytes do not hash to its name.
+        case assetMismatch
+        /// An asset no page references (removed when the document is closed).
+        case orphanAsset
+        /// A file in pages/ for a page the document does not have.
+        case orphanPageFile
+        /// A temporary file left by an interrupted write (removed on open).
+        case temporaryFile
+        /// A damaged file preserved by recovery (`.corrupt-<n>`): information for a person.
+        case quarantinedFile
+        /// manifest.json was derived from another document.json (rebuilt by reconcile/open).
+        case staleManifest
+        /// A snapshot covers a log offset past the log's end or names another incarnation.
+        case snapshotMismatch
+        /// A file the format does not define.
+        case unknownFile
+    }
+
+    public var kind: Kind
+    public var path: String
+    public var offset: Int?
+    public var index: Int?
+    public var message: String
+
+    public init(_ kind: Kind, _ path: String, _ message: String, offset: Int? = nil, index: Int? = nil) {
+        self.kind = kind
+        self.path = path
+        self.message = message
+        self.offset = offset
+        self.index = index
+    }
+
+    public var description: String {
+        var s = "\(kind.rawValue): \(path)"
+        if let offset { s += " at offset \(offset)" }
+        if let index { s += " (frame \(index))" }
+        if !message.isEmpty { s += ": \(message)" }
+        return s
+    }
+}
+
+/// What `verify` checked and found.
+public struct VerifyReport: Sendable {
+    public var problems: [VerifyProblem] = []
+    public var documents = 0
+    public var files = 0
+    public var isClean: Bool { problems.isEmpty }
+    public func problems(_ kind: VerifyProblem.Kind) -> [VerifyProblem] { problems.filter { $0.kind == kind } }
+}
+
+/// Checks a notebook folder without changing it ([PKG-70]): every file decodes (manifests,
+/// document.json, snapshots, logs frame by frame), references resolve (assets of image
+/// elements and add operations exist and match their hash), nothing is orphaned (assets,
+/// page files, temporary files) and manifests are derived from the document.json on disk.
+public enum Verify {
+    public static func run(folder: String) throws -> VerifyReport {
+        try run(folder: folder, io: .live)
+    }
+
+    static func run(folder: String, io: Syscalls) throws -> VerifyReport {
+        var report = VerifyReport()
+        guard let st = try io.stat(folder), st.isDirectory else {
+            throw LnoteError(.notFound, "no notebook folder", path: folder)
+        }
+        let meta = DurableFile.join(folder, ".lnote")
+        if try io.stat(meta) != nil {
+            for name in try io.listDirectory(meta) where DurableFile.isTemporaryName(name) {
+                report.problems.append(.init(.temporaryFile, DurableFile.join(meta, name), "left by an interrupted write"))
+            }
+            let rp = DurableFile.join(meta, "replica.json")
+            if let bytes = try DurableFile.readIfExists(rp, io: io) {
+                report.files += 1
+                do { _ = try StoreJSON.decode(Notebook.ReplicaFile.self, bytes, path: rp) } catch let e as LnoteError {
+                    report.problems.append(.init(.undecodable, rp, e.message))
+                }
+            }
+        }
+        for name in try io.listDirectory(folder) {
+            let p = DurableFile.join(folder, name)
+            if DurableFile.isTemporaryName(name) {
+                report.problems.append(.init(.temporaryFile, p, "left by an interrupted write"))
+            } else if let id = PackagePaths.documentID(fromName: name) {
+                report.documents += 1
+                try checkPackage(PackagePaths(folder: folder, id: id), io: io, into: &report)
+            }
+        }
+        return report
+    }
+
+    static func checkPackage(_ paths: PackagePaths, io: Syscalls, into report: inout VerifyReport) throws {
+        var pageIDs = Set<PageID>()
+        var docCoverage: (offset: UInt64, incarnation: UInt64)?
+        let docBytes = try DurableFile.readIfExists(paths.document, io: io)
+        if let docBytes {
+            report.files += 1
+            do {
+                let (f, s, _) = try DocumentFile.decode(docBytes, path: paths.document)
+                pageIDs.formUnion(s.pages.map(\.id))
+                docCoverage = (f.log.offset, f.incarnation)
+                if s.id != paths.id { report.problems.append(.init(.undecodable, paths.document, "names document \(s.id)")) }
+            } catch let e as LnoteError {
+                report.problems.append(.init(.undecodable, paths.document, e.message))
+            }
+        }
+        // Manifest.
+        if let m = try DurableFile.readIfExists(paths.manifest, io: io) {
+            report.files += 1
+            do {
+                let manifest = try ManifestFile.decode(m, path: paths.manifest)
+                if manifest.id != paths.id.description {
+                    report.problems.append(.init(.undecodable, paths.manifest, "names document \(manifest.id)"))
+                } else if let docBytes, manifest.source != ManifestFile.fingerprint(docBytes) {
+                    report.problems.append(.init(.staleManifest, paths.manifest, "derived from another document.json"))
+                }
+            } catch let e as LnoteError {
+                report.problems.append(.init(.undecodable, paths.manifest, e.message))
+            }
+        } else {
+            report.problems.append(.init(.missingFile, paths.manifest, "no manifest (rebuilt by reconcile or open)"))
+        }
+        // Document log.
+        var referenced = Set<AssetID>()
+        if let log = try DurableFile.readIfExists(paths.documentLog, io: io) {
+            report.files += 1
+            let ops = checkLog(log, path: paths.documentLog, kind: .document, owner: paths.id.uuid, coverage: docCoverage,
+                               into: &report)
+            for op in ops { if case .addPage(let p, _, _) = op.body { pageIDs.insert(p) } }
+        } else if docBytes == nil {
+            report.problems.append(.init(.missingFile, paths.root, "neither document.json nor document.log"))
+        }
+        // Pages.
+        if try io.stat(paths.pages) != nil {
+            for name in try io.listDirectory(paths.pages) {
+                let p = DurableFile.join(paths.pages, name)
+                if DurableFile.isTemporaryName(name) {
+                    report.problems.append(.init(.temporaryFile, p, "left by an interrupted write"))
+                    continue
+                }
+                if name.contains(".corrupt-") {
+                    report.problems.append(.init(.quarantinedFile, p, "damaged copy kept by recovery"))
+                    continue
+                }
+                let isContent = name.hasSuffix(".content"), isLog = name.hasSuffix(".log")
+                guard isContent || isLog, let pid = PageID(String(name.dropLast(isContent ? 8 : 4))) else {
+                    report.problems.append(.init(.unknownFile, p, "not a page file"))
+                    continue
+                }
+                if !pageIDs.contains(pid) {
+                    report.problems.append(.init(.orphanPageFile, p, "page \(pid) is not in the document"))
+                }
+                report.files += 1
+                let bytes = try DurableFile.read(p, io: io)
+                if isContent {
+                    do {
+                        let s = try PageSnapshot.decode(bytes, path: p)
+                        if s.state.page != pid { report.problems.append(.init(.undecodable, p, "names page \(s.state.page)")) }
+                        referenced.formUnion(s.state.elements.compactMap(\.content.image?.asset))
+                        if let logBytes = try DurableFile.readIfExists(paths.log(pid), io: io),
+                           let h = try? LogHeader.decode(logBytes),
+                           h.incarnation != s.logIncarnation || s.coveredLogOffset > UInt64(logBytes.count) {
+                            report.problems.append(.init(.snapshotMismatch, p, "covers offset \(s.coveredLogOffset) of another log incarnation or past its end (the page is rebuilt from its whole log)"))
+                        }
+                    } catch let e as LnoteError {
+                        report.problems.append(.init(.undecodable, p, e.message, offset: e.offset))
+                    }
+                } else {
+                    let ops = checkLog(bytes, path: p, kind: .page, owner: pid.uuid, coverage: nil, into: &report)
+                    for op in ops { if case .add(.image(let i), _) = op.body { referenced.insert(i.asset) } }
+                }
+            }
+        }
+        // Assets.
+        var present = Set<AssetID>()
+        if try io.stat(paths.assets) != nil {
+            for name in try io.listDirectory(paths.assets) {
+                let p = DurableFile.join(paths.assets, name)
+                if DurableFile.isTemporaryName(name) {
+                    report.problems.append(.init(.temporaryFile, p, "left by an interrupted write"))
+                    continue
+                }
+                guard let a = AssetID(hex: name) else {
+                    report.problems.append(.init(.unknownFile, p, "not a content address"))
+                    continue
+                }
+                report.files += 1
+                present.insert(a)
+                if AssetID.of(try DurableFile.read(p, io: io)) != a {
+                    report.problems.append(.init(.assetMismatch, p, "bytes do not hash to the file name"))
+                }
+                if !referenced.contains(a) {
+                    report.problems.append(.init(.orphanAsset, p, "no page references it"))
+                }
+            }
+        }
+        for a in referenced.subtracting(present).sorted() {
+            report.problems.append(.init(.missingAsset, paths.asset(a), "referenced by an image but not stored"))
+        }
+        if try io.stat(paths.thumbnails) != nil {
+            for name in try io.listDirectory(paths.thumbnails) where DurableFile.isTemporaryName(name) {
+                report.problems.append(.init(.temporaryFile, DurableFile.join(paths.thumbnails, name), "left by an interrupted write"))
+            }
+        }
+        for name in try io.listDirectory(paths.root) where DurableFile.isTemporaryName(name) {
+            report.problems.append(.init(.temporaryFile, DurableFile.join(paths.root, name), "left by an interrupted write"))
+        }
+    }
+
+    /// Checks a log file frame by frame; returns its decodable operations.
+    static func checkLog(_ bytes: [UInt8], path: String, kind: LogKind, owner: UUID,
+                         coverage: (offset: UInt64, incarnation: UInt64)?, into report: inout VerifyReport) -> [Op] {
+        let header: LogHeader
+        do {
+            header = try LogHeader.decode(bytes, path: path)
+        } catch let e as LnoteError {
+            report.problems.append(.init(.undecodable, path, "log header: \(e.message)", offset: e.offset))
+            return []
+        } catch {
+            return []
+        }
+        if header.kind != kind || header.owner != owner {
+            report.problems.append(.init(.undecodable, path, "log header names \(header.kind) \(header.owner.uuidString)", offset: 10))
+        }
+        if let c = coverage, c.incarnation != header.incarnation || c.offset > UInt64(bytes.count) {
+            report.problems.append(.init(.snapshotMismatch, path, "document.json covers offset \(c.offset) of another incarnation or past the end"))
+        }
+        let scan = LogScanner.scan(Array(bytes[LogHeader.size...]), base: UInt64(LogHeader.size))
+        for d in scan.damage {
+            report.problems.append(.init(.corruptFrame, path, d.reason, offset: Int(d.range.lowerBound), index: d.frameIndex))
+        }
+        if let t = scan.tornTail {
+            report.problems.append(.init(scan.tailIsCompleteBadFrame ? .corruptFrame : .tornTail, path,
+                                         "\(t.upperBound - t.lowerBound) bytes after the last valid frame",
+                                         offset: Int(t.lowerBound), index: scan.frames.count))
+        }
+        var ops: [Op] = []
+        for (i, f) in scan.frames.enumerated() {
+            do {
+                let op = try OperationCodec.decode(f.frame, base: Int(f.offset) + Frame.headerSize + 1, path: path)
+                if op.body.isPageOperation != (kind == .page) {
+                    report.problems.append(.init(.malformedOperation, path, "\(op.body.name) in a \(kind) log", offset: Int(f.offset), index: i))
+                } else {
+                    ops.append(op)
+                }
+            } catch let e as LnoteError {
+                report.problems.append(.init(.malformedOperation, path, e.message, offset: Int(f.offset), index: i))
+            } catch {}
+        }
+        return ops
+    }
+}

@@ -1,0 +1,66 @@
+import Foundation
+import Testing
+import LnoteModel
+import LnoteReplication
+@testable import LnoteStore
+
+@Suite("Documents: editing, reopening, snapshots, manifests")
+struct DocumentTests {
+    @Test("edits survive close and reopen; page content is the same")
+    func roundTrip() async throws {
+        let dir = try TempDir("doc")
+        defer { dir.remove() }
+        let nb = try await openNotebook(dir.path)
+        let d = try await nb.createDocument(title: "Notes")
+        let p0 = try #require(await d.pageList.first?.id)
+        let a = try await d.addStroke(stroke(4), to: p0)
+        let b = try await d.addStroke(stroke(6, x: 100), to: p0)
+        try await d.eraseRange(b, [PointRange(1, 3)], on: p0)
+        try await d.move([a], dx: 5, dy: -5, on: p0)
+        let p1 = try await d.addPage()
+        _ = try await d.addStrokes([stroke(3), stroke(2)], to: p1)
+        try await d.setTitle("Renamed")
+        try await d.erase([a], on: p0)
+        let before0 = try await d.pageState(p0)
+        let before1 = try await d.pageState(p1)
+        try await nb.close()
+
+        let nb2 = try await openNotebook(dir.path)
+        let list = try await nb2.list()
+        #expect(list.count == 1 && list[0].title == "Renamed" && list[0].pageCount == 2 && list[0].elementCount == 3)
+        let d2 = try await nb2.openDocument(d.id)
+        #expect(try await d2.pageState(p0) == before0)
+        #expect(try await d2.pageState(p1) == before1)
+        #expect(await d2.pageList.map(\.id) == [p0, p1])
+        #expect(await d2.recoveryReports.isEmpty)
+        try await nb2.close()
+    }
+
+    @Test("[PKG-41] a page reopens from its snapshot plus the log tail; compaction never rewrites the log")
+    func compactionKeepsLog() async throws {
+        let dir = try TempDir("doc")
+        defer { dir.remove() }
+        let nb = try await openNotebook(dir.path, options: testOptions { $0.compactAfterFrames = 5 })
+        let d = try await nb.createDocument(title: "C")
+        let p = try #require(await d.pageList.first?.id)
+        var ids: [ElementID] = []
+        for i in 0..<12 { ids.append(try await d.addStroke(stroke(3, x: Int32(i)), to: p)) }
+        let paths = d.paths
+        let logBefore = fileBytes(paths.log(p))!
+        let snap = try PageSnapshot.decode(fileBytes(paths.content(p))!, path: nil)
+        // Two compactions happened (after 5 and 10 frames); the snapshot covers 10 frames.
+        #expect(snap.state.elements.count == 10)
+        #expect(snap.coveredLogOffset < UInt64(logBefore.count))
+        let state = try await d.pageState(p)
+        try await nb.close()
+        // The log was only appended to: its first bytes are those of every earlier version.
+        let logAfter = fileBytes(paths.log(p))!
+        #expect(Array(logAfter.prefix(logBefore.count)) == logBefore)
+        let nb2 = try await openNotebook(dir.path)
+        let d2 = try await nb2.openDocument(d.id)
+        #expect(try await d2.pageState(p) == state)
+        let all = try await d2.operations(page: p, notCoveredBy: VectorClock())
+        #expect(all.count == 12, "old operations stay in the log for peers")
+        try await nb2.close()
+    }
+}
