@@ -243,14 +243,7 @@ public enum PageSnapshot {
 }
 
 extension ElementRecord {
-    /// The total order snapshots store elements in: `zLess` (z key, then the `OpRef` that
-    /// set it), then element id. It refines `zLess` only for elements whose z keys were set
-    /// by one operation to equal values (a reorder that gave two elements the same key),
-    /// which `zLess` alone leaves unordered.
-    public static func canonicalLess(_ l: ElementRecord, _ r: ElementRecord) -> Bool {
-        if l.z.value != r.z.value { return l.z.value < r.z.value }
-        let lz = l.zRef, rz = r.zRef
-        if lz != rz { return lz < rz }
-        return l.id < r.id
-    }
+    /// The total order snapshots store elements in; the same as `zLess` (z key, the `OpRef`
+    /// that set it, then element id), kept as a name for the snapshot code.
+    public static func canonicalLess(_ l: ElementRecord, _ r: ElementRecord) -> Bool { zLess(l, r) }
 }

@@ -67,8 +67,13 @@ public struct ElementRecord: Hashable, Sendable {
         return false
     }
 
+    /// Bottom-to-top order: z key, then the `OpRef` that set it, then element id (one
+    /// reorder may give several elements the same key; the id makes the order total).
     public static func zLess(_ l: ElementRecord, _ r: ElementRecord) -> Bool {
-        l.z.value != r.z.value ? l.z.value < r.z.value : l.zRef < r.zRef
+        if l.z.value != r.z.value { return l.z.value < r.z.value }
+        let lz = l.zRef, rz = r.zRef
+        if lz != rz { return lz < rz }
+        return l.id < r.id
     }
 }
 

@@ -118,6 +118,17 @@ public final class MemoryNode: ScenarioNode, SyncableNotebook {
         return nil
     }
 
+    /// Adds an image element (its asset must already be stored with `writeAsset`).
+    public func addImage(_ image: ImageElement, page: PageID, wallTime: Int64) throws {
+        try state.withLock { s in
+            guard s.assets[image.asset] != nil else { throw LnoteError(.notFound, "asset \(image.asset) not stored") }
+            var r = s.pages[page] ?? PageReplica(page: page)
+            let op = try r.add(.image(image), by: replica, wallTime: wallTime)
+            s.pages[page] = r
+            s.pageLogs[page, default: []].append(op)
+        }
+    }
+
     public func heldOps() async throws -> [LoggedOp] {
         state.withLock { s in
             s.docLog.map { LoggedOp(.document, $0) }

@@ -1,0 +1,188 @@
+import Foundation
+import Dispatch
+import Synchronization
+import LnoteModel
+import LnoteSync
+
+/// Whether a request's token opens a notebook ([SYNC-25]).
+public enum SyncAccess: Sendable, Equatable {
+    case granted
+    /// Missing or unknown token: 401.
+    case unauthorized
+    /// A valid token of another notebook: 403.
+    case forbidden
+}
+
+/// Maps the HTTP binding of the sync protocol ([SYNC-20]..[SYNC-24]) onto `SyncEndpoint`s:
+/// routing, auth, id validation, version negotiation, limits and JSON errors.
+///
+/// libmicrohttpd calls `handle` on its own threads; the endpoint's async work runs on
+/// Swift's executor while that thread waits, so no cooperative thread ever blocks.
+public struct SyncHTTPService: Sendable {
+    public typealias Authorizer = @Sendable (_ token: String?, _ notebook: UUID) -> SyncAccess
+    public typealias Resolver = @Sendable (_ notebook: UUID) async throws -> (any SyncEndpoint)?
+
+    /// "peer" or "relay", reported by `GET /v1/hello`.
+    public let kind: String
+    public let authorize: Authorizer
+    public let endpoint: Resolver
+    public let maxBodyBytes: Int
+
+    public init(kind: String, maxBodyBytes: Int = SyncCodec.maxBodySize, authorize: @escaping Authorizer,
+                endpoint: @escaping Resolver) {
+        self.kind = kind
+        self.authorize = authorize
+        self.endpoint = endpoint
+        self.maxBodyBytes = maxBodyBytes
+    }
+
+    static func json(_ status: Int, _ object: Any) -> HTTPServerResponse {
+        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
+        return HTTPServerResponse(status: status, headers: ["Content-Type": "application/json"], body: [UInt8](data))
+    }
+
+    static func error(_ status: Int, _ code: String, _ message: String) -> HTTPServerResponse {
+        json(status, ["error": code, "message": message])
+    }
+
+    /// The status and error code for a failure ([SYNC-22]).
+    static func response(for e: LnoteError) -> HTTPServerResponse {
+        switch e.code {
+        case .truncated, .corrupt, .invalidArgument, .ambiguous: return error(400, "bad_request", e.description)
+        case .unauthorized: return error(401, "unauthorized", e.message)
+        case .notFound: return error(404, "not_found", e.message)
+        case .invalidState, .alreadyExists: return error(409, "conflict", e.message)
+        case .limitExceeded: return error(413, "too_large", e.message)
+        case .unsupportedVersion, .protocolMismatch:
+            return json(426, ["error": "unsupported_version", "message": e.message, "versions": [Int(SyncCodec.version)]])
+        case .io, .database, .network: return error(500, "server_error", e.description)
+        }
+    }
+
+    /// Runs async work to completion from a libmicrohttpd thread.
+    static func blocking<T: Sendable>(_ work: @escaping @Sendable () async throws -> T) throws -> T {
+        let result = Mutex<Result<T, any Error>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        Task.detached {
+            let r: Result<T, any Error>
+            do { r = .success(try await work()) } catch { r = .failure(error) }
+            result.withLock { $0 = r }
+            done.signal()
+        }
+        done.wait()
+        return try result.withLock { $0! }.get()
+    }
+
+    static func bearer(_ headers: HTTPHeaders) -> String? {
+        guard let v = headers["Authorization"] else { return nil }
+        let parts = v.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
+        return String(parts[1]).trimmingCharacters(in: .whitespaces)
+    }
+
+    /// A UUID in canonical text form, or nil ([SYNC-23]: no separators, no `..`).
+    static func uuid(_ s: Substring) -> UUID? {
+        guard s.count == 36, s.allSatisfy({ $0.isHexDigit || $0 == "-" }) else { return nil }
+        return UUID(uuidString: String(s))
+    }
+
+    public func handle(_ request: HTTPServerRequest) -> HTTPServerResponse {
+        let parts = request.path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
+        let segments = Array(parts)
+        if segments == ["v1", "hello"], request.method == "GET" {
+            return Self.json(200, ["protocol": [Int(SyncCodec.version)], "server": "lnote", "kind": kind])
+        }
+        guard segments.count >= 4, segments[0] == "v1", segments[1] == "notebooks" else {
+            return Self.error(404, "not_found", "no such resource: \(request.path)")
+        }
+        guard let notebook = Self.uuid(segments[2]) else {
+            return Self.error(400, "bad_request", "notebook id must be a UUID")
+        }
+        if let v = request.headers["Lnote-Protocol"], v != String(SyncCodec.version) {
+            return Self.json(426, ["error": "unsupported_version", "message": "protocol \(v) is not spoken here",
+                                   "versions": [Int(SyncCodec.version)]])
+        }
+        switch authorize(Self.bearer(request.headers), notebook) {
+        case .granted: break
+        case .unauthorized: return Self.error(401, "unauthorized", "missing or wrong token")
+        case .forbidden: return Self.error(403, "forbidden", "this token does not open notebook \(notebook)")
+        }
+        guard request.body.count <= maxBodyBytes else {
+            return Self.error(413, "too_large", "request body of \(request.body.count) bytes exceeds \(maxBodyBytes)")
+        }
+        let rest = Array(segments[3...])
+        do {
+            return try Self.blocking { [self] in
+                guard let ep = try await endpoint(notebook) else {
+                    return Self.error(404, "not_found", "no notebook \(notebook)")
+                }
+                return try await route(ep, rest, request)
+            }
+        } catch let e as LnoteError {
+            return Self.response(for: e)
+        } catch {
+            return Self.error(500, "server_error", "\(error)")
+        }
+    }
+
+    private func route(_ ep: any SyncEndpoint, _ rest: [Substring], _ r: HTTPServerRequest) async throws -> HTTPServerResponse {
+        switch (r.method, rest.count) {
+        case ("POST", 1) where rest[0] == "sync":
+            let q = try SyncCodec.decodeRequest(r.body, path: "request body")
+            let answer = try await ep.sync(q)
+            return .bytes(200, SyncCodec.encode(answer))
+        case (_, 4) where rest[0] == "documents" && rest[2] == "assets",
+             (_, 5) where rest[0] == "documents" && rest[2] == "assets":
+            guard let doc = Self.uuid(rest[1]).map(DocumentID.init) else {
+                throw LnoteError(.invalidArgument, "document id must be a UUID")
+            }
+            if rest.count == 4, rest[3] == "missing", r.method == "POST" {
+                guard let list = try? JSONSerialization.jsonObject(with: Data(r.body)) as? [String] else {
+                    throw LnoteError(.invalidArgument, "expected a JSON array of asset ids")
+                }
+                let ids = try list.map { s -> AssetID in
+                    guard let id = AssetID(hex: s) else { throw LnoteError(.invalidArgument, "bad asset id \"\(s)\"") }
+                    return id
+                }
+                return Self.json(200, try await ep.missingAssets(ids, document: doc).map(\.description))
+            }
+            guard rest.count == 4, let asset = AssetID(hex: String(rest[3])) else {
+                throw LnoteError(.invalidArgument, "asset id must be 64 lowercase hex digits")
+            }
+            switch r.method {
+            case "PUT":
+                try await ep.putAsset(r.body, id: asset, document: doc)
+                return HTTPServerResponse(status: 204)
+            case "GET":
+                return .bytes(200, try await ep.getAsset(asset, document: doc))
+            default:
+                return Self.error(405, "method_not_allowed", "\(r.method) is not allowed here")
+            }
+        default:
+            return Self.error(404, "not_found", "no such resource: \(r.path)")
+        }
+    }
+}
+
+/// A token compared in constant time against a stored SHA-256 digest ([SYNC-25]).
+public struct TokenDigest: Sendable, Hashable {
+    public let digest: [UInt8]
+    public init(token: String) { digest = SHA256.hash(Array(token.utf8)) }
+    public init(digest: [UInt8]) { self.digest = digest }
+
+    /// True when `token` hashes to this digest; the comparison time does not depend on
+    /// where the digests differ.
+    public func matches(_ token: String) -> Bool {
+        let other = SHA256.hash(Array(token.utf8))
+        guard other.count == digest.count else { return false }
+        var diff: UInt8 = 0
+        for i in 0..<digest.count { diff |= digest[i] ^ other[i] }
+        return diff == 0
+    }
+
+    /// 32 random bytes as 64 lowercase hex digits.
+    public static func newToken() -> String {
+        var g = SystemRandomNumberGenerator()
+        return hexString((0..<32).map { _ in UInt8.random(in: 0...255, using: &g) })
+    }
+}

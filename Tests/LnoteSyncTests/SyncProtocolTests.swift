@@ -1,0 +1,193 @@
+import Foundation
+import Synchronization
+import Testing
+import LnoteModel
+import LnoteReplication
+@testable import LnoteSync
+@testable import LnoteScenario
+
+/// A remote that runs the endpoint but can fail on the way back, as a cut connection does
+/// after the server has already stored the push.
+final class FlakyRemote: SyncRemote {
+    let inner: LocalRemote
+    let failNextAnswer = Mutex(false)
+    init(_ inner: LocalRemote) { self.inner = inner }
+    var key: String { inner.key }
+    var traffic: (sent: Int, received: Int) { (0, 0) }
+    func sync(_ request: SyncRequest) async throws -> SyncResponse {
+        let answer = try await inner.sync(request)
+        if failNextAnswer.withLock({ let f = $0; $0 = false; return f }) {
+            throw LnoteError(.network, "connection reset (simulated) after the server answered")
+        }
+        return answer
+    }
+    func missingAssets(_ ids: [AssetID], document: DocumentID) async throws -> [AssetID] { try await inner.missingAssets(ids, document: document) }
+    func putAsset(_ bytes: [UInt8], id: AssetID, document: DocumentID) async throws { try await inner.putAsset(bytes, id: id, document: document) }
+    func getAsset(_ id: AssetID, document: DocumentID) async throws -> [UInt8] { try await inner.getAsset(id, document: document) }
+}
+
+@Suite struct SyncProtocolTests {
+    let doc = DocumentID(UUID(uuidString: "5CE4A210-0000-4000-8000-000000000001")!)
+    let page = PageID(UUID(uuidString: "5CE4A210-0000-4000-8000-000000000100")!)
+
+    func nodes(_ n: Int) async throws -> [MemoryNode] {
+        let t = MemoryTransport()
+        var out: [MemoryNode] = []
+        for i in 0..<n { out.append(try await t.makeNode(replica: ReplicaID(UInt64(i + 1)), label: "\(i)", document: doc) as! MemoryNode) }
+        _ = try await out[0].perform(.createDocument(title: "t"), wallTime: 1)
+        _ = try await out[0].perform(.addPage(page, after: nil), wallTime: 2)
+        return out
+    }
+
+    func stroke(_ k: Int) -> Stroke {
+        Stroke(points: (0..<8).map { StrokePoint(x: Int32(k * 100 + $0), y: Int32($0 * 3), t: UInt32($0 * 4)) })
+    }
+
+    /// [SYNC-4] [SYNC-5] First contact takes two exchanges, the steady state one, and the
+    /// steady state carries only the missing operations.
+    @Test func firstContactThenSteadyState() async throws {
+        let n = try await nodes(2)
+        let server = NotebookEndpoint(notebook: n[1])
+        let remote = LocalRemote(key: "r", endpoint: server)
+        let first = try await SyncSession(notebook: n[0], remote: remote).run()
+        #expect(first.roundTrips == 2)
+        #expect(first.opsAccepted == 2)
+        _ = try await n[0].perform(.add(page, stroke(1), below: nil, above: nil), wallTime: 3)
+        let second = try await SyncSession(notebook: n[0], remote: remote).run()
+        #expect(second.roundTrips == 1)
+        #expect(second.opsSent == 1)
+        #expect(second.opsReceived == 0)
+        _ = try await n[1].perform(.add(page, stroke(2), below: nil, above: nil), wallTime: 4)
+        let third = try await SyncSession(notebook: n[0], remote: remote).run()
+        #expect(third.roundTrips == 1)
+        #expect(third.opsSent == 0)
+        #expect(third.opsReceived == 1)
+        let a = try await n[0].view(), b = try await n[1].view()
+        #expect(a == b)
+    }
+
+    /// [SYNC-6] A server that lost its cursors (new epoch) asks for clocks; sync still converges.
+    @Test func restartedServerResynchronizes() async throws {
+        let n = try await nodes(2)
+        _ = try await SyncSession(notebook: n[0], remote: LocalRemote(key: "r", endpoint: NotebookEndpoint(notebook: n[1]))).run()
+        _ = try await n[0].perform(.add(page, stroke(1), below: nil, above: nil), wallTime: 3)
+        _ = try await n[1].perform(.add(page, stroke(2), below: nil, above: nil), wallTime: 3)
+        let restarted = LocalRemote(key: "r", endpoint: NotebookEndpoint(notebook: n[1]))
+        let report = try await SyncSession(notebook: n[0], remote: restarted).run()
+        #expect(report.roundTrips == 3)  // steady attempt (resync), clocks, push
+        #expect(try await n[0].view() == n[1].view())
+    }
+
+    /// [SYNC-7] A sync cut after the server stored the push is completed by the next one,
+    /// and nothing is stored twice.
+    @Test func interruptedSyncCompletesNextTime() async throws {
+        let n = try await nodes(2)
+        let flaky = FlakyRemote(LocalRemote(key: "r", endpoint: NotebookEndpoint(notebook: n[1])))
+        _ = try await SyncSession(notebook: n[0], remote: flaky).run()
+        for k in 0..<5 { _ = try await n[0].perform(.add(page, stroke(k), below: nil, above: nil), wallTime: 10 + Int64(k)) }
+        _ = try await n[1].perform(.add(page, stroke(9), below: nil, above: nil), wallTime: 20)
+        flaky.failNextAnswer.withLock { $0 = true }
+        await #expect(throws: LnoteError.self) { try await SyncSession(notebook: n[0], remote: flaky).run() }
+        let again = try await SyncSession(notebook: n[0], remote: flaky).run()
+        #expect(again.opsAccepted == 0)  // the server already had them
+        #expect(try await n[0].view() == n[1].view())
+        #expect(try await n[1].heldOps().count == n[0].heldOps().count)
+    }
+
+    @Test func remoteStateRoundTripsAndDamageMeansStartOver() {
+        var s = RemoteState(epoch: 7, cursor: 99)
+        s.learn([OpID(replica: ReplicaID(1), counter: 1), OpID(replica: ReplicaID(1), counter: 2)], in: LogRef(document: doc, page: page))
+        #expect(RemoteState.decode(s.encoded()) == s)
+        var bytes = s.encoded()
+        for i in bytes.indices {
+            bytes[i] ^= 0x40
+            #expect(RemoteState.decode(bytes) == RemoteState(), "byte \(i)")
+            bytes[i] ^= 0x40
+        }
+    }
+
+    /// [SYNC-3] Knowledge advances only over contiguous counters.
+    @Test func learnedClocksStayContiguous() {
+        var s = RemoteState()
+        let log = LogRef(document: doc)
+        let r = ReplicaID(3)
+        s.learn([1, 2, 4, 5].map { OpID(replica: r, counter: $0) }, in: log)
+        #expect(s.known[log]![r] == 2)
+        s.learn([OpID(replica: r, counter: 3)], in: log)
+        #expect(s.known[log]![r] == 3)  // 4 and 5 were not remembered as held
+    }
+
+    /// [SYNC-30] Bodies: round trips; every cut and every flipped bit is rejected or
+    /// decodes to a body that re-encodes identically (no silent misreading).
+    @Test func bodiesRejectDamage() throws {
+        let ops = (1...3).map { k in
+            Op(id: OpID(replica: ReplicaID(5), counter: UInt64(k)), lamport: UInt64(k), context: VectorClock([(ReplicaID(5), UInt64(k - 1))]),
+               wallTime: 1, body: .add(.stroke(stroke(k)), z: ZKey(layer: Int64(k))))
+        }
+        let log = LogRef(document: doc, page: page)
+        let q = SyncRequest(replica: ReplicaID(5), epoch: 9, cursor: 3, have: [LogClock(log: log, clock: VectorClock([(ReplicaID(5), UInt64(2))]))],
+                            push: [LogBatch(log: log, ops: ops)])
+        let r = SyncResponse(epoch: 9, cursor: 4, accepted: 3, pull: [LogBatch(log: LogRef(document: doc), ops: [])],
+                             clocks: [LogClock(log: log, clock: VectorClock())], resync: true)
+        let qb = SyncCodec.encode(q), rb = SyncCodec.encode(r)
+        #expect(try SyncCodec.decodeRequest(qb) == q)
+        #expect(try SyncCodec.decodeResponse(rb) == r)
+        for cut in 0..<qb.count {
+            #expect(throws: LnoteError.self) { try SyncCodec.decodeRequest(Array(qb[..<cut])) }
+        }
+        for cut in 0..<rb.count {
+            #expect(throws: LnoteError.self) { try SyncCodec.decodeResponse(Array(rb[..<cut])) }
+        }
+        for bit in 0..<(qb.count * 8) {
+            var d = qb
+            d[bit / 8] ^= UInt8(1 << (bit % 8))
+            if let decoded = try? SyncCodec.decodeRequest(d) {
+                #expect(SyncCodec.encode(decoded) == d, "bit \(bit) decoded to a different body")
+            }
+        }
+        #expect(throws: LnoteError(.unsupportedVersion)) {
+            var v = qb
+            v[4] = 2
+            _ = try SyncCodec.decodeRequest(v)
+        }
+    }
+
+    /// [SYNC-8] Assets go up before the operations that reference them and come down
+    /// before the pulled operations are stored.
+    @Test func assetsTravelBeforeReferences() async throws {
+        let n = try await nodes(2)
+        let remote = LocalRemote(key: "r", endpoint: NotebookEndpoint(notebook: n[1]))
+        _ = try await SyncSession(notebook: n[0], remote: remote).run()
+        let bytes = Array("pretend this is a JPEG".utf8)
+        let asset = try await n[0].writeAsset(bytes, document: doc)
+        let img = ImageElement(asset: asset, frame: QRect(x: 0, y: 0, width: 100, height: 100))
+        // Add the image through the page replica the node holds.
+        _ = try await n[0].perform(.add(page, stroke(1), below: nil, above: nil), wallTime: 5)
+        try await n[0].addImage(img, page: page, wallTime: 6)
+        let report = try await SyncSession(notebook: n[0], remote: remote).run()
+        #expect(report.assetsSent == 1)
+        #expect(try await n[1].hasAsset(asset, document: doc))
+        // And down to a third replica that never saw it.
+        let n2 = try await MemoryTransport().makeNode(replica: ReplicaID(9), label: "c", document: doc) as! MemoryNode
+        let down = try await SyncSession(notebook: n2, remote: LocalRemote(key: "s", endpoint: NotebookEndpoint(notebook: n[1]))).run()
+        #expect(down.assetsReceived == 1)
+        #expect(try await n2.readAsset(asset, document: doc) == bytes)
+        #expect(try await n2.view() == n[1].view())
+    }
+
+    /// The endpoint refuses a push whose image asset was never uploaded, and stores nothing.
+    @Test func pushReferencingMissingAssetIsRefused() async throws {
+        let n = try await nodes(2)
+        let endpoint = NotebookEndpoint(notebook: n[1])
+        let asset = try await n[0].writeAsset([1, 2, 3], document: doc)  // held here, never uploaded
+        let img = ImageElement(asset: asset, frame: QRect(x: 0, y: 0, width: 1, height: 1))
+        try await n[0].addImage(img, page: page, wallTime: 6)
+        let frames = try await n[0].frames(in: LogRef(document: doc, page: page), notCoveredBy: VectorClock())
+        let before = try await n[1].heldOps().count
+        await #expect(throws: LnoteError(.invalidState)) {
+            _ = try await endpoint.sync(SyncRequest(replica: ReplicaID(1), epoch: 0, cursor: 0,
+                                                    push: [LogBatch(log: LogRef(document: doc, page: page), frames: frames)]))
+        }
+        #expect(try await n[1].heldOps().count == before)
+    }
+}
