@@ -124,26 +124,42 @@ extension RelayStore {
         var top: UInt64
     }
 
-    /// Counters start at 1 and are unique per (log, replica), so in counter order the n-th
-    /// counter equals n exactly on the gap-free prefix: the head is the greatest counter
-    /// equal to its row number.
+    /// Counters are at least 1 and unique per (log, replica), so a group whose greatest
+    /// counter equals its count has no gap: its head is that counter. Only a group with a
+    /// gap (rare: a client pushed an operation it held without its predecessors) is walked
+    /// in counter order up to its first gap. Both queries read only the UNIQUE index.
     func replicaHeads(_ nb: Int64) throws -> [ReplicaHead] {
         let rows = try db.query("""
-            SELECT document, page, replica,
-                   max(CASE WHEN counter = rn THEN counter ELSE 0 END), max(counter)
-            FROM (SELECT document, page, replica, counter,
-                         row_number() OVER (PARTITION BY document, page, replica ORDER BY counter) AS rn
-                  FROM ops WHERE nb = ?1)
+            SELECT document, page, replica, count(*), max(counter) FROM ops WHERE nb = ?1
             GROUP BY document, page, replica
             """, [.integer(nb)])
-        return try rows.map { r in
-            guard let d = r[0].bytes, let p = r[1].bytes, let rep = r[2].int64, let head = r[3].int64,
+        var heads: [ReplicaHead] = []
+        heads.reserveCapacity(rows.count)
+        var walk: SQLiteDatabase.Statement?
+        defer { walk?.finalize() }
+        for r in rows {
+            guard let d = r[0].bytes, let p = r[1].bytes, let rep = r[2].int64, let count = r[3].int64,
                   let top = r[4].int64 else {
                 throw LnoteError(.corrupt, "malformed operation row in the relay store", path: path)
             }
-            return ReplicaHead(log: try Self.logRef(document: r[0], page: r[1], path: path), document: d, page: p,
-                               replica: rep, head: UInt64(head), top: UInt64(top))
+            var head = UInt64(top)
+            if count != top {
+                if walk == nil {
+                    walk = try db.prepare("""
+                        SELECT counter FROM ops WHERE nb = ?1 AND document = ?2 AND page = ?3 AND replica = ?4
+                        ORDER BY counter
+                        """)
+                }
+                let q = walk!
+                try q.reset()
+                try q.bind([.integer(nb), .blob(d), .blob(p), .integer(rep)])
+                head = 0
+                while try q.step(), try q.int64(at: 0) == Int64(head) + 1 { head += 1 }
+            }
+            heads.append(ReplicaHead(log: try Self.logRef(document: r[0], page: r[1], path: path), document: d, page: p,
+                                     replica: rep, head: head, top: UInt64(top)))
         }
+        return heads
     }
 
     static func clocks(from heads: [ReplicaHead]) -> [LogClock] {
