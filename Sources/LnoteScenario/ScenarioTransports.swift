@@ -2,12 +2,13 @@ import LnoteModel
 
 /// The transports a scenario can run through, by name.
 public enum ScenarioTransports {
-    public static let names = ["memory", "folder"]
+    public static let names = ["memory", "folder", "http"]
 
     public static func make(_ name: String) throws -> any ScenarioTransport {
         switch name {
         case "memory": return MemoryTransport()
         case "folder": return try FolderTransport()
+        case "http": return try HTTPTransport()
         default:
             throw LnoteError(.invalidArgument, "unknown transport \"\(name)\" (have: \(names.joined(separator: ", ")))")
         }

@@ -149,6 +149,24 @@ public struct SyncHTTPService: Sendable {
             default:
                 return Self.error(405, "method_not_allowed", "\(r.method) is not allowed here")
             }
+        case ("GET", 1) where rest[0] == "checkpoints":
+            guard let relay = ep as? RelayEndpoint else { return Self.error(404, "not_found", "this server keeps no checkpoints") }
+            return .bytes(200, Checkpoint.encodeList(try await relay.checkpoints()))
+        case ("PUT", 4) where rest[0] == "documents" && rest[2] == "checkpoints":
+            guard let relay = ep as? RelayEndpoint else { return Self.error(404, "not_found", "this server keeps no checkpoints") }
+            guard let doc = Self.uuid(rest[1]).map(DocumentID.init) else {
+                throw LnoteError(.invalidArgument, "document id must be a UUID")
+            }
+            let checkpoint = try Checkpoint.decode(r.body, path: "request body")
+            // The path names the log: the document's own id for its document log, else a page id.
+            let page: PageID? = rest[3] == rest[1] ? nil : try Self.uuid(rest[3]).map(PageID.init) ?? {
+                throw LnoteError(.invalidArgument, "log id must be a UUID")
+            }()
+            guard checkpoint.log == LogRef(document: doc, page: page) else {
+                throw LnoteError(.invalidArgument, "checkpoint body is for log \(checkpoint.log), the path names another")
+            }
+            try await relay.putCheckpoint(checkpoint)
+            return HTTPServerResponse(status: 204)
         default:
             return Self.error(404, "not_found", "no such resource: \(r.path)")
         }
