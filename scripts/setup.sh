@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what lnote needs on a Debian machine (apt packages when missing) and builds it.
-#   scripts/setup.sh              install, build (release) and run the demo
+#   scripts/setup.sh              install, build (release) and run the two-machine demo
 #   scripts/setup.sh --deps-only  install the system packages only
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,4 +20,7 @@ fi
 [ "${1:-}" = "--deps-only" ] && exit 0
 
 swift build -c release --product lnote
-exec "$(swift build -c release --show-bin-path)/lnote" demo
+swift build -c release --product two-machines
+bin="$(swift build -c release --show-bin-path)"
+echo "setup: built $bin/lnote; running the two-machine sync demo" >&2
+exec "$bin/two-machines" "$@"

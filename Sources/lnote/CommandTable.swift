@@ -1,6 +1,6 @@
 /// Every command, in the order `lnote --help` lists them.
 enum CommandTable {
     static var all: [Command] {
-        [replay]
+        [sync, serve, relay, relayNotebookCreate, relayNotebookList, relayTokenCreate, relayTokenList, relayTokenRevoke, replay]
     }
 }

@@ -1,0 +1,133 @@
+import Foundation
+import Synchronization
+import LnoteModel
+import LnoteStore
+import LnoteSync
+
+extension CommandTable {
+    static let sync = Command(
+        name: "sync",
+        synopsis: "lnote sync FOLDER REMOTE [--token T] [--ca-file PEM] [--watch [--interval SECONDS]]",
+        summary: "Sync a notebook folder with a server (http/https URL) or another folder",
+        details: """
+        REMOTE is a notebook URL printed by `lnote serve` or `lnote relay notebook create`
+        (http(s)://HOST:PORT/v1/notebooks/UUID), or the path of another notebook folder (a
+        mounted drive: no server involved). The token comes from --token or $LNOTE_TOKEN.
+        Only the operations the other side lacks cross; assets travel before the operations
+        that reference them. A sync interrupted at any point is completed by the next one.
+        --watch keeps syncing when the folder changes and every --interval seconds (default
+        30), backing off while the remote is unreachable; stop it with Ctrl-C.
+        """,
+        options: ["token", "ca-file", "interval"],
+        flags: ["watch", "quiet"],
+        run: { args, console in
+            try args.expect(2, "FOLDER REMOTE")
+            let folder = args.positionals[0], remoteSpec = args.positionals[1]
+            let token = args.option("token") ?? ProcessInfo.processInfo.environment["LNOTE_TOKEN"]
+            let quiet = args.flag("quiet")
+            let once: @Sendable () async throws -> SyncReport = {
+                try await SyncRunner.syncOnce(folder: folder, remote: remoteSpec, token: token,
+                                              caFile: args.option("ca-file"), console: console, quiet: quiet)
+            }
+            guard args.flag("watch") else {
+                let report = try await once()
+                if !quiet { console.out(SyncRunner.describe(report, remote: remoteSpec)) }
+                return Exit.ok
+            }
+            let interval = try args.double("interval") ?? 30
+            guard interval > 0 else { throw Arguments.UsageError(message: "--interval must be positive") }
+            let watcher = SyncWatcher(interval: .milliseconds(Int64(interval * 1000)),
+                                      fingerprint: { SyncWatcher.folderFingerprint(folder) }, sync: once)
+            let task = Task {
+                await watcher.run { event in
+                    switch event {
+                    case .synced(let r):
+                        if !quiet || r.opsApplied + r.opsAccepted > 0 { console.out(SyncRunner.describe(r, remote: remoteSpec)) }
+                    case .failed(let e, let wait):
+                        console.err("lnote sync: \(e.description); retrying in \(wait)")
+                    }
+                }
+            }
+            let signal = await Signals.wait()
+            task.cancel()
+            _ = await task.value
+            console.err("lnote sync: stopped (\(signal == SIGINT ? "SIGINT" : "SIGTERM"))")
+            return Exit.ok
+        })
+}
+
+/// One sync of a folder with a URL or another folder, opening both only for the sync
+/// (so other lnote commands can use the folder in between watch rounds).
+enum SyncRunner {
+    static func isURL(_ s: String) -> Bool { s.hasPrefix("http://") || s.hasPrefix("https://") }
+
+    static func syncOnce(folder: String, remote spec: String, token: String?, caFile: String?,
+                         console: Console, quiet: Bool) async throws -> SyncReport {
+        let notebook = try await Notebook.open(at: folder)
+        do {
+            let report: SyncReport
+            let progress: @Sendable (SyncProgress) -> Void = { p in
+                guard !quiet else { return }
+                if p.phase == .done { console.endProgress(); return }
+                console.progress("sync: \(p.phase.rawValue) — ops ↑\(p.opsSent) ↓\(p.opsReceived), bytes ↑\(p.bytesSent) ↓\(p.bytesReceived)")
+            }
+            if isURL(spec) {
+                guard let token, !token.isEmpty else {
+                    throw CLIError("a token is needed for \(spec): pass --token or set LNOTE_TOKEN", code: Exit.usage)
+                }
+                var options = HTTPRemote.Options(token: token, caFile: caFile)
+                options.retry.maxAttempts = 3
+                let remote = try HTTPRemote(url: spec, options: options)
+                defer { try? remote.close() }
+                report = try await SyncSession(notebook: notebook, remote: remote).run(progress: progress)
+            } else {
+                let other = try await Notebook.open(at: spec)
+                do {
+                    let remote = LocalRemote(key: other.path, endpoint: NotebookEndpoint(notebook: other))
+                    report = try await SyncSession(notebook: notebook, remote: remote).run(progress: progress)
+                    try await other.close()
+                } catch {
+                    try? await other.close()
+                    throw error
+                }
+            }
+            try await notebook.close()
+            return report
+        } catch {
+            try? await notebook.close()
+            throw error
+        }
+    }
+
+    static func describe(_ r: SyncReport, remote: String) -> String {
+        var s = "synced with \(remote): sent \(r.opsSent) ops (\(r.opsAccepted) new there), "
+        s += "received \(r.opsReceived) ops (\(r.opsApplied) new here)"
+        if r.assetsSent + r.assetsReceived > 0 { s += ", assets ↑\(r.assetsSent) ↓\(r.assetsReceived)" }
+        if r.bytesSent + r.bytesReceived > 0 { s += ", \(r.bytesSent) bytes ↑ \(r.bytesReceived) bytes ↓" }
+        s += ", \(r.roundTrips) round trip\(r.roundTrips == 1 ? "" : "s")"
+        return s
+    }
+}
+
+/// Waits for SIGINT or SIGTERM (servers and watchers stop cleanly on either).
+enum Signals {
+    nonisolated(unsafe) private static var sources: [any DispatchSourceSignal] = []
+
+    static func wait() async -> Int32 {
+        await withCheckedContinuation { (cont: CheckedContinuation<Int32, Never>) in
+            let fired = Mutex(false)
+            let queue = DispatchQueue(label: "lnote.signals")
+            queue.sync {
+                for sig in [SIGINT, SIGTERM] {
+                    signal(sig, SIG_IGN)
+                    let s = DispatchSource.makeSignalSource(signal: sig, queue: queue)
+                    s.setEventHandler {
+                        if fired.withLock({ let first = !$0; $0 = true; return first }) { cont.resume(returning: sig) }
+                    }
+                    s.resume()
+                    sources.append(s)
+                }
+            }
+        }
+    }
+}
