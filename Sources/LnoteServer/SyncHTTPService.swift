@@ -80,6 +80,10 @@ public struct SyncHTTPService: Sendable {
     public func handle(_ request: HTTPServerRequest) -> HTTPServerResponse {
         let parts = request.path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
         let segments = Array(parts)
+        // [SYNC-23] Nothing that could name another path reaches routing or storage.
+        if segments.contains(where: { $0 == ".." || $0 == "." || $0.contains("\\") || $0.contains("\0") }) {
+            return Self.error(400, "bad_request", "path segments . and .. are not allowed")
+        }
         if segments == ["v1", "hello"], request.method == "GET" {
             return Self.json(200, ["protocol": [Int(SyncCodec.version)], "server": "lnote", "kind": kind])
         }

@@ -1,0 +1,64 @@
+import Foundation
+import Testing
+import LnoteModel
+import LnoteStore
+import LnoteSync
+import LnoteServer
+
+/// [SYNC-7] Processes killed in the middle of a sync: the next sync converges.
+@Suite struct KilledSyncTests {
+    /// `lnote sync` is SIGKILLed at random instants; a final sync completes, and a fresh
+    /// replica synced from the relay holds exactly the same notebook.
+    @Test func clientKilledMidSync() async throws {
+        let dir = try TempDir()
+        let relay = try LocalRelay(dir: dir)
+        defer { relay.close() }
+        _ = try await Fixture.notebook(at: dir.sub("A"), strokes: 400, pages: 4)
+        let seed = UInt64.random(in: 1...1_000_000)
+        var rng = TestRNG(seed: seed)
+        for round in 0..<6 {
+            let (p, _) = try CLI.start(["sync", dir.sub("A"), relay.url, "--quiet"], environment: ["LNOTE_TOKEN": relay.token])
+            try await Task.sleep(for: .milliseconds(Int.random(in: 0...250, using: &rng)))
+            await CLI.killAndReap(p)
+            _ = round
+        }
+        try await Fixture.sync(dir.sub("A"), relay.url, token: relay.token)
+        try await Fixture.sync(dir.sub("B"), relay.url, token: relay.token)
+        let a = try await Fixture.canonical(dir.sub("A")), b = try await Fixture.canonical(dir.sub("B"))
+        #expect(a == b, "seed \(seed)")
+        let verify = try await Notebook.open(at: dir.sub("A"), options: Fixture.quiet)
+        #expect(try await verify.verify().isClean, "seed \(seed)")
+        try await verify.close()
+    }
+
+    /// The relay (`lnote relay`) is SIGKILLed while a client syncs; restarted on the same
+    /// database, the next sync completes and everyone converges.
+    @Test func serverKilledMidSync() async throws {
+        let dir = try TempDir()
+        let db = dir.sub("relay.sqlite")
+        let store = try RelayStore(path: db)
+        let notebook = try store.createNotebook()
+        let token = try store.createToken(notebook: notebook, label: "t")
+        try store.close()
+        _ = try await Fixture.notebook(at: dir.sub("A"), strokes: 400, pages: 4)
+        let seed = UInt64.random(in: 1...1_000_000)
+        var rng = TestRNG(seed: seed)
+        func startRelay() throws -> (Process, String) {
+            let (p, out) = try CLI.start(["relay", "--db", db])
+            guard let base = CLI.readLine(out, prefix: "url: ") else { throw LnoteError(.network, "relay did not start") }
+            return (p, "\(base)/v1/notebooks/\(notebook.uuid.uuidString)")
+        }
+        for _ in 0..<4 {
+            let (server, url) = try startRelay()
+            async let attempt: SyncReport? = try? Fixture.sync(dir.sub("A"), url, token: token)
+            try await Task.sleep(for: .milliseconds(Int.random(in: 0...200, using: &rng)))
+            await CLI.killAndReap(server)
+            _ = await attempt
+        }
+        let (server, url) = try startRelay()
+        try await Fixture.sync(dir.sub("A"), url, token: token)
+        try await Fixture.sync(dir.sub("B"), url, token: token)
+        await CLI.killAndReap(server, SIGTERM)
+        #expect(try await Fixture.canonical(dir.sub("A")) == Fixture.canonical(dir.sub("B")), "seed \(seed)")
+    }
+}

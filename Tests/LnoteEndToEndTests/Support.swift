@@ -1,0 +1,163 @@
+import Foundation
+import Testing
+import LnoteModel
+import LnoteReplication
+import LnoteStore
+import LnoteSync
+import LnoteServer
+
+/// A temporary directory removed when the test ends.
+final class TempDir: @unchecked Sendable {
+    let url: URL
+    var path: String { url.path }
+    init() throws {
+        url = FileManager.default.temporaryDirectory.appendingPathComponent("lnote-e2e-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    }
+    func sub(_ name: String) -> String { url.appendingPathComponent(name).path }
+    deinit { try? FileManager.default.removeItem(at: url) }
+}
+
+enum Fixture {
+    static var quiet: StoreOptions {
+        var o = StoreOptions()
+        o.autosave = false
+        return o
+    }
+
+    /// A folder with one document of `strokes` generated strokes on `pages` pages.
+    static func notebook(at path: String, strokes: Int, pages: Int = 1, seed: UInt64 = 7) async throws -> DocumentID {
+        let nb = try await Notebook.open(at: path, create: true, options: quiet)
+        let d = try await nb.createDocument(title: "fixture")
+        var gen = HandwritingGenerator(seed: seed)
+        var ids = [await d.pageList[0].id]
+        for _ in 1..<max(1, pages) { ids.append(try await d.addPage()) }
+        for (i, p) in ids.enumerated() {
+            _ = try await d.addStrokes(gen.strokes(strokes / ids.count + (i == 0 ? strokes % ids.count : 0)), to: p)
+        }
+        let id = d.id
+        try await nb.close()
+        return id
+    }
+
+    /// The canonical JSON of every document of a folder (what converged replicas share).
+    static func canonical(_ path: String) async throws -> String {
+        let nb = try await Notebook.open(at: path, options: quiet)
+        var out = ""
+        for id in try await nb.documentIDs() {
+            let d = try await nb.openDocument(id)
+            let state = await d.state
+            var pages: [PageID: PageState] = [:]
+            for p in state.pages { pages[p.id] = try await d.pageState(p.id) }
+            out += state.canonicalJSON(pages: pages, style: .compact) + "\n"
+        }
+        try await nb.close()
+        return out
+    }
+
+    /// Syncs a folder with a URL in-process.
+    @discardableResult
+    static func sync(_ path: String, _ url: String, token: String, caFile: String? = nil) async throws -> SyncReport {
+        let nb = try await Notebook.open(at: path, create: true, options: quiet)
+        do {
+            let remote = try HTTPRemote(url: url, options: .init(token: token, caFile: caFile))
+            defer { try? remote.close() }
+            let r = try await SyncSession(notebook: nb, remote: remote).run()
+            try await nb.close()
+            return r
+        } catch {
+            try? await nb.close()
+            throw error
+        }
+    }
+}
+
+/// A relay in this process on 127.0.0.1 with one notebook and its token.
+final class LocalRelay: @unchecked Sendable {
+    let store: RelayStore
+    let server: RelayServer
+    let notebook: NotebookID
+    let token: String
+    var url: String { server.url(notebook: notebook) }
+
+    init(dir: TempDir, configuration: HTTPServer.Configuration = .init()) throws {
+        store = try RelayStore(path: dir.sub("relay.sqlite"))
+        notebook = try store.createNotebook()
+        token = try store.createToken(notebook: notebook, label: "test")
+        server = try RelayServer(store: store, configuration: configuration)
+    }
+
+    func close() {
+        try? server.close()
+        try? store.close()
+    }
+}
+
+/// The built `lnote` binary, run as a user would.
+enum CLI {
+    static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    static var binary: URL {
+        var dir = Bundle.main.bundleURL
+        for _ in 0..<4 {
+            let c = dir.appendingPathComponent("lnote")
+            if FileManager.default.isExecutableFile(atPath: c.path) { return c }
+            dir = dir.deletingLastPathComponent()
+        }
+        return packageRoot.appendingPathComponent(".build/debug/lnote")
+    }
+
+    /// Starts `lnote ARGS`; stdout is readable line by line through the returned pipe.
+    static func start(_ args: [String], environment: [String: String] = [:]) throws -> (Process, Pipe) {
+        let p = Process()
+        p.executableURL = binary
+        p.arguments = args
+        var env = ProcessInfo.processInfo.environment
+        for (k, v) in environment { env[k] = v }
+        p.environment = env
+        let out = Pipe()
+        p.standardOutput = out
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        return (p, out)
+    }
+
+    /// Kills a child and reaps it without `Process.waitUntilExit`, which can miss the exit
+    /// of a child killed right after it started on Linux and then spin forever.
+    static func killAndReap(_ p: Process, _ sig: Int32 = SIGKILL) async {
+        let pid = p.processIdentifier
+        kill(pid, sig)
+        for _ in 0..<1000 {
+            var status: Int32 = 0
+            let r = waitpid(pid, &status, WNOHANG)
+            if r == pid || (r == -1 && errno == ECHILD) { return }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
+    /// Reads stdout until a line starting with `prefix` (or EOF).
+    static func readLine(_ pipe: Pipe, prefix: String) -> String? {
+        var buffer = Data()
+        let h = pipe.fileHandleForReading
+        while true {
+            let chunk = h.availableData
+            if chunk.isEmpty { return nil }
+            buffer.append(chunk)
+            let text = String(decoding: buffer, as: UTF8.self)
+            for line in text.split(separator: "\n") where line.hasPrefix(prefix) {
+                return String(line.dropFirst(prefix.count)).trimmingCharacters(in: .whitespaces)
+            }
+        }
+    }
+}
+
+/// Seeded randomness whose seed goes into failure messages.
+struct TestRNG: RandomNumberGenerator {
+    var g: SplitMix64
+    let seed: UInt64
+    init(seed: UInt64) {
+        self.seed = seed
+        g = SplitMix64(seed: seed)
+    }
+    mutating func next() -> UInt64 { g.next() }
+}
