@@ -244,10 +244,23 @@ public actor Notebook {
         if !wasOpen { try await d.close() }
     }
 
-    /// Checks the folder ([PKG-70]); see `Verify`.
-    public func verify() throws -> VerifyReport {
+    /// Checks the folder ([PKG-70]); see `Verify`. With `removeTemporaryFiles`, temporary
+    /// files left by interrupted writes in documents that are not open are removed first
+    /// (safe: this notebook holds the folder lock) and listed in `removedTemporaryFiles`.
+    public func verify(removeTemporaryFiles: Bool = false) throws -> VerifyReport {
         try checkOpen()
-        return try Verify.run(folder: path, io: io)
+        var removed: [String] = []
+        if removeTemporaryFiles {
+            for docID in try io.listDirectory(path).compactMap(PackagePaths.documentID(fromName:)) where documents[docID] == nil {
+                let p = PackagePaths(folder: path, id: docID)
+                for dir in [p.root, p.pages, p.assets, p.thumbnails] where try io.stat(dir)?.isDirectory == true {
+                    removed += try DurableFile.removeTemporaryFiles(in: dir, io: io).map { DurableFile.join(dir, $0) }
+                }
+            }
+        }
+        var report = try Verify.run(folder: path, io: io)
+        report.removedTemporaryFiles = removed
+        return report
     }
 
     /// Closes every open document and releases the folder lock.
