@@ -143,6 +143,16 @@ public actor Notebook {
     /// unreadable are listed with that status (`reconcile` rebuilds them). Newest first.
     public func list(includeDeleted: Bool = false) throws -> [DocumentSummary] {
         try checkOpen()
+        return try Notebook.list(folder: path, includeDeleted: includeDeleted, io: io)
+    }
+
+    /// `list` without opening the notebook (no lock: it only reads manifests), for tools
+    /// that run while an app has the folder open.
+    public static func list(at path: String, includeDeleted: Bool = false) throws -> [DocumentSummary] {
+        try list(folder: path, includeDeleted: includeDeleted, io: .live)
+    }
+
+    static func list(folder path: String, includeDeleted: Bool, io: Syscalls) throws -> [DocumentSummary] {
         var out: [DocumentSummary] = []
         for name in try io.listDirectory(path) {
             guard let docID = PackagePaths.documentID(fromName: name) else { continue }
