@@ -253,7 +253,7 @@ extension Document {
         _ = try await commitDocument(.setCanvas(pid, canvas))
     }
 
-    private func position(_ placement: PagePlacement, moving: PageID? = nil) throws -> ZKey {
+    func position(_ placement: PagePlacement, moving: PageID? = nil) throws -> ZKey {
         switch placement {
         case .first: return try doc.position(after: nil)
         case .last:

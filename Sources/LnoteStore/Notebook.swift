@@ -55,7 +55,8 @@ public actor Notebook {
             }
             try DurableFile.removeTemporaryFiles(in: meta, io: io)
             try Notebook.removeTemporaries(in: abs, io: io)
-            let identity = try Notebook.identity(folder: abs, meta: meta, machineIDPath: machineIDPath, io: io)
+            let identity = try Notebook.identity(folder: abs, meta: meta, machineIDPath: machineIDPath,
+                                                 newReplica: options.newReplicaID, io: io)
             self.replica = identity.replica
             self.replicaChange = identity.change
             self.previousReplicas = identity.previous
@@ -108,8 +109,8 @@ public actor Notebook {
 
     /// Reads `.lnote/replica.json`, minting a replica id when there is none or when the
     /// folder is not where (or on the machine) it was ([PKG-60]).
-    static func identity(folder: String, meta: String, machineIDPath: String, io: Syscalls) throws
-        -> (replica: ReplicaID, change: ReplicaChange?, previous: [ReplicaID]) {
+    static func identity(folder: String, meta: String, machineIDPath: String, newReplica: ReplicaID? = nil,
+                         io: Syscalls) throws -> (replica: ReplicaID, change: ReplicaChange?, previous: [ReplicaID]) {
         let file = DurableFile.join(meta, "replica.json")
         let here = try fingerprint(folder: folder, machineIDPath: machineIDPath, io: io)
         if let bytes = try DurableFile.readIfExists(file, io: io) {
@@ -130,7 +131,7 @@ public actor Notebook {
             try DurableFile.replace(file, with: try StoreJSON.encode(out), io: io)
             return (fresh, ReplicaChange(old: id, new: fresh, reason: reasons.joined(separator: "; ")), all)
         }
-        let fresh = ReplicaID.random()
+        let fresh = newReplica ?? ReplicaID.random()
         let out = ReplicaFile(format: 1, replica: fresh.description, fingerprint: here, previous: [])
         try DurableFile.replace(file, with: try StoreJSON.encode(out), io: io)
         return (fresh, nil, [])
