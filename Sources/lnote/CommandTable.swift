@@ -1,6 +1,10 @@
 /// Every command, in the order `lnote --help` lists them.
 enum CommandTable {
     static var all: [Command] {
-        [replay]
+        [initCommand, new, ls, show, title, rm, restore,
+         pageAdd, pageRemove, pageRestore, pageMove,
+         importStrokes, addImage, erase, eraseRange, move, front, back,
+         log, conflicts, compact, verify,
+         demo, replay]
     }
 }
