@@ -24,8 +24,10 @@ struct LnoteCLI {
     static func run(_ args: [String]) async -> Int32 {
         let console = Console()
         if args.isEmpty || args == ["--help"] || args == ["-h"] || args == ["help"] {
+            // Asked for: stdout, exit 0. Nothing given: a usage error (stderr, exit 2).
+            if args.isEmpty { console.err(usage()); return Exit.usage }
             console.out(usage())
-            return args.isEmpty ? Exit.usage : Exit.ok
+            return Exit.ok
         }
         if args == ["--version"] {
             console.out("lnote \(LnoteVersion.string)")

@@ -50,6 +50,7 @@ func withDocument<T>(_ nb: Notebook, _ name: String, console: Console,
     do {
         result = try await body(d)
     } catch {
+        for r in await d.recoveryReports { console.err("lnote: recovered: \(r)") }
         try? await d.close()
         throw error
     }
