@@ -39,7 +39,7 @@ let package = Package(
         .target(name: "LnoteSQLite", dependencies: ["LnoteModel", "CLnoteSQLite"]),
         .target(name: "LnoteSync", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "CLnoteCurl"]),
         .target(name: "LnoteServer", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteSQLite", "CLnoteMicroHTTPD"]),
-        .target(name: "LnoteScenario", dependencies: ["LnoteModel", "LnoteReplication", "LnoteSync"]),
+        .target(name: "LnoteScenario", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer"]),
         .executableTarget(name: "lnote", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer", "LnoteSQLite", "LnoteScenario"]),
         // A writer that the store's crash tests kill with SIGKILL.
         .executableTarget(name: "lnote-crashtest", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore"]),
@@ -48,12 +48,13 @@ let package = Package(
         .testTarget(name: "LnoteModelTests", dependencies: ["LnoteModel"], exclude: ["Fixtures"]),
         .testTarget(name: "LnoteReplicationTests", dependencies: ["LnoteModel", "LnoteReplication"]),
         .testTarget(name: "LnoteStoreTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore"]),
-        .testTarget(name: "LnoteScenarioTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteSync", "LnoteScenario"]),
+        .testTarget(name: "LnoteScenarioTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer", "LnoteScenario"]),
         .testTarget(name: "LnoteSyncTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteSync", "LnoteScenario"]),
         .testTarget(name: "LnoteSQLiteTests", dependencies: ["LnoteModel", "LnoteSQLite"]),
         .testTarget(name: "LnoteHTTPTests", dependencies: ["LnoteModel", "LnoteSync", "LnoteServer"]),
         // Runs the built `lnote` binary as a subprocess (listing it here makes `swift test` build it).
         .testTarget(name: "LnoteCLITests", dependencies: ["lnote", "LnoteModel", "LnoteReplication", "LnoteStore"]),
+        .testTarget(name: "LnoteRelayTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteSync", "LnoteServer", "LnoteSQLite"]),
     ],
     swiftLanguageModes: [.v6]
 )

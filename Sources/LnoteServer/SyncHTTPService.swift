@@ -4,22 +4,13 @@ import Synchronization
 import LnoteModel
 import LnoteSync
 
-/// Whether a request's token opens a notebook ([SYNC-25]).
-public enum SyncAccess: Sendable, Equatable {
-    case granted
-    /// Missing or unknown token: 401.
-    case unauthorized
-    /// A valid token of another notebook: 403.
-    case forbidden
-}
-
 /// Maps the HTTP binding of the sync protocol ([SYNC-20]..[SYNC-24]) onto `SyncEndpoint`s:
 /// routing, auth, id validation, version negotiation, limits and JSON errors.
 ///
 /// libmicrohttpd calls `handle` on its own threads; the endpoint's async work runs on
 /// Swift's executor while that thread waits, so no cooperative thread ever blocks.
 public struct SyncHTTPService: Sendable {
-    public typealias Authorizer = @Sendable (_ token: String?, _ notebook: UUID) -> SyncAccess
+    public typealias Authorizer = @Sendable (_ token: String?, _ notebook: UUID) -> AuthResult
     public typealias Resolver = @Sendable (_ notebook: UUID) async throws -> (any SyncEndpoint)?
 
     /// "peer" or "relay", reported by `GET /v1/hello`.
@@ -103,7 +94,7 @@ public struct SyncHTTPService: Sendable {
                                    "versions": [Int(SyncCodec.version)]])
         }
         switch authorize(Self.bearer(request.headers), notebook) {
-        case .granted: break
+        case .ok: break
         case .unauthorized: return Self.error(401, "unauthorized", "missing or wrong token")
         case .forbidden: return Self.error(403, "forbidden", "this token does not open notebook \(notebook)")
         }
@@ -164,25 +155,13 @@ public struct SyncHTTPService: Sendable {
     }
 }
 
-/// A token compared in constant time against a stored SHA-256 digest ([SYNC-25]).
+/// One bearer token held as its SHA-256 digest ([SYNC-25]): what `lnote serve` checks.
 public struct TokenDigest: Sendable, Hashable {
     public let digest: [UInt8]
-    public init(token: String) { digest = SHA256.hash(Array(token.utf8)) }
-    public init(digest: [UInt8]) { self.digest = digest }
+    public init(token: String) { digest = RelayToken.digest(token) }
 
-    /// True when `token` hashes to this digest; the comparison time does not depend on
-    /// where the digests differ.
+    /// True when `token` hashes to this digest, compared in constant time.
     public func matches(_ token: String) -> Bool {
-        let other = SHA256.hash(Array(token.utf8))
-        guard other.count == digest.count else { return false }
-        var diff: UInt8 = 0
-        for i in 0..<digest.count { diff |= digest[i] ^ other[i] }
-        return diff == 0
-    }
-
-    /// 32 random bytes as 64 lowercase hex digits.
-    public static func newToken() -> String {
-        var g = SystemRandomNumberGenerator()
-        return hexString((0..<32).map { _ in UInt8.random(in: 0...255, using: &g) })
+        RelayToken.constantTimeEqual(digest, RelayToken.digest(token))
     }
 }

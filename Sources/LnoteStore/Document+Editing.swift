@@ -203,6 +203,9 @@ extension Document {
         for w in waiters { w.resume() }
     }
 
+    /// Appends waiting for a group commit (tests).
+    var syncWaiterCount: Int { syncWaiters.values.reduce(0) { $0 + $1.count } }
+
     func failWaiters(_ key: LogKey, _ error: Error) {
         syncTimers.removeValue(forKey: key)?.cancel()
         for w in syncWaiters.removeValue(forKey: key) ?? [] { w.resume(throwing: error) }
@@ -250,7 +253,7 @@ extension Document {
         _ = try await commitDocument(.setCanvas(pid, canvas))
     }
 
-    private func position(_ placement: PagePlacement, moving: PageID? = nil) throws -> ZKey {
+    func position(_ placement: PagePlacement, moving: PageID? = nil) throws -> ZKey {
         switch placement {
         case .first: return try doc.position(after: nil)
         case .last:

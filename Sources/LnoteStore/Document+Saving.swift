@@ -112,7 +112,8 @@ extension Document {
     public func closePage(_ pid: PageID) async throws {
         try checkUsable()
         guard let lp = pages[pid] else { return }
-        if lp.dirty { try snapshot(lp) }
+        if lp.dirty { try snapshot(lp) } else { try syncNow(.page(pid), lp.log) }
+        refreshStats(lp)
         pages[pid] = nil
         try lp.log.close()
     }

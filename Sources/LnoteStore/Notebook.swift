@@ -55,7 +55,8 @@ public actor Notebook {
             }
             try DurableFile.removeTemporaryFiles(in: meta, io: io)
             try Notebook.removeTemporaries(in: abs, io: io)
-            let identity = try Notebook.identity(folder: abs, meta: meta, machineIDPath: machineIDPath, io: io)
+            let identity = try Notebook.identity(folder: abs, meta: meta, machineIDPath: machineIDPath,
+                                                 newReplica: options.newReplicaID, io: io)
             self.replica = identity.replica
             self.replicaChange = identity.change
             self.previousReplicas = identity.previous
@@ -108,8 +109,8 @@ public actor Notebook {
 
     /// Reads `.lnote/replica.json`, minting a replica id when there is none or when the
     /// folder is not where (or on the machine) it was ([PKG-60]).
-    static func identity(folder: String, meta: String, machineIDPath: String, io: Syscalls) throws
-        -> (replica: ReplicaID, change: ReplicaChange?, previous: [ReplicaID]) {
+    static func identity(folder: String, meta: String, machineIDPath: String, newReplica: ReplicaID? = nil,
+                         io: Syscalls) throws -> (replica: ReplicaID, change: ReplicaChange?, previous: [ReplicaID]) {
         let file = DurableFile.join(meta, "replica.json")
         let here = try fingerprint(folder: folder, machineIDPath: machineIDPath, io: io)
         if let bytes = try DurableFile.readIfExists(file, io: io) {
@@ -130,7 +131,7 @@ public actor Notebook {
             try DurableFile.replace(file, with: try StoreJSON.encode(out), io: io)
             return (fresh, ReplicaChange(old: id, new: fresh, reason: reasons.joined(separator: "; ")), all)
         }
-        let fresh = ReplicaID.random()
+        let fresh = newReplica ?? ReplicaID.random()
         let out = ReplicaFile(format: 1, replica: fresh.description, fingerprint: here, previous: [])
         try DurableFile.replace(file, with: try StoreJSON.encode(out), io: io)
         return (fresh, nil, [])
@@ -143,6 +144,16 @@ public actor Notebook {
     /// unreadable are listed with that status (`reconcile` rebuilds them). Newest first.
     public func list(includeDeleted: Bool = false) throws -> [DocumentSummary] {
         try checkOpen()
+        return try Notebook.list(folder: path, includeDeleted: includeDeleted, io: io)
+    }
+
+    /// `list` without opening the notebook (no lock: it only reads manifests), for tools
+    /// that run while an app has the folder open.
+    public static func list(at path: String, includeDeleted: Bool = false) throws -> [DocumentSummary] {
+        try list(folder: path, includeDeleted: includeDeleted, io: .live)
+    }
+
+    static func list(folder path: String, includeDeleted: Bool, io: Syscalls) throws -> [DocumentSummary] {
         var out: [DocumentSummary] = []
         for name in try io.listDirectory(path) {
             guard let docID = PackagePaths.documentID(fromName: name) else { continue }
@@ -244,10 +255,23 @@ public actor Notebook {
         if !wasOpen { try await d.close() }
     }
 
-    /// Checks the folder ([PKG-70]); see `Verify`.
-    public func verify() throws -> VerifyReport {
+    /// Checks the folder ([PKG-70]); see `Verify`. With `removeTemporaryFiles`, temporary
+    /// files left by interrupted writes in documents that are not open are removed first
+    /// (safe: this notebook holds the folder lock) and listed in `removedTemporaryFiles`.
+    public func verify(removeTemporaryFiles: Bool = false) throws -> VerifyReport {
         try checkOpen()
-        return try Verify.run(folder: path, io: io)
+        var removed: [String] = []
+        if removeTemporaryFiles {
+            for docID in try io.listDirectory(path).compactMap(PackagePaths.documentID(fromName:)) where documents[docID] == nil {
+                let p = PackagePaths(folder: path, id: docID)
+                for dir in [p.root, p.pages, p.assets, p.thumbnails] where try io.stat(dir)?.isDirectory == true {
+                    removed += try DurableFile.removeTemporaryFiles(in: dir, io: io).map { DurableFile.join(dir, $0) }
+                }
+            }
+        }
+        var report = try Verify.run(folder: path, io: io)
+        report.removedTemporaryFiles = removed
+        return report
     }
 
     /// Closes every open document and releases the folder lock.

@@ -24,5 +24,11 @@ public struct StoreOptions: Sendable {
     /// Wall-clock time in ms since 1970 stamped on local operations (tests pass a fixed clock).
     public var now: @Sendable () -> Int64 = { Int64((Date().timeIntervalSince1970 * 1000).rounded()) }
 
+    /// The replica id a folder gets when it has none yet (created, or opened for the first
+    /// time). nil: a random one. Only for replays and tests that need predictable ids
+    /// (scenario replica 1, 2, 3 …); two folders writing under one id corrupt each other's
+    /// history, so an app never sets it.
+    public var newReplicaID: ReplicaID?
+
     public init() {}
 }

@@ -318,11 +318,24 @@ final class Syscalls: Sendable {
         return String(cString: p)
     }
 
-    /// Removes a directory tree (used only for temporary package directories).
+    /// `lstat(2)`: like `stat` but does not follow a final symlink; nil when absent.
+    func lstat(_ path: String) throws -> FileStat? {
+        let f = try enter(.stat, path)
+        var st = StatBuffer()
+        do {
+            _ = try retrying("lstat", path, injected: f) { sysLstat(path, &st) }
+        } catch let e as LnoteError where e.underlying?.hasPrefix("errno \(ENOENT) ") == true {
+            return nil
+        }
+        return FileStat(st)
+    }
+
+    /// Removes a directory tree (used only for temporary package directories); symlinks
+    /// are removed, never followed.
     func removeTree(_ path: String) throws {
         for name in try listDirectory(path) {
             let child = DurableFile.join(path, name)
-            if let st = try stat(child), st.isDirectory {
+            if let st = try lstat(child), st.isDirectory {
                 try removeTree(child)
             } else {
                 try unlink(child, missingOK: true)
@@ -448,6 +461,7 @@ final class SyscallRecorder: Sendable {
 
 typealias StatBuffer = stat
 private func sysStat(_ path: String, _ st: inout StatBuffer) -> Int32 { stat(path, &st) }
+private func sysLstat(_ path: String, _ st: inout StatBuffer) -> Int32 { lstat(path, &st) }
 private func sysFlock(_ fd: Int32, _ op: Int32) -> Int32 { flock(fd, op) }
 
 /// What `stat` reports that the store uses.

@@ -63,11 +63,14 @@ public struct VerifyReport: Sendable {
     public var problems: [VerifyProblem] = []
     public var documents = 0
     public var files = 0
+    /// Temporary files removed before checking (`Notebook.verify(removeTemporaryFiles:)`).
+    public var removedTemporaryFiles: [String] = []
     public var isClean: Bool { problems.isEmpty }
     public func problems(_ kind: VerifyProblem.Kind) -> [VerifyProblem] { problems.filter { $0.kind == kind } }
 }
 
-/// Checks a notebook folder without changing it ([PKG-70]): every file decodes (manifests,
+/// Checks a notebook folder without changing it ([PKG-70]) — it needs no lock and may run
+/// while another process has the folder open: every file decodes (manifests,
 /// document.json, snapshots, logs frame by frame), references resolve (assets of image
 /// elements and add operations exist and match their hash), nothing is orphaned (assets,
 /// page files, temporary files) and manifests are derived from the document.json on disk.

@@ -74,7 +74,7 @@ extension CommandTable {
         summary: "List the documents of a notebook (from their manifests only)",
         details: """
         Newest first: id, title, live pages, elements, last modification (UTC). Only each
-        package's manifest.json is read. A package whose manifest is missing or unreadable is
+        package's manifest.json is read, without locking the folder (an app may have it open). A package whose manifest is missing or unreadable is
         listed with that status (opening the document rebuilds it).
         --all    include deleted documents (marked "deleted")
         --json   canonical JSON: an array of {id, title, created, modified, pages, elements,
@@ -83,9 +83,9 @@ extension CommandTable {
         flags: ["all", "json"],
         run: { args, console in
             try args.expect(1, "FOLDER")
-            let list = try await withNotebook(args.positionals[0], console: console) { nb in
-                try await nb.list(includeDeleted: args.flag("all"))
-            }
+            // Lock-free: listing works while an app has the folder open.
+            try requireNotebook(args.positionals[0])
+            let list = try Notebook.list(at: args.positionals[0], includeDeleted: args.flag("all"))
             if args.flag("json") {
                 console.raw(CanonicalJSON.array(list.map(\.json)).text(.pretty))
                 return Exit.ok

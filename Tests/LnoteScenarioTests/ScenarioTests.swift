@@ -29,6 +29,15 @@ enum ScenarioFiles {
         #expect(result.passed, "\(file): \(result.failures.joined(separator: "\n"))")
     }
 
+    @Test(arguments: ScenarioFiles.names)
+    func folder(_ file: String) async throws {
+        let scenario = try Scenario.load(contentsOf: ScenarioFiles.directory.appendingPathComponent(file))
+        let transport = try FolderTransport()
+        let result = try await ScenarioRunner(transport: transport).run(scenario)
+        try await transport.close()
+        #expect(result.passed, "\(file): \(result.failures.joined(separator: "\n"))")
+    }
+
     /// Shuffled deliveries use a seed: every seed must give the expected outcome.
     @Test func shuffledScenariosHoldForManySeeds() async throws {
         for file in ScenarioFiles.names where (try? String(contentsOf: ScenarioFiles.directory.appendingPathComponent(file), encoding: .utf8))?.contains("shuffled") == true {

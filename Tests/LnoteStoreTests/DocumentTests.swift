@@ -63,4 +63,32 @@ struct DocumentTests {
         #expect(all.count == 12, "old operations stay in the log for peers")
         try await nb2.close()
     }
+
+    @Test("a Page handle edits its page; closing it writes its snapshot and releases its log")
+    func pageHandle() async throws {
+        let dir = try TempDir("doc")
+        defer { dir.remove() }
+        let nb = try await openNotebook(dir.path)
+        let d = try await nb.createDocument(title: "H")
+        let page = try await d.openPage(await d.pageList[0].id)
+        let a = try await page.addStroke(stroke())
+        let img = try await page.addImage([3, 1, 4], frame: QRect(x: 0, y: 0, width: 5, height: 5))
+        try await page.bringToFront([a])
+        #expect(try await page.elements().map(\.id) == [img, a])
+        await #expect(throws: LnoteError(.notFound)) { try await d.openPage(PageID()) }
+        try await nb.close()
+
+        // A group-commit waiter is released by closing the page, not failed.
+        let nb2 = try await openNotebook(dir.path, options: testOptions {
+            $0.groupCommit = GroupCommit(maxDelay: .seconds(60), maxFrames: 1000)
+        })
+        let d2 = try await nb2.openDocument(d.id)
+        let page2 = try await d2.openPage(page.id)
+        let late = Task { try await page2.addStroke(stroke(2)) }
+        while await d2.syncWaiterCount == 0 { try await Task.sleep(for: .milliseconds(1)) }
+        try await page2.close()
+        let lateID = try await late.value
+        #expect(try await page2.elements().map(\.id) == [img, a, lateID])
+        try await nb2.close()
+    }
 }

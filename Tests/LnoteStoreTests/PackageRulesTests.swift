@@ -94,6 +94,8 @@ struct PackageRulesTests {
         #expect(list.allSatisfy { $0.elementCount == 1 && $0.pageCount == 1 && $0.manifest == .valid })
         let opened = rec.pathsOpened
         #expect(opened.count == 3 && opened.allSatisfy { $0.hasSuffix("/manifest.json") }, "\(opened)")
+        // The lock-free form gives the same answer while the notebook is open.
+        #expect(try Notebook.list(at: dir.path) == list)
         try await nb2.close()
     }
 

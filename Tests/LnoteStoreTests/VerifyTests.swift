@@ -103,4 +103,19 @@ struct VerifyTests {
         _ = try Verify.run(folder: dir.path, io: Syscalls(recorder: rec))
         #expect(rec.all.filter { $0.kind.mutates }.isEmpty)
     }
+
+    @Test("[PKG-21] Notebook.verify can remove temporary files of documents that are not open")
+    func removesTemporaries() async throws {
+        let dir = try TempDir("ver")
+        defer { dir.remove() }
+        let (paths, _, _) = try await sample(dir)
+        let temp = paths.pages + "/.p.content.tmp-0123456789abcdef"
+        try writeFile(temp, [1, 2])
+        let nb = try await openNotebook(dir.path)
+        #expect(try await nb.verify().problems(.temporaryFile).map(\.path) == [temp])
+        let r = try await nb.verify(removeTemporaryFiles: true)
+        #expect(r.removedTemporaryFiles == [temp] && r.isClean)
+        #expect(fileBytes(temp) == nil)
+        try await nb.close()
+    }
 }

@@ -1,0 +1,318 @@
+import LnoteModel
+import LnoteReplication
+import LnoteSQLite
+import LnoteSync
+
+/// One operation of a log, for "skip what the client just pushed".
+struct LoggedOpID: Hashable {
+    var log: LogRef
+    var id: OpID
+}
+
+extension RelayStore {
+    /// Answers one sync request for `notebook` (`Protocol/sync-protocol.md` [SYNC-4]..[SYNC-8]),
+    /// with the semantics of `NotebookEndpoint`:
+    ///
+    /// 1. The whole push is validated before anything is written: every frame decodes as an
+    ///    operation, page operations are in page logs and document operations in document
+    ///    logs, and every asset an operation references is stored for the notebook.
+    /// 2. The push is stored (`INSERT OR IGNORE`: an operation already held is skipped);
+    ///    `accepted` counts the new ones.
+    /// 3. With `have`: the answer holds, for every log, the stored operations the client's
+    ///    clock does not cover (gaps included), and the relay's clocks, each entry the
+    ///    greatest counter held without a gap from 1.
+    ///    Without `have`, same epoch: the operations stored after the cursor.
+    ///    Without `have`, another epoch (or a cursor past the notebook's, which only a store
+    ///    restored from an older copy can produce): nothing, and `resync`.
+    ///    Operations the request itself pushed are never sent back.
+    /// 4. A pull larger than `pullLimit` bytes is cut in change-sequence order: the answer's
+    ///    cursor then names the last operation included, and the next sync (steady state,
+    ///    from that cursor) continues. The client does one steady exchange per sync, so a
+    ///    very large catch-up takes several syncs; each leaves both sides consistent.
+    ///
+    /// The answer is read in the transaction that stored the push, so the cursor and the
+    /// pulled operations describe the same state.
+    ///
+    /// - Throws: `.notFound` for an unknown notebook; `.corrupt` / `.truncated` for a frame
+    ///   that is not an operation and `.invalidArgument` for an operation in the wrong log
+    ///   (HTTP 400); `.invalidState` for a reference to an asset not uploaded (HTTP 409);
+    ///   `.database` for storage failures. Nothing is written when it throws.
+    public func sync(_ request: SyncRequest, notebook: NotebookID) throws -> SyncResponse {
+        struct Incoming {
+            var log: LogRef
+            var op: Op
+            var frame: Frame
+        }
+        var incoming: [Incoming] = []
+        var pushed = Set<LoggedOpID>()
+        for batch in request.push {
+            let ops = try batch.ops(path: "push")
+            for (i, op) in ops.enumerated() {
+                guard op.body.isPageOperation == (batch.log.page != nil) else {
+                    throw LnoteError(.invalidArgument, "\(op.body.name) \(op.id) does not belong in log \(batch.log)",
+                                     path: "push", index: i)
+                }
+                guard op.id.counter <= UInt64(Int64.max) else {
+                    throw LnoteError(.invalidArgument, "operation counter \(op.id.counter) out of range", path: "push", index: i)
+                }
+                incoming.append(Incoming(log: batch.log, op: op, frame: batch.frames[i]))
+                pushed.insert(LoggedOpID(log: batch.log, id: op.id))
+            }
+        }
+
+        return try db.transaction {
+            let (nb, epoch) = try row(of: notebook)
+            var present = Set<AssetID>()
+            for x in incoming {
+                for asset in x.op.referencedAssets where !present.contains(asset) {
+                    guard try hasAsset(asset, nb: nb) else {
+                        throw LnoteError(.invalidState,
+                                         "operation \(x.op.id) references asset \(asset), which was not uploaded first",
+                                         path: "push")
+                    }
+                    present.insert(asset)
+                }
+            }
+            var accepted: UInt64 = 0
+            if !incoming.isEmpty {
+                let insert = try db.prepare("""
+                    INSERT OR IGNORE INTO ops (nb, document, page, replica, counter, frame)
+                    VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                    """)
+                defer { insert.finalize() }
+                for x in incoming {
+                    try insert.run([.integer(nb), .blob(x.log.document.uuid.bytes), Self.pageColumn(x.log),
+                                    .integer(Int64(bitPattern: x.op.id.replica.rawValue)),
+                                    .integer(Int64(x.op.id.counter)), .blob(x.frame.encoded)])
+                    accepted += UInt64(db.changes)
+                }
+            }
+            let cursor = try self.cursor(nb)
+            if let have = request.have {
+                let theirs = Dictionary(have.map { ($0.log, $0.clock) }, uniquingKeysWith: { $0.merged($1) })
+                let (pull, clocks, at) = try pullNotCovered(nb: nb, theirs: theirs, skipping: pushed, cursor: cursor)
+                return SyncResponse(epoch: epoch, cursor: at, accepted: accepted, pull: pull, clocks: clocks)
+            }
+            guard request.epoch == epoch, request.cursor <= cursor else {
+                return SyncResponse(epoch: epoch, cursor: cursor, accepted: accepted, pull: [], resync: true)
+            }
+            let (pull, at) = try pullSince(nb: nb, since: request.cursor, skipping: pushed, cursor: cursor)
+            return SyncResponse(epoch: epoch, cursor: at, accepted: accepted, pull: pull)
+        }
+    }
+
+    /// The server's clock of every log of the notebook: per replica, the greatest counter
+    /// `c` such that every counter 1...c is stored ([SYNC-3]: never claim a missing one).
+    public func clocks(notebook: NotebookID) throws -> [LogClock] {
+        try db.transaction(.deferred) {
+            let (nb, _) = try row(of: notebook)
+            let heads = try replicaHeads(nb)
+            return Self.clocks(from: heads)
+        }
+    }
+
+    // MARK: - Pull
+
+    /// For one (log, replica): `head` the greatest counter held with no gap below it, `top`
+    /// the greatest held.
+    struct ReplicaHead {
+        var log: LogRef
+        var document: [UInt8]
+        var page: [UInt8]
+        var replica: Int64
+        var head: UInt64
+        var top: UInt64
+    }
+
+    /// Counters are at least 1 and unique per (log, replica), so a group whose greatest
+    /// counter equals its count has no gap: its head is that counter. Only a group with a
+    /// gap (rare: a client pushed an operation it held without its predecessors) is walked
+    /// in counter order up to its first gap. Both queries read only the UNIQUE index.
+    func replicaHeads(_ nb: Int64) throws -> [ReplicaHead] {
+        let rows = try db.query("""
+            SELECT document, page, replica, count(*), max(counter) FROM ops WHERE nb = ?1
+            GROUP BY document, page, replica
+            """, [.integer(nb)])
+        var heads: [ReplicaHead] = []
+        heads.reserveCapacity(rows.count)
+        var walk: SQLiteDatabase.Statement?
+        defer { walk?.finalize() }
+        for r in rows {
+            guard let d = r[0].bytes, let p = r[1].bytes, let rep = r[2].int64, let count = r[3].int64,
+                  let top = r[4].int64 else {
+                throw LnoteError(.corrupt, "malformed operation row in the relay store", path: path)
+            }
+            var head = UInt64(top)
+            if count != top {
+                if walk == nil {
+                    walk = try db.prepare("""
+                        SELECT counter FROM ops WHERE nb = ?1 AND document = ?2 AND page = ?3 AND replica = ?4
+                        ORDER BY counter
+                        """)
+                }
+                let q = walk!
+                try q.reset()
+                try q.bind([.integer(nb), .blob(d), .blob(p), .integer(rep)])
+                head = 0
+                while try q.step(), try q.int64(at: 0) == Int64(head) + 1 { head += 1 }
+            }
+            heads.append(ReplicaHead(log: try Self.logRef(document: r[0], page: r[1], path: path), document: d, page: p,
+                                     replica: rep, head: head, top: UInt64(top)))
+        }
+        return heads
+    }
+
+    static func clocks(from heads: [ReplicaHead]) -> [LogClock] {
+        var clocks: [LogRef: VectorClock] = [:]
+        for h in heads where h.head > 0 {
+            clocks[h.log, default: VectorClock()][ReplicaID(UInt64(bitPattern: h.replica))] = h.head
+        }
+        return clocks.keys.sorted().map { LogClock(log: $0, clock: clocks[$0]!) }
+    }
+
+    /// The answer to `have`: stored operations the client's clocks do not cover.
+    func pullNotCovered(nb: Int64, theirs: [LogRef: VectorClock], skipping pushed: Set<LoggedOpID>,
+                        cursor: UInt64) throws -> (pull: [LogBatch], clocks: [LogClock], cursor: UInt64) {
+        let heads = try replicaHeads(nb)
+        let clocks = Self.clocks(from: heads)
+        var clocksWriter = ByteWriter()
+        SyncCodec.encodeClocksForSize(clocks, into: &clocksWriter)
+
+        struct Candidate {
+            var seq: Int64
+            var log: LogRef
+            var size: Int
+        }
+        var candidates: [Candidate] = []
+        let select = try db.prepare("""
+            SELECT seq, counter, length(frame) FROM ops
+            WHERE nb = ?1 AND document = ?2 AND page = ?3 AND replica = ?4 AND counter > ?5
+            """)
+        defer { select.finalize() }
+        for h in heads {
+            let known = theirs[h.log]?[ReplicaID(UInt64(bitPattern: h.replica))] ?? 0
+            guard h.top > known else { continue }
+            try select.reset()
+            try select.bind([.integer(nb), .blob(h.document), .blob(h.page), .integer(h.replica),
+                             .integer(Int64(clamping: known))])
+            while try select.step() {
+                let id = OpID(replica: ReplicaID(UInt64(bitPattern: h.replica)), counter: UInt64(try select.int64(at: 1)))
+                if pushed.contains(LoggedOpID(log: h.log, id: id)) { continue }
+                candidates.append(Candidate(seq: try select.int64(at: 0), log: h.log, size: Int(try select.int64(at: 2))))
+            }
+        }
+        candidates.sort { $0.seq < $1.seq }
+
+        var acc = PullAccumulator(limit: pullLimit - clocksWriter.count, path: path)
+        let frame = try db.prepare("SELECT frame FROM ops WHERE seq = ?1")
+        defer { frame.finalize() }
+        for c in candidates {
+            guard acc.fits(c.log, size: c.size) else { break }
+            try frame.reset()
+            try frame.bind([.integer(c.seq)])
+            guard try frame.step(), let bytes = try frame.blob(at: 0) else {
+                throw LnoteError(.corrupt, "operation \(c.seq) vanished during a read", path: path)
+            }
+            try acc.add(c.log, bytes, seq: c.seq)
+        }
+        return (acc.batches, clocks, acc.truncated ? UInt64(acc.lastSeq) : cursor)
+    }
+
+    /// The steady-state answer: operations stored after `since`, in sequence order.
+    func pullSince(nb: Int64, since: UInt64, skipping pushed: Set<LoggedOpID>,
+                   cursor: UInt64) throws -> (pull: [LogBatch], cursor: UInt64) {
+        let q = try db.prepare("""
+            SELECT seq, document, page, replica, counter, frame FROM ops
+            WHERE nb = ?1 AND seq > ?2 ORDER BY seq
+            """)
+        defer { q.finalize() }
+        try q.bind([.integer(nb), .integer(Int64(clamping: since))])
+        var acc = PullAccumulator(limit: pullLimit, path: path)
+        var logs: [[UInt8]: LogRef] = [:]
+        while try q.step() {
+            let seq = try q.int64(at: 0)
+            let d = try q.value(at: 1), p = try q.value(at: 2)
+            let key = (d.bytes ?? []) + (p.bytes ?? [])
+            let log: LogRef
+            if let l = logs[key] { log = l } else {
+                log = try Self.logRef(document: d, page: p, path: path)
+                logs[key] = log
+            }
+            let id = OpID(replica: ReplicaID(UInt64(bitPattern: try q.int64(at: 3))), counter: UInt64(try q.int64(at: 4)))
+            if pushed.contains(LoggedOpID(log: log, id: id)) {
+                acc.skip(seq: seq)
+                continue
+            }
+            guard let bytes = try q.blob(at: 5) else {
+                throw LnoteError(.corrupt, "operation \(seq) has no frame", path: path)
+            }
+            guard acc.fits(log, size: bytes.count) else { break }
+            try acc.add(log, bytes, seq: seq)
+        }
+        return (acc.batches, acc.truncated ? UInt64(acc.lastSeq) : cursor)
+    }
+}
+
+/// Gathers pulled frames per log under a byte budget.
+struct PullAccumulator {
+    /// LogRef (at most 33 bytes), frame count and byte length varints.
+    static let perLogOverhead = 33 + 10 + 10
+    let limit: Int
+    let path: String
+    private var frames: [LogRef: [Frame]] = [:]
+    private var used = 0
+    private var count = 0
+    /// The sequence of the last operation included or skipped.
+    private(set) var lastSeq: Int64 = 0
+    /// Set when an operation did not fit.
+    private(set) var truncated = false
+
+    init(limit: Int, path: String) {
+        self.limit = limit
+        self.path = path
+    }
+
+    /// Whether an operation of `size` bytes in `log` fits; the first one always does (so
+    /// every answer makes progress). Marks the pull truncated when it does not.
+    mutating func fits(_ log: LogRef, size: Int) -> Bool {
+        let cost = size + (frames[log] == nil ? Self.perLogOverhead : 0)
+        if count > 0 && used + cost > limit {
+            truncated = true
+            return false
+        }
+        return true
+    }
+
+    mutating func add(_ log: LogRef, _ bytes: [UInt8], seq: Int64) throws {
+        // Frames were CRC-checked on receipt; checking again catches damage at rest.
+        let decoded: [Frame]
+        do { decoded = try Frame.decodeAll(bytes, path: path) } catch var e as LnoteError {
+            e.message = "stored operation \(seq): " + e.message
+            throw e
+        }
+        guard decoded.count == 1 else {
+            throw LnoteError(.corrupt, "stored operation \(seq) holds \(decoded.count) frames", path: path)
+        }
+        used += bytes.count + (frames[log] == nil ? Self.perLogOverhead : 0)
+        frames[log, default: []].append(decoded[0])
+        count += 1
+        lastSeq = seq
+    }
+
+    mutating func skip(seq: Int64) { lastSeq = seq }
+
+    /// The batches, logs sorted (a document's log before its pages'), frames in sequence order.
+    var batches: [LogBatch] { frames.keys.sorted().map { LogBatch(log: $0, frames: frames[$0]!) } }
+}
+
+extension SyncCodec {
+    /// `Clocks` as on the wire, to measure an answer's size.
+    static func encodeClocksForSize(_ clocks: [LogClock], into w: inout ByteWriter) {
+        w.varint(UInt64(clocks.count))
+        for c in clocks {
+            w.append(c.log.document.uuid.bytes)
+            if let p = c.log.page { w.u8(1); w.append(p.uuid.bytes) } else { w.u8(0) }
+            ElementCodec.encode(c.clock, into: &w)
+        }
+    }
+}

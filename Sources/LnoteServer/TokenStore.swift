@@ -1,0 +1,132 @@
+import LnoteModel
+import LnoteSQLite
+
+/// Bearer tokens ([SYNC-25]): 32 random bytes written as 64 lowercase hex digits. A server
+/// stores only the SHA-256 of the token's text (its 64 ASCII digits).
+public enum RelayToken {
+    /// A new token from the system's cryptographic generator.
+    public static func generate() -> String {
+        var g = SystemRandomNumberGenerator()
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(32)
+        for _ in 0..<4 {
+            var word = g.next()
+            for _ in 0..<8 {
+                bytes.append(UInt8(truncatingIfNeeded: word))
+                word >>= 8
+            }
+        }
+        return hexString(bytes)
+    }
+
+    /// The digest stored for `token`: SHA-256 of its UTF-8 text.
+    public static func digest(_ token: String) -> [UInt8] { SHA256.hash(Array(token.utf8)) }
+
+    /// Whether `token` has the form tokens are issued in (64 lowercase hex digits).
+    public static func isWellFormed(_ token: String) -> Bool {
+        token.utf8.count == 64 && token.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
+    }
+
+    /// Compares two byte strings in time that depends only on their lengths.
+    public static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        guard a.count == b.count else { return false }
+        var diff: UInt8 = 0
+        for i in 0..<a.count { diff |= a[i] ^ b[i] }
+        return diff == 0
+    }
+}
+
+/// What a request's token allows for one notebook.
+public enum AuthResult: Sendable, Equatable {
+    case ok
+    /// No token, or a token the relay does not know (HTTP 401).
+    case unauthorized
+    /// A valid token of another notebook (HTTP 403): nothing is read or written.
+    case forbidden
+}
+
+/// A token as listed: never the token itself.
+public struct TokenInfo: Sendable, Equatable {
+    /// The first 16 hex digits of the token's SHA-256: names it for `revokeToken`
+    /// without revealing it.
+    public var id: String
+    public var notebook: NotebookID
+    public var label: String
+    /// Milliseconds since 1970.
+    public var created: Int64
+}
+
+extension RelayStore {
+    /// Issues a token for `notebook`; only its digest is stored, so the returned text is
+    /// the only copy.
+    /// - Throws: `.notFound` for an unknown notebook; `.invalidArgument` for a label over
+    ///   1,024 bytes.
+    public func createToken(notebook: NotebookID, label: String) throws -> String {
+        guard label.utf8.count <= 1024 else { throw LnoteError(.invalidArgument, "token label over 1024 bytes") }
+        let token = RelayToken.generate()
+        try db.transaction {
+            let (nb, _) = try row(of: notebook)
+            try db.execute("INSERT INTO tokens (digest, nb, label, created) VALUES (?1, ?2, ?3, ?4)",
+                           [.blob(RelayToken.digest(token)), .integer(nb), .text(label), .integer(Self.now())])
+        }
+        return token
+    }
+
+    /// Decides what `token` (nil: the request had none) may do with `notebook`.
+    ///
+    /// The presented token's SHA-256 is looked up by an index, then compared with the
+    /// stored digest in constant time. The lookup compares digests, never tokens: its
+    /// timing could only tell how long a prefix the SHA-256 of a guess shares with a stored
+    /// digest, which says nothing about any token.
+    /// A notebook that does not exist gives `.forbidden` to a valid token (of another
+    /// notebook) and `.unauthorized` to an unknown one: it never reveals more than a
+    /// wrong notebook would.
+    public func authorize(token: String?, notebook: NotebookID) throws -> AuthResult {
+        guard let token, !token.isEmpty, token.utf8.count <= 256 else { return .unauthorized }
+        let digest = RelayToken.digest(token)
+        return try db.transaction(.deferred) {
+            let rows = try db.query("""
+                SELECT t.digest, n.id FROM tokens t JOIN notebooks n ON n.nb = t.nb WHERE t.digest = ?1
+                """, [.blob(digest)])
+            guard let r = rows.first, let stored = r[0].bytes, RelayToken.constantTimeEqual(stored, digest) else {
+                return .unauthorized
+            }
+            return r[1].string == notebook.description ? .ok : .forbidden
+        }
+    }
+
+    /// The notebook's tokens, oldest first.
+    public func listTokens(notebook: NotebookID) throws -> [TokenInfo] {
+        try db.transaction(.deferred) {
+            let (nb, _) = try row(of: notebook)
+            return try db.query("SELECT digest, label, created FROM tokens WHERE nb = ?1 ORDER BY created, rowid",
+                                [.integer(nb)]).map { r in
+                TokenInfo(id: String(hexString(r[0].bytes ?? []).prefix(16)), notebook: notebook,
+                          label: r[1].string ?? "", created: r[2].int64 ?? 0)
+            }
+        }
+    }
+
+    /// Revokes the token whose id (as listed) is `id`, or that starts with `id` (at least
+    /// 8 hex digits). Takes effect for the next request.
+    /// - Throws: `.notFound` when no token of the notebook matches; `.ambiguous` when
+    ///   several do; `.invalidArgument` for an id that is not 8 to 64 lowercase hex digits.
+    public func revokeToken(notebook: NotebookID, id: String) throws {
+        guard (8...64).contains(id.utf8.count),
+              id.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }) else {
+            throw LnoteError(.invalidArgument, "token id must be 8 to 64 lowercase hex digits")
+        }
+        try db.transaction {
+            let (nb, _) = try row(of: notebook)
+            let matches = try db.query("SELECT rowid, digest FROM tokens WHERE nb = ?1", [.integer(nb)])
+                .filter { hexString($0[1].bytes ?? []).hasPrefix(id) }
+            guard let first = matches.first else {
+                throw LnoteError(.notFound, "no token \(id) for notebook \(notebook)", path: path)
+            }
+            guard matches.count == 1 else {
+                throw LnoteError(.ambiguous, "\(matches.count) tokens of notebook \(notebook) start with \(id)", path: path)
+            }
+            try db.execute("DELETE FROM tokens WHERE rowid = ?1", [first[0]])
+        }
+    }
+}

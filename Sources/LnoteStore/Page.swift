@@ -1,0 +1,46 @@
+import LnoteModel
+import LnoteReplication
+
+/// A page of an open document: a small handle whose calls go to the document.
+///
+/// Every edit is durable in the page's log when the call returns ([PKG-34]).
+public struct Page: Sendable {
+    public let document: Document
+    public let id: PageID
+
+    /// The materialized state: live elements bottom to top, tombstones, clock.
+    public func state() async throws -> PageState { try await document.pageState(id) }
+    /// Live elements, bottom to top.
+    public func elements() async throws -> [ElementRecord] { try await document.elements(id) }
+
+    @discardableResult
+    public func addStroke(_ stroke: Stroke) async throws -> ElementID { try await document.addStroke(stroke, to: id) }
+    @discardableResult
+    public func addStrokes(_ strokes: [Stroke]) async throws -> [ElementID] { try await document.addStrokes(strokes, to: id) }
+    /// Writes the asset first ([PKG-14]), then adds the image on top.
+    @discardableResult
+    public func addImage(_ bytes: [UInt8], frame: QRect, rotation: Int32 = 0) async throws -> ElementID {
+        try await document.addImage(bytes, frame: frame, rotation: rotation, to: id)
+    }
+    public func erase(_ ids: [ElementID]) async throws { try await document.erase(ids, on: id) }
+    public func eraseRange(_ element: ElementID, _ ranges: [PointRange]) async throws {
+        try await document.eraseRange(element, ranges, on: id)
+    }
+    public func move(_ ids: [ElementID], dx: Int32, dy: Int32) async throws { try await document.move(ids, dx: dx, dy: dy, on: id) }
+    public func bringToFront(_ ids: [ElementID]) async throws { try await document.bringToFront(ids, on: id) }
+    public func sendToBack(_ ids: [ElementID]) async throws { try await document.sendToBack(ids, on: id) }
+    public func reorder(_ zs: [ElementZ]) async throws { try await document.reorder(zs, on: id) }
+    public func conflicts() async throws -> [Conflict] { try await document.conflicts(page: id) }
+    /// Writes the page's snapshot if it changed and releases its log.
+    public func close() async throws { try await document.closePage(id) }
+}
+
+extension Document {
+    /// Opens a page ([PKG-42]): reads its one snapshot and replays its log tail now, so that
+    /// damage is found and reported here (see `recoveryReports`).
+    public func openPage(_ pid: PageID) throws -> Page {
+        try checkUsable()
+        _ = try loadedPage(pid)
+        return Page(document: self, id: pid)
+    }
+}

@@ -1,0 +1,301 @@
+import Foundation
+import LnoteModel
+import LnoteReplication
+import LnoteSQLite
+import LnoteServer
+import LnoteSync
+import Synchronization
+import Testing
+
+/// A fresh directory under the system temp dir, removed when `body` ends.
+func withTempDirectory<T>(_ body: (String) async throws -> T) async throws -> T {
+    let dir = FileManager.default.temporaryDirectory
+        .appendingPathComponent("lnote-relay-\(UUID().uuidString)").path
+    try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(atPath: dir) }
+    return try await body(dir)
+}
+
+/// A relay store in a temp directory with one notebook, closed when `body` ends.
+func withRelay<T>(pullLimit: Int = RelayStore.defaultPullLimit,
+                  _ body: (RelayStore, NotebookID, String) async throws -> T) async throws -> T {
+    try await withTempDirectory { dir in
+        let path = dir + "/relay.sqlite"
+        let store = try RelayStore(path: path, pullLimit: pullLimit)
+        defer { try? store.close() }
+        let nb = try store.createNotebook()
+        return try await body(store, nb, path)
+    }
+}
+
+/// SplitMix64: seeded, so every failure names a seed that reproduces it.
+struct SeededRNG: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+func randomBytes(_ n: Int, _ rng: inout SeededRNG) -> [UInt8] {
+    (0..<n).map { _ in UInt8.random(in: 0...255, using: &rng) }
+}
+
+func randomStroke(_ rng: inout SeededRNG) -> Stroke {
+    let n = Int.random(in: 1...12, using: &rng)
+    var x = Int32.random(in: 0...5000, using: &rng), y = Int32.random(in: 0...5000, using: &rng)
+    var pts: [StrokePoint] = []
+    for i in 0..<n {
+        x += Int32.random(in: -30...30, using: &rng)
+        y += Int32.random(in: -30...30, using: &rng)
+        pts.append(StrokePoint(x: x, y: y, pressure: UInt16.random(in: 0...1000, using: &rng),
+                               radius: Int32.random(in: 1...40, using: &rng), t: UInt32(i * 4)))
+    }
+    return Stroke(style: InkStyle(tool: .pen, color: .black, width: 20), points: pts)
+}
+
+/// Row counts and the greatest sequence of a relay file, read through a second connection
+/// (WAL lets it read beside the store's).
+struct RelayCounts: Equatable, CustomStringConvertible {
+    var ops: Int64
+    var maxSeq: Int64
+    var assets: Int64
+    var checkpoints: Int64
+    var tokens: Int64
+    var notebooks: Int64
+    var description: String {
+        "ops \(ops) maxSeq \(maxSeq) assets \(assets) checkpoints \(checkpoints) tokens \(tokens) notebooks \(notebooks)"
+    }
+
+    static func read(_ path: String) throws -> RelayCounts {
+        let db = try SQLiteDatabase(path: path, options: .init(create: false, readOnly: true))
+        defer { try? db.close() }
+        func one(_ sql: String) throws -> Int64 { try db.query(sql).first?.first?.int64 ?? 0 }
+        return RelayCounts(ops: try one("SELECT count(*) FROM ops"), maxSeq: try one("SELECT ifnull(max(seq), 0) FROM ops"),
+                           assets: try one("SELECT count(*) FROM assets"),
+                           checkpoints: try one("SELECT count(*) FROM checkpoints"),
+                           tokens: try one("SELECT count(*) FROM tokens"), notebooks: try one("SELECT count(*) FROM notebooks"))
+    }
+}
+
+/// A client's notebook held in memory: any number of documents, one replica per log, every
+/// operation kept in its log. Enough of a `SyncableNotebook` to drive `SyncSession`.
+final class TestNotebook: SyncableNotebook {
+    struct State {
+        var docs: [DocumentID: DocumentReplica] = [:]
+        var pages: [LogRef: PageReplica] = [:]
+        var logs: [LogRef: [Op]] = [:]
+        var assets: [AssetID: [UInt8]] = [:]
+        var remoteStates: [String: [UInt8]] = [:]
+        var wall: Int64 = 1_700_000_000_000
+    }
+    let replicaID: ReplicaID
+    let state = Mutex(State())
+
+    init(replica: ReplicaID) { replicaID = replica }
+
+    // MARK: Local edits
+
+    @discardableResult
+    func createDocument(_ title: String, id: DocumentID = DocumentID()) throws -> DocumentID {
+        try state.withLock { s in
+            var d = DocumentReplica(id: id)
+            s.wall += 1
+            let op = try d.make(.createDocument(title: title), by: replicaID, wallTime: s.wall)
+            s.docs[id] = d
+            s.logs[LogRef(document: id), default: []].append(op)
+            return id
+        }
+    }
+
+    @discardableResult
+    func addPage(_ doc: DocumentID) throws -> PageID {
+        try state.withLock { s in
+            guard var d = s.docs[doc] else { throw LnoteError(.notFound, "no document \(doc)") }
+            let p = PageID()
+            s.wall += 1
+            let op = try d.make(.addPage(p, position: d.endPosition, canvas: .a4), by: replicaID, wallTime: s.wall)
+            s.docs[doc] = d
+            s.logs[LogRef(document: doc), default: []].append(op)
+            s.pages[LogRef(document: doc, page: p)] = PageReplica(page: p)
+            return p
+        }
+    }
+
+    /// Applies one page edit made with the page's replica and logs it.
+    @discardableResult
+    func edit(_ log: LogRef, _ f: (inout PageReplica, ReplicaID, Int64) throws -> Op) throws -> Op {
+        try state.withLock { s in
+            guard var r = s.pages[log] else { throw LnoteError(.notFound, "no page log \(log)") }
+            s.wall += 1
+            let op = try f(&r, replicaID, s.wall)
+            s.pages[log] = r
+            s.logs[log, default: []].append(op)
+            return op
+        }
+    }
+
+    @discardableResult
+    func addStroke(_ log: LogRef, _ stroke: Stroke) throws -> ElementID {
+        try edit(log) { r, me, t in try r.add(.stroke(stroke), by: me, wallTime: t) }.id
+    }
+
+    /// Stores the asset locally, then adds an image element referencing it.
+    @discardableResult
+    func addImage(_ log: LogRef, _ bytes: [UInt8]) throws -> ElementID {
+        let id = AssetID.of(bytes)
+        state.withLock { $0.assets[id] = bytes }
+        let image = ImageElement(asset: id, frame: QRect(x: 10, y: 10, width: 500, height: 300))
+        return try edit(log) { r, me, t in try r.add(.image(image), by: me, wallTime: t) }.id
+    }
+
+    func live(_ log: LogRef) -> [ElementID] { state.withLock { $0.pages[log]?.elements.map(\.id) ?? [] } }
+    var pageLogs: [LogRef] { state.withLock { $0.pages.keys.sorted() } }
+    var documents: [DocumentID] { state.withLock { $0.docs.keys.sorted() } }
+
+    /// Everything that must be equal between converged replicas.
+    struct View: Equatable {
+        var docs: [DocumentID: DocumentState]
+        var pages: [LogRef: PageState]
+        var ops: [LogRef: Set<OpID>]
+    }
+    /// Pages made locally that have no operation yet exist only here, so they are left out.
+    var view: View {
+        state.withLock { s in
+            View(docs: s.docs.mapValues(\.state), pages: s.pages.filter { !$0.value.clock.isEmpty }.mapValues(\.state),
+                 ops: s.logs.filter { !$0.value.isEmpty }.mapValues { Set($0.map(\.id)) })
+        }
+    }
+
+    /// Where two views differ, in a few words (nil when equal).
+    static func difference(_ a: View, _ b: View) -> String? {
+        var out: [String] = []
+        for d in Set(a.docs.keys).union(b.docs.keys) where a.docs[d] != b.docs[d] {
+            out.append("document \(d): \(a.docs[d].map { "\($0.clock)" } ?? "absent") vs \(b.docs[d].map { "\($0.clock)" } ?? "absent")")
+        }
+        for p in Set(a.pages.keys).union(b.pages.keys) where a.pages[p] != b.pages[p] {
+            out.append("page \(p): \(a.pages[p].map { "\($0.clock) \($0.elements.count) elements" } ?? "absent") vs \(b.pages[p].map { "\($0.clock) \($0.elements.count) elements" } ?? "absent")")
+        }
+        for l in Set(a.ops.keys).union(b.ops.keys) where a.ops[l] != b.ops[l] {
+            out.append("log \(l): \(a.ops[l]?.count ?? 0) ops vs \(b.ops[l]?.count ?? 0)")
+        }
+        return out.isEmpty ? nil : out.sorted().joined(separator: "; ")
+    }
+
+    /// Clocks of the logs that hold operations (what a relay can know of).
+    func nonEmptyClocks() async throws -> [LogClock] { try await logClocks().filter { !$0.clock.isEmpty } }
+    var opCount: Int { state.withLock { $0.logs.values.reduce(0) { $0 + $1.count } } }
+
+    // MARK: SyncableNotebook
+
+    func logClocks() async throws -> [LogClock] {
+        state.withLock { s in
+            s.docs.map { LogClock(log: LogRef(document: $0.key), clock: $0.value.clock) }
+                + s.pages.map { LogClock(log: $0.key, clock: $0.value.clock) }
+        }.sorted { $0.log < $1.log }
+    }
+
+    func frames(in log: LogRef, notCoveredBy clock: VectorClock) async throws -> [Frame] {
+        state.withLock { s in (s.logs[log] ?? []).filter { !clock.covers($0.id) }.map(OperationCodec.frame) }
+    }
+
+    func receive(_ batches: [LogBatch]) async throws -> Int {
+        let decoded = try batches.map { ($0.log, try $0.ops()) }
+        return try state.withLock { s in
+            var new = 0
+            for (log, ops) in decoded {
+                var seen = Set<OpID>()
+                if let p = log.page {
+                    var r = s.pages[log] ?? PageReplica(page: p)
+                    let fresh = ops.filter { !r.contains($0.id) && seen.insert($0.id).inserted }
+                    for op in fresh {
+                        for a in op.referencedAssets where s.assets[a] == nil {
+                            throw LnoteError(.invalidState, "received \(op.id) before its asset \(a)")
+                        }
+                    }
+                    try r.receive(fresh)
+                    s.pages[log] = r
+                    s.logs[log, default: []] += fresh
+                    new += fresh.count
+                } else {
+                    var d = s.docs[log.document] ?? DocumentReplica(id: log.document)
+                    let fresh = ops.filter { !d.contains($0.id) && seen.insert($0.id).inserted }
+                    try d.receive(fresh)
+                    s.docs[log.document] = d
+                    s.logs[log, default: []] += fresh
+                    new += fresh.count
+                }
+            }
+            return new
+        }
+    }
+
+    func hasAsset(_ id: AssetID, document: DocumentID) async throws -> Bool { state.withLock { $0.assets[id] != nil } }
+    func readAsset(_ id: AssetID, document: DocumentID) async throws -> [UInt8] {
+        guard let b = state.withLock({ $0.assets[id] }) else { throw LnoteError(.notFound, "no asset \(id)") }
+        return b
+    }
+    func writeAsset(_ bytes: [UInt8], document: DocumentID) async throws -> AssetID {
+        let id = AssetID.of(bytes)
+        state.withLock { $0.assets[id] = bytes }
+        return id
+    }
+    func loadRemoteState(key: String) async throws -> [UInt8]? { state.withLock { $0.remoteStates[key] } }
+    func saveRemoteState(_ bytes: [UInt8], key: String) async throws { state.withLock { $0.remoteStates[key] = bytes } }
+}
+
+/// A remote that records the encoded size of every sync answer.
+final class RecordingRemote: SyncRemote {
+    let inner: LocalRemote
+    let answers = Mutex<[SyncResponse]>([])
+    var key: String { inner.key }
+    init(endpoint: any SyncEndpoint, key: String = "relay") { inner = LocalRemote(key: key, endpoint: endpoint) }
+    func sync(_ request: SyncRequest) async throws -> SyncResponse {
+        let a = try await inner.sync(request)
+        answers.withLock { $0.append(a) }
+        return a
+    }
+    func missingAssets(_ ids: [AssetID], document: DocumentID) async throws -> [AssetID] {
+        try await inner.missingAssets(ids, document: document)
+    }
+    func putAsset(_ bytes: [UInt8], id: AssetID, document: DocumentID) async throws {
+        try await inner.putAsset(bytes, id: id, document: document)
+    }
+    func getAsset(_ id: AssetID, document: DocumentID) async throws -> [UInt8] {
+        try await inner.getAsset(id, document: document)
+    }
+    var traffic: (sent: Int, received: Int) { (0, 0) }
+}
+
+extension TestNotebook {
+    /// One sync of this notebook with `endpoint`.
+    @discardableResult
+    func sync(_ endpoint: any SyncEndpoint, key: String = "relay") async throws -> SyncReport {
+        try await SyncSession(notebook: self, remote: LocalRemote(key: key, endpoint: endpoint)).run()
+    }
+}
+
+/// An operation with an arbitrary id, for building logs with gaps: `setTitle` for a
+/// document log, an `erase` of nothing for a page log.
+func syntheticOp(replica: UInt64, counter: UInt64, page: Bool) -> Op {
+    Op(id: OpID(replica: ReplicaID(replica), counter: counter), lamport: counter,
+       context: VectorClock([(ReplicaID(replica), counter - 1)]), wallTime: 1_700_000_000_000,
+       body: page ? .erase([]) : .setTitle("t\(counter)"))
+}
+
+/// Searches `haystack` for `needle`.
+func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
+    guard !needle.isEmpty, haystack.count >= needle.count else { return false }
+    let first = needle[0]
+    var i = 0
+    let last = haystack.count - needle.count
+    while i <= last {
+        if haystack[i] == first && haystack[i..<(i + needle.count)].elementsEqual(needle) { return true }
+        i += 1
+    }
+    return false
+}
