@@ -5,6 +5,8 @@ import LnoteModel
 struct Console: Sendable {
     func out(_ s: String) { FileHandle.standardOutput.write(Data((s + "\n").utf8)) }
     func err(_ s: String) { FileHandle.standardError.write(Data((s + "\n").utf8)) }
+    /// Writes `s` to stdout as is (canonical JSON already ends with its newline).
+    func raw(_ s: String) { FileHandle.standardOutput.write(Data(s.utf8)) }
     /// True when stderr is a terminal (progress lines are drawn only then).
     var isTerminal: Bool { isatty(2) == 1 }
     /// Rewrites the current terminal line (progress).
@@ -36,7 +38,8 @@ struct Command: Sendable {
     }
 }
 
-/// Exit codes: 0 success, 1 failure, 2 bad usage or malformed input file.
+/// Exit codes: 0 success, 1 failure (including a malformed import file), 2 bad usage
+/// (and, for `replay`, a malformed scenario file).
 enum Exit {
     static let ok: Int32 = 0
     static let failure: Int32 = 1

@@ -1,6 +1,11 @@
 /// Every command, in the order `lnote --help` lists them.
 enum CommandTable {
     static var all: [Command] {
-        [sync, serve, relay, relayNotebookCreate, relayNotebookList, relayTokenCreate, relayTokenList, relayTokenRevoke, replay]
+        [initCommand, new, ls, show, title, rm, restore,
+         pageAdd, pageRemove, pageRestore, pageMove,
+         importStrokes, addImage, erase, eraseRange, move, front, back,
+         log, conflicts, compact, verify,
+         sync, serve, relay, relayNotebookCreate, relayNotebookList, relayTokenCreate, relayTokenList, relayTokenRevoke,
+         demo, replay]
     }
 }

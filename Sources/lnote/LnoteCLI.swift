@@ -24,8 +24,10 @@ struct LnoteCLI {
     static func run(_ args: [String]) async -> Int32 {
         let console = Console()
         if args.isEmpty || args == ["--help"] || args == ["-h"] || args == ["help"] {
+            // Asked for: stdout, exit 0. Nothing given: a usage error (stderr, exit 2).
+            if args.isEmpty { console.err(usage()); return Exit.usage }
             console.out(usage())
-            return args.isEmpty ? Exit.usage : Exit.ok
+            return Exit.ok
         }
         if args == ["--version"] {
             console.out("lnote \(LnoteVersion.string)")
@@ -39,6 +41,19 @@ struct LnoteCLI {
             }
             .max { $0.name.count < $1.name.count }
         guard let command = match else {
+            // A group word alone ("lnote page"): list its commands.
+            let group = commands.filter { $0.name.hasPrefix(args[0] + " ") }
+            if !group.isEmpty {
+                let helpAsked = args.count == 2 && (args[1] == "--help" || args[1] == "-h")
+                let lines = group.map { "  \($0.synopsis)\n      \($0.summary)" }.joined(separator: "\n")
+                if helpAsked {
+                    console.out("commands of lnote \(args[0]):\n\(lines)")
+                    return Exit.ok
+                }
+                let what = args.count > 1 ? "unknown command \"\(args[0]) \(args[1])\"" : "\"\(args[0])\" needs a subcommand"
+                console.err("lnote: \(what); one of:\n\(lines)")
+                return Exit.usage
+            }
             console.err("lnote: unknown command \"\(args[0])\"; run lnote --help")
             return Exit.usage
         }

@@ -1,0 +1,175 @@
+import Foundation
+import LnoteModel
+import LnoteStore
+
+// Page editing commands. Each appends operations to the page's log through the library
+// (never rewriting snapshots itself); closing the document then saves.
+
+extension CommandTable {
+    static let importStrokes = Command(
+        name: "import",
+        synopsis: "lnote import FOLDER DOC PAGE FILE.jsonl [--tool pen|pencil|marker|highlighter] [--color #rrggbb[aa]] [--width PT]",
+        summary: "Add strokes from a JSON-lines file; prints the new element ids",
+        details: """
+        One stroke per line: {"points": [[x, y, t_ms, pressure], ...]}, x and y in points
+        (y down); t and pressure are optional (Protocol/import-jsonl.md). The whole file is
+        checked first: a malformed line imports nothing and the error names the line.
+        --tool    pen (default), pencil, marker or highlighter
+        --color   #rrggbb or #rrggbbaa (default #000000)
+        --width   ink width in points (default 2)
+        """,
+        options: ["tool", "color", "width"],
+        run: { args, console in
+            try args.expect(4, "FOLDER DOC PAGE FILE.jsonl")
+            var style = InkStyle()
+            if let t = args.option("tool") {
+                guard let tool = ToolKind(name: t) else {
+                    throw Arguments.UsageError(message: "--tool must be pen, pencil, marker or highlighter, got \"\(t)\"")
+                }
+                style.tool = tool
+            }
+            if let c = args.option("color") {
+                guard let color = RGBA(hex: c) else { throw Arguments.UsageError(message: "--color must be #rrggbb or #rrggbbaa, got \"\(c)\"") }
+                style.color = color
+            }
+            if let w = try Units.positive(args, "width") { style.width = w }
+            let strokes = try StrokeImport.strokes(contentsOf: args.positionals[3], style: style)
+            let ids = try await withNotebook(args.positionals[0], console: console) { nb in
+                try await withDocument(nb, args.positionals[1], console: console) { d in
+                    let pid = try await Resolve.page(args.positionals[2], in: d)
+                    return try await d.addStrokes(strokes, to: pid)
+                }
+            }
+            if ids.isEmpty { console.err("lnote import: the file holds no strokes; nothing added") }
+            for id in ids { console.out(id.description) }
+            return Exit.ok
+        })
+
+    static let addImage = Command(
+        name: "add-image",
+        synopsis: "lnote add-image FOLDER DOC PAGE FILE --x PT --y PT --width PT --height PT [--rotation DEG]",
+        summary: "Place an image on a page; prints its element id",
+        details: """
+        The file's bytes are stored durably in the package's assets/ (named by their SHA-256)
+        before the operation that places them is written. The frame is in points (y down);
+        --rotation is clockwise in degrees (default 0). The bytes are not decoded: any format
+        the app can show.
+        """,
+        options: ["x", "y", "width", "height", "rotation"],
+        run: { args, console in
+            try args.expect(4, "FOLDER DOC PAGE FILE")
+            func required(_ n: String, positive: Bool) throws -> Int32 {
+                guard let v = positive ? try Units.positive(args, n) : try Units.length(args, n) else {
+                    throw Arguments.UsageError(message: "--\(n) is required")
+                }
+                return v
+            }
+            let frame = QRect(x: try required("x", positive: false), y: try required("y", positive: false),
+                              width: try required("width", positive: true), height: try required("height", positive: true))
+            let degrees = try args.double("rotation") ?? 0
+            guard abs(degrees) <= 360 else { throw Arguments.UsageError(message: "--rotation must be within ±360 degrees") }
+            let rotation = Int32((degrees * 100).rounded())
+            let file = args.positionals[3]
+            guard let data = FileManager.default.contents(atPath: file) else {
+                throw LnoteError(.notFound, "cannot read image file", path: file)
+            }
+            guard !data.isEmpty else { throw LnoteError(.invalidArgument, "image file is empty", path: file) }
+            let id = try await withNotebook(args.positionals[0], console: console) { nb in
+                try await withDocument(nb, args.positionals[1], console: console) { d in
+                    let pid = try await Resolve.page(args.positionals[2], in: d)
+                    return try await d.addImage([UInt8](data), frame: frame, rotation: rotation, to: pid)
+                }
+            }
+            console.out(id.description)
+            return Exit.ok
+        })
+
+    static let erase = Command(
+        name: "erase",
+        synopsis: "lnote erase FOLDER DOC PAGE ID...",
+        summary: "Erase whole elements",
+        details: """
+        Each ID is an element id (replicahex.counter, as lnote show prints), a unique prefix
+        of one on the page, or .counter when only one replica made an element with that counter.
+        """,
+        run: { args, console in
+            guard args.positionals.count >= 4 else { throw Arguments.UsageError(message: "expected FOLDER DOC PAGE ID...") }
+            try await onElements(args, console: console) { d, pid, ids in try await d.erase(ids, on: pid) }
+            return Exit.ok
+        })
+
+    static let eraseRange = Command(
+        name: "erase-range",
+        synopsis: "lnote erase-range FOLDER DOC PAGE ID FROM TO",
+        summary: "Erase points FROM (included) to TO (excluded) of a stroke, like a pixel eraser",
+        details: "Point indices count from 0 in the stroke as drawn (lnote show --points lists them).",
+        run: { args, console in
+            try args.expect(6, "FOLDER DOC PAGE ID FROM TO")
+            guard let from = UInt32(args.positionals[4]), let to = UInt32(args.positionals[5]) else {
+                throw Arguments.UsageError(message: "FROM and TO must be point indices (whole numbers from 0)")
+            }
+            guard from < to else { throw Arguments.UsageError(message: "FROM must be less than TO") }
+            try await withNotebook(args.positionals[0], console: console) { nb in
+                try await withDocument(nb, args.positionals[1], console: console) { d in
+                    let pid = try await Resolve.page(args.positionals[2], in: d)
+                    let e = try await Resolve.elements([args.positionals[3]], on: pid, in: d)[0]
+                    guard case .stroke(let s) = e.content else {
+                        throw LnoteError(.invalidArgument, "element \(e.id) is an image; only strokes have points")
+                    }
+                    guard Int(to) <= s.points.count else {
+                        throw LnoteError(.invalidArgument, "range [\(from), \(to)) is outside stroke \(e.id) of \(s.points.count) points")
+                    }
+                    try await d.eraseRange(e.id, [PointRange(from, to)], on: pid)
+                }
+            }
+            return Exit.ok
+        })
+
+    static let move = Command(
+        name: "move",
+        synopsis: "lnote move FOLDER DOC PAGE ID... --dx PT --dy PT",
+        summary: "Move elements by (dx, dy) points",
+        details: "x grows to the right, y downwards. Either offset may be omitted (0). Write negative values as --dx=-5 or --dx -5.",
+        options: ["dx", "dy"],
+        run: { args, console in
+            guard args.positionals.count >= 4 else { throw Arguments.UsageError(message: "expected FOLDER DOC PAGE ID...") }
+            let dx = try Units.length(args, "dx"), dy = try Units.length(args, "dy")
+            guard dx != nil || dy != nil else { throw Arguments.UsageError(message: "give --dx PT and/or --dy PT") }
+            try await onElements(args, console: console) { d, pid, ids in
+                try await d.move(ids, dx: dx ?? 0, dy: dy ?? 0, on: pid)
+            }
+            return Exit.ok
+        })
+
+    static let front = Command(
+        name: "front",
+        synopsis: "lnote front FOLDER DOC PAGE ID...",
+        summary: "Bring elements to the front (keeping their order among themselves)",
+        run: { args, console in
+            guard args.positionals.count >= 4 else { throw Arguments.UsageError(message: "expected FOLDER DOC PAGE ID...") }
+            try await onElements(args, console: console) { d, pid, ids in try await d.bringToFront(ids, on: pid) }
+            return Exit.ok
+        })
+
+    static let back = Command(
+        name: "back",
+        synopsis: "lnote back FOLDER DOC PAGE ID...",
+        summary: "Send elements to the back (keeping their order among themselves)",
+        run: { args, console in
+            guard args.positionals.count >= 4 else { throw Arguments.UsageError(message: "expected FOLDER DOC PAGE ID...") }
+            try await onElements(args, console: console) { d, pid, ids in try await d.sendToBack(ids, on: pid) }
+            return Exit.ok
+        })
+
+    /// FOLDER DOC PAGE ID...: resolves everything, then runs `edit` with the element ids.
+    static func onElements(_ args: Arguments, console: Console,
+                           _ edit: (Document, PageID, [ElementID]) async throws -> Void) async throws {
+        try await withNotebook(args.positionals[0], console: console) { nb in
+            try await withDocument(nb, args.positionals[1], console: console) { d in
+                let pid = try await Resolve.page(args.positionals[2], in: d)
+                let elements = try await Resolve.elements(Array(args.positionals[3...]), on: pid, in: d)
+                try await edit(d, pid, elements.map(\.id))
+            }
+        }
+    }
+}

@@ -1,0 +1,177 @@
+import Foundation
+import LnoteModel
+import LnoteReplication
+import LnoteStore
+
+// Looking inside: log, conflicts, compact, verify.
+
+extension CommandTable {
+    static let log = Command(
+        name: "log",
+        synopsis: "lnote log FOLDER DOC [PAGE] [--json]",
+        summary: "List the operations of a page's log (or the document's), in log order",
+        details: """
+        One line per operation: its id (replica.counter), Lamport timestamp, context (the
+        clock its author had seen), and what it does. Operations still waiting for
+        operations they depend on are marked "pending". Compaction never shortens a log,
+        so this is the whole history kept here.
+        --json   an array of {id, lamport, context, wallTime, kind, summary, pending}
+        """,
+        flags: ["json"],
+        run: { args, console in
+            try args.expect(2, max: 3, "FOLDER DOC [PAGE]")
+            let (ops, clock) = try await withNotebook(args.positionals[0], console: console) { nb in
+                try await withDocument(nb, args.positionals[1], console: console) { d in
+                    let pid: PageID? = args.positionals.count == 3 ? try await Resolve.page(args.positionals[2], in: d) : nil
+                    return (try await d.operations(page: pid, notCoveredBy: VectorClock()), try await d.clock(page: pid))
+                }
+            }
+            if args.flag("json") {
+                console.raw(CanonicalJSON.array(ops.map { op in
+                    [
+                        "id": .string(op.id.description),
+                        "lamport": .uint(op.lamport),
+                        "context": op.context.json,
+                        "wallTime": .int(op.wallTime),
+                        "kind": .string(op.body.name),
+                        "summary": .string(op.summary),
+                        "pending": .bool(!clock.covers(op.id)),
+                    ]
+                }).text(.pretty))
+                return Exit.ok
+            }
+            if ops.isEmpty { console.out("no operations") }
+            let rows = ops.map { op in
+                [op.id.description, "@\(op.lamport)", op.context.description, op.summary + (clock.covers(op.id) ? "" : "  [pending]")]
+            }
+            for line in table(rows) { console.out(line) }
+            return Exit.ok
+        })
+
+    static let conflicts = Command(
+        name: "conflicts",
+        synopsis: "lnote conflicts FOLDER [DOC] [--json]",
+        summary: "List every conflict (concurrent edits and which one won)",
+        details: """
+        Document level: concurrent title writes, page moves, canvas changes, and pages deleted
+        while edited elsewhere. Page level: concurrent moves and reorders of an element, and
+        whole erases that won over concurrent edits. Each line names the kind, the page
+        (#N or deleted) and element, the concurrent operations (id@lamport) and the winner.
+        Every document is searched (deleted ones included) unless DOC is given. The exit
+        status is 0 whether or not there are conflicts.
+        --json   an array of {document, kind, page, element, ops, winner}
+        """,
+        flags: ["json"],
+        run: { args, console in
+            try args.expect(1, max: 2, "FOLDER [DOC]")
+            let found: [(DocumentID, [PageID], Conflict)] = try await withNotebook(args.positionals[0], console: console) { nb in
+                let ids = args.positionals.count == 2 ? [try await Resolve.document(args.positionals[1], in: nb)]
+                    : try await nb.documentIDs()
+                var out: [(DocumentID, [PageID], Conflict)] = []
+                for id in ids {
+                    try await withDocument(nb, id.description, console: console) { d in
+                        let live = await d.pageList.map(\.id)
+                        for c in try await d.allConflicts() { out.append((id, live, c)) }
+                    }
+                }
+                return out
+            }
+            if args.flag("json") {
+                console.raw(CanonicalJSON.array(found.map { doc, _, c in
+                    guard case .object(var o) = c.json else { return c.json }
+                    o["document"] = .string(doc.description)
+                    return .object(o)
+                }).text(.pretty))
+                return Exit.ok
+            }
+            if found.isEmpty { console.out("no conflicts") }
+            for (doc, live, c) in found {
+                var s = "\(doc)  \(c.kind.rawValue)"
+                if let p = c.page { s += "  page \(live.firstIndex(of: p).map { "#\($0 + 1)" } ?? "(deleted)") \(p)" }
+                if let e = c.element { s += "  element \(e)" }
+                s += ": " + c.ops.map(\.description).joined(separator: ", ") + " → winner \(c.winner)"
+                console.out(s)
+            }
+            return Exit.ok
+        })
+
+    static let compact = Command(
+        name: "compact",
+        synopsis: "lnote compact FOLDER [DOC]",
+        summary: "Fold every page's log into its snapshot now",
+        details: """
+        Writes a fresh snapshot of each page whose log holds operations past what its
+        snapshot covers, then saves document.json and manifest.json. Logs are never
+        shortened (peers far behind still need their operations). Prints one line per page
+        compacted and a total; every document unless DOC is given.
+        """,
+        run: { args, console in
+            try args.expect(1, max: 2, "FOLDER [DOC]")
+            let (lines, total, pages) = try await withNotebook(args.positionals[0], console: console) { nb in
+                let ids = args.positionals.count == 2 ? [try await Resolve.document(args.positionals[1], in: nb)]
+                    : try await nb.documentIDs()
+                var lines: [String] = []
+                var compacted = 0, pages = 0
+                for id in ids {
+                    try await withDocument(nb, id.description, console: console) { d in
+                        for pid in await d.allPageIDs {
+                            pages += 1
+                            let r = try await d.compactReporting(page: pid)
+                            try await d.closePage(pid)
+                            guard r.written else { continue }
+                            compacted += 1
+                            lines.append("\(id) page \(pid): \(r.frames) operation\(r.frames == 1 ? "" : "s") (\(r.bytes) bytes of log) folded into its snapshot")
+                        }
+                        try await d.flush()
+                    }
+                }
+                return (lines, compacted, pages)
+            }
+            for l in lines { console.out(l) }
+            console.out("compacted \(total) of \(pages) page\(pages == 1 ? "" : "s")")
+            return Exit.ok
+        })
+
+    static let verify = Command(
+        name: "verify",
+        synopsis: "lnote verify FOLDER [--json]",
+        summary: "Check every file of a notebook folder without changing anything",
+        details: """
+        Decodes every manifest, document.json, page snapshot and log (frame by frame), checks
+        that assets exist and match their hash, and looks for orphaned, temporary and
+        unknown files. Prints one problem per line (kind, path, offset, what is wrong) and a
+        summary. Exit status 1 when anything is wrong, 0 when the folder is clean.
+        The notebook is not opened (no lock is taken and nothing is repaired): run it on a
+        folder no other process is writing.
+        --json   {documents, files, clean, problems: [{kind, path, offset, index, message}]}
+        """,
+        flags: ["json"],
+        run: { args, console in
+            try args.expect(1, "FOLDER")
+            try requireNotebook(args.positionals[0])
+            let report = try Verify.run(folder: args.positionals[0])
+            if args.flag("json") {
+                let value: CanonicalJSON = [
+                    "documents": .int(Int64(report.documents)),
+                    "files": .int(Int64(report.files)),
+                    "clean": .bool(report.isClean),
+                    "problems": .array(report.problems.map { p in
+                        [
+                            "kind": .string(p.kind.rawValue),
+                            "path": .string(p.path),
+                            "offset": p.offset.map { .int(Int64($0)) } ?? .null,
+                            "index": p.index.map { .int(Int64($0)) } ?? .null,
+                            "message": .string(p.message),
+                        ]
+                    }),
+                ]
+                console.raw(value.text(.pretty))
+            } else {
+                for p in report.problems { console.out(p.description) }
+                let checked = "\(report.documents) document\(report.documents == 1 ? "" : "s"), \(report.files) files checked"
+                console.out(report.isClean ? "\(checked): no problems"
+                            : "\(checked): \(report.problems.count) problem\(report.problems.count == 1 ? "" : "s")")
+            }
+            return report.isClean ? Exit.ok : Exit.failure
+        })
+}

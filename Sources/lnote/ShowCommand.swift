@@ -1,0 +1,192 @@
+import Foundation
+import LnoteModel
+import LnoteReplication
+import LnoteStore
+
+extension CommandTable {
+    static let show = Command(
+        name: "show",
+        synopsis: "lnote show FOLDER DOC [PAGE] [--json] [--points]",
+        summary: "Show a document (pages, element counts, conflicts) or one page (its elements)",
+        details: """
+        DOC is a document id or a unique prefix of one; PAGE a page id, a unique prefix, or #N
+        (the N-th live page).
+        A document: title, dates, live pages in order with their size and element count,
+        deleted pages (marked), and how many conflicts it holds.
+        A page: its elements bottom to top, each with its id, kind, style, point count,
+        visible point ranges, transform and z key.
+        --points  also list every point (x y in pt, pressure 0-1, radius in pt, t in ms)
+        --json    print the replicated state as canonical JSON: fixed key order, elements in z
+                  order, nothing local to this folder (no file offsets, paths or incarnations),
+                  so equal states print byte-identical text. For a document: its metadata,
+                  every page (deleted ones included) with its state, and its conflicts.
+                  Points are included with --points; otherwise each stroke shows pointCount.
+        """,
+        flags: ["json", "points"],
+        run: { args, console in
+            try args.expect(2, max: 3, "FOLDER DOC [PAGE]")
+            let json = args.flag("json"), points = args.flag("points")
+            try await withNotebook(args.positionals[0], console: console) { nb in
+                try await withDocument(nb, args.positionals[1], console: console) { d in
+                    if args.positionals.count == 3 {
+                        let pid = try await Resolve.page(args.positionals[2], in: d)
+                        let state = try await d.pageState(pid)
+                        if json {
+                            console.raw(state.canonicalJSON(style: .pretty, includePoints: points))
+                        } else {
+                            try await printPage(state, of: d, console: console, points: points)
+                        }
+                    } else if json {
+                        console.raw(try await DocumentJSON.value(of: d, includePoints: points).text(.pretty))
+                    } else {
+                        try await printDocument(d, console: console)
+                    }
+                }
+            }
+            return Exit.ok
+        })
+
+    static func printDocument(_ d: Document, console: Console) async throws {
+        let conflicts = try await d.allConflicts()
+        let state = await d.state
+        let live = await d.pageList
+        let deleted = await d.deletedPages
+        console.out(state.title.value.isEmpty ? "(untitled)" : state.title.value)
+        var head = [["document", d.id.description + (state.deleted.value ? "  (deleted)" : "")],
+                    ["created", timestamp(state.created)],
+                    ["modified", timestamp(state.modified)],
+                    ["pages", "\(live.count)" + (deleted.isEmpty ? "" : " (and \(deleted.count) deleted)")],
+                    ["elements", "\(live.reduce(0) { $0 + $1.elementCount })"],
+                    ["conflicts", "\(conflicts.count)" + (conflicts.isEmpty ? "" : " (lnote conflicts to list them)")]]
+        if state.title.isConflicted { head.append(["", "title written concurrently; the last writer's title shows"]) }
+        for line in table(head) { console.out(line) }
+        guard !live.isEmpty || !deleted.isEmpty else { return }
+        console.out("")
+        var rows: [[String]] = []
+        let byPage = Dictionary(grouping: conflicts.filter { $0.page != nil }, by: { $0.page! })
+        func row(_ label: String, _ p: PageInfo) -> [String] {
+            let c = byPage[p.id]?.count ?? 0
+            return [label, p.id.description, "\(Units.pt(p.canvas.width)) x \(Units.pt(p.canvas.height)) pt",
+                    "\(p.elementCount) element\(p.elementCount == 1 ? "" : "s")",
+                    (p.deleted ? "deleted" : "") + (c > 0 ? (p.deleted ? ", " : "") + "\(c) conflict\(c == 1 ? "" : "s")" : "")]
+        }
+        for (i, p) in live.enumerated() { rows.append(row("#\(i + 1)", p)) }
+        for p in deleted { rows.append(row("-", p)) }
+        for line in table(rows) { console.out("  " + line.trimmingTrailingSpaces) }
+    }
+
+    static func printPage(_ s: PageState, of d: Document, console: Console, points: Bool) async throws {
+        let live = await d.pageList
+        let docState = await d.state
+        let record = docState.pages.first { $0.id == s.page }
+        let position = live.firstIndex { $0.id == s.page }.map { "#\($0 + 1)" } ?? "deleted"
+        let canvas = record.map { "\(Units.pt($0.canvas.value.width)) x \(Units.pt($0.canvas.value.height)) pt" } ?? "?"
+        let conflicts = try await d.conflicts(page: s.page)
+        console.out("page \(s.page) (\(position) of \"\(docState.title.value)\", \(canvas))")
+        console.out("\(s.elements.count) element\(s.elements.count == 1 ? "" : "s"), \(s.pointCount) points, "
+                    + "\(s.tombstones.count) erased kept as tombstones, \(conflicts.count) conflict\(conflicts.count == 1 ? "" : "s")")
+        console.out("clock \(s.clock)  modified \(timestamp(s.modified))")
+        guard !s.elements.isEmpty else { return }
+        console.out("")
+        var rows = [["ID", "KIND", "STYLE", "POINTS", "VISIBLE", "TRANSFORM", "Z"]]
+        for e in s.elements {
+            var kind = "", style = "", count = "", visible = ""
+            switch e.content {
+            case .stroke(let st):
+                kind = "stroke"
+                style = "\(st.style.tool) \(st.style.color) \(Units.pt(st.style.width))pt"
+                count = "\(st.points.count)"
+                let v = e.visibleRanges
+                visible = v.isEmpty ? "none" : v.count == 1 && v[0].count == st.points.count ? "all"
+                    : v.map(\.description).joined(separator: " ")
+            case .image(let i):
+                kind = "image"
+                style = "\(Units.pt(i.frame.width))x\(Units.pt(i.frame.height)) at (\(Units.pt(i.frame.x)), \(Units.pt(i.frame.y)))"
+                    + (i.rotation != 0 ? " rot \(Double(i.rotation) / 100)°" : "")
+                count = "-"
+                visible = "-"
+            }
+            var conflictMark = ""
+            if e.transform.isConflicted || e.z.isConflicted { conflictMark = " (conflict)" }
+            rows.append([e.id.description, kind, style, count, visible, transformText(e.transform.value) + conflictMark,
+                         e.z.value.description])
+        }
+        let lines = table(rows)
+        console.out(lines[0].trimmingTrailingSpaces)
+        for (i, e) in s.elements.enumerated() {
+            console.out(lines[i + 1].trimmingTrailingSpaces)
+            if points, case .stroke(let st) = e.content {
+                for p in st.points {
+                    console.out("    \(Units.pt(p.x)) \(Units.pt(p.y)) \(Double(p.pressure) / 1000) \(Units.pt(p.radius)) \(p.t)")
+                }
+            }
+        }
+    }
+
+    /// A transform in points: `translate(1.5, -2)` or the full matrix.
+    static func transformText(_ t: Transform) -> String {
+        if t == .identity { return "none" }
+        if t.isTranslation { return "translate(\(Units.pt(t.tx)), \(Units.pt(t.ty)))" }
+        return t.description
+    }
+}
+
+/// The canonical JSON form of a document: only replicated state (what every replica that
+/// applied the same operations holds), so equal documents print byte-identical text.
+enum DocumentJSON {
+    static func value(of d: Document, includePoints: Bool) async throws -> CanonicalJSON {
+        let state = await d.state
+        let conflicts = try await d.allConflicts()
+        var pages: [CanonicalJSON] = []
+        var liveIndex = 0
+        for p in state.pages {
+            let s = try await d.pageState(p.id)
+            if !p.deleted.value { liveIndex += 1 }
+            pages.append([
+                "page": .string(p.id.description),
+                "index": p.deleted.value ? .null : .int(Int64(liveIndex)),
+                "added": p.added.json,
+                "created": .int(p.created),
+                "position": .string(p.position.value.description),
+                "positionFrontier": p.position.frontierJSON,
+                "canvas": ["width": .int(Int64(p.canvas.value.width)), "height": .int(Int64(p.canvas.value.height))],
+                "canvasFrontier": p.canvas.frontierJSON,
+                "deleted": .bool(p.deleted.value),
+                "deletedFrontier": p.deleted.frontierJSON,
+                "deletedSeen": p.deletedSeen?.json ?? .null,
+                "state": s.canonicalJSONValue(includePoints: includePoints),
+            ])
+        }
+        return [
+            "document": .string(state.id.description),
+            "title": .string(state.title.value),
+            "titleFrontier": state.title.frontierJSON,
+            "deleted": .bool(state.deleted.value),
+            "deletedFrontier": state.deleted.frontierJSON,
+            "created": .int(state.created),
+            "modified": .int(state.modified),
+            "clock": state.clock.json,
+            "maxLamport": .uint(state.maxLamport),
+            "contexts": .object(Dictionary(state.contexts.map { ($0.replica.description, $0.clock.json) },
+                                           uniquingKeysWith: { $1 })),
+            "pages": .array(pages),
+            "conflicts": .array(conflicts.map(\.json)),
+        ]
+    }
+}
+
+extension LWWRegister {
+    var frontierJSON: CanonicalJSON { .array(frontier.map(\.json)) }
+}
+
+extension Conflict {
+    var json: CanonicalJSON {
+        [
+            "kind": .string(kind.rawValue),
+            "page": page.map { .string($0.description) } ?? .null,
+            "element": element.map { .string($0.description) } ?? .null,
+            "ops": .array(ops.map(\.json)),
+            "winner": winner.json,
+        ]
+    }
+}

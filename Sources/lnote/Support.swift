@@ -1,0 +1,188 @@
+import Foundation
+import LnoteModel
+import LnoteReplication
+import LnoteStore
+
+// Shared plumbing of the local commands: opening and closing notebooks and documents,
+// naming documents, pages and elements, and reading lengths in points.
+
+/// Opens the notebook at `folder`, runs `body`, and closes it (closing flushes). A body that
+/// throws still closes the notebook; its error is the one reported.
+///
+/// Refuses a folder that is not a notebook (no `.lnote/replica.json`): opening would
+/// quietly make it one, and `lnote ls ~` should not.
+func withNotebook<T>(_ folder: String, console: Console,
+                     _ body: (Notebook) async throws -> T) async throws -> T {
+    try requireNotebook(folder)
+    let nb = try await Notebook.open(at: folder)
+    if let change = nb.replicaChange {
+        console.err("lnote: note: this folder was copied or moved: \(change)")
+    }
+    let result: T
+    do {
+        result = try await body(nb)
+    } catch {
+        try? await nb.close()
+        throw error
+    }
+    try await nb.close()
+    return result
+}
+
+/// Throws `notFound` unless `folder` holds `.lnote/replica.json`.
+func requireNotebook(_ folder: String) throws {
+    var isDir: ObjCBool = false
+    guard FileManager.default.fileExists(atPath: folder, isDirectory: &isDir), isDir.boolValue else {
+        throw LnoteError(.notFound, "no notebook folder (create one with lnote init)", path: folder)
+    }
+    guard FileManager.default.fileExists(atPath: folder + "/.lnote/replica.json") else {
+        throw LnoteError(.notFound, "not a notebook folder (no .lnote/replica.json; create one with lnote init)", path: folder)
+    }
+}
+
+/// Opens a document of `nb` named by id or prefix, runs `body`, then closes the document,
+/// reporting on stderr anything opening it had to repair.
+func withDocument<T>(_ nb: Notebook, _ name: String, console: Console,
+                     _ body: (Document) async throws -> T) async throws -> T {
+    let id = try await Resolve.document(name, in: nb)
+    let d = try await nb.openDocument(id)
+    let result: T
+    do {
+        result = try await body(d)
+    } catch {
+        for r in await d.recoveryReports { console.err("lnote: recovered: \(r)") }
+        try? await d.close()
+        throw error
+    }
+    for r in await d.recoveryReports { console.err("lnote: recovered: \(r)") }
+    try await d.close()
+    return result
+}
+
+/// Names → ids. A name is a full id or a unique prefix of one, compared case-insensitively;
+/// an exact match wins over longer ids it prefixes. Pages may also be named `#N` (the N-th
+/// live page, from 1).
+enum Resolve {
+    /// The one candidate `name` names.
+    /// `label` names candidates in the ambiguity message (default: `text`).
+    static func unique<T>(_ name: String, among candidates: [T], what: String, text: (T) -> String,
+                          label: ((T) -> String)? = nil, in context: String? = nil) throws -> T {
+        let key = name.lowercased()
+        guard !key.isEmpty else { throw LnoteError(.invalidArgument, "empty \(what) name") }
+        let exact = candidates.filter { text($0).lowercased() == key }
+        let matches = exact.isEmpty ? candidates.filter { text($0).lowercased().hasPrefix(key) } : exact
+        let where_ = context.map { " in \($0)" } ?? ""
+        switch matches.count {
+        case 1:
+            return matches[0]
+        case 0:
+            throw LnoteError(.notFound, "no \(what) \"\(name)\"\(where_)")
+        default:
+            let shown = matches.prefix(8).map { label?($0) ?? text($0) }.joined(separator: ", ")
+            let more = matches.count > 8 ? ", … (\(matches.count) in all)" : ""
+            throw LnoteError(.ambiguous, "\(what) \"\(name)\" is ambiguous\(where_): \(shown)\(more)")
+        }
+    }
+
+    static func document(_ name: String, in nb: Notebook) async throws -> DocumentID {
+        try unique(name, among: try await nb.documentIDs(), what: "document", text: \.description)
+    }
+
+    /// A page by `#N` (live pages, in order), id or prefix (deleted pages included).
+    static func page(_ name: String, in d: Document) async throws -> PageID {
+        if name.hasPrefix("#") {
+            let live = await d.pageList
+            guard let n = Int(name.dropFirst()), n >= 1 else {
+                throw LnoteError(.invalidArgument, "page position \"\(name)\" must be #1, #2, …")
+            }
+            guard n <= live.count else {
+                throw LnoteError(.notFound, "no page \(name): document \(d.id) has \(live.count) live page\(live.count == 1 ? "" : "s")")
+            }
+            return live[n - 1].id
+        }
+        return try unique(name, among: await d.allPageIDs, what: "page", text: \.description,
+                          in: "document \(d.id)")
+    }
+
+    /// Live elements of a page, each by id (`replicahex.counter`), unique prefix, or `.counter`
+    /// when one replica alone made an element with that counter. Duplicates are dropped,
+    /// order kept.
+    static func elements(_ names: [String], on page: PageID, in d: Document) async throws -> [ElementRecord] {
+        let live = try await d.elements(page)
+        var seen = Set<ElementID>()
+        var out: [ElementRecord] = []
+        for n in names {
+            let e: ElementRecord
+            if n.hasPrefix("."), n.count > 1 {
+                // ".17": the element with counter 17, whichever replica made it (when only one did).
+                e = try unique(n, among: live.filter { $0.id.description.hasSuffix(n) }, what: "element",
+                               text: { "." + String($0.id.counter) }, label: { $0.id.description }, in: "page \(page)")
+            } else {
+                e = try unique(n, among: live, what: "element", text: { $0.id.description }, in: "page \(page)")
+            }
+            if seen.insert(e.id).inserted { out.append(e) }
+        }
+        return out
+    }
+}
+
+/// Lengths given in points on the command line, stored in tenths of a point.
+enum Units {
+    /// `--name PT` in tenths of a point (nil when absent).
+    static func length(_ args: Arguments, _ name: String) throws -> Int32? {
+        guard let v = try args.double(name) else { return nil }
+        do { return try Quantization.coordinate(v) } catch {
+            throw Arguments.UsageError(message: "--\(name) \(v) is out of range")
+        }
+    }
+
+    /// A length that must be positive.
+    static func positive(_ args: Arguments, _ name: String) throws -> Int32? {
+        guard let q = try length(args, name) else { return nil }
+        guard q > 0 else { throw Arguments.UsageError(message: "--\(name) must be positive (at least 0.1 pt)") }
+        return q
+    }
+
+    /// `--width PT --height PT` as a canvas (A4 for whichever is absent).
+    static func canvas(_ args: Arguments) throws -> CanvasSize {
+        CanvasSize(width: try positive(args, "width") ?? CanvasSize.a4.width,
+                   height: try positive(args, "height") ?? CanvasSize.a4.height)
+    }
+
+    /// Tenths of a point as points, e.g. `12.3`.
+    static func pt(_ q: Int32) -> String {
+        let v = Quantization.points(q)
+        return v == v.rounded() ? String(format: "%.0f", v) : String(format: "%.1f", v)
+    }
+}
+
+/// Where a page goes: `--first`, `--after PAGE`, or (`default`) the end.
+func placement(_ args: Arguments, in d: Document, required: Bool) async throws -> PagePlacement {
+    let after = args.option("after")
+    if args.flag("first") && after != nil { throw Arguments.UsageError(message: "give --first or --after, not both") }
+    if args.flag("first") { return .first }
+    if let after { return .after(try await Resolve.page(after, in: d)) }
+    if required { throw Arguments.UsageError(message: "say where: --first or --after PAGE") }
+    return .last
+}
+
+/// ms since 1970 as `2024-05-01 14:03:22Z` (UTC), or `-` for 0.
+func timestamp(_ ms: Int64) -> String {
+    guard ms != 0 else { return "-" }
+    let f = DateFormatter()
+    f.locale = Locale(identifier: "en_US_POSIX")
+    f.timeZone = TimeZone(identifier: "UTC")
+    f.dateFormat = "yyyy-MM-dd HH:mm:ss'Z'"
+    return f.string(from: Date(timeIntervalSince1970: Double(ms) / 1000))
+}
+
+/// Left-aligned columns separated by two spaces (the last column is not padded).
+func table(_ rows: [[String]]) -> [String] {
+    guard let n = rows.map(\.count).max() else { return [] }
+    var widths = Array(repeating: 0, count: n)
+    for r in rows { for (i, c) in r.enumerated() { widths[i] = max(widths[i], c.count) } }
+    return rows.map { r in
+        r.enumerated().map { i, c in i == r.count - 1 ? c : c.padding(toLength: widths[i], withPad: " ", startingAt: 0) }
+            .joined(separator: "  ")
+    }
+}
