@@ -32,6 +32,9 @@ let package = Package(
                        providers: [.apt(["libcurl4-openssl-dev"])]),
         .systemLibrary(name: "CLnoteMicroHTTPD", pkgConfig: "libmicrohttpd",
                        providers: [.apt(["libmicrohttpd-dev"])]),
+        // Only the benchmark uses zlib (its "zlib of the naive encoding" baseline).
+        .systemLibrary(name: "CLnoteZlib", pkgConfig: "zlib",
+                       providers: [.apt(["zlib1g-dev"])]),
 
         .target(name: "LnoteModel"),
         .target(name: "LnoteReplication", dependencies: ["LnoteModel"]),
@@ -43,7 +46,7 @@ let package = Package(
         .executableTarget(name: "lnote", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer", "LnoteSQLite", "LnoteScenario"]),
         // A writer that the store's crash tests kill with SIGKILL.
         .executableTarget(name: "lnote-crashtest", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore"]),
-        .executableTarget(name: "lnote-bench", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer", "LnoteSQLite"]),
+        .executableTarget(name: "lnote-bench", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer", "LnoteSQLite", "CLnoteZlib"]),
 
         .testTarget(name: "LnoteModelTests", dependencies: ["LnoteModel"], exclude: ["Fixtures"]),
         .testTarget(name: "LnoteReplicationTests", dependencies: ["LnoteModel", "LnoteReplication"]),
