@@ -21,6 +21,7 @@ final class Bench {
         source = try StrokeSource(seed: options.seed, strokesPath: options.strokesPath)
         ws = try Workspace()
         results = Results(machine: MachineInfo.collect(options: options, workDir: ws.root))
+        results.machine.fdatasync = (try? Files.fdatasyncProbe(in: ws.root)) ?? .nan
     }
 
     func runCase(_ n: Int) async throws {

@@ -1,4 +1,6 @@
 import Foundation
+import CLnoteZlib
+import LnoteSQLite
 
 /// What a figure measures.
 enum Unit: String, Codable, Sendable {
@@ -92,9 +94,12 @@ struct MachineInfo: Codable, Sendable {
     var kernel: String
     var memory: String
     var filesystem: String
+    /// Median fdatasync of a 300-byte append in the work directory, seconds.
+    var fdatasync: Double = 0
     var loadAverageBefore: String
     var loadAverageAfter: String
     var build: String
+    var libraries: String
     var runs: Int
     var quick: Bool
     var seed: UInt64
@@ -124,6 +129,7 @@ struct MachineInfo: Codable, Sendable {
             loadAverageBefore: loadAverage(),
             loadAverageAfter: "",
             build: isDebugBuild ? "debug (figures are not representative: use -c release)" : "release",
+            libraries: "SQLite \(SQLiteDatabase.libraryVersion), zlib \(String(cString: zlibVersion()))",
             runs: options.runs,
             quick: options.quick,
             seed: options.seed,
@@ -222,9 +228,10 @@ extension Results {
         return ["- date: \(m.date)",
                 "- command: `\(m.command)`",
                 "- build: \(m.build); \(m.runs) timed runs per figure after 1 warm-up (median)\(m.quick ? "; --quick" : "")",
+                "- libraries: \(m.libraries)",
                 "- CPU: \(m.cpu), \(m.processors) processors (nproc); memory \(m.memory)",
                 "- kernel: \(m.kernel)",
-                "- work directory filesystem: \(m.filesystem)",
+                "- work directory filesystem: \(m.filesystem); fdatasync of a 300 B append: \(formatSeconds(m.fdatasync)) (median of 50)",
                 "- load average (1, 5, 15 min) before: \(m.loadAverageBefore); after: \(m.loadAverageAfter)",
                 "- strokes: \(m.strokes); seed \(m.seed)"]
     }
