@@ -32,6 +32,9 @@ let package = Package(
                        providers: [.apt(["libcurl4-openssl-dev"])]),
         .systemLibrary(name: "CLnoteMicroHTTPD", pkgConfig: "libmicrohttpd",
                        providers: [.apt(["libmicrohttpd-dev"])]),
+        // Only the benchmark uses zlib (its "zlib of the naive encoding" baseline).
+        .systemLibrary(name: "CLnoteZlib", pkgConfig: "zlib",
+                       providers: [.apt(["zlib1g-dev"])]),
 
         .target(name: "LnoteModel"),
         .target(name: "LnoteReplication", dependencies: ["LnoteModel"]),
@@ -45,7 +48,7 @@ let package = Package(
         .executableTarget(name: "lnote-crashtest", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore"]),
         .executableTarget(name: "two-machines", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer"],
                           path: "Examples/TwoMachines"),
-        .executableTarget(name: "lnote-bench", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer", "LnoteSQLite"]),
+        .executableTarget(name: "lnote-bench", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer", "LnoteSQLite", "CLnoteZlib"]),
 
         .testTarget(name: "LnoteModelTests", dependencies: ["LnoteModel"], exclude: ["Fixtures"]),
         .testTarget(name: "LnoteReplicationTests", dependencies: ["LnoteModel", "LnoteReplication"]),

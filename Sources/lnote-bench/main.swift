@@ -1,1 +1,27 @@
-print("bench")
+// lnote-bench: the benchmark program (see BENCHMARKS.md).
+//
+//     swift run -c release lnote-bench [--quick] [--runs N] [--only N[,M...]] [--json FILE] [--strokes FILE.jsonl]
+import Foundation
+
+let options: BenchOptions
+do {
+    options = try BenchOptions.parse(Array(CommandLine.arguments.dropFirst()))
+} catch is HelpRequested {
+    print(BenchOptions.usage)
+    exit(0)
+} catch {
+    FileHandle.standardError.write(Data("lnote-bench: \(error)\n\(BenchOptions.usage)\n".utf8))
+    exit(2)
+}
+
+if let child = options.child {
+    exit(await Child.run(child))
+}
+
+do {
+    let bench = try Bench(options)
+    exit(await bench.run())
+} catch {
+    FileHandle.standardError.write(Data("lnote-bench: \(error)\n".utf8))
+    exit(1)
+}

@@ -1,0 +1,149 @@
+import Foundation
+import LnoteModel
+import LnoteReplication
+import LnoteSQLite
+import LnoteStore
+
+/// The page that cases 4 and 9 open: a snapshot of 1,500 strokes and a journal of 500
+/// add-stroke frames past it, so the opened page shows 2,000 strokes. Kept as a pristine
+/// copy and restored before every open (closing a document snapshots the page it replayed).
+struct OpenPageFixture {
+    var notebookPath: String
+    var document: DocumentID
+    var page: PageID
+    /// A small document whose page is opened first in the memory child, so that the code
+    /// paths are paged in before the peak is reset.
+    var warmDocument: DocumentID
+    var warmPage: PageID
+    var pristine: String
+    var strokes: [Stroke]
+    var snapshotStrokes: Int
+    var journalFrames: Int
+    var pointCount: Int { strokes.reduce(0) { $0 + $1.points.count } }
+
+    var packages: [(live: String, copy: String)] {
+        [(PackagePaths(folder: notebookPath, id: document).root, pristine + "/doc"),
+         (PackagePaths(folder: notebookPath, id: warmDocument).root, pristine + "/warm")]
+    }
+
+    func restore() throws {
+        for p in packages { try Files.restoreTree(p.copy, to: p.live) }
+    }
+
+    var contentPath: String { PackagePaths(folder: notebookPath, id: document).content(page) }
+    var logPath: String { PackagePaths(folder: notebookPath, id: document).log(page) }
+}
+
+extension Bench {
+    func openPageFixture() async throws -> OpenPageFixture {
+        if let f = fixture { return f }
+        let total = options.size(2000, quick: 500)
+        let journal = options.size(500, quick: 125)
+        let dir = try ws.directory("case4")
+        var storeOptions = StoreOptions()
+        storeOptions.autosave = false
+        storeOptions.compactAfterBytes = .max
+        storeOptions.compactAfterFrames = .max
+        let notebook = try await Notebook.open(at: dir + "/notebook", create: true, options: storeOptions)
+        let warm = try await notebook.createDocument(title: "warm-up")
+        let warmPage = await warm.pageList[0].id
+        try await warm.addStrokes(source.handwriting(20, stream: 40), to: warmPage)
+        try await warm.flush()
+        try await warm.addStrokes(source.handwriting(5, stream: 41), to: warmPage)
+
+        let doc = try await notebook.createDocument(title: "open a page")
+        let page = await doc.pageList[0].id
+        let strokes = source.handwriting(total, stream: 4)
+        try await doc.addStrokes(Array(strokes[..<(total - journal)]), to: page)
+        try await doc.flush()
+        try await doc.addStrokes(Array(strokes[(total - journal)...]), to: page)
+
+        let f = OpenPageFixture(notebookPath: notebook.path, document: doc.id, page: page, warmDocument: warm.id,
+                                warmPage: warmPage, pristine: dir + "/pristine", strokes: strokes,
+                                snapshotStrokes: total - journal, journalFrames: journal)
+        try FileManager.default.createDirectory(atPath: f.pristine, withIntermediateDirectories: true)
+        // Everything is durable (appends are synced); copy before close snapshots the page.
+        for p in f.packages { try FileManager.default.copyItem(atPath: p.live, toPath: p.copy) }
+        try await notebook.close()
+        try f.restore()
+        fixture = f
+        return f
+    }
+
+    /// 4. Open a 2,000-stroke page with a 500-frame journal.
+    func caseOpenPage() async throws {
+        let f = try await openPageFixture()
+        var storeOptions = StoreOptions()
+        storeOptions.autosave = false
+        storeOptions.compactAfterBytes = .max
+        storeOptions.compactAfterFrames = .max
+        let notebook = try await Notebook.open(at: f.notebookPath, options: storeOptions)
+        var doc: Document? = nil
+        var shown = 0
+        let open = Variant(name: "lnote page open", setup: {
+            if let doc { try await doc.close() }
+            try f.restore()
+            doc = try await notebook.openDocument(f.document)
+        }, body: {
+            shown = try await doc!.elements(f.page).count
+        })
+
+        var floorBytes = 0
+        let floor = Variant(name: "read of the same bytes", body: {
+            floorBytes = try Files.read(f.contentPath).count + Files.read(f.logPath).count
+        })
+
+        // SQLite: the same strokes, one BLOB each (16 B/point), WAL, connection kept open.
+        let dbPath = ws.path("case4/strokes.sqlite")
+        let db = try SQLiteDatabase(path: dbPath, options: .init(journalMode: .wal, synchronous: .full))
+        try db.execute("CREATE TABLE strokes (id INTEGER PRIMARY KEY, page BLOB NOT NULL, z INTEGER NOT NULL, points BLOB NOT NULL)")
+        try db.execute("CREATE INDEX strokes_page ON strokes (page, z)")
+        let pageKey = f.page.uuid.bytes
+        try db.transaction {
+            let insert = try db.prepare("INSERT INTO strokes (page, z, points) VALUES (?1, ?2, ?3)")
+            defer { insert.finalize() }
+            for (z, s) in f.strokes.enumerated() { try insert.run([.blob(pageKey), .integer(Int64(z)), .blob(Naive.encode(s.points))]) }
+        }
+        try db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        var sqliteStrokes = 0
+        let sqlite = Variant(name: "SQLite read", body: {
+            let select = try db.prepare("SELECT points FROM strokes WHERE page = ?1 ORDER BY z")
+            defer { select.finalize() }
+            try select.bind(.blob(pageKey), at: 1)
+            var out: [[NaivePoint]] = []
+            while try select.step() { out.append(Naive.decode(try select.blob(at: 0) ?? [])) }
+            sqliteStrokes = out.count
+        })
+
+        // The snapshot's decoding alone (no I/O, no journal replay).
+        let contentBytes = try Files.read(f.contentPath)
+        let decode = Variant(name: "snapshot decode", body: {
+            let n = try PageSnapshot.decode(contentBytes).state.elements.count
+            precondition(n == f.snapshotStrokes)
+        })
+
+        let t = try await measure([open, floor, sqlite, decode], runs: options.runs)
+        if let doc { try await doc.close() }
+        try await notebook.close()
+        try db.close()
+        try f.restore()
+        guard shown == f.strokes.count, sqliteStrokes == f.strokes.count else {
+            throw LnoteError(.invalidState, "case 4 opened \(shown) strokes with lnote and \(sqliteStrokes) with SQLite; expected \(f.strokes.count)")
+        }
+        let what = "\(formatCount(f.strokes.count))-stroke page, \(f.journalFrames)-frame journal"
+        results.rows.append(Row(4, "open \(what)", measured: t[0].median, unit: .seconds,
+                                baselineName: "SQLite read of the BLOBs", baseline: t[2].median, target: .ratioAtMost(1),
+                                note: "lnote: first access to the page of an open document (read the .content snapshot of "
+                                    + "\(formatCount(f.snapshotStrokes)) strokes, replay \(f.journalFrames) frames); SQLite: the connection "
+                                    + "is already open, one SELECT by page ordered by z, each BLOB copied into [NaivePoint]; "
+                                    + "files and database in the page cache for both",
+                                measuredRuns: t[0].runs, baselineRuns: t[2].runs))
+        results.rows.append(Row(4, "open \(what)", measured: t[0].median, unit: .seconds,
+                                baselineName: "read of the same \(formatBytes(Double(floorBytes)))", baseline: t[1].median,
+                                target: .report, measuredRuns: t[0].runs, baselineRuns: t[1].runs))
+        results.rows.append(Row(4, "of which CPU: decode the \(formatCount(f.snapshotStrokes))-stroke snapshot", measured: t[3].median,
+                                unit: .seconds, baselineName: "page open", baseline: t[0].median, target: .report,
+                                note: "PageSnapshot.decode of the .content bytes already in memory",
+                                measuredRuns: t[3].runs, baselineRuns: t[0].runs))
+    }
+}

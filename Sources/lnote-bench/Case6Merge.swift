@@ -1,0 +1,150 @@
+import Foundation
+import LnoteModel
+import LnoteReplication
+
+/// A seeded stream of everyday page edits made by one replica: adds of short strokes,
+/// moves, reorders, partial erases and whole erases of what that replica sees.
+struct OpMix {
+    var rng: SplitMix64
+    private var live: [ElementID] = []
+    private var index: [ElementID: Int] = [:]
+    private var points: [ElementID: Int] = [:]
+    let pool: [Stroke]
+    private var poolNext = 0
+
+    init(seed: UInt64, base: PageReplica, pool: [Stroke]) {
+        rng = SplitMix64(seed: seed)
+        self.pool = pool
+        for e in base.elements { track(e.id, e.content.pointCount) }
+    }
+
+    private mutating func track(_ id: ElementID, _ n: Int) {
+        index[id] = live.count
+        live.append(id)
+        points[id] = n
+    }
+
+    private mutating func untrack(_ id: ElementID) {
+        guard let i = index.removeValue(forKey: id) else { return }
+        let last = live.removeLast()
+        if last != id {
+            live[i] = last
+            index[last] = i
+        }
+        points[id] = nil
+    }
+
+    private mutating func pick() -> ElementID { live[Int(rng.below(UInt64(live.count)))] }
+
+    /// Makes the next operation on `r` (applied there) and returns it.
+    mutating func next(_ r: inout PageReplica, by me: ReplicaID, wallTime: Int64) throws -> Op {
+        let roll = live.count < 4 ? 0 : rng.unit()
+        if roll < 0.40 {
+            let s = pool[poolNext % pool.count]
+            poolNext += 1
+            let op = try r.add(.stroke(s), by: me, wallTime: wallTime)
+            track(op.id, s.points.count)
+            return op
+        }
+        if roll < 0.65 {
+            let ids = (0..<rng.int(in: 1...3)).map { _ in pick() }
+            return try r.move(ids, dx: Int32(rng.int(in: -50...50)), dy: Int32(rng.int(in: -50...50)), by: me, wallTime: wallTime)
+        }
+        if roll < 0.75 {
+            let ids = (0..<rng.int(in: 1...2)).map { _ in pick() }
+            return rng.chance(0.5) ? try r.bringToFront(ids, by: me, wallTime: wallTime)
+                                   : try r.sendToBack(ids, by: me, wallTime: wallTime)
+        }
+        let id = pick()
+        if roll < 0.90, let n = points[id], n >= 2 {
+            let from = rng.int(in: 0...(n - 2))
+            let to = from + rng.int(in: 1...min(20, n - from))
+            return try r.make(.eraseRange(id, [PointRange(UInt32(from), UInt32(to))]), by: me, wallTime: wallTime)
+        }
+        untrack(id)
+        return try r.make(.erase([id]), by: me, wallTime: wallTime)
+    }
+
+    /// `count` operations by `me` starting from `base`; returns them and the author's replica after them.
+    static func author(_ count: Int, from base: PageReplica, by me: ReplicaID, seed: UInt64,
+                       pool: [Stroke]) throws -> (ops: [Op], replica: PageReplica) {
+        var r = base
+        var mix = OpMix(seed: seed, base: base, pool: pool)
+        var ops: [Op] = []
+        ops.reserveCapacity(count)
+        for i in 0..<count { ops.append(try mix.next(&r, by: me, wallTime: 1_700_000_000_000 + Int64(i) * 250)) }
+        return (ops, r)
+    }
+}
+
+extension Bench {
+    /// 6. Merge: two replicas diverged by 500 operations each on a 1,000-stroke page, then
+    /// merged; and 100,000 remote operations merged into a page. The baseline is the
+    /// authors applying the same operations locally (`PageReplica.make` with the same
+    /// bodies, from the same starting state).
+    func caseMerge() async throws {
+        let pageStrokes = options.size(1000, quick: 300)
+        let diverged = options.size(500, quick: 200)
+        let stream = options.size(100_000, quick: 10_000)
+        let pool = source.generated(512, pointRange: 20...80, stream: 66)
+        let (X, A, B, R) = (ReplicaID(0xA0), ReplicaID(0xA1), ReplicaID(0xA2), ReplicaID(0xA3))
+        var base = PageReplica(page: PageID())
+        for (i, s) in source.handwriting(pageStrokes, stream: 6).enumerated() {
+            _ = try base.add(.stroke(s), by: X, wallTime: 1_690_000_000_000 + Int64(i))
+        }
+
+        // Two replicas diverged, then merged both ways.
+        let (opsA, afterA) = try OpMix.author(diverged, from: base, by: A, seed: source.seed &+ 61, pool: pool)
+        let (opsB, afterB) = try OpMix.author(diverged, from: base, by: B, seed: source.seed &+ 62, pool: pool)
+        var mergedA = afterA, mergedB = afterB
+        let merge = Variant(name: "merge", setup: {
+            mergedA = afterA
+            mergedB = afterB
+        }, body: {
+            try mergedA.receive(opsB)
+            try mergedB.receive(opsA)
+        })
+        var localA = base, localB = base
+        let local = Variant(name: "local", setup: {
+            localA = base
+            localB = base
+        }, body: {
+            for op in opsA { _ = try localA.make(op.body, by: A, wallTime: op.wallTime) }
+            for op in opsB { _ = try localB.make(op.body, by: B, wallTime: op.wallTime) }
+        })
+        let t1 = try await measure([merge, local], runs: options.runs)
+        let converged = mergedA.state == mergedB.state && mergedA.clock.total == UInt64(pageStrokes + 2 * diverged)
+        let conflicts = mergedA.conflicts().count
+        let ops1 = Double(2 * diverged)
+        results.rows.append(Row(6, "merge 2 × \(diverged) concurrent ops, \(formatCount(pageStrokes))-stroke page", measured: t1[0].median,
+                                unit: .seconds, baselineName: "authors applying them locally", baseline: t1[1].median,
+                                target: .condition("ratio ≤ 2, replicas converge", t1[0].median <= 2 * t1[1].median && converged),
+                                note: "each replica receives the other's \(diverged) operations in one batch (both directions timed); "
+                                    + (converged ? "both replicas end in equal states" : "REPLICAS DID NOT CONVERGE")
+                                    + ", \(conflicts) conflicts reported; op mix: 40% stroke adds, 25% moves, 10% reorders, "
+                                    + "15% partial erases, 10% erases",
+                                measuredRuns: t1[0].runs, baselineRuns: t1[1].runs))
+        results.rows.append(Row(6, "merge throughput, diverged replicas", measured: ops1 / t1[0].median, unit: .opsPerSecond,
+                                baselineName: "local", baseline: ops1 / t1[1].median, target: .report))
+
+        // A long stream of remote operations into a page.
+        let (opsR, afterR) = try OpMix.author(stream, from: base, by: R, seed: source.seed &+ 63, pool: pool)
+        var receiver = base
+        let remote = Variant(name: "merge", setup: { receiver = base }, body: { try receiver.receive(opsR) })
+        var author = base
+        let authorLocal = Variant(name: "local", setup: { author = base }, body: {
+            for op in opsR { _ = try author.make(op.body, by: R, wallTime: op.wallTime) }
+        })
+        let t2 = try await measure([remote, authorLocal], runs: options.runs)
+        let same = receiver.state == afterR.state
+        results.rows.append(Row(6, "merge \(formatCount(stream)) remote ops into a \(formatCount(pageStrokes))-stroke page",
+                                measured: t2[0].median, unit: .seconds, baselineName: "author applying them locally",
+                                baseline: t2[1].median,
+                                target: .condition("ratio ≤ 2, same state", t2[0].median <= 2 * t2[1].median && same),
+                                note: "one `receive` of all \(formatCount(stream)) operations; "
+                                    + (same ? "the receiver ends in the author's state" : "RECEIVER STATE DIFFERS FROM THE AUTHOR'S"),
+                                measuredRuns: t2[0].runs, baselineRuns: t2[1].runs))
+        results.rows.append(Row(6, "merge throughput, remote stream", measured: Double(stream) / t2[0].median, unit: .opsPerSecond,
+                                baselineName: "local", baseline: Double(stream) / t2[1].median, target: .report))
+    }
+}
