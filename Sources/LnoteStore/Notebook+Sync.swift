@@ -22,15 +22,53 @@ extension Notebook {
     /// then page. Loads each page that has files (one snapshot read plus its log tail).
     public func logClocks() async throws -> [NotebookLogClock] {
         var out: [NotebookLogClock] = []
+        let cached = loadClockCache()
+        var cache = ClockCache()
         for docID in try documentIDs() {
-            try await withDocument(docID) { d in
-                out.append(NotebookLogClock(document: docID, page: nil, clock: try await d.clock()))
-                for p in try await d.pageLogs() {
-                    let c = try await d.clock(page: p)
-                    if !c.isEmpty { out.append(NotebookLogClock(document: docID, page: p, clock: c)) }
+            let paths = PackagePaths(folder: path, id: docID)
+            // The files each log's clock depends on; when none changed and the document is
+            // not open (an open one may hold unsaved state), the cached clocks are used.
+            var keys: [(ClockCache.Key, [UInt64])] = [
+                (ClockCache.Key(document: docID, page: nil), try fileIdentity([paths.documentLog, paths.document])),
+            ]
+            var pageIDs = Set<PageID>()
+            for name in (try? io.listDirectory(paths.pages)) ?? [] where !DurableFile.isTemporaryName(name) {
+                if name.hasSuffix(".log"), let p = PageID(String(name.dropLast(4))) { pageIDs.insert(p) }
+                if name.hasSuffix(".content"), let p = PageID(String(name.dropLast(8))) { pageIDs.insert(p) }
+            }
+            for p in pageIDs.sorted() {
+                keys.append((ClockCache.Key(document: docID, page: p), try fileIdentity([paths.log(p), paths.content(p)])))
+            }
+            let hits = keys.compactMap { k, files in cached.entries[k].flatMap { $0.files == files ? $0 : nil } }
+            if !isOpen(docID), hits.count == keys.count {
+                for ((k, _), e) in zip(keys, hits) {
+                    cache.entries[k] = e
+                    if k.page == nil || !e.clock.isEmpty { out.append(NotebookLogClock(document: docID, page: k.page, clock: e.clock)) }
                 }
+                continue
+            }
+            let wasOpen = isOpen(docID)
+            let (docClock, pageClocks) = try await withDocument(docID) { d -> (VectorClock, [PageID: VectorClock]) in
+                var pageClocks: [PageID: VectorClock] = [:]
+                for p in try await d.pageLogs() { pageClocks[p] = try await d.clock(page: p) }
+                return (try await d.clock(), pageClocks)
+            }
+            out.append(NotebookLogClock(document: docID, page: nil, clock: docClock))
+            for p in pageClocks.keys.sorted() where !pageClocks[p]!.isEmpty {
+                out.append(NotebookLogClock(document: docID, page: p, clock: pageClocks[p]!))
+            }
+            // Identities are taken once the document is closed again: loading and closing
+            // may write files (a recovered log, a new snapshot, document.json). An open
+            // document is not cached: it may hold state its files do not show yet.
+            guard !wasOpen else { continue }
+            cache.entries[ClockCache.Key(document: docID, page: nil)] =
+                ClockCache.Entry(files: try fileIdentity([paths.documentLog, paths.document]), clock: docClock)
+            for (p, c) in pageClocks {
+                cache.entries[ClockCache.Key(document: docID, page: p)] =
+                    ClockCache.Entry(files: try fileIdentity([paths.log(p), paths.content(p)]), clock: c)
             }
         }
+        if cache != cached { saveClockCache(cache) }
         return out
     }
 

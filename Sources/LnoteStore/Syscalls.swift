@@ -472,6 +472,8 @@ struct FileStat: Sendable, Equatable {
     var isDirectory: Bool
     var isRegular: Bool
     var modifiedSeconds: Int64
+    /// Nanoseconds within `modifiedSeconds`.
+    var modifiedNanoseconds: Int64
 
     init(_ st: StatBuffer) {
         size = UInt64(max(0, st.st_size))
@@ -480,6 +482,7 @@ struct FileStat: Sendable, Equatable {
         isDirectory = (st.st_mode & S_IFMT) == S_IFDIR
         isRegular = (st.st_mode & S_IFMT) == S_IFREG
         modifiedSeconds = Int64(st.st_mtim.tv_sec)
+        modifiedNanoseconds = Int64(st.st_mtim.tv_nsec)
     }
 }
 

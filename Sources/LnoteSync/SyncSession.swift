@@ -172,7 +172,9 @@ public struct SyncSession: Sendable {
                               _ tell: (SyncProgress.Phase) -> Void) async throws {
         var wanted: [DocumentID: Set<AssetID>] = [:]
         for batch in push where batch.log.page != nil {
-            for op in try batch.ops() { wanted[batch.log.document, default: []].formUnion(op.referencedAssets) }
+            for op in try batch.ops() where !op.referencedAssets.isEmpty {
+                wanted[batch.log.document, default: []].formUnion(op.referencedAssets)
+            }
         }
         guard !wanted.isEmpty else { return }
         tell(.uploadingAssets)

@@ -17,7 +17,7 @@ extension CommandTable {
         run: { args, console in
             guard !args.positionals.isEmpty else { throw Arguments.UsageError(message: "expected FILE.json") }
             let name = args.option("transport") ?? "memory"
-            let seed = UInt64(try args.int("seed") ?? 1)
+            let seed = UInt64(bitPattern: Int64(try args.int("seed") ?? 1))
             var worst = Exit.ok
             for file in args.positionals {
                 let scenario: Scenario

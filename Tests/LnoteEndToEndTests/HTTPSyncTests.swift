@@ -5,6 +5,7 @@ import LnoteReplication
 import LnoteStore
 import LnoteSync
 import LnoteServer
+import LnoteTestSupport
 
 /// Sync over real HTTP on loopback: servers started here, the real libcurl client.
 @Suite struct HTTPSyncTests {
@@ -195,16 +196,11 @@ import LnoteServer
     @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/openssl"), "openssl CLI missing"))
     func tlsWithACustomCA() async throws {
         let dir = try TempDir()
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        p.arguments = ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-                       "-keyout", dir.sub("key.pem"), "-out", dir.sub("cert.pem"), "-days", "2", "-subj", "/CN=localhost",
-                       "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"]
-        p.standardOutput = FileHandle.nullDevice
-        p.standardError = FileHandle.nullDevice
-        try p.run()
-        p.waitUntilExit()
-        #expect(p.terminationStatus == 0)
+        let made = try await Subprocess.run("/usr/bin/openssl", [
+            "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+            "-keyout", dir.sub("key.pem"), "-out", dir.sub("cert.pem"), "-days", "2", "-subj", "/CN=localhost",
+            "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"])
+        #expect(made.status == 0, "\(made.errText)")
         var config = HTTPServer.Configuration()
         config.tls = .init(certificatePath: dir.sub("cert.pem"), keyPath: dir.sub("key.pem"))
         let relay = try LocalRelay(dir: dir, configuration: config)

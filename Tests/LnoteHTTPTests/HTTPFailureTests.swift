@@ -23,9 +23,15 @@ struct HTTPFailureTests {
         #expect(exact.body.count == 1024)
         let over = try await client.send(.post(server.baseURL + "/big", body: [UInt8](repeating: 2, count: 64 * 1024)))
         #expect(over.status == 413)
-        // 5 MB against a 1 KB limit: the early 413 still reaches the client.
-        let huge = try await client.send(.post(server.baseURL + "/huge", body: [UInt8](repeating: 2, count: 5 << 20)))
-        #expect(huge.status == 413)
+        // 5 MB against a 1 KB limit: the server answers 413 early and stops reading. The
+        // answer usually reaches the client; when the server closes while the client is
+        // still sending, the client sees a send error instead. Either way nothing is handled.
+        do {
+            let huge = try await client.send(.post(server.baseURL + "/huge", body: [UInt8](repeating: 2, count: 5 << 20)))
+            #expect(huge.status == 413)
+        } catch let e as LnoteError {
+            #expect(e.underlying?.hasPrefix("CURLE_SEND_ERROR") == true || e.underlying?.hasPrefix("CURLE_RECV_ERROR") == true, "\(e)")
+        }
         #expect(handled.count == 1) // the handler never saw the oversized requests
         let after = try await client.send(.post(server.baseURL + "/after", body: [3]))
         #expect(after.status == 200)
@@ -309,6 +315,10 @@ struct HTTPFailureTests {
         defer { server.stop() }
         let port = server.port
         let held = try await onThread { try (0..<2).map { _ in try RawSocket.connect(port: port) } }
+        // Give libmicrohttpd's listener a moment to accept the two held connections: the
+        // limit counts accepted connections, and a loaded machine may not have accepted
+        // them yet (this waits for readiness; nothing is asserted about time).
+        try await Task.sleep(for: .milliseconds(500))
         let thirdClosed = try await onThread { () -> Bool in
             let fd = try RawSocket.connect(port: port)
             defer { RawSocket.close(fd) }

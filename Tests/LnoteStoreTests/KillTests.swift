@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import LnoteTestSupport
 import LnoteModel
 import LnoteReplication
 @testable import LnoteStore
@@ -85,22 +86,16 @@ struct KillTests {
         var totalLines = 0
         for round in 0..<rounds {
             let context = "seed \(seed) round \(round)"
-            let p = Process()
-            p.executableURL = URL(fileURLWithPath: binary)
-            p.arguments = [folder, String(rng.next() >> 1)]
-            let out = Pipe()
-            p.standardOutput = out
-            p.standardError = FileHandle.nullDevice
-            try p.run()
-            // Read concurrently so the writer never blocks on a full pipe.
-            let reader = Task.detached { out.fileHandleForReading.readDataToEndOfFile() }
-            let delay = UInt32.random(in: 2_000...60_000, using: &rng)
-            usleep(delay)
-            kill(p.processIdentifier, SIGKILL)
-            p.waitUntilExit()
-            let data = await reader.value
-            #expect(p.terminationReason == .uncaughtSignal || p.terminationStatus == 0,
-                    "\(context): the writer failed on its own (status \(p.terminationStatus))")
+            // The child runs and is reaped without blocking a Swift cooperative thread
+            // (LnoteTestSupport.Subprocess): two lanes of this test must not starve others.
+            let child = try Subprocess.start(binary, [folder, String(rng.next() >> 1)])
+            let delay = Int.random(in: 2_000...60_000, using: &rng)
+            try await Task.sleep(for: .microseconds(delay))
+            child.kill(SIGKILL)
+            let result = await child.wait()
+            let data = result.out
+            #expect(result.signal == SIGKILL || result.status == 0,
+                    "\(context): the writer failed on its own (status \(result.code))")
             try acked.parse(String(decoding: data, as: UTF8.self))
             totalLines = acked.lines
 

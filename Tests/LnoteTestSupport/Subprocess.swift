@@ -1,0 +1,125 @@
+import Foundation
+import Synchronization
+
+/// Runs child processes from async tests without ever blocking one of Swift's cooperative
+/// threads (there are as many as cores: two here). Blocking there — `waitUntilExit`,
+/// `readDataToEndOfFile`, `usleep` — starves every other test running in parallel, which is
+/// how unrelated HTTP tests time out. Reads happen on dedicated threads; exits are polled
+/// with `waitpid(WNOHANG)` between `Task.sleep`s.
+public enum Subprocess {
+    public struct Result: Sendable {
+        /// Exit status when the child exited normally.
+        public var status: Int32?
+        /// The signal that ended the child, if one did.
+        public var signal: Int32?
+        public var out: [UInt8]
+        public var err: [UInt8]
+        public var outText: String { String(decoding: out, as: UTF8.self) }
+        public var errText: String { String(decoding: err, as: UTF8.self) }
+        /// Exit status, or 128 + signal, as a shell reports it.
+        public var code: Int32 { status ?? (128 + (signal ?? 0)) }
+    }
+
+    /// A started child with its output being collected on background threads.
+    public final class Child: Sendable {
+        public let process: Process
+        public var pid: Int32 { process.processIdentifier }
+        private let out: Collector
+        private let err: Collector
+
+        init(process: Process, out: Collector, err: Collector) {
+            self.process = process
+            self.out = out
+            self.err = err
+        }
+
+        public func kill(_ sig: Int32 = SIGKILL) { _ = Glibc.kill(pid, sig) }
+
+        /// Waits for the child to end (polling), then for its output to be read to the end.
+        public func wait() async -> Result {
+            var raw: Int32 = 0
+            while true {
+                let r = waitpid(pid, &raw, WNOHANG)
+                if r == pid { break }
+                if r == -1 && errno != EINTR { break }  // already reaped elsewhere
+                try? await Task.sleep(for: .milliseconds(2))
+            }
+            let o = await out.value(), e = await err.value()
+            let exited = (raw & 0x7f) == 0
+            return Result(status: exited ? (raw >> 8) & 0xff : nil, signal: exited ? nil : raw & 0x7f, out: o, err: e)
+        }
+    }
+
+    /// Collects everything a pipe delivers, on its own thread.
+    final class Collector: Sendable {
+        private let state = Mutex<(data: [UInt8]?, waiters: [CheckedContinuation<[UInt8], Never>])>((nil, []))
+
+        init(_ handle: FileHandle) {
+            let t = Thread { [self] in
+                let d = [UInt8](handle.readDataToEndOfFile())
+                let waiters = state.withLock { s -> [CheckedContinuation<[UInt8], Never>] in
+                    s.data = d
+                    defer { s.waiters = [] }
+                    return s.waiters
+                }
+                for w in waiters { w.resume(returning: d) }
+            }
+            t.start()
+        }
+
+        func value() async -> [UInt8] {
+            await withCheckedContinuation { c in
+                let ready = state.withLock { s -> [UInt8]? in
+                    if let d = s.data { return d }
+                    s.waiters.append(c)
+                    return nil
+                }
+                if let ready { c.resume(returning: ready) }
+            }
+        }
+    }
+
+    /// Starts `executable` with `arguments`; stdin is /dev/null.
+    public static func start(_ executable: String, _ arguments: [String], environment: [String: String] = [:],
+                             directory: String? = nil) throws -> Child {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: executable)
+        p.arguments = arguments
+        if !environment.isEmpty {
+            var env = ProcessInfo.processInfo.environment
+            for (k, v) in environment { env[k] = v }
+            p.environment = env
+        }
+        if let directory { p.currentDirectoryURL = URL(fileURLWithPath: directory) }
+        let out = Pipe(), err = Pipe()
+        p.standardOutput = out
+        p.standardError = err
+        p.standardInput = FileHandle.nullDevice
+        try p.run()
+        return Child(process: p, out: Collector(out.fileHandleForReading), err: Collector(err.fileHandleForReading))
+    }
+
+    /// Runs to completion.
+    public static func run(_ executable: String, _ arguments: [String], environment: [String: String] = [:],
+                           directory: String? = nil) async throws -> Result {
+        await (try start(executable, arguments, environment: environment, directory: directory)).wait()
+    }
+
+    /// The built product `name` next to the running test bundle (SwiftPM's build folder),
+    /// or under `.build/debug` of the package that holds `file`.
+    public static func product(_ name: String, file: String = #filePath) -> String {
+        var dir = Bundle.main.bundleURL
+        for _ in 0..<4 {
+            let c = dir.appendingPathComponent(name)
+            if FileManager.default.isExecutableFile(atPath: c.path) { return c.path }
+            dir = dir.deletingLastPathComponent()
+        }
+        var root = URL(fileURLWithPath: file)
+        while root.path != "/" {
+            root = root.deletingLastPathComponent()
+            let c = root.appendingPathComponent(".build/debug/\(name)")
+            if FileManager.default.isExecutableFile(atPath: c.path) { return c.path }
+        }
+        return name
+    }
+}
