@@ -17,6 +17,7 @@ extension CommandTable {
         run: { args, console in
             try args.expect(0, "no positional arguments")
             guard let db = args.option("db") else { throw Arguments.UsageError(message: "--db FILE is required") }
+            let signals = Signals.trap()
             let store = try RelayStore(path: db)
             let server: RelayServer
             do { server = try RelayServer(store: store, configuration: try serverConfiguration(args)) } catch {
@@ -25,7 +26,7 @@ extension CommandTable {
             }
             console.out("url: \(server.http.baseURL)")
             console.err("lnote relay: serving \(db); notebook URLs are \(server.http.baseURL)/v1/notebooks/<id>; Ctrl-C stops")
-            let signal = await Signals.wait()
+            let signal = await signals.wait()
             try server.close()
             try store.close()
             console.err("lnote relay: stopped (\(signal == SIGINT ? "SIGINT" : "SIGTERM"))")

@@ -40,6 +40,7 @@ extension CommandTable {
         run: { args, console in
             try args.expect(1, "FOLDER")
             let config = try serverConfiguration(args)
+            let signals = Signals.trap()
             var token = args.option("token") ?? ProcessInfo.processInfo.environment["LNOTE_TOKEN"] ?? ""
             let generated = token.isEmpty
             if generated { token = RelayToken.generate() }
@@ -52,7 +53,7 @@ extension CommandTable {
             console.out("url: \(server.url)")
             if generated { console.out("token: \(token)") }
             console.err("lnote serve: serving \(notebook.path) (replica \(notebook.replica)); Ctrl-C stops")
-            let signal = await Signals.wait()
+            let signal = await signals.wait()
             try server.close()
             try await notebook.close()
             console.err("lnote serve: stopped (\(signal == SIGINT ? "SIGINT" : "SIGTERM"))")

@@ -38,6 +38,7 @@ extension CommandTable {
             guard interval > 0 else { throw Arguments.UsageError(message: "--interval must be positive") }
             let watcher = SyncWatcher(interval: .milliseconds(Int64(interval * 1000)),
                                       fingerprint: { SyncWatcher.folderFingerprint(folder) }, sync: once)
+            let signals = Signals.trap()
             let task = Task {
                 await watcher.run { event in
                     switch event {
@@ -48,7 +49,7 @@ extension CommandTable {
                     }
                 }
             }
-            let signal = await Signals.wait()
+            let signal = await signals.wait()
             task.cancel()
             _ = await task.value
             console.err("lnote sync: stopped (\(signal == SIGINT ? "SIGINT" : "SIGTERM"))")
@@ -106,28 +107,5 @@ enum SyncRunner {
         if r.bytesSent + r.bytesReceived > 0 { s += ", \(r.bytesSent) bytes ↑ \(r.bytesReceived) bytes ↓" }
         s += ", \(r.roundTrips) round trip\(r.roundTrips == 1 ? "" : "s")"
         return s
-    }
-}
-
-/// Waits for SIGINT or SIGTERM (servers and watchers stop cleanly on either).
-enum Signals {
-    nonisolated(unsafe) private static var sources: [any DispatchSourceSignal] = []
-
-    static func wait() async -> Int32 {
-        await withCheckedContinuation { (cont: CheckedContinuation<Int32, Never>) in
-            let fired = Mutex(false)
-            let queue = DispatchQueue(label: "lnote.signals")
-            queue.sync {
-                for sig in [SIGINT, SIGTERM] {
-                    signal(sig, SIG_IGN)
-                    let s = DispatchSource.makeSignalSource(signal: sig, queue: queue)
-                    s.setEventHandler {
-                        if fired.withLock({ let first = !$0; $0 = true; return first }) { cont.resume(returning: sig) }
-                    }
-                    s.resume()
-                    sources.append(s)
-                }
-            }
-        }
     }
 }

@@ -38,6 +38,12 @@ import LnoteModel
         let first = sim.replicas[0]
         for r in sim.replicas.dropFirst() {
             if r.page.state != first.page.state { return "page states differ between \(first.id) and \(r.id)" }
+            // Byte-identical snapshots, not just equal values ([MERGE-1]).
+            if PageSnapshot.encode(r.page.state, coveredLogOffset: 0, logIncarnation: 0)
+                != PageSnapshot.encode(first.page.state, coveredLogOffset: 0, logIncarnation: 0) {
+                return "snapshots differ in bytes between \(first.id) and \(r.id)"
+            }
+            if r.page.state.canonicalJSON() != first.page.state.canonicalJSON() { return "canonical JSON differs" }
             if r.doc.state != first.doc.state { return "document states differ between \(first.id) and \(r.id)" }
             if r.page.conflicts() != first.page.conflicts() { return "conflict reports differ" }
             if !r.page.pending.isEmpty || !r.doc.pending.isEmpty { return "operations still pending at \(r.id)" }

@@ -35,6 +35,22 @@ public enum Subprocess {
 
         public func kill(_ sig: Int32 = SIGKILL) { _ = Glibc.kill(pid, sig) }
 
+        /// Waits until the child's standard output holds `text` (true), or it ends or
+        /// `seconds` pass without it (false).
+        public func waitForOutput(_ text: String, seconds: Double = 30) async -> Bool {
+            let needle = Array(text.utf8)
+            let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
+            while ContinuousClock.now < deadline {
+                let got = out.soFar
+                if got.count >= needle.count, (0...(got.count - needle.count)).contains(where: { i in
+                    got[i..<(i + needle.count)].elementsEqual(needle)
+                }) { return true }
+                if out.isFinished { return false }
+                try? await Task.sleep(for: .milliseconds(5))
+            }
+            return false
+        }
+
         /// Waits for the child to end (polling), then for its output to be read to the end.
         public func wait() async -> Result {
             var raw: Int32 = 0
@@ -50,22 +66,31 @@ public enum Subprocess {
         }
     }
 
-    /// Collects everything a pipe delivers, on its own thread.
+    /// Collects everything a pipe delivers, on its own thread; what has arrived so far can
+    /// be looked at before the end.
     final class Collector: Sendable {
-        private let state = Mutex<(data: [UInt8]?, waiters: [CheckedContinuation<[UInt8], Never>])>((nil, []))
+        private let state = Mutex<(partial: [UInt8], data: [UInt8]?, waiters: [CheckedContinuation<[UInt8], Never>])>(([], nil, []))
 
         init(_ handle: FileHandle) {
             let t = Thread { [self] in
-                let d = [UInt8](handle.readDataToEndOfFile())
+                while true {
+                    let chunk = handle.availableData
+                    if chunk.isEmpty { break }
+                    state.withLock { $0.partial += chunk }
+                }
                 let waiters = state.withLock { s -> [CheckedContinuation<[UInt8], Never>] in
-                    s.data = d
+                    s.data = s.partial
                     defer { s.waiters = [] }
                     return s.waiters
                 }
+                let d = state.withLock { $0.data! }
                 for w in waiters { w.resume(returning: d) }
             }
             t.start()
         }
+
+        var soFar: [UInt8] { state.withLock { $0.partial } }
+        var isFinished: Bool { state.withLock { $0.data != nil } }
 
         func value() async -> [UInt8] {
             await withCheckedContinuation { c in
