@@ -16,16 +16,8 @@ import LnoteModel
 import LnoteReplication
 import LnoteStore
 
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
+/// The seeded generator the model ships (SplitMix64): one definition for every test.
+typealias SplitMix = SplitMix64
 
 /// Unbuffered: each line leaves the process before the next edit starts.
 func say(_ line: String) {
@@ -44,7 +36,7 @@ func run() async throws {
         FileHandle.standardError.write("usage: lnote-crashtest <folder> <seed>\n".data(using: .utf8)!)
         exit(2)
     }
-    var rng = SplitMix(state: seed)
+    var rng = SplitMix(seed: seed)
     var options = StoreOptions()
     options.autosaveDelay = .milliseconds(Int.random(in: 1...10, using: &rng))
     options.compactAfterFrames = Int.random(in: 3...20, using: &rng)

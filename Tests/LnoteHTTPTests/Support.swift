@@ -19,18 +19,8 @@ func withTempDirectory<T>(_ body: (String) async throws -> T) async throws -> T 
     return try await body(dir)
 }
 
-/// SplitMix64: a small seeded generator for reproducible bytes and jitter.
-struct SeededRNG: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
+/// The seeded generator the model ships (SplitMix64): one definition for every test.
+typealias SeededRNG = SplitMix64
 
 func randomBytes(_ n: Int, _ rng: inout SeededRNG) -> [UInt8] {
     var out = [UInt8](repeating: 0, count: n)

@@ -2,18 +2,8 @@ import Foundation
 import LnoteModel
 @testable import LnoteReplication
 
-/// A small deterministic RNG (SplitMix64) so every failure names a seed that reproduces it.
-struct SeededRNG: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
+/// The seeded generator the model ships (SplitMix64): one definition for every test.
+typealias SeededRNG = SplitMix64
 
 /// Replicas of one page and one document, exchanging operations by hand.
 struct Simulation {
