@@ -101,16 +101,18 @@ public struct SyncSession: Sendable {
         var report = SyncReport()
         var state = RemoteState.decode(try await notebook.loadRemoteState(key: remote.key) ?? [])
         let start = remote.traffic
-        func tell(_ phase: SyncProgress.Phase) {
+        // Takes the report as an argument: reading `report` from here while a callee holds
+        // it inout would be an exclusivity violation.
+        let tell: (SyncProgress.Phase, SyncReport) -> Void = { [remote] phase, r in
             let t = remote.traffic
-            progress?(SyncProgress(phase: phase, opsSent: report.opsSent, opsReceived: report.opsReceived,
+            progress?(SyncProgress(phase: phase, opsSent: r.opsSent, opsReceived: r.opsReceived,
                                    bytesSent: t.sent - start.sent, bytesReceived: t.received - start.received))
         }
         var attempts = 0
         while true {
             attempts += 1
             if state.epoch == 0 {
-                tell(.comparing)
+                tell(.comparing, report)
                 let have = try await notebook.logClocks()
                 let answer = try await exchange(SyncRequest(replica: notebook.replicaID, epoch: 0, cursor: 0, have: have),
                                                 &report, tell)
@@ -120,7 +122,7 @@ public struct SyncSession: Sendable {
                 state.cursor = answer.cursor
                 try await notebook.saveRemoteState(state.encoded(), key: remote.key)
             }
-            tell(.comparing)
+            tell(.comparing, report)
             let push = try await pendingPush(state)
             try await uploadAssets(push, &report, tell)
             let request = SyncRequest(replica: notebook.replicaID, epoch: state.epoch, cursor: state.cursor, push: push)
@@ -144,13 +146,13 @@ public struct SyncSession: Sendable {
         let t = remote.traffic
         report.bytesSent = t.sent - start.sent
         report.bytesReceived = t.received - start.received
-        tell(.done)
+        tell(.done, report)
         return report
     }
 
     private func exchange(_ request: SyncRequest, _ report: inout SyncReport,
-                          _ tell: (SyncProgress.Phase) -> Void) async throws -> SyncResponse {
-        tell(.exchanging)
+                          _ tell: (SyncProgress.Phase, SyncReport) -> Void) async throws -> SyncResponse {
+        tell(.exchanging, report)
         report.roundTrips += 1
         return try await remote.sync(request)
     }
@@ -169,7 +171,7 @@ public struct SyncSession: Sendable {
 
     /// Sends the assets referenced by pushed operations that the remote lacks.
     private func uploadAssets(_ push: [LogBatch], _ report: inout SyncReport,
-                              _ tell: (SyncProgress.Phase) -> Void) async throws {
+                              _ tell: (SyncProgress.Phase, SyncReport) -> Void) async throws {
         var wanted: [DocumentID: Set<AssetID>] = [:]
         for batch in push where batch.log.page != nil {
             for op in try batch.ops() where !op.referencedAssets.isEmpty {
@@ -177,7 +179,7 @@ public struct SyncSession: Sendable {
             }
         }
         guard !wanted.isEmpty else { return }
-        tell(.uploadingAssets)
+        tell(.uploadingAssets, report)
         for (doc, ids) in wanted.sorted(by: { $0.key < $1.key }) {
             report.assetRequests += 1
             for id in try await remote.missingAssets(ids.sorted(), document: doc) {
@@ -192,11 +194,11 @@ public struct SyncSession: Sendable {
     /// Fetches the assets pulled operations reference, then hands the operations to the
     /// notebook (which appends them durably and applies them).
     private func absorb(_ answer: SyncResponse, into state: inout RemoteState, _ report: inout SyncReport,
-                        _ tell: (SyncProgress.Phase) -> Void) async throws {
+                        _ tell: (SyncProgress.Phase, SyncReport) -> Void) async throws {
         guard !answer.pull.isEmpty else { return }
         var decoded: [(LogBatch, [Op])] = []
         for batch in answer.pull { decoded.append((batch, try batch.ops(path: "sync response"))) }
-        tell(.downloadingAssets)
+        tell(.downloadingAssets, report)
         for (batch, ops) in decoded where batch.log.page != nil {
             for asset in Set(ops.flatMap(\.referencedAssets)).sorted()
             where !(try await notebook.hasAsset(asset, document: batch.log.document)) {
@@ -209,7 +211,7 @@ public struct SyncSession: Sendable {
                 report.assetsReceived += 1
             }
         }
-        tell(.applying)
+        tell(.applying, report)
         report.opsReceived += decoded.reduce(0) { $0 + $1.1.count }
         report.opsApplied += try await notebook.receive(answer.pull)
         for (batch, ops) in decoded { state.learn(ops.map(\.id), in: batch.log) }

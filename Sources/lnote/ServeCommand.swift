@@ -44,6 +44,7 @@ extension CommandTable {
             var token = args.option("token") ?? ProcessInfo.processInfo.environment["LNOTE_TOKEN"] ?? ""
             let generated = token.isEmpty
             if generated { token = RelayToken.generate() }
+            try requireNotebook(args.positionals[0])
             let notebook = try await Notebook.open(at: args.positionals[0])
             let server: PeerServer
             do { server = try PeerServer(notebook: notebook, token: token, configuration: config) } catch {

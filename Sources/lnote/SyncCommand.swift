@@ -64,7 +64,9 @@ enum SyncRunner {
 
     static func syncOnce(folder: String, remote spec: String, token: String?, caFile: String?,
                          console: Console, quiet: Bool) async throws -> SyncReport {
+        try requireNotebook(folder)
         let notebook = try await Notebook.open(at: folder)
+        if let change = notebook.replicaChange { console.err("lnote: note: this folder was copied or moved: \(change)") }
         do {
             let report: SyncReport
             let progress: @Sendable (SyncProgress) -> Void = { p in
@@ -82,6 +84,7 @@ enum SyncRunner {
                 defer { try? remote.close() }
                 report = try await SyncSession(notebook: notebook, remote: remote).run(progress: progress)
             } else {
+                try requireNotebook(spec)
                 let other = try await Notebook.open(at: spec)
                 do {
                     let remote = LocalRemote(key: other.path, endpoint: NotebookEndpoint(notebook: other))

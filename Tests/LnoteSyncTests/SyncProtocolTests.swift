@@ -49,7 +49,9 @@ final class FlakyRemote: SyncRemote {
         let n = try await nodes(2)
         let server = NotebookEndpoint(notebook: n[1])
         let remote = LocalRemote(key: "r", endpoint: server)
-        let first = try await SyncSession(notebook: n[0], remote: remote).run()
+        let phases = Mutex<[SyncProgress.Phase]>([])
+        let first = try await SyncSession(notebook: n[0], remote: remote).run { p in phases.withLock { $0.append(p.phase) } }
+        #expect(phases.withLock { $0.contains(.exchanging) && $0.last == .done })
         #expect(first.roundTrips == 2)
         #expect(first.opsAccepted == 2)
         _ = try await n[0].perform(.add(page, stroke(1), below: nil, above: nil), wallTime: 3)

@@ -35,6 +35,9 @@ public enum Subprocess {
 
         public func kill(_ sig: Int32 = SIGKILL) { _ = Glibc.kill(pid, sig) }
 
+        /// What the child has written to standard output so far.
+        public var outputSoFar: String { String(decoding: out.soFar, as: UTF8.self) }
+
         /// Waits until the child's standard output holds `text` (true), or it ends or
         /// `seconds` pass without it (false).
         public func waitForOutput(_ text: String, seconds: Double = 30) async -> Bool {
@@ -52,17 +55,29 @@ public enum Subprocess {
         }
 
         /// Waits for the child to end (polling), then for its output to be read to the end.
+        ///
+        /// Foundation reaps children itself; whichever side reaps first has the status. We
+        /// poll `waitpid(WNOHANG)`: when it returns the child, its status is ours; when it
+        /// says ECHILD, Foundation took it, and its `terminationStatus` is read once
+        /// `isRunning` turns false.
         public func wait() async -> Result {
             var raw: Int32 = 0
+            var ours = false
             while true {
                 let r = waitpid(pid, &raw, WNOHANG)
-                if r == pid { break }
-                if r == -1 && errno != EINTR { break }  // already reaped elsewhere
+                if r == pid { ours = true; break }
+                if r == -1 && errno == ECHILD { break }
                 try? await Task.sleep(for: .milliseconds(2))
             }
             let o = await out.value(), e = await err.value()
-            let exited = (raw & 0x7f) == 0
-            return Result(status: exited ? (raw >> 8) & 0xff : nil, signal: exited ? nil : raw & 0x7f, out: o, err: e)
+            if ours {
+                let exited = (raw & 0x7f) == 0
+                return Result(status: exited ? (raw >> 8) & 0xff : nil, signal: exited ? nil : raw & 0x7f, out: o, err: e)
+            }
+            for _ in 0..<5_000 where process.isRunning { try? await Task.sleep(for: .milliseconds(2)) }
+            let bySignal = process.terminationReason == .uncaughtSignal
+            return Result(status: bySignal ? nil : process.terminationStatus,
+                          signal: bySignal ? process.terminationStatus : nil, out: o, err: e)
         }
     }
 
