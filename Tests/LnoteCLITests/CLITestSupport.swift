@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import LnoteTestSupport
 import LnoteModel
 
 /// The `lnote` executable built beside the test bundle (the test target depends on it, so
@@ -53,40 +54,20 @@ struct Sandbox {
     /// Runs `lnote args…` with this directory as the working directory. Output goes through
     /// files (no pipe can fill up and block the child).
     @discardableResult
-    func run(_ args: String...) throws -> Run { try run(args) }
+    func run(_ args: String...) async throws -> Run { try await run(args) }
 
+    /// Runs the binary without blocking a Swift cooperative thread while it works
+    /// (LnoteTestSupport.Subprocess): CLI tests run in parallel with everything else.
     @discardableResult
-    func run(_ args: [String]) throws -> Run {
-        let id = UUID().uuidString
-        let outPath = sub(".out-\(id)"), errPath = sub(".err-\(id)")
-        _ = FileManager.default.createFile(atPath: outPath, contents: nil)
-        _ = FileManager.default.createFile(atPath: errPath, contents: nil)
-        defer {
-            try? FileManager.default.removeItem(atPath: outPath)
-            try? FileManager.default.removeItem(atPath: errPath)
-        }
-        let out = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
-        let err = try FileHandle(forWritingTo: URL(fileURLWithPath: errPath))
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: lnoteBinary)
-        p.arguments = args
-        p.currentDirectoryURL = URL(fileURLWithPath: path)
-        p.standardOutput = out
-        p.standardError = err
-        p.standardInput = FileHandle.nullDevice
-        try p.run()
-        p.waitUntilExit()
-        try out.close()
-        try err.close()
-        let o = String(decoding: FileManager.default.contents(atPath: outPath) ?? Data(), as: UTF8.self)
-        let e = String(decoding: FileManager.default.contents(atPath: errPath) ?? Data(), as: UTF8.self)
-        return Run(args: args, code: p.terminationStatus, out: o, err: e)
+    func run(_ args: [String]) async throws -> Run {
+        let r = try await Subprocess.run(lnoteBinary, args, directory: path)
+        return Run(args: args, code: r.code, out: r.outText, err: r.errText)
     }
 
     /// Runs and requires exit 0; returns stdout trimmed of the final newline.
     @discardableResult
-    func ok(_ args: String..., sourceLocation: SourceLocation = #_sourceLocation) throws -> String {
-        let r = try run(args)
+    func ok(_ args: String..., sourceLocation: SourceLocation = #_sourceLocation) async throws -> String {
+        let r = try await run(args)
         guard r.code == 0 else {
             Issue.record("expected exit 0: \(r)", sourceLocation: sourceLocation)
             throw LnoteError(.invalidState, "lnote \(args.joined(separator: " ")) failed")

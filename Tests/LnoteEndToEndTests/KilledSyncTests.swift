@@ -4,6 +4,7 @@ import LnoteModel
 import LnoteStore
 import LnoteSync
 import LnoteServer
+import LnoteTestSupport
 
 /// [SYNC-7] Processes killed in the middle of a sync: the next sync converges.
 @Suite struct KilledSyncTests {
@@ -17,9 +18,11 @@ import LnoteServer
         let seed = UInt64.random(in: 1...1_000_000)
         var rng = TestRNG(seed: seed)
         for round in 0..<6 {
-            let (p, _) = try CLI.start(["sync", dir.sub("A"), relay.url, "--quiet"], environment: ["LNOTE_TOKEN": relay.token])
+            let child = try Subprocess.start(Subprocess.product("lnote"), ["sync", dir.sub("A"), relay.url, "--quiet"],
+                                             environment: ["LNOTE_TOKEN": relay.token])
             try await Task.sleep(for: .milliseconds(Int.random(in: 0...250, using: &rng)))
-            await CLI.killAndReap(p)
+            child.kill(SIGKILL)
+            _ = await child.wait()
             _ = round
         }
         try await Fixture.sync(dir.sub("A"), relay.url, token: relay.token)
@@ -43,22 +46,27 @@ import LnoteServer
         _ = try await Fixture.notebook(at: dir.sub("A"), strokes: 400, pages: 4)
         let seed = UInt64.random(in: 1...1_000_000)
         var rng = TestRNG(seed: seed)
-        func startRelay() throws -> (Process, String) {
-            let (p, out) = try CLI.start(["relay", "--db", db])
-            guard let base = CLI.readLine(out, prefix: "url: ") else { throw LnoteError(.network, "relay did not start") }
-            return (p, "\(base)/v1/notebooks/\(notebook.uuid.uuidString)")
+        func startRelay() async throws -> (Subprocess.Child, String) {
+            let child = try Subprocess.start(Subprocess.product("lnote"), ["relay", "--db", db])
+            guard await child.waitForOutput("url: "), await child.waitForOutput("\n"),
+                  let line = child.outputSoFar.split(separator: "\n").first(where: { $0.hasPrefix("url: ") }) else {
+                throw LnoteError(.network, "relay did not start")
+            }
+            return (child, "\(line.dropFirst(5))/v1/notebooks/\(notebook.uuid.uuidString)")
         }
         for _ in 0..<4 {
-            let (server, url) = try startRelay()
+            let (server, url) = try await startRelay()
             async let attempt: SyncReport? = try? Fixture.sync(dir.sub("A"), url, token: token)
             try await Task.sleep(for: .milliseconds(Int.random(in: 0...200, using: &rng)))
-            await CLI.killAndReap(server)
+            server.kill(SIGKILL)
+            _ = await server.wait()
             _ = await attempt
         }
-        let (server, url) = try startRelay()
+        let (server, url) = try await startRelay()
         try await Fixture.sync(dir.sub("A"), url, token: token)
         try await Fixture.sync(dir.sub("B"), url, token: token)
-        await CLI.killAndReap(server, SIGTERM)
+        server.kill(SIGTERM)
+        _ = await server.wait()
         #expect(try await Fixture.canonical(dir.sub("A")) == Fixture.canonical(dir.sub("B")), "seed \(seed)")
     }
 }

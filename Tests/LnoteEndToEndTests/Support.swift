@@ -93,64 +93,6 @@ final class LocalRelay: @unchecked Sendable {
     }
 }
 
-/// The built `lnote` binary, run as a user would.
-enum CLI {
-    static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-
-    static var binary: URL {
-        var dir = Bundle.main.bundleURL
-        for _ in 0..<4 {
-            let c = dir.appendingPathComponent("lnote")
-            if FileManager.default.isExecutableFile(atPath: c.path) { return c }
-            dir = dir.deletingLastPathComponent()
-        }
-        return packageRoot.appendingPathComponent(".build/debug/lnote")
-    }
-
-    /// Starts `lnote ARGS`; stdout is readable line by line through the returned pipe.
-    static func start(_ args: [String], environment: [String: String] = [:]) throws -> (Process, Pipe) {
-        let p = Process()
-        p.executableURL = binary
-        p.arguments = args
-        var env = ProcessInfo.processInfo.environment
-        for (k, v) in environment { env[k] = v }
-        p.environment = env
-        let out = Pipe()
-        p.standardOutput = out
-        p.standardError = FileHandle.nullDevice
-        try p.run()
-        return (p, out)
-    }
-
-    /// Kills a child and reaps it without `Process.waitUntilExit`, which can miss the exit
-    /// of a child killed right after it started on Linux and then spin forever.
-    static func killAndReap(_ p: Process, _ sig: Int32 = SIGKILL) async {
-        let pid = p.processIdentifier
-        kill(pid, sig)
-        for _ in 0..<1000 {
-            var status: Int32 = 0
-            let r = waitpid(pid, &status, WNOHANG)
-            if r == pid || (r == -1 && errno == ECHILD) { return }
-            try? await Task.sleep(for: .milliseconds(10))
-        }
-    }
-
-    /// Reads stdout until a line starting with `prefix` (or EOF).
-    static func readLine(_ pipe: Pipe, prefix: String) -> String? {
-        var buffer = Data()
-        let h = pipe.fileHandleForReading
-        while true {
-            let chunk = h.availableData
-            if chunk.isEmpty { return nil }
-            buffer.append(chunk)
-            let text = String(decoding: buffer, as: UTF8.self)
-            for line in text.split(separator: "\n") where line.hasPrefix(prefix) {
-                return String(line.dropFirst(prefix.count)).trimmingCharacters(in: .whitespaces)
-            }
-        }
-    }
-}
-
 /// Seeded randomness whose seed goes into failure messages.
 struct TestRNG: RandomNumberGenerator {
     var g: SplitMix64
