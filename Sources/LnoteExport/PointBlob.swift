@@ -40,7 +40,7 @@ public enum PointBlob {
     /// Encodes a stroke's points and radii.
     ///
     /// - Throws: `limitExceeded` ([EXP-23]) naming the point when a value would not survive
-    ///   the conversion to binary32 (a coordinate beyond about ±500,000 pt, a time beyond
+    ///   the conversion to binary32 (a coordinate or radius of 1,048,576 pt or more, a time beyond
     ///   2^24 ms): the export refuses rather than lose it.
     public static func encode(_ points: [StrokePoint], element: String = "") throws -> (points: [UInt8], radii: [UInt8]) {
         var p: [UInt8] = []

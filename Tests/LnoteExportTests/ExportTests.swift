@@ -35,6 +35,11 @@ import LnoteTestSupport
         #expect(try count(db, "SELECT COUNT(*) FROM pages WHERE id = ?1", [.text(f.deletedPage.description)]) == 0)
         #expect(try count(db, "SELECT COUNT(*) FROM documents WHERE deleted = 1") == 0)
         #expect(try count(db, "PRAGMA user_version") == 1)
+        #expect(try count(db, "PRAGMA application_id") == 0x6C6E_6F74)
+        let meta = try db.query("SELECT key, value FROM meta ORDER BY key").map { "\($0[0].string ?? "")=\($0[1].string ?? "")" }
+        #expect(meta == ["exported_at_ms=1700000000000", "format_version=1", "generator=lnote", "include_deleted=0",
+                         "source_folder=\(URL(fileURLWithPath: f.folder).resolvingSymlinksInPath().path)",
+                         "source_replica=\(summary.sourceReplica)"], "seed \(seed)")
         // [EXP-11] live page order.
         for (doc, order) in f.pageOrder {
             let rows = try db.query("SELECT id, position FROM pages WHERE document_id = ?1 ORDER BY position", [.text(doc.description)])
@@ -277,7 +282,7 @@ import LnoteTestSupport
         let seed = UInt64.random(in: 0...UInt64.max)
         var rng = SplitMix64(seed: seed)
         for _ in 0..<200 {
-            let limit: Int32 = [1_000, 100_000, 2_621_440][rng.int(in: 0...2)]
+            let limit: Int32 = [1_000, 100_000, 10_485_759][rng.int(in: 0...2)]
             let pts = (0..<rng.int(in: 0...50)).map { _ in
                 StrokePoint(x: Int32(rng.int(in: -Int(limit)...Int(limit))), y: Int32(rng.int(in: -Int(limit)...Int(limit))),
                             pressure: UInt16(rng.int(in: 0...1000)), radius: Int32(rng.int(in: 0...Int(limit))),
@@ -291,6 +296,13 @@ import LnoteTestSupport
         #expect(throws: LnoteError(.corrupt)) { try PointBlob.decodePoints([UInt8](repeating: 0, count: 17)) }
         #expect(throws: LnoteError(.corrupt)) { try PointBlob.decodeRadii([1, 2, 3]) }
         #expect(throws: LnoteError(.limitExceeded)) { try PointBlob.encode([StrokePoint(x: 0, y: 0, t: (1 << 24) + 1)]) }
+        // [EXP-21] the test vector of Protocol/sqlite-export.md.
+        let vector = try PointBlob.encode([StrokePoint(x: 123, y: -45, pressure: 500, radius: 12, t: 16)])
+        #expect(vector.points == [0xcd, 0xcc, 0x44, 0x41, 0x00, 0x00, 0x90, 0xc0, 0x00, 0x00, 0x00, 0x3f, 0x00, 0x00, 0x80, 0x41])
+        #expect(vector.radii == [0x9a, 0x99, 0x99, 0x3f])
+        // Just past 2^20 pt, 1,048,576.2 pt has no binary32 within 0.05 pt.
+        #expect(throws: LnoteError(.limitExceeded)) { try PointBlob.encode([StrokePoint(x: 10_485_762, y: 0)]) }
+        #expect(throws: LnoteError(.limitExceeded)) { try PointBlob.encode([StrokePoint(x: 0, y: 0, radius: -10_485_762)]) }
     }
 
     /// The CLI: one summary line on stdout; usage errors exit 2.
