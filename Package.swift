@@ -6,6 +6,7 @@
 //   LnoteReplication  pure: operations, their frame codec, the deterministic merge
 //   LnoteStore        disk: notebook folders, .lnote packages, logs, the syscall seam
 //   LnoteSQLite       a small Swift wrapper over libsqlite3 (relay store, export, baseline)
+//   LnoteExport       `lnote export --sqlite`: a notebook as one verified SQLite file
 //   LnoteSync         the wire protocol, the libcurl client, folder and HTTP remotes
 //   LnoteServer       libmicrohttpd serving: peer server and SQLite relay
 //   lnote             the CLI: argument parsing and printing only
@@ -42,8 +43,9 @@ let package = Package(
         .target(name: "LnoteSQLite", dependencies: ["LnoteModel", "CLnoteSQLite"]),
         .target(name: "LnoteSync", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "CLnoteCurl"]),
         .target(name: "LnoteServer", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteSQLite", "CLnoteMicroHTTPD"]),
+        .target(name: "LnoteExport", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSQLite"]),
         .target(name: "LnoteScenario", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer"]),
-        .executableTarget(name: "lnote", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer", "LnoteSQLite", "LnoteScenario"]),
+        .executableTarget(name: "lnote", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer", "LnoteSQLite", "LnoteScenario", "LnoteExport"]),
         // A writer that the store's crash tests kill with SIGKILL.
         .executableTarget(name: "lnote-crashtest", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore"]),
         .executableTarget(name: "two-machines", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer"],
@@ -63,6 +65,7 @@ let package = Package(
         .testTarget(name: "LnoteHTTPTests", dependencies: ["LnoteModel", "LnoteSync", "LnoteServer"]),
         // Runs the built `lnote` binary as a subprocess (listing it here makes `swift test` build it).
         .testTarget(name: "LnoteCLITests", dependencies: ["lnote", "LnoteModel", "LnoteReplication", "LnoteStore", "LnoteTestSupport"]),
+        .testTarget(name: "LnoteExportTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSQLite", "LnoteExport", "lnote", "LnoteTestSupport"]),
         .testTarget(name: "LnoteRelayTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteSync", "LnoteServer", "LnoteSQLite"]),
     ],
     swiftLanguageModes: [.v6]

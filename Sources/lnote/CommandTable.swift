@@ -6,6 +6,6 @@ enum CommandTable {
          importStrokes, addImage, erase, eraseRange, move, front, back,
          log, conflicts, compact, verify,
          sync, serve, relay, relayNotebookCreate, relayNotebookList, relayTokenCreate, relayTokenList, relayTokenRevoke,
-         demo, replay]
+         export, demo, replay]
     }
 }

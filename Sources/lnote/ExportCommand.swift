@@ -1,0 +1,33 @@
+import Foundation
+import LnoteExport
+import LnoteModel
+
+extension CommandTable {
+    static let export = Command(
+        name: "export",
+        synopsis: "lnote export FOLDER --sqlite FILE [--include-deleted]",
+        summary: "Copy a notebook into one SQLite file (one BLOB per stroke); prints what it holds",
+        details: """
+        The folder stays the source of truth: the file is a verified copy for queries and tools.
+        It is written beside FILE under a temporary name in one transaction, read back and
+        compared with the notebook (every row, every stroke's points, every asset's bytes), and
+        only then renamed to FILE, replacing it. When anything fails, FILE is left as it was.
+        The file is self-contained (no -wal beside it). Format: Protocol/sqlite-export.md.
+        --include-deleted   also export deleted documents and pages (marked deleted = 1)
+        """,
+        options: ["sqlite"],
+        flags: ["include-deleted"],
+        run: { args, console in
+            try args.expect(1, "FOLDER")
+            guard let file = args.option("sqlite") else { throw Arguments.UsageError(message: "expected --sqlite FILE") }
+            try requireNotebook(args.positionals[0])
+            var options = SQLiteExport.Options()
+            options.includeDeleted = args.flag("include-deleted")
+            let summary = try await SQLiteExport.export(folder: args.positionals[0], to: file, options: options)
+            if let change = summary.replicaChange {
+                console.err("lnote: note: this folder was copied or moved: \(change)")
+            }
+            console.out("exported \(summary) to \(file)")
+            return Exit.ok
+        })
+}
