@@ -328,12 +328,8 @@ import LnoteTestSupport
     }
 }
 
-/// Runs `lnote` without blocking a cooperative thread. The exit status is read from
-/// `Process` once it reports the child ended (Foundation reaps it; `Subprocess.wait`'s own
-/// `waitpid` then finds no child and would report status 0).
+/// Runs `lnote` without blocking a cooperative thread.
 func runCLI(_ exe: String, _ args: [String]) async throws -> (code: Int32, outText: String, errText: String) {
-    let child = try Subprocess.start(exe, args)
-    while child.process.isRunning { try await Task.sleep(for: .milliseconds(5)) }
-    let r = await child.wait()
-    return (child.process.terminationStatus, r.outText, r.errText)
+    let r = try await Subprocess.run(exe, args)
+    return (r.code, r.outText, r.errText)
 }
