@@ -7,7 +7,10 @@ extension Document {
     /// temporary directory `.<UUID>.lnote.tmp-<hex>` in the notebook folder, which is then
     /// renamed into place and the folder synced. A crash leaves either no document or a
     /// complete one (plus, at worst, a temporary directory that opening the notebook removes).
-    static func createPackage(folder: String, id: DocumentID, ops: [Op], io: Syscalls) throws -> PackagePaths {
+    /// `stage`, when given, writes more files into the staged package (its paths) before the
+    /// rename, so they appear atomically with it (checkpoint installs use it).
+    static func createPackage(folder: String, id: DocumentID, ops: [Op], io: Syscalls,
+                              stage: ((PackagePaths) throws -> Void)? = nil) throws -> PackagePaths {
         let paths = PackagePaths(folder: folder, id: id)
         if try io.stat(paths.root) != nil {
             throw LnoteError(.alreadyExists, "document package exists", path: paths.root)
@@ -34,6 +37,7 @@ extension Document {
             let docBytes = try StoreJSON.encode(file)
             try DurableFile.replace(staged.document, with: docBytes, io: io)
             try DurableFile.replace(staged.manifest, with: try StoreJSON.encode(ManifestFile(from: file, documentBytes: docBytes)), io: io)
+            try stage?(staged)
             try DurableFile.syncDirectory(tmp, io: io)
             try io.rename(tmp, paths.root)
         } catch {

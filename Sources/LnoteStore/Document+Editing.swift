@@ -35,6 +35,9 @@ extension Document {
                 reports.append(report)
             }
         }
+        // A page installed from a checkpoint holds operations its log lacks: without a usable
+        // snapshot it starts from the checkpoint, not from nothing ([PKG-46]).
+        if covered == nil, let b = try baseState(page: pid) { base = b }
         let (log, replay) = try PageLog.open(path: paths.log(pid), kind: .page, owner: pid.uuid, from: covered?.offset,
                                              incarnation: covered?.incarnation, create: true, io: io)
         var logReport = replay.report

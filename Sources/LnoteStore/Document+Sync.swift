@@ -63,6 +63,7 @@ extension Document {
                   op.body.isPageOperation == (pid != nil) else { continue }
             if !clock.covers(op.id) && seen.insert(op.id).inserted { out.append((f.frame, op)) }
         }
+        if let pid { try checkHistoryHeld(page: pid, notCoveredBy: clock, held: seen) }
         return out
     }
 

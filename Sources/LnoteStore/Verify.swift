@@ -162,6 +162,10 @@ public enum Verify {
                     report.problems.append(.init(.quarantinedFile, p, "damaged copy kept by recovery"))
                     continue
                 }
+                if name.hasSuffix(PackagePaths.baseSuffix), PageID(String(name.dropLast(PackagePaths.baseSuffix.count))) != nil {
+                    report.files += 1  // a checkpoint base clock ([PKG-46]); checked when the page is served
+                    continue
+                }
                 let isContent = name.hasSuffix(".content"), isLog = name.hasSuffix(".log")
                 guard isContent || isLog, let pid = PageID(String(name.dropLast(isContent ? 8 : 4))) else {
                     report.problems.append(.init(.unknownFile, p, "not a page file"))

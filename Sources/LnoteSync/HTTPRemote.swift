@@ -119,4 +119,22 @@ public final class HTTPRemote: SyncRemote {
     public func getAsset(_ id: AssetID, document: DocumentID) async throws -> [UInt8] {
         try await call("GET", "/documents/\(document)/assets/\(id)").body
     }
+
+    /// `GET …/checkpoints`; a server that keeps none (a peer: 404) gives [].
+    public func checkpoints() async throws -> [Checkpoint] {
+        do {
+            let r = try await call("GET", "/checkpoints")
+            return try Checkpoint.decodeList(r.body, path: url + "/checkpoints")
+        } catch let e as LnoteError where e.code == .notFound {
+            return []
+        }
+    }
+
+    /// `PUT …/documents/{doc}/checkpoints/{log}`: {log} is the document id for its
+    /// document log, else the page id.
+    public func putCheckpoint(_ checkpoint: Checkpoint) async throws {
+        let log = checkpoint.log.page?.description ?? checkpoint.log.document.description
+        _ = try await call("PUT", "/documents/\(checkpoint.log.document)/checkpoints/\(log)", body: checkpoint.encoded(),
+                           contentType: "application/octet-stream")
+    }
 }

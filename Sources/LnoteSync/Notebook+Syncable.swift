@@ -24,4 +24,9 @@ extension Notebook: SyncableNotebook {
         }
         return appended
     }
+
+    public func checkpointState(of log: LogRef) async throws -> PageState? {
+        guard let page = log.page else { return nil }
+        return try await checkpointState(document: log.document, page: page)
+    }
 }

@@ -12,6 +12,11 @@ public protocol SyncRemote: Sendable {
     func getAsset(_ id: AssetID, document: DocumentID) async throws -> [UInt8]
     /// Bytes sent and received so far through this remote (0 for in-process remotes).
     var traffic: (sent: Int, received: Int) { get }
+    /// The checkpoints the remote keeps (§5); [] when it keeps none.
+    func checkpoints() async throws -> [Checkpoint]
+    /// Uploads a checkpoint (§5).
+    /// - Throws: `.notFound` when the remote keeps no checkpoints (not a relay).
+    func putCheckpoint(_ checkpoint: Checkpoint) async throws
 }
 
 /// A remote endpoint called directly, with no network: folder-to-folder sync.
@@ -39,4 +44,13 @@ public struct LocalRemote: SyncRemote {
         try await endpoint.getAsset(id, document: document)
     }
     public var traffic: (sent: Int, received: Int) { (0, 0) }
+    // Checkpoints: the defaults below (a folder keeps none; `.notFound` as a peer's 404).
+}
+
+/// Remotes that keep no checkpoints (a peer, a test double) need not say so.
+extension SyncRemote {
+    public func checkpoints() async throws -> [Checkpoint] { [] }
+    public func putCheckpoint(_ checkpoint: Checkpoint) async throws {
+        throw LnoteError(.notFound, "\(key) keeps no checkpoints (only a relay does)")
+    }
 }

@@ -26,6 +26,10 @@ public struct SyncReport: Sendable, Equatable {
     public var assetRequests = 0
     public var bytesSent = 0
     public var bytesReceived = 0
+    /// Page checkpoints installed by a newcomer, refused as invalid, and uploaded (§5).
+    public var checkpointsInstalled = 0
+    public var checkpointsRejected = 0
+    public var checkpointsSent = 0
     public init() {}
 }
 
@@ -91,6 +95,9 @@ struct RemoteState: Equatable {
 public struct SyncSession: Sendable {
     public let notebook: any SyncableNotebook
     public let remote: any SyncRemote
+    /// A page log gets a new checkpoint uploaded once its clock covers this many more
+    /// operations than the last one this client uploaded (§5); 0: never upload.
+    public var checkpointInterval = 256
 
     public init(notebook: any SyncableNotebook, remote: any SyncRemote) {
         self.notebook = notebook
@@ -108,6 +115,8 @@ public struct SyncSession: Sendable {
             progress?(SyncProgress(phase: phase, opsSent: r.opsSent, opsReceived: r.opsReceived,
                                    bytesSent: t.sent - start.sent, bytesReceived: t.received - start.received))
         }
+        let firstContact = state.epoch == 0
+        if firstContact { try await installCheckpoints(&report, tell) }
         var attempts = 0
         while true {
             attempts += 1
@@ -143,6 +152,7 @@ public struct SyncSession: Sendable {
             try await notebook.saveRemoteState(state.encoded(), key: remote.key)
             break
         }
+        try await uploadCheckpoints(state, firstContact: firstContact, &report)
         let t = remote.traffic
         report.bytesSent = t.sent - start.sent
         report.bytesReceived = t.received - start.received

@@ -25,6 +25,22 @@ public protocol SyncableNotebook: Sendable {
     /// Sync bookkeeping per remote (opaque bytes), kept durably beside the notebook.
     func loadRemoteState(key: String) async throws -> [UInt8]?
     func saveRemoteState(_ bytes: [UInt8], key: String) async throws
+    /// True when the storage holds no document (a newcomer, which may install checkpoints).
+    func holdsNoDocuments() async throws -> Bool
+    /// Creates a document from page checkpoint states and the assets they reference,
+    /// atomically; its operations (document log, page tails) arrive by sync afterwards.
+    func installCheckpoint(document: DocumentID, pages: [PageState], assets: [[UInt8]]) async throws
+    /// A page log's applied state, to upload as a checkpoint (nil: none held).
+    func checkpointState(of log: LogRef) async throws -> PageState?
+}
+
+/// Storage that knows nothing of checkpoints: never a newcomer, uploads none.
+extension SyncableNotebook {
+    public func holdsNoDocuments() async throws -> Bool { false }
+    public func installCheckpoint(document: DocumentID, pages: [PageState], assets: [[UInt8]]) async throws {
+        throw LnoteError(.invalidState, "this storage cannot install checkpoints")
+    }
+    public func checkpointState(of log: LogRef) async throws -> PageState? { nil }
 }
 
 extension Op {

@@ -1,0 +1,126 @@
+import LnoteModel
+import LnoteReplication
+
+/// What a client remembers about the checkpoints of one remote: the clock of the last
+/// checkpoint it uploaded (or installed) per page log, and whether the remote keeps none.
+/// Kept beside the sync state under the key `<remote key>#checkpoints`.
+///
+/// Layout: magic `LNCU`, version 1, u8 flags (bit 0: the remote keeps no checkpoints),
+/// `Clocks` (§3), CRC-32C (u32) of every byte before it. A damaged file reads as fresh: the
+/// worst outcome is one checkpoint uploaded again, which the relay treats as a no-op.
+struct CheckpointState: Equatable {
+    var unsupported = false
+    var uploaded: [LogRef: VectorClock] = [:]
+
+    static let magic: [UInt8] = Array("LNCU".utf8)
+
+    static func key(_ remoteKey: String) -> String { remoteKey + "#checkpoints" }
+
+    func encoded() -> [UInt8] {
+        var w = ByteWriter()
+        w.append(Self.magic)
+        w.u8(1)
+        w.u8(unsupported ? 1 : 0)
+        SyncCodec.encode(uploaded.keys.sorted().map { LogClock(log: $0, clock: uploaded[$0]!) }, into: &w)
+        w.u32(CRC32C.checksum(w.bytes))
+        return w.bytes
+    }
+
+    static func decode(_ bytes: [UInt8]) -> CheckpointState {
+        guard bytes.count > 10 else { return CheckpointState() }
+        let body = Array(bytes[..<(bytes.count - 4)])
+        var tail = ByteReader(Array(bytes[(bytes.count - 4)...]))
+        guard let crc = try? tail.u32(), crc == CRC32C.checksum(body) else { return CheckpointState() }
+        var r = ByteReader(body)
+        guard (try? r.bytes(4)) == magic, (try? r.u8()) == 1, let flags = try? r.u8(), flags & ~1 == 0,
+              let clocks = try? SyncCodec.decodeClocks(&r), r.isAtEnd else { return CheckpointState() }
+        return CheckpointState(unsupported: flags & 1 != 0,
+                               uploaded: Dictionary(clocks.map { ($0.log, $0.clock) }, uniquingKeysWith: { $0.merged($1) }))
+    }
+}
+
+/// Checkpoints (`Protocol/sync-protocol.md` §5): a newcomer installs them before its first
+/// exchange; every client uploads one per page log that grew by `checkpointInterval`.
+extension SyncSession {
+    /// On first contact, when the local storage holds no document, fetches the remote's
+    /// checkpoints and installs the page ones (with the assets they reference), so that the
+    /// first exchange's `have` carries their clocks and only the tail is pulled.
+    ///
+    /// A checkpoint whose snapshot does not decode, names another page, or whose clock is
+    /// not the snapshot's own is not installed (`checkpointsRejected`): that page's history
+    /// then comes as operations, which is always correct. Document-log checkpoints are not
+    /// used (the document log is small).
+    func installCheckpoints(_ report: inout SyncReport, _ tell: (SyncProgress.Phase, SyncReport) -> Void) async throws {
+        guard checkpointInterval >= 0, try await notebook.holdsNoDocuments() else { return }
+        tell(.downloadingAssets, report)
+        let list = try await remote.checkpoints()
+        guard !list.isEmpty else { return }
+        var byDocument: [DocumentID: [PageState]] = [:]
+        var installed = CheckpointState.decode(try await notebook.loadRemoteState(key: CheckpointState.key(remote.key)) ?? [])
+        for c in list {
+            guard let page = c.log.page else { continue }
+            guard let s = try? PageSnapshot.decode(c.snapshot, path: "checkpoint of \(c.log)"),
+                  s.state.page == page, s.state.clock == c.clock,
+                  !(byDocument[c.log.document]?.contains { $0.page == page } ?? false) else {
+                report.checkpointsRejected += 1
+                continue
+            }
+            byDocument[c.log.document, default: []].append(s.state)
+        }
+        for (doc, states) in byDocument.sorted(by: { $0.key < $1.key }) {
+            var assets: [[UInt8]] = []
+            let referenced = Set(states.flatMap { $0.elements.compactMap(\.content.image?.asset) })
+            for asset in referenced.sorted() {
+                report.assetRequests += 1
+                let bytes = try await remote.getAsset(asset, document: doc)
+                guard AssetID.of(bytes) == asset else {
+                    throw LnoteError(.corrupt, "asset \(asset) from \(remote.key) does not match its hash")
+                }
+                assets.append(bytes)
+                report.assetsReceived += 1
+            }
+            try await notebook.installCheckpoint(document: doc, pages: states, assets: assets)
+            report.checkpointsInstalled += states.count
+            for s in states { installed.uploaded[LogRef(document: doc, page: s.page)] = s.clock }
+        }
+        // What was installed counts as uploaded: this client re-uploads a page only once it
+        // has grown by the interval past it.
+        try await notebook.saveRemoteState(installed.encoded(), key: CheckpointState.key(remote.key))
+    }
+
+    /// After a successful sync, uploads a checkpoint for each page log whose clock covers
+    /// `checkpointInterval` more operations than the last checkpoint this client uploaded
+    /// for it, and which the remote is known to hold entirely.
+    ///
+    /// A remote that keeps no checkpoints (404, a folder) is remembered as such until the
+    /// next first contact; a checkpoint the remote finds too large is skipped until the page
+    /// grows again. Other failures throw (the sync itself is already saved).
+    func uploadCheckpoints(_ state: RemoteState, firstContact: Bool, _ report: inout SyncReport) async throws {
+        guard checkpointInterval > 0 else { return }
+        let key = CheckpointState.key(remote.key)
+        let saved = CheckpointState.decode(try await notebook.loadRemoteState(key: key) ?? [])
+        var up = saved
+        if firstContact { up.unsupported = false }
+        guard !up.unsupported else { return }
+        for lc in try await notebook.logClocks() where lc.log.page != nil {
+            let last = up.uploaded[lc.log] ?? VectorClock()
+            guard lc.clock.total >= last.total &+ UInt64(checkpointInterval),
+                  state.known[lc.log]?.covers(lc.clock) == true,
+                  let s = try await notebook.checkpointState(of: lc.log), !s.clock.isEmpty else { continue }
+            // A checkpoint is replica-independent: no log offset, no incarnation.
+            let c = Checkpoint(log: lc.log, clock: s.clock,
+                               snapshot: PageSnapshot.encode(s, coveredLogOffset: 0, logIncarnation: 0))
+            do {
+                try await remote.putCheckpoint(c)
+                report.checkpointsSent += 1
+            } catch let e as LnoteError where e.code == .notFound {
+                up.unsupported = true
+                break
+            } catch let e as LnoteError where e.code == .limitExceeded {
+                // Too large for this remote: wait until the page grows by the interval again.
+            }
+            up.uploaded[lc.log] = s.clock
+        }
+        if up != saved { try await notebook.saveRemoteState(up.encoded(), key: key) }
+    }
+}
