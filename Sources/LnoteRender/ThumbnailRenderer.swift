@@ -31,6 +31,7 @@ public struct Thumbnail: Sendable, Hashable {
 ///   gaps) as round-capped segments between consecutive points, the radius interpolated
 ///   along the segment from the points' radii, scaled to the picture (never thinner than
 ///   half a pixel so that fine ink stays visible), antialiased by distance to the segment.
+///   Points within a quarter pixel of the previous drawn point are skipped (not the last).
 ///   A stroke is first drawn into a coverage mask (maximum over its segments) and then
 ///   blended once in its color, so a translucent ink does not darken where its own
 ///   segments overlap. The color's alpha is used; a highlighter is drawn at 35 % of it.
@@ -82,6 +83,11 @@ public enum ThumbnailRenderer {
                     if lo + 1 == hi { r.capsule(prev, prev) }
                     for i in (lo + 1)..<hi {
                         let next = project(s.points[i], t, scale, lin)
+                        // Points closer than a quarter pixel to the last one drawn add nothing
+                        // visible at this size (samples at 240 Hz often are): skip them, but
+                        // always end the fragment on its last point.
+                        let dx = next.x - prev.x, dy = next.y - prev.y
+                        if i + 1 < hi, dx * dx + dy * dy < 0.0625, abs(next.r - prev.r) < 0.25 { continue }
                         r.capsule(prev, next)
                         prev = next
                     }
@@ -165,24 +171,27 @@ struct Raster {
         let dx = q.x - p.x, dy = q.y - p.y
         let len2 = dx * dx + dy * dy
         var touched = false
-        for y in y0...y1 {
-            let cy = Double(y) + 0.5
-            for x in x0...x1 {
-                let cx = Double(x) + 0.5
-                var t = 0.0
-                if len2 > 0 {
-                    t = ((cx - p.x) * dx + (cy - p.y) * dy) / len2
-                    t = t < 0 ? 0 : (t > 1 ? 1 : t)
+        let w = width
+        mask.withUnsafeMutableBufferPointer { mask in
+            for y in y0...y1 {
+                let cy = Double(y) + 0.5
+                for x in x0...x1 {
+                    let cx = Double(x) + 0.5
+                    var t = 0.0
+                    if len2 > 0 {
+                        t = ((cx - p.x) * dx + (cy - p.y) * dy) / len2
+                        t = t < 0 ? 0 : (t > 1 ? 1 : t)
+                    }
+                    let ex = p.x + t * dx - cx, ey = p.y + t * dy - cy
+                    let r = p.r + (q.r - p.r) * t + 0.5
+                    let d2 = ex * ex + ey * ey
+                    if d2 >= r * r { continue }
+                    let cov = r - d2.squareRoot()
+                    let m = cov >= 1 ? 255 : UInt8((cov * 255).rounded())
+                    let i = y * w + x
+                    if m > mask[i] { mask[i] = m }
+                    touched = true
                 }
-                let ex = p.x + t * dx - cx, ey = p.y + t * dy - cy
-                let d = (ex * ex + ey * ey).squareRoot()
-                let r = p.r + (q.r - p.r) * t
-                let cov = r + 0.5 - d
-                if cov <= 0 { continue }
-                let m = cov >= 1 ? 255 : UInt8((cov * 255).rounded())
-                let i = y * width + x
-                if m > mask[i] { mask[i] = m }
-                touched = true
             }
         }
         if touched {
