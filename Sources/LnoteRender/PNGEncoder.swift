@@ -25,11 +25,14 @@ public enum PNGEncoder {
         chunk(&out, "IHDR", ihdr)
 
         let rowBytes = t.width * 4
-        var raw: [UInt8] = []
-        raw.reserveCapacity((rowBytes + 1) * t.height)
-        for y in 0..<t.height {
-            raw.append(0)   // filter: None
-            raw += t.pixels[(y * rowBytes)..<((y + 1) * rowBytes)]
+        var raw = [UInt8](repeating: 0, count: (rowBytes + 1) * t.height)   // filter byte 0 (None) per row
+        raw.withUnsafeMutableBytes { dst in
+            t.pixels.withUnsafeBytes { src in
+                for y in 0..<t.height {
+                    let from = UnsafeRawBufferPointer(rebasing: src[(y * rowBytes)..<((y + 1) * rowBytes)])
+                    UnsafeMutableRawBufferPointer(rebasing: dst[(y * (rowBytes + 1) + 1)...]).copyMemory(from: from)
+                }
+            }
         }
         chunk(&out, "IDAT", zlibStored(raw))
         chunk(&out, "IEND", [])
@@ -38,45 +41,66 @@ public enum PNGEncoder {
 
     /// A zlib stream (RFC 1950) holding `data` in stored deflate blocks (RFC 1951 §3.2.4).
     public static func zlibStored(_ data: [UInt8]) -> [UInt8] {
+        let blocks = max(1, (data.count + maxStoredBlock - 1) / maxStoredBlock)
+        var out = [UInt8](repeating: 0, count: 2 + 5 * blocks + data.count + 4)
         // CMF 0x78: deflate, 32 KB window. FLG 0x01: no dictionary, level 0, (0x7801 % 31 == 0).
-        var out: [UInt8] = [0x78, 0x01]
-        out.reserveCapacity(data.count + data.count / maxStoredBlock * 5 + 11)
-        var at = 0
-        repeat {
-            let n = min(maxStoredBlock, data.count - at)
-            let final = at + n == data.count
-            out.append(final ? 1 : 0)   // BFINAL, BTYPE = 00, padded to the byte
-            out += [UInt8(n & 0xff), UInt8(n >> 8), UInt8(~n & 0xff), UInt8((~n >> 8) & 0xff)]
-            out += data[at..<(at + n)]
-            at += n
-        } while at < data.count
-        appendBE32(&out, adler32(data))
+        out[0] = 0x78
+        out[1] = 0x01
+        out.withUnsafeMutableBytes { dst in
+            data.withUnsafeBytes { src in
+                var at = 0, o = 2
+                for k in 0..<blocks {
+                    let n = min(maxStoredBlock, data.count - at)
+                    dst[o] = k == blocks - 1 ? 1 : 0   // BFINAL, BTYPE = 00, padded to the byte
+                    dst[o + 1] = UInt8(n & 0xff)
+                    dst[o + 2] = UInt8(n >> 8)
+                    dst[o + 3] = UInt8(~n & 0xff)
+                    dst[o + 4] = UInt8((~n >> 8) & 0xff)
+                    o += 5
+                    if n > 0 {
+                        UnsafeMutableRawBufferPointer(rebasing: dst[o..<(o + n)])
+                            .copyMemory(from: UnsafeRawBufferPointer(rebasing: src[at..<(at + n)]))
+                    }
+                    o += n
+                    at += n
+                }
+            }
+        }
+        let adler = adler32(data)
+        let end = out.count
+        out[end - 4] = UInt8(adler >> 24)
+        out[end - 3] = UInt8((adler >> 16) & 0xff)
+        out[end - 2] = UInt8((adler >> 8) & 0xff)
+        out[end - 1] = UInt8(adler & 0xff)
         return out
     }
 
     /// Adler-32 (RFC 1950 §8.2).
     public static func adler32(_ data: [UInt8]) -> UInt32 {
-        var a: UInt32 = 1, b: UInt32 = 0
-        var i = 0
-        while i < data.count {
-            // 5552 bytes is the most that cannot overflow 32 bits before the modulo.
-            let end = min(data.count, i + 5552)
-            while i < end {
-                a += UInt32(data[i])
-                b += a
-                i += 1
+        data.withUnsafeBufferPointer { p in
+            var a: UInt32 = 1, b: UInt32 = 0
+            var i = 0
+            while i < p.count {
+                // 5552 bytes is the most that cannot overflow 32 bits before the modulo.
+                let end = min(p.count, i + 5552)
+                while i < end {
+                    a &+= UInt32(p[i])
+                    b &+= a
+                    i += 1
+                }
+                a %= 65521
+                b %= 65521
             }
-            a %= 65521
-            b %= 65521
+            return b << 16 | a
         }
-        return b << 16 | a
     }
 
     static func chunk(_ out: inout [UInt8], _ type: String, _ data: [UInt8]) {
         appendBE32(&out, UInt32(data.count))
-        let typed = Array(type.utf8) + data
-        out += typed
-        appendBE32(&out, CRC32.checksum(typed))
+        let typeBytes = Array(type.utf8)
+        out.append(contentsOf: typeBytes)
+        out.append(contentsOf: data)
+        appendBE32(&out, CRC32.checksum(data, continuing: CRC32.checksum(typeBytes)))
     }
 
     static func appendBE32(_ out: inout [UInt8], _ v: UInt32) {
@@ -94,9 +118,17 @@ public enum CRC32 {
     }
 
     /// Continues a CRC: pass the previous result as `crc` (0 to start).
-    public static func checksum<C: Collection>(_ bytes: C, continuing crc: UInt32 = 0) -> UInt32 where C.Element == UInt8 {
-        var c = ~crc
-        for b in bytes { c = table[Int((c ^ UInt32(b)) & 0xff)] ^ (c >> 8) }
-        return ~c
+    public static func checksum(_ bytes: some Collection<UInt8>, continuing crc: UInt32 = 0) -> UInt32 {
+        if let fast = bytes.withContiguousStorageIfAvailable({ update(~crc, $0) }) { return ~fast }
+        return ~Array(bytes).withUnsafeBufferPointer { update(~crc, $0) }
+    }
+
+    // Raw pointers keep this fast in debug builds (a 256 px thumbnail is ~190 KB).
+    static func update(_ start: UInt32, _ bytes: UnsafeBufferPointer<UInt8>) -> UInt32 {
+        table.withUnsafeBufferPointer { t in
+            var c = start
+            for b in bytes { c = t[Int((c ^ UInt32(b)) & 0xff)] ^ (c >> 8) }
+            return c
+        }
     }
 }
