@@ -29,3 +29,19 @@ extension Document {
         }
     }
 }
+
+extension Document {
+    /// Renders a page's current state (deleted pages included) as a thumbnail whose longer
+    /// side is `maxSide` pixels, in the page's canvas aspect ratio. Writes nothing.
+    /// - Throws: `notFound` when the document has no such page.
+    public func renderThumbnail(_ pid: PageID, maxSide: Int = Document.thumbnailSide) throws -> Thumbnail {
+        try checkUsable()
+        guard let record = doc.page(pid) else {
+            throw LnoteError(.notFound, "no page \(pid) in document \(id)", path: paths.root)
+        }
+        // A page with no files yet is empty: render it without creating its files.
+        let hasContent = try pages[pid] != nil || pageHasFiles(pid)
+        let state = hasContent ? try pageState(pid) : PageState(page: pid)
+        return ThumbnailRenderer.render(state, canvas: record.canvas.value, maxSide: maxSide)
+    }
+}
