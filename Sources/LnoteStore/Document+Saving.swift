@@ -15,6 +15,7 @@ extension Document {
         let state = lp.replica.state
         let bytes = PageSnapshot.encode(state, coveredLogOffset: coveredOffset, logIncarnation: lp.log.incarnation)
         try DurableFile.replace(paths.content(lp.id), with: bytes, io: io)
+        writeThumbnailAfterSnapshot(state)
         lp.covered = (coveredOffset, lp.log.incarnation)
         lp.framesSinceSnapshot = lp.pendingOffsets.count
         lp.dirty = false

@@ -11,7 +11,7 @@ import LnoteModel
 ///   pages/<page>.content     page snapshot; covers pages/<page>.log up to an offset
 ///   pages/<page>.log         append-only page operations
 ///   assets/<sha256-hex>      content-addressed image bytes
-///   thumbnails/              derived images (none written yet)
+///   thumbnails/<page>.png    derived page picture, rewritten with its snapshot ([PKG-17])
 /// ```
 public struct PackagePaths: Sendable, Hashable {
     public static let suffix = ".lnote"

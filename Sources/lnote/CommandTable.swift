@@ -6,6 +6,6 @@ enum CommandTable {
          importStrokes, addImage, erase, eraseRange, move, front, back,
          log, conflicts, compact, verify,
          sync, serve, relay, relayNotebookCreate, relayNotebookList, relayTokenCreate, relayTokenList, relayTokenRevoke,
-         export, demo, replay]
+         export, thumbnail, demo, replay]
     }
 }

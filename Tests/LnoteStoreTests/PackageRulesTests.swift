@@ -100,7 +100,7 @@ struct PackageRulesTests {
     }
 
     /// [PKG-16] Editing one page and flushing writes the same files in a 200-page document
-    /// as in a 2-page one: that page's log and snapshot, document.json and manifest.json.
+    /// as in a 2-page one: that page's log, snapshot and thumbnail, document.json and manifest.json.
     @Test("[PKG-16] only dirty pages are rewritten: 200 pages cost what 2 pages cost")
     func dirtyPagesOnly() async throws {
         func writes(pages: Int) async throws -> (count: Int, files: [String]) {
@@ -131,7 +131,8 @@ struct PackageRulesTests {
         let big = try await writes(pages: 200)
         #expect(small.count == big.count)
         #expect(small.files == big.files)
-        #expect(small.files == ["PAGE.log", ".PAGE.content.tmp", ".document.json.tmp", ".manifest.json.tmp"])
+        // The page's thumbnail ([PKG-17]) is rewritten with its snapshot.
+        #expect(small.files == ["PAGE.log", ".PAGE.content.tmp", ".PAGE.png.tmp", ".document.json.tmp", ".manifest.json.tmp"])
     }
 
     @Test("[PKG-14] an image's asset is durable before the operation that references it")

@@ -1,0 +1,44 @@
+import Foundation
+import LnoteModel
+import LnoteRender
+import LnoteStore
+
+extension CommandTable {
+    static let thumbnail = Command(
+        name: "thumbnail",
+        synopsis: "lnote thumbnail FOLDER DOC PAGE --out FILE.png [--size N]",
+        summary: "Render a page as a PNG picture (what thumbnails/<page>.png holds)",
+        details: """
+        Renders the page's current state: white background, strokes in their ink (erased parts
+        left out, the highlighter translucent), images as gray boxes (their pixels are not
+        drawn). The stored thumbnails are rewritten with each page snapshot; this command
+        renders afresh and writes only FILE. PAGE is an id, a prefix, or #N (the N-th live page).
+        --out FILE   the PNG to write (replaced if it exists)
+        --size N     the longer side in pixels, 1 to 4096 (default 256)
+        """,
+        options: ["out", "size"],
+        run: { args, console in
+            try args.expect(3, "FOLDER DOC PAGE")
+            guard let out = args.option("out") else { throw Arguments.UsageError(message: "expected --out FILE.png") }
+            var size = Document.thumbnailSide
+            if let s = args.option("size") {
+                guard let n = Int(s), (1...4096).contains(n) else {
+                    throw Arguments.UsageError(message: "--size \(s) must be a whole number from 1 to 4096")
+                }
+                size = n
+            }
+            let (pid, picture) = try await withNotebook(args.positionals[0], console: console) { nb in
+                try await withDocument(nb, args.positionals[1], console: console) { d in
+                    let pid = try await Resolve.page(args.positionals[2], in: d)
+                    return (pid, try await d.renderThumbnail(pid, maxSide: size))
+                }
+            }
+            do {
+                try Data(picture.png()).write(to: URL(fileURLWithPath: out), options: .atomic)
+            } catch {
+                throw LnoteError(.io, "cannot write the picture: \(error)", path: out)
+            }
+            console.out("page \(pid): \(picture.width)x\(picture.height) pixels to \(out)")
+            return Exit.ok
+        })
+}
