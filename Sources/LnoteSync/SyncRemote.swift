@@ -17,6 +17,14 @@ public protocol SyncRemote: Sendable {
     /// Uploads a checkpoint (§5).
     /// - Throws: `.notFound` when the remote keeps no checkpoints (not a relay).
     func putCheckpoint(_ checkpoint: Checkpoint) async throws
+    /// False when the remote's change cursors do not outlive this process (a folder reached
+    /// directly gets a new in-memory endpoint each time): the session then starts with a
+    /// clock comparison instead of offering a cursor that would only be refused.
+    var cursorsOutliveProcess: Bool { get }
+}
+
+extension SyncRemote {
+    public var cursorsOutliveProcess: Bool { true }
 }
 
 /// A remote endpoint called directly, with no network: folder-to-folder sync.
@@ -24,10 +32,14 @@ public protocol SyncRemote: Sendable {
 public struct LocalRemote: SyncRemote {
     public let key: String
     public let endpoint: any SyncEndpoint
+    public let cursorsOutliveProcess: Bool
 
-    public init(key: String, endpoint: any SyncEndpoint) {
+    /// - Parameter cursorsOutliveProcess: false when `endpoint` is made for this sync only
+    ///   (folder-to-folder sync), true when it lives as long as the remote's saved state.
+    public init(key: String, endpoint: any SyncEndpoint, cursorsOutliveProcess: Bool = true) {
         self.key = key
         self.endpoint = endpoint
+        self.cursorsOutliveProcess = cursorsOutliveProcess
     }
 
     public func sync(_ request: SyncRequest) async throws -> SyncResponse {

@@ -107,6 +107,11 @@ public struct SyncSession: Sendable {
     public func run(progress: (@Sendable (SyncProgress) -> Void)? = nil) async throws -> SyncReport {
         var report = SyncReport()
         var state = RemoteState.decode(try await notebook.loadRemoteState(key: remote.key) ?? [])
+        if !remote.cursorsOutliveProcess {
+            // What the remote holds is still known; its cursor is not: compare clocks at once.
+            state.epoch = 0
+            state.cursor = 0
+        }
         let start = remote.traffic
         // Takes the report as an argument: reading `report` from here while a callee holds
         // it inout would be an exclusivity violation.
@@ -120,7 +125,9 @@ public struct SyncSession: Sendable {
         var attempts = 0
         while true {
             attempts += 1
+            var compared = false
             if state.epoch == 0 {
+                compared = true
                 tell(.comparing, report)
                 let have = try await notebook.logClocks()
                 let answer = try await exchange(SyncRequest(replica: notebook.replicaID, epoch: 0, cursor: 0, have: have),
@@ -133,6 +140,9 @@ public struct SyncSession: Sendable {
             }
             tell(.comparing, report)
             let push = try await pendingPush(state)
+            // Right after a clock comparison there is nothing new to pull; with nothing to
+            // push either, a second exchange would carry nothing.
+            if compared && push.isEmpty { break }
             try await uploadAssets(push, &report, tell)
             let request = SyncRequest(replica: notebook.replicaID, epoch: state.epoch, cursor: state.cursor, push: push)
             let answer = try await exchange(request, &report, tell)

@@ -43,7 +43,10 @@ extension CommandTable {
                 await watcher.run { event in
                     switch event {
                     case .synced(let r):
-                        if !quiet || r.opsApplied + r.opsAccepted > 0 { console.out(SyncRunner.describe(r, remote: remoteSpec)) }
+                        // Watching prints only the syncs that moved something.
+                        if !quiet, r.opsSent + r.opsReceived + r.assetsSent + r.assetsReceived > 0 {
+                            console.out(SyncRunner.describe(r, remote: remoteSpec))
+                        }
                     case .failed(let e, let wait):
                         console.err("lnote sync: \(e.description); retrying in \(wait)")
                     }
@@ -87,7 +90,8 @@ enum SyncRunner {
                 try requireNotebook(spec)
                 let other = try await Notebook.open(at: spec)
                 do {
-                    let remote = LocalRemote(key: other.path, endpoint: NotebookEndpoint(notebook: other))
+                    let remote = LocalRemote(key: other.path, endpoint: NotebookEndpoint(notebook: other),
+                                             cursorsOutliveProcess: false)
                     report = try await SyncSession(notebook: notebook, remote: remote).run(progress: progress)
                     try await other.close()
                 } catch {
