@@ -1,8 +1,8 @@
 /// Packs bits least significant first into bytes ([PTS-4]), 64 bits at a time.
 ///
 /// The writer owns its buffer (hence `~Copyable`): bits gather in a 64-bit accumulator that
-/// is stored as 8 little-endian bytes whenever it fills, so a typical value costs a shift
-/// and an OR. The caller reserves room before writing (`reserve(_:)`, once per point): the
+/// is stored as 8 little-endian bytes whenever it fills, so a typical value costs a shift,
+/// an OR and a well-predicted branch. The caller reserves room before writing (`reserve(_:)`, once per point): the
 /// hot `write` checks nothing, which is why both stay internal to the codec.
 struct BitWriter: ~Copyable {
     private var buffer: UnsafeMutableRawPointer
@@ -22,7 +22,7 @@ struct BitWriter: ~Copyable {
 
     deinit { buffer.deallocate() }
 
-    /// Makes room for `bytes` more bytes of stores (a flush writes 8 bytes at once, so a
+    /// Makes room for `bytes` more bytes of stores (a write stores 8 bytes at once, so a
     /// caller about to write `b` bits asks for `b / 8 + 8`).
     @inline(__always) mutating func reserve(_ bytes: Int) {
         if capacity - stored < bytes { grow(stored + bytes) }
@@ -37,7 +37,7 @@ struct BitWriter: ~Copyable {
         capacity = newCapacity
     }
 
-    /// Appends the `count` (0...64) low bits of `value`, least significant first. The bits
+    /// Appends the `count` (0...56) low bits of `value`, least significant first. The bits
     /// of `value` above `count` MUST be zero, and room MUST have been reserved.
     @inline(__always) mutating func write(_ value: UInt64, count: UInt64) {
         acc |= value &<< filled
@@ -68,18 +68,34 @@ struct BitWriter: ~Copyable {
     }
 }
 
+/// A defect of a point bit stream ([PTS-8], [PTS-10]), located by bit position in the
+/// stream. Thrown by the hot decoding loop as a typed error (no allocation, nothing that
+/// keeps the reader in memory) and turned into an `LnoteError` with an absolute offset by
+/// `StrokeCodec.decodePoints`.
+enum BitStreamFault: Error {
+    /// The stream ends inside a code.
+    case endsInsideValue
+    /// An inline value `(q << k) | low` above 32 bits; the value's first bit.
+    case overflow(bit: Int)
+    /// An escape holding a value with `u >> k < 24`; the value's first bit.
+    case needlessEscape(UInt32, bit: Int)
+    /// A reconstructed pressure above 1000 at point `index`; the point's first bit.
+    case pressure(UInt32, index: Int, bit: Int)
+    /// A whole unused byte after the last code; the first unread bit.
+    case unusedBytes(bit: Int)
+    /// Non-zero padding bits in the last byte.
+    case padding
+}
+
 /// Reads bits least significant first from bytes `start..<end` of a buffer, through a
 /// 64-bit window refilled 8 bytes at a time (one bounds check per refill).
 ///
-/// Offsets in errors are absolute: `origin` is the offset of byte 0 of the buffer in the
-/// file or message (`ByteReader.base`). The reader is only valid inside the
-/// `withUnsafeBytes` call that produced `bytes`.
+/// Only valid inside the `withUnsafeBytes` call that produced `bytes`. Positions are bit
+/// counts from `start`; the caller turns them into absolute offsets.
 struct BitReader {
     let bytes: UnsafeRawPointer
-    let origin: Int
     let start: Int
     let end: Int
-    let path: String?
     /// The next byte not yet counted in `available`.
     private var position: Int
     /// The window: bit 0 is the next unread bit; `available` bits (0...64) are counted.
@@ -88,33 +104,22 @@ struct BitReader {
     private var acc: UInt64 = 0
     private var available: UInt64 = 0
 
-    init(_ bytes: UnsafeRawPointer, range: Range<Int>, origin: Int, path: String?) {
+    init(_ bytes: UnsafeRawPointer, range: Range<Int>) {
         self.bytes = bytes
-        self.origin = origin
         self.start = range.lowerBound
         self.end = range.upperBound
-        self.path = path
         self.position = range.lowerBound
     }
 
     /// Bits consumed since the start of the stream.
     @inline(__always) var consumedBits: Int { (position &- start) &<< 3 &- Int(available) }
 
-    /// Absolute offset of the byte holding the bit `bit` of the stream.
-    func offset(ofBit bit: Int) -> Int { origin + start + bit >> 3 }
-
-    func error(_ code: LnoteError.Code, _ message: String, at: Int) -> LnoteError {
-        LnoteError(code, message, path: path, offset: at)
-    }
-
-    /// The error for a stream that ends inside a code ([PTS-8]).
-    func endError() -> LnoteError {
-        error(.corrupt, "point bit stream ends inside a value", at: origin + end)
-    }
-
     /// Tops the window up to at least 56 counted bits, or to every bit left.
+    ///
+    /// Away from the end it loads 8 bytes whatever the window holds: the bytes already
+    /// counted land on themselves (an OR of equal bits), and it counts the whole bytes
+    /// that fit, none when 56 or more bits are already counted.
     @inline(__always) mutating func refill() {
-        guard available < 56 else { return }
         if end &- position >= 8 {
             let word = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: position, as: UInt64.self))
             acc |= word &<< available
@@ -126,6 +131,9 @@ struct BitReader {
         }
     }
 
+    /// Near the end: byte by byte, up to 64 counted bits (the word path is never taken
+    /// again once fewer than 8 bytes remain).
+    @inline(never)
     private mutating func refillTail() {
         while available <= 56 && position < end {
             acc |= UInt64(bytes.load(fromByteOffset: position, as: UInt8.self)) &<< available
@@ -134,7 +142,7 @@ struct BitReader {
         }
     }
 
-    /// The counted bits, for a value's fields: unary run, low bits, escape.
+    /// The window; its low `availableBits` bits are the next bits of the stream.
     @inline(__always) var window: UInt64 { acc }
     @inline(__always) var availableBits: UInt64 { available }
 
@@ -145,14 +153,10 @@ struct BitReader {
     }
 
     /// [PTS-8] The stream must end exactly: no whole unread byte, and zero padding bits.
-    func finish() throws {
+    func finish() throws(BitStreamFault) {
         let left = (end - position) * 8 + Int(available)
-        guard left < 8 else {
-            throw error(.corrupt, "point bit stream has unused bytes", at: offset(ofBit: consumedBits))
-        }
+        guard left < 8 else { throw .unusedBytes(bit: consumedBits) }
         // left < 8 means every byte is counted: the window holds exactly the padding.
-        guard acc & ((1 &<< available) &- 1) == 0 else {
-            throw error(.corrupt, "point bit stream padding is not zero", at: origin + end - 1)
-        }
+        guard acc & ((1 &<< available) &- 1) == 0 else { throw .padding }
     }
 }

@@ -16,10 +16,11 @@ struct RiceState {
     /// [PTS-7] The smallest k in 0...31 with count·2^(k+1) ≥ sum.
     @inline(__always) var parameter: UInt64 { RiceState.parameter(sum: sum, count: count) }
 
-    /// The smallest k in 0...31 with `count << (k + 1) >= sum`, for `count` ≥ 1, without a
-    /// loop: when sum > 2·count, shifting count left by j0 = lzcnt(count) − lzcnt(sum) ≥ 1
-    /// gives it sum's bit length, so either it already reaches sum (j = j0) or one more
-    /// shift does (j = j0 + 1); k = j − 1, capped at 31.
+    /// The smallest k in 0...31 with `count << (k + 1) >= sum`, for `count` in 1...7,
+    /// without a loop or a branch. Let j0 = lzcnt(count) − lzcnt(sum), the shift that gives
+    /// count sum's bit length. If j0 ≤ 0, sum < 2·count and k = 0. Otherwise count << j0
+    /// either reaches sum (the smallest shift is j0) or falls short (count << (j0 + 1) has
+    /// more bits than sum: the shift is j0 + 1); k is the shift minus 1, capped at 31.
     @inline(__always) static func parameter(sum: UInt64, count: UInt64) -> UInt64 {
         if sum <= count &<< 1 { return 0 }
         let j0 = UInt64(count.leadingZeroBitCount &- sum.leadingZeroBitCount)
@@ -50,10 +51,9 @@ struct RiceState {
         update(u)
     }
 
-    /// [PTS-6] [PTS-8] Reads one value. Errors carry the offset of the byte where the value
-    /// begins (the stream's end for a stream that ends inside it), computed only when
-    /// thrown: the bits just consumed say where the value started.
-    @inline(__always) mutating func decode(from bits: inout BitReader) throws -> UInt32 {
+    /// [PTS-6] [PTS-8] Reads one value. A fault names the bit where the value begins,
+    /// worked out only when thrown from the bits just consumed.
+    @inline(__always) mutating func decode(from bits: inout BitReader) throws(BitStreamFault) -> UInt32 {
         bits.refill()
         let k = parameter
         let window = bits.window
@@ -61,23 +61,19 @@ struct RiceState {
         let u: UInt32
         if ones < UInt64(StrokeCodec.escapeLength) {
             let used = ones &+ 1 &+ k
-            guard used <= bits.availableBits else { throw bits.endError() }
+            guard used <= bits.availableBits else { throw .endsInsideValue }
             let low = (window &>> (ones &+ 1)) & ((1 &<< k) &- 1)
             // ones < 24 and k ≤ 31: the value has at most 55 bits; it must fit 32.
             let wide = (ones &<< k) | low
             bits.consume(used)
-            guard wide >> 32 == 0 else {
-                throw bits.error(.corrupt, "point value overflows 32 bits",
-                                 at: bits.offset(ofBit: bits.consumedBits - Int(used)))
-            }
+            guard wide &>> 32 == 0 else { throw .overflow(bit: bits.consumedBits &- Int(used)) }
             u = UInt32(truncatingIfNeeded: wide)
         } else {
-            guard bits.availableBits >= 56 else { throw bits.endError() }
+            guard bits.availableBits >= 56 else { throw .endsInsideValue }
             u = UInt32(truncatingIfNeeded: window &>> 24)
             bits.consume(56)
             guard UInt64(u) &>> k >= UInt64(StrokeCodec.escapeLength) else {
-                throw bits.error(.corrupt, "escaped point value \(u) should have been coded inline",
-                                 at: bits.offset(ofBit: bits.consumedBits - 56))
+                throw .needlessEscape(u, bit: bits.consumedBits &- 56)
             }
         }
         update(u)

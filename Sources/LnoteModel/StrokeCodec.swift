@@ -51,15 +51,15 @@ public enum StrokeCodec {
         w.svarint(Int64(Int32(bitPattern: delta.4)))
         guard points.count > 2 else { return }
 
-        var bits = BitWriter(capacity: points.count * 2 + 64)
-        points.withUnsafeBufferPointer { encodeStream($0, second: second, delta: delta, into: &bits) }
-        w.varint(UInt64(bits.byteCount))
-        bits.finish { w.append($0) }
+        points.withUnsafeBufferPointer { encodeStream($0, second: second, delta: delta, into: &w) }
     }
 
-    /// [PTS-5] The bit stream of points 2 and later, given point 1 and the first step.
-    static func encodeStream(_ points: UnsafeBufferPointer<StrokePoint>, second: Channels, delta first: Channels,
-                             into bits: inout BitWriter) {
+    /// [PTS-3] [PTS-5] Appends `L` and the bit stream of points 2 and later, given point 1
+    /// and the first step. The bit writer is a local, not an argument, so that its state
+    /// can stay in registers.
+    static func encodeStream(_ points: UnsafeBufferPointer<StrokePoint>, second: Channels,
+                             delta first: Channels, into w: inout ByteWriter) {
+        var bits = BitWriter(capacity: points.count * 2 + 64)
         var prev = second, delta = first
         var s0 = RiceState(), s1 = RiceState(), s2 = RiceState(), s3 = RiceState(), s4 = RiceState()
         for i in 2..<points.count {
@@ -73,6 +73,8 @@ public enum StrokeCodec {
             d = cur.4 &- prev.4; s4.encode(zigzag32(d &- delta.4), into: &bits); delta.4 = d
             prev = cur
         }
+        w.varint(UInt64(bits.byteCount))
+        bits.finish { w.append($0) }
     }
 
     /// The encoding of `points` alone.
@@ -137,39 +139,75 @@ public enum StrokeCodec {
             throw r.error(.corrupt, "bit stream of \(length) bytes cannot hold \(n - 2) points", at: lengthAt)
         }
         let range = try r.skip(length, "point bit stream")
-        let (base, path) = (r.base, r.path)
-        return try r.bytes.withUnsafeBytes { raw in
-            var bits = BitReader(raw.baseAddress!, range: range, origin: base, path: path)
-            return try [StrokePoint](unsafeUninitializedCapacity: n) { out, initialized in
-                out[0] = first
-                out[1] = point(v1)
-                initialized = 2
-                try decodeStream(&bits, into: out, second: v1, delta: delta)
-                initialized = n
+        let result = r.bytes.withUnsafeBytes { raw in
+            // `length` ≥ 1 here ((n − 2)·5 ≤ 8·length with n ≥ 3), so the bytes are not empty.
+            let bits = BitReader(raw.baseAddress!, range: range)
+            return Result { () throws(BitStreamFault) in
+                try decodeStream(bits, count: n, first: first, second: v1, delta: delta)
             }
+        }
+        switch result {
+        case let .success(points): return points
+        case let .failure(fault): throw streamError(fault, range: range, base: r.base, path: r.path)
         }
     }
 
-    /// [PTS-5] [PTS-8] Decodes points 2..<out.count from `bits` into `out`, then checks the
-    /// stream's end.
-    static func decodeStream(_ bits: inout BitReader, into out: UnsafeMutableBufferPointer<StrokePoint>,
-                             second: Channels, delta first: Channels) throws {
-        var prev = second, delta = first
-        var s0 = RiceState(), s1 = RiceState(), s2 = RiceState(), s3 = RiceState(), s4 = RiceState()
-        for i in 2..<out.count {
-            let startBit = bits.consumedBits
-            delta.0 = delta.0 &+ unzigzag32(try s0.decode(from: &bits))
-            delta.1 = delta.1 &+ unzigzag32(try s1.decode(from: &bits))
-            delta.2 = delta.2 &+ unzigzag32(try s2.decode(from: &bits))
-            delta.3 = delta.3 &+ unzigzag32(try s3.decode(from: &bits))
-            delta.4 = delta.4 &+ unzigzag32(try s4.decode(from: &bits))
-            prev = (prev.0 &+ delta.0, prev.1 &+ delta.1, prev.2 &+ delta.2, prev.3 &+ delta.3, prev.4 &+ delta.4)
-            if prev.2 > UInt32(Quantization.pressureMax) {
-                try checkPressure(prev, index: i, at: bits.offset(ofBit: startBit), path: bits.path)
+    /// [PTS-5] [PTS-8] Decodes points 2..<n from `reader` (points 0 and 1 given), then
+    /// checks the stream's end. The reader is copied into a local so that its state stays
+    /// in registers.
+    static func decodeStream(_ reader: BitReader, count n: Int, first: StrokePoint, second: Channels,
+                             delta firstStep: Channels) throws(BitStreamFault) -> [StrokePoint] {
+        var fault: BitStreamFault?
+        let points = [StrokePoint](unsafeUninitializedCapacity: n) { out, initialized in
+            out[0] = first
+            out[1] = point(second)
+            initialized = 2
+            var bits = reader
+            var prev = second, delta = firstStep
+            var s0 = RiceState(), s1 = RiceState(), s2 = RiceState(), s3 = RiceState(), s4 = RiceState()
+            do throws(BitStreamFault) {
+                for i in 2..<n {
+                    let startBit = bits.consumedBits
+                    delta.0 = delta.0 &+ unzigzag32(try s0.decode(from: &bits))
+                    delta.1 = delta.1 &+ unzigzag32(try s1.decode(from: &bits))
+                    delta.2 = delta.2 &+ unzigzag32(try s2.decode(from: &bits))
+                    delta.3 = delta.3 &+ unzigzag32(try s3.decode(from: &bits))
+                    delta.4 = delta.4 &+ unzigzag32(try s4.decode(from: &bits))
+                    prev = (prev.0 &+ delta.0, prev.1 &+ delta.1, prev.2 &+ delta.2, prev.3 &+ delta.3, prev.4 &+ delta.4)
+                    guard prev.2 <= UInt32(Quantization.pressureMax) else {
+                        throw BitStreamFault.pressure(prev.2, index: i, bit: startBit)
+                    }
+                    out[i] = point(prev)
+                }
+                try bits.finish()
+                initialized = n
+            } catch {
+                fault = error
             }
-            out[i] = point(prev)
         }
-        try bits.finish()
+        if let fault { throw fault }
+        return points
+    }
+
+    /// The `LnoteError` for a bit stream fault, with the absolute offset [PTS-8] asks for.
+    @inline(never)
+    static func streamError(_ fault: BitStreamFault, range: Range<Int>, base: Int, path: String?) -> LnoteError {
+        func at(_ bit: Int) -> Int { base + range.lowerBound + bit >> 3 }
+        switch fault {
+        case .endsInsideValue:
+            return LnoteError(.corrupt, "point bit stream ends inside a value", path: path, offset: base + range.upperBound)
+        case let .overflow(bit):
+            return LnoteError(.corrupt, "point value overflows 32 bits", path: path, offset: at(bit))
+        case let .needlessEscape(u, bit):
+            return LnoteError(.corrupt, "escaped point value \(u) should have been coded inline", path: path, offset: at(bit))
+        case let .pressure(p, index, bit):
+            return LnoteError(.corrupt, "pressure \(p) exceeds \(Quantization.pressureMax) at point \(index)",
+                              path: path, offset: at(bit))
+        case let .unusedBytes(bit):
+            return LnoteError(.corrupt, "point bit stream has unused bytes", path: path, offset: at(bit))
+        case .padding:
+            return LnoteError(.corrupt, "point bit stream padding is not zero", path: path, offset: base + range.upperBound - 1)
+        }
     }
 
     /// [PTS-8] Rejects a reconstructed pressure above 1000; `offset` is where the point's
