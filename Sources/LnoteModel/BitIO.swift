@@ -25,16 +25,21 @@ struct BitWriter: ~Copyable {
     /// Makes room for `bytes` more bytes of stores (a write stores 8 bytes at once, so a
     /// caller about to write `b` bits asks for `b / 8 + 8`).
     @inline(__always) mutating func reserve(_ bytes: Int) {
-        if capacity - stored < bytes { grow(stored + bytes) }
+        if capacity &- stored < bytes {
+            (buffer, capacity) = BitWriter.grown(buffer, stored: stored, capacity: capacity, needed: stored + bytes)
+        }
     }
 
-    private mutating func grow(_ needed: Int) {
+    /// A bigger buffer holding the `stored` bytes of `buffer`, which it frees. Static, on
+    /// scalars, and not inlined, so that the writer's state can stay in registers.
+    @inline(never)
+    private static func grown(_ buffer: UnsafeMutableRawPointer, stored: Int, capacity: Int,
+                              needed: Int) -> (UnsafeMutableRawPointer, Int) {
         let newCapacity = max(needed, capacity * 2)
         let bigger = UnsafeMutableRawPointer.allocate(byteCount: newCapacity, alignment: 8)
         bigger.copyMemory(from: buffer, byteCount: stored)
         buffer.deallocate()
-        buffer = bigger
-        capacity = newCapacity
+        return (bigger, newCapacity)
     }
 
     /// Appends the `count` (0...56) low bits of `value`, least significant first. The bits
@@ -116,9 +121,10 @@ struct BitReader {
 
     /// Tops the window up to at least 56 counted bits, or to every bit left.
     ///
-    /// Away from the end it loads 8 bytes whatever the window holds: the bytes already
-    /// counted land on themselves (an OR of equal bits), and it counts the whole bytes
-    /// that fit, none when 56 or more bits are already counted.
+    /// Away from the end it loads 8 bytes whatever the window holds (a branch on the
+    /// window's fill measured slower): the bytes already counted land on themselves (an OR
+    /// of equal bits), and it counts the whole bytes that fit, none when 56 or more bits
+    /// are already counted.
     @inline(__always) mutating func refill() {
         if end &- position >= 8 {
             let word = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: position, as: UInt64.self))
@@ -127,19 +133,24 @@ struct BitReader {
             position &+= Int(taken)
             available &+= taken &<< 3
         } else {
-            refillTail()
+            (acc, position, available) = BitReader.tail(bytes, end: end, acc: acc, position: position,
+                                                        available: available)
         }
     }
 
     /// Near the end: byte by byte, up to 64 counted bits (the word path is never taken
-    /// again once fewer than 8 bytes remain).
+    /// again once fewer than 8 bytes remain). Static, on scalars, and not inlined, so that
+    /// the reader's state can stay in registers in the hot loop.
     @inline(never)
-    private mutating func refillTail() {
+    private static func tail(_ bytes: UnsafeRawPointer, end: Int, acc: UInt64, position: Int,
+                             available: UInt64) -> (UInt64, Int, UInt64) {
+        var (acc, position, available) = (acc, position, available)
         while available <= 56 && position < end {
             acc |= UInt64(bytes.load(fromByteOffset: position, as: UInt8.self)) &<< available
             position += 1
             available += 8
         }
+        return (acc, position, available)
     }
 
     /// The window; its low `availableBits` bits are the next bits of the stream.

@@ -7,55 +7,79 @@
     (u &>> 1) ^ (0 &- (u & 1))
 }
 
-/// One channel's state of the adaptive Golomb-Rice coder of [PTS-5] … [PTS-7].
-struct RiceState {
-    var sum: UInt64 = StrokeCodec.initialSum
-    /// 1...7 between values: it halves to 4 when it reaches `StrokeCodec.resetCount` (8).
-    var count: UInt64 = 1
+/// The `count` half of the adaptive Golomb-Rice state of [PTS-7], shared by the five
+/// channels: every channel starts at count 1 and codes exactly one value per point, so
+/// their counts are always equal (1, 2, …, 7, then 4, 5, 6, 7, 4, …). Its derived values are
+/// computed once per point instead of once per value.
+struct RiceCount {
+    /// 1...7 between points: it halves to 4 when it reaches `StrokeCodec.resetCount` (8).
+    private(set) var count: UInt64 = 1
+    private(set) var twice: UInt64 = 2
+    private(set) var leadingZeros: Int = UInt64(1).leadingZeroBitCount
+    /// 1 when this point's updates halve the sums (count + 1 reaches 8), else 0.
+    private(set) var halve: UInt64 = 0
 
-    /// [PTS-7] The smallest k in 0...31 with count·2^(k+1) ≥ sum.
-    @inline(__always) var parameter: UInt64 { RiceState.parameter(sum: sum, count: count) }
+    /// [PTS-7] After every channel coded its value: count += 1, halved when it reaches 8.
+    @inline(__always) mutating func advance() {
+        count = (count &+ 1) &>> halve
+        twice = count &<< 1
+        leadingZeros = count.leadingZeroBitCount
+        halve = (count &+ 1) &>> 3 // 1 exactly when count + 1 == resetCount (8), since count ≤ 7
+    }
 
-    /// The smallest k in 0...31 with `count << (k + 1) >= sum`, for `count` in 1...7,
-    /// without a loop or a branch. Let j0 = lzcnt(count) − lzcnt(sum), the shift that gives
-    /// count sum's bit length. If j0 ≤ 0, sum < 2·count and k = 0. Otherwise count << j0
-    /// either reaches sum (the smallest shift is j0) or falls short (count << (j0 + 1) has
-    /// more bits than sum: the shift is j0 + 1); k is the shift minus 1, capped at 31.
-    @inline(__always) static func parameter(sum: UInt64, count: UInt64) -> UInt64 {
-        if sum <= count &<< 1 { return 0 }
-        let j0 = UInt64(count.leadingZeroBitCount &- sum.leadingZeroBitCount)
+    /// [PTS-7] The smallest k in 0...31 with count·2^(k+1) ≥ sum, without a loop: if
+    /// sum ≤ 2·count, k = 0. Otherwise j0 = lzcnt(count) − lzcnt(sum) ≥ 1 is the shift that
+    /// gives count sum's bit length, and count << j0 either reaches sum (the smallest shift
+    /// is j0) or falls short (count << (j0 + 1) has more bits than sum: the shift is
+    /// j0 + 1); k is the shift minus 1, capped at 31.
+    @inline(__always) func parameter(_ sum: UInt64) -> UInt64 {
+        if sum <= twice { return 0 }
+        let j0 = UInt64(truncatingIfNeeded: leadingZeros &- sum.leadingZeroBitCount)
         let k = (count &<< j0) >= sum ? j0 &- 1 : j0
         return min(k, 31)
     }
 
-    /// [PTS-7] After coding `u`: sum += u, count += 1, both halved when count reaches 8.
-    @inline(__always) mutating func update(_ u: UInt32) {
-        let n = count &+ 1
-        let halve = n &>> 3 // 1 exactly when n == resetCount (8), since n ≤ 8
-        sum = (sum &+ UInt64(u)) &>> halve
-        count = n &>> halve
+    /// The same computation for any count ≥ 1 (for tests).
+    static func parameter(sum: UInt64, count: UInt64) -> UInt64 {
+        var c = RiceCount()
+        c.count = count
+        c.twice = count &<< 1
+        c.leadingZeros = count.leadingZeroBitCount
+        return c.parameter(sum)
+    }
+}
+
+/// One channel's `sum` of the adaptive Golomb-Rice coder of [PTS-5] … [PTS-7].
+struct RiceState {
+    var sum: UInt64 = StrokeCodec.initialSum
+
+    /// [PTS-7] After coding `u`: sum += u, halved when the shared count reaches 8.
+    @inline(__always) mutating func update(_ u: UInt32, _ c: RiceCount) {
+        sum = (sum &+ UInt64(u)) &>> c.halve
     }
 
     /// [PTS-6] Writes `u`: q = u >> k one-bits, a zero-bit and the k low bits in one
     /// write of at most 55 bits, or the escape (24 one-bits then 32 raw bits) in one of 56.
-    @inline(__always) mutating func encode(_ u: UInt32, into bits: inout BitWriter) {
-        let k = parameter
+    @inline(__always) mutating func encode(_ u: UInt32, _ c: RiceCount, into bits: inout BitWriter) {
+        let k = c.parameter(sum)
         let v = UInt64(u)
         let q = v &>> k
         if q < UInt64(StrokeCodec.escapeLength) {
+            // q one-bits, a zero, the low bits: (low << (q + 1)) | (2^q − 1), computed as
+            // (((low << 1) | 1) << q) − 1.
             let low = v & ((1 &<< k) &- 1)
-            bits.write(((1 &<< q) &- 1) | (low &<< (q &+ 1)), count: q &+ 1 &+ k)
+            bits.write((((low &<< 1) | 1) &<< q) &- 1, count: q &+ 1 &+ k)
         } else {
             bits.write(0xFF_FFFF | (v &<< 24), count: 56)
         }
-        update(u)
+        update(u, c)
     }
 
     /// [PTS-6] [PTS-8] Reads one value. A fault names the bit where the value begins,
     /// worked out only when thrown from the bits just consumed.
-    @inline(__always) mutating func decode(from bits: inout BitReader) throws(BitStreamFault) -> UInt32 {
+    @inline(__always) mutating func decode(_ c: RiceCount, from bits: inout BitReader) throws(BitStreamFault) -> UInt32 {
         bits.refill()
-        let k = parameter
+        let k = c.parameter(sum)
         let window = bits.window
         let ones = UInt64((~window).trailingZeroBitCount)
         let u: UInt32
@@ -76,7 +100,7 @@ struct RiceState {
                 throw .needlessEscape(u, bit: bits.consumedBits &- 56)
             }
         }
-        update(u)
+        update(u, c)
         return u
     }
 }

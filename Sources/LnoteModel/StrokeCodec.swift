@@ -62,16 +62,18 @@ public enum StrokeCodec {
         var bits = BitWriter(capacity: points.count * 2 + 64)
         var prev = second, delta = first
         var s0 = RiceState(), s1 = RiceState(), s2 = RiceState(), s3 = RiceState(), s4 = RiceState()
+        var c = RiceCount()
         for i in 2..<points.count {
             // A point takes at most 5 × 56 bits: at most 5 words stored.
             bits.reserve(40)
             let cur = channelValues(points[i])
-            var d = cur.0 &- prev.0; s0.encode(zigzag32(d &- delta.0), into: &bits); delta.0 = d
-            d = cur.1 &- prev.1; s1.encode(zigzag32(d &- delta.1), into: &bits); delta.1 = d
-            d = cur.2 &- prev.2; s2.encode(zigzag32(d &- delta.2), into: &bits); delta.2 = d
-            d = cur.3 &- prev.3; s3.encode(zigzag32(d &- delta.3), into: &bits); delta.3 = d
-            d = cur.4 &- prev.4; s4.encode(zigzag32(d &- delta.4), into: &bits); delta.4 = d
+            var d = cur.0 &- prev.0; s0.encode(zigzag32(d &- delta.0), c, into: &bits); delta.0 = d
+            d = cur.1 &- prev.1; s1.encode(zigzag32(d &- delta.1), c, into: &bits); delta.1 = d
+            d = cur.2 &- prev.2; s2.encode(zigzag32(d &- delta.2), c, into: &bits); delta.2 = d
+            d = cur.3 &- prev.3; s3.encode(zigzag32(d &- delta.3), c, into: &bits); delta.3 = d
+            d = cur.4 &- prev.4; s4.encode(zigzag32(d &- delta.4), c, into: &bits); delta.4 = d
             prev = cur
+            c.advance()
         }
         w.varint(UInt64(bits.byteCount))
         bits.finish { w.append($0) }
@@ -165,19 +167,21 @@ public enum StrokeCodec {
             var bits = reader
             var prev = second, delta = firstStep
             var s0 = RiceState(), s1 = RiceState(), s2 = RiceState(), s3 = RiceState(), s4 = RiceState()
+            var c = RiceCount()
             do throws(BitStreamFault) {
                 for i in 2..<n {
                     let startBit = bits.consumedBits
-                    delta.0 = delta.0 &+ unzigzag32(try s0.decode(from: &bits))
-                    delta.1 = delta.1 &+ unzigzag32(try s1.decode(from: &bits))
-                    delta.2 = delta.2 &+ unzigzag32(try s2.decode(from: &bits))
-                    delta.3 = delta.3 &+ unzigzag32(try s3.decode(from: &bits))
-                    delta.4 = delta.4 &+ unzigzag32(try s4.decode(from: &bits))
+                    delta.0 = delta.0 &+ unzigzag32(try s0.decode(c, from: &bits))
+                    delta.1 = delta.1 &+ unzigzag32(try s1.decode(c, from: &bits))
+                    delta.2 = delta.2 &+ unzigzag32(try s2.decode(c, from: &bits))
+                    delta.3 = delta.3 &+ unzigzag32(try s3.decode(c, from: &bits))
+                    delta.4 = delta.4 &+ unzigzag32(try s4.decode(c, from: &bits))
                     prev = (prev.0 &+ delta.0, prev.1 &+ delta.1, prev.2 &+ delta.2, prev.3 &+ delta.3, prev.4 &+ delta.4)
                     guard prev.2 <= UInt32(Quantization.pressureMax) else {
                         throw BitStreamFault.pressure(prev.2, index: i, bit: startBit)
                     }
                     out[i] = point(prev)
+                    c.advance()
                 }
                 try bits.finish()
                 initialized = n

@@ -133,7 +133,7 @@ struct StrokeCodecSpeedSafetyTests {
         for _ in 0..<20_000 { sums.append(g.next() >> (26 + g.below(38))) }
         for count in UInt64(1)...7 {
             for sum in sums {
-                let k = RiceState.parameter(sum: sum, count: count)
+                let k = RiceCount.parameter(sum: sum, count: count)
                 if k != loop(sum, count) { Issue.record("sum \(sum) count \(count): \(k) vs \(loop(sum, count))") }
             }
         }
