@@ -77,28 +77,34 @@ struct RiceState {
 
     /// [PTS-6] [PTS-8] Reads one value. A fault names the bit where the value begins,
     /// worked out only when thrown from the bits just consumed.
+    ///
+    /// The window is refilled only when the value does not fit in the bits it counts (about
+    /// once every twenty small values): a refill leaves at least 56 bits, the longest code,
+    /// unless the stream has fewer left, so a value that still does not fit is cut off.
     @inline(__always) mutating func decode(_ c: RiceCount, from bits: inout BitReader) throws(BitStreamFault) -> UInt32 {
-        bits.refill()
         let k = c.parameter(sum)
-        let window = bits.window
-        let ones = UInt64((~window).trailingZeroBitCount)
-        let u: UInt32
-        if ones < UInt64(StrokeCodec.escapeLength) {
-            let used = ones &+ 1 &+ k
+        let escape = UInt64(StrokeCodec.escapeLength)
+        var window = bits.window
+        var ones = UInt64((~window).trailingZeroBitCount)
+        var used = ones < escape ? ones &+ 1 &+ k : 56
+        if used > bits.availableBits {
+            bits.refill()
+            window = bits.window
+            ones = UInt64((~window).trailingZeroBitCount)
+            used = ones < escape ? ones &+ 1 &+ k : 56
             guard used <= bits.availableBits else { throw .endsInsideValue }
+        }
+        bits.consume(used)
+        let u: UInt32
+        if ones < escape {
             let low = (window &>> (ones &+ 1)) & ((1 &<< k) &- 1)
             // ones < 24 and k ≤ 31: the value has at most 55 bits; it must fit 32.
             let wide = (ones &<< k) | low
-            bits.consume(used)
             guard wide &>> 32 == 0 else { throw .overflow(bit: bits.consumedBits &- Int(used)) }
             u = UInt32(truncatingIfNeeded: wide)
         } else {
-            guard bits.availableBits >= 56 else { throw .endsInsideValue }
             u = UInt32(truncatingIfNeeded: window &>> 24)
-            bits.consume(56)
-            guard UInt64(u) &>> k >= UInt64(StrokeCodec.escapeLength) else {
-                throw .needlessEscape(u, bit: bits.consumedBits &- 56)
-            }
+            guard UInt64(u) &>> k >= escape else { throw .needlessEscape(u, bit: bits.consumedBits &- 56) }
         }
         update(u, c)
         return u
