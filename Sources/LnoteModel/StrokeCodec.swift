@@ -51,28 +51,26 @@ public enum StrokeCodec {
         w.svarint(Int64(Int32(bitPattern: delta.4)))
         guard points.count > 2 else { return }
 
-        points.withUnsafeBufferPointer { encodeStream($0, second: second, delta: delta, into: &w) }
+        points.withUnsafeBufferPointer { encodeStream($0, into: &w) }
     }
 
-    /// [PTS-3] [PTS-5] Appends `L` and the bit stream of points 2 and later, given point 1
-    /// and the first step. The bit writer is a local, not an argument, so that its state
-    /// can stay in registers.
-    static func encodeStream(_ points: UnsafeBufferPointer<StrokePoint>, second: Channels,
-                             delta first: Channels, into w: inout ByteWriter) {
+    /// [PTS-3] [PTS-5] Appends `L` and the bit stream of points 2 and later. The bit writer
+    /// is a local, not an argument, so that its state can stay in registers.
+    static func encodeStream(_ points: UnsafeBufferPointer<StrokePoint>, into w: inout ByteWriter) {
         var bits = BitWriter(capacity: points.count * 2 + 64)
-        var prev = second, delta = first
         var s0 = RiceState(), s1 = RiceState(), s2 = RiceState(), s3 = RiceState(), s4 = RiceState()
         var c = RiceCount()
+        // Second differences straight from three points in memory (loads are cheap) rather
+        // than a running previous point and step, which would not fit in registers.
         for i in 2..<points.count {
             // A point takes at most 5 × 56 bits: at most 5 words stored.
             bits.reserve(40)
-            let cur = channelValues(points[i])
-            var d = cur.0 &- prev.0; s0.encode(zigzag32(d &- delta.0), c, into: &bits); delta.0 = d
-            d = cur.1 &- prev.1; s1.encode(zigzag32(d &- delta.1), c, into: &bits); delta.1 = d
-            d = cur.2 &- prev.2; s2.encode(zigzag32(d &- delta.2), c, into: &bits); delta.2 = d
-            d = cur.3 &- prev.3; s3.encode(zigzag32(d &- delta.3), c, into: &bits); delta.3 = d
-            d = cur.4 &- prev.4; s4.encode(zigzag32(d &- delta.4), c, into: &bits); delta.4 = d
-            prev = cur
+            let p2 = channelValues(points[i]), p1 = channelValues(points[i &- 1]), p0 = channelValues(points[i &- 2])
+            s0.encode(zigzag32((p2.0 &- p1.0) &- (p1.0 &- p0.0)), c, into: &bits)
+            s1.encode(zigzag32((p2.1 &- p1.1) &- (p1.1 &- p0.1)), c, into: &bits)
+            s2.encode(zigzag32((p2.2 &- p1.2) &- (p1.2 &- p0.2)), c, into: &bits)
+            s3.encode(zigzag32((p2.3 &- p1.3) &- (p1.3 &- p0.3)), c, into: &bits)
+            s4.encode(zigzag32((p2.4 &- p1.4) &- (p1.4 &- p0.4)), c, into: &bits)
             c.advance()
         }
         w.varint(UInt64(bits.byteCount))
