@@ -24,7 +24,9 @@ struct RiceCount {
         count = (count &+ 1) &>> halve
         twice = count &<< 1
         leadingZeros = count.leadingZeroBitCount
-        halve = (count &+ 1) &>> 3 // 1 exactly when count + 1 == resetCount (8), since count ≤ 7
+        // 1 exactly when count + 1 reaches resetCount, since count < resetCount (a constant:
+        // the division is a shift).
+        halve = (count &+ 1) / StrokeCodec.resetCount
     }
 
     /// [PTS-7] The smallest k in 0...31 with count·2^(k+1) ≥ sum, without a loop: if

@@ -194,7 +194,7 @@ public enum StrokeCodec {
     /// The `LnoteError` for a bit stream fault, with the absolute offset [PTS-8] asks for.
     @inline(never)
     static func streamError(_ fault: BitStreamFault, range: Range<Int>, base: Int, path: String?) -> LnoteError {
-        func at(_ bit: Int) -> Int { base + range.lowerBound + bit >> 3 }
+        func at(_ bit: Int) -> Int { base + range.lowerBound + (bit >> 3) }
         switch fault {
         case .endsInsideValue:
             return LnoteError(.corrupt, "point bit stream ends inside a value", path: path, offset: base + range.upperBound)
