@@ -7,47 +7,71 @@
     (u &>> 1) ^ (0 &- (u & 1))
 }
 
+/// The parameter k of [PTS-7] for every count 0...7 (row) and sum 0...255 (column): most
+/// sums of handwriting are small, and a table look-up is cheaper than the computation.
+/// Built once, never freed (2 KiB); immutable after its lazy, thread-safe initialization.
+nonisolated(unsafe) let riceParameterTable: UnsafePointer<UInt8> = {
+    let table = UnsafeMutablePointer<UInt8>.allocate(capacity: 8 * 256)
+    for count in 0..<8 {
+        for sum in 0..<256 {
+            table[count * 256 + sum] = count == 0
+                ? 0 : UInt8(RiceCount.computedParameter(sum: UInt64(sum), count: UInt64(count)))
+        }
+    }
+    return UnsafePointer(table)
+}()
+
 /// The `count` half of the adaptive Golomb-Rice state of [PTS-7], shared by the five
 /// channels: every channel starts at count 1 and codes exactly one value per point, so
 /// their counts are always equal (1, 2, …, 7, then 4, 5, 6, 7, 4, …). Its derived values are
 /// computed once per point instead of once per value.
 struct RiceCount {
+    private let table: UnsafePointer<UInt8>
     /// 1...7 between points: it halves to 4 when it reaches `StrokeCodec.resetCount` (8).
-    private(set) var count: UInt64 = 1
-    private(set) var twice: UInt64 = 2
-    private(set) var leadingZeros: Int = UInt64(1).leadingZeroBitCount
+    private(set) var count: UInt64
+    /// The table row of `count`.
+    private var row: UnsafePointer<UInt8>
+    private var leadingZeros: Int
     /// 1 when this point's updates halve the sums (count + 1 reaches 8), else 0.
-    private(set) var halve: UInt64 = 0
+    private(set) var halve: UInt64
+
+    init(count: UInt64 = 1) {
+        table = riceParameterTable
+        self.count = count
+        row = table + Int(count) * 256
+        leadingZeros = count.leadingZeroBitCount
+        halve = (count &+ 1) / StrokeCodec.resetCount
+    }
 
     /// [PTS-7] After every channel coded its value: count += 1, halved when it reaches 8.
     @inline(__always) mutating func advance() {
         count = (count &+ 1) &>> halve
-        twice = count &<< 1
+        row = table + Int(truncatingIfNeeded: count) &* 256
         leadingZeros = count.leadingZeroBitCount
         // 1 exactly when count + 1 reaches resetCount, since count < resetCount (a constant:
         // the division is a shift).
         halve = (count &+ 1) / StrokeCodec.resetCount
     }
 
-    /// [PTS-7] The smallest k in 0...31 with count·2^(k+1) ≥ sum, without a loop: if
-    /// sum ≤ 2·count, k = 0. Otherwise j0 = lzcnt(count) − lzcnt(sum) ≥ 1 is the shift that
-    /// gives count sum's bit length, and count << j0 either reaches sum (the smallest shift
-    /// is j0) or falls short (count << (j0 + 1) has more bits than sum: the shift is
-    /// j0 + 1); k is the shift minus 1, capped at 31.
+    /// [PTS-7] The smallest k in 0...31 with count·2^(k+1) ≥ sum: from the table for sums
+    /// below 256, else computed as in `computedParameter` (sum > 2·count there).
     @inline(__always) func parameter(_ sum: UInt64) -> UInt64 {
-        if sum <= twice { return 0 }
+        if sum < 256 { return UInt64(row[Int(truncatingIfNeeded: sum)]) }
         let j0 = UInt64(truncatingIfNeeded: leadingZeros &- sum.leadingZeroBitCount)
         let k = (count &<< j0) >= sum ? j0 &- 1 : j0
         return min(k, 31)
     }
 
-    /// The same computation for any count ≥ 1 (for tests).
-    static func parameter(sum: UInt64, count: UInt64) -> UInt64 {
-        var c = RiceCount()
-        c.count = count
-        c.twice = count &<< 1
-        c.leadingZeros = count.leadingZeroBitCount
-        return c.parameter(sum)
+    /// The smallest k in 0...31 with `count << (k + 1) >= sum`, for count ≥ 1, without a
+    /// loop: if sum ≤ 2·count, k = 0. Otherwise j0 = lzcnt(count) − lzcnt(sum) ≥ 1 is the
+    /// shift that gives count sum's bit length, and count << j0 either reaches sum (the
+    /// smallest shift is j0) or falls short (count << (j0 + 1) has more bits than sum: the
+    /// shift is j0 + 1); k is the shift minus 1, capped at 31.
+    static func computedParameter(sum: UInt64, count: UInt64) -> UInt64 {
+        if sum <= count &<< 1 { return 0 }
+        let j0 = UInt64(truncatingIfNeeded: count.leadingZeroBitCount &- sum.leadingZeroBitCount)
+        let k = (count &<< j0) >= sum ? j0 &- 1 : j0
+        return min(k, 31)
     }
 }
 

@@ -120,7 +120,8 @@ struct StrokeCodecSpeedSafetyTests {
         }
     }
 
-    /// [PTS-7] The loop-free parameter is the loop's, for every count the coder can hold.
+    /// [PTS-7] The loop-free parameter (table and computation) is the loop's, for every
+    /// count the coder can hold.
     @Test func parameterMatchesTheLoop() {
         func loop(_ sum: UInt64, _ count: UInt64) -> UInt64 {
             var k: UInt64 = 0
@@ -133,8 +134,10 @@ struct StrokeCodecSpeedSafetyTests {
         for _ in 0..<20_000 { sums.append(g.next() >> (26 + g.below(38))) }
         for count in UInt64(1)...7 {
             for sum in sums {
-                let k = RiceCount.parameter(sum: sum, count: count)
+                let k = RiceCount(count: count).parameter(sum)
                 if k != loop(sum, count) { Issue.record("sum \(sum) count \(count): \(k) vs \(loop(sum, count))") }
+                let computed = RiceCount.computedParameter(sum: sum, count: count)
+                if computed != loop(sum, count) { Issue.record("sum \(sum) count \(count): computed \(computed)") }
             }
         }
     }
