@@ -40,28 +40,41 @@ public enum StrokeCodec {
         w.varint(UInt64(first.t))
         guard points.count > 1 else { return }
 
-        var prev = channelValues(first)
         let second = channelValues(points[1])
-        var delta: Channels = (second.0 &- prev.0, second.1 &- prev.1, second.2 &- prev.2,
-                               second.3 &- prev.3, second.4 &- prev.4)
-        for d in [delta.0, delta.1, delta.2, delta.3, delta.4] { w.svarint(Int64(Int32(bitPattern: d))) }
+        let firstValues = channelValues(first)
+        let delta: Channels = (second.0 &- firstValues.0, second.1 &- firstValues.1, second.2 &- firstValues.2,
+                               second.3 &- firstValues.3, second.4 &- firstValues.4)
+        w.svarint(Int64(Int32(bitPattern: delta.0)))
+        w.svarint(Int64(Int32(bitPattern: delta.1)))
+        w.svarint(Int64(Int32(bitPattern: delta.2)))
+        w.svarint(Int64(Int32(bitPattern: delta.3)))
+        w.svarint(Int64(Int32(bitPattern: delta.4)))
         guard points.count > 2 else { return }
-        prev = second
 
-        var bits = BitWriter(capacity: points.count * 2)
-        var model = RiceModel()
+        points.withUnsafeBufferPointer { encodeStream($0, into: &w) }
+    }
+
+    /// [PTS-3] [PTS-5] Appends `L` and the bit stream of points 2 and later. The bit writer
+    /// is a local, not an argument, so that its state can stay in registers.
+    static func encodeStream(_ points: UnsafeBufferPointer<StrokePoint>, into w: inout ByteWriter) {
+        var bits = BitWriter(capacity: points.count * 2 + 64)
+        var s0 = RiceState(), s1 = RiceState(), s2 = RiceState(), s3 = RiceState(), s4 = RiceState()
+        var c = RiceCount()
+        // Second differences straight from three points in memory (loads are cheap) rather
+        // than a running previous point and step, which would not fit in registers.
         for i in 2..<points.count {
-            let cur = channelValues(points[i])
-            var d = cur.0 &- prev.0; model.encode(zigzag32(d &- delta.0), channel: 0, into: &bits); delta.0 = d
-            d = cur.1 &- prev.1; model.encode(zigzag32(d &- delta.1), channel: 1, into: &bits); delta.1 = d
-            d = cur.2 &- prev.2; model.encode(zigzag32(d &- delta.2), channel: 2, into: &bits); delta.2 = d
-            d = cur.3 &- prev.3; model.encode(zigzag32(d &- delta.3), channel: 3, into: &bits); delta.3 = d
-            d = cur.4 &- prev.4; model.encode(zigzag32(d &- delta.4), channel: 4, into: &bits); delta.4 = d
-            prev = cur
+            // A point takes at most 5 × 56 bits: at most 5 words stored.
+            bits.reserve(40)
+            let p2 = channelValues(points[i]), p1 = channelValues(points[i &- 1]), p0 = channelValues(points[i &- 2])
+            s0.encode(zigzag32((p2.0 &- p1.0) &- (p1.0 &- p0.0)), c, into: &bits)
+            s1.encode(zigzag32((p2.1 &- p1.1) &- (p1.1 &- p0.1)), c, into: &bits)
+            s2.encode(zigzag32((p2.2 &- p1.2) &- (p1.2 &- p0.2)), c, into: &bits)
+            s3.encode(zigzag32((p2.3 &- p1.3) &- (p1.3 &- p0.3)), c, into: &bits)
+            s4.encode(zigzag32((p2.4 &- p1.4) &- (p1.4 &- p0.4)), c, into: &bits)
+            c.advance()
         }
-        let stream = bits.finish()
-        w.varint(UInt64(stream.count))
-        w.append(stream)
+        w.varint(UInt64(bits.byteCount))
+        bits.finish { w.append($0) }
     }
 
     /// The encoding of `points` alone.
@@ -104,55 +117,114 @@ public enum StrokeCodec {
         let first = StrokePoint(x: x0, y: y0, pressure: UInt16(p0), radius: r0, t: t0)
         guard n > 1 else { return [first] }
 
-        var out: [StrokePoint] = []
-        out.reserveCapacity(n)
-        out.append(first)
         let stepAt = r.offset
-        var delta: Channels = (UInt32(bitPattern: try minimalInt32(&r, "first step x")),
+        let delta: Channels = (UInt32(bitPattern: try minimalInt32(&r, "first step x")),
                                UInt32(bitPattern: try minimalInt32(&r, "first step y")),
                                UInt32(bitPattern: try minimalInt32(&r, "first step pressure")),
                                UInt32(bitPattern: try minimalInt32(&r, "first step radius")),
                                UInt32(bitPattern: try minimalInt32(&r, "first step t")))
-        var prev = channelValues(first)
-        prev = (prev.0 &+ delta.0, prev.1 &+ delta.1, prev.2 &+ delta.2, prev.3 &+ delta.3, prev.4 &+ delta.4)
-        try append(prev, to: &out, at: stepAt, path: r.path)
-        guard n > 2 else { return out }
+        let v0 = channelValues(first)
+        let v1: Channels = (v0.0 &+ delta.0, v0.1 &+ delta.1, v0.2 &+ delta.2, v0.3 &+ delta.3, v0.4 &+ delta.4)
+        try checkPressure(v1, index: 1, at: stepAt, path: r.path)
+        guard n > 2 else { return [first, point(v1)] }
 
         let lengthAt = r.offset
         let lengthValue = try minimalVarint(&r, "point bit stream length")
         guard let length = Int(exactly: lengthValue), length <= r.remaining else {
             throw r.error(.truncated, "point bit stream of \(lengthValue) bytes, \(r.remaining) left", at: lengthAt)
         }
-        // [PTS-3] Five values of at least one bit per point.
+        // [PTS-3] Five values of at least one bit per point: n is now bounded by the bytes
+        // present, so allocating n points is justified.
         guard (n - 2) * 5 <= length * 8 else {
             throw r.error(.corrupt, "bit stream of \(length) bytes cannot hold \(n - 2) points", at: lengthAt)
         }
         let range = try r.skip(length, "point bit stream")
-        var bits = BitReader(r.bytes, range: range, base: r.base, path: r.path)
-        var model = RiceModel()
-        for _ in 2..<n {
-            let at = bits.byteOffset
-            delta.0 = delta.0 &+ unzigzag32(try model.decode(channel: 0, from: &bits))
-            delta.1 = delta.1 &+ unzigzag32(try model.decode(channel: 1, from: &bits))
-            delta.2 = delta.2 &+ unzigzag32(try model.decode(channel: 2, from: &bits))
-            delta.3 = delta.3 &+ unzigzag32(try model.decode(channel: 3, from: &bits))
-            delta.4 = delta.4 &+ unzigzag32(try model.decode(channel: 4, from: &bits))
-            prev = (prev.0 &+ delta.0, prev.1 &+ delta.1, prev.2 &+ delta.2, prev.3 &+ delta.3, prev.4 &+ delta.4)
-            try append(prev, to: &out, at: at, path: r.path)
+        let result = r.bytes.withUnsafeBytes { raw in
+            // `length` ≥ 1 here ((n − 2)·5 ≤ 8·length with n ≥ 3), so the bytes are not empty.
+            let bits = BitReader(raw.baseAddress!, range: range)
+            return Result { () throws(BitStreamFault) in
+                try decodeStream(bits, count: n, first: first, second: v1, delta: delta)
+            }
         }
-        try bits.finish()
-        return out
+        switch result {
+        case let .success(points): return points
+        case let .failure(fault): throw streamError(fault, range: range, base: r.base, path: r.path)
+        }
     }
 
-    /// [PTS-8] Appends a reconstructed point, rejecting pressure above 1000.
-    @inline(__always)
-    static func append(_ v: Channels, to out: inout [StrokePoint], at offset: Int, path: String?) throws {
+    /// [PTS-5] [PTS-8] Decodes points 2..<n from `reader` (points 0 and 1 given), then
+    /// checks the stream's end. The reader is copied into a local so that its state stays
+    /// in registers.
+    static func decodeStream(_ reader: BitReader, count n: Int, first: StrokePoint, second: Channels,
+                             delta firstStep: Channels) throws(BitStreamFault) -> [StrokePoint] {
+        var fault: BitStreamFault?
+        let points = [StrokePoint](unsafeUninitializedCapacity: n) { out, initialized in
+            out[0] = first
+            out[1] = point(second)
+            initialized = 2
+            var bits = reader
+            var prev = second, delta = firstStep
+            var s0 = RiceState(), s1 = RiceState(), s2 = RiceState(), s3 = RiceState(), s4 = RiceState()
+            var c = RiceCount()
+            do throws(BitStreamFault) {
+                for i in 2..<n {
+                    let startBit = bits.consumedBits
+                    delta.0 = delta.0 &+ unzigzag32(try s0.decode(c, from: &bits))
+                    delta.1 = delta.1 &+ unzigzag32(try s1.decode(c, from: &bits))
+                    delta.2 = delta.2 &+ unzigzag32(try s2.decode(c, from: &bits))
+                    delta.3 = delta.3 &+ unzigzag32(try s3.decode(c, from: &bits))
+                    delta.4 = delta.4 &+ unzigzag32(try s4.decode(c, from: &bits))
+                    prev = (prev.0 &+ delta.0, prev.1 &+ delta.1, prev.2 &+ delta.2, prev.3 &+ delta.3, prev.4 &+ delta.4)
+                    guard prev.2 <= UInt32(Quantization.pressureMax) else {
+                        throw BitStreamFault.pressure(prev.2, index: i, bit: startBit)
+                    }
+                    out[i] = point(prev)
+                    c.advance()
+                }
+                try bits.finish()
+                initialized = n
+            } catch {
+                fault = error
+            }
+        }
+        if let fault { throw fault }
+        return points
+    }
+
+    /// The `LnoteError` for a bit stream fault, with the absolute offset [PTS-8] asks for.
+    @inline(never)
+    static func streamError(_ fault: BitStreamFault, range: Range<Int>, base: Int, path: String?) -> LnoteError {
+        func at(_ bit: Int) -> Int { base + range.lowerBound + (bit >> 3) }
+        switch fault {
+        case .endsInsideValue:
+            return LnoteError(.corrupt, "point bit stream ends inside a value", path: path, offset: base + range.upperBound)
+        case let .overflow(bit):
+            return LnoteError(.corrupt, "point value overflows 32 bits", path: path, offset: at(bit))
+        case let .needlessEscape(u, bit):
+            return LnoteError(.corrupt, "escaped point value \(u) should have been coded inline", path: path, offset: at(bit))
+        case let .pressure(p, index, bit):
+            return LnoteError(.corrupt, "pressure \(p) exceeds \(Quantization.pressureMax) at point \(index)",
+                              path: path, offset: at(bit))
+        case let .unusedBytes(bit):
+            return LnoteError(.corrupt, "point bit stream has unused bytes", path: path, offset: at(bit))
+        case .padding:
+            return LnoteError(.corrupt, "point bit stream padding is not zero", path: path, offset: base + range.upperBound - 1)
+        }
+    }
+
+    /// [PTS-8] Rejects a reconstructed pressure above 1000; `offset` is where the point's
+    /// codes begin.
+    static func checkPressure(_ v: Channels, index: Int, at offset: Int, path: String?) throws {
         guard v.2 <= UInt32(Quantization.pressureMax) else {
-            throw LnoteError(.corrupt, "pressure \(v.2) exceeds \(Quantization.pressureMax) at point \(out.count)",
+            throw LnoteError(.corrupt, "pressure \(v.2) exceeds \(Quantization.pressureMax) at point \(index)",
                              path: path, offset: offset)
         }
-        out.append(StrokePoint(x: Int32(bitPattern: v.0), y: Int32(bitPattern: v.1),
-                               pressure: UInt16(v.2), radius: Int32(bitPattern: v.3), t: v.4))
+    }
+
+    @inline(__always)
+    static func point(_ v: Channels) -> StrokePoint {
+        StrokePoint(x: Int32(bitPattern: v.0), y: Int32(bitPattern: v.1),
+                    pressure: UInt16(truncatingIfNeeded: v.2), radius: Int32(bitPattern: v.3), t: v.4)
     }
 
     /// A varint in its shortest form ([PTS-10]: the encoding is canonical).
@@ -180,206 +252,3 @@ public enum StrokeCodec {
     }
 }
 
-@inline(__always) func zigzag32(_ v: UInt32) -> UInt32 {
-    let s = Int32(bitPattern: v)
-    return UInt32(bitPattern: (s << 1) ^ (s >> 31))
-}
-
-@inline(__always) func unzigzag32(_ u: UInt32) -> UInt32 {
-    (u >> 1) ^ (0 &- (u & 1))
-}
-
-/// The adaptive Golomb-Rice coder of [PTS-5] … [PTS-7]: one (sum, count) state per channel.
-struct RiceModel {
-    var sum: (UInt64, UInt64, UInt64, UInt64, UInt64)
-    var count: (UInt64, UInt64, UInt64, UInt64, UInt64)
-
-    init() {
-        let s = StrokeCodec.initialSum
-        sum = (s, s, s, s, s)
-        count = (1, 1, 1, 1, 1)
-    }
-
-    /// The smallest k in 0...31 with count·2^(k+1) ≥ sum: 2^k is about half the running mean.
-    @inline(__always) static func parameter(sum: UInt64, count: UInt64) -> UInt32 {
-        var k: UInt32 = 0
-        while k < 31 && (count << UInt64(k + 1)) < sum { k += 1 }
-        return k
-    }
-
-    @inline(__always) mutating func state(_ c: Int) -> (UInt64, UInt64) {
-        switch c {
-        case 0: (sum.0, count.0)
-        case 1: (sum.1, count.1)
-        case 2: (sum.2, count.2)
-        case 3: (sum.3, count.3)
-        default: (sum.4, count.4)
-        }
-    }
-
-    @inline(__always) mutating func update(_ c: Int, _ u: UInt32) {
-        let (s0, n0) = state(c)
-        var s = s0 + UInt64(u), n = n0 + 1
-        if n >= StrokeCodec.resetCount {
-            s >>= 1
-            n >>= 1
-        }
-        switch c {
-        case 0: sum.0 = s; count.0 = n
-        case 1: sum.1 = s; count.1 = n
-        case 2: sum.2 = s; count.2 = n
-        case 3: sum.3 = s; count.3 = n
-        default: sum.4 = s; count.4 = n
-        }
-    }
-
-    @inline(__always) mutating func encode(_ u: UInt32, channel c: Int, into bits: inout BitWriter) {
-        let (s, n) = state(c)
-        let k = RiceModel.parameter(sum: s, count: n)
-        let q = u >> k
-        if q < StrokeCodec.escapeLength {
-            // q one-bits, a zero-bit, then the k low bits of u.
-            bits.write((UInt64(1) << UInt64(q)) - 1, count: q + 1)
-            if k > 0 { bits.write(UInt64(u) & ((UInt64(1) << UInt64(k)) - 1), count: k) }
-        } else {
-            bits.write((UInt64(1) << UInt64(StrokeCodec.escapeLength)) - 1, count: StrokeCodec.escapeLength)
-            bits.write(UInt64(u), count: 32)
-        }
-        update(c, u)
-    }
-
-    @inline(__always) mutating func decode(channel c: Int, from bits: inout BitReader) throws -> UInt32 {
-        let (s, n) = state(c)
-        let k = RiceModel.parameter(sum: s, count: n)
-        let at = bits.byteOffset
-        let q = try bits.unary(limit: StrokeCodec.escapeLength)
-        let u: UInt32
-        if q < StrokeCodec.escapeLength {
-            let low = k > 0 ? UInt32(try bits.read(k)) : 0
-            // q < 24 and k ≤ 31: q << k may exceed 32 bits only for values that cannot be written.
-            let wide = UInt64(q) << UInt64(k) | UInt64(low)
-            guard let v = UInt32(exactly: wide) else {
-                throw bits.error(.corrupt, "point value overflows 32 bits", at: at)
-            }
-            u = v
-        } else {
-            u = UInt32(try bits.read(32))
-            guard u >> k >= StrokeCodec.escapeLength else {
-                throw bits.error(.corrupt, "escaped point value \(u) should have been coded inline", at: at)
-            }
-        }
-        update(c, u)
-        return u
-    }
-}
-
-/// Packs bits least significant first into bytes ([PTS-4]).
-struct BitWriter {
-    private(set) var bytes: [UInt8]
-    private var acc: UInt64 = 0
-    private var filled: UInt32 = 0
-
-    init(capacity: Int) {
-        bytes = []
-        bytes.reserveCapacity(capacity)
-    }
-
-    /// Appends the `count` (≤ 32) low bits of `value`, least significant first.
-    @inline(__always) mutating func write(_ value: UInt64, count: UInt32) {
-        acc |= value << UInt64(filled)
-        filled += count
-        while filled >= 8 {
-            bytes.append(UInt8(truncatingIfNeeded: acc))
-            acc >>= 8
-            filled -= 8
-        }
-    }
-
-    /// The bytes, the last one padded with zero bits.
-    mutating func finish() -> [UInt8] {
-        if filled > 0 {
-            bytes.append(UInt8(truncatingIfNeeded: acc))
-            acc = 0
-            filled = 0
-        }
-        return bytes
-    }
-}
-
-/// Reads bits least significant first from `bytes[range]`, reporting absolute offsets.
-struct BitReader {
-    let bytes: [UInt8]
-    let base: Int
-    let path: String?
-    private var position: Int
-    private let end: Int
-    private var acc: UInt64 = 0
-    private var available: UInt32 = 0
-
-    init(_ bytes: [UInt8], range: Range<Int>, base: Int, path: String?) {
-        self.bytes = bytes
-        self.base = base
-        self.path = path
-        self.position = range.lowerBound
-        self.end = range.upperBound
-    }
-
-    /// Absolute offset of the byte holding the next unread bit.
-    var byteOffset: Int { base + position - Int(available + 7) / 8 }
-
-    func error(_ code: LnoteError.Code, _ message: String, at: Int) -> LnoteError {
-        LnoteError(code, message, path: path, offset: at)
-    }
-
-    @inline(__always) private mutating func refill(_ need: UInt32) throws {
-        while available < need {
-            guard position < end else {
-                throw error(.corrupt, "point bit stream ends inside a value", at: base + end)
-            }
-            acc |= UInt64(bytes[position]) << UInt64(available)
-            position += 1
-            available += 8
-        }
-    }
-
-    /// The next `count` (1...32) bits as an integer.
-    @inline(__always) mutating func read(_ count: UInt32) throws -> UInt64 {
-        try refill(count)
-        let v = acc & ((UInt64(1) << UInt64(count)) - 1)
-        acc >>= UInt64(count)
-        available -= count
-        return v
-    }
-
-    /// Counts one-bits up to a zero-bit (consumed) or up to `limit` one-bits (no terminator).
-    @inline(__always) mutating func unary(limit: UInt32) throws -> UInt32 {
-        var q: UInt32 = 0
-        while q < limit {
-            if available == 0 { try refill(1) }
-            // Count the run of ones in what is buffered.
-            let ones = UInt32((~acc).trailingZeroBitCount)
-            let run = min(ones, available, limit - q)
-            if run > 0 {
-                acc >>= UInt64(run)
-                available -= run
-                q += run
-                continue
-            }
-            // The next bit is a zero: the terminator.
-            acc >>= 1
-            available -= 1
-            return q
-        }
-        return q
-    }
-
-    /// [PTS-8] The stream must end exactly: no whole unread byte, and zero padding bits.
-    func finish() throws {
-        guard position == end, available < 8 else {
-            throw error(.corrupt, "point bit stream has unused bytes", at: byteOffset)
-        }
-        guard acc == 0 else {
-            throw error(.corrupt, "point bit stream padding is not zero", at: base + end - 1)
-        }
-    }
-}

@@ -1,0 +1,173 @@
+/// Packs bits least significant first into bytes ([PTS-4]), 64 bits at a time.
+///
+/// The writer owns its buffer (hence `~Copyable`): bits gather in a 64-bit accumulator that
+/// is stored as 8 little-endian bytes whenever it fills, so a typical value costs a shift,
+/// an OR and a well-predicted branch. The caller reserves room before writing (`reserve(_:)`, once per point): the
+/// hot `write` checks nothing, which is why both stay internal to the codec.
+struct BitWriter: ~Copyable {
+    private var buffer: UnsafeMutableRawPointer
+    private var capacity: Int
+    /// Bytes stored so far (whole 64-bit words until `finish`).
+    private var stored: Int = 0
+    /// Pending bits, the oldest in bit 0; `filled` of them (0...63) are meaningful, the
+    /// bits above are zero.
+    private var acc: UInt64 = 0
+    private var filled: UInt64 = 0
+
+    /// A writer with room for `capacity` bytes before it first grows.
+    init(capacity: Int) {
+        self.capacity = max(capacity, 64)
+        buffer = UnsafeMutableRawPointer.allocate(byteCount: self.capacity, alignment: 8)
+    }
+
+    deinit { buffer.deallocate() }
+
+    /// Makes room for `bytes` more bytes of stores (a write stores 8 bytes at once, so a
+    /// caller about to write `b` bits asks for `b / 8 + 8`).
+    @inline(__always) mutating func reserve(_ bytes: Int) {
+        if capacity &- stored < bytes {
+            (buffer, capacity) = BitWriter.grown(buffer, stored: stored, capacity: capacity, needed: stored + bytes)
+        }
+    }
+
+    /// A bigger buffer holding the `stored` bytes of `buffer`, which it frees. Static, on
+    /// scalars, and not inlined, so that the writer's state can stay in registers.
+    @inline(never)
+    private static func grown(_ buffer: UnsafeMutableRawPointer, stored: Int, capacity: Int,
+                              needed: Int) -> (UnsafeMutableRawPointer, Int) {
+        let newCapacity = max(needed, capacity * 2)
+        let bigger = UnsafeMutableRawPointer.allocate(byteCount: newCapacity, alignment: 8)
+        bigger.copyMemory(from: buffer, byteCount: stored)
+        buffer.deallocate()
+        return (bigger, newCapacity)
+    }
+
+    /// Appends the `count` (0...56) low bits of `value`, least significant first. The bits
+    /// of `value` above `count` MUST be zero, and room MUST have been reserved.
+    @inline(__always) mutating func write(_ value: UInt64, count: UInt64) {
+        acc |= value &<< filled
+        let total = filled &+ count
+        if total >= 64 {
+            buffer.storeBytes(of: acc.littleEndian, toByteOffset: stored, as: UInt64.self)
+            stored &+= 8
+            // The bits of `value` that did not fit: value >> (64 - filled), which is 0 when
+            // filled is 0 (written as two shifts so that no shift reaches 64).
+            acc = (value &>> 1) &>> (63 &- filled)
+            filled = total &- 64
+        } else {
+            filled = total
+        }
+    }
+
+    /// The number of bytes `finish` will return.
+    var byteCount: Int { stored + Int((filled + 7) >> 3) }
+
+    /// Pads the last byte with zero bits and calls `body` with the bytes.
+    mutating func finish<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        reserve(8)
+        buffer.storeBytes(of: acc.littleEndian, toByteOffset: stored, as: UInt64.self)
+        stored += Int((filled + 7) >> 3)
+        acc = 0
+        filled = 0
+        return try body(UnsafeRawBufferPointer(start: buffer, count: stored))
+    }
+}
+
+/// A defect of a point bit stream ([PTS-8], [PTS-10]), located by bit position in the
+/// stream. Thrown by the hot decoding loop as a typed error (no allocation, nothing that
+/// keeps the reader in memory) and turned into an `LnoteError` with an absolute offset by
+/// `StrokeCodec.decodePoints`.
+enum BitStreamFault: Error {
+    /// The stream ends inside a code.
+    case endsInsideValue
+    /// An inline value `(q << k) | low` above 32 bits; the value's first bit.
+    case overflow(bit: Int)
+    /// An escape holding a value with `u >> k < 24`; the value's first bit.
+    case needlessEscape(UInt32, bit: Int)
+    /// A reconstructed pressure above 1000 at point `index`; the point's first bit.
+    case pressure(UInt32, index: Int, bit: Int)
+    /// A whole unused byte after the last code; the first unread bit.
+    case unusedBytes(bit: Int)
+    /// Non-zero padding bits in the last byte.
+    case padding
+}
+
+/// Reads bits least significant first from bytes `start..<end` of a buffer, through a
+/// 64-bit window refilled 8 bytes at a time (one bounds check per refill).
+///
+/// Only valid inside the `withUnsafeBytes` call that produced `bytes`. Positions are bit
+/// counts from `start`; the caller turns them into absolute offsets.
+struct BitReader {
+    let bytes: UnsafeRawPointer
+    let start: Int
+    let end: Int
+    /// The next byte not yet counted in `available`.
+    private var position: Int
+    /// The window: bit 0 is the next unread bit; `available` bits (0...64) are counted.
+    /// Bits above `available` are zero or, after a word load, the true next bits of the
+    /// stream (loaded again, identically, by the next refill).
+    private var acc: UInt64 = 0
+    private var available: UInt64 = 0
+
+    init(_ bytes: UnsafeRawPointer, range: Range<Int>) {
+        self.bytes = bytes
+        self.start = range.lowerBound
+        self.end = range.upperBound
+        self.position = range.lowerBound
+    }
+
+    /// Bits consumed since the start of the stream.
+    @inline(__always) var consumedBits: Int { (position &- start) &<< 3 &- Int(available) }
+
+    /// Tops the window up to at least 56 counted bits, or to every bit left.
+    ///
+    /// Away from the end it loads 8 bytes whatever the window holds (a branch on the
+    /// window's fill measured slower): the bytes already counted land on themselves (an OR
+    /// of equal bits), and it counts the whole bytes that fit, none when 56 or more bits
+    /// are already counted.
+    @inline(__always) mutating func refill() {
+        if end &- position >= 8 {
+            let word = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: position, as: UInt64.self))
+            acc |= word &<< available
+            let taken = (63 &- available) &>> 3
+            position &+= Int(taken)
+            available &+= taken &<< 3
+        } else {
+            (acc, position, available) = BitReader.tail(bytes, end: end, acc: acc, position: position,
+                                                        available: available)
+        }
+    }
+
+    /// Near the end: byte by byte, up to 64 counted bits (the word path is never taken
+    /// again once fewer than 8 bytes remain). Static, on scalars, and not inlined, so that
+    /// the reader's state can stay in registers in the hot loop.
+    @inline(never)
+    private static func tail(_ bytes: UnsafeRawPointer, end: Int, acc: UInt64, position: Int,
+                             available: UInt64) -> (UInt64, Int, UInt64) {
+        var (acc, position, available) = (acc, position, available)
+        while available <= 56 && position < end {
+            acc |= UInt64(bytes.load(fromByteOffset: position, as: UInt8.self)) &<< available
+            position += 1
+            available += 8
+        }
+        return (acc, position, available)
+    }
+
+    /// The window; its low `availableBits` bits are the next bits of the stream.
+    @inline(__always) var window: UInt64 { acc }
+    @inline(__always) var availableBits: UInt64 { available }
+
+    /// Drops `count` (≤ `availableBits`, < 64) bits.
+    @inline(__always) mutating func consume(_ count: UInt64) {
+        acc &>>= count
+        available &-= count
+    }
+
+    /// [PTS-8] The stream must end exactly: no whole unread byte, and zero padding bits.
+    func finish() throws(BitStreamFault) {
+        let left = (end - position) * 8 + Int(available)
+        guard left < 8 else { throw .unusedBytes(bit: consumedBits) }
+        // left < 8 means every byte is counted: the window holds exactly the padding.
+        guard acc & ((1 &<< available) &- 1) == 0 else { throw .padding }
+    }
+}
