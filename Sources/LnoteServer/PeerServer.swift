@@ -50,9 +50,7 @@ public final class RelayServer: Sendable {
     public init(store: RelayStore, configuration: HTTPServer.Configuration = .init()) throws {
         self.store = store
         let service = SyncHTTPService(kind: "relay", maxBodyBytes: configuration.maxRequestBodyBytes,
-                                      authorize: { t, nb in
-                                          (try? store.authorize(token: t, notebook: NotebookID(nb))) ?? .unauthorized
-                                      },
+                                      authorize: { t, nb in try store.authorize(token: t, notebook: NotebookID(nb)) },
                                       endpoint: { nb in try store.endpoint(notebook: NotebookID(nb)) })
         http = try HTTPServer(configuration: configuration, handler: service.handle)
     }

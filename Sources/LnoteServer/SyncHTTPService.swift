@@ -10,7 +10,7 @@ import LnoteSync
 /// libmicrohttpd calls `handle` on its own threads; the endpoint's async work runs on
 /// Swift's executor while that thread waits, so no cooperative thread ever blocks.
 public struct SyncHTTPService: Sendable {
-    public typealias Authorizer = @Sendable (_ token: String?, _ notebook: UUID) -> AuthResult
+    public typealias Authorizer = @Sendable (_ token: String?, _ notebook: UUID) throws -> AuthResult
     public typealias Resolver = @Sendable (_ notebook: UUID) async throws -> (any SyncEndpoint)?
 
     /// "peer" or "relay", reported by `GET /v1/hello`.
@@ -97,7 +97,15 @@ public struct SyncHTTPService: Sendable {
             return Self.json(426, ["error": "unsupported_version", "message": "protocol \(v) is not spoken here",
                                    "versions": [Int(SyncCodec.version)]])
         }
-        switch authorize(Self.bearer(request.headers), notebook) {
+        // A store that cannot answer is a server error (500), never a 401 that would send
+        // a user hunting for a token problem.
+        let access: AuthResult
+        do { access = try authorize(Self.bearer(request.headers), notebook) } catch let e as LnoteError {
+            return Self.response(for: e)
+        } catch {
+            return Self.error(500, "server_error", "\(error)")
+        }
+        switch access {
         case .ok: break
         case .unauthorized: return Self.error(401, "unauthorized", "missing or wrong token")
         case .forbidden: return Self.error(403, "forbidden", "this token does not open notebook \(notebook)")
