@@ -120,23 +120,24 @@ public struct ByteReader {
     public mutating func i64(_ what: String = "i64") throws -> Int64 { Int64(bitPattern: try le(UInt64.self, what)) }
 
     /// LEB128 varint; rejects encodings longer than 10 bytes or overflowing 64 bits.
-    public mutating func varint(_ what: String = "varint") throws -> UInt64 {
+    /// `what` names the value in errors; it is only built when one is thrown.
+    public mutating func varint(_ what: @autoclosure () -> String = "varint") throws -> UInt64 {
         let start = position
         var result: UInt64 = 0
         var shift: UInt64 = 0
         while true {
-            guard position < end else { throw error(.truncated, "\(what) is cut off", at: base + start) }
+            guard position < end else { throw error(.truncated, "\(what()) is cut off", at: base + start) }
             let b = bytes[position]
             position += 1
-            if shift == 63 && b > 1 { throw error(.corrupt, "\(what) overflows 64 bits", at: base + start) }
+            if shift == 63 && b > 1 { throw error(.corrupt, "\(what()) overflows 64 bits", at: base + start) }
             result |= UInt64(b & 0x7f) << shift
             if b & 0x80 == 0 { return result }
             shift += 7
-            if shift > 63 { throw error(.corrupt, "\(what) is longer than 10 bytes", at: base + start) }
+            if shift > 63 { throw error(.corrupt, "\(what()) is longer than 10 bytes", at: base + start) }
         }
     }
 
-    public mutating func svarint(_ what: String = "svarint") throws -> Int64 { unzigzag(try varint(what)) }
+    public mutating func svarint(_ what: @autoclosure () -> String = "svarint") throws -> Int64 { unzigzag(try varint(what())) }
 
     /// A varint that must fit in `Int` and be at most `max`.
     public mutating func count(_ what: String, max: Int) throws -> Int {
@@ -179,7 +180,8 @@ public struct ByteReader {
     }
 
     /// Throws `corrupt` when bytes remain: decoders reject trailing garbage.
-    public func expectEnd(_ what: String) throws {
-        guard isAtEnd else { throw error(.corrupt, "\(remaining) unexpected trailing bytes after \(what)") }
+    /// `what` is only built when the check fails (it is often an interpolation).
+    public func expectEnd(_ what: @autoclosure () -> String) throws {
+        guard isAtEnd else { throw error(.corrupt, "\(remaining) unexpected trailing bytes after \(what())") }
     }
 }

@@ -13,6 +13,12 @@ extension PageSnapshot {
     ///   - path: named in errors.
     /// - Throws: `LnoteError` with code `truncated`, `corrupt` or `unsupportedVersion`.
     public static func decode(_ bytes: [UInt8], path: String? = nil) throws -> Contents {
+        try decode(bytes, path: path, parallel: true)
+    }
+
+    /// `decode`, with the parallel decoding of big element sections allowed or not (tests
+    /// compare both: they must agree on every input).
+    static func decode(_ bytes: [UInt8], path: String?, parallel: Bool) throws -> Contents {
         func failure(_ code: LnoteError.Code, _ message: String, at offset: Int) -> LnoteError {
             LnoteError(code, message, path: path, offset: offset)
         }
@@ -67,6 +73,8 @@ extension PageSnapshot {
             var state = PageState(page: page)
             var seen: Set<Section> = []
             var lastTag: UInt16 = 0
+            var elementStarts: [Int] = []
+            var indexSeen = false
             while !r.isAtEnd {
                 let at = r.offset
                 guard r.remaining >= sectionHeaderSize else {
@@ -98,17 +106,28 @@ extension PageSnapshot {
                     state.maxLamport = try s.varint("max lamport")
                     state.modified = try s.svarint("modified")
                 case .elements:
-                    state.elements = try decodeElements(&s)
+                    (state.elements, elementStarts) = try decodeElements(&s, index: parallel ? peekElementIndex(r) : nil)
                 case .tombstones:
                     state.tombstones = try decodeTombstones(&s)
                 case .contexts:
                     state.contexts = try decodeContexts(&s)
+                case .elementIndex:
+                    // [SNAP-31] Exactly where the records start (elements came first: tags increase).
+                    let at = s.offset
+                    guard try elementIndexOffsets(&s) == elementStarts, !elementStarts.isEmpty else {
+                        throw s.error(.corrupt, "element index does not match the element records", at: at)
+                    }
+                    indexSeen = true
                 }
                 try s.expectEnd("section \(hex32(UInt32(tag)))")
             }
             // [SNAP-12] Every version-1 section is present.
-            for s in Section.allCases where !seen.contains(s) {
+            for s in Section.required where !seen.contains(s) {
                 throw r.error(.corrupt, "section \(s) is missing", at: crcAt)
+            }
+            // [SNAP-31] A page of more than 64 elements has its index.
+            guard indexSeen || elementStarts.isEmpty else {
+                throw r.error(.corrupt, "section elementIndex is missing", at: crcAt)
             }
             // [SNAP-24] No id is both live and erased.
             var live = Set<OpID>()
@@ -126,11 +145,12 @@ extension PageSnapshot {
     }
 
     /// A count of items each at least `minSize` bytes long: `corrupt` if they cannot fit.
-    static func count(_ r: inout ByteReader, _ what: String, minSize: Int) throws -> Int {
+    /// `what` is only built for an error message.
+    static func count(_ r: inout ByteReader, _ what: @autoclosure () -> String, minSize: Int) throws -> Int {
         let at = r.offset
-        let v = try r.varint(what)
+        let v = try r.varint(what())
         guard let n = Int(exactly: v), n <= r.remaining / minSize else {
-            throw r.error(.corrupt, "\(what) \(v) cannot fit in the \(r.remaining) bytes left", at: at)
+            throw r.error(.corrupt, "\(what()) \(v) cannot fit in the \(r.remaining) bytes left", at: at)
         }
         return n
     }
@@ -151,41 +171,150 @@ extension PageSnapshot {
         return out
     }
 
-    static func decodeElements(_ r: inout ByteReader) throws -> [ElementRecord] {
+    /// The elements section ([SNAP-14], [SNAP-20], [SNAP-22]) and where every 64th record
+    /// starts, relative to the section body, for the element index check ([SNAP-31]).
+    ///
+    /// With `index` (the element index read ahead, unchecked) on a big section and several
+    /// processors, groups of records are decoded in parallel from the offsets it gives. That
+    /// path only returns when every group decodes and ends exactly where the next begins and
+    /// the records pass the order and uniqueness checks; on any failure the section is
+    /// decoded serially, so that results and errors never depend on the index or the core
+    /// count.
+    static func decodeElements(_ r: inout ByteReader, index: [Int]?) throws -> (elements: [ElementRecord], starts: [Int]) {
+        let bodyStart = r.offset
         // An element takes at least 9 (id) + 1 + 1 (lamport, wall time) + 3 + 1 (transform
         // and frontier) + 2 + 1 (z and frontier) + 1 + 1 (erased, erase frontier) + 8 (an
         // empty stroke): 28 bytes.
         let n = try count(&r, "element count", minSize: 28)
+        if let index, r.remaining >= parallelSectionBytes, Parallel.processors > 1,
+           let done = decodeElementsInParallel(r, count: n, bodyStart: bodyStart, index: index) {
+            _ = try r.skip(r.remaining)
+            return (done, index)
+        }
         var out: [ElementRecord] = []
         out.reserveCapacity(n)
-        var ids = Set<OpID>()
+        var starts: [Int] = []
+        starts.reserveCapacity(n / elementIndexStride)
+        var ids = Set<OpID>(minimumCapacity: n)
         for i in 0..<n {
             let at = r.offset
+            if i > 0 && i % elementIndexStride == 0 { starts.append(at - bodyStart) }
             do {
-                let id = try ElementCodec.decodeOpID(&r)
-                let lamport = try r.varint("lamport")
-                let wallTime = try r.svarint("wall time")
-                let transform = try ElementCodec.decodeTransform(&r)
-                let transformFrontier = try decodeRefs(&r, "transform frontier")
-                let z = try ElementCodec.decodeZKey(&r)
-                let zFrontier = try decodeRefs(&r, "z frontier")
-                let erased = try decodeRanges(&r)
-                let eraseFrontier = try decodeRefs(&r, "erase frontier")
-                let content = try ElementCodec.decodeContent(&r)
-                let e = ElementRecord(id: id, lamport: lamport, wallTime: wallTime, content: content,
-                                      transform: LWWRegister(transform, frontier: transformFrontier),
-                                      z: LWWRegister(z, frontier: zFrontier),
-                                      erased: erased, frontier: eraseFrontier)
+                let e = try decodeElement(&r)
                 // [SNAP-20] Canonical z order, [SNAP-22] unique ids.
                 if let last = out.last, !ElementRecord.canonicalLess(last, e) {
-                    throw r.error(.corrupt, "element \(id) is not above the previous one in z order", at: at)
+                    throw r.error(.corrupt, "element \(e.id) is not above the previous one in z order", at: at)
                 }
-                guard ids.insert(id).inserted else { throw r.error(.corrupt, "duplicate element id \(id)", at: at) }
+                guard ids.insert(e.id).inserted else { throw r.error(.corrupt, "duplicate element id \(e.id)", at: at) }
                 out.append(e)
             } catch var e as LnoteError {
                 if e.index == nil { e.index = i }
                 throw e
             }
+        }
+        return (out, starts)
+    }
+
+    /// Sections at least this big are worth decoding on several cores.
+    static let parallelSectionBytes = 64 * 1024
+
+    /// The parallel path of `decodeElements`, or nil when anything does not hold (the
+    /// caller then decodes serially and reports what is wrong). `r` is just past the count.
+    static func decodeElementsInParallel(_ r: ByteReader, count n: Int, bodyStart: Int, index: [Int]) -> [ElementRecord]? {
+        let stride = elementIndexStride
+        guard n > stride, index.count == (n - 1) / stride else { return nil }
+        // Chunk k holds records k·64 ..< (k+1)·64 and starts at starts[k].
+        var starts = [r.offset]
+        for o in index {
+            let at = bodyStart + o
+            guard at > starts[starts.count - 1], at < r.end else { return nil }
+            starts.append(at)
+        }
+        starts.append(r.end)
+        let chunks = index.count + 1
+        let groups = min(chunks, Parallel.processors * 4)
+        let bytes = r.bytes, path = r.path, base = r.base
+        let decoded = Parallel.map(groups) { g -> [ElementRecord]? in
+            let first = chunks * g / groups, last = chunks * (g + 1) / groups
+            var reader = ByteReader(bytes, range: starts[first]..<starts[last], base: base, path: path)
+            let records = min(n, last * stride) - first * stride
+            var out: [ElementRecord] = []
+            out.reserveCapacity(records)
+            do {
+                for _ in 0..<records { out.append(try decodeElement(&reader)) }
+            } catch {
+                return nil
+            }
+            return reader.isAtEnd ? out : nil
+        }
+        var all: [ElementRecord] = []
+        all.reserveCapacity(n)
+        var ids = Set<OpID>(minimumCapacity: n)
+        for group in decoded {
+            guard let group else { return nil }
+            for e in group {
+                // [SNAP-20] [SNAP-22], as the serial path checks them.
+                if let last = all.last, !ElementRecord.canonicalLess(last, e) { return nil }
+                guard ids.insert(e.id).inserted else { return nil }
+                all.append(e)
+            }
+        }
+        return all
+    }
+
+    /// One element record ([SNAP-14]), without the checks that involve its neighbours.
+    static func decodeElement(_ r: inout ByteReader) throws -> ElementRecord {
+        let id = try ElementCodec.decodeOpID(&r)
+        let lamport = try r.varint("lamport")
+        let wallTime = try r.svarint("wall time")
+        let transform = try ElementCodec.decodeTransform(&r)
+        let transformFrontier = try decodeRefs(&r, "transform frontier")
+        let z = try ElementCodec.decodeZKey(&r)
+        let zFrontier = try decodeRefs(&r, "z frontier")
+        let erased = try decodeRanges(&r)
+        let eraseFrontier = try decodeRefs(&r, "erase frontier")
+        let content = try ElementCodec.decodeContent(&r)
+        return ElementRecord(id: id, lamport: lamport, wallTime: wallTime, content: content,
+                             transform: LWWRegister(transform, frontier: transformFrontier),
+                             z: LWWRegister(z, frontier: zFrontier),
+                             erased: erased, frontier: eraseFrontier)
+    }
+
+    /// The element index's offsets if a well-formed index section follows `r` (which is
+    /// just past the elements section), else nil. Reads ahead without throwing: the index is
+    /// checked for real when its section is reached.
+    static func peekElementIndex(_ r: ByteReader) -> [Int]? {
+        var h = r
+        while h.remaining >= sectionHeaderSize {
+            guard let tag = try? h.u16("section tag"), let size = try? h.u32("section length"),
+                  let count = Int(exactly: size), let body = try? h.skip(count, "section body") else { return nil }
+            guard tag == Section.elementIndex.rawValue else { continue }
+            var b = ByteReader(h.bytes, range: body, base: h.base, path: h.path)
+            return try? elementIndexOffsets(&b)
+        }
+        return nil
+    }
+
+    /// [SNAP-31] The element index body: stride (64), entry count, offset deltas. Returns
+    /// the offsets relative to the elements section body.
+    static func elementIndexOffsets(_ r: inout ByteReader) throws -> [Int] {
+        let strideAt = r.offset
+        let stride = try r.varint("element index stride")
+        guard stride == UInt64(elementIndexStride) else {
+            throw r.error(.corrupt, "element index stride \(stride), expected \(elementIndexStride)", at: strideAt)
+        }
+        let m = try count(&r, "element index entry count", minSize: 1)
+        var out: [Int] = []
+        out.reserveCapacity(m)
+        var offset = 0
+        for _ in 0..<m {
+            let at = r.offset
+            let delta = try r.varint("element index offset")
+            guard delta > 0, let d = Int(exactly: delta), d <= Int(UInt32.max) else {
+                throw r.error(.corrupt, "element index offsets must increase", at: at)
+            }
+            offset += d
+            out.append(offset)
         }
         return out
     }

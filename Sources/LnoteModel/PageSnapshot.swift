@@ -39,7 +39,16 @@ public enum PageSnapshot {
         case elements = 0x0002
         case tombstones = 0x0003
         case contexts = 0x0004
+        /// Where every 64th element record starts ([SNAP-31]): present exactly when the page
+        /// has more than 64 elements, so that big pages decode on several cores.
+        case elementIndex = 0x0005
+
+        /// The sections every snapshot has ([SNAP-12]).
+        static let required: [Section] = [.page, .elements, .tombstones, .contexts]
     }
+
+    /// Elements between two entries of the element index ([SNAP-31]).
+    public static let elementIndexStride = 64
 
     /// What a snapshot holds.
     public struct Contents: Hashable, Sendable {
@@ -78,9 +87,14 @@ public enum PageSnapshot {
             b.varint(s.maxLamport)
             b.svarint(s.modified)
         }
+        // [SNAP-31] The offset in the elements body of every 64th record after the first.
+        var indexOffsets: [Int] = []
         section(.elements, into: &w) { b in
             b.varint(UInt64(s.elements.count))
-            for e in s.elements { encode(e, into: &b) }
+            for (i, e) in s.elements.enumerated() {
+                if i > 0 && i % elementIndexStride == 0 { indexOffsets.append(b.count) }
+                encode(e, into: &b)
+            }
         }
         section(.tombstones, into: &w) { b in
             b.varint(UInt64(s.tombstones.count))
@@ -99,6 +113,17 @@ public enum PageSnapshot {
             for c in s.contexts {
                 b.u64(c.replica.rawValue)
                 ElementCodec.encode(c.clock, into: &b)
+            }
+        }
+        if !indexOffsets.isEmpty {
+            section(.elementIndex, into: &w) { b in
+                b.varint(UInt64(elementIndexStride))
+                b.varint(UInt64(indexOffsets.count))
+                var previous = 0
+                for o in indexOffsets {
+                    b.varint(UInt64(o - previous))
+                    previous = o
+                }
             }
         }
 

@@ -187,10 +187,19 @@ public actor Document {
                      report: inout RecoveryReport, pending: inout [OpID: UInt64],
                      receive: ([Op]) throws -> [Op]) throws -> [Op] {
         var ops: [Op] = []
+        ops.reserveCapacity(frames.count)
         var offsets: [OpID: UInt64] = [:]
+        offsets.reserveCapacity(frames.count)
+        // Frames decode independently: a long replay decodes them on several cores, then
+        // everything below runs in log order as before.
+        let payloadBytes = frames.reduce(0) { $0 + $1.frame.payload.count }
+        let decoded = Parallel.map(frames.count, parallel: payloadBytes >= 64 * 1024) { i -> Result<Op, any Error> in
+            let lf = frames[i]
+            return Result { try OperationCodec.decode(lf.frame, base: Int(lf.offset) + Frame.headerSize + 1, path: path) }
+        }
         for (i, lf) in frames.enumerated() {
             do {
-                let op = try OperationCodec.decode(lf.frame, base: Int(lf.offset) + Frame.headerSize + 1, path: path)
+                let op = try decoded[i].get()
                 guard op.body.isPageOperation == (kind == .page) else {
                     throw LnoteError(.corrupt, "\(op.body.name) operation in a \(kind) log", path: path, offset: Int(lf.offset))
                 }

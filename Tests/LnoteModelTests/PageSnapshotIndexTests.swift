@@ -1,0 +1,127 @@
+import Foundation
+import Testing
+@testable import LnoteModel
+
+/// [SNAP-31] The element index: written exactly for pages of more than 64 elements, checked
+/// by every reader, and never able to change what a snapshot decodes to.
+@Suite("Page snapshot element index")
+struct PageSnapshotIndexTests {
+    /// A valid random page with `count` elements whose strokes are generated handwriting,
+    /// so that big pages reach the size where decoding goes parallel.
+    static func page(seed: UInt64, count: Int) -> PageState {
+        var m = RandomModel(seed: seed)
+        var state = m.pageState(maxElements: 0)
+        var generator = HandwritingGenerator(seed: seed)
+        let replica = ReplicaID(0xA1)
+        for i in 0..<count {
+            let stroke = generator.nextStroke()
+            state.elements.append(ElementRecord(id: OpID(replica: replica, counter: UInt64(i + 1)), lamport: UInt64(i + 1),
+                                                wallTime: Int64(i), content: .stroke(stroke),
+                                                transform: LWWRegister(.identity, frontier: []),
+                                                z: LWWRegister(ZKey(layer: 1), frontier: []),
+                                                erased: [], frontier: []))
+        }
+        return PageSnapshot.canonicalized(state)
+    }
+
+    /// (tag, offset of the section header, body range) of every section.
+    static func sections(_ b: [UInt8]) -> [(tag: UInt16, at: Int, body: Range<Int>)] {
+        var out: [(UInt16, Int, Range<Int>)] = []
+        var i = PageSnapshot.headerSize
+        while i < b.count - 4 {
+            let tag = UInt16(b[i]) | UInt16(b[i + 1]) << 8
+            let size = Int(b[i + 2]) | Int(b[i + 3]) << 8 | Int(b[i + 4]) << 16 | Int(b[i + 5]) << 24
+            out.append((tag, i, (i + 6)..<(i + 6 + size)))
+            i += 6 + size
+        }
+        return out
+    }
+
+    enum Outcome: Equatable {
+        case state(PageState)
+        case failure(LnoteError.Code, Int?, Int?, String)
+    }
+
+    static func outcome(_ b: [UInt8], parallel: Bool) -> Outcome {
+        do {
+            return .state(try PageSnapshot.decode(b, path: "p.content", parallel: parallel).state)
+        } catch let e as LnoteError {
+            return .failure(e.code, e.offset, e.index, e.message)
+        } catch {
+            return .failure(.invalidState, nil, nil, "\(error)")
+        }
+    }
+
+    @Test("[SNAP-31] the index is there exactly above 64 elements, and big pages decode the same on several cores")
+    func indexPresenceAndParallelDecoding() throws {
+        for (n, seed) in [(0, 1), (1, 2), (64, 3), (65, 4), (128, 5), (129, 6), (700, 7)] as [(Int, UInt64)] {
+            let state = Self.page(seed: seed, count: n)
+            let bytes = PageSnapshot.encode(state, coveredLogOffset: 40, logIncarnation: 9)
+            let secs = Self.sections(bytes)
+            let index = secs.first { $0.tag == 0x0005 }
+            #expect((index != nil) == (n > 64), "n \(n)")
+            #expect(Self.outcome(bytes, parallel: true) == .state(state), "n \(n)")
+            #expect(Self.outcome(bytes, parallel: false) == .state(state), "n \(n)")
+            guard let index, let elements = secs.first(where: { $0.tag == 0x0002 }) else { continue }
+            // The parallel path itself (whatever the section size and core count) gives the records.
+            var ir = ByteReader(bytes, range: index.body)
+            let offsets = try PageSnapshot.elementIndexOffsets(&ir)
+            var er = ByteReader(bytes, range: elements.body)
+            let count = try PageSnapshot.count(&er, "element count", minSize: 28)
+            let parallel = PageSnapshot.decodeElementsInParallel(er, count: count, bodyStart: elements.body.lowerBound,
+                                                                   index: offsets)
+            #expect(parallel == state.elements, "n \(n)")
+        }
+    }
+
+    @Test("[SNAP-31] a wrong, missing or needless index is corrupt, at the index")
+    func damagedIndex() throws {
+        let state = Self.page(seed: 11, count: 300)
+        let bytes = PageSnapshot.encode(state, coveredLogOffset: 40, logIncarnation: 9)
+        let secs = Self.sections(bytes)
+        let index = try #require(secs.first { $0.tag == 0x0005 })
+        // An offset one byte off (the last delta byte of the first entry, then of the last).
+        for at in [index.body.lowerBound + 2, index.body.upperBound - 1] {
+            var b = bytes
+            b[at] = b[at] ^ 0x01
+            b = PageSnapshotTests.reseal(b)
+            let e = expectDecodeFailure([.corrupt], "offset byte \(at)") { _ = try PageSnapshot.decode(b) }
+            #expect(e.map { index.body.contains($0.offset ?? -1) } == true, "\(String(describing: e))")
+            #expect(Self.outcome(b, parallel: true) == Self.outcome(b, parallel: false))
+        }
+        // A stride other than 64.
+        var b = bytes
+        b[index.body.lowerBound] = 32
+        b = PageSnapshotTests.reseal(b)
+        expectDecodeFailure([.corrupt], "stride 32") { _ = try PageSnapshot.decode(b) }
+        // No index on a page of 300 elements.
+        var cut = Array(bytes[..<index.at]) + Array(bytes[index.body.upperBound...])
+        cut = PageSnapshotTests.reseal(cut)
+        let missing = expectDecodeFailure([.corrupt], "index removed") { _ = try PageSnapshot.decode(cut) }
+        #expect(missing?.message.contains("elementIndex") == true)
+        // An index on a small page.
+        let small = PageSnapshot.encode(Self.page(seed: 12, count: 3), coveredLogOffset: 0, logIncarnation: 1)
+        var extra = Array(small[..<(small.count - 4)]) + [0x05, 0x00, 3, 0, 0, 0, 64, 1, 10] + [0, 0, 0, 0]
+        extra = PageSnapshotTests.reseal(extra)
+        expectDecodeFailure([.corrupt], "index on a small page") { _ = try PageSnapshot.decode(extra) }
+    }
+
+    @Test("[SNAP-31] damage inside a big elements section gives the same outcome with and without the parallel path")
+    func parallelAndSerialAgreeOnDamage() {
+        let state = Self.page(seed: 21, count: 400)
+        let bytes = PageSnapshot.encode(state, coveredLogOffset: 40, logIncarnation: 9)
+        let elements = Self.sections(bytes).first { $0.tag == 0x0002 }!
+        #expect(elements.body.count >= PageSnapshot.parallelSectionBytes, "the page must be big enough to go parallel")
+        for seed in testSeeds(0x51A31, count: 60) {
+            var rng = SplitMix64(seed: seed)
+            var b = bytes
+            for _ in 0..<rng.int(in: 1...3) {
+                let at = elements.body.lowerBound + Int(rng.below(UInt64(elements.body.count)))
+                b[at] = UInt8(truncatingIfNeeded: rng.next())
+            }
+            b = PageSnapshotTests.reseal(b)
+            let p = Self.outcome(b, parallel: true), s = Self.outcome(b, parallel: false)
+            #expect(p == s, "seed \(seed)")
+        }
+    }
+}
