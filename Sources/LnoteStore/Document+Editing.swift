@@ -118,7 +118,9 @@ extension Document {
     func append(_ ops: [Op], to lp: LoadedPage) async throws {
         guard !ops.isEmpty else { return }
         do {
-            try lp.log.write(ops.map(OperationCodec.frame))
+            // Strokes encode independently: a big batch (an import, a paste) uses every core.
+            let points = ops.reduce(0) { $0 + ($1.addedContent?.pointCount ?? 0) }
+            try lp.log.write(Parallel.map(ops.count, parallel: points >= 16_384) { OperationCodec.frame(ops[$0]) })
         } catch {
             unload(lp, failing: error)
             throw error

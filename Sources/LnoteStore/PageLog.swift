@@ -196,8 +196,18 @@ final class PageLog {
             try io.ftruncate(fd, to: end)
             needsTruncate = false
         }
-        var w = ByteWriter(capacity: frames.reduce(0) { $0 + $1.encodedSize })
-        for f in frames { f.encode(into: &w) }
+        let size = frames.reduce(0) { $0 + $1.encodedSize }
+        var w = ByteWriter(capacity: size)
+        if size >= 256 * 1024 && frames.count > 1 {
+            // The CRCs of a big batch are computed on every core, then the frames are joined.
+            for part in Parallel.map(frames.count, { i in
+                var one = ByteWriter(capacity: frames[i].encodedSize)
+                frames[i].encode(into: &one)
+                return one.bytes
+            }) { w.append(part) }
+        } else {
+            for f in frames { f.encode(into: &w) }
+        }
         do {
             try io.pwrite(fd, w.bytes, at: end)
         } catch {
