@@ -112,7 +112,7 @@ extension PageSnapshot {
                 case .contexts:
                     state.contexts = try decodeContexts(&s)
                 case .elementIndex:
-                    // [SNAP-31] Exactly where the records start (elements came first: tags increase).
+                    // [SNAP-32] Exactly where the records start (elements came first: tags increase).
                     let at = s.offset
                     guard try elementIndexOffsets(&s) == elementStarts, !elementStarts.isEmpty else {
                         throw s.error(.corrupt, "element index does not match the element records", at: at)
@@ -125,7 +125,7 @@ extension PageSnapshot {
             for s in Section.required where !seen.contains(s) {
                 throw r.error(.corrupt, "section \(s) is missing", at: crcAt)
             }
-            // [SNAP-31] A page of more than 64 elements has its index.
+            // [SNAP-32] A page of more than 64 elements has its index.
             guard indexSeen || elementStarts.isEmpty else {
                 throw r.error(.corrupt, "section elementIndex is missing", at: crcAt)
             }
@@ -172,7 +172,7 @@ extension PageSnapshot {
     }
 
     /// The elements section ([SNAP-14], [SNAP-20], [SNAP-22]) and where every 64th record
-    /// starts, relative to the section body, for the element index check ([SNAP-31]).
+    /// starts, relative to the section body, for the element index check ([SNAP-32]).
     ///
     /// With `index` (the element index read ahead, unchecked) on a big section and several
     /// processors, groups of records are decoded in parallel from the offsets it gives. That
@@ -295,7 +295,7 @@ extension PageSnapshot {
         return nil
     }
 
-    /// [SNAP-31] The element index body: stride (64), entry count, offset deltas. Returns
+    /// [SNAP-32] The element index body: stride (64), entry count, offset deltas. Returns
     /// the offsets relative to the elements section body.
     static func elementIndexOffsets(_ r: inout ByteReader) throws -> [Int] {
         let strideAt = r.offset

@@ -39,7 +39,7 @@ public enum PageSnapshot {
         case elements = 0x0002
         case tombstones = 0x0003
         case contexts = 0x0004
-        /// Where every 64th element record starts ([SNAP-31]): present exactly when the page
+        /// Where every 64th element record starts ([SNAP-32]): present exactly when the page
         /// has more than 64 elements, so that big pages decode on several cores.
         case elementIndex = 0x0005
 
@@ -47,7 +47,7 @@ public enum PageSnapshot {
         static let required: [Section] = [.page, .elements, .tombstones, .contexts]
     }
 
-    /// Elements between two entries of the element index ([SNAP-31]).
+    /// Elements between two entries of the element index ([SNAP-32]).
     public static let elementIndexStride = 64
 
     /// What a snapshot holds.
@@ -87,7 +87,7 @@ public enum PageSnapshot {
             b.varint(s.maxLamport)
             b.svarint(s.modified)
         }
-        // [SNAP-31] The offset in the elements body of every 64th record after the first.
+        // [SNAP-32] The offset in the elements body of every 64th record after the first.
         var indexOffsets: [Int] = []
         section(.elements, into: &w) { b in
             b.varint(UInt64(s.elements.count))

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @testable import LnoteModel
 
-/// [SNAP-31] The element index: written exactly for pages of more than 64 elements, checked
+/// [SNAP-32] The element index: written exactly for pages of more than 64 elements, checked
 /// by every reader, and never able to change what a snapshot decodes to.
 @Suite("Page snapshot element index")
 struct PageSnapshotIndexTests {
@@ -52,7 +52,7 @@ struct PageSnapshotIndexTests {
         }
     }
 
-    @Test("[SNAP-31] the index is there exactly above 64 elements, and big pages decode the same on several cores")
+    @Test("[SNAP-32] the index is there exactly above 64 elements, and big pages decode the same on several cores")
     func indexPresenceAndParallelDecoding() throws {
         for (n, seed) in [(0, 1), (1, 2), (64, 3), (65, 4), (128, 5), (129, 6), (700, 7)] as [(Int, UInt64)] {
             let state = Self.page(seed: seed, count: n)
@@ -74,7 +74,7 @@ struct PageSnapshotIndexTests {
         }
     }
 
-    @Test("[SNAP-31] a wrong, missing or needless index is corrupt, at the index")
+    @Test("[SNAP-32] a wrong, missing or needless index is corrupt, at the index")
     func damagedIndex() throws {
         let state = Self.page(seed: 11, count: 300)
         let bytes = PageSnapshot.encode(state, coveredLogOffset: 40, logIncarnation: 9)
@@ -106,7 +106,7 @@ struct PageSnapshotIndexTests {
         expectDecodeFailure([.corrupt], "index on a small page") { _ = try PageSnapshot.decode(extra) }
     }
 
-    @Test("[SNAP-31] damage inside a big elements section gives the same outcome with and without the parallel path")
+    @Test("[SNAP-32] damage inside a big elements section gives the same outcome with and without the parallel path")
     func parallelAndSerialAgreeOnDamage() {
         let state = Self.page(seed: 21, count: 400)
         let bytes = PageSnapshot.encode(state, coveredLogOffset: 40, logIncarnation: 9)
