@@ -30,7 +30,7 @@ extension Document {
 
     /// A page's counts as its snapshot on disk records them ([PKG-12]): cached, or read from
     /// the snapshot's first bytes (`empty` when it has none).
-    func snapshotCounts(_ pid: PageID) throws -> PageCounts {
+    func counts(of pid: PageID) throws -> PageCounts {
         if let c = snapshotCounts[pid] { return c }
         let c = try PageCounts.read(paths.content(pid), page: pid, io: io)
         snapshotCounts[pid] = c
@@ -73,7 +73,7 @@ extension Document {
             basis = ManifestBasis(doc.state)
             manifestBasis = (doc.clock, basis)
         }
-        let manifest = try ManifestFile(basis: basis, source: documentSource) { try snapshotCounts($0) }
+        let manifest = try ManifestFile(basis: basis, source: documentSource) { try counts(of: $0) }
         if manifest != manifestOnDisk {
             let bytes = try StoreJSON.encode(manifest)
             if bytes != manifestBytesAtOpen {

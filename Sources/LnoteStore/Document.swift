@@ -173,7 +173,7 @@ public actor Document {
     /// bytes, cached (read here if no save needed them yet: a page deleted before this
     /// handle opened, or added since by sync; a failed read shows it as empty).
     private func info(_ p: PageRecord) -> PageInfo {
-        let c = pages[p.id].map { PageCounts($0.replica.state) } ?? (try? snapshotCounts(p.id)) ?? .empty
+        let c = pages[p.id].map { PageCounts($0.replica.state) } ?? (try? counts(of: p.id)) ?? .empty
         return PageInfo(id: p.id, canvas: p.canvas.value, created: p.created, elementCount: c.elementCount,
                         modified: c.modified, deleted: p.deleted.value)
     }
