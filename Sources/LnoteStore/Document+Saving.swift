@@ -48,10 +48,11 @@ extension Document {
     /// manifest.json when it differs from what document.json and the page snapshots call
     /// for ([PKG-13], [PKG-16]). Everything they describe is synced first.
     ///
-    /// A save after page edits only does no encoding of document.json at all (its inputs —
-    /// the document clock, the covered offset and incarnation of document.log, the asset
-    /// sets — are compared with those it was written from), and recomputes the manifest with
-    /// a few additions per live page: its cost does not grow with the document's pages.
+    /// After page edits alone, a save does not encode document.json at all (what it is made
+    /// of — the document clock, the covered offset and incarnation of document.log, the
+    /// asset sets — is compared with what it was written from), and recomputes the manifest
+    /// with a dictionary look-up and two additions per live page: no page file is read, and
+    /// its cost does not grow with the document's pages.
     func saveDocumentFiles() throws {
         try syncAllLogs()
         let coveredOffset = min(docLog.end, docPendingOffsets.values.min() ?? .max)
