@@ -31,13 +31,14 @@ extension Document {
                 OperationCodec.frame(op).encode(into: &w)
             }
             try DurableFile.replace(staged.documentLog, with: w.bytes, io: io)
-            let stats = Dictionary(uniqueKeysWithValues: d.state.pages.map { ($0.id, PageStats()) })
             let file = DocumentFile(state: d.state, coveredOffset: UInt64(firstPending ?? w.count),
-                                    incarnation: header.incarnation, stats: stats)
+                                    incarnation: header.incarnation, assets: [:])
             let docBytes = try StoreJSON.encode(file)
             try DurableFile.replace(staged.document, with: docBytes, io: io)
-            try DurableFile.replace(staged.manifest, with: try StoreJSON.encode(ManifestFile(from: file, documentBytes: docBytes)), io: io)
             try stage?(staged)
+            // After the staged snapshots, which the manifest counts ([PKG-13]).
+            let manifest = try ManifestFile.expected(paths: staged, documentBytes: docBytes, state: d.state, io: io)
+            try DurableFile.replace(staged.manifest, with: try StoreJSON.encode(manifest), io: io)
             try DurableFile.syncDirectory(tmp, io: io)
             try io.rename(tmp, paths.root)
         } catch {

@@ -31,13 +31,18 @@ extension Document {
                 covered = (s.coveredLogOffset, s.logIncarnation)
             } catch let e as LnoteError where e.code == .corrupt || e.code == .truncated || e.code == .limitExceeded {
                 report.problems.append(e)
+                snapshotCounts[pid] = nil
                 report.quarantinedCopy = try Document.quarantine(paths.content(pid), io: io)
                 reports.append(report)
             }
         }
         // A page installed from a checkpoint holds operations its log lacks: without a usable
         // snapshot it starts from the checkpoint, not from nothing ([PKG-46]).
-        if covered == nil, let b = try baseState(page: pid) { base = b }
+        var fromBase = false
+        if covered == nil, let b = try baseState(page: pid) {
+            base = b
+            fromBase = true
+        }
         let (log, replay) = try PageLog.open(path: paths.log(pid), kind: .page, owner: pid.uuid, from: covered?.offset,
                                              incarnation: covered?.incarnation, create: true, io: io)
         var logReport = replay.report
@@ -56,7 +61,9 @@ extension Document {
         lp.pendingOffsets = pending
         lp.covered = covered.flatMap { $0.incarnation == log.incarnation ? $0 : nil }
         lp.framesSinceSnapshot = replay.frames.count
-        lp.dirty = !applied.isEmpty || lp.covered == nil && covered != nil
+        // A page without a usable snapshot whose state is not empty gets one at the next
+        // save: its snapshot summary is what the manifest counts ([PKG-12]).
+        lp.dirty = !applied.isEmpty || lp.covered == nil && covered != nil || report.quarantinedCopy != nil || fromBase
         lp.lastUse = useCounter
         pages[pid] = lp
         noteAssets(of: base.elements.map(\.content) + applied.compactMap(\.addedContent), page: pid)
@@ -70,7 +77,6 @@ extension Document {
         guard excess > 0 else { return }
         for lp in pages.values.sorted(by: { $0.lastUse < $1.lastUse }).prefix(excess) {
             if lp.dirty { try snapshot(lp) } else { try syncNow(.page(lp.id), lp.log) }
-            refreshStats(lp)
             pages[lp.id] = nil
             try lp.log.close()
         }
@@ -89,12 +95,16 @@ extension Document {
     func noteAssets(of contents: [ElementContent], page: PageID) {
         let found = contents.compactMap(\.image?.asset)
         guard !found.isEmpty else { return }
-        var st = stats[page] ?? PageStats()
-        let merged = Set(st.assets).union(found)
-        if merged.count != st.assets.count {
-            st.assets = merged.sorted()
-            stats[page] = st
-        }
+        noteAssets(Set(found), page: page)
+    }
+
+    /// Adds to a page's cached asset set; document.json is rewritten at the next save when
+    /// it grew.
+    func noteAssets(_ found: Set<AssetID>, page: PageID) {
+        guard !found.isEmpty else { return }
+        let before = pageAssets[page]?.count ?? 0
+        pageAssets[page, default: []].formUnion(found)
+        if pageAssets[page]!.count != before { assetsGeneration += 1 }
     }
 
     /// Makes a local page operation with `build`, appends it durably, and returns it.
@@ -235,7 +245,7 @@ extension Document {
     public func addPage(_ placement: PagePlacement = .last, canvas: CanvasSize = .a4) async throws -> PageID {
         let pid = PageID()
         _ = try await commitDocument(.addPage(pid, position: try position(placement), canvas: canvas))
-        stats[pid] = PageStats()
+        snapshotCounts[pid] = .empty  // a new id: no files yet
         return pid
     }
 

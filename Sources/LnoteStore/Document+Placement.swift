@@ -15,6 +15,5 @@ extension Document {
     /// Adds an empty page with a given id (ids are random otherwise).
     public func addPage(id pid: PageID, _ placement: PagePlacement, canvas: CanvasSize = .a4) async throws {
         _ = try await commitDocument(.addPage(pid, position: try position(placement), canvas: canvas))
-        stats[pid] = PageStats()
     }
 }

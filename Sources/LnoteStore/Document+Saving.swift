@@ -14,22 +14,27 @@ extension Document {
         let coveredOffset = min(lp.log.end, lp.pendingOffsets.values.min() ?? .max)
         let state = lp.replica.state
         let bytes = PageSnapshot.encode(state, coveredLogOffset: coveredOffset, logIncarnation: lp.log.incarnation)
-        try DurableFile.replace(paths.content(lp.id), with: bytes, io: io)
+        do {
+            try DurableFile.replace(paths.content(lp.id), with: bytes, io: io)
+        } catch {
+            // The old or the new file may be in place: read it again when needed.
+            snapshotCounts[lp.id] = nil
+            throw error
+        }
+        snapshotCounts[lp.id] = PageCounts(state)
         writeThumbnailAfterSnapshot(state)
         lp.covered = (coveredOffset, lp.log.incarnation)
         lp.framesSinceSnapshot = lp.pendingOffsets.count
         lp.dirty = false
-        refreshStats(lp)
     }
 
-    /// Updates the per-page facts from a loaded page's live state (keeping every asset ever seen).
-    func refreshStats(_ lp: LoadedPage) {
-        let fresh = PageStats(lp.replica.state)
-        var st = stats[lp.id] ?? PageStats()
-        st.elementCount = fresh.elementCount
-        st.modified = fresh.modified
-        st.assets = Set(st.assets).union(fresh.assets).sorted()
-        stats[lp.id] = st
+    /// A page's counts as its snapshot on disk records them ([PKG-12]): cached, or read from
+    /// the snapshot's first bytes (`empty` when it has none).
+    func counts(of pid: PageID) throws -> PageCounts {
+        if let c = snapshotCounts[pid] { return c }
+        let c = try PageCounts.read(paths.content(pid), page: pid, io: io)
+        snapshotCounts[pid] = c
+        return c
     }
 
     /// Compacts one page now: writes its snapshot if anything changed since the last one.
@@ -39,22 +44,45 @@ extension Document {
         if lp.dirty { try snapshot(lp) }
     }
 
-    /// Rewrites document.json when it differs from what is on disk, then manifest.json when
-    /// it differs or is stale ([PKG-13]). Everything they describe is synced first.
+    /// Rewrites document.json when what it is made of changed since it was written, then
+    /// manifest.json when it differs from what document.json and the page snapshots call
+    /// for ([PKG-13], [PKG-16]). Everything they describe is synced first.
+    ///
+    /// After page edits alone, a save does not encode document.json at all (what it is made
+    /// of — the document clock, the covered offset and incarnation of document.log, the
+    /// asset sets — is compared with what it was written from), and recomputes the manifest
+    /// with a dictionary look-up and two additions per live page: no page file is read, and
+    /// its cost does not grow with the document's pages.
     func saveDocumentFiles() throws {
         try syncAllLogs()
-        for lp in pages.values { refreshStats(lp) }
         let coveredOffset = min(docLog.end, docPendingOffsets.values.min() ?? .max)
-        let file = DocumentFile(state: doc.state, coveredOffset: coveredOffset, incarnation: docLog.incarnation, stats: stats)
-        let bytes = try StoreJSON.encode(file)
-        if bytes != documentBytes {
+        let key = DocumentFileKey(clock: doc.clock, coveredOffset: coveredOffset, incarnation: docLog.incarnation,
+                                  assetsGeneration: assetsGeneration)
+        if key != documentOnDisk {
+            let file = DocumentFile(state: doc.state, coveredOffset: coveredOffset, incarnation: docLog.incarnation,
+                                    assets: pageAssets)
+            let bytes = try StoreJSON.encode(file)
+            documentOnDisk = nil  // unknown until the replace succeeds
             try DurableFile.replace(paths.document, with: bytes, io: io)
-            documentBytes = bytes
+            documentOnDisk = key
+            documentSource = ManifestFile.fingerprint(bytes)
         }
-        let manifest = try StoreJSON.encode(ManifestFile(from: file, documentBytes: bytes))
-        if manifest != manifestBytes {
-            try DurableFile.replace(paths.manifest, with: manifest, io: io)
-            manifestBytes = manifest
+        let basis: ManifestBasis
+        if let b = manifestBasis, b.clock == doc.clock {
+            basis = b.basis
+        } else {
+            basis = ManifestBasis(doc.state)
+            manifestBasis = (doc.clock, basis)
+        }
+        let manifest = try ManifestFile(basis: basis, source: documentSource) { try counts(of: $0) }
+        if manifest != manifestOnDisk {
+            let bytes = try StoreJSON.encode(manifest)
+            if bytes != manifestBytesAtOpen {
+                manifestOnDisk = nil
+                try DurableFile.replace(paths.manifest, with: bytes, io: io)
+            }
+            manifestOnDisk = manifest
+            manifestBytesAtOpen = nil
         }
     }
 
@@ -114,7 +142,6 @@ extension Document {
         try checkUsable()
         guard let lp = pages[pid] else { return }
         if lp.dirty { try snapshot(lp) } else { try syncNow(.page(pid), lp.log) }
-        refreshStats(lp)
         pages[pid] = nil
         try lp.log.close()
     }
@@ -154,14 +181,15 @@ extension Document {
 
     /// Removes files in `assets/` that no page references ([PKG-15]). A page references an
     /// asset when any add operation in its log, or any live element of its snapshot, names
-    /// it. The cached per-page sets in document.json decide quickly that nothing is orphaned;
-    /// before anything is removed every page's whole log and snapshot are read to confirm.
+    /// it. The cached per-page sets in document.json (which only grow, from every add
+    /// applied or replayed here and every snapshot loaded) decide quickly that nothing is
+    /// orphaned; before anything is removed every page's whole log and snapshot are read to
+    /// confirm.
     @discardableResult
     func removeOrphanAssets() throws -> [AssetID] {
         let names = try io.listDirectory(paths.assets)
         var candidates = Set(names.compactMap(AssetID.init(hex:)))
-        for lp in pages.values { refreshStats(lp) }
-        for st in stats.values { candidates.subtract(st.assets) }
+        for a in pageAssets.values { candidates.subtract(a) }
         guard !candidates.isEmpty else { return [] }
         // Every page with files, known to the document or not yet (its addPage may be on its way).
         var pageIDs = Set(doc.state.pages.map(\.id)).union(pages.keys)
@@ -195,9 +223,7 @@ extension Document {
                 for f in scan.frames { if let a = Document.imageAsset(in: f) { out.insert(a) } }
             }
         }
-        var st = stats[pid] ?? PageStats()
-        st.assets = Set(st.assets).union(out).sorted()
-        stats[pid] = st
+        noteAssets(out, page: pid)
         return out
     }
 

@@ -134,9 +134,6 @@ extension Document {
             offset += UInt64(OperationCodec.frame(op).encodedSize)
         }
         for id in docPendingOffsets.keys where doc.clock.covers(id) { docPendingOffsets[id] = nil }
-        for op in applied {
-            if case .addPage(let p, _, _) = op.body, stats[p] == nil { stats[p] = PageStats() }
-        }
         noteEdit()
         do {
             try await makeDurable(.document, docLog)

@@ -29,14 +29,27 @@ public actor Document {
     var doc: DocumentReplica
     var docLog: PageLog
     var docPendingOffsets: [OpID: UInt64] = [:]
-    /// Per-page facts kept in document.json.
-    var stats: [PageID: PageStats]
+    /// Assets each page references: document.json's cache ([PKG-15]); only grows.
+    var pageAssets: [PageID: Set<AssetID>]
+    /// Bumped whenever `pageAssets` grows: document.json must then be rewritten.
+    var assetsGeneration = 0
+    /// Each page's element count and modification time as its snapshot on disk records
+    /// them ([PKG-12]): read from the snapshot's first bytes the first time they are needed,
+    /// replaced whenever this handle writes the snapshot.
+    var snapshotCounts: [PageID: PageCounts] = [:]
     var pages: [PageID: LoadedPage] = [:]
     /// Increases on every page access (least-recently-used eviction).
     var useCounter: UInt64 = 0
-    /// The bytes of document.json and manifest.json as last read or written.
-    var documentBytes: [UInt8]?
-    var manifestBytes: [UInt8]?
+    /// What the document.json on disk was written from (nil: unknown, write it).
+    var documentOnDisk: DocumentFileKey?
+    /// `sha256:<hex>` of the document.json bytes on disk (the manifest's `source`).
+    var documentSource = ""
+    /// The manifest on disk once this handle compared or wrote it; until then the bytes read
+    /// at open are in `manifestBytesAtOpen`.
+    var manifestOnDisk: ManifestFile?
+    var manifestBytesAtOpen: [UInt8]?
+    /// The document-derived part of the manifest, for the document clock it was computed at.
+    var manifestBasis: (clock: VectorClock, basis: ManifestBasis)?
     var reports: [RecoveryReport] = []
     var closed = false
     /// Set when document.log failed to sync: nothing is accepted any more.
@@ -61,7 +74,8 @@ public actor Document {
 
     /// Opens the package at `paths` ([PKG-40]): reads document.json (or rebuilds it from the
     /// log when missing or damaged), replays document.log from the offset it covers, and
-    /// reconciles manifest.json. Removes temporary files left by interrupted writes.
+    /// reconciles manifest.json, reading the first bytes of every live page's snapshot
+    /// ([PKG-13]). Removes temporary files left by interrupted writes.
     init(paths: PackagePaths, replica: ReplicaID, io: Syscalls, options: StoreOptions) async throws {
         self.id = paths.id
         self.paths = paths
@@ -77,19 +91,21 @@ public actor Document {
         }
         var opening: [RecoveryReport] = []
         var base = DocumentState(id: paths.id)
-        var baseStats: [PageID: PageStats] = [:]
+        var baseAssets: [PageID: Set<AssetID>] = [:]
         var covered: (UInt64, UInt64)?
-        var docBytes: [UInt8]?
+        var onDisk: (key: DocumentFileKey, source: String)?
         if let bytes = try DurableFile.readIfExists(paths.document, io: io) {
             do {
-                let (f, s, st) = try DocumentFile.decode(bytes, path: paths.document)
+                let (f, s, assets) = try DocumentFile.decode(bytes, path: paths.document)
                 guard s.id == paths.id else {
                     throw LnoteError(.corrupt, "document.json names document \(s.id)", path: paths.document)
                 }
                 base = s
-                baseStats = st
+                baseAssets = assets
                 covered = (f.log.offset, f.incarnation)
-                docBytes = bytes
+                onDisk = (DocumentFileKey(clock: s.clock, coveredOffset: f.log.offset, incarnation: f.incarnation,
+                                          assetsGeneration: 0),
+                          ManifestFile.fingerprint(bytes))
             } catch let e as LnoteError where e.code == .corrupt || e.code == .truncated {
                 // The log is the truth: preserve the damaged snapshot and rebuild from the whole log.
                 var r = RecoveryReport(path: paths.document)
@@ -116,11 +132,13 @@ public actor Document {
         self.doc = replica
         self.docLog = log
         self.docPendingOffsets = pending
-        self.stats = baseStats
-        self.documentBytes = docBytes
+        self.pageAssets = baseAssets
+        self.documentOnDisk = onDisk?.key
+        self.documentSource = onDisk?.source ?? ""
         self.reports = opening
-        self.manifestBytes = try DurableFile.readIfExists(paths.manifest, io: io)
-        // [PKG-13] document.json and manifest.json are brought up to date with the logs.
+        self.manifestBytesAtOpen = try DurableFile.readIfExists(paths.manifest, io: io)
+        // [PKG-13] document.json is brought up to date with the log, and manifest.json with
+        // document.json and the live pages' snapshots (read here: one prefix per page).
         try saveDocumentFiles()
     }
 
@@ -151,10 +169,13 @@ public actor Document {
         doc.state.pages.filter(\.deleted.value).map { info($0) }
     }
 
+    /// A loaded page's facts come from its state; another page's from its snapshot's first
+    /// bytes, cached (read here if no save needed them yet: a page deleted before this
+    /// handle opened, or added since by sync; a failed read shows it as empty).
     private func info(_ p: PageRecord) -> PageInfo {
-        let st = pages[p.id].map { PageStats($0.replica.state) } ?? stats[p.id] ?? PageStats()
-        return PageInfo(id: p.id, canvas: p.canvas.value, created: p.created, elementCount: st.elementCount,
-                        modified: st.modified, deleted: p.deleted.value)
+        let c = pages[p.id].map { PageCounts($0.replica.state) } ?? (try? counts(of: p.id)) ?? .empty
+        return PageInfo(id: p.id, canvas: p.canvas.value, created: p.created, elementCount: c.elementCount,
+                        modified: c.modified, deleted: p.deleted.value)
     }
 
     /// What opening the document and its pages found and repaired (torn tails, damage).

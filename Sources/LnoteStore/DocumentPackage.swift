@@ -1,3 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Foundation
 import LnoteModel
 
@@ -5,7 +10,7 @@ import LnoteModel
 ///
 /// ```
 /// <UUID>.lnote/
-///   manifest.json            library cache (derived from document.json)
+///   manifest.json            library cache (derived from document.json and the page snapshots)
 ///   document.json            document snapshot: title, pages in order, clocks; covers document.log up to an offset
 ///   document.log             append-only document operations
 ///   pages/<page>.content     page snapshot; covers pages/<page>.log up to an offset
@@ -40,8 +45,10 @@ public struct PackagePaths: Sendable, Hashable {
     }
 }
 
-/// Facts about one page derived from its content, kept per page in `document.json` so the
-/// library and orphan checks never read page files ([PKG-12]).
+/// Facts about one page derived from its content: what `Document.pageList` shows and the
+/// manifest sums ([PKG-12]). Only `assets` is cached in `document.json`; the element count
+/// and the modification time of a page that is not loaded come from its snapshot's first
+/// bytes (`PageSnapshot.summary`).
 public struct PageStats: Hashable, Sendable {
     /// Live elements.
     public var elementCount: Int
@@ -93,8 +100,9 @@ struct DocumentFile: Codable, Equatable {
         var canvas: Register<Canvas>
         var deleted: Register<Bool>
         var deletedSeen: [String: UInt64]?
-        var elementCount: Int
-        var modified: Int64
+        /// Assets the page references ([PKG-15]); a cache that only grows. (Files written
+        /// before the element count and modification time were dropped from here also hold
+        /// `elementCount` and `modified`: decoding ignores them, [PKG-12].)
         var assets: [String]
     }
 
@@ -110,7 +118,7 @@ struct DocumentFile: Codable, Equatable {
     var contexts: [Context]
     var pages: [Page]
 
-    init(state s: DocumentState, coveredOffset: UInt64, incarnation: UInt64, stats: [PageID: PageStats]) {
+    init(state s: DocumentState, coveredOffset: UInt64, incarnation: UInt64, assets: [PageID: Set<AssetID>]) {
         format = DocumentFile.currentFormat
         id = s.id.description
         log = LogCoverage(incarnation: JSONText.u64(incarnation), offset: coveredOffset)
@@ -122,27 +130,26 @@ struct DocumentFile: Codable, Equatable {
         deleted = Register(value: s.deleted.value, frontier: s.deleted.frontier.map(JSONText.ref))
         contexts = s.contexts.map { Context(replica: $0.replica.description, clock: JSONText.clock($0.clock)) }
         pages = s.pages.map { p in
-            let st = stats[p.id] ?? PageStats()
-            return Page(id: p.id.description, added: JSONText.ref(p.added), created: p.created,
+            Page(id: p.id.description, added: JSONText.ref(p.added), created: p.created,
                         position: Register(value: JSONText.zkey(p.position.value), frontier: p.position.frontier.map(JSONText.ref)),
                         canvas: Register(value: Canvas(width: p.canvas.value.width, height: p.canvas.value.height),
                                          frontier: p.canvas.frontier.map(JSONText.ref)),
                         deleted: Register(value: p.deleted.value, frontier: p.deleted.frontier.map(JSONText.ref)),
-                        deletedSeen: p.deletedSeen.map(JSONText.clock),
-                        elementCount: st.elementCount, modified: st.modified, assets: st.assets.map(\.description))
+                 deletedSeen: p.deletedSeen.map(JSONText.clock),
+                 assets: (assets[p.id] ?? []).sorted().map(\.description))
         }
     }
 
     /// Decodes and validates; every error is `corrupt`/`unsupportedVersion` naming `path`.
-    static func decode(_ bytes: [UInt8], path: String) throws -> (DocumentFile, DocumentState, [PageID: PageStats]) {
+    static func decode(_ bytes: [UInt8], path: String) throws -> (DocumentFile, DocumentState, [PageID: Set<AssetID>]) {
         let f = try StoreJSON.decode(DocumentFile.self, bytes, path: path)
         guard f.format >= 1 else { throw LnoteError(.corrupt, "bad format \(f.format)", path: path) }
         guard f.format <= currentFormat else {
             throw LnoteError(.unsupportedVersion, "document.json format \(f.format) (this build reads \(currentFormat))", path: path)
         }
         do {
-            let (s, stats) = try f.state()
-            return (f, s, stats)
+            let (s, assets) = try f.state()
+            return (f, s, assets)
         } catch let e as LnoteError {
             throw e.at(path: path)
         }
@@ -150,19 +157,19 @@ struct DocumentFile: Codable, Equatable {
 
     var incarnation: UInt64 { (try? JSONText.u64(log.incarnation)) ?? 0 }
 
-    private func state() throws -> (DocumentState, [PageID: PageStats]) {
+    private func state() throws -> (DocumentState, [PageID: Set<AssetID>]) {
         guard let docID = DocumentID(id) else { throw LnoteError(.corrupt, "bad document id \"\(id)\"") }
         _ = try JSONText.u64(log.incarnation)
         func reg<V>(_ r: Register<V>) throws -> LWWRegister<V> {
             LWWRegister(r.value, frontier: try r.frontier.map(JSONText.ref))
         }
-        var stats: [PageID: PageStats] = [:]
+        var assets: [PageID: Set<AssetID>] = [:]
         var pageRecords: [PageRecord] = []
         for p in pages {
             guard let pid = PageID(p.id) else { throw LnoteError(.corrupt, "bad page id \"\(p.id)\"") }
-            guard stats[pid] == nil else { throw LnoteError(.corrupt, "page \(p.id) listed twice") }
-            guard p.canvas.value.width > 0, p.canvas.value.height > 0, p.elementCount >= 0 else {
-                throw LnoteError(.corrupt, "page \(p.id): bad canvas or element count")
+            guard assets[pid] == nil else { throw LnoteError(.corrupt, "page \(p.id) listed twice") }
+            guard p.canvas.value.width > 0, p.canvas.value.height > 0 else {
+                throw LnoteError(.corrupt, "page \(p.id): bad canvas")
             }
             let position = LWWRegister(try JSONText.zkey(p.position.value), frontier: try p.position.frontier.map(JSONText.ref))
             let canvas = LWWRegister(CanvasSize(width: p.canvas.value.width, height: p.canvas.value.height),
@@ -170,11 +177,10 @@ struct DocumentFile: Codable, Equatable {
             pageRecords.append(PageRecord(id: pid, added: try JSONText.ref(p.added), created: p.created, position: position,
                                           canvas: canvas, deleted: try reg(p.deleted),
                                           deletedSeen: try p.deletedSeen.map(JSONText.clock)))
-            let assets = try p.assets.map { a -> AssetID in
+            assets[pid] = Set(try p.assets.map { a -> AssetID in
                 guard let id = AssetID(hex: a) else { throw LnoteError(.corrupt, "bad asset id \"\(a)\"") }
                 return id
-            }
-            stats[pid] = PageStats(elementCount: p.elementCount, modified: p.modified, assets: assets)
+            })
         }
         let contexts = try self.contexts.map { c -> ReplicaContext in
             guard c.replica.count == 16, let r = ReplicaID(hex: c.replica) else { throw LnoteError(.corrupt, "bad replica \"\(c.replica)\"") }
@@ -183,11 +189,22 @@ struct DocumentFile: Codable, Equatable {
         let s = DocumentState(id: docID, clock: try JSONText.clock(clock), maxLamport: maxLamport, created: created,
                               modified: modified, title: try reg(title), deleted: try reg(deleted),
                               pages: pageRecords.sorted(by: PageRecord.orderLess), contexts: contexts)
-        return (s, stats)
+        return (s, assets)
     }
 }
 
-/// `manifest.json` ([PKG-13]): what the library shows, derived from document.json.
+/// What a document.json is made of, compared by `saveDocumentFiles` instead of encoding
+/// the file: the document state changes only with its clock ([PKG-16]).
+struct DocumentFileKey: Equatable {
+    var clock: VectorClock
+    var coveredOffset: UInt64
+    var incarnation: UInt64
+    /// `Document.assetsGeneration` when it was written.
+    var assetsGeneration: Int
+}
+
+/// `manifest.json` ([PKG-13]): what the library shows, a function of document.json (its
+/// state and the SHA-256 of its bytes) and of the summaries of the live pages' snapshots.
 struct ManifestFile: Codable, Equatable {
     static let currentFormat = 1
     var format: Int
@@ -202,18 +219,36 @@ struct ManifestFile: Codable, Equatable {
     /// `sha256:<hex>` of the document.json bytes this manifest was derived from.
     var source: String
 
-    init(from f: DocumentFile, documentBytes: [UInt8]) {
+    /// The manifest of a document whose document.json has fingerprint `source`, with
+    /// `counts` giving each live page's snapshot facts. Work: one call of `counts` and a
+    /// few additions per live page.
+    init(basis b: ManifestBasis, source: String, counts: (PageID) throws -> PageCounts) rethrows {
         format = ManifestFile.currentFormat
-        id = f.id
-        title = f.title.value
-        created = f.created
-        let live = f.pages.filter { !$0.deleted.value }
-        modified = max(f.modified, f.pages.map(\.modified).max() ?? 0)
-        pageCount = live.count
-        elementCount = live.reduce(0) { $0 + $1.elementCount }
-        coverPage = live.first?.id
-        deleted = f.deleted.value
-        source = ManifestFile.fingerprint(documentBytes)
+        id = b.id
+        title = b.title
+        created = b.created
+        var modified = b.modified
+        var elements = 0
+        for p in b.live {
+            let c = try counts(p)
+            elements += c.elementCount
+            modified = max(modified, c.modified)
+        }
+        self.modified = modified
+        pageCount = b.live.count
+        elementCount = elements
+        coverPage = b.live.first?.description
+        deleted = b.deleted
+        self.source = source
+    }
+
+    /// The manifest the files of a package call for ([PKG-13]): from document.json's bytes
+    /// and state, and the summary of each live page's snapshot (one prefix read per page).
+    static func expected(paths: PackagePaths, documentBytes: [UInt8], state: DocumentState,
+                         io: Syscalls) throws -> ManifestFile {
+        try ManifestFile(basis: ManifestBasis(state), source: fingerprint(documentBytes)) {
+            try PageCounts.read(paths.content($0), page: $0, io: io)
+        }
     }
 
     static func fingerprint(_ documentBytes: [UInt8]) -> String {
@@ -235,6 +270,83 @@ struct ManifestFile: Codable, Equatable {
         DocumentSummary(id: DocumentID(id)!, title: title, created: created, modified: modified, pageCount: pageCount,
                         elementCount: elementCount, coverPage: coverPage.flatMap(PageID.init), deleted: deleted,
                         manifest: .valid)
+    }
+}
+
+/// The part of a manifest that comes from the document state, computed once per change
+/// of the document (its clock) rather than on every save.
+struct ManifestBasis: Equatable {
+    var id: String
+    var title: String
+    var created: Int64
+    var modified: Int64
+    var deleted: Bool
+    /// Pages not deleted, in document order.
+    var live: [PageID]
+
+    init(_ s: DocumentState) {
+        id = s.id.description
+        title = s.title.value
+        created = s.created
+        modified = s.modified
+        deleted = s.deleted.value
+        live = s.pages.filter { !$0.deleted.value }.map(\.id)
+    }
+}
+
+/// A page's live element count and modification time as its snapshot on disk records them
+/// ([PKG-12]): what the manifest sums.
+struct PageCounts: Hashable, Sendable {
+    var elementCount: Int
+    var modified: Int64
+
+    /// A page with no snapshot (or one whose first bytes cannot be read as one).
+    static let empty = PageCounts(elementCount: 0, modified: 0)
+
+    init(elementCount: Int, modified: Int64) {
+        self.elementCount = elementCount
+        self.modified = modified
+    }
+
+    init(_ state: PageState) {
+        self.init(elementCount: state.elements.count, modified: state.modified)
+    }
+
+    /// The counts of the snapshot at `path` from its first bytes ([PKG-12],
+    /// page-snapshot.md [SNAP-31]): `empty` when there is no such file, or when its first
+    /// bytes are not a version-1 snapshot of `page` (damage is reported and repaired when
+    /// the page is opened, [PKG-42]; its next snapshot corrects the counts).
+    ///
+    /// Reads `PageSnapshot.summaryReadSize` bytes, more only when the page section is
+    /// larger (a clock with hundreds of replicas).
+    /// - Throws: `io` when the file exists but cannot be read.
+    static func read(_ path: String, page: PageID, io: Syscalls) throws -> PageCounts {
+        let fd: FileDescriptor
+        do {
+            fd = try io.open(path, O_RDONLY)
+        } catch let e as LnoteError where e.isNotFound {
+            return .empty
+        }
+        var summary: PageSnapshot.Summary?
+        do {
+            var want = PageSnapshot.summaryReadSize
+            while summary == nil {
+                let bytes = try io.pread(fd, count: want, at: 0)
+                do {
+                    summary = try PageSnapshot.summary(prefix: bytes, path: path)
+                } catch let e as LnoteError where e.code == .truncated && bytes.count == want && want < Int.max / 4 {
+                    want *= 4  // the file goes on: read further
+                } catch let e as LnoteError where [.truncated, .corrupt, .unsupportedVersion, .limitExceeded].contains(e.code) {
+                    break
+                }
+            }
+        } catch {
+            try? fd.close()
+            throw error
+        }
+        try fd.close()
+        guard let summary, summary.page == page else { return .empty }
+        return PageCounts(elementCount: summary.elementCount, modified: summary.modified)
     }
 }
 

@@ -178,9 +178,9 @@ public actor Notebook {
         return out.sorted { ($0.modified, $1.id) > ($1.modified, $0.id) }
     }
 
-    /// Rebuilds manifests that are missing, unreadable, or stale (derived from another
-    /// document.json than the one on disk), and brings document.json up to date with its
-    /// log, by opening and closing each such document. `nil`: every document.
+    /// Rebuilds manifests that are missing, unreadable, or stale (not what document.json and
+    /// the page snapshots on disk call for, [PKG-13]), and brings document.json up to date
+    /// with its log, by opening and closing each such document. `nil`: every document.
     /// Returns the documents whose files were rebuilt.
     @discardableResult
     public func reconcile(_ only: DocumentID? = nil) async throws -> [DocumentID] {
@@ -204,12 +204,14 @@ public actor Notebook {
         return rebuilt
     }
 
-    /// True when manifest.json decodes and was derived from the document.json on disk.
+    /// True when manifest.json holds exactly what document.json on disk and the summaries
+    /// of its live pages' snapshots call for ([PKG-13]): one prefix read per live page.
     static func manifestIsCurrent(_ paths: PackagePaths, io: Syscalls) throws -> Bool {
         guard let m = try DurableFile.readIfExists(paths.manifest, io: io),
-              let manifest = try? ManifestFile.decode(m, path: paths.manifest),
-              let d = try DurableFile.readIfExists(paths.document, io: io) else { return false }
-        return manifest.source == ManifestFile.fingerprint(d)
+              let d = try DurableFile.readIfExists(paths.document, io: io),
+              let (_, state, _) = try? DocumentFile.decode(d, path: paths.document) else { return false }
+        let expected = try ManifestFile.expected(paths: paths, documentBytes: d, state: state, io: io)
+        return try StoreJSON.encode(expected) == m
     }
 
     // MARK: - Documents

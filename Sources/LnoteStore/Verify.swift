@@ -27,7 +27,8 @@ public struct VerifyProblem: Sendable, Hashable, CustomStringConvertible {
         case temporaryFile
         /// A damaged file preserved by recovery (`.corrupt-<n>`): information for a person.
         case quarantinedFile
-        /// manifest.json was derived from another document.json (rebuilt by reconcile/open).
+        /// manifest.json is not what document.json and the page snapshots call for (rebuilt by
+        /// reconcile/open, [PKG-13]).
         case staleManifest
         /// A snapshot covers a log offset past the log's end or names another incarnation.
         case snapshotMismatch
@@ -112,6 +113,7 @@ public enum Verify {
     static func checkPackage(_ paths: PackagePaths, io: Syscalls, into report: inout VerifyReport) throws {
         var pageIDs = Set<PageID>()
         var docCoverage: (offset: UInt64, incarnation: UInt64)?
+        var docState: DocumentState?
         let docBytes = try DurableFile.readIfExists(paths.document, io: io)
         if let docBytes {
             report.files += 1
@@ -119,6 +121,7 @@ public enum Verify {
                 let (f, s, _) = try DocumentFile.decode(docBytes, path: paths.document)
                 pageIDs.formUnion(s.pages.map(\.id))
                 docCoverage = (f.log.offset, f.incarnation)
+                docState = s
                 if s.id != paths.id { report.problems.append(.init(.undecodable, paths.document, "names document \(s.id)")) }
             } catch let e as LnoteError {
                 report.problems.append(.init(.undecodable, paths.document, e.message))
@@ -133,6 +136,15 @@ public enum Verify {
                     report.problems.append(.init(.undecodable, paths.manifest, "names document \(manifest.id)"))
                 } else if let docBytes, manifest.source != ManifestFile.fingerprint(docBytes) {
                     report.problems.append(.init(.staleManifest, paths.manifest, "derived from another document.json"))
+                } else if let docBytes, let docState {
+                    let expected = try ManifestFile.expected(paths: paths, documentBytes: docBytes, state: docState, io: io)
+                    if try StoreJSON.encode(expected) != m {
+                        report.problems.append(.init(.staleManifest, paths.manifest, expected.pageCount == manifest.pageCount
+                            && expected.elementCount == manifest.elementCount && expected.modified == manifest.modified
+                            ? "not in the canonical form of [PKG-10]"
+                            : "says \(manifest.pageCount) pages, \(manifest.elementCount) elements, modified \(manifest.modified); "
+                                + "the page snapshots say \(expected.pageCount), \(expected.elementCount), \(expected.modified)"))
+                    }
                 }
             } catch let e as LnoteError {
                 report.problems.append(.init(.undecodable, paths.manifest, e.message))

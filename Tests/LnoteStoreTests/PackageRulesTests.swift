@@ -99,11 +99,20 @@ struct PackageRulesTests {
         try await nb2.close()
     }
 
-    /// [PKG-16] Editing one page and flushing writes the same files in a 200-page document
-    /// as in a 2-page one: that page's log, snapshot and thumbnail, document.json and manifest.json.
+    /// [PKG-16] Editing one page and flushing writes the same files, and the same bytes, in
+    /// a 200-page document as in a 2-page one: that page's log, snapshot and thumbnail, and
+    /// manifest.json (whose counts have more digits); document.json not at all. Nothing
+    /// of another page is opened: the manifest's counts of other pages were read at open.
     @Test("[PKG-16] only dirty pages are rewritten: 200 pages cost what 2 pages cost")
     func dirtyPagesOnly() async throws {
-        func writes(pages: Int) async throws -> (count: Int, files: [String]) {
+        struct Save {
+            /// Per written file (temporary names normalized): bytes written, in order.
+            var writes: [(name: String, bytes: Int)]
+            var opened: [String]
+            var manifest: ManifestFile
+            var manifestSize: Int
+        }
+        func save(pages: Int) async throws -> Save {
             let dir = try TempDir("dirty")
             defer { dir.remove() }
             let nb = try await openNotebook(dir.path, io: fastIO)
@@ -118,21 +127,45 @@ struct PackageRulesTests {
             rec.reset()
             try await d2.addStroke(stroke(9), to: target)
             try await d2.flush()
-            let w = rec.all.filter { $0.kind == .write }
+            let events = rec.all
             try await nb2.close()
-            let names = w.map { e -> String in
-                let name = DurableFile.split(e.path).name
-                return name.replacingOccurrences(of: target.description, with: "PAGE")
+            func normalized(_ path: String) -> String {
+                var name = String(path.dropFirst(d.paths.root.count))
+                    .replacingOccurrences(of: target.description, with: "PAGE")
                     .replacingOccurrences(of: #"\.tmp-[0-9a-f]{16}"#, with: ".tmp", options: .regularExpression)
+                name = name.replacingOccurrences(of: #"[0-9A-F]{8}-[0-9A-F]{4}-[0-9A-F]{4}-[0-9A-F]{4}-[0-9A-F]{12}"#,
+                                                 with: "OTHER", options: .regularExpression)
+                return name
             }
-            return (w.count, names)
+            let manifestBytes = try #require(fileBytes(d.paths.manifest))
+            return Save(writes: events.filter { $0.kind == .write }.map { (normalized($0.path), $0.byteCount) },
+                        opened: events.filter { $0.kind == .open }.map { normalized($0.path) },
+                        manifest: try ManifestFile.decode(manifestBytes, path: ""), manifestSize: manifestBytes.count)
         }
-        let small = try await writes(pages: 2)
-        let big = try await writes(pages: 200)
-        #expect(small.count == big.count)
-        #expect(small.files == big.files)
-        // The page's thumbnail ([PKG-17]) is rewritten with its snapshot.
-        #expect(small.files == ["PAGE.log", ".PAGE.content.tmp", ".PAGE.png.tmp", ".document.json.tmp", ".manifest.json.tmp"])
+        let small = try await save(pages: 2)
+        let big = try await save(pages: 200)
+        // The same files, in the same order; the page's thumbnail ([PKG-17]) is rewritten with
+        // its snapshot; document.json is not rewritten by a page-only save.
+        #expect(small.writes.map(\.name) == big.writes.map(\.name))
+        #expect(small.writes.map(\.name) == ["/pages/PAGE.log", "/pages/.PAGE.content.tmp", "/thumbnails/.PAGE.png.tmp",
+                                              "/.manifest.json.tmp"])
+        #expect(!big.writes.contains { $0.name.contains("document.json") })
+        // The same bytes, apart from the page's own snapshot and thumbnail, and the manifest's
+        // counts, which are longer numbers in the 200-page document (2 → 200 pages).
+        let pageOwn: Set<String> = ["/pages/.PAGE.content.tmp", "/thumbnails/.PAGE.png.tmp"]
+        for (s, b) in zip(small.writes, big.writes) where !pageOwn.contains(s.name) && s.name != "/.manifest.json.tmp" {
+            #expect(s.bytes == b.bytes, "\(s.name)")
+        }
+        #expect(small.writes.last?.bytes == small.manifestSize && big.writes.last?.bytes == big.manifestSize)
+        #expect(small.manifest.pageCount == 2 && small.manifest.elementCount == 3)
+        #expect(big.manifest.pageCount == 200 && big.manifest.elementCount == 201)
+        var bigWithSmallCounts = big.manifest
+        bigWithSmallCounts.pageCount = small.manifest.pageCount
+        bigWithSmallCounts.elementCount = small.manifest.elementCount
+        #expect(try StoreJSON.encode(bigWithSmallCounts).count == small.manifestSize, "only the counts' digits differ")
+        // Only the edited page's files and the package's own files are opened.
+        #expect(small.opened == big.opened)
+        #expect(!big.opened.contains { $0.contains("OTHER") }, "\(big.opened)")
     }
 
     @Test("[PKG-14] an image's asset is durable before the operation that references it")
