@@ -56,25 +56,113 @@ public enum StrokeCodec {
 
     /// [PTS-3] [PTS-5] Appends `L` and the bit stream of points 2 and later. The bit writer
     /// is a local, not an argument, so that its state can stay in registers.
+    ///
+    /// The shared count of [PTS-7] runs 1, 2, …, 7, then 4, 5, 6, 7 over and over: points
+    /// are coded four at a time with the counts 4 to 7 as constants (the table row and the
+    /// halving are then known at compile time), the first points and the last ones one at
+    /// a time.
     static func encodeStream(_ points: UnsafeBufferPointer<StrokePoint>, into w: inout ByteWriter) {
-        var bits = BitWriter(capacity: points.count * 2 + 64)
-        var s0 = RiceState(), s1 = RiceState(), s2 = RiceState(), s3 = RiceState(), s4 = RiceState()
-        var c = RiceCount()
-        // Second differences straight from three points in memory (loads are cheap) rather
-        // than a running previous point and step, which would not fit in registers.
-        for i in 2..<points.count {
-            // A point takes at most 5 × 56 bits: at most 5 words stored.
-            bits.reserve(40)
-            let p2 = channelValues(points[i]), p1 = channelValues(points[i &- 1]), p0 = channelValues(points[i &- 2])
-            s0.encode(zigzag32((p2.0 &- p1.0) &- (p1.0 &- p0.0)), c, into: &bits)
-            s1.encode(zigzag32((p2.1 &- p1.1) &- (p1.1 &- p0.1)), c, into: &bits)
-            s2.encode(zigzag32((p2.2 &- p1.2) &- (p1.2 &- p0.2)), c, into: &bits)
-            s3.encode(zigzag32((p2.3 &- p1.3) &- (p1.3 &- p0.3)), c, into: &bits)
-            s4.encode(zigzag32((p2.4 &- p1.4) &- (p1.4 &- p0.4)), c, into: &bits)
-            c.advance()
+        let n = points.count
+        let p = points.baseAddress!
+        let table = riceParameterTable
+        var bits = BitWriter(capacity: n * 2 + 64)
+        var sums = RiceSums()
+        var count: UInt64 = 1
+        var i = 2
+        while i < n {
+            if count == 4 && n &- i >= 4 {
+                repeat {
+                    encodePoint(p + i, count: 4, table, &sums, &bits)
+                    encodePoint(p + (i &+ 1), count: 5, table, &sums, &bits)
+                    encodePoint(p + (i &+ 2), count: 6, table, &sums, &bits)
+                    encodePoint(p + (i &+ 3), count: 7, table, &sums, &bits)
+                    i &+= 4
+                } while n &- i >= 4
+                continue
+            }
+            encodePoint(p + i, count: count, table, &sums, &bits)
+            count = count == 7 ? 4 : count &+ 1
+            i &+= 1
         }
         w.varint(UInt64(bits.byteCount))
         bits.finish { w.append($0) }
+    }
+
+    /// [PTS-5] [PTS-6] Codes the point at `p` (which has two points before it) with the
+    /// shared `count` (1...7).
+    ///
+    /// The common case, every sum below 256 (k from the table), every quotient below 16 (no
+    /// escape) and the five codes in 56 bits or fewer, appends the five codes and flushes
+    /// once; anything else codes each value on its own, flushing after each.
+    @inline(__always)
+    static func encodePoint(_ p: UnsafePointer<StrokePoint>, count: UInt64, _ table: UnsafePointer<UInt8>,
+                            _ s: inout RiceSums, _ bits: inout BitWriter) {
+        // At most five flushes of at most 7 bytes each, then 8 bytes stored.
+        bits.reserve(48)
+        let a = channelValues(p[0]), b = channelValues(p[-1]), c = channelValues(p[-2])
+        let u0 = UInt64(zigzag32((a.0 &- b.0) &- (b.0 &- c.0)))
+        let u1 = UInt64(zigzag32((a.1 &- b.1) &- (b.1 &- c.1)))
+        let u2 = UInt64(zigzag32((a.2 &- b.2) &- (b.2 &- c.2)))
+        let u3 = UInt64(zigzag32((a.3 &- b.3) &- (b.3 &- c.3)))
+        let u4 = UInt64(zigzag32((a.4 &- b.4) &- (b.4 &- c.4)))
+        if (s.s0 | s.s1 | s.s2 | s.s3 | s.s4) < 256 {
+            let kRow = table + Int(truncatingIfNeeded: count) &* 256
+            let mRow = kRow + riceMaskOffset
+            let k0 = UInt64(kRow[Int(truncatingIfNeeded: s.s0)]), k1 = UInt64(kRow[Int(truncatingIfNeeded: s.s1)])
+            let k2 = UInt64(kRow[Int(truncatingIfNeeded: s.s2)]), k3 = UInt64(kRow[Int(truncatingIfNeeded: s.s3)])
+            let k4 = UInt64(kRow[Int(truncatingIfNeeded: s.s4)])
+            let q0 = u0 &>> k0, q1 = u1 &>> k1, q2 = u2 &>> k2, q3 = u3 &>> k3, q4 = u4 &>> k4
+            let len0 = q0 &+ 1 &+ k0, len1 = q1 &+ 1 &+ k1, len2 = q2 &+ 1 &+ k2
+            let len3 = q3 &+ 1 &+ k3, len4 = q4 &+ 1 &+ k4
+            if (q0 | q1 | q2 | q3 | q4) < 16 && len0 &+ len1 &+ len2 &+ len3 &+ len4 <= 56 {
+                // q one-bits, a zero, the low bits: (((low << 1) | 1) << q) − 1.
+                let m0 = UInt64(mRow[Int(truncatingIfNeeded: s.s0)]), m1 = UInt64(mRow[Int(truncatingIfNeeded: s.s1)])
+                let m2 = UInt64(mRow[Int(truncatingIfNeeded: s.s2)]), m3 = UInt64(mRow[Int(truncatingIfNeeded: s.s3)])
+                let m4 = UInt64(mRow[Int(truncatingIfNeeded: s.s4)])
+                bits.append(((((u0 & m0) &<< 1) | 1) &<< q0) &- 1, count: len0)
+                bits.append(((((u1 & m1) &<< 1) | 1) &<< q1) &- 1, count: len1)
+                bits.append(((((u2 & m2) &<< 1) | 1) &<< q2) &- 1, count: len2)
+                bits.append(((((u3 & m3) &<< 1) | 1) &<< q3) &- 1, count: len3)
+                bits.append(((((u4 & m4) &<< 1) | 1) &<< q4) &- 1, count: len4)
+                bits.flush()
+                s.update(u0, u1, u2, u3, u4, count: count)
+                return
+            }
+        }
+        (s, bits.cursor) = encodePointSlowly(u0, u1, u2, u3, u4, count: count, table, s, bits.cursor, bits.buffer)
+    }
+
+    /// The rare case of `encodePoint`: each value coded and flushed on its own. On values,
+    /// not `inout`, so that the caller's state can stay in registers.
+    @inline(never)
+    static func encodePointSlowly(_ u0: UInt64, _ u1: UInt64, _ u2: UInt64, _ u3: UInt64, _ u4: UInt64,
+                                  count: UInt64, _ table: UnsafePointer<UInt8>, _ sums: RiceSums,
+                                  _ cursor: BitCursor, _ buffer: UnsafeMutableRawPointer) -> (RiceSums, BitCursor) {
+        var s = sums, bits = cursor
+        encodeValue(u0, sum: s.s0, count: count, table, &bits, buffer)
+        encodeValue(u1, sum: s.s1, count: count, table, &bits, buffer)
+        encodeValue(u2, sum: s.s2, count: count, table, &bits, buffer)
+        encodeValue(u3, sum: s.s3, count: count, table, &bits, buffer)
+        encodeValue(u4, sum: s.s4, count: count, table, &bits, buffer)
+        s.update(u0, u1, u2, u3, u4, count: count)
+        return (s, bits)
+    }
+
+    /// [PTS-6] Writes `u` with the parameter of `sum` and `count`: q = u >> k one-bits, a
+    /// zero-bit and the k low bits (at most 55 bits), or the escape (24 one-bits then 32 raw
+    /// bits), then flushes.
+    @inline(__always)
+    static func encodeValue(_ u: UInt64, sum: UInt64, count: UInt64, _ table: UnsafePointer<UInt8>,
+                            _ bits: inout BitCursor, _ buffer: UnsafeMutableRawPointer) {
+        let k = riceParameter(sum: sum, count: count, table)
+        let q = u &>> k
+        if q < UInt64(escapeLength) {
+            let low = u & ((1 &<< k) &- 1)
+            bits.append((((low &<< 1) | 1) &<< q) &- 1, count: q &+ 1 &+ k)
+        } else {
+            bits.append(0xFF_FFFF | (u &<< 24), count: 56)
+        }
+        bits.flush(to: buffer)
     }
 
     /// The encoding of `points` alone.
