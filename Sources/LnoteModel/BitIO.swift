@@ -153,6 +153,18 @@ struct BitReader {
         }
     }
 
+    /// The reader's state as a `QuickBitCursor`, for the hot loop.
+    @inline(__always) var quickCursor: QuickBitCursor {
+        QuickBitCursor(next: bytes + position, limit: Int(bitPattern: bytes) &+ end &- 8, acc: acc, available: available)
+    }
+
+    /// Takes back the state of `cursor` (made from this reader's `quickCursor`).
+    @inline(__always) mutating func adopt(_ cursor: QuickBitCursor) {
+        position = cursor.next - bytes
+        acc = cursor.acc
+        available = cursor.available
+    }
+
     /// Near the end: byte by byte, up to 64 counted bits (the word path is never taken
     /// again once fewer than 8 bytes remain). Static, on scalars, and not inlined, so that
     /// the reader's state can stay in registers in the hot loop.
@@ -184,5 +196,38 @@ struct BitReader {
         guard left < 8 else { throw .unusedBytes(bit: consumedBits) }
         // left < 8 means every byte is counted: the window holds exactly the padding.
         guard acc & ((1 &<< available) &- 1) == 0 else { throw .padding }
+    }
+}
+
+/// A `BitReader`'s state without the stream's bounds, as the quick decoder keeps it in
+/// registers: the next byte not yet counted as a pointer, and the last address a word may
+/// be loaded from.
+struct QuickBitCursor {
+    var next: UnsafeRawPointer
+    /// The address of the stream's end minus 8 (an address, not a pointer: it may lie before
+    /// the stream's start).
+    let limit: Int
+    /// As in `BitReader`.
+    var acc: UInt64
+    var available: UInt64
+
+    /// Whether 8 bytes or more are not yet counted, so that `refill` may load a word.
+    @inline(__always) var canRefill: Bool { Int(bitPattern: next) <= limit }
+
+    /// With `canRefill`: tops the window up to 56...63 counted bits without a branch
+    /// (`BitReader.refill`'s word path; `available` is at most 63 here, as only its `tail`,
+    /// which runs once fewer than 8 bytes remain, counts 64).
+    @inline(__always) mutating func refill() {
+        let word = UInt64(littleEndian: next.loadUnaligned(as: UInt64.self))
+        acc |= word &<< available
+        next += Int(truncatingIfNeeded: (63 &- available) &>> 3)
+        available |= 56
+    }
+
+    /// Sets the window to `window`, which MUST be the current one shifted right by `count`
+    /// (≤ `available`) bits: the bits of several values consumed at once.
+    @inline(__always) mutating func consume(_ count: UInt64, leaving window: UInt64) {
+        acc = window
+        available &-= count
     }
 }

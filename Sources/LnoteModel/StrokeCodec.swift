@@ -241,9 +241,192 @@ public enum StrokeCodec {
     }
 
     /// [PTS-5] [PTS-8] Decodes points 2..<n from `reader` (points 0 and 1 given), then
-    /// checks the stream's end. The reader is copied into a local so that its state stays
-    /// in registers.
+    /// checks the stream's end: `decodeStreamQuickly`, which gives up on any fault (rare:
+    /// only damaged streams have one), else `decodeStreamExactly`, which names the fault.
     static func decodeStream(_ reader: BitReader, count n: Int, first: StrokePoint, second: Channels,
+                             delta firstStep: Channels) throws(BitStreamFault) -> [StrokePoint] {
+        if let points = decodeStreamQuickly(reader, count: n, first: first, second: second) { return points }
+        return try decodeStreamExactly(reader, count: n, first: first, second: second, delta: firstStep)
+    }
+
+    /// The points of a valid stream, exactly as `decodeStreamExactly` gives them, or nil
+    /// when the stream has any fault (pressure, overflow, needless escape, end).
+    ///
+    /// In two passes over the output: `decodeValues` reads the values (the zigzagged second
+    /// differences), five 32-bit words per point, into the memory of the points to come
+    /// (a point's 20 bytes hold its five values), then `integrate` turns each point's
+    /// values into the point, in place.
+    static func decodeStreamQuickly(_ reader: BitReader, count n: Int, first: StrokePoint,
+                                    second: Channels) -> [StrokePoint]? {
+        guard MemoryLayout<StrokePoint>.stride == 5 * MemoryLayout<UInt32>.stride else { return nil }
+        var valid = true
+        let points = [StrokePoint](unsafeUninitializedCapacity: n) { out, initialized in
+            let o = out.baseAddress!
+            o[0] = first
+            o[1] = point(second)
+            let values = UnsafeMutableRawPointer(o + 2).bindMemory(to: UInt32.self, capacity: 5 * (n - 2))
+            valid = decodeValues(values, points: n - 2, reader)
+            if valid {
+                // The values' memory is the points' again.
+                UnsafeMutableRawPointer(values).bindMemory(to: StrokePoint.self, capacity: n - 2)
+                valid = integrate(o, count: n)
+            }
+            // StrokePoint is a trivial type: a partial array is dropped without harm.
+            initialized = valid ? n : 2
+        }
+        return valid ? points : nil
+    }
+
+    /// Pass 1: reads the `m` points' values into `values` (x, y, pressure, radius, t for
+    /// each point) and checks the stream's end; false on any fault but pressure.
+    ///
+    /// Points go through `decodeValuesQuickly` (four at a time with the counts 4 to 7 as
+    /// constants when the count allows, as in `encodeStream`); where it cannot decode one,
+    /// `decodeRunExactly` decodes it and the next ones until the quick path can take over.
+    static func decodeValues(_ values: UnsafeMutablePointer<UInt32>, points m: Int, _ reader: BitReader) -> Bool {
+        let table = riceParameterTable
+        var reader = reader
+        var bits = reader.quickCursor
+        var sums = RiceSums()
+        var count: UInt64 = 1
+        var j = 0
+        while j < m {
+            quick: while true {
+                if count == 4 && m &- j >= 4 {
+                    let v = values + 5 &* j
+                    guard decodeValuesQuickly(v, count: 4, table, &sums, &bits) else { break quick }
+                    guard decodeValuesQuickly(v + 5, count: 5, table, &sums, &bits) else {
+                        (j, count) = (j &+ 1, 5)
+                        break quick
+                    }
+                    guard decodeValuesQuickly(v + 10, count: 6, table, &sums, &bits) else {
+                        (j, count) = (j &+ 2, 6)
+                        break quick
+                    }
+                    guard decodeValuesQuickly(v + 15, count: 7, table, &sums, &bits) else {
+                        (j, count) = (j &+ 3, 7)
+                        break quick
+                    }
+                    j &+= 4
+                } else {
+                    guard j < m, decodeValuesQuickly(values + 5 &* j, count: count, table, &sums, &bits) else {
+                        break quick
+                    }
+                    count = count == 7 ? 4 : count &+ 1
+                    j &+= 1
+                }
+            }
+            guard j < m else { break }
+            reader.adopt(bits)
+            guard let run = decodeRunExactly(values, from: j, points: m, riceCount: count, sums, reader) else {
+                return false
+            }
+            (j, count, sums, reader) = run
+            bits = reader.quickCursor
+        }
+        reader.adopt(bits)
+        do throws(BitStreamFault) { try reader.finish() } catch { return false }
+        return true
+    }
+
+    /// [PTS-6] [PTS-7] Reads one point's five values into `v` with the shared `count`
+    /// (1...7), or returns false having changed nothing but the counted bits.
+    ///
+    /// It needs 8 stream bytes or more left and every sum below 256 (k from the table, at
+    /// most 7); it tops the window up once, reads the five codes without a test, then checks
+    /// that they fit the counted bits and that their unary runs are below 16 (no escape; no
+    /// value can overflow with k ≤ 7).
+    @inline(__always)
+    static func decodeValuesQuickly(_ v: UnsafeMutablePointer<UInt32>, count: UInt64, _ table: UnsafePointer<UInt8>,
+                                    _ s: inout RiceSums, _ bits: inout QuickBitCursor) -> Bool {
+        guard bits.canRefill && (s.s0 | s.s1 | s.s2 | s.s3 | s.s4) < 256 else { return false }
+        bits.refill()
+        let kRow = table + Int(truncatingIfNeeded: count) &* 256
+        let mRow = kRow + riceMaskOffset
+        var w = bits.acc
+        // The bits of the point read so far (but one per value, added at the end), and the
+        // unary runs ORed together.
+        var used: UInt64 = 0, runs: UInt64 = 0
+        /// The next value, with `sum`: garbage if the check below fails. (A single shift by
+        /// the code's length, with the low bits taken apart, measured slower.)
+        @inline(__always) func next(_ sum: UInt64) -> UInt64 {
+            let k = UInt64(kRow[Int(truncatingIfNeeded: sum)]), mask = UInt64(mRow[Int(truncatingIfNeeded: sum)])
+            // The trailing one-bits of w are the trailing zero-bits of w + 1.
+            let ones = UInt64((w &+ 1).trailingZeroBitCount)
+            let rest = w &>> (ones &+ 1)
+            w = rest &>> k
+            used &+= ones &+ k
+            runs |= ones
+            return (ones &<< k) | (rest & mask)
+        }
+        let u0 = next(s.s0), u1 = next(s.s1), u2 = next(s.s2), u3 = next(s.s3), u4 = next(s.s4)
+        used &+= 5
+        guard runs < 16 && used <= bits.available else { return false }
+        bits.consume(used, leaving: w)
+        v[0] = UInt32(truncatingIfNeeded: u0)
+        v[1] = UInt32(truncatingIfNeeded: u1)
+        v[2] = UInt32(truncatingIfNeeded: u2)
+        v[3] = UInt32(truncatingIfNeeded: u3)
+        v[4] = UInt32(truncatingIfNeeded: u4)
+        s.update(u0, u1, u2, u3, u4, count: count)
+        return true
+    }
+
+    /// Reads the values of points `j`… with `RiceState.decode`, at least one point, until
+    /// the quick path can take over again (8 stream bytes or more left and every sum below
+    /// 256) or the last point; nil on any fault. On values, not `inout`, so that the
+    /// caller's state can stay in registers.
+    @inline(never)
+    static func decodeRunExactly(_ values: UnsafeMutablePointer<UInt32>, from j: Int, points m: Int,
+                                 riceCount: UInt64, _ sums: RiceSums, _ reader: BitReader)
+        -> (next: Int, riceCount: UInt64, sums: RiceSums, reader: BitReader)? {
+        var bits = reader, j = j
+        var c = RiceCount(count: riceCount)
+        var s0 = RiceState(sum: sums.s0), s1 = RiceState(sum: sums.s1), s2 = RiceState(sum: sums.s2)
+        var s3 = RiceState(sum: sums.s3), s4 = RiceState(sum: sums.s4)
+        do throws(BitStreamFault) {
+            repeat {
+                let v = values + 5 * j
+                v[0] = try s0.decode(c, from: &bits)
+                v[1] = try s1.decode(c, from: &bits)
+                v[2] = try s2.decode(c, from: &bits)
+                v[3] = try s3.decode(c, from: &bits)
+                v[4] = try s4.decode(c, from: &bits)
+                c.advance()
+                j += 1
+            } while j < m && (!bits.quickCursor.canRefill || (s0.sum | s1.sum | s2.sum | s3.sum | s4.sum) >= 256)
+        } catch {
+            return nil
+        }
+        return (j, c.count, RiceSums(s0: s0.sum, s1: s1.sum, s2: s2.sum, s3: s3.sum, s4: s4.sum), bits)
+    }
+
+    /// Pass 2: turns the values stored in points 2..<n (as `decodeValues` left them) into
+    /// points, from the two points before each: v_i = 2·v_{i−1} − v_{i−2} + unzigzag(u).
+    /// False if a pressure exceeds 1000.
+    static func integrate(_ o: UnsafeMutablePointer<StrokePoint>, count n: Int) -> Bool {
+        var b = channelValues(o[0]), a = channelValues(o[1])
+        var pressureAbove: UInt32 = 0
+        for i in 2..<n {
+            let raw = UnsafeRawPointer(o + i)
+            let u = raw.loadUnaligned(as: SIMD4<UInt32>.self)
+            let ut = raw.loadUnaligned(fromByteOffset: 16, as: UInt32.self)
+            let dd = (u &>> 1) ^ (SIMD4<UInt32>() &- (u & 1))
+            let vb = SIMD4(b.0, b.1, b.2, b.3), va = SIMD4(a.0, a.1, a.2, a.3)
+            let v = va &+ va &- vb &+ dd
+            let t = (a.4 &+ a.4 &- b.4) &+ unzigzag32(ut)
+            pressureAbove |= v[2] > UInt32(Quantization.pressureMax) ? 1 : 0
+            b = a
+            a = (v[0], v[1], v[2], v[3], t)
+            o[i] = point(a)
+        }
+        return pressureAbove == 0
+    }
+
+    /// [PTS-5] [PTS-8] Decodes points 2..<n from `reader` (points 0 and 1 given) value by
+    /// value, then checks the stream's end; throws the first fault with its position. The
+    /// reader is copied into a local so that its state stays in registers.
+    static func decodeStreamExactly(_ reader: BitReader, count n: Int, first: StrokePoint, second: Channels,
                              delta firstStep: Channels) throws(BitStreamFault) -> [StrokePoint] {
         var fault: BitStreamFault?
         let points = [StrokePoint](unsafeUninitializedCapacity: n) { out, initialized in

@@ -200,6 +200,75 @@ struct StrokeCodecSpeedSafetyTests {
         #expect(failures > 0 && successes > 0, "\(failures) failures, \(successes) successes")
     }
 
+    /// The quick paths of the encoder and decoder hand over to the per-value ones on a large
+    /// sum, a quotient or unary run of 16 or more, an escape, codes over 56 bits, the last 8
+    /// bytes of the stream and a pressure above 1000: one jump of every size, on each
+    /// channel, at each phase of the shared count (points 2 to 13), in a smooth stroke; and
+    /// smooth strokes of every length from 3 to 40 points (the end at every phase).
+    @Test func quickPathsHandOverAtEveryPhase() {
+        var g = HandwritingGenerator(seed: 0x5EED_0107)
+        var smooth = g.nextStroke().points
+        while smooth.count < 48 { smooth += g.nextStroke().points }
+        smooth.removeLast(smooth.count - 48)
+        for n in 3...40 {
+            let bytes = Self.sameEncoding(Array(smooth[0..<n]), "smooth stroke of \(n) points")
+            Self.sameDecoding(bytes, "smooth stroke of \(n) points")
+        }
+        for position in 2..<14 {
+            for size in 0..<33 {
+                for negative in [false, true] {
+                    let magnitude = size == 32 ? UInt32.max : (UInt32(1) << UInt32(size)) &- 1
+                    let jump = negative ? 0 &- magnitude : magnitude
+                    for channel in 0..<5 {
+                        var pts = smooth
+                        for i in position..<pts.count {
+                            switch channel {
+                            case 0: pts[i].x = Int32(bitPattern: UInt32(bitPattern: pts[i].x) &+ jump)
+                            case 1: pts[i].y = Int32(bitPattern: UInt32(bitPattern: pts[i].y) &+ jump)
+                            case 2: pts[i].pressure = UInt16(truncatingIfNeeded: UInt32(pts[i].pressure) &+ jump)
+                            case 3: pts[i].radius = Int32(bitPattern: UInt32(bitPattern: pts[i].radius) &+ jump)
+                            default: pts[i].t = pts[i].t &+ jump
+                            }
+                        }
+                        let context = "jump of \(negative ? "-" : "+")\(magnitude) on channel \(channel) at point \(position)"
+                        let bytes = Self.sameEncoding(pts, context)
+                        Self.sameDecoding(bytes, context)
+                    }
+                }
+            }
+        }
+    }
+
+    /// [PTS-6] The quick decoder's own checks, which a wrong read would rarely reveal
+    /// otherwise (the exact decoder, run again after any failure, gives the same points):
+    /// it refuses a point with a unary run of 16 or more (an escape among them) and a point
+    /// longer than the bits it counts, and reads the longest run it accepts.
+    @Test func quickDecoderRefusesWhatItDoesNotCheck() {
+        /// Codes with k = 0 (count 1, sums 2): `run` one-bits and a zero for each value.
+        func read(_ runs: [Int]) -> [UInt32]? {
+            var bits: [Bool] = []
+            for r in runs { bits += Array(repeating: true, count: r) + [false] }
+            var bytes = [UInt8](repeating: 0, count: 32)
+            for (i, b) in bits.enumerated() where b { bytes[i / 8] |= 1 << UInt8(i % 8) }
+            return bytes.withUnsafeBytes { raw -> [UInt32]? in
+                var cursor = BitReader(raw.baseAddress!, range: 0..<raw.count).quickCursor
+                var sums = RiceSums()
+                var values = [UInt32](repeating: 0, count: 5)
+                let ok = values.withUnsafeMutableBufferPointer {
+                    StrokeCodec.decodeValuesQuickly($0.baseAddress!, count: 1, riceParameterTable, &sums, &cursor)
+                }
+                return ok ? values : nil
+            }
+        }
+        #expect(read([15, 0, 3, 0, 1]) == [15, 0, 3, 0, 1])
+        #expect(read([16, 0, 0, 0, 0]) == nil)
+        #expect(read([0, 0, 0, 0, 24]) == nil)
+        #expect(read([0, 30, 0, 0, 0]) == nil)
+        // A first refill counts 56 bits: 57 bits of codes are too many, 56 are not.
+        #expect(read([10, 10, 10, 10, 12]) == nil)
+        #expect(read([10, 10, 10, 10, 11]) == [10, 10, 10, 10, 11])
+    }
+
     /// Random multi-byte mutations and random bytes.
     @Test func decoderMatchesReferenceOnMutationsAndNoise() {
         for seed in testSeeds(0x5EED_0106, count: 3000) {
