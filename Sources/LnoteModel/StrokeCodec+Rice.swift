@@ -50,6 +50,15 @@ struct RiceSums {
         s3 = (s3 &+ u3) &>> halve
         s4 = (s4 &+ u4) &>> halve
     }
+
+    /// [PTS-7] Halves every sum (count + 1 reached 8).
+    @inline(__always) mutating func halve() {
+        s0 &>>= 1
+        s1 &>>= 1
+        s2 &>>= 1
+        s3 &>>= 1
+        s4 &>>= 1
+    }
 }
 
 /// The `count` half of the adaptive Golomb-Rice state of [PTS-7], shared by the five

@@ -92,8 +92,10 @@ public enum StrokeCodec {
     /// shared `count` (1...7).
     ///
     /// The common case, every sum below 256 (k from the table), every quotient below 16 (no
-    /// escape) and the five codes in 56 bits or fewer, appends the five codes and flushes
-    /// once; anything else codes each value on its own, flushing after each.
+    /// escape) and the five codes in 56 bits or fewer, gathers the five codes in a word and
+    /// appends it with one flush; anything else codes each value on its own, flushing after
+    /// each. The codes are gathered before the check, value by value, so that few values
+    /// are alive at once; a failed check takes back their sums.
     @inline(__always)
     static func encodePoint(_ p: UnsafePointer<StrokePoint>, count: UInt64, _ table: UnsafePointer<UInt8>,
                             _ s: inout RiceSums, _ bits: inout BitWriter) {
@@ -108,26 +110,36 @@ public enum StrokeCodec {
         if (s.s0 | s.s1 | s.s2 | s.s3 | s.s4) < 256 {
             let kRow = table + Int(truncatingIfNeeded: count) &* 256
             let mRow = kRow + riceMaskOffset
-            let k0 = UInt64(kRow[Int(truncatingIfNeeded: s.s0)]), k1 = UInt64(kRow[Int(truncatingIfNeeded: s.s1)])
-            let k2 = UInt64(kRow[Int(truncatingIfNeeded: s.s2)]), k3 = UInt64(kRow[Int(truncatingIfNeeded: s.s3)])
-            let k4 = UInt64(kRow[Int(truncatingIfNeeded: s.s4)])
-            let q0 = u0 &>> k0, q1 = u1 &>> k1, q2 = u2 &>> k2, q3 = u3 &>> k3, q4 = u4 &>> k4
-            let len0 = q0 &+ 1 &+ k0, len1 = q1 &+ 1 &+ k1, len2 = q2 &+ 1 &+ k2
-            let len3 = q3 &+ 1 &+ k3, len4 = q4 &+ 1 &+ k4
-            if (q0 | q1 | q2 | q3 | q4) < 16 && len0 &+ len1 &+ len2 &+ len3 &+ len4 <= 56 {
+            var codes: UInt64 = 0, used: UInt64 = 0, quotients: UInt64 = 0
+            /// Gathers the code of `u` with `sum` (garbage if the check below fails).
+            @inline(__always) func gather(_ u: UInt64, _ sum: inout UInt64) {
+                let k = UInt64(kRow[Int(truncatingIfNeeded: sum)]), mask = UInt64(mRow[Int(truncatingIfNeeded: sum)])
+                let q = u &>> k
                 // q one-bits, a zero, the low bits: (((low << 1) | 1) << q) − 1.
-                let m0 = UInt64(mRow[Int(truncatingIfNeeded: s.s0)]), m1 = UInt64(mRow[Int(truncatingIfNeeded: s.s1)])
-                let m2 = UInt64(mRow[Int(truncatingIfNeeded: s.s2)]), m3 = UInt64(mRow[Int(truncatingIfNeeded: s.s3)])
-                let m4 = UInt64(mRow[Int(truncatingIfNeeded: s.s4)])
-                bits.append(((((u0 & m0) &<< 1) | 1) &<< q0) &- 1, count: len0)
-                bits.append(((((u1 & m1) &<< 1) | 1) &<< q1) &- 1, count: len1)
-                bits.append(((((u2 & m2) &<< 1) | 1) &<< q2) &- 1, count: len2)
-                bits.append(((((u3 & m3) &<< 1) | 1) &<< q3) &- 1, count: len3)
-                bits.append(((((u4 & m4) &<< 1) | 1) &<< q4) &- 1, count: len4)
+                codes |= (((((u & mask) &<< 1) | 1) &<< q) &- 1) &<< used
+                used &+= q &+ 1 &+ k
+                quotients |= q
+                sum &+= u
+            }
+            gather(u0, &s.s0)
+            gather(u1, &s.s1)
+            gather(u2, &s.s2)
+            gather(u3, &s.s3)
+            gather(u4, &s.s4)
+            // Quotients below 16 and at most 56 bits (so the codes are below 2⁵⁶): one test
+            // that needs the codes, so that they are gathered value by value before it
+            // rather than sunk after it, where they would all be alive at once.
+            if (quotients &>> 4) | ((used &+ 7) &>> 6) | (codes &>> 56) == 0 {
+                bits.append(codes, count: used)
                 bits.flush()
-                s.update(u0, u1, u2, u3, u4, count: count)
+                if count &+ 1 == resetCount { s.halve() }
                 return
             }
+            s.s0 &-= u0
+            s.s1 &-= u1
+            s.s2 &-= u2
+            s.s3 &-= u3
+            s.s4 &-= u4
         }
         (s, bits.cursor) = encodePointSlowly(u0, u1, u2, u3, u4, count: count, table, s, bits.cursor, bits.buffer)
     }
