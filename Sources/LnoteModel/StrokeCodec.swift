@@ -416,24 +416,55 @@ public enum StrokeCodec {
     /// Pass 2: turns the values stored in points 2..<n (as `decodeValues` left them) into
     /// points, from the two points before each: v_i = 2·v_{i−1} − v_{i−2} + unzigzag(u).
     /// False if a pressure exceeds 1000.
-    static func integrate(_ o: UnsafeMutablePointer<StrokePoint>, count n: Int) -> Bool {
-        var b = channelValues(o[0]), a = channelValues(o[1])
-        var pressureAbove: UInt32 = 0
-        for i in 2..<n {
-            let raw = UnsafeRawPointer(o + i)
+    ///
+    /// `packed`: whether x, y, pressure, radius may be stored as four 32-bit words at once
+    /// (`pointLayoutIsPacked`; a parameter so that tests can compare both ways).
+    static func integrate(_ o: UnsafeMutablePointer<StrokePoint>, count n: Int,
+                          packed: Bool = pointLayoutIsPacked) -> Bool {
+        var vb = vector(o[0]), va = vector(o[1])
+        var tb = o[0].t, ta = o[1].t
+        // Pressure lane above 1000, as a signed comparison of values with the sign bit flipped.
+        let flip = SIMD4<UInt32>(repeating: 0x8000_0000)
+        let bound = SIMD4<Int32>(.max, .max, Int32(bitPattern: UInt32(Quantization.pressureMax) ^ 0x8000_0000), .max)
+        var above = SIMDMask<SIMD4<Int32>>()
+        /// Point i from its values and the two points before it.
+        @inline(__always) func next(_ i: Int, packed: Bool) {
+            let raw = UnsafeMutableRawPointer(o + i)
             let u = raw.loadUnaligned(as: SIMD4<UInt32>.self)
             let ut = raw.loadUnaligned(fromByteOffset: 16, as: UInt32.self)
-            let dd = (u &>> 1) ^ (SIMD4<UInt32>() &- (u & 1))
-            let vb = SIMD4(b.0, b.1, b.2, b.3), va = SIMD4(a.0, a.1, a.2, a.3)
-            let v = va &+ va &- vb &+ dd
-            let t = (a.4 &+ a.4 &- b.4) &+ unzigzag32(ut)
-            pressureAbove |= v[2] > UInt32(Quantization.pressureMax) ? 1 : 0
-            b = a
-            a = (v[0], v[1], v[2], v[3], t)
-            o[i] = point(a)
+            let v = (va &+ va &- vb) &+ ((u &>> 1) ^ (SIMD4<UInt32>() &- (u & 1)))
+            let t = (ta &+ ta &- tb) &+ unzigzag32(ut)
+            above .|= SIMD4<Int32>(truncatingIfNeeded: v ^ flip) .> bound
+            if packed {
+                // x, y, pressure and its padding (zero for a valid pressure), radius.
+                raw.storeBytes(of: v, as: SIMD4<UInt32>.self)
+                raw.storeBytes(of: t, toByteOffset: 16, as: UInt32.self)
+            } else {
+                o[i] = point((v[0], v[1], v[2], v[3], t))
+            }
+            (vb, va, tb, ta) = (va, v, ta, t)
         }
-        return pressureAbove == 0
+        if packed {
+            for i in 2..<n { next(i, packed: true) }
+        } else {
+            for i in 2..<n { next(i, packed: false) }
+        }
+        return !any(above)
     }
+
+    /// x, y, pressure, radius of `p`.
+    @inline(__always)
+    static func vector(_ p: StrokePoint) -> SIMD4<UInt32> {
+        SIMD4(UInt32(bitPattern: p.x), UInt32(bitPattern: p.y), UInt32(p.pressure), UInt32(bitPattern: p.radius))
+    }
+
+    /// Whether `StrokePoint` has x, y, pressure, radius, t at offsets 0, 4, 8, 12, 16 (the
+    /// pressure's 2 padding bytes after it), so that `integrate` may store x to radius as
+    /// four 32-bit words at once.
+    static let pointLayoutIsPacked: Bool =
+        MemoryLayout<StrokePoint>.offset(of: \.x) == 0 && MemoryLayout<StrokePoint>.offset(of: \.y) == 4
+            && MemoryLayout<StrokePoint>.offset(of: \.pressure) == 8 && MemoryLayout<StrokePoint>.offset(of: \.radius) == 12
+            && MemoryLayout<StrokePoint>.offset(of: \.t) == 16 && MemoryLayout<StrokePoint>.size == 20
 
     /// [PTS-5] [PTS-8] Decodes points 2..<n from `reader` (points 0 and 1 given) value by
     /// value, then checks the stream's end; throws the first fault with its position. The

@@ -269,6 +269,42 @@ struct StrokeCodecSpeedSafetyTests {
         #expect(read([10, 10, 10, 10, 11]) == [10, 10, 10, 10, 11])
     }
 
+    /// The decoder's second pass gives the same points and the same pressure verdict whether
+    /// it stores a point's first four channels as one 16-byte word (the layout of this
+    /// platform, checked here) or field by field.
+    @Test func integrateStoresTheSamePointsEitherWay() {
+        #expect(StrokeCodec.pointLayoutIsPacked)
+        var valid = 0, rejected = 0
+        for seed in testSeeds(0x5EED_0108, count: 300) {
+            var g = SplitMix64(seed: seed)
+            let n = 2 + Int(g.below(60))
+            func start() -> [StrokePoint] {
+                var h = SplitMix64(seed: seed)
+                let scale = UInt64(1) << h.below(33)
+                var pts = [StrokePoint(x: 5, y: -7, pressure: UInt16(h.below(1001)), radius: 3, t: 9),
+                           StrokePoint(x: 8, y: -9, pressure: UInt16(h.below(1001)), radius: 4, t: 13)]
+                // The values of the points to come, five 32-bit words each.
+                for _ in 2..<n {
+                    var p = StrokePoint(x: 0, y: 0)
+                    withUnsafeMutableBytes(of: &p) { raw in
+                        for c in 0..<5 {
+                            raw.storeBytes(of: UInt32(truncatingIfNeeded: h.below(scale)), toByteOffset: 4 * c, as: UInt32.self)
+                        }
+                    }
+                    pts.append(p)
+                }
+                return pts
+            }
+            var packed = start(), fields = start()
+            let a = packed.withUnsafeMutableBufferPointer { StrokeCodec.integrate($0.baseAddress!, count: n, packed: true) }
+            let b = fields.withUnsafeMutableBufferPointer { StrokeCodec.integrate($0.baseAddress!, count: n, packed: false) }
+            #expect(a == b, "seed \(seed)")
+            if a { #expect(packed == fields, "seed \(seed)") }
+            if a { valid += 1 } else { rejected += 1 }
+        }
+        #expect(valid > 0 && rejected > 0, "\(valid) valid, \(rejected) rejected")
+    }
+
     /// Random multi-byte mutations and random bytes.
     @Test func decoderMatchesReferenceOnMutationsAndNoise() {
         for seed in testSeeds(0x5EED_0106, count: 3000) {
