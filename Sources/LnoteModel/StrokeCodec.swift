@@ -191,6 +191,80 @@ public enum StrokeCodec {
     ///   inside the stream (or the count cannot fit in what remains), `corrupt` for anything
     ///   that is not the canonical encoding of a valid point list.
     public static func decodePoints(_ r: inout ByteReader) throws -> [StrokePoint] {
+        guard let h = quickHeader(r) else { return try decodePointsChecked(&r) }
+        // Neither can throw: `quickHeader` saw the bytes.
+        _ = try r.skip(h.headerBytes, "point stream header")
+        let range = try r.skip(h.length, "point bit stream")
+        return try decodeStream(r, range, count: h.n, first: h.first, second: h.second, delta: h.delta)
+    }
+
+    /// The header of a stream of 3 points or more read straight from the bytes, every value
+    /// as `decodePointsChecked` reads it; nil when anything is unusual (fewer than 3 points,
+    /// a varint of more than 5 bytes or not in its shortest form, a value out of range, too
+    /// few bytes), for `decodePointsChecked` to read it again and name the fault.
+    @inline(__always)
+    static func quickHeader(_ r: ByteReader)
+        -> (n: Int, first: StrokePoint, second: Channels, delta: Channels, headerBytes: Int, length: Int)? {
+        r.bytes.withUnsafeBufferPointer { bytes in
+            let start = r.position, end = r.end
+            var i = start
+            /// A varint of at most 5 bytes in its shortest form (a last byte that is not 0).
+            @inline(__always) func varint() -> UInt64? {
+                var value: UInt64 = 0
+                var shift: UInt64 = 0
+                while i < end && shift < 35 {
+                    let b = bytes[i]
+                    i &+= 1
+                    value |= UInt64(b & 0x7F) &<< shift
+                    if b < 0x80 { return b != 0 || shift == 0 ? value : nil }
+                    shift &+= 7
+                }
+                return nil
+            }
+            @inline(__always) func int32() -> UInt32? {
+                guard let v = varint(), let s = Int32(exactly: unzigzag(v)) else { return nil }
+                return UInt32(bitPattern: s)
+            }
+            guard let count = varint(), count >= 3, count <= UInt64(Stroke.maxPoints) else { return nil }
+            let n = Int(count)
+            // [PTS-2]
+            guard (n - 2) * 5 <= max(0, end - i - 11) * 8 else { return nil }
+            guard let x0 = int32(), let y0 = int32(), let p0 = varint(), p0 <= UInt64(Quantization.pressureMax),
+                  let r0 = int32(), let t0 = varint(), let t = UInt32(exactly: t0) else { return nil }
+            let first = StrokePoint(x: Int32(bitPattern: x0), y: Int32(bitPattern: y0), pressure: UInt16(p0),
+                                    radius: Int32(bitPattern: r0), t: t)
+            guard let d0 = int32(), let d1 = int32(), let d2 = int32(), let d3 = int32(), let d4 = int32() else { return nil }
+            let v0 = channelValues(first)
+            let v1: Channels = (v0.0 &+ d0, v0.1 &+ d1, v0.2 &+ d2, v0.3 &+ d3, v0.4 &+ d4)
+            guard v1.2 <= UInt32(Quantization.pressureMax) else { return nil }
+            // [PTS-3]
+            guard let lengthValue = varint(), lengthValue <= UInt64(end - i), (n - 2) * 5 <= Int(lengthValue) * 8 else {
+                return nil
+            }
+            return (n, first, v1, (d0, d1, d2, d3, d4), i - start, Int(lengthValue))
+        }
+    }
+
+    /// Decodes the bit stream at `range` of `r`'s bytes (points 0 and 1 given), with the
+    /// absolute offset of a fault.
+    static func decodeStream(_ r: ByteReader, _ range: Range<Int>, count n: Int, first: StrokePoint,
+                             second: Channels, delta: Channels) throws -> [StrokePoint] {
+        let result = r.bytes.withUnsafeBytes { raw in
+            // `length` ≥ 1 here ((n − 2)·5 ≤ 8·length with n ≥ 3), so the bytes are not empty.
+            let bits = BitReader(raw.baseAddress!, range: range)
+            return Result { () throws(BitStreamFault) in
+                try decodeStream(bits, count: n, first: first, second: second, delta: delta)
+            }
+        }
+        switch result {
+        case let .success(points): return points
+        case let .failure(fault): throw streamError(fault, range: range, base: r.base, path: r.path)
+        }
+    }
+
+    /// `decodePoints` with every check of the header: the path of any stream whose header
+    /// `quickHeader` does not take, and the one that names a fault.
+    static func decodePointsChecked(_ r: inout ByteReader) throws -> [StrokePoint] {
         let countAt = r.offset
         let count = try minimalVarint(&r, "point count")
         guard let n = Int(exactly: count), n <= Stroke.maxPoints else {
@@ -239,17 +313,7 @@ public enum StrokeCodec {
             throw r.error(.corrupt, "bit stream of \(length) bytes cannot hold \(n - 2) points", at: lengthAt)
         }
         let range = try r.skip(length, "point bit stream")
-        let result = r.bytes.withUnsafeBytes { raw in
-            // `length` ≥ 1 here ((n − 2)·5 ≤ 8·length with n ≥ 3), so the bytes are not empty.
-            let bits = BitReader(raw.baseAddress!, range: range)
-            return Result { () throws(BitStreamFault) in
-                try decodeStream(bits, count: n, first: first, second: v1, delta: delta)
-            }
-        }
-        switch result {
-        case let .success(points): return points
-        case let .failure(fault): throw streamError(fault, range: range, base: r.base, path: r.path)
-        }
+        return try decodeStream(r, range, count: n, first: first, second: v1, delta: delta)
     }
 
     /// [PTS-5] [PTS-8] Decodes points 2..<n from `reader` (points 0 and 1 given), then
