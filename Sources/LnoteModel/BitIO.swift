@@ -67,10 +67,12 @@ struct BitWriter: ~Copyable {
         return (bigger, newCapacity)
     }
 
+    /// `BitCursor.append` on the writer's cursor.
     @inline(__always) mutating func append(_ value: UInt64, count: UInt64) {
         cursor.append(value, count: count)
     }
 
+    /// `BitCursor.flush` into the writer's buffer.
     @inline(__always) mutating func flush() {
         cursor.flush(to: buffer)
     }

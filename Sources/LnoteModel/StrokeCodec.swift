@@ -65,13 +65,16 @@ public enum StrokeCodec {
         let n = points.count
         let p = points.baseAddress!
         let table = riceParameterTable
-        var bits = BitWriter(capacity: n * 2 + 64)
+        // About 1.5 bytes a point, and room for the reserve of a group of four points.
+        var bits = BitWriter(capacity: n * 2 + 160)
         var sums = RiceSums()
         var count: UInt64 = 1
         var i = 2
         while i < n {
             if count == 4 && n &- i >= 4 {
                 repeat {
+                    // Four points: 4 × 5 flushes of at most 7 bytes, then 8 bytes stored.
+                    bits.reserve(148)
                     encodePoint(p + i, count: 4, table, &sums, &bits)
                     encodePoint(p + (i &+ 1), count: 5, table, &sums, &bits)
                     encodePoint(p + (i &+ 2), count: 6, table, &sums, &bits)
@@ -80,6 +83,8 @@ public enum StrokeCodec {
                 } while n &- i >= 4
                 continue
             }
+            // Five flushes of at most 7 bytes, then 8 bytes stored.
+            bits.reserve(36)
             encodePoint(p + i, count: count, table, &sums, &bits)
             count = count == 7 ? 4 : count &+ 1
             i &+= 1
@@ -89,7 +94,7 @@ public enum StrokeCodec {
     }
 
     /// [PTS-5] [PTS-6] Codes the point at `p` (which has two points before it) with the
-    /// shared `count` (1...7).
+    /// shared `count` (1...7). Room for 5 flushes (36 bytes) MUST have been reserved.
     ///
     /// The common case, every sum below 256 (k from the table), every quotient below 16 (no
     /// escape) and the five codes in 56 bits or fewer, gathers the five codes in a word and
@@ -99,8 +104,6 @@ public enum StrokeCodec {
     @inline(__always)
     static func encodePoint(_ p: UnsafePointer<StrokePoint>, count: UInt64, _ table: UnsafePointer<UInt8>,
                             _ s: inout RiceSums, _ bits: inout BitWriter) {
-        // At most five flushes of at most 7 bytes each, then 8 bytes stored.
-        bits.reserve(48)
         let a = channelValues(p[0]), b = channelValues(p[-1]), c = channelValues(p[-2])
         let u0 = UInt64(zigzag32((a.0 &- b.0) &- (b.0 &- c.0)))
         let u1 = UInt64(zigzag32((a.1 &- b.1) &- (b.1 &- c.1)))
@@ -534,7 +537,7 @@ public enum StrokeCodec {
     /// value, then checks the stream's end; throws the first fault with its position. The
     /// reader is copied into a local so that its state stays in registers.
     static func decodeStreamExactly(_ reader: BitReader, count n: Int, first: StrokePoint, second: Channels,
-                             delta firstStep: Channels) throws(BitStreamFault) -> [StrokePoint] {
+                                    delta firstStep: Channels) throws(BitStreamFault) -> [StrokePoint] {
         var fault: BitStreamFault?
         let points = [StrokePoint](unsafeUninitializedCapacity: n) { out, initialized in
             out[0] = first
