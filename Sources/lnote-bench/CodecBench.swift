@@ -82,7 +82,7 @@ enum CodecBench {
     static func run(_ options: BenchOptions) -> Int32 {
         if isDebugBuild { progress("warning: debug build; measure with -c release") }
         do {
-            let runs = max(options.runs, options.quick ? 3 : 21)
+            let runs = options.runs
             print("Point codec, median of \(runs) interleaved runs (ns per point; MB/s of encoded bytes)")
             print("| workload | points | bytes/pt | path | baseline ns/pt | new ns/pt | speed-up | new MB/s |")
             print("|---|---|---|---|---|---|---|---|")

@@ -83,6 +83,7 @@ struct BenchOptions: Sendable {
             i += 1
         }
         if o.quick && !runsGiven { o.runs = 3 }
+        if o.codec && !runsGiven { o.runs = 21 }
         return o
     }
 
