@@ -40,6 +40,7 @@ struct BenchOptions: Sendable {
         lnote-bench --codec-loop KIND[:2|:4] [--runs N]
                                             run one codec path N times untimed, for valgrind; KIND is
                                             encode, decode, baseline-encode or baseline-decode
+                                            (valgrind --tool=callgrind --toggle-collect='*CodecBench*pass*')
         """
 
     static func parse(_ args: [String]) throws -> BenchOptions {
