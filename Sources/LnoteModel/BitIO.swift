@@ -1,18 +1,42 @@
-/// Packs bits least significant first into bytes ([PTS-4]), 64 bits at a time.
-///
-/// The writer owns its buffer (hence `~Copyable`): bits gather in a 64-bit accumulator that
-/// is stored as 8 little-endian bytes whenever it fills, so a typical value costs a shift,
-/// an OR and a well-predicted branch. The caller reserves room before writing (`reserve(_:)`, once per point): the
-/// hot `write` checks nothing, which is why both stay internal to the codec.
-struct BitWriter: ~Copyable {
-    private var buffer: UnsafeMutableRawPointer
-    private var capacity: Int
-    /// Bytes stored so far (whole 64-bit words until `finish`).
-    private var stored: Int = 0
+/// The position of a `BitWriter`: plain values, so that code outside the hot loop can take
+/// and return them by value (which keeps them in registers in the loop).
+struct BitCursor {
+    /// Whole bytes stored so far.
+    var stored: Int = 0
     /// Pending bits, the oldest in bit 0; `filled` of them (0...63) are meaningful, the
-    /// bits above are zero.
-    private var acc: UInt64 = 0
-    private var filled: UInt64 = 0
+    /// bits above are zero. At most 7 right after a flush.
+    var acc: UInt64 = 0
+    var filled: UInt64 = 0
+
+    /// Appends the `count` low bits of `value`, least significant first. The bits of `value`
+    /// above `count` MUST be zero, and the pending bits plus `count` MUST stay below 64.
+    @inline(__always) mutating func append(_ value: UInt64, count: UInt64) {
+        acc |= value &<< filled
+        filled &+= count
+    }
+
+    /// Stores the pending whole bytes at `buffer + stored`, keeping the 0...7 bits of the
+    /// last incomplete one. Room for 8 bytes MUST have been reserved.
+    @inline(__always) mutating func flush(to buffer: UnsafeMutableRawPointer) {
+        buffer.storeBytes(of: acc.littleEndian, toByteOffset: stored, as: UInt64.self)
+        stored &+= Int(truncatingIfNeeded: filled &>> 3)
+        acc &>>= filled & 56
+        filled &= 7
+    }
+}
+
+/// Packs bits least significant first into bytes ([PTS-4]).
+///
+/// The writer owns its buffer (hence `~Copyable`). Codes gather in a 64-bit accumulator
+/// with `append` (a shift, an OR and an add: no test), and `flush` stores the accumulator's
+/// 8 bytes at once and keeps only the 0...7 bits of the last, incomplete byte: after a
+/// flush, up to 56 bits can be appended before the next one. The caller reserves room
+/// before writing (`reserve(_:)`, once per point): `append` and `flush` check nothing, which
+/// is why they stay internal to the codec.
+struct BitWriter: ~Copyable {
+    private(set) var buffer: UnsafeMutableRawPointer
+    private var capacity: Int
+    var cursor = BitCursor()
 
     /// A writer with room for `capacity` bytes before it first grows.
     init(capacity: Int) {
@@ -22,11 +46,12 @@ struct BitWriter: ~Copyable {
 
     deinit { buffer.deallocate() }
 
-    /// Makes room for `bytes` more bytes of stores (a write stores 8 bytes at once, so a
-    /// caller about to write `b` bits asks for `b / 8 + 8`).
+    /// Makes room for `bytes` more bytes of stores (a flush stores 8 bytes and keeps up to
+    /// 7 of them pending, so `f` flushes ask for `7·f + 1`).
     @inline(__always) mutating func reserve(_ bytes: Int) {
-        if capacity &- stored < bytes {
-            (buffer, capacity) = BitWriter.grown(buffer, stored: stored, capacity: capacity, needed: stored + bytes)
+        if capacity &- cursor.stored < bytes {
+            (buffer, capacity) = BitWriter.grown(buffer, stored: cursor.stored, capacity: capacity,
+                                                 needed: cursor.stored + bytes)
         }
     }
 
@@ -42,34 +67,26 @@ struct BitWriter: ~Copyable {
         return (bigger, newCapacity)
     }
 
-    /// Appends the `count` (0...56) low bits of `value`, least significant first. The bits
-    /// of `value` above `count` MUST be zero, and room MUST have been reserved.
-    @inline(__always) mutating func write(_ value: UInt64, count: UInt64) {
-        acc |= value &<< filled
-        let total = filled &+ count
-        if total >= 64 {
-            buffer.storeBytes(of: acc.littleEndian, toByteOffset: stored, as: UInt64.self)
-            stored &+= 8
-            // The bits of `value` that did not fit: value >> (64 - filled), which is 0 when
-            // filled is 0 (written as two shifts so that no shift reaches 64).
-            acc = (value &>> 1) &>> (63 &- filled)
-            filled = total &- 64
-        } else {
-            filled = total
-        }
+    /// `BitCursor.append` on the writer's cursor.
+    @inline(__always) mutating func append(_ value: UInt64, count: UInt64) {
+        cursor.append(value, count: count)
+    }
+
+    /// `BitCursor.flush` into the writer's buffer.
+    @inline(__always) mutating func flush() {
+        cursor.flush(to: buffer)
     }
 
     /// The number of bytes `finish` will return.
-    var byteCount: Int { stored + Int((filled + 7) >> 3) }
+    var byteCount: Int { cursor.stored + Int((cursor.filled + 7) >> 3) }
 
     /// Pads the last byte with zero bits and calls `body` with the bytes.
     mutating func finish<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         reserve(8)
-        buffer.storeBytes(of: acc.littleEndian, toByteOffset: stored, as: UInt64.self)
-        stored += Int((filled + 7) >> 3)
-        acc = 0
-        filled = 0
-        return try body(UnsafeRawBufferPointer(start: buffer, count: stored))
+        let count = byteCount
+        buffer.storeBytes(of: cursor.acc.littleEndian, toByteOffset: cursor.stored, as: UInt64.self)
+        cursor = BitCursor(stored: count)
+        return try body(UnsafeRawBufferPointer(start: buffer, count: count))
     }
 }
 
@@ -138,6 +155,18 @@ struct BitReader {
         }
     }
 
+    /// The reader's state as a `QuickBitCursor`, for the hot loop.
+    @inline(__always) var quickCursor: QuickBitCursor {
+        QuickBitCursor(next: bytes + position, limit: Int(bitPattern: bytes) &+ end &- 8, acc: acc, available: available)
+    }
+
+    /// Takes back the state of `cursor` (made from this reader's `quickCursor`).
+    @inline(__always) mutating func adopt(_ cursor: QuickBitCursor) {
+        position = cursor.next - bytes
+        acc = cursor.acc
+        available = cursor.available
+    }
+
     /// Near the end: byte by byte, up to 64 counted bits (the word path is never taken
     /// again once fewer than 8 bytes remain). Static, on scalars, and not inlined, so that
     /// the reader's state can stay in registers in the hot loop.
@@ -169,5 +198,38 @@ struct BitReader {
         guard left < 8 else { throw .unusedBytes(bit: consumedBits) }
         // left < 8 means every byte is counted: the window holds exactly the padding.
         guard acc & ((1 &<< available) &- 1) == 0 else { throw .padding }
+    }
+}
+
+/// A `BitReader`'s state without the stream's bounds, as the quick decoder keeps it in
+/// registers: the next byte not yet counted as a pointer, and the last address a word may
+/// be loaded from.
+struct QuickBitCursor {
+    var next: UnsafeRawPointer
+    /// The address of the stream's end minus 8 (an address, not a pointer: it may lie before
+    /// the stream's start).
+    let limit: Int
+    /// As in `BitReader`.
+    var acc: UInt64
+    var available: UInt64
+
+    /// Whether 8 bytes or more are not yet counted, so that `refill` may load a word.
+    @inline(__always) var canRefill: Bool { Int(bitPattern: next) <= limit }
+
+    /// With `canRefill`: tops the window up to 56...63 counted bits without a branch
+    /// (`BitReader.refill`'s word path; `available` is at most 63 here, as only its `tail`,
+    /// which runs once fewer than 8 bytes remain, counts 64).
+    @inline(__always) mutating func refill() {
+        let word = UInt64(littleEndian: next.loadUnaligned(as: UInt64.self))
+        acc |= word &<< available
+        next += Int(truncatingIfNeeded: (63 &- available) &>> 3)
+        available |= 56
+    }
+
+    /// Sets the window to `window`, which MUST be the current one shifted right by `count`
+    /// (≤ `available`) bits: the bits of several values consumed at once.
+    @inline(__always) mutating func consume(_ count: UInt64, leaving window: UInt64) {
+        acc = window
+        available &-= count
     }
 }

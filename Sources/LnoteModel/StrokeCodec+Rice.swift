@@ -7,19 +7,59 @@
     (u &>> 1) ^ (0 &- (u & 1))
 }
 
-/// The parameter k of [PTS-7] for every count 0...7 (row) and sum 0...255 (column): most
-/// sums of handwriting are small, and a table look-up is cheaper than the computation.
-/// Built once, never freed (2 KiB); immutable after its lazy, thread-safe initialization.
+/// The parameter k of [PTS-7] for every count 0...7 (row) and sum 0...255 (column), then at
+/// `riceMaskOffset` the masks 2^k − 1 in the same layout: most sums of handwriting are small,
+/// and a table look-up is cheaper than the computation. Built once, never freed (4 KiB);
+/// immutable after its lazy, thread-safe initialization.
 nonisolated(unsafe) let riceParameterTable: UnsafePointer<UInt8> = {
-    let table = UnsafeMutablePointer<UInt8>.allocate(capacity: 8 * 256)
+    let table = UnsafeMutablePointer<UInt8>.allocate(capacity: 2 * 8 * 256)
     for count in 0..<8 {
         for sum in 0..<256 {
-            table[count * 256 + sum] = count == 0
-                ? 0 : UInt8(RiceCount.computedParameter(sum: UInt64(sum), count: UInt64(count)))
+            let k = count == 0 ? 0 : UInt8(RiceCount.computedParameter(sum: UInt64(sum), count: UInt64(count)))
+            table[count * 256 + sum] = k
+            table[riceMaskOffset + count * 256 + sum] = UInt8((1 << k) - 1)
         }
     }
     return UnsafePointer(table)
 }()
+
+/// Where the masks start in `riceParameterTable`.
+let riceMaskOffset = 8 * 256
+
+/// [PTS-7] The parameter for any `sum` and `count` 1...7.
+@inline(__always)
+func riceParameter(sum: UInt64, count: UInt64, _ table: UnsafePointer<UInt8>) -> UInt64 {
+    if sum < 256 { return UInt64(table[Int(truncatingIfNeeded: count &* 256 &+ sum)]) }
+    return RiceCount.computedParameter(sum: sum, count: count)
+}
+
+/// The five channels' sums of [PTS-7] (x, y, pressure, radius, t), for coders that keep the
+/// shared count apart.
+struct RiceSums {
+    var s0 = StrokeCodec.initialSum, s1 = StrokeCodec.initialSum, s2 = StrokeCodec.initialSum
+    var s3 = StrokeCodec.initialSum, s4 = StrokeCodec.initialSum
+
+    /// [PTS-7] After coding a point's values with the shared `count`: every sum += u,
+    /// halved when count + 1 reaches 8.
+    @inline(__always)
+    mutating func update(_ u0: UInt64, _ u1: UInt64, _ u2: UInt64, _ u3: UInt64, _ u4: UInt64, count: UInt64) {
+        let halve: UInt64 = count &+ 1 == StrokeCodec.resetCount ? 1 : 0
+        s0 = (s0 &+ u0) &>> halve
+        s1 = (s1 &+ u1) &>> halve
+        s2 = (s2 &+ u2) &>> halve
+        s3 = (s3 &+ u3) &>> halve
+        s4 = (s4 &+ u4) &>> halve
+    }
+
+    /// [PTS-7] Halves every sum (count + 1 reached 8).
+    @inline(__always) mutating func halve() {
+        s0 &>>= 1
+        s1 &>>= 1
+        s2 &>>= 1
+        s3 &>>= 1
+        s4 &>>= 1
+    }
+}
 
 /// The `count` half of the adaptive Golomb-Rice state of [PTS-7], shared by the five
 /// channels: every channel starts at count 1 and codes exactly one value per point, so
@@ -82,23 +122,6 @@ struct RiceState {
     /// [PTS-7] After coding `u`: sum += u, halved when the shared count reaches 8.
     @inline(__always) mutating func update(_ u: UInt32, _ c: RiceCount) {
         sum = (sum &+ UInt64(u)) &>> c.halve
-    }
-
-    /// [PTS-6] Writes `u`: q = u >> k one-bits, a zero-bit and the k low bits in one
-    /// write of at most 55 bits, or the escape (24 one-bits then 32 raw bits) in one of 56.
-    @inline(__always) mutating func encode(_ u: UInt32, _ c: RiceCount, into bits: inout BitWriter) {
-        let k = c.parameter(sum)
-        let v = UInt64(u)
-        let q = v &>> k
-        if q < UInt64(StrokeCodec.escapeLength) {
-            // q one-bits, a zero, the low bits: (low << (q + 1)) | (2^q − 1), computed as
-            // (((low << 1) | 1) << q) − 1.
-            let low = v & ((1 &<< k) &- 1)
-            bits.write((((low &<< 1) | 1) &<< q) &- 1, count: q &+ 1 &+ k)
-        } else {
-            bits.write(0xFF_FFFF | (v &<< 24), count: 56)
-        }
-        update(u, c)
     }
 
     /// [PTS-6] [PTS-8] Reads one value. A fault names the bit where the value begins,

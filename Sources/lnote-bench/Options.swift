@@ -6,6 +6,8 @@ struct HelpRequested: Error {}
 /// The benchmark's command line.
 ///
 ///     lnote-bench [--quick] [--runs N] [--only N[,M…]] [--json FILE] [--strokes FILE.jsonl] [--seed N]
+///     lnote-bench --codec [--runs N] [--seed N]
+///     lnote-bench --codec-loop KIND[:2|:4] [--runs N]
 ///     lnote-bench --child open-page NOTEBOOK DOCUMENT PAGE WARM-DOCUMENT WARM-PAGE   (internal)
 struct BenchOptions: Sendable {
     /// Fewer runs and smaller setups: a smoke test that finishes in well under a minute.
@@ -18,6 +20,10 @@ struct BenchOptions: Sendable {
     var seed: UInt64 = 0x1A0E_2024
     /// `--child …`: the arguments after `--child`.
     var child: [String]? = nil
+    /// `--codec`: time the point codec alone (see CodecBench.swift).
+    var codec = false
+    /// `--codec-loop KIND[:CASE]`: run one codec path untimed, for valgrind.
+    var codecLoop: String? = nil
 
     static let usage = """
         usage: lnote-bench [--quick] [--runs N] [--only N[,M...]] [--json FILE] [--strokes FILE.jsonl] [--seed N]
@@ -28,6 +34,13 @@ struct BenchOptions: Sendable {
           --json FILE        also write the figures as JSON to FILE
           --strokes FILE     real strokes, one per line: {"page": ID, "points": [[x, y, t_ms, pressure], ...]}
           --seed N           seed of the handwriting generator (default \(0x1A0E_2024))
+
+        lnote-bench --codec [--runs N]      the point codec alone against the previous one, ns/point
+                                            on the strokes of cases 2 and 4 (default 21 runs)
+        lnote-bench --codec-loop KIND[:2|:4] [--runs N]
+                                            run one codec path N times untimed, for valgrind; KIND is
+                                            encode, decode, baseline-encode or baseline-decode
+                                            (valgrind --tool=callgrind --toggle-collect='*CodecBench*pass*')
         """
 
     static func parse(_ args: [String]) throws -> BenchOptions {
@@ -58,6 +71,8 @@ struct BenchOptions: Sendable {
             case "--seed":
                 guard let n = UInt64(try value(a)) else { throw LnoteError(.invalidArgument, "--seed takes an unsigned integer") }
                 o.seed = n
+            case "--codec": o.codec = true
+            case "--codec-loop": o.codecLoop = try value(a)
             case "--child":
                 o.child = Array(args[(i + 1)...])
                 return o
@@ -69,6 +84,7 @@ struct BenchOptions: Sendable {
             i += 1
         }
         if o.quick && !runsGiven { o.runs = 3 }
+        if o.codec && !runsGiven { o.runs = 21 }
         return o
     }
 

@@ -14,6 +14,9 @@ do {
     exit(2)
 }
 
+if options.codec { exit(CodecBench.run(options)) }
+if let loop = options.codecLoop { exit(CodecBench.loop(loop, options)) }
+
 if let child = options.child {
     exit(await Child.run(child))
 }

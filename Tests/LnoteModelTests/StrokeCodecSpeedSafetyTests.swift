@@ -200,6 +200,111 @@ struct StrokeCodecSpeedSafetyTests {
         #expect(failures > 0 && successes > 0, "\(failures) failures, \(successes) successes")
     }
 
+    /// The quick paths of the encoder and decoder hand over to the per-value ones on a large
+    /// sum, a quotient or unary run of 16 or more, an escape, codes over 56 bits, the last 8
+    /// bytes of the stream and a pressure above 1000: one jump of every size, on each
+    /// channel, at each phase of the shared count (points 2 to 13), in a smooth stroke; and
+    /// smooth strokes of every length from 3 to 40 points (the end at every phase).
+    @Test func quickPathsHandOverAtEveryPhase() {
+        var g = HandwritingGenerator(seed: 0x5EED_0107)
+        var smooth = g.nextStroke().points
+        while smooth.count < 48 { smooth += g.nextStroke().points }
+        smooth.removeLast(smooth.count - 48)
+        for n in 3...40 {
+            let bytes = Self.sameEncoding(Array(smooth[0..<n]), "smooth stroke of \(n) points")
+            Self.sameDecoding(bytes, "smooth stroke of \(n) points")
+        }
+        for position in 2..<14 {
+            for size in 0..<33 {
+                for negative in [false, true] {
+                    let magnitude = size == 32 ? UInt32.max : (UInt32(1) << UInt32(size)) &- 1
+                    let jump = negative ? 0 &- magnitude : magnitude
+                    for channel in 0..<5 {
+                        var pts = smooth
+                        for i in position..<pts.count {
+                            switch channel {
+                            case 0: pts[i].x = Int32(bitPattern: UInt32(bitPattern: pts[i].x) &+ jump)
+                            case 1: pts[i].y = Int32(bitPattern: UInt32(bitPattern: pts[i].y) &+ jump)
+                            case 2: pts[i].pressure = UInt16(truncatingIfNeeded: UInt32(pts[i].pressure) &+ jump)
+                            case 3: pts[i].radius = Int32(bitPattern: UInt32(bitPattern: pts[i].radius) &+ jump)
+                            default: pts[i].t = pts[i].t &+ jump
+                            }
+                        }
+                        let context = "jump of \(negative ? "-" : "+")\(magnitude) on channel \(channel) at point \(position)"
+                        let bytes = Self.sameEncoding(pts, context)
+                        Self.sameDecoding(bytes, context)
+                    }
+                }
+            }
+        }
+    }
+
+    /// [PTS-6] The quick decoder's own checks, which a wrong read would rarely reveal
+    /// otherwise (the exact decoder, run again after any failure, gives the same points):
+    /// it refuses a point with a unary run of 16 or more (an escape among them) and a point
+    /// longer than the bits it counts, and reads the longest run it accepts.
+    @Test func quickDecoderRefusesWhatItDoesNotCheck() {
+        /// Codes with k = 0 (count 1, sums 2): `run` one-bits and a zero for each value.
+        func read(_ runs: [Int]) -> [UInt32]? {
+            var bits: [Bool] = []
+            for r in runs { bits += Array(repeating: true, count: r) + [false] }
+            var bytes = [UInt8](repeating: 0, count: 32)
+            for (i, b) in bits.enumerated() where b { bytes[i / 8] |= 1 << UInt8(i % 8) }
+            return bytes.withUnsafeBytes { raw -> [UInt32]? in
+                var cursor = BitReader(raw.baseAddress!, range: 0..<raw.count).quickCursor
+                var sums = RiceSums()
+                var values = [UInt32](repeating: 0, count: 5)
+                let ok = values.withUnsafeMutableBufferPointer {
+                    StrokeCodec.decodeValuesQuickly($0.baseAddress!, count: 1, riceParameterTable, &sums, &cursor)
+                }
+                return ok ? values : nil
+            }
+        }
+        #expect(read([15, 0, 3, 0, 1]) == [15, 0, 3, 0, 1])
+        #expect(read([16, 0, 0, 0, 0]) == nil)
+        #expect(read([0, 0, 0, 0, 24]) == nil)
+        #expect(read([0, 30, 0, 0, 0]) == nil)
+        // A first refill counts 56 bits: 57 bits of codes are too many, 56 are not.
+        #expect(read([10, 10, 10, 10, 12]) == nil)
+        #expect(read([10, 10, 10, 10, 11]) == [10, 10, 10, 10, 11])
+    }
+
+    /// The decoder's second pass gives the same points and the same pressure verdict whether
+    /// it stores a point's first four channels as one 16-byte word (the layout of this
+    /// platform, checked here) or field by field.
+    @Test func integrateStoresTheSamePointsEitherWay() {
+        #expect(StrokeCodec.pointLayoutIsPacked)
+        var valid = 0, rejected = 0
+        for seed in testSeeds(0x5EED_0108, count: 300) {
+            var g = SplitMix64(seed: seed)
+            let n = 2 + Int(g.below(60))
+            func start() -> [StrokePoint] {
+                var h = SplitMix64(seed: seed)
+                let scale = UInt64(1) << h.below(33)
+                var pts = [StrokePoint(x: 5, y: -7, pressure: UInt16(h.below(1001)), radius: 3, t: 9),
+                           StrokePoint(x: 8, y: -9, pressure: UInt16(h.below(1001)), radius: 4, t: 13)]
+                // The values of the points to come, five 32-bit words each.
+                for _ in 2..<n {
+                    var p = StrokePoint(x: 0, y: 0)
+                    withUnsafeMutableBytes(of: &p) { raw in
+                        for c in 0..<5 {
+                            raw.storeBytes(of: UInt32(truncatingIfNeeded: h.below(scale)), toByteOffset: 4 * c, as: UInt32.self)
+                        }
+                    }
+                    pts.append(p)
+                }
+                return pts
+            }
+            var packed = start(), fields = start()
+            let a = packed.withUnsafeMutableBufferPointer { StrokeCodec.integrate($0.baseAddress!, count: n, packed: true) }
+            let b = fields.withUnsafeMutableBufferPointer { StrokeCodec.integrate($0.baseAddress!, count: n, packed: false) }
+            #expect(a == b, "seed \(seed)")
+            if a { #expect(packed == fields, "seed \(seed)") }
+            if a { valid += 1 } else { rejected += 1 }
+        }
+        #expect(valid > 0 && rejected > 0, "\(valid) valid, \(rejected) rejected")
+    }
+
     /// Random multi-byte mutations and random bytes.
     @Test func decoderMatchesReferenceOnMutationsAndNoise() {
         for seed in testSeeds(0x5EED_0106, count: 3000) {

@@ -1,0 +1,141 @@
+import Foundation
+import LnoteModel
+
+/// `lnote-bench --codec`: the point codec alone (no I/O), on the strokes of case 2
+/// (100 × 3,400 points) and case 4 (2,000 handwriting strokes of 20-400 points), the
+/// current `StrokeCodec` side by side with `BaselineStrokeCodec` (the codec before the last
+/// speed work) in one interleaved loop: median ns/point and MB/s of the encoded bytes.
+///
+/// `lnote-bench --codec-loop KIND` runs one codec path `--runs` times over both workloads
+/// without timing, for instruction counts under valgrind:
+///
+///     valgrind --tool=callgrind --toggle-collect='*CodecBench*pass*' lnote-bench --codec-loop encode:2 --runs 3
+///
+/// (KIND: encode, decode, baseline-encode, baseline-decode; `:2` or `:4` keeps one workload). Instructions per point are the
+/// collected total over `points × runs`, both printed.
+enum CodecBench {
+    struct Workload {
+        let name: String
+        let strokes: [[StrokePoint]]
+        let encoded: [[UInt8]]
+        let points: Int
+        let bytes: Int
+
+        init(_ name: String, _ strokes: [Stroke]) {
+            self.name = name
+            self.strokes = strokes.map(\.points)
+            encoded = self.strokes.map { StrokeCodec.encodedPoints($0) }
+            points = self.strokes.reduce(0) { $0 + $1.count }
+            bytes = encoded.reduce(0) { $0 + $1.count }
+        }
+    }
+
+    enum Kind: String, CaseIterable {
+        case encode, decode, baselineEncode = "baseline-encode", baselineDecode = "baseline-decode"
+    }
+
+    /// The workloads of cases 2 and 4 (`only`: just one of them).
+    static func workloads(_ options: BenchOptions, only: Int? = nil) throws -> [Workload] {
+        let source = try StrokeSource(seed: options.seed, strokesPath: options.strokesPath)
+        var out: [Workload] = []
+        if only != 4 { out.append(Workload("case 2: 100 × 3,400 pts", source.generated(100, points: 3400, stream: 2))) }
+        if only != 2 { out.append(Workload("case 4: 2,000 strokes", source.handwriting(2000, stream: 4))) }
+        return out
+    }
+
+    /// One pass of `kind` over `w`; returns a checksum so that nothing is optimized away.
+    @inline(never)
+    static func pass(_ kind: Kind, _ w: Workload) throws -> Int {
+        var sum = 0
+        switch kind {
+        case .encode:
+            for s in w.strokes { sum &+= StrokeCodec.encodedPoints(s).count }
+        case .baselineEncode:
+            for s in w.strokes { sum &+= BaselineStrokeCodec.encodedPoints(s).count }
+        case .decode:
+            for b in w.encoded {
+                var r = ByteReader(b)
+                sum &+= try StrokeCodec.decodePoints(&r).count
+            }
+        case .baselineDecode:
+            for b in w.encoded {
+                var r = ByteReader(b)
+                sum &+= try BaselineStrokeCodec.decodePoints(&r).count
+            }
+        }
+        return sum
+    }
+
+    /// The new and old codecs must agree on the workloads before anything is timed.
+    static func check(_ w: Workload) throws {
+        for (s, b) in zip(w.strokes, w.encoded) {
+            guard BaselineStrokeCodec.encodedPoints(s) == b else {
+                throw LnoteError(.invalidState, "\(w.name): encoders differ on a stroke of \(s.count) points")
+            }
+            var r1 = ByteReader(b), r2 = ByteReader(b)
+            guard try StrokeCodec.decodePoints(&r1) == s, try BaselineStrokeCodec.decodePoints(&r2) == s else {
+                throw LnoteError(.invalidState, "\(w.name): a decoder does not give back a stroke of \(s.count) points")
+            }
+        }
+    }
+
+    static func run(_ options: BenchOptions) -> Int32 {
+        if isDebugBuild { progress("warning: debug build; measure with -c release") }
+        do {
+            let runs = options.runs
+            print("Point codec, median of \(runs) interleaved runs (ns per point; MB/s of encoded bytes)")
+            print("| workload | points | bytes/pt | path | baseline ns/pt | new ns/pt | speed-up | new MB/s |")
+            print("|---|---|---|---|---|---|---|---|")
+            for w in try workloads(options) {
+                try check(w)
+                let kinds: [Kind] = [.baselineEncode, .encode, .baselineDecode, .decode]
+                var times = [[Double]](repeating: [], count: kinds.count)
+                let clock = ContinuousClock()
+                var checksum = 0
+                for round in 0..<(runs + 1) {
+                    for j in 0..<kinds.count {
+                        let i = (j + round) % kinds.count
+                        let start = clock.now
+                        checksum &+= try pass(kinds[i], w)
+                        let t = seconds(clock.now - start)
+                        if round > 0 { times[i].append(t) }
+                    }
+                }
+                let ns = times.map { Timing.median($0) * 1e9 / Double(w.points) }
+                let perPoint = Double(w.bytes) / Double(w.points)
+                for (path, old, new) in [("encode", ns[0], ns[1]), ("decode", ns[2], ns[3])] {
+                    let mbs = perPoint / new * 1e3
+                    print("| \(w.name) | \(w.points) | \(String(format: "%.3f", perPoint)) | \(path) | "
+                          + "\(String(format: "%.2f", old)) | \(String(format: "%.2f", new)) | "
+                          + "\(String(format: "%.2fx", old / new)) | \(String(format: "%.0f", mbs)) |")
+                }
+                if checksum == 42 { print("") }
+            }
+            return 0
+        } catch {
+            progress("\(error)")
+            return 1
+        }
+    }
+
+    /// `spec` is `KIND` or `KIND:2` / `KIND:4` (one workload only).
+    static func loop(_ spec: String, _ options: BenchOptions) -> Int32 {
+        let parts = spec.split(separator: ":").map(String.init)
+        let only = parts.count == 2 ? Int(parts[1]) : nil
+        guard let kind = Kind(rawValue: parts[0]), parts.count == 1 || only == 2 || only == 4 else {
+            progress("--codec-loop takes KIND or KIND:2 or KIND:4, KIND one of: \(Kind.allCases.map(\.rawValue).joined(separator: ", "))")
+            return 2
+        }
+        do {
+            for w in try workloads(options, only: only) {
+                var checksum = 0
+                for _ in 0..<options.runs { checksum &+= try pass(kind, w) }
+                print("\(w.name): \(kind.rawValue) \(options.runs) × \(w.points) points = \(options.runs * w.points) (checksum \(checksum))")
+            }
+            return 0
+        } catch {
+            progress("\(error)")
+            return 1
+        }
+    }
+}
