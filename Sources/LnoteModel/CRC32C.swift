@@ -42,6 +42,63 @@ public enum CRC32C {
         return ~c
     }
 
+    /// The CRC of `a` followed by `b`, from `crcA` = CRC(a), `crcB` = CRC(b) and the length
+    /// of `b` (as zlib's `crc32_combine` does): CRC(a) is multiplied by x^(8·lengthB)
+    /// modulo the polynomial and added to CRC(b). Lets a big buffer be checked in parts on
+    /// several cores.
+    public static func combine(_ crcA: UInt32, _ crcB: UInt32, lengthB: Int) -> UInt32 {
+        multiplyModP(xPower8N(lengthB), crcA) ^ crcB
+    }
+
+    /// a·b modulo the CRC polynomial, both in the reflected bit order (bit 31 is x⁰).
+    static func multiplyModP(_ a: UInt32, _ b: UInt32) -> UInt32 {
+        var m: UInt32 = 1 << 31, p: UInt32 = 0, b = b
+        while true {
+            if a & m != 0 {
+                p ^= b
+                if a & (m &- 1) == 0 { break }
+            }
+            m >>= 1
+            b = b & 1 != 0 ? (b >> 1) ^ 0x82F6_3B78 : b >> 1
+            if m == 0 { break }
+        }
+        return p
+    }
+
+    /// x^(2^k) modulo the polynomial for k = 0…31 (reflected).
+    static let xPowers: [UInt32] = {
+        var t = [UInt32](repeating: 0, count: 32)
+        var p: UInt32 = 1 << 30  // x¹
+        for k in 0..<32 {
+            t[k] = p
+            p = multiplyModP(p, p)
+        }
+        return t
+    }()
+
+    /// x^(8·n) modulo the polynomial.
+    static func xPower8N(_ n: Int) -> UInt32 {
+        var p: UInt32 = 1 << 31  // x⁰
+        var n = UInt64(n), k = 3
+        while n != 0 {
+            if n & 1 != 0 { p = multiplyModP(xPowers[k & 31], p) }
+            n >>= 1
+            k += 1
+        }
+        return p
+    }
+
+    /// The CRC of a big buffer computed in parts on several cores, or serially when small.
+    public static func checksumInParallel(_ bytes: [UInt8], _ range: Range<Int>, minimumBytes: Int = 256 * 1024) -> UInt32 {
+        guard range.count >= minimumBytes, Parallel.processors > 1 else { return checksum(bytes, range) }
+        let parts = Parallel.processors
+        let bounds = (0...parts).map { range.lowerBound + range.count * $0 / parts }
+        let crcs = Parallel.map(parts) { i in checksum(bytes, bounds[i]..<bounds[i + 1]) }
+        var crc = crcs[0]
+        for i in 1..<parts { crc = combine(crc, crcs[i], lengthB: bounds[i + 1] - bounds[i]) }
+        return crc
+    }
+
     public static func checksum(_ bytes: [UInt8]) -> UInt32 {
         bytes.withUnsafeBytes { update(0, $0) }
     }

@@ -50,7 +50,7 @@ extension PageSnapshot {
         let crcAt = length - trailerSize
         let stored = UInt32(bytes[crcAt]) | UInt32(bytes[crcAt + 1]) << 8
             | UInt32(bytes[crcAt + 2]) << 16 | UInt32(bytes[crcAt + 3]) << 24
-        let computed = CRC32C.checksum(bytes, 0..<crcAt)
+        let computed = parallel ? CRC32C.checksumInParallel(bytes, 0..<crcAt) : CRC32C.checksum(bytes, 0..<crcAt)
         guard stored == computed else {
             throw failure(.corrupt, "snapshot CRC mismatch (stored \(hex32(stored)), computed \(hex32(computed)))", at: crcAt)
         }

@@ -29,7 +29,10 @@ public struct PageReplica: Sendable {
         maxLamport = state.maxLamport
         modified = state.modified
         contexts = state.contexts
-        records = Dictionary(uniqueKeysWithValues: state.elements.map { ($0.id, $0) })
+        // Built in place (no intermediate array of pairs), with room for some growth.
+        var records = [ElementID: ElementRecord](minimumCapacity: state.elements.count + state.elements.count / 4 + 16)
+        for e in state.elements { records[e.id] = e }
+        self.records = records
         order = state.elements.map(\.id)
         tombstones = Dictionary(uniqueKeysWithValues: state.tombstones.map { ($0.id, $0) })
         for op in pending where !clock.covers(op.id) { _ = buffer.insert(op) }

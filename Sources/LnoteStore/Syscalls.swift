@@ -111,7 +111,29 @@ final class Syscalls: Sendable {
 
     /// Reads from the current position to end of file.
     func readToEnd(_ fd: FileDescriptor) throws -> [UInt8] {
-        var out: [UInt8] = []
+        // The file's size, as a hint only (an fstat that fails, or a file that grows, just
+        // means more reads): the bytes go straight into the result instead of through a
+        // chunk buffer and repeated appends. Not a recorded call: it cannot change the read.
+        var st = StatBuffer()
+        let hint = Glibc.fstat(fd.raw, &st) == 0 ? max(0, Int(st.st_size)) : 0
+        var atEnd = false
+        // One byte more than the hint, so that a file of exactly that size ends in one pass.
+        var out = try [UInt8](unsafeUninitializedCapacity: hint + 1) { buffer, initialized in
+            initialized = 0
+            while initialized < buffer.count {
+                let want = buffer.count - initialized
+                _ = try enter(.read, fd.path, bytes: want)
+                let n = try retrying("read", fd.path) {
+                    Glibc.read(fd.raw, buffer.baseAddress! + initialized, want)
+                }
+                if n == 0 {
+                    atEnd = true
+                    return
+                }
+                initialized += n
+            }
+        }
+        if atEnd { return out }
         var chunk = [UInt8](repeating: 0, count: 64 << 10)
         while true {
             _ = try enter(.read, fd.path, bytes: chunk.count)

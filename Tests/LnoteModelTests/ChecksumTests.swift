@@ -28,6 +28,25 @@ struct ChecksumTests {
         }
     }
 
+    /// combine(CRC(a), CRC(b), |b|) is CRC(a + b) for every split, and the parallel
+    /// checksum of a big buffer equals the serial one.
+    @Test func crc32cCombineAndParallel() {
+        let seed: UInt64 = 0xC0B1
+        var g = SplitMix64(seed: seed)
+        for len in [0, 1, 2, 5, 8, 31, 64, 100, 1000] {
+            let bytes = (0..<len).map { _ in UInt8(truncatingIfNeeded: g.next()) }
+            let whole = CRC32C.checksum(bytes)
+            for split in 0...len {
+                let a = CRC32C.checksum(Array(bytes[0..<split])), b = CRC32C.checksum(Array(bytes[split...]))
+                #expect(CRC32C.combine(a, b, lengthB: len - split) == whole, "seed \(seed) length \(len) split \(split)")
+            }
+        }
+        let big = (0..<(600 * 1024 + 13)).map { _ in UInt8(truncatingIfNeeded: g.next()) }
+        for range in [0..<big.count, 7..<(big.count - 5), 1..<300_000] {
+            #expect(CRC32C.checksumInParallel(big, range, minimumBytes: 1) == CRC32C.checksum(big, range), "seed \(seed) \(range)")
+        }
+    }
+
     /// FIPS 180-4 example vectors.
     @Test func sha256Vectors() {
         #expect(hexString(SHA256.hash(Array("abc".utf8)))
