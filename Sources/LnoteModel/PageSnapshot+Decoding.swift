@@ -252,12 +252,16 @@ extension PageSnapshot {
         var ids = Set<OpID>(minimumCapacity: n)
         for group in decoded {
             guard let group else { return nil }
-            for e in group {
-                // [SNAP-20] [SNAP-22], as the serial path checks them.
-                if let last = all.last, !ElementRecord.canonicalLess(last, e) { return nil }
-                guard ids.insert(e.id).inserted else { return nil }
-                all.append(e)
+            // [SNAP-20] [SNAP-22], as the serial path checks them (without copying records).
+            for i in group.indices {
+                if i > group.startIndex {
+                    guard ElementRecord.canonicalLess(group[i - 1], group[i]) else { return nil }
+                } else if let last = all.last {
+                    guard ElementRecord.canonicalLess(last, group[i]) else { return nil }
+                }
+                guard ids.insert(group[i].id).inserted else { return nil }
             }
+            all.append(contentsOf: group)
         }
         return all
     }

@@ -11,6 +11,8 @@ struct CausalBuffer: Sendable, Hashable {
 
     var count: Int { waiting.values.reduce(0) { $0 + $1.count } }
 
+    var isEmpty: Bool { waiting.isEmpty }
+
     /// All waiting operations, sorted by id (a deterministic order for snapshots and logs).
     var operations: [Op] {
         waiting.values.flatMap(\.values).sorted { $0.id < $1.id }
