@@ -143,7 +143,8 @@ extension Bench {
                                 target: .report, measuredRuns: t[0].runs, baselineRuns: t[1].runs))
         results.rows.append(Row(4, "of which CPU: decode the \(formatCount(f.snapshotStrokes))-stroke snapshot", measured: t[3].median,
                                 unit: .seconds, baselineName: "page open", baseline: t[0].median, target: .report,
-                                note: "PageSnapshot.decode of the .content bytes already in memory",
+                                note: "PageSnapshot.decode of the .content bytes already in memory (its element records and CRC "
+                                    + "on every core: the snapshot has an element index, [SNAP-32])",
                                 measuredRuns: t[3].runs, baselineRuns: t[0].runs))
     }
 }
