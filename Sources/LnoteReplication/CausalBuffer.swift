@@ -29,6 +29,24 @@ struct CausalBuffer: Sendable, Hashable {
 
     /// Removes and returns, one at a time, every operation that becomes deliverable;
     /// `apply` must advance the clock it is given.
+    /// Delivers `ops` in causal order ([MERGE-40]): those already applied are skipped; one
+    /// that is next from its author and whose context is covered is applied at once when
+    /// nothing waits (a log replayed in order, a peer's operations in causal order: the usual
+    /// case, which so never goes through the buffer); any other waits, then everything that
+    /// became ready is drained. The order in which ready operations are applied does not
+    /// change the state the rules give.
+    mutating func deliver(_ ops: [Op], clock: () -> VectorClock, apply: (Op) throws -> Void) rethrows {
+        for op in ops where !clock().covers(op.id) {
+            let c = clock()
+            if isEmpty && op.id.counter == c[op.id.replica] + 1 && c.covers(op.context) {
+                try apply(op)
+            } else {
+                _ = insert(op)
+            }
+        }
+        if !isEmpty { try drain(clock: clock, apply: apply) }
+    }
+
     mutating func drain(clock: () -> VectorClock, apply: (Op) throws -> Void) rethrows {
         var progress = true
         while progress {

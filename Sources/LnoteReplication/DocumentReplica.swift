@@ -109,10 +109,9 @@ public struct DocumentReplica: Sendable {
             }
             try validateKeys(op)
         }
-        for op in ops where !clock.covers(op.id) { _ = buffer.insert(op) }
         var applied: [Op] = []
         var buf = buffer
-        buf.drain(clock: { self.clock }) { op in
+        buf.deliver(ops, clock: { self.clock }) { op in
             self.apply(op)
             applied.append(op)
         }

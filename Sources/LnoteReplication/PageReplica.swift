@@ -224,23 +224,9 @@ public struct PageReplica: Sendable {
         }
         var applied: [Op] = []
         var buf = buffer
-        for op in ops where !clock.covers(op.id) {
-            // The usual case (a log replayed in order, a peer's ops in causal order): the op
-            // is next from its author and everything it saw is here. Applied at once, it
-            // skips the buffer; anything else waits there ([MERGE-40]). The order of ready
-            // operations does not change the state the rules give.
-            if buf.isEmpty && op.id.counter == clock[op.id.replica] + 1 && clock.covers(op.context) {
-                try apply(op)
-                applied.append(op)
-            } else {
-                _ = buf.insert(op)
-            }
-        }
-        if !buf.isEmpty {
-            try buf.drain(clock: { self.clock }) { op in
-                try self.apply(op)
-                applied.append(op)
-            }
+        try buf.deliver(ops, clock: { self.clock }) { op in
+            try self.apply(op)
+            applied.append(op)
         }
         buffer = buf
         return applied
