@@ -2,22 +2,25 @@ import Foundation
 import LnoteModel
 
 /// `lnote-bench --codec`: the point codec alone (no I/O), on the strokes of case 2
-/// (100 × 3,400 points) and case 4 (2,000 handwriting strokes of 20-400 points), the
-/// current `StrokeCodec` side by side with `BaselineStrokeCodec` (the codec before the last
-/// speed work) in one interleaved loop: median ns/point and MB/s of the encoded bytes.
+/// (100 × 3,400 points) and case 4 (2,000 handwriting strokes of 20-400 points), `StrokeCodec`
+/// side by side with the naive 16 B/point encoding of cases 2 and 4's SQLite baselines
+/// (`Naive`: four little-endian Float32 per point) in one interleaved loop: median ns/point
+/// and MB/s of the encoded bytes. (Codec work compares instruction counts of two builds
+/// under callgrind with `--codec-loop`, which do not depend on the machine's load.)
 ///
 /// `lnote-bench --codec-loop KIND` runs one codec path `--runs` times over both workloads
 /// without timing, for instruction counts under valgrind:
 ///
 ///     valgrind --tool=callgrind --toggle-collect='*CodecBench*pass*' lnote-bench --codec-loop encode:2 --runs 3
 ///
-/// (KIND: encode, decode, baseline-encode, baseline-decode; `:2` or `:4` keeps one workload). Instructions per point are the
+/// (KIND: encode, decode, naive-encode, naive-decode; `:2` or `:4` keeps one workload). Instructions per point are the
 /// collected total over `points × runs`, both printed.
 enum CodecBench {
     struct Workload {
         let name: String
         let strokes: [[StrokePoint]]
         let encoded: [[UInt8]]
+        let naive: [[UInt8]]
         let points: Int
         let bytes: Int
 
@@ -25,13 +28,14 @@ enum CodecBench {
             self.name = name
             self.strokes = strokes.map(\.points)
             encoded = self.strokes.map { StrokeCodec.encodedPoints($0) }
+            naive = self.strokes.map { Naive.encode($0) }
             points = self.strokes.reduce(0) { $0 + $1.count }
             bytes = encoded.reduce(0) { $0 + $1.count }
         }
     }
 
     enum Kind: String, CaseIterable {
-        case encode, decode, baselineEncode = "baseline-encode", baselineDecode = "baseline-decode"
+        case encode, decode, naiveEncode = "naive-encode", naiveDecode = "naive-decode"
     }
 
     /// The workloads of cases 2 and 4 (`only`: just one of them).
@@ -50,31 +54,25 @@ enum CodecBench {
         switch kind {
         case .encode:
             for s in w.strokes { sum &+= StrokeCodec.encodedPoints(s).count }
-        case .baselineEncode:
-            for s in w.strokes { sum &+= BaselineStrokeCodec.encodedPoints(s).count }
+        case .naiveEncode:
+            for s in w.strokes { sum &+= Naive.encode(s).count }
         case .decode:
             for b in w.encoded {
                 var r = ByteReader(b)
                 sum &+= try StrokeCodec.decodePoints(&r).count
             }
-        case .baselineDecode:
-            for b in w.encoded {
-                var r = ByteReader(b)
-                sum &+= try BaselineStrokeCodec.decodePoints(&r).count
-            }
+        case .naiveDecode:
+            for b in w.naive { sum &+= Naive.decode(b).count }
         }
         return sum
     }
 
-    /// The new and old codecs must agree on the workloads before anything is timed.
+    /// The codec must give back every stroke before anything is timed.
     static func check(_ w: Workload) throws {
         for (s, b) in zip(w.strokes, w.encoded) {
-            guard BaselineStrokeCodec.encodedPoints(s) == b else {
-                throw LnoteError(.invalidState, "\(w.name): encoders differ on a stroke of \(s.count) points")
-            }
-            var r1 = ByteReader(b), r2 = ByteReader(b)
-            guard try StrokeCodec.decodePoints(&r1) == s, try BaselineStrokeCodec.decodePoints(&r2) == s else {
-                throw LnoteError(.invalidState, "\(w.name): a decoder does not give back a stroke of \(s.count) points")
+            var r = ByteReader(b)
+            guard try StrokeCodec.decodePoints(&r) == s else {
+                throw LnoteError(.invalidState, "\(w.name): the codec does not give back a stroke of \(s.count) points")
             }
         }
     }
@@ -84,11 +82,11 @@ enum CodecBench {
         do {
             let runs = options.runs
             print("Point codec, median of \(runs) interleaved runs (ns per point; MB/s of encoded bytes)")
-            print("| workload | points | bytes/pt | path | baseline ns/pt | new ns/pt | speed-up | new MB/s |")
+            print("| workload | points | bytes/pt | path | naive 16 B/pt ns/pt | lnote ns/pt | lnote / naive | lnote MB/s |")
             print("|---|---|---|---|---|---|---|---|")
             for w in try workloads(options) {
                 try check(w)
-                let kinds: [Kind] = [.baselineEncode, .encode, .baselineDecode, .decode]
+                let kinds: [Kind] = [.naiveEncode, .encode, .naiveDecode, .decode]
                 var times = [[Double]](repeating: [], count: kinds.count)
                 let clock = ContinuousClock()
                 var checksum = 0
@@ -103,11 +101,11 @@ enum CodecBench {
                 }
                 let ns = times.map { Timing.median($0) * 1e9 / Double(w.points) }
                 let perPoint = Double(w.bytes) / Double(w.points)
-                for (path, old, new) in [("encode", ns[0], ns[1]), ("decode", ns[2], ns[3])] {
-                    let mbs = perPoint / new * 1e3
+                for (path, naive, lnote) in [("encode", ns[0], ns[1]), ("decode", ns[2], ns[3])] {
+                    let mbs = perPoint / lnote * 1e3
                     print("| \(w.name) | \(w.points) | \(String(format: "%.3f", perPoint)) | \(path) | "
-                          + "\(String(format: "%.2f", old)) | \(String(format: "%.2f", new)) | "
-                          + "\(String(format: "%.2fx", old / new)) | \(String(format: "%.0f", mbs)) |")
+                          + "\(String(format: "%.2f", naive)) | \(String(format: "%.2f", lnote)) | "
+                          + "\(String(format: "%.2f", lnote / naive)) | \(String(format: "%.0f", mbs)) |")
                 }
                 if checksum == 42 { print("") }
             }
