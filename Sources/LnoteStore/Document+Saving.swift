@@ -196,9 +196,12 @@ extension Document {
         for name in try io.listDirectory(paths.pages) where !DurableFile.isTemporaryName(name) {
             if name.hasSuffix(".log"), let p = PageID(String(name.dropLast(4))) { pageIDs.insert(p) }
             if name.hasSuffix(".content"), let p = PageID(String(name.dropLast(8))) { pageIDs.insert(p) }
+            if name.hasSuffix(".base"), let p = PageID(String(name.dropLast(5))) { pageIDs.insert(p) }
         }
         for p in pageIDs.sorted() {
-            candidates.subtract(try assetsReferenced(by: p))
+            // A page whose files cannot be read whole may reference anything: remove nothing.
+            guard let referenced = try assetsReferenced(by: p) else { return [] }
+            candidates.subtract(referenced)
             if candidates.isEmpty { return [] }
         }
         for a in candidates.sorted() { try io.unlink(paths.asset(a), missingOK: true) }
@@ -206,17 +209,24 @@ extension Document {
         return candidates.sorted()
     }
 
-    /// Every asset a page's whole log and snapshot name.
-    func assetsReferenced(by pid: PageID) throws -> Set<AssetID> {
+    /// Every asset a page's whole log, snapshot and checkpoint base name; nil when its
+    /// snapshot or base does not decode (what they reference is then unknown, and a
+    /// checkpoint-installed page's log does not hold the adds its base covers).
+    func assetsReferenced(by pid: PageID) throws -> Set<AssetID>? {
         var out = Set<AssetID>()
         if let lp = pages[pid] {
             try syncNow(.page(pid), lp.log)
             out.formUnion(lp.replica.elements.compactMap(\.content.image?.asset))
             for f in try readAllFrames(lp) { if let a = Document.imageAsset(in: f) { out.insert(a) } }
         } else {
-            if let bytes = try DurableFile.readIfExists(paths.content(pid), io: io),
-               let s = try? PageSnapshot.decode(bytes, path: paths.content(pid)) {
+            if let bytes = try DurableFile.readIfExists(paths.content(pid), io: io) {
+                guard let s = try? PageSnapshot.decode(bytes, path: paths.content(pid)) else { return nil }
                 out.formUnion(s.state.elements.compactMap(\.content.image?.asset))
+            }
+            do {
+                if let base = try baseState(page: pid) { out.formUnion(base.elements.compactMap(\.content.image?.asset)) }
+            } catch let e as LnoteError where e.code == .corrupt || e.code == .truncated || e.code == .unsupportedVersion {
+                return nil
             }
             if let bytes = try DurableFile.readIfExists(paths.log(pid), io: io), bytes.count > LogHeader.size {
                 let scan = LogScanner.scan(Array(bytes[LogHeader.size...]), base: UInt64(LogHeader.size))

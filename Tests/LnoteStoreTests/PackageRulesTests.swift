@@ -221,6 +221,21 @@ struct PackageRulesTests {
         #expect(fileBytes(paths.asset(AssetID.of([1, 2, 3]))) != nil)
         #expect(fileBytes(paths.asset(AssetID.of([4, 5, 6]))) != nil)
         #expect(fileBytes(paths.asset(stray)) == nil)
+        // A page whose snapshot does not decode may reference anything: nothing is removed
+        // while it is damaged, and the orphan goes once it is whole again.
+        let content = paths.content(p)
+        let good = try #require(fileBytes(content))
+        var damaged = good
+        damaged[damaged.count / 2] ^= 0xFF
+        try writeFile(content, damaged)
+        let d4 = try await nb.openDocument(paths.id)
+        let unsure = try await d4.storeAsset([8, 8])
+        try await d4.close()
+        #expect(fileBytes(paths.asset(unsure)) != nil, "removed while a page's snapshot was unreadable")
+        try writeFile(content, good)
+        let d5 = try await nb.openDocument(paths.id)
+        try await d5.close()
+        #expect(fileBytes(paths.asset(unsure)) == nil)
         try await nb.close()
     }
 
