@@ -2,7 +2,8 @@
 // lnote: flat-file handwriting notebooks that replicate.
 //
 // Layers, each depending only on those above it:
-//   LnoteModel        pure values and codecs (ids, clocks, strokes, pages, snapshots, JSON)
+//   LnoteModel        pure values and codecs (ids, clocks, strokes, pages, snapshots, JSON);
+//                     CLnoteCRC32C gives it the processor's CRC32 instruction
 //   LnoteReplication  pure: operations, their frame codec, the deterministic merge
 //   LnoteRender       pure: page thumbnails (rasterizer, PNG writer)
 //   LnoteStore        disk: notebook folders, .lnote packages, logs, the syscall seam
@@ -38,7 +39,10 @@ let package = Package(
         .systemLibrary(name: "CLnoteZlib", pkgConfig: "zlib",
                        providers: [.apt(["zlib1g-dev"])]),
 
-        .target(name: "LnoteModel"),
+        // The processor's CRC32 instruction for LnoteModel's CRC-32C (plain C, no library).
+        .target(name: "CLnoteCRC32C"),
+
+        .target(name: "LnoteModel", dependencies: ["CLnoteCRC32C"]),
         .target(name: "LnoteReplication", dependencies: ["LnoteModel"]),
         .target(name: "LnoteRender", dependencies: ["LnoteModel"]),
         .target(name: "LnoteStore", dependencies: ["LnoteModel", "LnoteReplication", "LnoteRender"]),

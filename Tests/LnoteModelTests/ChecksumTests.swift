@@ -47,6 +47,24 @@ struct ChecksumTests {
         }
     }
 
+    /// The processor's CRC32 instruction (when `update` uses it) and the table give the same
+    /// CRC for every length, alignment and starting value.
+    @Test func crc32cHardwareMatchesTable() {
+        let seed: UInt64 = 0xC4C4
+        var g = SplitMix64(seed: seed)
+        let bytes = (0..<5000).map { _ in UInt8(truncatingIfNeeded: g.next()) }
+        #expect(CRC32C.softwareUpdate(0, UnsafeRawBufferPointer(start: nil, count: 0)) == 0)
+        bytes.withUnsafeBytes { raw in
+            for _ in 0..<2000 {
+                let start = Int(g.next() % 64), length = Int(g.next() % 300) + (g.next() % 8 == 0 ? 4000 : 0)
+                let part = UnsafeRawBufferPointer(rebasing: raw[start..<min(raw.count, start + length)])
+                let initial = UInt32(truncatingIfNeeded: g.next())
+                #expect(CRC32C.update(initial, part) == CRC32C.softwareUpdate(initial, part),
+                        "seed \(seed) start \(start) length \(part.count) hardware \(CRC32C.usesHardware)")
+            }
+        }
+    }
+
     /// FIPS 180-4 example vectors.
     @Test func sha256Vectors() {
         #expect(hexString(SHA256.hash(Array("abc".utf8)))
