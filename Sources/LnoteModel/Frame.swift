@@ -25,20 +25,34 @@ public struct Frame: Hashable, Sendable {
 
     /// Appends the encoded frame to `out`.
     public func encode(into out: inout ByteWriter) {
-        let start = out.count
-        let length = UInt32(1 + payload.count)
-        out.u32(length)
-        out.u32(0)
-        out.u8(type)
-        out.append(payload)
-        var crc = out.bytes.withUnsafeBytes { CRC32C.update(0, UnsafeRawBufferPointer(rebasing: $0[start..<start + 4])) }
-        crc = out.bytes.withUnsafeBytes { CRC32C.update(crc, UnsafeRawBufferPointer(rebasing: $0[(start + 8)...])) }
-        out.patchU32(crc, at: start + 4)
+        Frame.encode(type: type, into: &out) { $0.append(payload) }
     }
 
     public var encoded: [UInt8] {
-        var w = ByteWriter(capacity: Frame.headerSize + 1 + payload.count)
-        encode(into: &w)
+        Frame.encoded(type: type, payloadCapacity: payload.count) { $0.append(payload) }
+    }
+
+    /// Appends a frame of `type` whose payload `writePayload` appends, without building the
+    /// payload apart: the length and CRC are filled in afterwards.
+    public static func encode(type: UInt8, into out: inout ByteWriter, payload writePayload: (inout ByteWriter) -> Void) {
+        let start = out.count
+        out.u32(0)
+        out.u32(0)
+        out.u8(type)
+        writePayload(&out)
+        out.patchU32(UInt32(out.count - start - headerSize), at: start)
+        let crc = out.bytes.withUnsafeBytes { raw in
+            let c = CRC32C.update(0, UnsafeRawBufferPointer(rebasing: raw[start..<start + 4]))
+            return CRC32C.update(c, UnsafeRawBufferPointer(rebasing: raw[(start + headerSize)...]))
+        }
+        out.patchU32(crc, at: start + 4)
+    }
+
+    /// The bytes of one frame (see `encode(type:into:payload:)`); `payloadCapacity` is a
+    /// guess of the payload's size, so that the buffer rarely grows.
+    public static func encoded(type: UInt8, payloadCapacity: Int, payload writePayload: (inout ByteWriter) -> Void) -> [UInt8] {
+        var w = ByteWriter(capacity: headerSize + 1 + payloadCapacity)
+        encode(type: type, into: &w, payload: writePayload)
         return w.bytes
     }
 

@@ -123,14 +123,20 @@ extension Document {
         return ops
     }
 
-    /// Writes operations to a loaded page's log and waits until they are durable. On failure
-    /// the page is unloaded (its state may include operations that are not on disk).
-    func append(_ ops: [Op], to lp: LoadedPage) async throws {
-        guard !ops.isEmpty else { return }
+    /// Writes operations to a loaded page's log and waits until they are durable. Returns
+    /// the offset of each operation's frame. On failure the page is unloaded (its state may
+    /// include operations that are not on disk).
+    @discardableResult
+    func append(_ ops: [Op], to lp: LoadedPage) async throws -> [UInt64] {
+        guard !ops.isEmpty else { return [] }
+        var offsets: [UInt64] = []
         do {
             // Strokes encode independently: a big batch (an import, a paste) uses every core.
             let points = ops.reduce(0) { $0 + ($1.addedContent?.pointCount ?? 0) }
-            try lp.log.write(Parallel.map(ops.count, parallel: points >= 16_384) { OperationCodec.frame(ops[$0]) })
+            let frames = Parallel.map(ops.count, parallel: points >= 16_384) { OperationCodec.encode(ops[$0]) }
+            var offset = lp.log.end
+            offsets = frames.map { f in defer { offset += UInt64(f.count) }; return offset }
+            try lp.log.write(encoded: frames)
         } catch {
             unload(lp, failing: error)
             throw error
@@ -148,6 +154,7 @@ extension Document {
            pages[lp.id] === lp {
             try snapshot(lp)
         }
+        return offsets
     }
 
     /// Makes a local document operation, appends it durably, and returns it.
@@ -155,7 +162,7 @@ extension Document {
         try checkUsable()
         var next = doc
         let op = try next.make(body, by: replica, wallTime: now())
-        try docLog.write([OperationCodec.frame(op)])  // truncated back on failure: nothing changed
+        try docLog.write(encoded: [OperationCodec.encode(op)])  // truncated back on failure: nothing changed
         doc = next
         noteEdit()
         do {

@@ -104,15 +104,9 @@ extension Document {
         }
         // The engine validates everything before applying anything.
         let applied = try lp.replica.receive(fresh)
-        var offset = lp.log.end
-        var offsets: [OpID: UInt64] = [:]
-        for op in fresh {
-            offsets[op.id] = offset
-            offset += UInt64(OperationCodec.frame(op).encodedSize)
-        }
-        try await append(fresh, to: lp)
+        let offsets = try await append(fresh, to: lp)
         let done = Set(applied.map(\.id))
-        for (id, off) in offsets where !done.contains(id) { lp.pendingOffsets[id] = off }
+        for (op, off) in zip(fresh, offsets) where !done.contains(op.id) { lp.pendingOffsets[op.id] = off }
         for op in lp.pendingOffsets.keys where lp.replica.clock.covers(op) { lp.pendingOffsets[op] = nil }
         noteAssets(of: fresh.compactMap(\.addedContent), page: pid)
         return ReceiveOutcome(appended: fresh.count, applied: applied)
@@ -124,14 +118,14 @@ extension Document {
         guard !fresh.isEmpty else { return ReceiveOutcome(appended: 0, applied: []) }
         var next = doc
         let applied = try next.receive(fresh)
-        let start = docLog.end
-        try docLog.write(fresh.map(OperationCodec.frame))
+        var offset = docLog.end
+        let frames = fresh.map(OperationCodec.encode)
+        try docLog.write(encoded: frames)
         doc = next
-        var offset = start
         let done = Set(applied.map(\.id))
-        for op in fresh {
+        for (op, frame) in zip(fresh, frames) {
             if !done.contains(op.id) { docPendingOffsets[op.id] = offset }
-            offset += UInt64(OperationCodec.frame(op).encodedSize)
+            offset += UInt64(frame.count)
         }
         for id in docPendingOffsets.keys where doc.clock.covers(id) { docPendingOffsets[id] = nil }
         noteEdit()

@@ -186,36 +186,33 @@ final class PageLog {
     }
 
     /// Writes frames after the last good frame without syncing. Returns the new end offset.
-    /// On failure the file is truncated back to the previous end (or that is retried
-    /// before the next write), so a failed append never leaves a partial frame in the middle.
     @discardableResult
     func write(_ frames: [Frame]) throws -> UInt64 {
+        try write(encoded: frames.map(\.encoded))
+    }
+
+    /// Writes encoded frames (each one frame's bytes, CRC included: `Frame.encoded`,
+    /// `OperationCodec.encode`) after the last good frame, in one `pwrite`, without syncing.
+    /// Returns the new end offset. On failure the file is truncated back to the previous end
+    /// (or that is retried before the next write), so a failed append never leaves a partial
+    /// frame in the middle.
+    @discardableResult
+    func write(encoded frames: [[UInt8]]) throws -> UInt64 {
         let fd = try descriptor()
         guard !frames.isEmpty else { return end }
         if needsTruncate {
             try io.ftruncate(fd, to: end)
             needsTruncate = false
         }
-        let size = frames.reduce(0) { $0 + $1.encodedSize }
-        var w = ByteWriter(capacity: size)
-        if size >= 256 * 1024 && frames.count > 1 {
-            // The CRCs of a big batch are computed on every core, then the frames are joined.
-            for part in Parallel.map(frames.count, { i in
-                var one = ByteWriter(capacity: frames[i].encodedSize)
-                frames[i].encode(into: &one)
-                return one.bytes
-            }) { w.append(part) }
-        } else {
-            for f in frames { f.encode(into: &w) }
-        }
+        let bytes = frames.count == 1 ? frames[0] : Array(frames.joined())
         do {
-            try io.pwrite(fd, w.bytes, at: end)
+            try io.pwrite(fd, bytes, at: end)
         } catch {
             needsTruncate = true
             if (try? io.ftruncate(fd, to: end)) != nil { needsTruncate = false }
             throw error
         }
-        end += UInt64(w.count)
+        end += UInt64(bytes.count)
         unsyncedFrames += frames.count
         return end
     }
