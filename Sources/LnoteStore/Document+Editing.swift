@@ -19,45 +19,76 @@ extension Document {
         }
         try evictPages(keepingRoomFor: 1)
         var report = RecoveryReport(path: paths.content(pid))
-        var base = PageState(page: pid)
-        var covered: (offset: UInt64, incarnation: UInt64)?
-        if let bytes = try DurableFile.readIfExists(paths.content(pid), io: io) {
-            do {
-                let s = try PageSnapshot.decode(bytes, path: paths.content(pid))
-                guard s.state.page == pid else {
-                    throw LnoteError(.corrupt, "snapshot names page \(s.state.page)", path: paths.content(pid))
+        let contentPath = paths.content(pid), logPath = paths.log(pid)
+        let snapshotBytes = try DurableFile.readIfExists(contentPath, io: io)
+        // The log is opened where the snapshot's header says it covers, before the
+        // snapshot is checked, so that the snapshot (and the replica built from it) and the
+        // log's frames decode at once on every core. If the snapshot turns out not to say
+        // that (or to be damaged), the log is opened again.
+        let position = snapshotBytes.flatMap { try? PageSnapshot.summary(prefix: $0) }
+        var (log, replay) = try PageLog.open(path: logPath, kind: .page, owner: pid.uuid, from: position?.coveredLogOffset,
+                                             incarnation: position?.logIncarnation, create: true, io: io)
+        let (snapshot, frames) = Parallel.both({
+            snapshotBytes.map { bytes in
+                Result { () throws -> (PageSnapshot.Contents, PageReplica) in
+                    let s = try PageSnapshot.decode(bytes, path: contentPath)
+                    guard s.state.page == pid else {
+                        throw LnoteError(.corrupt, "snapshot names page \(s.state.page)", path: contentPath)
+                    }
+                    return (s, PageReplica(state: s.state))
                 }
-                base = s.state
-                covered = (s.coveredLogOffset, s.logIncarnation)
+            }
+        }, {
+            Document.decode(replay.frames, path: logPath)
+        })
+        var base = PageState(page: pid)
+        var replica: PageReplica?
+        var covered: (offset: UInt64, incarnation: UInt64)?
+        var fromBase = false
+        var decodedFrames: [Result<Op, any Error>]? = frames
+        do {
+            do {
+                if let (s, r) = try snapshot?.get() {
+                    base = s.state
+                    replica = r
+                    covered = (s.coveredLogOffset, s.logIncarnation)
+                }
             } catch let e as LnoteError where e.code == .corrupt || e.code == .truncated || e.code == .limitExceeded {
                 report.problems.append(e)
                 snapshotCounts[pid] = nil
-                report.quarantinedCopy = try Document.quarantine(paths.content(pid), io: io)
+                report.quarantinedCopy = try Document.quarantine(contentPath, io: io)
                 reports.append(report)
             }
+            // A page installed from a checkpoint holds operations its log lacks: without a
+            // usable snapshot it starts from the checkpoint, not from nothing ([PKG-46]).
+            if covered == nil, let b = try baseState(page: pid) {
+                base = b
+                fromBase = true
+            }
+            if covered?.offset != position?.coveredLogOffset || covered?.incarnation != position?.logIncarnation {
+                try log.close()
+                (log, replay) = try PageLog.open(path: logPath, kind: .page, owner: pid.uuid, from: covered?.offset,
+                                                 incarnation: covered?.incarnation, create: true, io: io)
+                decodedFrames = nil
+            }
+        } catch {
+            try? log.close()
+            throw error
         }
-        // A page installed from a checkpoint holds operations its log lacks: without a usable
-        // snapshot it starts from the checkpoint, not from nothing ([PKG-46]).
-        var fromBase = false
-        if covered == nil, let b = try baseState(page: pid) {
-            base = b
-            fromBase = true
-        }
-        let (log, replay) = try PageLog.open(path: paths.log(pid), kind: .page, owner: pid.uuid, from: covered?.offset,
-                                             incarnation: covered?.incarnation, create: true, io: io)
         var logReport = replay.report
-        var replica = PageReplica(state: base)
+        var live = replica ?? PageReplica(state: base)
         var pending: [OpID: UInt64] = [:]
         let applied: [Op]
         do {
-            applied = try Document.feed(replay.frames, kind: .page, fromStart: replay.start == UInt64(LogHeader.size),
-                                        path: paths.log(pid), report: &logReport, pending: &pending) { try replica.receive($0) }
+            applied = try Document.feed(replay.frames, decoded: decodedFrames, kind: .page,
+                                        fromStart: replay.start == UInt64(LogHeader.size), path: logPath,
+                                        report: &logReport, pending: &pending) { try live.receive($0) }
         } catch {
             try? log.close()
             throw error
         }
         if !logReport.isClean { reports.append(logReport) }
-        let lp = LoadedPage(id: pid, replica: replica, log: log)
+        let lp = LoadedPage(id: pid, replica: live, log: log)
         lp.pendingOffsets = pending
         lp.covered = covered.flatMap { $0.incarnation == log.incarnation ? $0 : nil }
         lp.framesSinceSnapshot = replay.frames.count

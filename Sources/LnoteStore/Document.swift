@@ -203,21 +203,17 @@ public actor Document {
     /// frames and operations of the wrong log are reported and skipped ([LOG-13]); the
     /// engine skips operations it already has; operations still waiting for dependencies
     /// are remembered with their offsets so compaction never covers them.
+    ///
+    /// `decoded`: `decode(frames, path:)`, when the caller already has it.
     @discardableResult
-    static func feed(_ frames: [LoggedFrame], kind: LogKind, fromStart: Bool, path: String,
-                     report: inout RecoveryReport, pending: inout [OpID: UInt64],
+    static func feed(_ frames: [LoggedFrame], decoded: [Result<Op, any Error>]? = nil, kind: LogKind, fromStart: Bool,
+                     path: String, report: inout RecoveryReport, pending: inout [OpID: UInt64],
                      receive: ([Op]) throws -> [Op]) throws -> [Op] {
         var ops: [Op] = []
         ops.reserveCapacity(frames.count)
         var offsets: [OpID: UInt64] = [:]
         offsets.reserveCapacity(frames.count)
-        // Frames decode independently: a long replay decodes them on several cores, then
-        // everything below runs in log order as before.
-        let payloadBytes = frames.reduce(0) { $0 + $1.frame.payload.count }
-        let decoded = Parallel.map(frames.count, parallel: payloadBytes >= 64 * 1024) { i -> Result<Op, any Error> in
-            let lf = frames[i]
-            return Result { try OperationCodec.decode(lf.frame, base: Int(lf.offset) + Frame.headerSize + 1, path: path) }
-        }
+        let decoded = decoded ?? decode(frames, path: path)
         for (i, lf) in frames.enumerated() {
             do {
                 let op = try decoded[i].get()
@@ -256,6 +252,16 @@ public actor Document {
             pending[id] = min(pending[id] ?? off, off)
         }
         return applied
+    }
+
+    /// The operations of logged frames, in order, each or its decoding error. Frames decode
+    /// independently: a long replay decodes them on several cores.
+    static func decode(_ frames: [LoggedFrame], path: String) -> [Result<Op, any Error>] {
+        let payloadBytes = frames.reduce(0) { $0 + $1.frame.payload.count }
+        return Parallel.map(frames.count, parallel: payloadBytes >= 64 * 1024) { i in
+            let lf = frames[i]
+            return Result { try OperationCodec.decode(lf.frame, base: Int(lf.offset) + Frame.headerSize + 1, path: path) }
+        }
     }
 
     /// Renames a damaged file to `<path>.corrupt-<n>` (first free n). Returns the new path.

@@ -35,6 +35,53 @@ struct RecoveryTests {
         #expect(fileBytes(paths.content(p)) != nil, "rewritten on close")
     }
 
+    /// The log is opened where the snapshot's header says it covers, before the snapshot is
+    /// checked, and both decode at once. An older snapshot (covering part of the log), whole
+    /// or with one byte damaged anywhere (header included), must give the page the whole log
+    /// gives: the log is opened again from the start whenever the snapshot does not hold.
+    @Test("[PKG-42] an older snapshot, whole or damaged at any byte, gives the page its log gives")
+    func olderSnapshotWholeOrDamaged() async throws {
+        let seed = UInt64.random(in: 0...UInt64.max)
+        var g = SplitMix64(seed: seed)
+        let dir = try TempDir("rec")
+        defer { dir.remove() }
+        let nb = try await openNotebook(dir.path)
+        let d = try await nb.createDocument(title: "R")
+        let id = d.id, paths = d.paths
+        let p = await d.pageList[0].id
+        // Big enough for the parallel decoders (an element index, 64 KiB of frames).
+        var strokes: [Stroke] = []
+        for i in 0..<150 {
+            var points: [StrokePoint] = []
+            for j in 0..<(60 + Int(g.next() % 300)) {
+                points.append(StrokePoint(x: Int32(i * 10 + j), y: Int32(j * 3) + Int32(g.next() % 5), pressure: UInt16(500 + j % 200),
+                                          radius: 10, t: UInt32(j * 4)))
+            }
+            strokes.append(Stroke(points: points))
+        }
+        try await d.addStrokes(Array(strokes[..<80]), to: p)
+        try await d.flush()
+        let older = fileBytes(paths.content(p))!
+        try await d.addStrokes(Array(strokes[80...]), to: p)
+        let state = try await d.pageState(p)
+        try await nb.close()
+
+        var positions = [0, 9, 20, 36, 44, older.count - 1]
+        for _ in 0..<6 { positions.append(Int(g.next() % UInt64(older.count))) }
+        for at in [nil] + positions.map(Optional.some) {
+            var bytes = older
+            if let at { bytes[at] ^= 0x5A }
+            try writeFile(paths.content(p), bytes)
+            let nb = try await openNotebook(dir.path)
+            let d = try await nb.openDocument(id)
+            #expect(try await d.pageState(p) == state, "seed \(seed), damaged byte \(at.map(String.init) ?? "none")")
+            let quarantined = await d.recoveryReports.contains { $0.quarantinedCopy != nil }
+            #expect(quarantined == (at != nil), "seed \(seed), damaged byte \(at.map(String.init) ?? "none")")
+            try await nb.close()
+            for n in 1...3 { try? FileManager.default.removeItem(atPath: paths.content(p) + ".corrupt-\(n)") }
+        }
+    }
+
     @Test("[PKG-38] a bad frame in a page log: reported, quarantined, later frames salvaged, never applied")
     func damagedLogFrame() async throws {
         let dir = try TempDir("rec")
