@@ -97,7 +97,8 @@ extension Document {
         lp.dirty = !applied.isEmpty || lp.covered == nil && covered != nil || report.quarantinedCopy != nil || fromBase
         lp.lastUse = useCounter
         pages[pid] = lp
-        noteAssets(of: base.elements.map(\.content) + applied.compactMap(\.addedContent), page: pid)
+        noteAssets(of: base.elements.lazy.map(\.content), page: pid)
+        noteAssets(of: applied.lazy.compactMap(\.addedContent), page: pid)
         return lp
     }
 
@@ -123,7 +124,7 @@ extension Document {
     }
 
     /// Records the assets referenced by added images ([PKG-15]): the set only grows.
-    func noteAssets(of contents: [ElementContent], page: PageID) {
+    func noteAssets(of contents: some Sequence<ElementContent>, page: PageID) {
         let found = contents.compactMap(\.image?.asset)
         guard !found.isEmpty else { return }
         noteAssets(Set(found), page: page)

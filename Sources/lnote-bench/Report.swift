@@ -1,6 +1,7 @@
 import Foundation
 import CLnoteZlib
 import LnoteSQLite
+import LnoteModel
 
 /// What a figure measures.
 enum Unit: String, Codable, Sendable {
@@ -129,7 +130,8 @@ struct MachineInfo: Codable, Sendable {
             loadAverageBefore: loadAverage(),
             loadAverageAfter: "",
             build: isDebugBuild ? "debug (figures are not representative: use -c release)" : "release",
-            libraries: "SQLite \(SQLiteDatabase.libraryVersion), zlib \(String(cString: zlibVersion()))",
+            libraries: "SQLite \(SQLiteDatabase.libraryVersion), zlib \(String(cString: zlibVersion())); CRC-32C: "
+                + (CRC32C.usesHardware ? "the processor's CRC32 instruction" : "table (no CRC32 instruction)"),
             runs: options.runs,
             quick: options.quick,
             seed: options.seed,
