@@ -41,11 +41,13 @@ let package = Package(
 
         // The processor's CRC32 instruction for LnoteModel's CRC-32C (plain C, no library).
         .target(name: "CLnoteCRC32C"),
+        // System calls Glibc's Swift module does not export (sync_file_range), for the store.
+        .target(name: "CLnoteSyscalls"),
 
         .target(name: "LnoteModel", dependencies: ["CLnoteCRC32C"]),
         .target(name: "LnoteReplication", dependencies: ["LnoteModel"]),
         .target(name: "LnoteRender", dependencies: ["LnoteModel"]),
-        .target(name: "LnoteStore", dependencies: ["LnoteModel", "LnoteReplication", "LnoteRender"]),
+        .target(name: "LnoteStore", dependencies: ["LnoteModel", "LnoteReplication", "LnoteRender", "CLnoteSyscalls"]),
         .target(name: "LnoteSQLite", dependencies: ["LnoteModel", "CLnoteSQLite"]),
         .target(name: "LnoteSync", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "CLnoteCurl"]),
         .target(name: "LnoteServer", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteSQLite", "CLnoteMicroHTTPD"]),

@@ -162,14 +162,26 @@ extension Document {
     func append(_ ops: [Op], to lp: LoadedPage) async throws -> [UInt64] {
         guard !ops.isEmpty else { return [] }
         var offsets: [UInt64] = []
+        offsets.reserveCapacity(ops.count)
+        let batchStart = lp.log.end
         do {
-            // Strokes encode independently: a big batch (an import, a paste) uses every core.
-            let points = ops.reduce(0) { $0 + ($1.addedContent?.pointCount ?? 0) }
-            let frames = Parallel.map(ops.count, parallel: points >= 16_384) { OperationCodec.encode(ops[$0]) }
-            var offset = lp.log.end
-            offsets = frames.map { f in defer { offset += UInt64(f.count) }; return offset }
-            try lp.log.write(encoded: frames)
+            let (pieces, parallel) = Document.appendPieces(ops)
+            for piece in pieces {
+                // Strokes encode independently: a big batch (an import, a paste) uses every core.
+                let frames = Parallel.map(piece.count, parallel: parallel) { OperationCodec.encode(ops[piece.lowerBound + $0]) }
+                let start = lp.log.end
+                var offset = start
+                for f in frames {
+                    offsets.append(offset)
+                    offset += UInt64(f.count)
+                }
+                try lp.log.write(encoded: frames)
+                // The disk writes this piece while the next is encoded; the sync below then
+                // has only the last piece left to write.
+                if piece.upperBound < ops.count { try lp.log.startWriteback(from: start) }
+            }
         } catch {
+            lp.log.rollBack(to: batchStart)  // no piece of a failed batch is left ([PKG-34])
             unload(lp, failing: error)
             throw error
         }
@@ -187,6 +199,26 @@ extension Document {
             try snapshot(lp)
         }
         return offsets
+    }
+
+    /// How `append` splits a batch of operations: one piece encoded on one core when it
+    /// holds fewer than 16,384 points; else pieces of a quarter of its points or more (at
+    /// least 32,768), each encoded on every core.
+    static func appendPieces(_ ops: [Op]) -> (pieces: [Range<Int>], parallel: Bool) {
+        let points = ops.map { $0.addedContent?.pointCount ?? 0 }
+        let total = points.reduce(0, +)
+        guard total >= 16_384 else { return ([0..<ops.count], false) }
+        let target = max(32_768, total / 4)
+        var pieces: [Range<Int>] = []
+        var lower = 0, sum = 0
+        for (i, n) in points.enumerated() {
+            sum += n
+            if sum >= target || i == ops.count - 1 {
+                pieces.append(lower..<(i + 1))
+                (lower, sum) = (i + 1, 0)
+            }
+        }
+        return (pieces, true)
     }
 
     /// Makes a local document operation, appends it durably, and returns it.

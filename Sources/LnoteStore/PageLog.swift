@@ -217,6 +217,29 @@ final class PageLog {
         return end
     }
 
+    /// Forgets the frames written since `offset` (not yet synced): the file is truncated back
+    /// to it, or that is retried before the next write. For a batch written in pieces whose
+    /// later piece failed, so that none of it is left.
+    func rollBack(to offset: UInt64) {
+        guard let fd, offset >= UInt64(LogHeader.size), offset < end else { return }
+        end = offset
+        needsTruncate = (try? io.ftruncate(fd, to: offset)) == nil
+    }
+
+    /// Starts writing back the bytes written since `offset` without waiting (a hint for
+    /// big appends: the disk works while more frames are encoded, and the `sync` that makes
+    /// them durable has less left to write). A failure poisons the log, as a failed sync does.
+    func startWriteback(from offset: UInt64) throws {
+        let fd = try descriptor()
+        guard offset < end else { return }
+        do {
+            try io.startWriteback(fd, offset: offset, count: Int(end - offset))
+        } catch let e as LnoteError {
+            poisoned = e
+            throw e
+        }
+    }
+
     /// Makes every written frame durable. A failure poisons the log ([PKG-36]).
     func sync() throws {
         let fd = try descriptor()

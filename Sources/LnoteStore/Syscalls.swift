@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import CLnoteSyscalls
 import LnoteModel
 import Synchronization
 
@@ -228,6 +229,18 @@ final class Syscalls: Sendable {
         #endif
     }
 
+    /// Starts writing `count` bytes at `offset` back to the device without waiting (Linux
+    /// `sync_file_range(SYNC_FILE_RANGE_WRITE)`; nothing elsewhere), so that a later
+    /// `fdatasync` has less left to write. Makes nothing durable. A failure throws all the
+    /// same: the data it was writing may be what failed.
+    func startWriteback(_ fd: FileDescriptor, offset: UInt64, count: Int) throws {
+        let f = try enter(.startWriteback, fd.path, bytes: count)
+        guard performsSync, count > 0 else { return }
+        _ = try retrying("sync_file_range", fd.path, injected: f) {
+            lnote_start_writeback(fd.raw, Int64(clamping: offset), Int64(count))
+        }
+    }
+
     func ftruncate(_ fd: FileDescriptor, to length: UInt64) throws {
         let f = try enter(.ftruncate, fd.path, bytes: Int(clamping: length))
         _ = try retrying("ftruncate", fd.path, injected: f) { Glibc.ftruncate(fd.raw, off_t(length)) }
@@ -394,7 +407,7 @@ final class Syscalls: Sendable {
 
 /// The calls the seam makes, as seen by recorders and fault plans.
 enum SyscallKind: String, Sendable, CaseIterable {
-    case open, read, write, fsync, fdatasync, ftruncate, stat, flock, rename, unlink, mkdir, rmdir, opendir, close
+    case open, read, write, fsync, fdatasync, startWriteback, ftruncate, stat, flock, rename, unlink, mkdir, rmdir, opendir, close
 
     /// Calls that change what is on disk.
     var mutates: Bool {

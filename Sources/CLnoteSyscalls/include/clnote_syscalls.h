@@ -1,0 +1,13 @@
+// System calls that Glibc's Swift module does not export (they need _GNU_SOURCE), for
+// LnoteStore's syscall seam.
+#ifndef CLNOTE_SYSCALLS_H
+#define CLNOTE_SYSCALLS_H
+
+#include <stdint.h>
+
+// Starts writing back [offset, offset + count) of fd to the device without waiting:
+// sync_file_range(SYNC_FILE_RANGE_WRITE) on Linux, nothing (0) elsewhere. A hint that makes
+// nothing durable. Returns 0, or -1 with errno set.
+int lnote_start_writeback(int fd, int64_t offset, int64_t count);
+
+#endif
