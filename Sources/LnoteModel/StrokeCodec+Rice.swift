@@ -8,16 +8,19 @@
 }
 
 /// The parameter k of [PTS-7] for every count 0...7 (row) and sum 0...255 (column), then at
-/// `riceMaskOffset` the masks 2^k − 1 in the same layout: most sums of handwriting are small,
-/// and a table look-up is cheaper than the computation. Built once, never freed (4 KiB);
-/// immutable after its lazy, thread-safe initialization.
+/// `riceMaskOffset` the masks 2^k − 1 in the same layout, then for the encoder at
+/// `riceWidthOffset` the widths k + 1 and at `riceWideMaskOffset` the masks 2^(k+1) − 1: most
+/// sums of handwriting are small, and a table look-up is cheaper than the computation. Built
+/// once, never freed (8 KiB); immutable after its lazy, thread-safe initialization.
 nonisolated(unsafe) let riceParameterTable: UnsafePointer<UInt8> = {
-    let table = UnsafeMutablePointer<UInt8>.allocate(capacity: 2 * 8 * 256)
+    let table = UnsafeMutablePointer<UInt8>.allocate(capacity: 4 * 8 * 256)
     for count in 0..<8 {
         for sum in 0..<256 {
             let k = count == 0 ? 0 : UInt8(RiceCount.computedParameter(sum: UInt64(sum), count: UInt64(count)))
             table[count * 256 + sum] = k
             table[riceMaskOffset + count * 256 + sum] = UInt8((1 << k) - 1)
+            table[riceWidthOffset + count * 256 + sum] = k + 1
+            table[riceWideMaskOffset + count * 256 + sum] = UInt8((1 << (k + 1)) - 1)
         }
     }
     return UnsafePointer(table)
@@ -25,6 +28,10 @@ nonisolated(unsafe) let riceParameterTable: UnsafePointer<UInt8> = {
 
 /// Where the masks start in `riceParameterTable`.
 let riceMaskOffset = 8 * 256
+/// Where the widths k + 1 start in `riceParameterTable`.
+let riceWidthOffset = 2 * 8 * 256
+/// Where the masks 2^(k+1) − 1 start in `riceParameterTable`.
+let riceWideMaskOffset = 3 * 8 * 256
 
 /// [PTS-7] The parameter for any `sum` and `count` 1...7.
 @inline(__always)

@@ -54,20 +54,33 @@ public enum StrokeCodec {
         points.withUnsafeBufferPointer { encodeStream($0, into: &w) }
     }
 
-    /// [PTS-3] [PTS-5] Appends `L` and the bit stream of points 2 and later. The bit writer
-    /// is a local, not an argument, so that its state can stay in registers.
+    /// [PTS-3] [PTS-5] Appends `L` and the bit stream of points 2 and later.
+    @inline(never)
+    static func encodeStream(_ points: UnsafeBufferPointer<StrokePoint>, into w: inout ByteWriter) {
+        if pointLayoutIsPacked {
+            encodeStream(points, packed: true, into: &w)
+        } else {
+            encodeStream(points, packed: false, into: &w)
+        }
+    }
+
+    /// `encodeStream`, reading x to radius as one 16-byte word (`packed`, see
+    /// `SecondDifferences.next`) or field by field. The bit writer is a local, not an
+    /// argument, so that its state can stay in registers.
     ///
     /// The shared count of [PTS-7] runs 1, 2, …, 7, then 4, 5, 6, 7 over and over: points
     /// are coded four at a time with the counts 4 to 7 as constants (the table row and the
     /// halving are then known at compile time), the first points and the last ones one at
     /// a time.
-    static func encodeStream(_ points: UnsafeBufferPointer<StrokePoint>, into w: inout ByteWriter) {
+    @inline(__always)
+    static func encodeStream(_ points: UnsafeBufferPointer<StrokePoint>, packed: Bool, into w: inout ByteWriter) {
         let n = points.count
         let p = points.baseAddress!
         let table = riceParameterTable
         // About 1.5 bytes a point, and room for the reserve of a group of four points.
         var bits = BitWriter(capacity: n * 2 + 160)
         var sums = RiceSums()
+        var diffs = SecondDifferences(p[0], p[1])
         var count: UInt64 = 1
         var i = 2
         while i < n {
@@ -75,17 +88,17 @@ public enum StrokeCodec {
                 repeat {
                     // Four points: 4 × 5 flushes of at most 7 bytes, then 8 bytes stored.
                     bits.reserve(148)
-                    encodePoint(p + i, count: 4, table, &sums, &bits)
-                    encodePoint(p + (i &+ 1), count: 5, table, &sums, &bits)
-                    encodePoint(p + (i &+ 2), count: 6, table, &sums, &bits)
-                    encodePoint(p + (i &+ 3), count: 7, table, &sums, &bits)
+                    encodePoint(diffs.next(p + i, packed: packed), count: 4, table, &sums, &bits)
+                    encodePoint(diffs.next(p + (i &+ 1), packed: packed), count: 5, table, &sums, &bits)
+                    encodePoint(diffs.next(p + (i &+ 2), packed: packed), count: 6, table, &sums, &bits)
+                    encodePoint(diffs.next(p + (i &+ 3), packed: packed), count: 7, table, &sums, &bits)
                     i &+= 4
                 } while n &- i >= 4
                 continue
             }
             // Five flushes of at most 7 bytes, then 8 bytes stored.
             bits.reserve(36)
-            encodePoint(p + i, count: count, table, &sums, &bits)
+            encodePoint(diffs.next(p + i, packed: packed), count: count, table, &sums, &bits)
             count = count == 7 ? 4 : count &+ 1
             i &+= 1
         }
@@ -93,47 +106,81 @@ public enum StrokeCodec {
         bits.finish { w.append($0) }
     }
 
-    /// [PTS-5] [PTS-6] Codes the point at `p` (which has two points before it) with the
+    /// [PTS-5] The zigzagged second differences of successive points, from the two points
+    /// before each kept in registers (one load of a point per point instead of three).
+    struct SecondDifferences {
+        /// x, y, pressure, radius of the last point, and their last step (d_{i−1}).
+        var last: SIMD4<UInt32>, step: SIMD4<UInt32>
+        var lastT: UInt32, stepT: UInt32
+
+        /// Ready for point 2, from points 0 and 1.
+        @inline(__always) init(_ p0: StrokePoint, _ p1: StrokePoint) {
+            last = StrokeCodec.vector(p1)
+            step = last &- StrokeCodec.vector(p0)
+            lastT = p1.t
+            stepT = p1.t &- p0.t
+        }
+
+        /// The values of [PTS-5] of the point at `p` (x, y, pressure, radius; t), the next
+        /// point after the last one seen.
+        ///
+        /// `packed` (`pointLayoutIsPacked`): x to radius are loaded as one 16-byte word whose
+        /// third lane holds the pressure in its low 16 bits and the 2 padding bytes (of any
+        /// value) above: the mask clears them, giving `vector(p.pointee)`. The differences,
+        /// modulo 2³² per lane, and the zigzag are the scalar ones lane by lane.
+        @inline(__always) mutating func next(_ p: UnsafePointer<StrokePoint>, packed: Bool)
+            -> (SIMD4<UInt32>, UInt32) {
+            let v: SIMD4<UInt32>
+            if packed {
+                v = UnsafeRawPointer(p).loadUnaligned(as: SIMD4<UInt32>.self) & SIMD4(.max, .max, 0xFFFF, .max)
+            } else {
+                v = StrokeCodec.vector(p.pointee)
+            }
+            let t = p.pointee.t
+            let d = v &- last, dt = t &- lastT
+            let dd = SIMD4<Int32>(truncatingIfNeeded: d &- step)
+            // zigzag32 lane by lane: (s << 1) ^ (s >> 31), the right shift arithmetic.
+            let u = SIMD4<UInt32>(truncatingIfNeeded: (dd &<< 1) ^ (dd &>> 31))
+            let ut = zigzag32(dt &- stepT)
+            (last, step, lastT, stepT) = (v, d, t, dt)
+            return (u, ut)
+        }
+    }
+
+    /// [PTS-5] [PTS-6] Codes a point's values `u` (x, y, pressure, radius; t) with the
     /// shared `count` (1...7). Room for 5 flushes (36 bytes) MUST have been reserved.
     ///
     /// The common case, every sum below 256 (k from the table), every quotient below 16 (no
-    /// escape) and the five codes in 56 bits or fewer, gathers the five codes in a word and
-    /// appends it with one flush; anything else codes each value on its own, flushing after
-    /// each. The codes are gathered before the check, value by value, so that few values
-    /// are alive at once; a failed check takes back their sums.
+    /// escape) and the five codes fitting in the accumulator after its pending bits, gathers
+    /// the five codes into a copy of the accumulator and stores it with one flush; anything
+    /// else codes each value on its own, flushing after each. The codes are gathered before
+    /// the check, value by value, so that few values are alive at once; a failed check
+    /// takes back their sums and drops the copy.
     @inline(__always)
-    static func encodePoint(_ p: UnsafePointer<StrokePoint>, count: UInt64, _ table: UnsafePointer<UInt8>,
+    static func encodePoint(_ values: (SIMD4<UInt32>, UInt32), count: UInt64, _ table: UnsafePointer<UInt8>,
                             _ s: inout RiceSums, _ bits: inout BitWriter) {
-        let a = channelValues(p[0]), b = channelValues(p[-1]), c = channelValues(p[-2])
-        let u0 = UInt64(zigzag32((a.0 &- b.0) &- (b.0 &- c.0)))
-        let u1 = UInt64(zigzag32((a.1 &- b.1) &- (b.1 &- c.1)))
-        let u2 = UInt64(zigzag32((a.2 &- b.2) &- (b.2 &- c.2)))
-        let u3 = UInt64(zigzag32((a.3 &- b.3) &- (b.3 &- c.3)))
-        let u4 = UInt64(zigzag32((a.4 &- b.4) &- (b.4 &- c.4)))
+        let u0 = UInt64(values.0[0]), u1 = UInt64(values.0[1]), u2 = UInt64(values.0[2])
+        let u3 = UInt64(values.0[3]), u4 = UInt64(values.1)
         if (s.s0 | s.s1 | s.s2 | s.s3 | s.s4) < 256 {
-            let kRow = table + Int(truncatingIfNeeded: count) &* 256
-            let mRow = kRow + riceMaskOffset
-            var codes: UInt64 = 0, used: UInt64 = 0, quotients: UInt64 = 0
-            /// Gathers the code of `u` with `sum` (garbage if the check below fails).
-            @inline(__always) func gather(_ u: UInt64, _ sum: inout UInt64) {
-                let k = UInt64(kRow[Int(truncatingIfNeeded: sum)]), mask = UInt64(mRow[Int(truncatingIfNeeded: sum)])
-                let q = u &>> k
-                // q one-bits, a zero, the low bits: (((low << 1) | 1) << q) − 1.
-                codes |= (((((u & mask) &<< 1) | 1) &<< q) &- 1) &<< used
-                used &+= q &+ 1 &+ k
-                quotients |= q
-                sum &+= u
-            }
-            gather(u0, &s.s0)
-            gather(u1, &s.s1)
-            gather(u2, &s.s2)
-            gather(u3, &s.s3)
-            gather(u4, &s.s4)
-            // Quotients below 16 and at most 56 bits (so the codes are below 2⁵⁶): one test
-            // that needs the codes, so that they are gathered value by value before it
-            // rather than sunk after it, where they would all be alive at once.
-            if (quotients &>> 4) | ((used &+ 7) &>> 6) | (codes &>> 56) == 0 {
-                bits.append(codes, count: used)
+            // 2u + 1 for each value, four at once (u < 2³², so 2u + 1 < 2³³ is exact as UInt64
+            // only if computed wide: the lanes are widened first).
+            let wide = SIMD4<UInt64>(truncatingIfNeeded: values.0) &<< 1 | 1
+            let row = table + Int(truncatingIfNeeded: count) &* 256
+            var g = CodeGatherer(acc: bits.cursor.acc, filled: bits.cursor.filled)
+            g.add(wide[0], &s.s0, u0, row)
+            g.add(wide[1], &s.s1, u1, row)
+            g.add(wide[2], &s.s2, u2, row)
+            g.add(wide[3], &s.s3, u3, row)
+            g.add(u4 &<< 1 | 1, &s.s4, u4, row)
+            // Quotients below 16 and every bit inside the accumulator (end ≤ 63, so that
+            // the flush keeps end & 7 bits): one test. With end ≤ 63, the bits are below bit
+            // 63, so testing it changes nothing; but it needs the bits, which are then
+            // gathered value by value before the test rather than sunk after it, where the
+            // values would all be alive at once.
+            let acc = g.codes &- g.terminators
+            if (g.quotients &>> 4) | (g.end &>> 6) | (acc &>> 63) == 0 {
+                bits.cursor.acc = acc
+                bits.cursor.filled = g.end
                 bits.flush()
                 if count &+ 1 == resetCount { s.halve() }
                 return
@@ -145,6 +192,43 @@ public enum StrokeCodec {
             s.s4 &-= u4
         }
         (s, bits.cursor) = encodePointSlowly(u0, u1, u2, u3, u4, count: count, table, s, bits.cursor, bits.buffer)
+    }
+
+    /// The codes of one point's values gathered into the bit writer's accumulator, as
+    /// `encodePoint` builds them.
+    ///
+    /// The code of u with parameter k, q = u >> k, is ((((u mod 2^k) << 1) | 1) << q) − 1
+    /// ([PTS-6]: q one-bits, a zero, the k low bits). With w = 2u + 1 it is
+    /// ((w mod 2^(k+1)) << q) − 1, and w >> (k + 1) = q: the table gives k + 1 and
+    /// 2^(k+1) − 1, which saves the shift and the OR of the terminator. Placed at bit `end`
+    /// (before the value), the code is (w mod 2^(k+1)) << (end + q) minus 1 << end: the
+    /// codes are summed in `codes` and the 1 << end in `terminators`, subtracted once at the
+    /// end (the codes do not overlap, so their sum is their OR, and the total is below 2⁶⁴
+    /// whenever the final `end` is at most 63). Shifts by 64 or more wrap, giving garbage,
+    /// but then `end` exceeds 63 and `encodePoint` drops the result.
+    struct CodeGatherer {
+        var codes: UInt64, terminators: UInt64 = 0, end: UInt64, quotients: UInt64 = 0
+
+        /// Starts after the `filled` pending bits of `acc`.
+        @inline(__always) init(acc: UInt64, filled: UInt64) {
+            codes = acc
+            end = filled
+        }
+
+        /// Gathers the code of u with `sum` < 256 from `w` = 2u + 1, the width and its mask
+        /// from the table row of the shared count (garbage if a quotient reaches 16).
+        @inline(__always) mutating func add(_ w: UInt64, _ sum: inout UInt64, _ u: UInt64,
+                                            _ row: UnsafePointer<UInt8>) {
+            let width = UInt64(row[riceWidthOffset &+ Int(truncatingIfNeeded: sum)])
+            let mask = UInt64(row[riceWideMaskOffset &+ Int(truncatingIfNeeded: sum)])
+            let q = w &>> width
+            terminators |= 1 &<< end
+            end &+= q
+            codes &+= (w & mask) &<< end
+            end &+= width
+            quotients |= q
+            sum &+= u
+        }
     }
 
     /// The rare case of `encodePoint`: each value coded and flushed on its own. On values,
