@@ -112,6 +112,12 @@ public enum StrokeCodec {
         /// x, y, pressure, radius of the last point, and their last step (d_{i−1}).
         var last: SIMD4<UInt32>, step: SIMD4<UInt32>
         var lastT: UInt32, stepT: UInt32
+        /// `SecondDifferences.pressureMask`, kept in a register.
+        let mask = SecondDifferences.pressureMask()
+
+        /// All ones but the high 16 bits of the pressure lane. Not inlined, so that the
+        /// compiler applies it with one AND rather than blending in a separate 16-bit load.
+        @inline(never) static func pressureMask() -> SIMD4<UInt32> { SIMD4(.max, .max, 0xFFFF, .max) }
 
         /// Ready for point 2, from points 0 and 1.
         @inline(__always) init(_ p0: StrokePoint, _ p1: StrokePoint) {
@@ -132,7 +138,7 @@ public enum StrokeCodec {
             -> (SIMD4<UInt32>, UInt32) {
             let v: SIMD4<UInt32>
             if packed {
-                v = UnsafeRawPointer(p).loadUnaligned(as: SIMD4<UInt32>.self) & SIMD4(.max, .max, 0xFFFF, .max)
+                v = UnsafeRawPointer(p).loadUnaligned(as: SIMD4<UInt32>.self) & mask
             } else {
                 v = StrokeCodec.vector(p.pointee)
             }
