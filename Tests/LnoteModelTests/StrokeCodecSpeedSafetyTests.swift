@@ -160,6 +160,42 @@ struct StrokeCodecSpeedSafetyTests {
         }
     }
 
+    /// [PTS-5] The encoder loads x, y, pressure, radius as one 16-byte word and masks the 2
+    /// padding bytes after the pressure: whatever those bytes hold, the encoding is the
+    /// reference's, and the same both ways the encoder reads points (one word or field by
+    /// field).
+    @Test func encoderIgnoresPaddingBytes() {
+        #expect(StrokeCodec.pointLayoutIsPacked)
+        let pressureEnd = MemoryLayout<StrokePoint>.offset(of: \.pressure)! + 2
+        let radiusAt = MemoryLayout<StrokePoint>.offset(of: \.radius)!
+        let stride = MemoryLayout<StrokePoint>.stride
+        for seed in testSeeds(0x5EED_0109, count: 600) {
+            var pts = Self.anyPoints(seed)
+            guard pts.count >= 3 else { continue }
+            var g = SplitMix64(seed: seed ^ 0xFFFF)
+            pts.withUnsafeMutableBytes { raw in
+                for i in 0..<(raw.count / stride) {
+                    for b in pressureEnd..<radiusAt { raw[i * stride + b] = UInt8(truncatingIfNeeded: g.next()) | 0x80 }
+                }
+            }
+            let bytes = Self.sameEncoding(pts, "seed \(seed) with padding set")
+            // `encodeStream` writes L and the bit stream: the encoding after its header.
+            let stream = Array(bytes.dropFirst(headerLength(bytes)))
+            for packed in [true, false] {
+                var w = ByteWriter()
+                pts.withUnsafeBufferPointer { StrokeCodec.encodeStream($0, packed: packed, into: &w) }
+                #expect(w.bytes == stream, "seed \(seed), packed \(packed)")
+            }
+        }
+    }
+
+    /// The bytes before `L` in an encoding of 3 points or more: n, point 0, the first step.
+    func headerLength(_ bytes: [UInt8]) -> Int {
+        var r = ByteReader(bytes)
+        for _ in 0..<11 { _ = try? r.varint("header") }
+        return r.offset
+    }
+
     /// Valid streams decode to the same points, with the reader at the same offset, and
     /// with a base offset and a path.
     @Test func decoderMatchesReferenceOnValidStreams() {
