@@ -204,7 +204,12 @@ final class PageLog {
             try io.ftruncate(fd, to: end)
             needsTruncate = false
         }
-        let bytes = frames.count == 1 ? frames[0] : Array(frames.joined())
+        var bytes = frames.count == 1 ? frames[0] : []
+        if frames.count > 1 {
+            // One copy per frame (Array(frames.joined()) copies byte by byte).
+            bytes.reserveCapacity(frames.reduce(0) { $0 + $1.count })
+            for f in frames { bytes.append(contentsOf: f) }
+        }
         do {
             try io.pwrite(fd, bytes, at: end)
         } catch {
