@@ -18,15 +18,59 @@ extension Document {
             throw LnoteError(.notFound, "no page \(pid) in document \(id)", path: paths.root)
         }
         try evictPages(keepingRoomFor: 1)
-        var report = RecoveryReport(path: paths.content(pid))
+        let sources = try pageSources(pid)
+        var logReport = sources.replay.report
+        var live = sources.replica ?? PageReplica(state: sources.base)
+        var pending: [OpID: UInt64] = [:]
+        let applied: [Op]
+        do {
+            applied = try Document.feed(sources.replay.frames, decoded: sources.decoded, kind: .page,
+                                        fromStart: sources.replay.start == UInt64(LogHeader.size), path: paths.log(pid),
+                                        report: &logReport, pending: &pending) { try live.receive($0) }
+        } catch {
+            try? sources.log.close()
+            throw error
+        }
+        if !logReport.isClean { reports.append(logReport) }
+        let (log, covered) = (sources.log, sources.covered)
+        let lp = LoadedPage(id: pid, replica: live, log: log)
+        lp.pendingOffsets = pending
+        lp.covered = covered.flatMap { $0.incarnation == log.incarnation ? $0 : nil }
+        lp.framesSinceSnapshot = sources.replay.frames.count
+        // A page without a usable snapshot whose state is not empty gets one at the next
+        // save: its snapshot summary is what the manifest counts ([PKG-12]).
+        lp.dirty = !applied.isEmpty || lp.covered == nil && covered != nil || sources.quarantined || sources.fromBase
+        lp.lastUse = useCounter
+        pages[pid] = lp
+        noteAssets(of: sources.base.elements.lazy.map(\.content), page: pid)
+        noteAssets(of: applied.lazy.compactMap(\.addedContent), page: pid)
+        return lp
+    }
+
+    /// What loading a page starts from: its snapshot's state (or a checkpoint's base) with
+    /// the replica built from it, and its open log with the frames to replay past what the
+    /// snapshot covers (already decoded when they could be).
+    struct PageSources {
+        var base: PageState
+        var replica: PageReplica?
+        var covered: (offset: UInt64, incarnation: UInt64)?
+        var fromBase = false
+        var quarantined = false
+        var log: PageLog
+        var replay: LogReplay
+        var decoded: [Result<Op, any Error>]?
+    }
+
+    /// Reads a page's snapshot and opens its log ([PKG-42]). The log is opened where the
+    /// snapshot's header says it covers, before the snapshot is checked, so that the
+    /// snapshot (and the replica built from it) and the log's frames decode at once on every
+    /// core. If the checked snapshot does not cover that (or is damaged: it is then
+    /// quarantined), the log is opened again from the right place.
+    func pageSources(_ pid: PageID) throws -> PageSources {
         let contentPath = paths.content(pid), logPath = paths.log(pid)
         let snapshotBytes = try DurableFile.readIfExists(contentPath, io: io)
-        // The log is opened where the snapshot's header says it covers, before the
-        // snapshot is checked, so that the snapshot (and the replica built from it) and the
-        // log's frames decode at once on every core. If the snapshot turns out not to say
-        // that (or to be damaged), the log is opened again.
         let position = snapshotBytes.flatMap { try? PageSnapshot.summary(prefix: $0) }
-        var (log, replay) = try PageLog.open(path: logPath, kind: .page, owner: pid.uuid, from: position?.coveredLogOffset,
+        let (log, replay) = try PageLog.open(path: logPath, kind: .page, owner: pid.uuid, from: position?.coveredLogOffset,
                                              incarnation: position?.logIncarnation, create: true, io: io)
         let (snapshot, frames) = Parallel.both({
             snapshotBytes.map { bytes in
@@ -41,65 +85,40 @@ extension Document {
         }, {
             Document.decode(replay.frames, path: logPath)
         })
-        var base = PageState(page: pid)
-        var replica: PageReplica?
-        var covered: (offset: UInt64, incarnation: UInt64)?
-        var fromBase = false
-        var decodedFrames: [Result<Op, any Error>]? = frames
+        var sources = PageSources(base: PageState(page: pid), log: log, replay: replay, decoded: frames)
         do {
             do {
                 if let (s, r) = try snapshot?.get() {
-                    base = s.state
-                    replica = r
-                    covered = (s.coveredLogOffset, s.logIncarnation)
+                    sources.base = s.state
+                    sources.replica = r
+                    sources.covered = (s.coveredLogOffset, s.logIncarnation)
                 }
             } catch let e as LnoteError where e.code == .corrupt || e.code == .truncated || e.code == .limitExceeded {
+                var report = RecoveryReport(path: contentPath)
                 report.problems.append(e)
                 snapshotCounts[pid] = nil
                 report.quarantinedCopy = try Document.quarantine(contentPath, io: io)
                 reports.append(report)
+                sources.quarantined = true
             }
             // A page installed from a checkpoint holds operations its log lacks: without a
             // usable snapshot it starts from the checkpoint, not from nothing ([PKG-46]).
-            if covered == nil, let b = try baseState(page: pid) {
-                base = b
-                fromBase = true
+            if sources.covered == nil, let b = try baseState(page: pid) {
+                sources.base = b
+                sources.fromBase = true
             }
+            let covered = sources.covered
             if covered?.offset != position?.coveredLogOffset || covered?.incarnation != position?.logIncarnation {
-                try log.close()
-                (log, replay) = try PageLog.open(path: logPath, kind: .page, owner: pid.uuid, from: covered?.offset,
-                                                 incarnation: covered?.incarnation, create: true, io: io)
-                decodedFrames = nil
+                try sources.log.close()
+                (sources.log, sources.replay) = try PageLog.open(path: logPath, kind: .page, owner: pid.uuid, from: covered?.offset,
+                                                                 incarnation: covered?.incarnation, create: true, io: io)
+                sources.decoded = nil
             }
         } catch {
-            try? log.close()
+            try? sources.log.close()
             throw error
         }
-        var logReport = replay.report
-        var live = replica ?? PageReplica(state: base)
-        var pending: [OpID: UInt64] = [:]
-        let applied: [Op]
-        do {
-            applied = try Document.feed(replay.frames, decoded: decodedFrames, kind: .page,
-                                        fromStart: replay.start == UInt64(LogHeader.size), path: logPath,
-                                        report: &logReport, pending: &pending) { try live.receive($0) }
-        } catch {
-            try? log.close()
-            throw error
-        }
-        if !logReport.isClean { reports.append(logReport) }
-        let lp = LoadedPage(id: pid, replica: live, log: log)
-        lp.pendingOffsets = pending
-        lp.covered = covered.flatMap { $0.incarnation == log.incarnation ? $0 : nil }
-        lp.framesSinceSnapshot = replay.frames.count
-        // A page without a usable snapshot whose state is not empty gets one at the next
-        // save: its snapshot summary is what the manifest counts ([PKG-12]).
-        lp.dirty = !applied.isEmpty || lp.covered == nil && covered != nil || report.quarantinedCopy != nil || fromBase
-        lp.lastUse = useCounter
-        pages[pid] = lp
-        noteAssets(of: base.elements.lazy.map(\.content), page: pid)
-        noteAssets(of: applied.lazy.compactMap(\.addedContent), page: pid)
-        return lp
+        return sources
     }
 
     /// Keeps at most `options.maxLoadedPages` pages in memory (each holds an open log):
