@@ -34,37 +34,6 @@ public enum Parallel {
         }
     }
 
-    /// `a()` on the calling thread and `b()` on another, at the same time; returns when both
-    /// are done. Each may use `map` inside: two decoders of unequal size then share the
-    /// cores instead of taking turns. With one processor, `a()` then `b()`.
-    ///
-    /// `b` runs concurrently with `a`: neither may write state the other reads.
-    public static func both<A, B>(_ a: () -> A, _ b: () -> B) -> (A, B) {
-        guard processors > 1 else { return (a(), b()) }
-        return withoutActuallyEscaping(b) { b in
-            let other = Pending(body: b)
-            let done = DispatchSemaphore(value: 0)
-            DispatchQueue.global().async {
-                other.result = other.body!()
-                // Dropped before signalling: `b` must not outlive this call, even while
-                // the finished block is still being released.
-                other.body = nil
-                done.signal()
-            }
-            let first = a()
-            done.wait()
-            return (first, other.result!)
-        }
-    }
-
-    /// The other thread's work and result in `both`: written by that thread before it
-    /// signals, read by the caller after it waits.
-    private final class Pending<T>: @unchecked Sendable {
-        var body: (() -> T)?
-        var result: T?
-        init(body: @escaping () -> T) { self.body = body }
-    }
-
     /// What the iterations share: each writes only its own slots.
     private struct Shared<T>: @unchecked Sendable {
         let out: UnsafeMutableBufferPointer<T>

@@ -203,17 +203,15 @@ public actor Document {
     /// frames and operations of the wrong log are reported and skipped ([LOG-13]); the
     /// engine skips operations it already has; operations still waiting for dependencies
     /// are remembered with their offsets so compaction never covers them.
-    ///
-    /// `decoded`: `decode(frames, path:)`, when the caller already has it.
     @discardableResult
-    static func feed(_ frames: [LoggedFrame], decoded: [Result<Op, any Error>]? = nil, kind: LogKind, fromStart: Bool,
-                     path: String, report: inout RecoveryReport, pending: inout [OpID: UInt64],
+    static func feed(_ frames: [LoggedFrame], kind: LogKind, fromStart: Bool, path: String,
+                     report: inout RecoveryReport, pending: inout [OpID: UInt64],
                      receive: ([Op]) throws -> [Op]) throws -> [Op] {
         var ops: [Op] = []
         ops.reserveCapacity(frames.count)
         var offsets: [OpID: UInt64] = [:]
         offsets.reserveCapacity(frames.count)
-        let decoded = decoded ?? decode(frames, path: path)
+        let decoded = decode(frames, path: path)
         for (i, lf) in frames.enumerated() {
             do {
                 let op = try decoded[i].get()

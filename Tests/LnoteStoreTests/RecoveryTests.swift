@@ -35,10 +35,9 @@ struct RecoveryTests {
         #expect(fileBytes(paths.content(p)) != nil, "rewritten on close")
     }
 
-    /// The log is opened where the snapshot's header says it covers, before the snapshot is
-    /// checked, and both decode at once. An older snapshot (covering part of the log), whole
-    /// or with one byte damaged anywhere (header included), must give the page the whole log
-    /// gives: the log is opened again from the start whenever the snapshot does not hold.
+    /// An older snapshot (covering part of the log), whole or with one byte damaged anywhere
+    /// (header included), must give the page the whole log gives: the log is replayed from
+    /// the snapshot's offset when it holds, from the start when it does not.
     @Test("[PKG-42] an older snapshot, whole or damaged at any byte, gives the page its log gives")
     func olderSnapshotWholeOrDamaged() async throws {
         let seed = UInt64.random(in: 0...UInt64.max)
