@@ -231,13 +231,24 @@ final class Syscalls: Sendable {
 
     /// Starts writing `count` bytes at `offset` back to the device without waiting (Linux
     /// `sync_file_range(SYNC_FILE_RANGE_WRITE)`; nothing elsewhere), so that a later
-    /// `fdatasync` has less left to write. Makes nothing durable. A failure throws all the
-    /// same: the data it was writing may be what failed.
+    /// `fdatasync` has less left to write. Makes nothing durable. A file system or kernel
+    /// that does not take the hint (`ENOSYS`, `EINVAL`, `EOPNOTSUPP`, `ESPIPE`) is not an
+    /// error; any other failure throws: the data it was writing may be what failed.
     func startWriteback(_ fd: FileDescriptor, offset: UInt64, count: Int) throws {
         let f = try enter(.startWriteback, fd.path, bytes: count)
         guard performsSync, count > 0 else { return }
-        _ = try retrying("sync_file_range", fd.path, injected: f) {
-            lnote_start_writeback(fd.raw, Int64(clamping: offset), Int64(count))
+        var interrupted: Bool
+        if case .fail(let e)? = f, e == EINTR { interrupted = true } else { interrupted = false }
+        while true {
+            if interrupted {
+                interrupted = false
+                continue  // behaves as if the call was interrupted once
+            }
+            if lnote_start_writeback(fd.raw, Int64(clamping: offset), Int64(count)) == 0 { return }
+            let e = errno
+            if e == EINTR { continue }
+            if [ENOSYS, EINVAL, EOPNOTSUPP, ESPIPE].contains(e) { return }
+            throw Syscalls.error("sync_file_range", path: fd.path, errno: e)
         }
     }
 
