@@ -76,8 +76,9 @@ final class Syscalls: Sendable {
     }
 
     /// Runs `body` until it does not fail with EINTR. `body` returns -1 and sets errno on failure.
+    /// A failure whose errno is in `ignoring` is not an error: -1 is returned.
     private func retrying<T: BinaryInteger>(_ what: String, _ path: String, injected: Fault? = nil,
-                                            _ body: () -> T) throws -> T {
+                                            ignoring: [Int32] = [], _ body: () -> T) throws -> T {
         var injectedEINTR: Bool
         if case .fail(let e)? = injected, e == EINTR { injectedEINTR = true } else { injectedEINTR = false }
         while true {
@@ -89,6 +90,7 @@ final class Syscalls: Sendable {
             if r != -1 { return r }
             let e = errno
             if e == EINTR { continue }
+            if ignoring.contains(e) { return r }
             if e == EBADF {
                 assertionFailure("EBADF from \(what) on \(path): a file descriptor was used after close")
             }
@@ -237,18 +239,8 @@ final class Syscalls: Sendable {
     func startWriteback(_ fd: FileDescriptor, offset: UInt64, count: Int) throws {
         let f = try enter(.startWriteback, fd.path, bytes: count)
         guard performsSync, count > 0 else { return }
-        var interrupted: Bool
-        if case .fail(let e)? = f, e == EINTR { interrupted = true } else { interrupted = false }
-        while true {
-            if interrupted {
-                interrupted = false
-                continue  // behaves as if the call was interrupted once
-            }
-            if lnote_start_writeback(fd.raw, Int64(clamping: offset), Int64(count)) == 0 { return }
-            let e = errno
-            if e == EINTR { continue }
-            if [ENOSYS, EINVAL, EOPNOTSUPP, ESPIPE].contains(e) { return }
-            throw Syscalls.error("sync_file_range", path: fd.path, errno: e)
+        _ = try retrying("sync_file_range", fd.path, injected: f, ignoring: [ENOSYS, EINVAL, EOPNOTSUPP, ESPIPE]) {
+            lnote_start_writeback(fd.raw, Int64(clamping: offset), Int64(count))
         }
     }
 
