@@ -20,7 +20,7 @@ extension Document {
         try evictPages(keepingRoomFor: 1)
         let sources = try pageSources(pid)
         var logReport = sources.replay.report
-        var live = sources.replica ?? PageReplica(state: sources.base)
+        var live = PageReplica(state: sources.base)
         var pending: [OpID: UInt64] = [:]
         let applied: [Op]
         do {
@@ -47,12 +47,10 @@ extension Document {
         return lp
     }
 
-    /// What loading a page starts from: its snapshot's state (or a checkpoint's base) with
-    /// the replica built from it, and its open log with the frames to replay past what the
-    /// snapshot covers.
+    /// What loading a page starts from: its snapshot's state (or a checkpoint's base), and
+    /// its open log with the frames to replay past what the snapshot covers.
     struct PageSources {
         var base: PageState
-        var replica: PageReplica?
         var covered: (offset: UInt64, incarnation: UInt64)?
         var fromBase = false
         var quarantined = false
@@ -68,7 +66,6 @@ extension Document {
     func pageSources(_ pid: PageID) throws -> PageSources {
         let contentPath = paths.content(pid)
         var base = PageState(page: pid)
-        var replica: PageReplica?
         var covered: (offset: UInt64, incarnation: UInt64)?
         var quarantined = false
         if let bytes = try DurableFile.readIfExists(contentPath, io: io) {
@@ -78,7 +75,6 @@ extension Document {
                     throw LnoteError(.corrupt, "snapshot names page \(s.state.page)", path: contentPath)
                 }
                 base = s.state
-                replica = PageReplica(state: s.state)
                 covered = (s.coveredLogOffset, s.logIncarnation)
             } catch let e as LnoteError where e.code == .corrupt || e.code == .truncated || e.code == .limitExceeded {
                 var report = RecoveryReport(path: contentPath)
@@ -98,7 +94,7 @@ extension Document {
         }
         let (log, replay) = try PageLog.open(path: paths.log(pid), kind: .page, owner: pid.uuid, from: covered?.offset,
                                              incarnation: covered?.incarnation, create: true, io: io)
-        return PageSources(base: base, replica: replica, covered: covered, fromBase: fromBase, quarantined: quarantined,
+        return PageSources(base: base, covered: covered, fromBase: fromBase, quarantined: quarantined,
                            log: log, replay: replay)
     }
 
