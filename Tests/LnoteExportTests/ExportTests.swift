@@ -200,10 +200,11 @@ import LnoteTestSupport
         var sql: String {
             switch self {
             case .deleteStroke: "DELETE FROM strokes WHERE rowid = (SELECT MAX(rowid) FROM strokes)"
-            case .flipPointByte: "UPDATE strokes SET points = substr(points, 1, 20) || x'7F' || substr(points, 22) WHERE rowid = (SELECT MIN(rowid) FROM strokes)"
+            // The replaced byte always differs from the one it replaces, whatever the seed made.
+            case .flipPointByte: "UPDATE strokes SET points = substr(points, 1, 20) || (CASE WHEN substr(points, 21, 1) = x'7F' THEN x'80' ELSE x'7F' END) || substr(points, 22) WHERE rowid = (SELECT MIN(rowid) FROM strokes)"
             case .truncatePoints: "UPDATE strokes SET points = substr(points, 1, length(points) - 16), point_count = point_count - 1 WHERE rowid = 3"
             case .moveToTop: "UPDATE strokes SET z = z + 1000 WHERE rowid = (SELECT MIN(rowid) FROM strokes)"
-            case .changeAssetByte: "UPDATE assets SET bytes = x'00' || substr(bytes, 2)"
+            case .changeAssetByte: "UPDATE assets SET bytes = (CASE WHEN substr(bytes, 1, 1) = x'00' THEN x'01' ELSE x'00' END) || substr(bytes, 2)"
             case .dropPage: "PRAGMA foreign_keys = OFF; DELETE FROM pages WHERE position = 0"
             case .extraDocument: "INSERT INTO documents VALUES ('X', 'x', 0, 0, 0)"
             case .changeTitle: "UPDATE documents SET title = title || ' '"
