@@ -77,6 +77,14 @@ struct BitWriter: ~Copyable {
         cursor.flush(to: buffer)
     }
 
+    /// Stores the 8 bytes of `word` at the next byte and keeps `advancing` of them (the
+    /// others are overwritten by the next store, or dropped by `finish`). Only between
+    /// whole bytes (no pending bits); room for 8 bytes MUST have been reserved.
+    @inline(__always) mutating func storeWord(_ word: UInt64, advancing: Int) {
+        buffer.storeBytes(of: word.littleEndian, toByteOffset: cursor.stored, as: UInt64.self)
+        cursor.stored &+= advancing
+    }
+
     /// The number of bytes `finish` will return.
     var byteCount: Int { cursor.stored + Int((cursor.filled + 7) >> 3) }
 
@@ -88,25 +96,6 @@ struct BitWriter: ~Copyable {
         cursor = BitCursor(stored: count)
         return try body(UnsafeRawBufferPointer(start: buffer, count: count))
     }
-}
-
-/// A defect of a point bit stream ([PTS-8], [PTS-10]), located by bit position in the
-/// stream. Thrown by the hot decoding loop as a typed error (no allocation, nothing that
-/// keeps the reader in memory) and turned into an `LnoteError` with an absolute offset by
-/// `StrokeCodec.decodePoints`.
-enum BitStreamFault: Error {
-    /// The stream ends inside a code.
-    case endsInsideValue
-    /// An inline value `(q << k) | low` above 32 bits; the value's first bit.
-    case overflow(bit: Int)
-    /// An escape holding a value with `u >> k < 24`; the value's first bit.
-    case needlessEscape(UInt32, bit: Int)
-    /// A reconstructed pressure above 1000 at point `index`; the point's first bit.
-    case pressure(UInt32, index: Int, bit: Int)
-    /// A whole unused byte after the last code; the first unread bit.
-    case unusedBytes(bit: Int)
-    /// Non-zero padding bits in the last byte.
-    case padding
 }
 
 /// Reads bits least significant first from bytes `start..<end` of a buffer, through a
@@ -155,18 +144,6 @@ struct BitReader {
         }
     }
 
-    /// The reader's state as a `QuickBitCursor`, for the hot loop.
-    @inline(__always) var quickCursor: QuickBitCursor {
-        QuickBitCursor(next: bytes + position, limit: Int(bitPattern: bytes) &+ end &- 8, acc: acc, available: available)
-    }
-
-    /// Takes back the state of `cursor` (made from this reader's `quickCursor`).
-    @inline(__always) mutating func adopt(_ cursor: QuickBitCursor) {
-        position = cursor.next - bytes
-        acc = cursor.acc
-        available = cursor.available
-    }
-
     /// Near the end: byte by byte, up to 64 counted bits (the word path is never taken
     /// again once fewer than 8 bytes remain). Static, on scalars, and not inlined, so that
     /// the reader's state can stay in registers in the hot loop.
@@ -189,47 +166,6 @@ struct BitReader {
     /// Drops `count` (≤ `availableBits`, < 64) bits.
     @inline(__always) mutating func consume(_ count: UInt64) {
         acc &>>= count
-        available &-= count
-    }
-
-    /// [PTS-8] The stream must end exactly: no whole unread byte, and zero padding bits.
-    func finish() throws(BitStreamFault) {
-        let left = (end - position) * 8 + Int(available)
-        guard left < 8 else { throw .unusedBytes(bit: consumedBits) }
-        // left < 8 means every byte is counted: the window holds exactly the padding.
-        guard acc & ((1 &<< available) &- 1) == 0 else { throw .padding }
-    }
-}
-
-/// A `BitReader`'s state without the stream's bounds, as the quick decoder keeps it in
-/// registers: the next byte not yet counted as a pointer, and the last address a word may
-/// be loaded from.
-struct QuickBitCursor {
-    var next: UnsafeRawPointer
-    /// The address of the stream's end minus 8 (an address, not a pointer: it may lie before
-    /// the stream's start).
-    let limit: Int
-    /// As in `BitReader`.
-    var acc: UInt64
-    var available: UInt64
-
-    /// Whether 8 bytes or more are not yet counted, so that `refill` may load a word.
-    @inline(__always) var canRefill: Bool { Int(bitPattern: next) <= limit }
-
-    /// With `canRefill`: tops the window up to 56...63 counted bits without a branch
-    /// (`BitReader.refill`'s word path; `available` is at most 63 here, as only its `tail`,
-    /// which runs once fewer than 8 bytes remain, counts 64).
-    @inline(__always) mutating func refill() {
-        let word = UInt64(littleEndian: next.loadUnaligned(as: UInt64.self))
-        acc |= word &<< available
-        next += Int(truncatingIfNeeded: (63 &- available) &>> 3)
-        available |= 56
-    }
-
-    /// Sets the window to `window`, which MUST be the current one shifted right by `count`
-    /// (≤ `available`) bits: the bits of several values consumed at once.
-    @inline(__always) mutating func consume(_ count: UInt64, leaving window: UInt64) {
-        acc = window
         available &-= count
     }
 }
