@@ -39,7 +39,9 @@ final class Syscalls: Sendable {
 
     /// Records the call and asks the fault plan what to do with it. Throws when the plan
     /// says to fail, or when a simulated crash already happened.
-    private func enter(_ kind: SyscallKind, _ path: String, bytes: Int = 0) throws -> Fault? {
+    /// `ignoring`: errnos the call treats as success; an injected failure with one of them
+    /// is returned, as the real failure would be, for the call to skip itself.
+    private func enter(_ kind: SyscallKind, _ path: String, bytes: Int = 0, ignoring: [Int32] = []) throws -> Fault? {
         if faults == nil && recorder == nil { return nil }
         let seq = sequence.withLock { s -> Int in
             defer { s += 1 }
@@ -54,7 +56,7 @@ final class Syscalls: Sendable {
         guard let fault = faults.decide(event) else { return nil }
         switch fault {
         case .fail(let e):
-            if e == EINTR { return fault }  // handled by the caller's retry loop
+            if e == EINTR || ignoring.contains(e) { return fault }  // handled by the caller
             throw Syscalls.error(kind.rawValue, path: path, errno: e)
         case .crash:
             if kind == .write { return fault }  // writes some bytes first
@@ -237,9 +239,11 @@ final class Syscalls: Sendable {
     /// that does not take the hint (`ENOSYS`, `EINVAL`, `EOPNOTSUPP`, `ESPIPE`) is not an
     /// error; any other failure throws: the data it was writing may be what failed.
     func startWriteback(_ fd: FileDescriptor, offset: UInt64, count: Int) throws {
-        let f = try enter(.startWriteback, fd.path, bytes: count)
+        let ignored: [Int32] = [ENOSYS, EINVAL, EOPNOTSUPP, ESPIPE]
+        let f = try enter(.startWriteback, fd.path, bytes: count, ignoring: ignored)
+        if case .fail(let e)? = f, ignored.contains(e) { return }  // as the kernel's own refusal
         guard performsSync, count > 0 else { return }
-        _ = try retrying("sync_file_range", fd.path, injected: f, ignoring: [ENOSYS, EINVAL, EOPNOTSUPP, ESPIPE]) {
+        _ = try retrying("sync_file_range", fd.path, injected: f, ignoring: ignored) {
             lnote_start_writeback(fd.raw, Int64(clamping: offset), Int64(count))
         }
     }

@@ -107,4 +107,38 @@ struct BigAppendTests {
         #expect(replay.frames.count == 2, "\(kind) #\(nth): the first stroke and the one after the failure")
         try log.close()
     }
+
+    /// [PKG-34] A kernel or file system that refuses the writeback hint (ENOSYS, EINVAL,
+    /// EOPNOTSUPP, ESPIPE) does not fail the append, whether the refusal is real or
+    /// injected: every hint refused, the batch is still written whole and made durable.
+    @Test(arguments: [ENOSYS, EINVAL, EOPNOTSUPP, ESPIPE])
+    func refusedHintsAreNotErrors(_ errno: Int32) async throws {
+        var g = SplitMix64(seed: 0xB18)
+        let dir = try TempDir("big")
+        defer { dir.remove() }
+        let nb0 = try await openNotebook(dir.path)
+        let d0 = try await nb0.createDocument(title: "big")
+        let id = d0.id, paths = d0.paths
+        let p = await d0.pageList[0].id
+        try await nb0.close()
+
+        let recorder = SyscallRecorder()
+        let plan = FaultPlan { event in
+            event.kind == .startWriteback && event.path == paths.log(p) ? .fail(errno: errno) : nil
+        }
+        let nb = try await openNotebook(dir.path, io: Syscalls(faults: plan, recorder: recorder))
+        let d = try await nb.openDocument(id)
+        _ = try await d.elements(p)
+        let batch = strokes(100, points: 1000, &g)
+        recorder.reset()
+        try await d.addStrokes(batch, to: p)
+        let events = recorder.all.filter { $0.path == paths.log(p) }
+        #expect(events.filter { $0.kind == .startWriteback }.count == 3, "errno \(errno)")
+        #expect(events.last?.kind == .fdatasync, "errno \(errno): the batch is made durable")
+        try await nb.close()
+        let (log, replay) = try PageLog.open(path: paths.log(p), kind: .page, owner: p.uuid, create: false, io: .live)
+        #expect(replay.report.isClean)
+        #expect(replay.frames.count == batch.count, "errno \(errno)")
+        try log.close()
+    }
 }
