@@ -171,11 +171,24 @@ public actor Document {
 
     /// A loaded page's facts come from its state; another page's from its snapshot's first
     /// bytes, cached (read here if no save needed them yet: a page deleted before this
-    /// handle opened, or added since by sync; a failed read shows it as empty).
+    /// handle opened, or added since by sync). A failed read does not fail the listing: the
+    /// page shows with `countsError` set, and the next listing reads again.
     private func info(_ p: PageRecord) -> PageInfo {
-        let c = pages[p.id].map { PageCounts($0.replica.state) } ?? (try? counts(of: p.id)) ?? .empty
+        var c = PageCounts.empty
+        var countsError: LnoteError?
+        if let lp = pages[p.id] {
+            c = PageCounts(lp.replica.state)
+        } else {
+            do {
+                c = try counts(of: p.id)
+            } catch {
+                countsError = error as? LnoteError
+                    ?? LnoteError(.io, "the page's counts could not be read", path: paths.content(p.id),
+                                  underlying: "\(error)")
+            }
+        }
         return PageInfo(id: p.id, canvas: p.canvas.value, created: p.created, elementCount: c.elementCount,
-                        modified: c.modified, deleted: p.deleted.value)
+                        modified: c.modified, deleted: p.deleted.value, countsError: countsError)
     }
 
     /// What opening the document and its pages found and repaired (torn tails, damage).
@@ -281,9 +294,25 @@ public struct PageInfo: Sendable, Hashable {
     public var canvas: CanvasSize
     /// ms since 1970.
     public var created: Int64
+    /// 0 with `countsError` set when they are unknown.
     public var elementCount: Int
     public var modified: Int64
     public var deleted: Bool
+    /// Why `elementCount` and `modified` are unknown (shown as 0): the read of the page's
+    /// snapshot failed (an I/O error; a damaged snapshot counts as an empty page, [PKG-12]).
+    /// nil when they are known. The read is tried again on the next listing.
+    public var countsError: LnoteError? = nil
+
+    /// Consistent with `==`, where errors compare by code.
+    public func hash(into h: inout Hasher) {
+        h.combine(id)
+        h.combine(canvas)
+        h.combine(created)
+        h.combine(elementCount)
+        h.combine(modified)
+        h.combine(deleted)
+        h.combine(countsError?.code)
+    }
 }
 
 /// Where a page goes in the document.

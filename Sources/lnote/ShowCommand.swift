@@ -56,7 +56,8 @@ extension CommandTable {
                     ["created", timestamp(state.created)],
                     ["modified", timestamp(state.modified)],
                     ["pages", "\(live.count)" + (deleted.isEmpty ? "" : " (and \(deleted.count) deleted)")],
-                    ["elements", "\(live.reduce(0) { $0 + $1.elementCount })"],
+                    ["elements", "\(live.reduce(0) { $0 + $1.elementCount })"
+                        + (live.contains { $0.countsError != nil } ? " (some pages unreadable, not counted)" : "")],
                     ["conflicts", "\(conflicts.count)" + (conflicts.isEmpty ? "" : " (lnote conflicts to list them)")]]
         if state.title.isConflicted { head.append(["", "title written concurrently; the last writer's title shows"]) }
         for line in table(head) { console.out(line) }
@@ -67,7 +68,7 @@ extension CommandTable {
         func row(_ label: String, _ p: PageInfo) -> [String] {
             let c = byPage[p.id]?.count ?? 0
             return [label, p.id.description, "\(Units.pt(p.canvas.width)) x \(Units.pt(p.canvas.height)) pt",
-                    "\(p.elementCount) element\(p.elementCount == 1 ? "" : "s")",
+                    p.countsError.map { "? elements (\($0.message))" } ?? "\(p.elementCount) element\(p.elementCount == 1 ? "" : "s")",
                     (p.deleted ? "deleted" : "") + (c > 0 ? (p.deleted ? ", " : "") + "\(c) conflict\(c == 1 ? "" : "s")" : "")]
         }
         for (i, p) in live.enumerated() { rows.append(row("#\(i + 1)", p)) }

@@ -230,7 +230,7 @@ import LnoteTestSupport
         }
         let file = dir.sub("out.sqlite")
         let error = await #expect(throws: LnoteError(.corrupt)) { try await SQLiteExport.export(folder: f.folder, to: file, options: options) }
-        #expect((error as? LnoteError)?.message.hasPrefix("export verification failed") == true, "\(String(describing: error))")
+        #expect(error?.message.hasPrefix("export verification failed") == true, "\(String(describing: error))")
         #expect(dir.entries() == ["notebook"], "seed \(seed)")
         // Over an existing export: it stays as it was.
         try await SQLiteExport.export(folder: f.folder, to: file, options: fixedOptions())

@@ -187,6 +187,34 @@ struct ManifestStatsTests {
         try await nb2.close()
     }
 
+    /// [PKG-12] A page whose counts cannot be read (an I/O error on its snapshot, here a
+    /// deleted page, whose counts are read when listed) shows in the listing with the error
+    /// and zero counts, without failing the listing; the next listing reads it again.
+    @Test("[PKG-12] an unreadable snapshot shows as counts unknown, and is read again next time")
+    func unreadableCountsAreReported() async throws {
+        let dir = try TempDir("unread")
+        defer { dir.remove() }
+        let nb = try await openNotebook(dir.path)
+        let d = try await nb.createDocument(title: "U")
+        let p = try await d.addPage()
+        try await d.addStrokes([stroke(), stroke(3), stroke(4)], to: p)
+        try await d.deletePage(p)
+        let paths = d.paths
+        try await nb.close()
+
+        let plan = FaultPlan.failing(.read, nth: 0, pathContains: paths.content(p), with: .fail(errno: EIO))
+        let nb2 = try await openNotebook(dir.path, io: Syscalls(faults: plan))
+        let d2 = try await nb2.openDocument(paths.id)
+        let first = try #require(await d2.deletedPages.first)
+        #expect(first.id == p && first.elementCount == 0)
+        #expect(first.countsError?.code == .io)
+        #expect(first.countsError?.path == paths.content(p))
+        #expect(await d2.pageList.allSatisfy { $0.countsError == nil })
+        let again = try #require(await d2.deletedPages.first)
+        #expect(again.countsError == nil && again.elementCount == 3, "read again, and this time it worked")
+        try await nb2.close()
+    }
+
     /// [PKG-12] A snapshot whose first bytes are damaged counts as an empty page until the
     /// page is opened (which quarantines it, rebuilds it from the log and snapshots it again).
     @Test("[PKG-12] a damaged snapshot counts as empty, then is rebuilt and counted")
