@@ -5,7 +5,7 @@
 //   LnoteModel        pure values and codecs (ids, clocks, strokes, pages, snapshots, JSON);
 //                     CLnoteCRC32C gives it the processor's CRC32 instruction
 //   LnoteReplication  pure: operations, their frame codec, the deterministic merge
-//   LnoteRender       pure: page thumbnails (rasterizer, PNG writer)
+//   LnoteRender       page thumbnails (rasterizer, PNG writer compressing with zlib)
 //   LnoteStore        disk: notebook folders, .lnote packages, logs, the syscall seam
 //   LnoteSQLite       a small Swift wrapper over libsqlite3 (relay store, export, baseline)
 //   LnoteExport       `lnote export --sqlite`: a notebook as one verified SQLite file
@@ -35,7 +35,7 @@ let package = Package(
                        providers: [.apt(["libcurl4-openssl-dev"])]),
         .systemLibrary(name: "CLnoteMicroHTTPD", pkgConfig: "libmicrohttpd",
                        providers: [.apt(["libmicrohttpd-dev"])]),
-        // Only the benchmark uses zlib (its "zlib of the naive encoding" baseline).
+        // zlib: thumbnails' PNG compression, and the benchmark's "zlib of the naive encoding".
         .systemLibrary(name: "CLnoteZlib", pkgConfig: "zlib",
                        providers: [.apt(["zlib1g-dev"])]),
 
@@ -46,7 +46,7 @@ let package = Package(
 
         .target(name: "LnoteModel", dependencies: ["CLnoteCRC32C"]),
         .target(name: "LnoteReplication", dependencies: ["LnoteModel"]),
-        .target(name: "LnoteRender", dependencies: ["LnoteModel"]),
+        .target(name: "LnoteRender", dependencies: ["LnoteModel", "CLnoteZlib"]),
         .target(name: "LnoteStore", dependencies: ["LnoteModel", "LnoteReplication", "LnoteRender", "CLnoteSyscalls"]),
         .target(name: "LnoteSQLite", dependencies: ["LnoteModel", "CLnoteSQLite"]),
         .target(name: "LnoteSync", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "CLnoteCurl"]),
@@ -64,7 +64,7 @@ let package = Package(
         .target(name: "LnoteTestSupport", path: "Tests/LnoteTestSupport"),
         .testTarget(name: "LnoteModelTests", dependencies: ["LnoteModel"], exclude: ["Fixtures"]),
         .testTarget(name: "LnoteReplicationTests", dependencies: ["LnoteModel", "LnoteReplication"]),
-        .testTarget(name: "LnoteRenderTests", dependencies: ["LnoteModel", "LnoteRender", "LnoteStore"]),
+        .testTarget(name: "LnoteRenderTests", dependencies: ["LnoteModel", "LnoteRender", "LnoteStore", "CLnoteZlib"]),
         .testTarget(name: "LnoteStoreTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteTestSupport"]),
         .testTarget(name: "LnoteScenarioTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer", "LnoteScenario"]),
         .testTarget(name: "LnoteSyncTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteSync", "LnoteScenario"]),

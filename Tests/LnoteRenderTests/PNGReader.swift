@@ -1,8 +1,10 @@
+import CLnoteZlib
 import LnoteRender
 
 /// A test-side PNG reader for what `PNGEncoder` writes: checks the signature, every chunk's
-/// CRC, IHDR, inflates zlib streams made of stored deflate blocks (checking LEN/NLEN and
-/// Adler-32), removes the filter bytes (which must be 0). Throws a description on anything else.
+/// CRC, IHDR, inflates the zlib stream (with zlib, which checks its Adler-32; streams of
+/// stored blocks also with `inflateStored`, an independent reader), removes the filter bytes
+/// (which must be 0). Throws a description on anything else.
 struct DecodedPNG {
     var width: Int
     var height: Int
@@ -43,8 +45,8 @@ struct DecodedPNG {
         height = Int(DecodedPNG.be32(h, 4))
         guard Array(h[8...]) == [8, 6, 0, 0, 0], width > 0, height > 0 else { throw Failure(description: "unexpected IHDR \(h)") }
         chunkTypes = types
-        let raw = try DecodedPNG.inflateStored(idat)
         let row = width * 4
+        let raw = try DecodedPNG.inflate(idat, size: (row + 1) * height)
         guard raw.count == (row + 1) * height else { throw Failure(description: "raw size \(raw.count) for \(width)x\(height)") }
         var px: [UInt8] = []
         px.reserveCapacity(row * height)
@@ -53,6 +55,19 @@ struct DecodedPNG {
             px += raw[(y * (row + 1) + 1)..<((y + 1) * (row + 1))]
         }
         pixels = px
+    }
+
+    /// Inflates any zlib stream of exactly `size` bytes of data (zlib checks the Adler-32).
+    static func inflate(_ z: [UInt8], size: Int) throws -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: size + 1)
+        var length = uLongf(out.count)
+        let status = out.withUnsafeMutableBufferPointer { dst in
+            z.withUnsafeBufferPointer { src in uncompress(dst.baseAddress, &length, src.baseAddress, uLong(src.count)) }
+        }
+        guard status == Z_OK else { throw Failure(description: "zlib stream does not inflate: status \(status)") }
+        guard Int(length) == size else { throw Failure(description: "inflated \(length) bytes, expected \(size)") }
+        out.removeLast()
+        return out
     }
 
     /// Inflates a zlib stream of stored blocks; returns the data and checks the Adler-32.

@@ -174,6 +174,26 @@ func isDark(_ c: RGBA) -> Bool { Int(c.r) + Int(c.g) + Int(c.b) < 3 * 100 }
         #expect(throws: DecodedPNG.Failure.self) { try DecodedPNG(bad) }
     }
 
+    /// [PKG-17] A thumbnail is compressed: a page of handwriting takes a fraction of its
+    /// pixels' bytes, and inflates (with zlib) to exactly its pixels.
+    @Test func thumbnailsAreCompressed() throws {
+        let strokes = HandwritingGenerator.strokes(seed: 7, count: 300)
+        let t = ThumbnailRenderer.render(page(strokes.map { (.stroke($0), .identity, []) }), canvas: .a4, maxSide: 256)
+        let png = t.png()
+        #expect(png.count * 4 < t.pixels.count, "\(png.count) bytes for \(t.pixels.count) bytes of pixels")
+        #expect(try DecodedPNG(png).pixels == t.pixels)
+        #expect(t.pixels.contains { $0 != 255 }, "the page drew something")
+    }
+
+    /// The zlib stream round-trips whatever the data: empty, compressible, incompressible.
+    @Test func zlibStreamsRoundTrip() throws {
+        var rng = SplitMix64(seed: 0x21B)
+        for data in [[], [UInt8](repeating: 0, count: 100_000), (0..<70_000).map { _ in UInt8(truncatingIfNeeded: rng.next()) }] {
+            let z = try #require(PNGEncoder.zlibCompressed(data))
+            #expect(try DecodedPNG.inflate(z, size: data.count) == data, "\(data.count) bytes")
+        }
+    }
+
     @Test func storedBlocksSplitAt65535() throws {
         for n in [0, 1, 65_534, 65_535, 65_536, 3 * 65_535 + 7] {
             var rng = SplitMix64(seed: UInt64(n))
