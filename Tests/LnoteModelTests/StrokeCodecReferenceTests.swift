@@ -337,6 +337,33 @@ struct StrokeCodecReferenceTests {
         }
     }
 
+    /// [PTS-5] The encoder loads x to radius of a point as one 16-byte word and masks the
+    /// two padding bytes after the pressure: whatever those bytes hold, the bytes are the
+    /// reference's (here they are set to 0xFF, then to random bytes, in place in the array).
+    @Test func encoderIgnoresPaddingBytes() {
+        let log = Differences("padding bytes")
+        let offset = MemoryLayout<StrokePoint>.offset(of: \.pressure)! + MemoryLayout<UInt16>.size
+        let stride = MemoryLayout<StrokePoint>.stride
+        guard MemoryLayout<StrokePoint>.offset(of: \.radius)! >= offset + 2 else { return }  // no padding there
+        for seed in testSeeds(0x5EED_0210, count: 200) {
+            var points = Self.anyPoints(seed)
+            let expected = ReferenceStrokeCodec.encodedPoints(points)
+            var g = SplitMix64(seed: seed)
+            for fill in [UInt16.max, 0] {
+                let n = points.count
+                points.withUnsafeMutableBytes { raw in
+                    for i in 0..<n {
+                        let value = fill == 0 ? UInt16(truncatingIfNeeded: g.next()) : fill
+                        raw.storeBytes(of: value, toByteOffset: i * stride + offset, as: UInt16.self)
+                    }
+                }
+                let got = StrokeCodec.encodedPoints(points)
+                if got != expected { log.record("seed \(seed), padding \(fill == 0 ? "random" : "0xFFFF"): the encoding differs") }
+            }
+        }
+        log.finish()
+    }
+
     /// [PTS-1] … [PTS-8] Valid streams (and streams whose pressure is above 1000, which
     /// both must reject at the same place) decode alike, with a base offset and a path, the
     /// reader ending at the same offset; so do streams written from channel words that need
