@@ -118,6 +118,17 @@ public enum OperationCodec {
         for id in ids { ElementCodec.encode(id, into: &w) }
     }
 
+    /// The id of the operation in `frame`, read from the first bytes of its payload (the
+    /// replica id and counter, operation-log.md §2) without decoding the rest; nil when they are not
+    /// there or not valid. For skipping operations a clock covers before decoding them:
+    /// `decode` checks everything, this id included.
+    public static func id(of frame: Frame) -> OpID? {
+        var r = ByteReader(frame.payload)
+        guard Kind(rawValue: frame.type) != nil, let replica = try? r.u64("replica id"),
+              let counter = try? r.varint("counter"), replica != 0, counter != 0 else { return nil }
+        return OpID(replica: ReplicaID(replica), counter: counter)
+    }
+
     /// Decodes a frame's payload. `base` is the payload's offset in its file or body, for
     /// error reports; every error names `path` and an absolute offset.
     public static func decode(_ frame: Frame, base: Int = 0, path: String? = nil) throws -> Op {

@@ -59,9 +59,13 @@ extension Document {
         var out: [(Frame, Op)] = []
         var seen = Set<OpID>()
         for f in frames {
-            guard let op = try? OperationCodec.decode(f.frame, base: Int(f.offset) + Frame.headerSize + 1, path: path),
+            // Only what the clock does not cover is decoded: a sync of a few new strokes
+            // reads the log but does not decode the points of all the others.
+            guard let id = OperationCodec.id(of: f.frame), !clock.covers(id), !seen.contains(id),
+                  let op = try? OperationCodec.decode(f.frame, base: Int(f.offset) + Frame.headerSize + 1, path: path),
                   op.body.isPageOperation == (pid != nil) else { continue }
-            if !clock.covers(op.id) && seen.insert(op.id).inserted { out.append((f.frame, op)) }
+            seen.insert(op.id)
+            out.append((f.frame, op))
         }
         if let pid { try checkHistoryHeld(page: pid, notCoveredBy: clock, held: seen) }
         return out

@@ -56,6 +56,26 @@ import LnoteModel
         }
     }
 
+    /// `OperationCodec.id(of:)` reads the id that `decode` reads, for every kind; and gives
+    /// nil, never a wrong id, when the payload is cut before the id ends or names replica or
+    /// counter 0, or the type is unknown.
+    @Test func idWithoutDecoding() throws {
+        for op in Self.sampleOps() {
+            let frame = OperationCodec.frame(op)
+            #expect(OperationCodec.id(of: frame) == op.id, "\(op.body.name)")
+            for cut in 0..<9 {  // the u64 replica id, then the counter's first byte
+                #expect(OperationCodec.id(of: Frame(type: frame.type, payload: Array(frame.payload.prefix(cut)))) == nil)
+            }
+            #expect(OperationCodec.id(of: Frame(type: 0x7F, payload: frame.payload)) == nil)
+            var zeroReplica = frame.payload
+            for i in 0..<8 { zeroReplica[i] = 0 }
+            #expect(OperationCodec.id(of: Frame(type: frame.type, payload: zeroReplica)) == nil)
+            var zeroCounter = frame.payload
+            zeroCounter[8] = 0
+            #expect(OperationCodec.id(of: Frame(type: frame.type, payload: zeroCounter)) == nil)
+        }
+    }
+
     /// [LOG-10] [LOG-13] Truncating at every offset or flipping any bit is detected, never applied.
     @Test func everyCutAndEveryBitFlipIsDetected() throws {
         for op in Self.sampleOps() {
