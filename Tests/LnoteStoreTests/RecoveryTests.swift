@@ -170,8 +170,15 @@ struct RecoveryTests {
         let d = try await nb.createDocument(title: "Auto")
         let before = fileBytes(d.paths.document)
         try await d.setTitle("Saved by autosave")
-        // Wait (bounded) for the background save; no timing is asserted.
-        for _ in 0..<500 where fileBytes(d.paths.document) == before { try await Task.sleep(for: .milliseconds(10)) }
+        // Wait (bounded: 60 s guards a hang, nothing is timed) for the background save to
+        // reach manifest.json, the last file it writes: document.json is replaced first, so
+        // seeing it change does not mean the manifest (what `list` reads) is there yet.
+        var waited = 0
+        while try await nb.list().first?.title != "Saved by autosave", waited < 6000 {
+            try await Task.sleep(for: .milliseconds(10))
+            waited += 1
+        }
+        #expect(fileBytes(d.paths.document) != before, "document.json was not rewritten")
         #expect(try await nb.list().first?.title == "Saved by autosave")
         #expect(await d.lastAutosaveFailure == nil)
         try await nb.close()
