@@ -132,7 +132,19 @@ import LnoteTestSupport
         ]
         for (name, path, body, headers, status, mention) in cases {
             let method = path.contains("/assets/") && !body.isEmpty ? "PUT" : (path.contains("/assets/") ? "GET" : "POST")
-            let (s, text) = try await send(method, path, body, headers: headers)
+            let s: Int, text: String
+            do {
+                (s, text) = try await send(method, path, body, headers: headers)
+            } catch let e as LnoteError where status == 413 {
+                // The server answers 413 from the Content-Length and closes the connection
+                // without reading the body (HTTPFailureTests.requestBodyCap): a client still
+                // sending its 2 MiB may see the reset before the answer (here 1 request in 800
+                // from a fresh client, 0 in 1,500 from a warm one). Either way nothing is
+                // stored, which is checked below.
+                #expect(e.underlying?.hasPrefix("CURLE_SEND_ERROR") == true || e.underlying?.hasPrefix("CURLE_RECV_ERROR") == true,
+                        "\(name): \(e)")
+                continue
+            }
             #expect(s == status, "\(name): \(s) \(text)")
             if !mention.isEmpty { #expect(text.contains(mention), "\(name): \(text)") }
         }
