@@ -328,8 +328,11 @@ struct HTTPFailureTests {
         held.forEach(RawSocket.close)
         let client = try makeClient()
         defer { try? client.close() }
-        // The held connections are released asynchronously by the server; retry briefly.
-        let policy = HTTPClient.RetryPolicy(maxAttempts: 20, initialDelay: .milliseconds(20), maxDelay: .milliseconds(100))
+        // The held connections are released asynchronously by the server (their threads see
+        // the close, then the listener's cleanup gives their per-IP slots back): retry until
+        // then. Up to 300 attempts, at most 100 ms apart, is about 20 s: a hang guard, not a
+        // deadline (20 attempts, about 1.5 s, could run out on a loaded machine).
+        let policy = HTTPClient.RetryPolicy(maxAttempts: 300, initialDelay: .milliseconds(20), maxDelay: .milliseconds(100))
         let r = try await client.sendWithRetry(.post(server.baseURL + "/x", body: [1]), policy: policy)
         #expect(r.body == [1])
     }
