@@ -17,9 +17,11 @@ struct RelayConvergenceTests {
             let ep = try store.endpoint(notebook: nb)
             var rng = SeededRNG(seed: seed)
             let clients = (1...3).map { TestNotebook(replica: ReplicaID(UInt64($0) * 0x1111)) }
+            // Document and page ids come from the seed too: the clients pick pages in id order,
+            // so random ids would make a seed replay another run.
             for c in clients {
-                let doc = try c.createDocument("doc of \(c.replicaID)")
-                try c.addPage(doc)
+                let doc = try c.createDocument("doc of \(c.replicaID)", id: DocumentID(seededUUID(&rng)))
+                try c.addPage(doc, id: PageID(seededUUID(&rng)))
             }
             var images: [[UInt8]] = (0..<3).map { _ in randomBytes(Int.random(in: 1...2000, using: &rng), &rng) }
             for _ in 0..<40 {
@@ -35,14 +37,15 @@ struct RelayConvergenceTests {
                     if Bool.random(using: &rng) { images.append(randomBytes(500, &rng)) }
                     try c.addImage(page, images.randomElement(using: &rng)!)
                 case 40..<52 where !live.isEmpty:
-                    let ids = Array(Set((0..<Int.random(in: 1...3, using: &rng)).map { _ in live.randomElement(using: &rng)! }))
+                    let ids = Set((0..<Int.random(in: 1...3, using: &rng)).map { _ in live.randomElement(using: &rng)! }).sorted()
                     let dx = Int32.random(in: -100...100, using: &rng), dy = Int32.random(in: -100...100, using: &rng)
                     try c.edit(page) { r, me, t in try r.move(ids, dx: dx, dy: dy, by: me, wallTime: t) }
                 case 52..<62 where !live.isEmpty:
                     let id = live.randomElement(using: &rng)!
                     try c.edit(page) { r, me, t in try r.make(.erase([id]), by: me, wallTime: t) }
                 case 62..<67:
-                    try c.addPage(c.documents.randomElement(using: &rng)!)
+                    let doc = c.documents.randomElement(using: &rng)!
+                    try c.addPage(doc, id: PageID(seededUUID(&rng)))
                 case 67..<100:
                     try await c.sync(ep)
                 default:

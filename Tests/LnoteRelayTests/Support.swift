@@ -35,6 +35,14 @@ func randomBytes(_ n: Int, _ rng: inout SeededRNG) -> [UInt8] {
     (0..<n).map { _ in UInt8.random(in: 0...255, using: &rng) }
 }
 
+/// A UUID made of 16 bytes from `rng` (ids that sort the same way on every run of a seed).
+func seededUUID(_ rng: inout SeededRNG) -> UUID {
+    let a = rng.next(), b = rng.next()
+    func byte(_ w: UInt64, _ i: UInt64) -> UInt8 { UInt8(truncatingIfNeeded: w >> (8 * i)) }
+    return UUID(uuid: (byte(a, 0), byte(a, 1), byte(a, 2), byte(a, 3), byte(a, 4), byte(a, 5), byte(a, 6), byte(a, 7),
+                       byte(b, 0), byte(b, 1), byte(b, 2), byte(b, 3), byte(b, 4), byte(b, 5), byte(b, 6), byte(b, 7)))
+}
+
 func randomStroke(_ rng: inout SeededRNG) -> Stroke {
     let n = Int.random(in: 1...12, using: &rng)
     var x = Int32.random(in: 0...5000, using: &rng), y = Int32.random(in: 0...5000, using: &rng)
@@ -103,10 +111,9 @@ final class TestNotebook: SyncableNotebook {
     }
 
     @discardableResult
-    func addPage(_ doc: DocumentID) throws -> PageID {
+    func addPage(_ doc: DocumentID, id p: PageID = PageID()) throws -> PageID {
         try state.withLock { s in
             guard var d = s.docs[doc] else { throw LnoteError(.notFound, "no document \(doc)") }
-            let p = PageID()
             s.wall += 1
             let op = try d.make(.addPage(p, position: d.endPosition, canvas: .a4), by: replicaID, wallTime: s.wall)
             s.docs[doc] = d

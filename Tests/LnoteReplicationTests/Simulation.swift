@@ -67,7 +67,7 @@ struct Simulation {
             default: op = try r.page.add(.stroke(randomStroke()), by: r.id, wallTime: wall)
             }
         case 2:
-            let ids = Array(Set((0..<Int.random(in: 1...2, using: &rng)).map { _ in live.randomElement(using: &rng)! }))
+            let ids = Set((0..<Int.random(in: 1...2, using: &rng)).map { _ in live.randomElement(using: &rng)! }).sorted()
             op = try r.page.make(.erase(ids), by: r.id, wallTime: wall)
         case 3:
             let id = live.randomElement(using: &rng)!
@@ -76,7 +76,7 @@ struct Simulation {
             let to = UInt32.random(in: (from + 1)...UInt32(n), using: &rng)
             op = try r.page.make(.eraseRange(id, [PointRange(from, to)]), by: r.id, wallTime: wall)
         case 4, 5:
-            let ids = Array(Set((0..<Int.random(in: 1...3, using: &rng)).map { _ in live.randomElement(using: &rng)! }))
+            let ids = Set((0..<Int.random(in: 1...3, using: &rng)).map { _ in live.randomElement(using: &rng)! }).sorted()
             op = try r.page.move(ids, dx: Int32.random(in: -100...100, using: &rng), dy: Int32.random(in: -100...100, using: &rng),
                                  by: r.id, wallTime: wall)
         case 6:
