@@ -50,10 +50,15 @@ public final class SyncWatcher: Sendable {
             if clock.now >= next || (backoff == nil && localChange) {
                 changed.withLock { $0 = false }
                 attempts += 1
+                // Taken before the sync: an edit made while it runs then shows as a change
+                // at the next poll. (The sync's own writes, operations received, show too:
+                // one more exchange, which finds nothing new, is the price of never missing
+                // an edit.)
+                let before = fingerprint()
                 do {
                     let report = try await sync()
                     backoff = nil
-                    last = fingerprint()
+                    last = before
                     next = clock.now + interval
                     events(.synced(report))
                 } catch {

@@ -33,6 +33,26 @@ import LnoteModel
         #expect(log.all == ["failed 10ms", "failed 20ms", "failed 40ms", "failed 40ms", "synced", "synced"])
     }
 
+    /// An edit made while a sync runs (the fingerprint changes inside the sync) triggers
+    /// another sync at the next poll, not at the next interval.
+    @Test func changesDuringASyncAreNotMissed() async {
+        let syncs = Mutex(0)
+        let fingerprint = Mutex(1)
+        let watcher = SyncWatcher(interval: .seconds(3600), poll: .milliseconds(2),
+                                  fingerprint: { fingerprint.withLock { $0 } },
+                                  sync: {
+                                      let n = syncs.withLock { $0 += 1; return $0 }
+                                      if n == 1 { fingerprint.withLock { $0 = 2 } }  // an edit during the first sync
+                                      return SyncReport()
+                                  })
+        let run = Task { await watcher.run(maxSyncs: 2) { _ in } }
+        for _ in 0..<15_000 where syncs.withLock({ $0 }) < 2 { try? await Task.sleep(for: .milliseconds(2)) }
+        let second = syncs.withLock { $0 } >= 2
+        #expect(second, "the edit made during the first sync waited for the next interval")
+        if !second { run.cancel() }
+        await run.value
+    }
+
     /// A local change (or `notifyChanged`) triggers a sync long before the interval.
     @Test func localChangesTriggerASync() async {
         let syncs = Mutex(0)
