@@ -140,8 +140,14 @@ extension ServerContext {
             if let length = state.headers["Content-Length"], let n = Int(length) {
                 if n > maxBody {
                     state.rejected = true
-                    state.answered = true
-                    return queue(connection, tooLarge(), close: true)
+                    if n > drainLimit {
+                        // Too much to read only to drop it: answered at once, and the
+                        // connection closed, so a client still sending may see a reset.
+                        state.answered = true
+                        return queue(connection, tooLarge(), close: true)
+                    }
+                    // Read and dropped below, then answered 413: a client that is still
+                    // sending gets the answer rather than a reset.
                 }
                 state.body.reserveCapacity(min(n, 8 << 20))
             }
@@ -152,9 +158,10 @@ extension ServerContext {
             let n = uploadDataSize.pointee
             uploadDataSize.pointee = 0
             if state.rejected {
-                // A chunked body past the limit: libmicrohttpd cannot queue a response in the
-                // middle of a body, so the rest is read and dropped, up to `drainLimit` bytes;
-                // past that the connection is closed without an answer.
+                // A body past the limit: libmicrohttpd cannot queue a response in the middle
+                // of a body, so the rest is read and dropped, up to `drainLimit` bytes; past
+                // that (a chunked body that keeps growing) the connection is closed without
+                // an answer.
                 state.discarded += n
                 return state.discarded > drainLimit ? .NO : .YES
             }
@@ -186,8 +193,8 @@ extension ServerContext {
         return queue(connection, response, close: false)
     }
 
-    /// How many bytes of an over-limit chunked body are read (and dropped) so that it can
-    /// still be answered 413: the limit again, at least 1 MiB.
+    /// How many bytes of an over-limit body are read (and dropped) so that it can still be
+    /// answered 413: the limit again, at least 1 MiB.
     private var drainLimit: Int { maxBody > Int.max / 2 ? Int.max : maxBody + max(maxBody, 1 << 20) }
 
     private func tooLarge() -> HTTPServerResponse {

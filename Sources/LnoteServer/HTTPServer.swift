@@ -52,7 +52,9 @@ public final class HTTPServer: Sendable {
         public var connectionLimit: UInt32 = 128
         /// Most connections at once from one IP address (0 = no limit).
         public var perIPConnectionLimit: UInt32 = 32
-        /// Largest request body; a larger one is answered 413 and not read further.
+        /// Largest request body. A larger one is answered 413: read and dropped first when it
+        /// exceeds the limit by at most the limit again (at least 1 MiB), so that the client
+        /// gets the answer; answered at once, and the connection closed, beyond that.
         public var maxRequestBodyBytes: Int = 64 << 20
         public var threading: Threading = .threadPerConnection
 

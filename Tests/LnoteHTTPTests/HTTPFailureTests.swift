@@ -23,6 +23,13 @@ struct HTTPFailureTests {
         #expect(exact.body.count == 1024)
         let over = try await client.send(.post(server.baseURL + "/big", body: [UInt8](repeating: 2, count: 64 * 1024)))
         #expect(over.status == 413)
+        // Over the limit by less than the drain allowance (the limit again, at least 1 MiB):
+        // the server reads and drops the body before answering, so the client always gets
+        // the 413, never a reset, however the sending and the answer interleave.
+        for i in 0..<10 {
+            let drained = try await client.send(.post(server.baseURL + "/drained", body: [UInt8](repeating: 4, count: 1000 * 1024)))
+            #expect(drained.status == 413, "attempt \(i)")
+        }
         // 5 MB against a 1 KB limit: the server answers 413 early and stops reading. The
         // answer usually reaches the client; when the server closes while the client is
         // still sending, the client sees a send error instead. Either way nothing is handled.
@@ -36,6 +43,38 @@ struct HTTPFailureTests {
         let after = try await client.send(.post(server.baseURL + "/after", body: [3]))
         #expect(after.status == 200)
         #expect(after.body == [3])
+    }
+
+    @Test("a body with Content-Length over the cap is read to its end before the 413, so the client gets it")
+    func overLimitBodyIsDrainedBeforeTheAnswer() async throws {
+        let handled = Counter()
+        let server = try HTTPServer(configuration: .init(maxRequestBodyBytes: 1000)) { request in
+            handled.increment()
+            return echoHandler(request)
+        }
+        defer { server.stop() }
+        let port = server.port
+        let (early, reply) = try await onThread { () -> ([UInt8], [UInt8]) in
+            let fd = try RawSocket.connect(port: port)
+            defer { RawSocket.close(fd) }
+            try RawSocket.send(fd, Array("POST /big HTTP/1.1\r\nHost: x\r\nContent-Length: 4096\r\n\r\n".utf8)
+                                   + [UInt8](repeating: 67, count: 100))
+            // Nothing is answered while the body is still coming (before, the 413 was sent
+            // at once and the connection closed under a client still sending).
+            var short = timeval(tv_sec: 0, tv_usec: 300_000)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &short, socklen_t(MemoryLayout<timeval>.size))
+            var buffer = [UInt8](repeating: 0, count: 512)
+            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            let early = n > 0 ? Array(buffer[..<n]) : []
+            var long = timeval(tv_sec: 10, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &long, socklen_t(MemoryLayout<timeval>.size))
+            try RawSocket.send(fd, [UInt8](repeating: 67, count: 4096 - 100))
+            return (early, RawSocket.receiveAll(fd))
+        }
+        #expect(early.isEmpty, "answered before the body ended: \(String(decoding: early, as: UTF8.self).prefix(100))")
+        let text = String(decoding: early + reply, as: UTF8.self)
+        #expect(text.hasPrefix("HTTP/1.1 413"), "reply: \(text.prefix(200)) log: \(server.recentLog)")
+        #expect(handled.count == 0)
     }
 
     @Test("a chunked body that grows past the cap is refused and the server keeps serving")
