@@ -1,3 +1,4 @@
+import CLnoteZlib
 import Foundation
 import Testing
 
@@ -16,11 +17,17 @@ import Testing
         #expect(Array(png[0..<8]) == [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A])
         // IHDR: width 64, height 32, 8-bit RGBA.
         #expect(Array(png[16..<29]) == [0, 0, 0, 64, 0, 0, 0, 32, 8, 6, 0, 0, 0])
-        // Stored blocks: the raw middle row (y 16) holds dark pixels, the top row none.
-        // Raw data starts after the zlib header (2) and the first block header (5) of IDAT.
-        let idat = 8 + 25 + 8
-        let raw = Array(png[(idat + 7)...])
+        // The one IDAT, inflated: the middle row (y 16) holds dark pixels, the top row none.
+        let idatLength = Int(png[33]) << 24 | Int(png[34]) << 16 | Int(png[35]) << 8 | Int(png[36])
+        #expect(String(decoding: png[37..<41], as: UTF8.self) == "IDAT")
+        let zlib = Array(png[41..<(41 + idatLength)])
         let row = 64 * 4 + 1
+        var raw = [UInt8](repeating: 0, count: row * 32)
+        var rawLength = uLongf(raw.count)
+        let status = raw.withUnsafeMutableBufferPointer { dst in
+            zlib.withUnsafeBufferPointer { src in uncompress(dst.baseAddress, &rawLength, src.baseAddress, uLong(src.count)) }
+        }
+        #expect(status == Z_OK && Int(rawLength) == raw.count)
         #expect(raw[16 * row + 1 + 32 * 4] < 64 && raw[1 + 32 * 4] == 255)
 
         let bad = try await sb.run("thumbnail", "nb", doc, "#1", "--out", "p.png", "--size", "0")
