@@ -119,9 +119,9 @@ public enum OperationCodec {
     }
 
     /// The id of the operation in `frame`, read from the first bytes of its payload (the
-    /// replica id and counter, operation-log.md §2) without decoding the rest; nil when they are not
-    /// there or not valid. For skipping operations a clock covers before decoding them:
-    /// `decode` checks everything, this id included.
+    /// replica id and counter, operation-log.md §2) without decoding the rest; nil when
+    /// they are not there or not valid. For skipping operations a clock covers before
+    /// decoding them: `decode` checks everything, this id included.
     public static func id(of frame: Frame) -> OpID? {
         var r = ByteReader(frame.payload)
         guard Kind(rawValue: frame.type) != nil, let replica = try? r.u64("replica id"),

@@ -140,14 +140,18 @@ extension ServerContext {
             if let length = state.headers["Content-Length"], let n = Int(length) {
                 if n > maxBody {
                     state.rejected = true
-                    if n > drainLimit {
-                        // Too much to read only to drop it: answered at once, and the
-                        // connection closed, so a client still sending may see a reset.
+                    let waitsForContinue = state.headers["Expect"]?.lowercased() == "100-continue"
+                    if n > drainLimit || waitsForContinue {
+                        // Answered at once, and the connection closed: a client waiting for
+                        // `100 Continue` has sent nothing and reads the 413; a body too big
+                        // to read only to drop it is cut off (a client still sending may see
+                        // a reset).
                         state.answered = true
                         return queue(connection, tooLarge(), close: true)
                     }
                     // Read and dropped below, then answered 413: a client that is still
                     // sending gets the answer rather than a reset.
+                    return .YES
                 }
                 state.body.reserveCapacity(min(n, 8 << 20))
             }

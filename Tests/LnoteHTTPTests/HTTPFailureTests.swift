@@ -74,6 +74,16 @@ struct HTTPFailureTests {
         #expect(early.isEmpty, "answered before the body ended: \(String(decoding: early, as: UTF8.self).prefix(100))")
         let text = String(decoding: early + reply, as: UTF8.self)
         #expect(text.hasPrefix("HTTP/1.1 413"), "reply: \(text.prefix(200)) log: \(server.recentLog)")
+        // A client that waits for `100 Continue` before sending the body gets the 413 at once
+        // instead (and never sends the body).
+        let continued = try await onThread { () -> [UInt8] in
+            let fd = try RawSocket.connect(port: port)
+            defer { RawSocket.close(fd) }
+            try RawSocket.send(fd, Array("POST /big HTTP/1.1\r\nHost: x\r\nContent-Length: 4096\r\nExpect: 100-continue\r\n\r\n".utf8))
+            return RawSocket.receiveAll(fd)
+        }
+        let answer = String(decoding: continued, as: UTF8.self)
+        #expect(answer.hasPrefix("HTTP/1.1 413"), "reply: \(answer.prefix(200))")
         #expect(handled.count == 0)
     }
 
