@@ -74,7 +74,8 @@ final class Bench {
         print("")
         for l in results.machineLines() { print(l) }
         let holding = results.rows.compactMap(\.holds)
-        print("\ntargets: \(holding.filter { $0 }.count) hold, \(holding.filter { !$0 }.count + results.skipped.count) do not")
+        print("\ntargets: \(holding.filter { $0 }.count) hold, \(holding.filter { !$0 }.count + results.skipped.count) do not"
+              + (options.quick ? " (--quick: smaller sizes than the targets are set for, a smoke test only)" : ""))
         if let path = options.jsonPath {
             do { try results.writeJSON(to: path) } catch {
                 progress("cannot write \(path): \(error)")
