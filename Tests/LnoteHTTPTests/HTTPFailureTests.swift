@@ -10,11 +10,7 @@ import Testing
 struct HTTPFailureTests {
     @Test("a body over the server's cap gets 413 and the server keeps serving")
     func requestBodyCap() async throws {
-        let handled = Counter()
-        let server = try HTTPServer(configuration: .init(maxRequestBodyBytes: 1024)) { request in
-            handled.increment()
-            return echoHandler(request)
-        }
+        let (server, handled) = try countingEchoServer(maxBody: 1024)
         defer { server.stop() }
         let client = try makeClient()
         defer { try? client.close() }
@@ -47,11 +43,7 @@ struct HTTPFailureTests {
 
     @Test("a body with Content-Length over the cap is read to its end before the 413, so the client gets it")
     func overLimitBodyIsDrainedBeforeTheAnswer() async throws {
-        let handled = Counter()
-        let server = try HTTPServer(configuration: .init(maxRequestBodyBytes: 1000)) { request in
-            handled.increment()
-            return echoHandler(request)
-        }
+        let (server, handled) = try countingEchoServer(maxBody: 1000)
         defer { server.stop() }
         let port = server.port
         let (early, reply) = try await onThread { () -> ([UInt8], [UInt8]) in
@@ -89,11 +81,7 @@ struct HTTPFailureTests {
 
     @Test("a chunked body that grows past the cap is refused and the server keeps serving")
     func chunkedBodyCap() async throws {
-        let handled = Counter()
-        let server = try HTTPServer(configuration: .init(maxRequestBodyBytes: 1000)) { request in
-            handled.increment()
-            return echoHandler(request)
-        }
+        let (server, handled) = try countingEchoServer(maxBody: 1000)
         defer { server.stop() }
         let port = server.port
         let reply = try await onThread { () -> [UInt8] in

@@ -195,3 +195,14 @@ final class Counter: Sendable {
     @discardableResult func increment() -> Int { value.add(1, ordering: .relaxed).newValue }
     var count: Int { value.load(ordering: .relaxed) }
 }
+
+/// An echo server whose request bodies are capped at `maxBody` bytes, and the count of the
+/// requests its handler saw (an over-limit body never reaches it).
+func countingEchoServer(maxBody: Int) throws -> (HTTPServer, Counter) {
+    let handled = Counter()
+    let server = try HTTPServer(configuration: .init(maxRequestBodyBytes: maxBody)) { request in
+        handled.increment()
+        return echoHandler(request)
+    }
+    return (server, handled)
+}

@@ -73,6 +73,18 @@ struct BigAppendTests {
         try await nb2.close()
     }
 
+    /// A notebook in `dir` holding one document, closed again after `prepare` ran on the
+    /// document and its first page: the document's id and paths, and that page.
+    func closedDocument(in dir: TempDir, prepare: (Document, PageID) async throws -> Void = { _, _ in })
+        async throws -> (DocumentID, PackagePaths, PageID) {
+        let nb = try await openNotebook(dir.path)
+        let d = try await nb.createDocument(title: "big")
+        let p = await d.pageList[0].id
+        try await prepare(d, p)
+        try await nb.close()
+        return (d.id, d.paths, p)
+    }
+
     /// A write of any piece failing (ENOSPC), or a writeback hint failing (EIO): the call
     /// throws, the log is cut back to where the batch began, the page shows none of it, and
     /// the log takes appends again.
@@ -81,13 +93,12 @@ struct BigAppendTests {
         var g = SplitMix64(seed: 0xB17)
         let dir = try TempDir("big")
         defer { dir.remove() }
-        let nb0 = try await openNotebook(dir.path)
-        let d0 = try await nb0.createDocument(title: "big")
-        let id = d0.id, paths = d0.paths
-        let p = await d0.pageList[0].id
-        try await d0.addStroke(stroke(), to: p)
-        let before = try await d0.pageState(p)
-        try await nb0.close()
+        var before: PageState?
+        let (id, paths, p) = try await closedDocument(in: dir) { d, p in
+            try await d.addStroke(stroke(), to: p)
+            before = try await d.pageState(p)
+        }
+        let stateBefore = try #require(before)
         let sizeBefore = try #require(fileBytes(paths.log(p))).count
 
         let errno = kind == .write ? ENOSPC : EIO
@@ -99,7 +110,7 @@ struct BigAppendTests {
             try await d.addStrokes(strokes(100, points: 1000, &g), to: p)
         }
         #expect(fileBytes(paths.log(p))?.count == sizeBefore, "\(kind) #\(nth): the batch was cut off")
-        #expect(try await d.pageState(p) == before, "\(kind) #\(nth): reloaded from disk")
+        #expect(try await d.pageState(p) == stateBefore, "\(kind) #\(nth): reloaded from disk")
         try await d.addStroke(stroke(9), to: p)
         try await nb.close()
         let (log, replay) = try PageLog.open(path: paths.log(p), kind: .page, owner: p.uuid, create: false, io: .live)
@@ -116,11 +127,7 @@ struct BigAppendTests {
         var g = SplitMix64(seed: 0xB18)
         let dir = try TempDir("big")
         defer { dir.remove() }
-        let nb0 = try await openNotebook(dir.path)
-        let d0 = try await nb0.createDocument(title: "big")
-        let id = d0.id, paths = d0.paths
-        let p = await d0.pageList[0].id
-        try await nb0.close()
+        let (id, paths, p) = try await closedDocument(in: dir)
 
         let recorder = SyscallRecorder()
         let plan = FaultPlan { event in
