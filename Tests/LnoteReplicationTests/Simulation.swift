@@ -5,38 +5,66 @@ import LnoteModel
 /// The seeded generator the model ships (SplitMix64): one definition for every test.
 typealias SeededRNG = SplitMix64
 
-/// Replicas of one page and one document, exchanging operations by hand.
+/// Replicas of one document and its pages, exchanging operations by hand, as the store and
+/// sync do: each replica keeps every operation it holds in arrival order (its logs), and at
+/// random moments is reloaded from its snapshots (what compaction and a restart do).
 struct Simulation {
     struct Replica {
         var id: ReplicaID
-        var page: PageReplica
         var doc: DocumentReplica
-        /// Every operation this replica holds (made or received), in arrival order.
-        var pageLog: [Op] = []
+        var pages: [PageID: PageReplica] = [:]
+        /// Every operation this replica holds (made or received), in arrival order: its logs.
         var docLog: [Op] = []
+        var pageLogs: [PageID: [Op]] = [:]
+        /// A replica that has not joined yet holds nothing and makes nothing.
+        var joined = false
+        /// It receives from the first step it joined, but writes only from this step on.
+        var silentUntil = 0
+
+        func page(_ p: PageID) -> PageReplica { pages[p] ?? PageReplica(page: p) }
+        var pageIDs: [PageID] { pageLogs.keys.sorted() }
     }
 
     var replicas: [Replica]
     var rng: SeededRNG
     var made = 0
+    var step = 0
     var wall: Int64 = 1_700_000_000_000
-    let pageID = PageID(UUID(uuidString: "00000000-0000-0000-0000-0000000000AA")!)
+    let docID = DocumentID(UUID(uuidString: "00000000-0000-0000-0000-0000000000DD")!)
+    /// Every add above / below, to front or to back, checked where its author asked ([MERGE-10], [MERGE-15]).
+    var placementFailures: [String] = []
 
-    init(replicaCount: Int, seed: UInt64) {
+    /// - Parameters:
+    ///   - lateJoiners: how many of the replicas (the last ones) join only when first
+    ///     delivered to; the others hold the document from the start.
+    init(replicaCount: Int, seed: UInt64, lateJoiners: Int = 0, silentUntil: [Int] = []) {
         rng = SeededRNG(seed: seed)
-        let docID = DocumentID(UUID(uuidString: "00000000-0000-0000-0000-0000000000DD")!)
         replicas = (1...replicaCount).map { i in
-            Replica(id: ReplicaID(UInt64(i)), page: PageReplica(page: PageID(UUID(uuidString: "00000000-0000-0000-0000-0000000000AA")!)),
-                    doc: DocumentReplica(id: docID))
+            Replica(id: ReplicaID(UInt64(i)), doc: DocumentReplica(id: DocumentID(UUID(uuidString: "00000000-0000-0000-0000-0000000000DD")!)))
         }
-        // Replica 0 creates the document with two pages; everyone receives it.
-        let op = try! replicas[0].doc.make(.createDocument(title: "sim"), by: replicas[0].id, wallTime: wall)
-        replicas[0].docLog.append(op)
-        for i in 1..<replicas.count {
-            try! replicas[i].doc.receive([op])
-            replicas[i].docLog.append(op)
+        for i in replicas.indices where i < silentUntil.count { replicas[i].silentUntil = silentUntil[i] }
+        // Replica 0 creates the document with two pages; the early replicas receive it.
+        try! makeDoc(at: 0, .createDocument(title: "sim"))
+        for _ in 0..<2 { try! makeDoc(at: 0, .addPage(PageID(newPageUUID(0)), position: replicas[0].doc.endPosition, canvas: .a4)) }
+        replicas[0].joined = true
+        for i in 1..<replicas.count where i < replicaCount - lateJoiners {
+            try! deliver(from: 0, to: i, order: .inOrder, duplicate: false, only: nil)
         }
     }
+
+    mutating func newPageUUID(_ i: Int) -> UUID {
+        UUID(uuid: (UInt8(i), 0, 0, 0, 0, 0, 0x40, 0, 0x80, 0, 0, 0, 0, 0,
+                    UInt8.random(in: 0...255, using: &rng), UInt8.random(in: 0...255, using: &rng)))
+    }
+
+    private mutating func makeDoc(at i: Int, _ body: Op.Body) throws {
+        wall += 1
+        let op = try replicas[i].doc.make(body, by: replicas[i].id, wallTime: wall)
+        replicas[i].docLog.append(op)
+        made += 1
+    }
+
+    func canWrite(_ i: Int) -> Bool { replicas[i].joined && step >= replicas[i].silentUntil }
 
     mutating func randomStroke() -> Stroke {
         let n = Int.random(in: 1...12, using: &rng)
@@ -51,85 +79,109 @@ struct Simulation {
         return Stroke(style: InkStyle(tool: ToolKind.allCases.randomElement(using: &rng)!, color: .black, width: 20), points: pts)
     }
 
-    /// One random local page edit at replica `i` (all kinds). Returns false when nothing applied.
+    /// One random local page edit at replica `i` (all kinds), on one of its live pages; a
+    /// document edit when it has none.
     mutating func localPageEdit(at i: Int) throws {
+        guard canWrite(i) else { return }
+        let live = replicas[i].doc.livePages.map(\.id)
+        guard let p = live.randomElement(using: &rng) else { return try localDocEdit(at: i) }
         wall += 1
-        var r = replicas[i]
-        let live = r.page.elements.map(\.id)
-        let kind = live.isEmpty ? 0 : Int.random(in: 0...7, using: &rng)
+        let me = replicas[i].id
+        var page = replicas[i].page(p)
+        let ids = page.elements.map(\.id)
+        let kind = ids.isEmpty ? 0 : Int.random(in: 0...8, using: &rng)
         let op: Op
+        func position(_ id: ElementID, in r: PageReplica) -> Int { r.elements.firstIndex { $0.id == id }! }
         switch kind {
-        case 0, 1:
-            let pos = live.isEmpty ? 0 : Int.random(in: 0...2, using: &rng)
+        case 0, 1, 2:
+            let pos = ids.isEmpty ? 0 : Int.random(in: 0...2, using: &rng)
             switch pos {
-            case 1: op = try r.page.add(.stroke(randomStroke()), by: r.id, wallTime: wall, above: live.randomElement(using: &rng)!)
-            case 2: op = try r.page.add(.stroke(randomStroke()), by: r.id, wallTime: wall, below: live.randomElement(using: &rng)!)
-            default: op = try r.page.add(.stroke(randomStroke()), by: r.id, wallTime: wall)
+            case 1:
+                let x = ids.randomElement(using: &rng)!
+                op = try page.add(.stroke(randomStroke()), by: me, wallTime: wall, above: x)
+                if position(op.id, in: page) != position(x, in: page) + 1 {
+                    placementFailures.append("\(op.id) added above \(x) did not land just above it")
+                }
+            case 2:
+                let x = ids.randomElement(using: &rng)!
+                op = try page.add(.stroke(randomStroke()), by: me, wallTime: wall, below: x)
+                if position(op.id, in: page) + 1 != position(x, in: page) {
+                    placementFailures.append("\(op.id) added below \(x) did not land just below it")
+                }
+            default:
+                op = try page.add(.stroke(randomStroke()), by: me, wallTime: wall)
+                if page.elements.last?.id != op.id { placementFailures.append("\(op.id) added on top is not on top") }
             }
-        case 2:
-            let ids = Set((0..<Int.random(in: 1...2, using: &rng)).map { _ in live.randomElement(using: &rng)! }).sorted()
-            op = try r.page.make(.erase(ids), by: r.id, wallTime: wall)
         case 3:
-            let id = live.randomElement(using: &rng)!
-            let n = r.page.element(id)!.content.pointCount
+            let erased = Set((0..<Int.random(in: 1...2, using: &rng)).map { _ in ids.randomElement(using: &rng)! }).sorted()
+            op = try page.make(.erase(erased), by: me, wallTime: wall)
+        case 4:
+            let id = ids.randomElement(using: &rng)!
+            let n = page.element(id)!.content.pointCount
             let from = UInt32.random(in: 0..<UInt32(n), using: &rng)
             let to = UInt32.random(in: (from + 1)...UInt32(n), using: &rng)
-            op = try r.page.make(.eraseRange(id, [PointRange(from, to)]), by: r.id, wallTime: wall)
-        case 4, 5:
-            let ids = Set((0..<Int.random(in: 1...3, using: &rng)).map { _ in live.randomElement(using: &rng)! }).sorted()
-            op = try r.page.move(ids, dx: Int32.random(in: -100...100, using: &rng), dy: Int32.random(in: -100...100, using: &rng),
-                                 by: r.id, wallTime: wall)
-        case 6:
-            op = try r.page.bringToFront([live.randomElement(using: &rng)!], by: r.id, wallTime: wall)
+            op = try page.make(.eraseRange(id, [PointRange(from, to)]), by: me, wallTime: wall)
+        case 5, 6:
+            let moved = Set((0..<Int.random(in: 1...3, using: &rng)).map { _ in ids.randomElement(using: &rng)! }).sorted()
+            op = try page.move(moved, dx: Int32.random(in: -100...100, using: &rng), dy: Int32.random(in: -100...100, using: &rng),
+                               by: me, wallTime: wall)
+        case 7:
+            let chosen = Set((0..<Int.random(in: 1...2, using: &rng)).map { _ in ids.randomElement(using: &rng)! })
+            let before = page.elements.map(\.id).filter { chosen.contains($0) }
+            op = try page.bringToFront(Array(chosen), by: me, wallTime: wall)
+            if Array(page.elements.map(\.id).suffix(before.count)) != before {
+                placementFailures.append("\(op.id) brought \(before) to front, top is \(page.elements.suffix(before.count).map(\.id))")
+            }
         default:
-            op = try r.page.sendToBack([live.randomElement(using: &rng)!], by: r.id, wallTime: wall)
+            let chosen = Set((0..<Int.random(in: 1...2, using: &rng)).map { _ in ids.randomElement(using: &rng)! })
+            let before = page.elements.map(\.id).filter { chosen.contains($0) }
+            op = try page.sendToBack(Array(chosen), by: me, wallTime: wall)
+            if Array(page.elements.map(\.id).prefix(before.count)) != before {
+                placementFailures.append("\(op.id) sent \(before) to back, bottom is \(page.elements.prefix(before.count).map(\.id))")
+            }
         }
-        r.pageLog.append(op)
-        replicas[i] = r
+        replicas[i].pages[p] = page
+        replicas[i].pageLogs[p, default: []].append(op)
         made += 1
     }
 
-    /// One random document edit at replica `i`.
+    /// One random document edit at replica `i`: add, delete, restore, move a page, retitle,
+    /// change a canvas.
     mutating func localDocEdit(at i: Int) throws {
-        wall += 1
-        var r = replicas[i]
-        let pages = r.doc.state.pages
+        guard canWrite(i) else { return }
+        let pages = replicas[i].doc.state.pages
         let kind = pages.isEmpty ? 0 : Int.random(in: 0...5, using: &rng)
-        let op: Op
         switch kind {
         case 0:
             let after = pages.isEmpty || Bool.random(using: &rng) ? nil : pages.randomElement(using: &rng)!.id
-            let pos = after == nil && Bool.random(using: &rng) ? r.doc.endPosition : try r.doc.position(after: after)
-            var g = rng
-            let u = UUID(uuid: (UInt8(i), 0, 0, 0, 0, 0, 0x40, 0, 0x80, 0, 0, 0, 0, 0, UInt8.random(in: 0...255, using: &g), UInt8.random(in: 0...255, using: &g)))
-            rng = g
-            guard r.doc.page(PageID(u)) == nil else { return }
-            op = try r.doc.make(.addPage(PageID(u), position: pos, canvas: .a4), by: r.id, wallTime: wall)
+            let pos = after == nil && Bool.random(using: &rng) ? replicas[i].doc.endPosition : try replicas[i].doc.position(after: after)
+            let p = PageID(newPageUUID(i))
+            guard replicas[i].doc.page(p) == nil else { return }
+            try makeDoc(at: i, .addPage(p, position: pos, canvas: .a4))
         case 1:
-            op = try r.doc.make(.deletePage(pages.randomElement(using: &rng)!.id, seen: r.page.clock), by: r.id, wallTime: wall)
+            let p = pages.randomElement(using: &rng)!.id
+            try makeDoc(at: i, .deletePage(p, seen: replicas[i].page(p).clock))
         case 2:
-            op = try r.doc.make(.restorePage(pages.randomElement(using: &rng)!.id), by: r.id, wallTime: wall)
+            try makeDoc(at: i, .restorePage(pages.randomElement(using: &rng)!.id))
         case 3:
             let p = pages.randomElement(using: &rng)!.id
             let after = Bool.random(using: &rng) ? nil : pages.randomElement(using: &rng)!.id
             guard after != p else { return }
-            op = try r.doc.make(.movePage(p, position: try r.doc.position(after: after)), by: r.id, wallTime: wall)
+            try makeDoc(at: i, .movePage(p, position: try replicas[i].doc.position(after: after)))
         case 4:
-            op = try r.doc.make(.setTitle("t\(Int.random(in: 0...99, using: &rng))"), by: r.id, wallTime: wall)
+            try makeDoc(at: i, .setTitle("t\(Int.random(in: 0...99, using: &rng))"))
         default:
-            op = try r.doc.make(.setCanvas(pages.randomElement(using: &rng)!.id,
-                                           CanvasSize(width: Int32.random(in: 100...9000, using: &rng), height: 8419)),
-                                by: r.id, wallTime: wall)
+            try makeDoc(at: i, .setCanvas(pages.randomElement(using: &rng)!.id,
+                                          CanvasSize(width: Int32.random(in: 100...9000, using: &rng), height: 8419)))
         }
-        r.docLog.append(op)
-        replicas[i] = r
-        made += 1
     }
 
     enum Order { case inOrder, reversed, shuffled }
 
-    /// Delivers what `from` has and `to` lacks, possibly reordered, duplicated or partial.
+    /// Delivers what `from` holds and `to` lacks, possibly reordered, duplicated or partial,
+    /// in random batch sizes; the receiver logs each operation once, in arrival order.
     mutating func deliver(from: Int, to: Int, order: Order, duplicate: Bool, only: Int?) throws {
+        guard replicas[from].joined else { return }
         func pick(_ all: [Op], _ has: (OpID) -> Bool) -> [Op] {
             var ops = all.filter { !has($0.id) }
             if let only { ops = Array(ops.prefix(only)) }
@@ -142,19 +194,41 @@ struct Simulation {
             return ops
         }
         var dst = replicas[to]
-        let pageOps = pick(replicas[from].pageLog) { dst.page.contains($0) }
         let docOps = pick(replicas[from].docLog) { dst.doc.contains($0) }
-        for op in pageOps where !dst.pageLog.contains(where: { $0.id == op.id }) { dst.pageLog.append(op) }
-        for op in docOps where !dst.docLog.contains(where: { $0.id == op.id }) { dst.docLog.append(op) }
-        // Deliver in random batch sizes.
-        var rest = pageOps[...]
+        try receive(docOps, into: &dst.doc, log: &dst.docLog)
+        for p in replicas[from].pageIDs {
+            var page = dst.page(p)
+            let ops = pick(replicas[from].pageLogs[p]!) { page.contains($0) }
+            guard !ops.isEmpty else { continue }
+            var log = dst.pageLogs[p] ?? []
+            try receive(ops, into: &page, log: &log)
+            dst.pages[p] = page
+            dst.pageLogs[p] = log
+        }
+        if !docOps.isEmpty { dst.joined = true }
+        replicas[to] = dst
+    }
+
+    private mutating func receive<R: SimReplica>(_ ops: [Op], into r: inout R, log: inout [Op]) throws {
+        for op in ops where !log.contains(where: { $0.id == op.id }) { log.append(op) }
+        var rest = ops[...]
         while !rest.isEmpty {
             let n = Int.random(in: 1...max(1, rest.count), using: &rng)
-            try dst.page.receive(Array(rest.prefix(n)))
+            try r.receive(Array(rest.prefix(n)))
             rest = rest.dropFirst(n)
         }
-        try dst.doc.receive(docOps)
-        replicas[to] = dst
+    }
+
+    /// What a store does when it compacts and later reopens: the replica continues from its
+    /// snapshot's state (encoded and decoded) and its waiting operations.
+    mutating func reload(_ i: Int) throws {
+        for (p, page) in replicas[i].pages {
+            let bytes = PageSnapshot.encode(page.state, coveredLogOffset: 0, logIncarnation: 0)
+            let decoded = try PageSnapshot.decode(bytes).state
+            replicas[i].pages[p] = PageReplica(state: decoded, pending: page.pending)
+        }
+        let d = replicas[i].doc
+        replicas[i].doc = DocumentReplica(state: d.state, pending: d.pending)
     }
 
     mutating func fullSync() throws {
@@ -167,3 +241,10 @@ struct Simulation {
         }
     }
 }
+
+/// What the simulation needs of both kinds of replica.
+protocol SimReplica {
+    mutating func receive(_ ops: [Op]) throws -> [Op]
+}
+extension PageReplica: SimReplica {}
+extension DocumentReplica: SimReplica {}
