@@ -1,11 +1,15 @@
 /// One page of a document as the document log knows it: position, canvas and deletion.
 public struct PageRecord: Hashable, Sendable {
     public var id: PageID
-    /// The operation that added the page.
-    public var added: OpRef
-    /// Author's wall time of the add (ms since 1970).
+    /// The `addPage` operations of this page, sorted ([MERGE-62]): one, unless a page id was
+    /// added twice (which only a faulty or hostile replica does). The least is *the* add:
+    /// its id is the page's tag in the page order.
+    public var adds: [OpRef]
+    /// The least author wall time of the adds (ms since 1970).
     public var created: Int64
+    /// Written by the adds and by `movePage`.
     public var position: LWWRegister<ZKey>
+    /// Written by the adds and by `setCanvas`.
     public var canvas: LWWRegister<CanvasSize>
     /// Deleted pages keep their content and can be restored.
     public var deleted: LWWRegister<Bool>
@@ -13,11 +17,11 @@ public struct PageRecord: Hashable, Sendable {
     /// does not cover were concurrent with the delete (a conflict to report).
     public var deletedSeen: VectorClock?
 
-    public init(id: PageID, added: OpRef, created: Int64, position: LWWRegister<ZKey>,
+    public init(id: PageID, adds: [OpRef], created: Int64, position: LWWRegister<ZKey>,
                 canvas: LWWRegister<CanvasSize>, deleted: LWWRegister<Bool> = LWWRegister(false),
                 deletedSeen: VectorClock? = nil) {
         self.id = id
-        self.added = added
+        self.adds = adds
         self.created = created
         self.position = position
         self.canvas = canvas
@@ -25,10 +29,13 @@ public struct PageRecord: Hashable, Sendable {
         self.deletedSeen = deletedSeen
     }
 
-    public var positionRef: OpRef { position.winner ?? added }
+    /// The least `addPage` of the page: its id tags the page's position.
+    public var added: OpRef { adds[0] }
 
+    /// Document order: the page's position, its position key with `added`'s id as the last
+    /// step's tag ([MERGE-62]). Distinct pages never tie.
     public static func orderLess(_ l: PageRecord, _ r: PageRecord) -> Bool {
-        l.position.value != r.position.value ? l.position.value < r.position.value : l.positionRef < r.positionRef
+        ZKey.positionLess(l.position.value, l.added.id, r.position.value, r.added.id)
     }
 }
 
@@ -45,12 +52,10 @@ public struct DocumentState: Hashable, Sendable {
     public var deleted: LWWRegister<Bool>
     /// All pages, deleted ones included, in document order.
     public var pages: [PageRecord]
-    public var contexts: [ReplicaContext]
 
     public init(id: DocumentID, clock: VectorClock = VectorClock(), maxLamport: UInt64 = 0, created: Int64 = 0,
                 modified: Int64 = 0, title: LWWRegister<String> = LWWRegister(""),
-                deleted: LWWRegister<Bool> = LWWRegister(false), pages: [PageRecord] = [],
-                contexts: [ReplicaContext] = []) {
+                deleted: LWWRegister<Bool> = LWWRegister(false), pages: [PageRecord] = []) {
         self.id = id
         self.clock = clock
         self.maxLamport = maxLamport
@@ -59,7 +64,6 @@ public struct DocumentState: Hashable, Sendable {
         self.title = title
         self.deleted = deleted
         self.pages = pages
-        self.contexts = contexts
     }
 
     /// Pages that are not deleted, in order.

@@ -73,17 +73,45 @@ public enum ElementCodec {
         }
     }
 
+    /// [SHR-6] layer svarint; step count varint; each step's fraction (varint length, bytes)
+    /// and tag (OpID); the final fraction (varint length, bytes).
     public static func encode(_ z: ZKey, into w: inout ByteWriter) {
         w.svarint(z.layer)
+        w.varint(UInt64(z.path.count))
+        for step in z.path {
+            w.lengthPrefixed(step.fraction)
+            encode(step.tag, into: &w)
+        }
         w.lengthPrefixed(z.fraction)
     }
 
     public static func decodeZKey(_ r: inout ByteReader) throws -> ZKey {
+        let start = r.offset
         let layer = try r.svarint("z layer")
-        let at = r.offset
-        let f = try r.lengthPrefixed("z fraction", max: 4096)
-        guard f.last != 0 else { throw r.error(.corrupt, "z fraction ends in a zero byte", at: at) }
-        return ZKey(layer: layer, fraction: f)
+        let depthAt = r.offset
+        guard let depth = Int(exactly: try r.varint("z key steps")), depth <= ZKey.maxDepth else {
+            throw r.error(.corrupt, "z key of more than \(ZKey.maxDepth) steps", at: depthAt)
+        }
+        // Each step takes at least 10 bytes (an empty fraction's length, a replica, a counter).
+        guard depth * 10 <= r.remaining else {
+            throw r.error(.truncated, "z key of \(depth) steps in \(r.remaining) bytes", at: depthAt)
+        }
+        func fraction() throws -> [UInt8] {
+            let at = r.offset
+            guard let n = Int(exactly: try r.varint("z fraction length")), n <= ZKey.maxFractionBytes else {
+                throw r.error(.corrupt, "z key fraction longer than \(ZKey.maxFractionBytes) bytes", at: at)
+            }
+            return try r.bytes(n, "z fraction")
+        }
+        var path: [ZKey.Step] = []
+        path.reserveCapacity(depth)
+        for _ in 0..<depth {
+            let f = try fraction()
+            path.append(ZKey.Step(fraction: f, tag: try decodeOpID(&r)))
+        }
+        let z = ZKey(layer: layer, path: path, fraction: try fraction())
+        if let problem = z.validityProblem { throw r.error(.corrupt, problem, at: start) }
+        return z
     }
 
     public static func encode(_ id: OpID, into w: inout ByteWriter) {

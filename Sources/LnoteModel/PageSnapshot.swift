@@ -240,8 +240,8 @@ public enum PageSnapshot {
             }
             try checkRefs(e.transform.frontier, "transform frontier", i)
             try checkRefs(e.z.frontier, "z frontier", i)
-            try checkRefs(e.frontier, "erase frontier", i)
-            guard e.z.value.isValid, e.z.value.fraction.count <= 4096 else { throw fail("invalid z key", index: i) }
+            try checkRefs(e.frontier, "edit frontier", i)
+            if let problem = e.z.value.validityProblem { throw fail("invalid z key: \(problem)", index: i) }
             guard e.erased == e.erased.normalizedUnion() else { throw fail("erased ranges not normalized", index: i) }
             if case .stroke(let s) = e.content {
                 guard s.points.count <= Stroke.maxPoints,
@@ -268,7 +268,7 @@ public enum PageSnapshot {
 }
 
 extension ElementRecord {
-    /// The total order snapshots store elements in; the same as `zLess` (z key, the `OpRef`
-    /// that set it, then element id), kept as a name for the snapshot code.
+    /// The total order snapshots store elements in; the same as `zLess` (the element's
+    /// position: its z key with its id as the last step's tag), kept as a name for the snapshot code.
     public static func canonicalLess(_ l: ElementRecord, _ r: ElementRecord) -> Bool { zLess(l, r) }
 }

@@ -74,7 +74,7 @@ extension ElementRecord {
             "z": .string(z.value.description),
             "zFrontier": .array(z.frontier.map(\.json)),
             "erased": erased.json,
-            "frontier": .array(frontier.map(\.json)),
+            "editFrontier": .array(frontier.map(\.json)),
         ]
         var conflicts: [CanonicalJSON] = []
         if transform.isConflicted { conflicts.append("transform") }
@@ -107,7 +107,7 @@ extension Tombstone {
         [
             "id": .string(id.description),
             "erasures": .array(erasures.map { ["ref": $0.ref.json, "clock": $0.clock.json] }),
-            "frontier": .array(frontier.map(\.json)),
+            "editFrontier": .array(frontier.map(\.json)),
             "concurrent": .array(concurrent.map(\.json)),
         ]
     }

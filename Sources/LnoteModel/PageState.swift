@@ -47,10 +47,6 @@ public struct ElementRecord: Hashable, Sendable {
     }
 
     public var addRef: OpRef { OpRef(id: id, lamport: lamport) }
-    /// The operation that set the current z key: it breaks ties between equal keys.
-    public var zRef: OpRef { z.winner ?? addRef }
-    /// The z-order sort key: bottom first.
-    public var zOrder: (ZKey, OpRef) { (z.value, zRef) }
 
     /// The visible point fragments of a stroke (its points minus the erased ranges);
     /// an image is one fragment `[0, 0)` when present.
@@ -67,17 +63,15 @@ public struct ElementRecord: Hashable, Sendable {
         return false
     }
 
-    /// Bottom-to-top order: z key, then the `OpRef` that set it, then element id (one
-    /// reorder may give several elements the same key; the id makes the order total).
+    /// Bottom-to-top order: the element's position, its z key with its own id as the last
+    /// step's tag ([MERGE-11]). Distinct elements never tie.
     public static func zLess(_ l: ElementRecord, _ r: ElementRecord) -> Bool {
-        if l.z.value != r.z.value { return l.z.value < r.z.value }
-        let lz = l.zRef, rz = r.zRef
-        if lz != rz { return lz < rz }
-        return l.id < r.id
+        ZKey.positionLess(l.z.value, l.id, r.z.value, r.id)
     }
 }
 
-/// One whole erase of an element: the operation and the clock its author had seen.
+/// One whole erase of an element: the operation, and its context: the clock of the log at
+/// its author just before it, the author's own entry included (`counter − 1`, absent when 0).
 public struct Erasure: Hashable, Sendable {
     public var ref: OpRef
     public var clock: VectorClock
@@ -109,9 +103,10 @@ public struct Tombstone: Hashable, Sendable {
     }
 }
 
-/// For each replica that wrote to a log, the clock of its latest operation here
-/// (its context plus the operation itself): what that replica had seen. An operation is
-/// causally stable when every such clock covers it; stable tombstones can be dropped.
+/// For each replica that wrote to a log, the clock of its latest operation there (its
+/// context plus the operation itself): what that replica had seen when it last wrote.
+/// An erase conflict clears once every replica whose edit lost to the erase has written
+/// again after seeing the whole conflict ([MERGE-53]).
 public struct ReplicaContext: Hashable, Sendable {
     public var replica: ReplicaID
     public var clock: VectorClock
@@ -135,9 +130,10 @@ public struct PageState: Hashable, Sendable {
     public var modified: Int64
     /// Live elements, bottom to top (sorted by `ElementRecord.zLess`).
     public var elements: [ElementRecord]
-    /// Erased elements not yet dropped, sorted by id.
+    /// Every element erased whole, sorted by id ([MERGE-30]: never dropped).
     public var tombstones: [Tombstone]
-    /// Sorted by replica.
+    /// For each replica that wrote to this log, the clock of its latest operation here,
+    /// sorted by replica ([MERGE-53]).
     public var contexts: [ReplicaContext]
 
     public init(page: PageID, clock: VectorClock = VectorClock(), maxLamport: UInt64 = 0, modified: Int64 = 0,

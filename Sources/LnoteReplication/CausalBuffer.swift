@@ -91,7 +91,7 @@ func write<V>(_ register: inout LWWRegister<V>, _ value: V, by op: Op) {
 }
 
 extension Array where Element == ReplicaContext {
-    /// Records that `op` is the latest operation seen from its author.
+    /// Records that `op` is the latest operation seen from its author ([MERGE-53]).
     mutating func record(_ op: Op) {
         let clock = op.clock
         if let i = firstIndex(where: { $0.replica == op.id.replica }) {
@@ -101,7 +101,4 @@ extension Array where Element == ReplicaContext {
             insert(ReplicaContext(replica: op.id.replica, clock: clock), at: at)
         }
     }
-
-    /// True when every replica that wrote to the log had seen `id`.
-    func allHaveSeen(_ id: OpID) -> Bool { allSatisfy { $0.clock.covers(id) } }
 }

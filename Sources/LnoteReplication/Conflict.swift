@@ -47,3 +47,63 @@ public struct Conflict: Hashable, Sendable, CustomStringConvertible {
         return s
     }
 }
+
+extension PageState {
+    /// [MERGE-50] The page's conflicts, in the order [JSON-11] lists them: live elements
+    /// bottom to top (a `move` conflict, then a `reorder` one), then tombstones by id (an
+    /// `erase` conflict, whose winner is the greatest erasure, until acknowledged).
+    public var conflicts: [Conflict] {
+        var out: [Conflict] = []
+        for r in elements {
+            if r.transform.isConflicted {
+                out.append(Conflict(kind: .move, page: page, element: r.id, ops: r.transform.frontier, winner: r.transform.winner!))
+            }
+            if r.z.isConflicted {
+                out.append(Conflict(kind: .reorder, page: page, element: r.id, ops: r.z.frontier, winner: r.z.winner!))
+            }
+        }
+        for t in tombstones {
+            let concurrent = t.concurrent
+            guard !concurrent.isEmpty, let winner = t.erasures.map(\.ref).max() else { continue }
+            let ops = t.erasures.map(\.ref) + concurrent
+            if !isAcknowledged(ops, losers: concurrent) {
+                out.append(Conflict(kind: .erase, page: page, element: t.id, ops: ops, winner: winner))
+            }
+        }
+        return out
+    }
+
+    /// [MERGE-53] An erase conflict is cleared once every replica whose edit lost has
+    /// written to this page again after seeing every operation of the conflict: its latest
+    /// operation's clock covers them all.
+    func isAcknowledged(_ ops: [OpRef], losers: [OpRef]) -> Bool {
+        Set(losers.map(\.id.replica)).allSatisfy { r in
+            guard let seen = contexts.first(where: { $0.replica == r })?.clock else { return false }
+            return ops.allSatisfy { seen.covers($0.id) }
+        }
+    }
+}
+
+extension DocumentState {
+    /// [MERGE-50] The document's own conflicts, in the order [JSON-11] lists them: the
+    /// title, then for each page in document order its position, its canvas, and a delete
+    /// made while others edited the page (`pageClocks`: each page's applied clock; a page
+    /// without one has no edits to compare).
+    public func conflicts(pageClocks: [PageID: VectorClock] = [:]) -> [Conflict] {
+        var out: [Conflict] = []
+        if title.isConflicted { out.append(Conflict(kind: .title, ops: title.frontier, winner: title.winner!)) }
+        for p in pages {
+            if p.position.isConflicted {
+                out.append(Conflict(kind: .pageOrder, page: p.id, ops: p.position.frontier, winner: p.position.winner!))
+            }
+            if p.canvas.isConflicted {
+                out.append(Conflict(kind: .canvas, page: p.id, ops: p.canvas.frontier, winner: p.canvas.winner!))
+            }
+            if p.deleted.value, let seen = p.deletedSeen, let pageClock = pageClocks[p.id], !seen.covers(pageClock),
+               let winner = p.deleted.winner {
+                out.append(Conflict(kind: .pageDelete, page: p.id, ops: [winner], winner: winner))
+            }
+        }
+        return out
+    }
+}

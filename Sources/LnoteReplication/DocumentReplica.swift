@@ -13,7 +13,6 @@ public struct DocumentReplica: Sendable {
     private var title: LWWRegister<String>
     private var deleted: LWWRegister<Bool>
     private var pages: [PageID: PageRecord]
-    private var contexts: [ReplicaContext]
     private var buffer = CausalBuffer()
 
     public init(state: DocumentState, pending: [Op] = []) {
@@ -25,7 +24,6 @@ public struct DocumentReplica: Sendable {
         title = state.title
         deleted = state.deleted
         pages = Dictionary(uniqueKeysWithValues: state.pages.map { ($0.id, $0) })
-        contexts = state.contexts
         for op in pending where !clock.covers(op.id) { _ = buffer.insert(op) }
     }
 
@@ -33,8 +31,7 @@ public struct DocumentReplica: Sendable {
 
     public var state: DocumentState {
         DocumentState(id: id, clock: clock, maxLamport: maxLamport, created: created, modified: modified,
-                      title: title, deleted: deleted, pages: pages.values.sorted(by: PageRecord.orderLess),
-                      contexts: contexts)
+                      title: title, deleted: deleted, pages: pages.values.sorted(by: PageRecord.orderLess))
     }
 
     public var pending: [Op] { buffer.operations }
@@ -45,13 +42,18 @@ public struct DocumentReplica: Sendable {
 
     // MARK: - Local edits
 
-    /// Builds a local document operation, applies it, and returns it.
+    /// Builds a local document operation, applies it, and returns it ([MERGE-2]).
     /// - Throws: `.invalidArgument` for an edit naming an unknown page, `.invalidState` for a
-    ///   page operation or a second `createDocument`.
+    ///   page operation or a second `createDocument`, `.limitExceeded` when the log has
+    ///   reached the greatest Lamport timestamp.
     public mutating func make(_ body: Op.Body, by replica: ReplicaID, wallTime: Int64) throws -> Op {
         guard !body.isPageOperation else { throw LnoteError(.invalidState, "\(body.name) is not a document operation") }
-        let op = Op(id: OpID(replica: replica, counter: clock[replica] + 1), lamport: maxLamport + 1,
-                           context: clock, wallTime: wallTime, body: body)
+        let total = clock.total
+        guard total < OpValidator.maxLamport else {
+            throw LnoteError(.limitExceeded, "document \(id) holds \(total) operations: no Lamport timestamp is left")
+        }
+        let op = Op(id: OpID(replica: replica, counter: clock[replica] + 1), lamport: total + 1,
+                    context: clock, wallTime: wallTime, body: body)
         switch body {
         case .createDocument:
             guard clock.isEmpty else { throw LnoteError(.invalidState, "document \(id) already exists") }
@@ -63,40 +65,39 @@ public struct DocumentReplica: Sendable {
             guard t.utf8.count <= OperationCodec.maxTitleBytes else { throw LnoteError(.invalidArgument, "title too long") }
         default: break
         }
-        try validateKeys(op)
+        try OpValidator.validate(op)
         apply(op)
         return op
     }
 
-    /// The position key for a page placed after `after` (nil: first), by the next local operation.
-    public func position(after: PageID?) throws -> ZKey {
-        let ordered = pages.values.sorted(by: PageRecord.orderLess)
-        let top = Int64(maxLamport + 1)
-        guard let after else {
-            return ZKey.between(nil, ordered.first?.position.value, top: top, bottom: -top)
+    /// The layer above every position applied here: the next operation's Lamport timestamp.
+    private var topLayer: Int64 { Int64(clamping: clock.total + 1) }
+
+    /// The position key for a page placed after page `after` (nil: first) by the next local
+    /// operation ([MERGE-62], [MERGE-13]). `moving` is the page being moved (a `movePage`);
+    /// nil for a new page, which the next operation of `replica` adds.
+    public func position(after: PageID?, moving: PageID? = nil, by replica: ReplicaID) throws -> ZKey {
+        let tag: OpID
+        if let moving {
+            guard let m = pages[moving] else { throw LnoteError(.invalidArgument, "no page \(moving) in document \(id)") }
+            tag = m.added.id
+        } else {
+            tag = OpID(replica: replica, counter: clock[replica] + 1)
         }
+        let ordered = pages.values.filter { $0.id != moving }.sorted(by: PageRecord.orderLess)
+        func bound(_ i: Int) -> (key: ZKey, tag: OpID)? {
+            i >= 0 && i < ordered.count ? (ordered[i].position.value, ordered[i].added.id) : nil
+        }
+        let top = topLayer
+        guard let after else { return ZKey.between(nil, bound(0), for: tag, top: top, bottom: -top) }
         guard let i = ordered.firstIndex(where: { $0.id == after }) else {
-            throw LnoteError(.invalidArgument, "no page \(after) in document \(id)")
+            throw LnoteError(.invalidArgument, "no page \(after) in document \(id)" + (after == moving ? " to move after itself" : ""))
         }
-        let next = i + 1 < ordered.count ? ordered[i + 1].position.value : nil
-        return ZKey.between(ordered[i].position.value, next, top: top, bottom: -top)
+        return ZKey.between(bound(i), bound(i + 1), for: tag, top: top, bottom: -top)
     }
 
     /// The position key for a page appended at the end.
-    public var endPosition: ZKey { ZKey(layer: Int64(maxLamport + 1)) }
-
-    private func validateKeys(_ op: Op) throws {
-        let bound = Int64(clamping: op.lamport)
-        func check(_ z: ZKey) throws {
-            guard z.layer <= bound, z.layer >= -bound, z.isValid else {
-                throw LnoteError(.corrupt, "operation \(op.id) has position \(z) outside ±\(bound)")
-            }
-        }
-        switch op.body {
-        case .addPage(_, let z, _), .movePage(_, let z): try check(z)
-        default: break
-        }
-    }
+    public var endPosition: ZKey { ZKey(layer: topLayer) }
 
     // MARK: - Receiving
 
@@ -107,7 +108,7 @@ public struct DocumentReplica: Sendable {
             guard !op.body.isPageOperation else {
                 throw LnoteError(.invalidArgument, "\(op.body.name) \(op.id) is not a document operation")
             }
-            try validateKeys(op)
+            try OpValidator.validate(op)
         }
         var applied: [Op] = []
         var buf = buffer
@@ -125,7 +126,6 @@ public struct DocumentReplica: Sendable {
         clock.include(op.id)
         maxLamport = max(maxLamport, op.lamport)
         modified = max(modified, op.wallTime)
-        contexts.record(op)
         switch op.body {
         case .createDocument(let t):
             // [MERGE-60] The first operation names the document; a second create (impossible
@@ -136,14 +136,21 @@ public struct DocumentReplica: Sendable {
             // [MERGE-61] Title: last writer wins.
             write(&title, t, by: op)
         case .addPage(let p, let position, let canvas):
-            // [MERGE-62] Concurrent page adds are all kept; equal positions are ordered by OpRef.
-            guard pages[p] == nil else { return }
-            pages[p] = PageRecord(id: p, added: op.ref, created: op.wallTime, position: LWWRegister(position),
-                                  canvas: LWWRegister(canvas))
+            // [MERGE-62] Concurrent adds of different pages are all kept. An add writes the
+            // page's position and canvas registers; a page id added twice (only a faulty or
+            // hostile replica does that) keeps every add, the least naming the page.
+            var r = pages[p] ?? PageRecord(id: p, adds: [], created: op.wallTime, position: LWWRegister(position),
+                                           canvas: LWWRegister(canvas))
+            let i = r.adds.firstIndex { $0 > op.ref } ?? r.adds.count
+            r.adds.insert(op.ref, at: i)
+            r.created = min(r.created, op.wallTime)
+            write(&r.position, position, by: op)
+            write(&r.canvas, canvas, by: op)
+            pages[p] = r
         case .deletePage(let p, let seen):
             // [MERGE-63] Deletion is soft and last-writer-wins against restore; the page keeps
             // its content, and the page clock the delete had seen tells concurrent edits apart.
-            guard op.context.covers(pageAdd(p)) else { return }
+            guard sawAdded(p, op) else { return }
             pages[p].map { var r = $0
                 let wins = r.deleted.winner.map { op.ref > $0 } ?? true
                 write(&r.deleted, true, by: op)
@@ -151,7 +158,7 @@ public struct DocumentReplica: Sendable {
                 pages[p] = r
             }
         case .restorePage(let p):
-            guard op.context.covers(pageAdd(p)) else { return }
+            guard sawAdded(p, op) else { return }
             pages[p].map { var r = $0
                 let wins = r.deleted.winner.map { op.ref > $0 } ?? true
                 write(&r.deleted, false, by: op)
@@ -160,10 +167,10 @@ public struct DocumentReplica: Sendable {
             }
         case .movePage(let p, let position):
             // [MERGE-64] Page order: last writer wins per page.
-            guard op.context.covers(pageAdd(p)) else { return }
+            guard sawAdded(p, op) else { return }
             pages[p].map { var r = $0; write(&r.position, position, by: op); pages[p] = r }
         case .setCanvas(let p, let canvas):
-            guard op.context.covers(pageAdd(p)) else { return }
+            guard sawAdded(p, op) else { return }
             pages[p].map { var r = $0; write(&r.canvas, canvas, by: op); pages[p] = r }
         case .deleteDocument:
             write(&deleted, true, by: op)
@@ -174,9 +181,11 @@ public struct DocumentReplica: Sendable {
         }
     }
 
-    /// The id of the operation that added page `p` (a zero id when unknown, which no context covers).
-    private func pageAdd(_ p: PageID) -> OpID {
-        pages[p]?.added.id ?? OpID(replica: ReplicaID(UInt64.max), counter: UInt64.max)
+    /// True when `op`'s author had seen page `p` added: an edit of a page its author could
+    /// not have seen is ignored ([MERGE-42]). Whichever add the context covers is applied
+    /// before `op`, so the answer does not depend on the order of arrival.
+    private func sawAdded(_ p: PageID, _ op: Op) -> Bool {
+        pages[p]?.adds.contains { op.context.covers($0.id) } ?? false
     }
 
     // MARK: - Conflicts
@@ -184,20 +193,6 @@ public struct DocumentReplica: Sendable {
     /// [MERGE-50] Concurrent title, page-order and canvas writes; and pages
     /// deleted while another replica edited them (given each page's current clock).
     public func conflicts(pageClocks: [PageID: VectorClock] = [:]) -> [Conflict] {
-        var out: [Conflict] = []
-        if title.isConflicted { out.append(Conflict(kind: .title, ops: title.frontier, winner: title.winner!)) }
-        for p in pages.values.sorted(by: PageRecord.orderLess) {
-            if p.position.isConflicted {
-                out.append(Conflict(kind: .pageOrder, page: p.id, ops: p.position.frontier, winner: p.position.winner!))
-            }
-            if p.canvas.isConflicted {
-                out.append(Conflict(kind: .canvas, page: p.id, ops: p.canvas.frontier, winner: p.canvas.winner!))
-            }
-            if p.deleted.value, let seen = p.deletedSeen, let pageClock = pageClocks[p.id], !seen.covers(pageClock) {
-                let winner = p.deleted.winner!
-                out.append(Conflict(kind: .pageDelete, page: p.id, ops: [winner], winner: winner))
-            }
-        }
-        return out
+        state.conflicts(pageClocks: pageClocks)
     }
 }

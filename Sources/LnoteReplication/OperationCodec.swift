@@ -151,9 +151,6 @@ public enum OperationCodec {
         guard context[ReplicaID(replica)] == 0 else {
             throw r.error(.corrupt, "context names the author itself", at: contextAt)
         }
-        guard lamport >= 1, lamport >= counter else {
-            throw r.error(.corrupt, "lamport \(lamport) below counter \(counter)", at: lamportAt)
-        }
         context[ReplicaID(replica)] = counter - 1
         let body: Op.Body
         switch kind {
@@ -220,8 +217,13 @@ public enum OperationCodec {
             body = .restoreDocument
         }
         try r.expectEnd("operation \(kind)")
-        return Op(id: OpID(replica: ReplicaID(replica), counter: counter), lamport: lamport,
-                         context: context, wallTime: wall, body: body)
+        let op = Op(id: OpID(replica: ReplicaID(replica), counter: counter), lamport: lamport,
+                    context: context, wallTime: wall, body: body)
+        // [LOG-20] The rules an operation obeys on its own, here as at every other door.
+        if let v = OpValidator.violation(of: op) {
+            throw r.error(.corrupt, v.description, at: v.rule == .log4 ? lamportAt : base)
+        }
+        return op
     }
 
     private static func decodeIDs(_ r: inout ByteReader) throws -> [ElementID] {

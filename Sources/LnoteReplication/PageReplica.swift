@@ -40,13 +40,12 @@ public struct PageReplica: Sendable {
 
     public init(page: PageID) { self.init(state: PageState(page: page)) }
 
-    /// The materialized state: live elements bottom to top, tombstones that are not yet
-    /// causally stable ([MERGE-30]), the clock and the replica contexts.
+    /// The materialized state: live elements bottom to top, every tombstone ([MERGE-30]),
+    /// the clock and the replica contexts.
     public var state: PageState {
         PageState(page: page, clock: clock, maxLamport: maxLamport, modified: modified,
                   elements: order.map { records[$0]! },
-                  tombstones: tombstones.values.filter { !isStable($0) }.sorted { $0.id < $1.id },
-                  contexts: contexts)
+                  tombstones: tombstones.values.sorted { $0.id < $1.id }, contexts: contexts)
     }
 
     /// Received operations waiting for their dependencies, by id.
@@ -67,48 +66,67 @@ public struct PageReplica: Sendable {
 
     /// Builds a local operation, applies it, and returns it (to be logged and sent).
     ///
-    /// The id is `(replica, clock[replica] + 1)`, the Lamport timestamp one more than the
-    /// greatest applied, the context the current clock ([MERGE-1]).
+    /// The id is `(replica, clock[replica] + 1)`, the context the current clock, the Lamport
+    /// timestamp the number of operations that clock covers plus one ([MERGE-2]).
     /// - Throws: `.invalidArgument` when the edit names an element that is not live here,
     ///   a range outside a stroke, or a z key or transform out of range; `.invalidState`
-    ///   when the body is not a page operation.
+    ///   when the body is not a page operation; `.limitExceeded` when the log has reached
+    ///   the greatest Lamport timestamp ([LOG-4]).
     public mutating func make(_ body: Op.Body, by replica: ReplicaID, wallTime: Int64) throws -> Op {
         guard body.isPageOperation else {
             throw LnoteError(.invalidState, "\(body.name) is not a page operation")
         }
-        let op = Op(id: OpID(replica: replica, counter: clock[replica] + 1), lamport: maxLamport + 1,
-                           context: clock, wallTime: wallTime, body: body)
+        let op = Op(id: OpID(replica: replica, counter: clock[replica] + 1), lamport: try nextLamport(),
+                    context: clock, wallTime: wallTime, body: body)
         try validateLocal(op)
         try apply(op)
         return op
     }
 
-    /// The z key for an element placed on top of everything visible, by the next local operation.
-    public var topKey: ZKey { ZKey(layer: Int64(maxLamport + 1)) }
-    /// The z key for an element placed below everything, by the next local operation.
-    public var bottomKey: ZKey { ZKey(layer: -Int64(maxLamport + 1)) }
+    /// The Lamport timestamp of the next local operation: the operations applied, plus one.
+    public func nextLamport() throws -> UInt64 {
+        let total = clock.total
+        guard total < OpValidator.maxLamport else {
+            throw LnoteError(.limitExceeded, "page \(page) holds \(total) operations: no Lamport timestamp is left")
+        }
+        return total + 1
+    }
 
-    /// A z key just above (`above == true`) or just below element `id` as this replica sees it.
-    public func key(adjacentTo id: ElementID, above: Bool) throws -> ZKey {
+    /// The layer of a key on top of everything applied here: the next operation's Lamport timestamp.
+    private var topLayer: Int64 { Int64(clamping: clock.total + 1) }
+
+    /// The z key for an element placed on top of everything visible, by the next local operation.
+    public var topKey: ZKey { ZKey(layer: topLayer) }
+    /// The z key for an element placed below everything, by the next local operation.
+    public var bottomKey: ZKey { ZKey(layer: -topLayer) }
+
+    /// A z key that puts element `tag` just above (`above == true`) or just below element
+    /// `id` as this replica sees it ([MERGE-13]). `tag` is the element being placed: the id
+    /// of the next local operation for a new element, the element itself for a reorder.
+    public func key(adjacentTo id: ElementID, above: Bool, for tag: ElementID) throws -> ZKey {
         guard let i = order.firstIndex(of: id) else {
             throw LnoteError(.invalidArgument, "no live element \(id) on page \(page)")
         }
-        let me = records[id]!.z.value
-        let top = Int64(maxLamport + 1)
-        if above {
-            let next = i + 1 < order.count ? records[order[i + 1]]!.z.value : nil
-            return ZKey.between(me, next, top: top, bottom: -top)
+        func bound(_ j: Int) -> (key: ZKey, tag: OpID)? {
+            guard j >= 0, j < order.count else { return nil }
+            let other = order[j]
+            // An element placed next to its own neighbour skips itself.
+            if other == tag { return bound(j + (above ? 1 : -1)) }
+            return (records[other]!.z.value, other)
         }
-        let prev = i > 0 ? records[order[i - 1]]!.z.value : nil
-        return ZKey.between(prev, me, top: top, bottom: -top)
+        let top = topLayer
+        let me = (key: records[id]!.z.value, tag: id)
+        if above { return ZKey.between(me, bound(i + 1), for: tag, top: top, bottom: -top) }
+        return ZKey.between(bound(i - 1), me, for: tag, top: top, bottom: -top)
     }
 
     /// Adds an element on top (or just above / below another), as the next local operation.
     public mutating func add(_ content: ElementContent, by replica: ReplicaID, wallTime: Int64,
                              above: ElementID? = nil, below: ElementID? = nil) throws -> Op {
         let z: ZKey
-        if let above { z = try key(adjacentTo: above, above: true) }
-        else if let below { z = try key(adjacentTo: below, above: false) }
+        let me = OpID(replica: replica, counter: clock[replica] + 1)
+        if let above { z = try key(adjacentTo: above, above: true, for: me) }
+        else if let below { z = try key(adjacentTo: below, above: false, for: me) }
         else { z = topKey }
         return try make(.add(content, z: z), by: replica, wallTime: wallTime)
     }
@@ -125,30 +143,24 @@ public struct PageReplica: Sendable {
 
     /// Brings elements to the front (keeping their relative order) as the next local operation.
     public mutating func bringToFront(_ ids: [ElementID], by replica: ReplicaID, wallTime: Int64) throws -> Op {
-        let sorted = try sortedByZ(ids)
-        let layer = Int64(maxLamport + 1)
-        var zs: [ElementZ] = []
-        var last: ZKey? = nil
-        for id in sorted {
-            let k = last.map { ZKey(layer: layer, fraction: ZKey.fractionAbove($0.fraction)) } ?? ZKey(layer: layer)
-            zs.append(ElementZ(id, k))
-            last = k
-        }
-        return try make(.reorder(zs), by: replica, wallTime: wallTime)
+        try make(.reorder(stacked(try sortedByZ(ids), layer: topLayer)), by: replica, wallTime: wallTime)
     }
 
     /// Sends elements to the back (keeping their relative order) as the next local operation.
     public mutating func sendToBack(_ ids: [ElementID], by replica: ReplicaID, wallTime: Int64) throws -> Op {
-        let sorted = try sortedByZ(ids)
-        let layer = -Int64(maxLamport + 1)
+        try make(.reorder(stacked(try sortedByZ(ids), layer: -topLayer)), by: replica, wallTime: wallTime)
+    }
+
+    /// [MERGE-15] The keys of a selection moved to one layer, bottom to top: the k-th
+    /// element gets fraction F(k), F(0) empty and F(k+1) = fractionAbove(F(k)).
+    private func stacked(_ sorted: [ElementID], layer: Int64) -> [ElementZ] {
         var zs: [ElementZ] = []
-        var last: ZKey? = nil
-        for id in sorted {
-            let k = last.map { ZKey(layer: layer, fraction: ZKey.fractionAbove($0.fraction)) } ?? ZKey(layer: layer)
-            zs.append(ElementZ(id, k))
-            last = k
+        var fraction: [UInt8] = []
+        for (k, id) in sorted.enumerated() {
+            if k > 0 { fraction = ZKey.fractionAbove(fraction) }
+            zs.append(ElementZ(id, ZKey(layer: layer, fraction: fraction)))
         }
-        return try make(.reorder(zs), by: replica, wallTime: wallTime)
+        return zs
     }
 
     private func sortedByZ(_ ids: [ElementID]) throws -> [ElementID] {
@@ -187,23 +199,7 @@ public struct PageReplica: Sendable {
         default:
             break
         }
-        try validateKeys(op)
-    }
-
-    /// Keys a correct author produces never exceed its Lamport timestamp ([MERGE-12]);
-    /// rejecting others keeps "on top of what the author saw" meaningful.
-    private func validateKeys(_ op: Op) throws {
-        let bound = Int64(clamping: op.lamport)
-        func check(_ z: ZKey) throws {
-            guard z.layer <= bound, z.layer >= -bound, z.isValid else {
-                throw LnoteError(.corrupt, "operation \(op.id) has z key \(z) outside ±\(bound)")
-            }
-        }
-        switch op.body {
-        case .add(_, let z): try check(z)
-        case .reorder(let zs): for z in zs { try check(z.z) }
-        default: break
-        }
+        try OpValidator.validate(op)
     }
 
     // MARK: - Receiving
@@ -213,14 +209,14 @@ public struct PageReplica: Sendable {
     /// Duplicates are ignored; operations whose causal context is not yet applied wait
     /// ([MERGE-40]). Returns the operations applied by this call, in the order applied.
     /// - Throws: `.invalidArgument` for an operation that is not a page operation, `.corrupt`
-    ///   for one whose z keys exceed its Lamport timestamp. Nothing is applied then.
+    ///   for one the validator refuses ([MERGE-12]). Nothing is applied then.
     @discardableResult
     public mutating func receive(_ ops: [Op]) throws -> [Op] {
         for op in ops {
             guard op.body.isPageOperation else {
                 throw LnoteError(.invalidArgument, "\(op.body.name) \(op.id) is not a page operation")
             }
-            try validateKeys(op)
+            try OpValidator.validate(op)
         }
         var applied: [Op] = []
         var buf = buffer
@@ -279,17 +275,15 @@ public struct PageReplica: Sendable {
 
     /// Applies an edit (move, reorder, partial erase) to a live element, advancing its
     /// frontier; on an erased element it only advances the tombstone's frontier
-    /// ([MERGE-21]: erase wins). Edits that name an element their author could not have
-    /// seen are ignored.
+    /// ([MERGE-21]: erase wins). An edit whose author could not have seen the element, or
+    /// had seen it erased, is ignored for that element ([MERGE-42]).
     private mutating func edit(_ id: ElementID, by op: Op, _ change: (inout ElementRecord) -> Void) {
         guard op.context.covers(id) else { return }
         if var r = records[id] {
             change(&r)
             advance(&r.frontier, with: op)
             records[id] = r
-        } else if var t = tombstones[id] {
-            // An edit made after seeing every erase cannot happen in a correct replica; it changes nothing.
-            if t.erasures.allSatisfy({ op.context.covers($0.ref.id) }) { return }
+        } else if var t = tombstones[id], !t.hasSeenAnErasure(op) {
             advance(&t.frontier, with: op)
             tombstones[id] = t
         }
@@ -303,18 +297,12 @@ public struct PageReplica: Sendable {
         if let r = records.removeValue(forKey: id) {
             removeFromOrder(id, record: r)
             tombstones[id] = Tombstone(id: id, erasures: [erasure], frontier: r.frontier)
-        } else if var t = tombstones[id] {
+        } else if var t = tombstones[id], !t.hasSeenAnErasure(op) {
+            // Concurrent erases: all are kept ([MERGE-52]).
             let i = t.erasures.firstIndex { $0.ref > erasure.ref } ?? t.erasures.count
             t.erasures.insert(erasure, at: i)
             tombstones[id] = t
         }
-        // Otherwise the tombstone was dropped once stable: nothing left to do.
-    }
-
-    /// [MERGE-30] A tombstone is stable when every replica that wrote to this page had seen
-    /// all its erasures: no operation concurrent with them can arrive any more.
-    private func isStable(_ t: Tombstone) -> Bool {
-        t.erasures.allSatisfy { contexts.allHaveSeen($0.ref.id) }
     }
 
     // MARK: - Z order maintenance
@@ -353,24 +341,15 @@ public struct PageReplica: Sendable {
     // MARK: - Conflicts
 
     /// [MERGE-50] Every element with concurrent operations, and which one won.
-    public func conflicts() -> [Conflict] {
-        var out: [Conflict] = []
-        for id in order {
-            let r = records[id]!
-            if r.transform.isConflicted {
-                out.append(Conflict(kind: .move, page: page, element: id, ops: r.transform.frontier, winner: r.transform.winner!))
-            }
-            if r.z.isConflicted {
-                out.append(Conflict(kind: .reorder, page: page, element: id, ops: r.z.frontier, winner: r.z.winner!))
-            }
-        }
-        for t in state.tombstones {
-            let concurrent = t.concurrent
-            if !concurrent.isEmpty {
-                out.append(Conflict(kind: .erase, page: page, element: t.id,
-                                    ops: t.erasures.map(\.ref) + concurrent, winner: t.erasures.last!.ref))
-            }
-        }
-        return out
+    public func conflicts() -> [Conflict] { state.conflicts }
+}
+
+extension Tombstone {
+    /// True when `op`'s author had applied one of the erasures: it had seen the element
+    /// erased, so `op` cannot be a correct edit of it ([MERGE-42]). Whatever erasure the
+    /// context covers is applied before `op` (causal delivery), so the answer does not
+    /// depend on the order of arrival.
+    func hasSeenAnErasure(_ op: Op) -> Bool {
+        erasures.contains { op.context.covers($0.ref.id) }
     }
 }

@@ -94,14 +94,14 @@ public final class MemoryNode: ScenarioNode, SyncableNotebook {
         case .title(let t):
             try docOp(.setTitle(t))
         case .addPage(let p, let after):
-            let pos = after == nil ? s.doc.endPosition : try s.doc.position(after: after)
+            let pos = after == nil ? s.doc.endPosition : try s.doc.position(after: after, by: me)
             try docOp(.addPage(p, position: pos, canvas: .a4))
         case .deletePage(let p):
             try docOp(.deletePage(p, seen: try page(p).clock))
         case .restorePage(let p):
             try docOp(.restorePage(p))
         case .movePage(let p, let after):
-            try docOp(.movePage(p, position: try s.doc.position(after: after)))
+            try docOp(.movePage(p, position: try s.doc.position(after: after, moving: p, by: me)))
         case .add(let p, let stroke, let below, let above):
             return try pageOp(p) { try $0.add(.stroke(stroke), by: me, wallTime: wallTime, above: above, below: below) }.id
         case .erase(let p, let ids):

@@ -335,13 +335,16 @@ extension Document {
         _ = try await commitDocument(.setCanvas(pid, canvas))
     }
 
+    /// The position key for a new page (`moving` nil) or for moving page `moving`.
     func position(_ placement: PagePlacement, moving: PageID? = nil) throws -> ZKey {
         switch placement {
-        case .first: return try doc.position(after: nil)
+        case .first: return try doc.position(after: nil, moving: moving, by: replica)
         case .last:
-            if let last = doc.state.pages.last(where: { $0.id != moving }) { return try doc.position(after: last.id) }
+            if let last = doc.state.pages.last(where: { $0.id != moving }) {
+                return try doc.position(after: last.id, moving: moving, by: replica)
+            }
             return doc.endPosition
-        case .after(let p): return try doc.position(after: p)
+        case .after(let p): return try doc.position(after: p, moving: moving, by: replica)
         }
     }
 

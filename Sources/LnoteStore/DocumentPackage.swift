@@ -82,10 +82,6 @@ struct DocumentFile: Codable, Equatable {
         var width: Int32
         var height: Int32
     }
-    struct Context: Codable, Equatable {
-        var replica: String
-        var clock: [String: UInt64]
-    }
     struct LogCoverage: Codable, Equatable {
         /// The document log's incarnation, 16 hex digits.
         var incarnation: String
@@ -94,7 +90,10 @@ struct DocumentFile: Codable, Equatable {
     }
     struct Page: Codable, Equatable {
         var id: String
+        /// The least `addPage` of the page ([MERGE-62]).
         var added: String
+        /// Further `addPage` operations of the same page id, sorted; absent when none.
+        var otherAdds: [String]?
         var created: Int64
         var position: Register<String>
         var canvas: Register<Canvas>
@@ -115,7 +114,6 @@ struct DocumentFile: Codable, Equatable {
     var modified: Int64
     var title: Register<String>
     var deleted: Register<Bool>
-    var contexts: [Context]
     var pages: [Page]
 
     init(state s: DocumentState, coveredOffset: UInt64, incarnation: UInt64, assets: [PageID: Set<AssetID>]) {
@@ -128,9 +126,9 @@ struct DocumentFile: Codable, Equatable {
         modified = s.modified
         title = Register(value: s.title.value, frontier: s.title.frontier.map(JSONText.ref))
         deleted = Register(value: s.deleted.value, frontier: s.deleted.frontier.map(JSONText.ref))
-        contexts = s.contexts.map { Context(replica: $0.replica.description, clock: JSONText.clock($0.clock)) }
         pages = s.pages.map { p in
-            Page(id: p.id.description, added: JSONText.ref(p.added), created: p.created,
+            Page(id: p.id.description, added: JSONText.ref(p.added),
+                 otherAdds: p.adds.count > 1 ? p.adds.dropFirst().map(JSONText.ref) : nil, created: p.created,
                         position: Register(value: JSONText.zkey(p.position.value), frontier: p.position.frontier.map(JSONText.ref)),
                         canvas: Register(value: Canvas(width: p.canvas.value.width, height: p.canvas.value.height),
                                          frontier: p.canvas.frontier.map(JSONText.ref)),
@@ -174,7 +172,11 @@ struct DocumentFile: Codable, Equatable {
             let position = LWWRegister(try JSONText.zkey(p.position.value), frontier: try p.position.frontier.map(JSONText.ref))
             let canvas = LWWRegister(CanvasSize(width: p.canvas.value.width, height: p.canvas.value.height),
                                      frontier: try p.canvas.frontier.map(JSONText.ref))
-            pageRecords.append(PageRecord(id: pid, added: try JSONText.ref(p.added), created: p.created, position: position,
+            let adds = try ([p.added] + (p.otherAdds ?? [])).map(JSONText.ref)
+            guard zip(adds, adds.dropFirst()).allSatisfy({ $0 < $1 }) else {
+                throw LnoteError(.corrupt, "page \(p.id): adds not strictly increasing")
+            }
+            pageRecords.append(PageRecord(id: pid, adds: adds, created: p.created, position: position,
                                           canvas: canvas, deleted: try reg(p.deleted),
                                           deletedSeen: try p.deletedSeen.map(JSONText.clock)))
             assets[pid] = Set(try p.assets.map { a -> AssetID in
@@ -182,13 +184,9 @@ struct DocumentFile: Codable, Equatable {
                 return id
             })
         }
-        let contexts = try self.contexts.map { c -> ReplicaContext in
-            guard c.replica.count == 16, let r = ReplicaID(hex: c.replica) else { throw LnoteError(.corrupt, "bad replica \"\(c.replica)\"") }
-            return ReplicaContext(replica: r, clock: try JSONText.clock(c.clock))
-        }
         let s = DocumentState(id: docID, clock: try JSONText.clock(clock), maxLamport: maxLamport, created: created,
                               modified: modified, title: try reg(title), deleted: try reg(deleted),
-                              pages: pageRecords.sorted(by: PageRecord.orderLess), contexts: contexts)
+                              pages: pageRecords.sorted(by: PageRecord.orderLess))
         return (s, assets)
     }
 }

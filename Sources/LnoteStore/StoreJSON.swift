@@ -88,24 +88,11 @@ enum JSONText {
         return VectorClock(pairs)
     }
 
-    /// `5` or `5.80ff` (layer, then the fraction in hex when not empty).
+    /// The text form of [PKG-11]: `5`, `5.80ff`, `7/:00000000000000a1.3.80`.
     static func zkey(_ z: ZKey) -> String { z.description }
 
     static func zkey(_ s: String) throws -> ZKey {
-        let parts = s.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)
-        guard let layer = Int64(parts[0]) else { throw LnoteError(.corrupt, "bad z key \"\(s)\"") }
-        guard parts.count == 2 else { return ZKey(layer: layer) }
-        let hex = Array(parts[1].utf8)
-        guard !hex.isEmpty, hex.count % 2 == 0 else { throw LnoteError(.corrupt, "bad z key \"\(s)\"") }
-        var f: [UInt8] = []
-        var i = 0
-        while i < hex.count {
-            guard let hi = hexDigit(hex[i]), let lo = hexDigit(hex[i + 1]) else { throw LnoteError(.corrupt, "bad z key \"\(s)\"") }
-            f.append(hi << 4 | lo)
-            i += 2
-        }
-        let z = ZKey(layer: layer, fraction: f)
-        guard z.isValid else { throw LnoteError(.corrupt, "z key \"\(s)\" ends in a zero byte") }
+        guard let z = ZKey(parsing: s) else { throw LnoteError(.corrupt, "bad z key \"\(s)\"") }
         return z
     }
 

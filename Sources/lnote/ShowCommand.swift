@@ -37,7 +37,9 @@ extension CommandTable {
                             try await printPage(state, of: d, console: console, points: points)
                         }
                     } else if json {
-                        console.raw(try await DocumentJSON.value(of: d, includePoints: points).text(.pretty))
+                        var states: [PageID: PageState] = [:]
+                        for p in await d.state.pages { states[p.id] = try await d.pageState(p.id) }
+                        console.raw(await d.state.canonicalJSON(pages: states, style: .pretty, includePoints: points))
                     } else {
                         try await printDocument(d, console: console)
                     }
@@ -129,65 +131,5 @@ extension CommandTable {
         if t == .identity { return "none" }
         if t.isTranslation { return "translate(\(Units.pt(t.tx)), \(Units.pt(t.ty)))" }
         return t.description
-    }
-}
-
-/// The canonical JSON form of a document: only replicated state (what every replica that
-/// applied the same operations holds), so equal documents print byte-identical text.
-enum DocumentJSON {
-    static func value(of d: Document, includePoints: Bool) async throws -> CanonicalJSON {
-        let state = await d.state
-        let conflicts = try await d.allConflicts()
-        var pages: [CanonicalJSON] = []
-        var liveIndex = 0
-        for p in state.pages {
-            let s = try await d.pageState(p.id)
-            if !p.deleted.value { liveIndex += 1 }
-            pages.append([
-                "page": .string(p.id.description),
-                "index": p.deleted.value ? .null : .int(Int64(liveIndex)),
-                "added": p.added.json,
-                "created": .int(p.created),
-                "position": .string(p.position.value.description),
-                "positionFrontier": p.position.frontierJSON,
-                "canvas": ["width": .int(Int64(p.canvas.value.width)), "height": .int(Int64(p.canvas.value.height))],
-                "canvasFrontier": p.canvas.frontierJSON,
-                "deleted": .bool(p.deleted.value),
-                "deletedFrontier": p.deleted.frontierJSON,
-                "deletedSeen": p.deletedSeen?.json ?? .null,
-                "state": s.canonicalJSONValue(includePoints: includePoints),
-            ])
-        }
-        return [
-            "document": .string(state.id.description),
-            "title": .string(state.title.value),
-            "titleFrontier": state.title.frontierJSON,
-            "deleted": .bool(state.deleted.value),
-            "deletedFrontier": state.deleted.frontierJSON,
-            "created": .int(state.created),
-            "modified": .int(state.modified),
-            "clock": state.clock.json,
-            "maxLamport": .uint(state.maxLamport),
-            "contexts": .object(Dictionary(state.contexts.map { ($0.replica.description, $0.clock.json) },
-                                           uniquingKeysWith: { $1 })),
-            "pages": .array(pages),
-            "conflicts": .array(conflicts.map(\.json)),
-        ]
-    }
-}
-
-extension LWWRegister {
-    var frontierJSON: CanonicalJSON { .array(frontier.map(\.json)) }
-}
-
-extension Conflict {
-    var json: CanonicalJSON {
-        [
-            "kind": .string(kind.rawValue),
-            "page": page.map { .string($0.description) } ?? .null,
-            "element": element.map { .string($0.description) } ?? .null,
-            "ops": .array(ops.map(\.json)),
-            "winner": winner.json,
-        ]
     }
 }

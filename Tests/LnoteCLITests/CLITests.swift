@@ -90,7 +90,7 @@ func elements(_ state: [String: Any]) -> [[String: Any]] { state["elements"] as!
         let pages = doc["pages"] as! [[String: Any]]
         #expect(pages.count == 3 && pages.filter { $0["deleted"] as! Bool }.count == 1)
         let deleted = pages.first { $0["deleted"] as! Bool }!
-        #expect(deleted["page"] as? String == b.deletedPage && deleted["index"] is NSNull)
+        #expect(deleted["page"] as? String == b.deletedPage && deleted["index"] == nil && deleted["deletedSeen"] != nil)
         #expect((deleted["canvas"] as! [String: Any])["height"] as? Int == 4005)
         let els = elements(try pageState(j1, index: 1))
         let byID = Dictionary(uniqueKeysWithValues: els.map { ($0["id"] as! String, $0) })

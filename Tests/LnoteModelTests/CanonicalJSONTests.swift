@@ -98,10 +98,13 @@ struct CanonicalJSONTests {
         let parsed = try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])
         let elements = try #require(parsed["elements"] as? [[String: Any]])
         #expect(elements.map { $0["kind"] as? String } == ["stroke", "image"])
-        #expect(elements[0]["id"] as? String == "00000000000000a1.1")
+        #expect(elements[0]["id"] as? String == "00000000000000b2.2")
+        #expect(elements[0]["z"] as? String == "1/:00000000000000a1.1.80")
         let pts = try #require(elements[0]["points"] as? [[Int]])
-        #expect(pts.first == [1000, 2000, 500, 10, 0])
-        #expect(state.canonicalJSON(style: .compact, includePoints: false).contains("\"pointCount\":3"))
+        #expect(pts.first == [1100, 2100, 500, 10, 0])
+        let tombstones = try #require(parsed["tombstones"] as? [[String: Any]])
+        #expect(tombstones.map { $0["concurrent"] as? [String] } == [["00000000000000b2.3@4"]])
+        #expect(state.canonicalJSON(style: .compact, includePoints: false).contains("\"pointCount\":2"))
         #expect(!state.canonicalJSON(includePoints: false).contains("\"points\""))
     }
 }

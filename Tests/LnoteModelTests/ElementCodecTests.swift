@@ -36,7 +36,8 @@ struct ElementCodecTests {
         #expect(w.bytes == [0x01, 0x02, 0x00, 0x00, 0x02, 0x00, 0x00])
     }
 
-    @Test func rejections() {
+    @Test("[SHR-3] [SHR-5] [SHR-6] [SHR-8] [SHR-9] malformed shared encodings are corrupt, at their offset")
+    func rejections() throws {
         // Zero replica id, zero counter.
         var r = ByteReader([0, 0, 0, 0, 0, 0, 0, 0, 1])
         expectDecodeFailure([.corrupt], "zero replica") { _ = try ElementCodec.decodeOpID(&r) }
@@ -45,9 +46,26 @@ struct ElementCodecTests {
         // Clock entries out of order.
         r = ByteReader([2, 2, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 1])
         expectDecodeFailure([.corrupt], "clock order") { _ = try ElementCodec.decodeClock(&r) }
-        // Z fraction ending in zero.
-        r = ByteReader([2, 2, 5, 0])
-        expectDecodeFailure([.corrupt], "z fraction") { _ = try ElementCodec.decodeZKey(&r) }
+        // [SHR-6] Z keys: a fraction ending in zero (at the key), more than 32 steps (at k),
+        // a fraction length above 4096 (at the length), an empty fraction after the first
+        // step (at the key), steps cut off (truncated, at k).
+        r = ByteReader([2, 0, 2, 5, 0])
+        var e = expectDecodeFailure([.corrupt], "z fraction") { _ = try ElementCodec.decodeZKey(&r) }
+        #expect(e?.offset == 0)
+        r = ByteReader([2, 33] + [UInt8](repeating: 0, count: 400))
+        e = expectDecodeFailure([.corrupt], "z depth") { _ = try ElementCodec.decodeZKey(&r) }
+        #expect(e?.offset == 1)
+        r = ByteReader([2, 0, 0x81, 0x20] + [UInt8](repeating: 1, count: 4097))
+        e = expectDecodeFailure([.corrupt], "z fraction length") { _ = try ElementCodec.decodeZKey(&r) }
+        #expect(e?.offset == 2)
+        r = ByteReader([2, 1, 0, 0xa1, 0, 0, 0, 0, 0, 0, 0, 1, 0])
+        e = expectDecodeFailure([.corrupt], "z empty final fraction under a step") { _ = try ElementCodec.decodeZKey(&r) }
+        #expect(e?.offset == 0)
+        r = ByteReader([2, 2, 0, 0xa1, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0x80])
+        e = expectDecodeFailure([.truncated], "z steps cut off") { _ = try ElementCodec.decodeZKey(&r) }
+        #expect(e?.offset == 1)
+        r = ByteReader([2, 1, 0, 0xa1, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0x80])
+        #expect(try ElementCodec.decodeZKey(&r) == ZKey(layer: 1, path: [ZKey.Step(fraction: [], tag: OpID(replica: ReplicaID(0xa1), counter: 1))], fraction: [0x80]))
         // Unknown element kind, unknown tool, unknown transform kind.
         r = ByteReader([9])
         expectDecodeFailure([.corrupt], "kind") { _ = try ElementCodec.decodeContent(&r) }

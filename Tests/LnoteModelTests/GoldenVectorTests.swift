@@ -15,31 +15,44 @@ func specVector(_ name: String) throws -> String {
     return String(text[lineEnd.upperBound..<close.lowerBound])
 }
 
-/// The tiny page of the spec's test vector: one 3-point stroke under one image.
+/// The tiny page of the spec's test vector, built by hand from the spec's description:
+/// stroke T just below image I (its key one step deeper, under stroke S's), S erased with a
+/// concurrent partial erase. `LnoteReplicationTests.TinyPageVectorTests` checks that the
+/// spec's six operations give exactly this state.
 enum TinyPage {
     static let a = ReplicaID(0xA1), b = ReplicaID(0xB2)
+    static let t0: Int64 = 1_700_000_000_000
+    /// The three points of the point-stream example (page-snapshot.md 3.3), stroke S's.
     static let points = [StrokePoint(x: 1000, y: 2000, pressure: 500, radius: 10, t: 0),
                          StrokePoint(x: 1012, y: 2003, pressure: 520, radius: 10, t: 4),
                          StrokePoint(x: 1025, y: 2005, pressure: 540, radius: 11, t: 8)]
+    /// Stroke T's two points.
+    static let pointsT = [StrokePoint(x: 1100, y: 2100, pressure: 500, radius: 10, t: 0),
+                          StrokePoint(x: 1150, y: 2120, pressure: 600, radius: 12, t: 8)]
     static var state: PageState {
+        let s1 = OpID(replica: a, counter: 1)
+        let move = OpRef(id: OpID(replica: a, counter: 2), lamport: 3)
         let stroke = ElementRecord(
-            id: OpID(replica: a, counter: 1), lamport: 1, wallTime: 1_700_000_000_000,
-            content: .stroke(Stroke(style: InkStyle(tool: .pen, color: .black, width: 20), points: points)),
-            z: LWWRegister(ZKey(layer: 1)))
+            id: OpID(replica: b, counter: 2), lamport: 3, wallTime: t0 + 3000,
+            content: .stroke(Stroke(style: InkStyle(tool: .pen, color: .black, width: 20), points: pointsT)),
+            z: LWWRegister(ZKey(layer: 1, path: [ZKey.Step(fraction: [], tag: s1)], fraction: [0x80])))
         let image = ElementRecord(
-            id: OpID(replica: b, counter: 1), lamport: 1, wallTime: 1_700_000_001_000,
+            id: OpID(replica: b, counter: 1), lamport: 1, wallTime: t0 + 1000,
             content: .image(ImageElement(asset: AssetID.of(Array("lnote".utf8)),
                                          frame: QRect(x: 500, y: 600, width: 2000, height: 1500))),
-            transform: LWWRegister(.translation(30, -40), frontier: [OpRef(id: OpID(replica: a, counter: 2), lamport: 2)]),
-            z: LWWRegister(ZKey(layer: 1)))
+            transform: LWWRegister(.translation(30, -40), frontier: [move]),
+            z: LWWRegister(ZKey(layer: 1)), frontier: [move])
+        let erased = Tombstone(id: s1, erasures: [Erasure(ref: OpRef(id: OpID(replica: a, counter: 3), lamport: 4),
+                                                          clock: vc((a, 2), (b, 1)))],
+                               frontier: [OpRef(id: OpID(replica: b, counter: 3), lamport: 4)])
         return PageState(
             page: PageID(UUID(uuidString: "00112233-4455-6677-8899-AABBCCDDEEFF")!),
-            clock: vc((a, 2), (b, 1)), maxLamport: 2, modified: 1_700_000_002_000,
-            elements: [stroke, image],
-            contexts: [ReplicaContext(replica: a, clock: vc((a, 2), (b, 1))),
-                       ReplicaContext(replica: b, clock: vc((b, 1)))])
+            clock: vc((a, 3), (b, 3)), maxLamport: 4, modified: t0 + 5000,
+            elements: [stroke, image], tombstones: [erased],
+            contexts: [ReplicaContext(replica: a, clock: vc((a, 3), (b, 1))),
+                       ReplicaContext(replica: b, clock: vc((a, 1), (b, 3)))])
     }
-    static let coveredLogOffset: UInt64 = 412
+    static let coveredLogOffset: UInt64 = 380
     static let logIncarnation: UInt64 = 0x0123_4567_89AB_CDEF
 }
 

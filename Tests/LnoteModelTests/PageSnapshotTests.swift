@@ -240,6 +240,9 @@ struct PageSnapshotTests {
         s.tombstones = [Tombstone(id: OpID(replica: replica, counter: 1), erasures: [er])]
         expectRejected(s, "tombstone of a live element")
         s = base
+        s.elements[1].z.value = ZKey(layer: 2, path: [ZKey.Step(fraction: [], tag: OpID(replica: replica, counter: 1))], fraction: [])
+        expectRejected(s, "z key with an empty fraction after its first step")
+        s = base
         s.contexts = [ReplicaContext(replica: ReplicaID(2), clock: VectorClock()),
                       ReplicaContext(replica: ReplicaID(1), clock: VectorClock())]
         expectRejected(s, "contexts out of order")

@@ -12,7 +12,7 @@ import LnoteModel
 /// own logs. The whole canonical JSON is compared (tombstones, frontiers and conflicts
 /// included), not only what is drawn.
 @Suite struct ConvergenceTests {
-    static var seedCount: Int { Int(ProcessInfo.processInfo.environment["LNOTE_SEEDS"] ?? "") ?? 400 }
+    static var seedCount: Int { Int(ProcessInfo.processInfo.environment["LNOTE_SEEDS"] ?? "") ?? 250 }
     static var firstSeed: UInt64 { UInt64(ProcessInfo.processInfo.environment["LNOTE_SEED"] ?? "") ?? 1 }
 
     /// Everything replicated about one replica's document, as text: the document and every

@@ -27,11 +27,12 @@ import LnoteModel
         let img = ImageElement(asset: AssetID(digest: Array(repeating: 7, count: 32))!, frame: QRect(x: 1, y: 2, width: 3, height: 4), rotation: -9000)
         let bodies: [Op.Body] = [
             .add(.stroke(stroke), z: ZKey(layer: -4, fraction: [1, 2, 255])),
-            .add(.image(img), z: ZKey(layer: 9)),
+            .add(.image(img), z: ZKey(layer: 6)),
             .erase([e, OpID(replica: b, counter: 2)]),
             .eraseRange(e, [PointRange(0, 1), PointRange(5, 4_000_000_000)]),
             .move([ElementTransform(e, Transform(a: 1, b: -2, c: 3, d: -4, tx: 5, ty: -6))]),
-            .reorder([ElementZ(e, ZKey(layer: 3, fraction: [9]))]),
+            .reorder([ElementZ(e, ZKey(layer: 3, fraction: [9])),
+                      ElementZ(OpID(replica: b, counter: 1), ZKey(layer: 3, path: [ZKey.Step(fraction: [], tag: e)], fraction: [0x80]))]),
             .createDocument(title: "Notes ✍️"),
             .setTitle(""),
             .addPage(p, position: ZKey(layer: 2), canvas: .a4),
@@ -43,7 +44,8 @@ import LnoteModel
             .restoreDocument,
         ]
         return bodies.enumerated().map { i, body in
-            Op(id: OpID(replica: b, counter: 3), lamport: UInt64(10 + i), context: ctx, wallTime: -5 + Int64(i), body: body)
+            // [LOG-4] counter 3 plus the other entry of the context (a: 3).
+            Op(id: OpID(replica: b, counter: 3), lamport: 6, context: ctx, wallTime: -5 + Int64(i), body: body)
         }
     }
 

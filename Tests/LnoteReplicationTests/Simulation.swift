@@ -154,7 +154,7 @@ struct Simulation {
         switch kind {
         case 0:
             let after = pages.isEmpty || Bool.random(using: &rng) ? nil : pages.randomElement(using: &rng)!.id
-            let pos = after == nil && Bool.random(using: &rng) ? replicas[i].doc.endPosition : try replicas[i].doc.position(after: after)
+            let pos = after == nil && Bool.random(using: &rng) ? replicas[i].doc.endPosition : try replicas[i].doc.position(after: after, by: replicas[i].id)
             let p = PageID(newPageUUID(i))
             guard replicas[i].doc.page(p) == nil else { return }
             try makeDoc(at: i, .addPage(p, position: pos, canvas: .a4))
@@ -167,7 +167,7 @@ struct Simulation {
             let p = pages.randomElement(using: &rng)!.id
             let after = Bool.random(using: &rng) ? nil : pages.randomElement(using: &rng)!.id
             guard after != p else { return }
-            try makeDoc(at: i, .movePage(p, position: try replicas[i].doc.position(after: after)))
+            try makeDoc(at: i, .movePage(p, position: try replicas[i].doc.position(after: after, moving: p, by: replicas[i].id)))
         case 4:
             try makeDoc(at: i, .setTitle("t\(Int.random(in: 0...99, using: &rng))"))
         default:

@@ -6,8 +6,9 @@ import LnoteModel
 /// `RandomModel(seed:).pageState()` is a `PageState` that `PageSnapshot.validate` accepts:
 /// elements in canonical z order with unique ids, sorted frontiers, normalized erased
 /// ranges, tombstones sorted by id and disjoint from live elements, contexts sorted by
-/// replica. It deliberately produces the awkward cases too: equal z keys (ties broken by
-/// the setting operation, then by id), extreme integers, empty and single-point strokes,
+/// replica. It deliberately
+/// produces the awkward cases too: equal z keys (ties broken by the element ids), keys with
+/// paths, extreme integers, empty and single-point strokes,
 /// huge jumps between points, long fractions, negative wall times.
 ///
 /// Copy it freely into other test targets.
@@ -79,14 +80,19 @@ struct RandomModel {
         return VectorClock(pairs)
     }
 
-    mutating func zKey() -> ZKey {
+    mutating func zKey(tags: [ReplicaID] = [ReplicaID(1)]) -> ZKey {
         let layer: Int64 = chance(0.1) ? pick([Int64.min, Int64.max, -1, 0]) : Int64(int(0...12))
-        var fraction: [UInt8] = []
-        if chance(0.5) {
-            for _ in 0..<int(1...(chance(0.05) ? 300 : 4)) { fraction.append(UInt8(int(0...255))) }
-            if fraction.last == 0 { fraction[fraction.count - 1] = UInt8(int(1...255)) }
+        func fraction(nonEmpty: Bool) -> [UInt8] {
+            var fraction: [UInt8] = []
+            if nonEmpty || chance(0.5) {
+                for _ in 0..<int(1...(chance(0.05) ? 300 : 4)) { fraction.append(UInt8(int(0...255))) }
+                if fraction.last == 0 { fraction[fraction.count - 1] = UInt8(int(1...255)) }
+            }
+            return fraction
         }
-        return ZKey(layer: layer, fraction: fraction)
+        let depth = chance(0.8) ? 0 : int(1...(chance(0.1) ? ZKey.maxDepth : 3))
+        let path = (0..<depth).map { i in ZKey.Step(fraction: fraction(nonEmpty: i > 0), tag: opID(from: tags)) }
+        return ZKey(layer: layer, path: path, fraction: fraction(nonEmpty: depth > 0))
     }
 
     mutating func transform() -> Transform {
@@ -161,7 +167,7 @@ struct RandomModel {
                               maxLamport: u64Varied(), modified: i64Varied())
         var ids = Set<OpID>()
         // A small pool of z keys and setter refs, so that ties happen.
-        let zPool = (0..<3).map { _ in zKey() }
+        let zPool = (0..<3).map { _ in zKey(tags: replicas) }
         let refPool = (0..<3).map { _ in opRef(from: replicas) }
         for _ in 0..<int(0...maxElements) {
             let id = opID(from: replicas)
@@ -172,7 +178,7 @@ struct RandomModel {
             let e = ElementRecord(
                 id: id, lamport: chance(0.5) ? pick(refPool).lamport : u64Varied(), wallTime: i64Varied(), content: c,
                 transform: LWWRegister(transform(), frontier: refs(from: replicas, max: 3)),
-                z: LWWRegister(chance(0.5) ? pick(zPool) : zKey(), frontier: zFrontier),
+                z: LWWRegister(chance(0.5) ? pick(zPool) : zKey(tags: replicas), frontier: zFrontier),
                 erased: erased(pointCount: c.pointCount),
                 frontier: refs(from: replicas, max: 3))
             state.elements.append(e)

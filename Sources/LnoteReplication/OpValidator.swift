@@ -1,0 +1,76 @@
+import LnoteModel
+
+/// Decides whether an operation may enter a log: the rules that hold for one operation on
+/// its own, whatever the log already holds. Every door applies them: the frame decoder
+/// (so log replay, sync bodies, folder sync and checkpoints), the merge's `receive`, and
+/// local edits (`make`). The merge never traps on an operation that passes.
+public enum OpValidator {
+    /// The greatest Lamport timestamp ([LOG-4]): 2⁶². Layers and "one more" stay within
+    /// `Int64` and `UInt64`.
+    public static let maxLamport: UInt64 = 1 << 62
+
+    /// The Lamport timestamp an operation with this id and context must carry ([LOG-4]):
+    /// the number of operations its author had applied in the log, plus one, that is its
+    /// counter plus the other entries of its context. Nil when it would exceed `maxLamport`.
+    public static func lamport(id: OpID, context: VectorClock) -> UInt64? {
+        var sum = id.counter
+        for e in context.entries where e.replica != id.replica {
+            let (s, overflow) = sum.addingReportingOverflow(e.counter)
+            guard !overflow, s <= maxLamport else { return nil }
+            sum = s
+        }
+        return sum <= maxLamport ? sum : nil
+    }
+
+    /// A rule an operation breaks.
+    public struct Violation: Hashable, Sendable, CustomStringConvertible {
+        public enum Rule: String, Sendable {
+            case log2 = "LOG-2", log3 = "LOG-3", log4 = "LOG-4", shr6 = "SHR-6", merge12 = "MERGE-12"
+        }
+        public var rule: Rule
+        public var op: OpID
+        public var message: String
+        public var description: String { "operation \(op) breaks [\(rule.rawValue)]: \(message)" }
+    }
+
+    /// Throws `corrupt`, naming the operation and the rule, for an operation no correct
+    /// replica makes (see `violation(of:)`).
+    public static func validate(_ op: Op) throws {
+        if let v = violation(of: op) { throw LnoteError(.corrupt, v.description) }
+    }
+
+    /// The first rule `op` breaks, or nil: [LOG-2] (non-zero id), [LOG-3] (the context's own
+    /// entry is `counter − 1`), [LOG-4] (the Lamport timestamp), [SHR-6] and [MERGE-12] (z
+    /// keys and page positions).
+    public static func violation(of op: Op) -> Violation? {
+        func refuse(_ rule: Violation.Rule, _ message: String) -> Violation {
+            Violation(rule: rule, op: op.id, message: message)
+        }
+        guard op.id.replica.rawValue != 0, op.id.counter != 0 else {
+            return refuse(.log2, "zero replica id or counter")
+        }
+        guard op.context[op.id.replica] == op.id.counter - 1 else {
+            return refuse(.log3, "its context holds \(op.context[op.id.replica]) of its author's operations, not \(op.id.counter - 1)")
+        }
+        guard let expected = lamport(id: op.id, context: op.context) else {
+            return refuse(.log4, "its context covers more than \(maxLamport) operations")
+        }
+        guard op.lamport == expected else {
+            return refuse(.log4, "Lamport timestamp \(op.lamport), its context gives \(expected)")
+        }
+        let bound = Int64(op.lamport)
+        func check(_ z: ZKey, _ what: String) -> Violation? {
+            if let problem = z.validityProblem { return refuse(.shr6, "\(what) \(z): \(problem)") }
+            guard z.layer <= bound, z.layer >= -bound else {
+                return refuse(.merge12, "\(what) \(z) has a layer outside ±\(bound)")
+            }
+            return nil
+        }
+        switch op.body {
+        case .add(_, let z): return check(z, "z key")
+        case .reorder(let zs): return zs.lazy.compactMap { check($0.z, "z key of \($0.element)") }.first
+        case .addPage(_, let z, _), .movePage(_, let z): return check(z, "position")
+        default: return nil
+        }
+    }
+}
