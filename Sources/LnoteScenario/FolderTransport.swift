@@ -156,5 +156,12 @@ public final class FolderNode: ScenarioNode {
         return NodeView(document: await d.state, pages: pages, conflicts: conflicts, canonical: canonical)
     }
 
+    /// Closes the document (which writes its snapshots); the next use reopens it from the
+    /// files, as a new process would.
+    public func restart() async throws {
+        guard try await notebook.documentIDs().contains(document) else { return }
+        try await doc().close()
+    }
+
     public func close() async throws { try await notebook.close() }
 }

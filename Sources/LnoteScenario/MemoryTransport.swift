@@ -185,6 +185,18 @@ public final class MemoryNode: ScenarioNode, SyncableNotebook {
         }
     }
 
+    /// A restart: every page continues from its snapshot's bytes read back, with its
+    /// waiting operations, and the document from its state, as a store reopening would.
+    public func restart() async throws {
+        try state.withLock { s in
+            for (p, r) in s.pages {
+                let bytes = PageSnapshot.encode(r.state, coveredLogOffset: 0, logIncarnation: 0)
+                s.pages[p] = PageReplica(state: try PageSnapshot.decode(bytes).state, pending: r.pending)
+            }
+            s.doc = DocumentReplica(state: s.doc.state, pending: s.doc.pending)
+        }
+    }
+
     public func close() async throws {}
 
     // MARK: - SyncableNotebook

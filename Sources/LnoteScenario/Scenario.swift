@@ -16,6 +16,9 @@ public struct Scenario: Sendable {
         case edit(at: String, Edit, index: Int)
         case sync([String], index: Int)
         case send(from: String, to: String, order: Order, duplicate: Bool, only: Int?, index: Int)
+        /// The replica saves, closes and reopens its document from what it stored (a process
+        /// restart: snapshots and logs read back).
+        case restart(String, index: Int)
     }
 
     /// A point as written in a scenario: points (pt), pressure 0...1, time ms.
@@ -182,6 +185,10 @@ private struct Parser {
             }
             guard names.count >= 2 else { throw fail("sync needs at least two replicas", "\(path).sync") }
             return .sync(names, index: i)
+        }
+        if o["restart"] != nil {
+            try checkKeys(o, ["restart"], path)
+            return .restart(try replica(o["restart"], "\(path).restart", replicas), index: i)
         }
         if o["send"] != nil {
             try checkKeys(o, ["send", "to", "order", "duplicate", "only"], path)

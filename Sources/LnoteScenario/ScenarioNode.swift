@@ -64,6 +64,8 @@ public protocol ScenarioNode: AnyObject, Sendable {
     func heldOps() async throws -> [LoggedOp]
     func contains(_ log: LogKey, _ id: OpID) async throws -> Bool
     func view() async throws -> NodeView
+    /// Saves, closes and reopens the replica's document from what it stored.
+    func restart() async throws
     func close() async throws
 }
 

@@ -68,6 +68,8 @@ public struct ScenarioRunner: Sendable {
                     }
                 case .sync(let list, _):
                     try await transport.sync(list.map { nodes[$0]! })
+                case .restart(let name, _):
+                    try await nodes[name]!.restart()
                 case .send(let from, let to, let order, let duplicate, let only, _):
                     let a = nodes[from]!, b = nodes[to]!
                     var ops: [LoggedOp] = []

@@ -214,7 +214,7 @@ struct Simulation {
         var rest = ops[...]
         while !rest.isEmpty {
             let n = Int.random(in: 1...max(1, rest.count), using: &rng)
-            try r.receive(Array(rest.prefix(n)))
+            _ = try r.receive(Array(rest.prefix(n)))
             rest = rest.dropFirst(n)
         }
     }

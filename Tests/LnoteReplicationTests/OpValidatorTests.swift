@@ -1,0 +1,123 @@
+import Foundation
+import Testing
+import LnoteModel
+@testable import LnoteReplication
+
+/// The one validator every door applies ([LOG-3], [LOG-4], [LOG-20], [LOG-21], [MERGE-12],
+/// [SHR-6]): what it refuses, that the frame decoder and the merge refuse the same, and that
+/// what it lets through never makes the merge trap.
+@Suite struct OpValidatorTests {
+    static let a = ReplicaID(0xA1), b = ReplicaID(0xB2)
+
+    static func op(_ counter: UInt64 = 2, lamport: UInt64? = nil, context: VectorClock? = nil, body: Op.Body) -> Op {
+        let ctx = context ?? VectorClock([(a, counter - 1), (b, UInt64(3))])
+        let l = lamport ?? OpValidator.lamport(id: OpID(replica: a, counter: counter), context: ctx)!
+        return Op(id: OpID(replica: a, counter: counter), lamport: l, context: ctx, wallTime: 0, body: body)
+    }
+
+    static let stroke = ElementContent.stroke(Stroke(points: [StrokePoint(x: 0, y: 0)]))
+
+    /// Refused by the validator, by the decoder (corrupt, with an offset) and by the merge.
+    static func expectRefused(_ op: Op, _ rule: OpValidator.Violation.Rule, _ what: String,
+                              sourceLocation: SourceLocation = #_sourceLocation) {
+        #expect(OpValidator.violation(of: op)?.rule == rule, "\(what)", sourceLocation: sourceLocation)
+        let frames = try? Frame.decodeAll(OperationCodec.encode(op))
+        if let f = frames?.first {
+            do {
+                _ = try OperationCodec.decode(f, base: 9, path: "x.log")
+                Issue.record("decoded: \(what)", sourceLocation: sourceLocation)
+            } catch let e as LnoteError {
+                #expect(e.code == .corrupt && e.offset != nil && e.path == "x.log", "\(what): \(e)", sourceLocation: sourceLocation)
+            } catch { Issue.record("\(error)", sourceLocation: sourceLocation) }
+        }
+        if op.body.isPageOperation {
+            var r = PageReplica(page: PageID())
+            #expect(throws: LnoteError(.corrupt), "\(what)", sourceLocation: sourceLocation) { try r.receive([op]) }
+        } else {
+            var d = DocumentReplica(id: DocumentID(UUID()))
+            #expect(throws: LnoteError(.corrupt), "\(what)", sourceLocation: sourceLocation) { try d.receive([op]) }
+        }
+    }
+
+    @Test("[LOG-4] the Lamport timestamp is the counter plus the other entries of the context, at most 2^62")
+    func lamportRule() {
+        #expect(OpValidator.lamport(id: OpID(replica: Self.a, counter: 2), context: VectorClock([(Self.a, UInt64(1)), (Self.b, UInt64(3))])) == 5)
+        #expect(OpValidator.lamport(id: OpID(replica: Self.a, counter: 1), context: VectorClock()) == 1)
+        let huge = VectorClock([(Self.b, UInt64.max)])
+        #expect(OpValidator.lamport(id: OpID(replica: Self.a, counter: 1), context: huge) == nil)
+        let edge = VectorClock([(Self.b, OpValidator.maxLamport - 1)])
+        #expect(OpValidator.lamport(id: OpID(replica: Self.a, counter: 1), context: edge) == OpValidator.maxLamport)
+        #expect(OpValidator.lamport(id: OpID(replica: Self.a, counter: 2), context: edge) == nil)
+        Self.expectRefused(Self.op(lamport: 4, body: .erase([OpID(replica: Self.b, counter: 1)])), .log4, "one too few")
+        Self.expectRefused(Self.op(lamport: 6, body: .erase([OpID(replica: Self.b, counter: 1)])), .log4, "one too many")
+        Self.expectRefused(Self.op(lamport: UInt64.max, body: .add(Self.stroke, z: ZKey(layer: 1))), .log4, "2^64 - 1")
+        Self.expectRefused(Self.op(1, lamport: 1 << 63, context: VectorClock([(Self.b, 1 << 63 - 1)]), body: .setTitle("x")), .log4, "past 2^62")
+    }
+
+    @Test("[LOG-3] the context's own entry is the counter minus one")
+    func ownEntry() {
+        // Built in memory (the encoding leaves the own entry implicit, so only the merge sees it).
+        let op = Op(id: OpID(replica: Self.a, counter: 3), lamport: 3, context: VectorClock([(Self.a, UInt64(1))]), wallTime: 0,
+                    body: .erase([OpID(replica: Self.b, counter: 1)]))
+        #expect(OpValidator.violation(of: op)?.rule == .log3)
+        var r = PageReplica(page: PageID())
+        #expect(throws: LnoteError(.corrupt)) { try r.receive([op]) }
+    }
+
+    @Test("[LOG-21] [MERGE-12] [SHR-6] z keys and page positions: valid, |layer| <= Lamport")
+    func keys() {
+        Self.expectRefused(Self.op(body: .add(Self.stroke, z: ZKey(layer: 6))), .merge12, "layer above lamport")
+        Self.expectRefused(Self.op(body: .add(Self.stroke, z: ZKey(layer: -6))), .merge12, "layer below -lamport")
+        Self.expectRefused(Self.op(body: .reorder([ElementZ(OpID(replica: Self.b, counter: 1), ZKey(layer: 5)),
+                                                     ElementZ(OpID(replica: Self.b, counter: 2), ZKey(layer: 9))])), .merge12, "second key")
+        Self.expectRefused(Self.op(body: .addPage(PageID(), position: ZKey(layer: Int64.min), canvas: .a4)), .merge12, "page position")
+        Self.expectRefused(Self.op(body: .movePage(PageID(), position: ZKey(layer: 100))), .merge12, "page move")
+        // Invalid keys cannot be encoded into a frame the decoder accepts either; the merge refuses them too.
+        let emptyUnderStep = ZKey(layer: 1, path: [ZKey.Step(fraction: [], tag: OpID(replica: Self.b, counter: 1))], fraction: [])
+        #expect(OpValidator.violation(of: Self.op(body: .add(Self.stroke, z: emptyUnderStep)))?.rule == .shr6)
+        #expect(OpValidator.violation(of: Self.op(body: .add(Self.stroke, z: ZKey(layer: 5, fraction: [1, 0]))))?.rule == .shr6)
+        // The limits themselves pass.
+        #expect(OpValidator.violation(of: Self.op(body: .add(Self.stroke, z: ZKey(layer: 5)))) == nil)
+        #expect(OpValidator.violation(of: Self.op(body: .add(Self.stroke, z: ZKey(layer: -5, fraction: [255])))) == nil)
+    }
+
+    /// Operations at every extreme the validator lets through, on a page and a document:
+    /// the merge applies or ignores them and never traps; local edits afterwards still work.
+    @Test("[MERGE-12] the merge never traps on what the validator lets through")
+    func extremesNeverTrap() throws {
+        let maxL = OpValidator.maxLamport
+        let big = VectorClock([(Self.b, maxL - 1)])
+        let far = OpID(replica: Self.b, counter: maxL - 1)
+        let bodies: [Op.Body] = [
+            .add(Self.stroke, z: ZKey(layer: Int64(maxL))),
+            .add(Self.stroke, z: ZKey(layer: -Int64(maxL), path: Array(repeating: ZKey.Step(fraction: [255], tag: far), count: ZKey.maxDepth), fraction: [255])),
+            .move([ElementTransform(far, Transform(a: .min, b: .max, c: .min, d: .max, tx: .min, ty: .max))]),
+            .reorder([ElementZ(far, ZKey(layer: Int64(maxL)))]),
+            .eraseRange(far, [PointRange(UInt32.max - 1, UInt32.max)]),
+            .erase([far, far]),
+        ]
+        for body in bodies {
+            // An author that has seen b's maxL − 1 operations: Lamport 2^62.
+            let op = Op(id: OpID(replica: Self.a, counter: 1), lamport: maxL, context: big, wallTime: .min, body: body)
+            #expect(OpValidator.violation(of: op) == nil, "\(body.name)")
+            var r = PageReplica(page: PageID())
+            try r.receive([op])  // waits: b's operations never arrive
+            #expect(r.pending == [op])
+            // A replica that holds b's history (a snapshot claiming it) applies it.
+            var s = PageReplica(state: PageState(page: PageID(), clock: big, maxLamport: maxL - 1))
+            try s.receive([op])
+            #expect(s.pending.isEmpty)
+            // The log is full: the next local edit is refused cleanly, never a trap.
+            #expect(throws: LnoteError(.limitExceeded)) { try s.add(Self.stroke, by: Self.a, wallTime: 0) }
+            _ = s.state.conflicts
+            _ = PageSnapshot.encode(s.state, coveredLogOffset: 0, logIncarnation: 0)
+        }
+        var d = DocumentReplica(state: DocumentState(id: DocumentID(UUID()), clock: big, maxLamport: maxL - 1))
+        let p = PageID()
+        try d.receive([Op(id: OpID(replica: Self.a, counter: 1), lamport: maxL, context: big, wallTime: .max,
+                          body: .addPage(p, position: ZKey(layer: Int64(maxL)), canvas: CanvasSize(width: .max, height: .max)))])
+        #expect(d.state.pages.map(\.id) == [p])
+        #expect(throws: LnoteError(.limitExceeded)) { try d.make(.setTitle("x"), by: Self.a, wallTime: 0) }
+        _ = try d.position(after: p, by: Self.a)
+    }
+}
