@@ -15,8 +15,10 @@ public enum Quantization {
     /// so that deltas and transforms never overflow 32 bits.
     public static let coordinateLimit: Int32 = 100_000_000
 
-    /// Points to tenths of a point, rounding half away from zero; throws outside the limit
-    /// or for NaN and infinities.
+    /// Points to tenths of a point: `points × 10` (one binary64 multiplication, rounded to
+    /// nearest even as IEEE 754 says), then rounded half away from zero; throws when the
+    /// result's magnitude exceeds `coordinateLimit`, and for NaN and infinities
+    /// (import-jsonl.md [IMP-3]).
     public static func coordinate(_ points: Double) throws -> Int32 {
         let q = (points * 10).rounded(.toNearestOrAwayFromZero)
         guard q.isFinite, abs(q) <= Double(coordinateLimit) else {
@@ -27,7 +29,8 @@ public enum Quantization {
 
     public static func points(_ q: Int32) -> Double { Double(q) / 10 }
 
-    /// Pressure 0...1 to thousandths; values outside are clamped, NaN is rejected.
+    /// Pressure 0...1 to thousandths: clamped to 0...1, `× 1000` (binary64), rounded half away
+    /// from zero; NaN and infinities are rejected (import-jsonl.md [IMP-3]).
     public static func pressure(_ p: Double) throws -> UInt16 {
         guard p.isFinite else { throw LnoteError(.invalidArgument, "pressure \(p) is not a number") }
         let q = (min(max(p, 0), 1) * 1000).rounded(.toNearestOrAwayFromZero)
@@ -36,7 +39,9 @@ public enum Quantization {
 
     public static func pressure(_ q: UInt16) -> Double { Double(q) / 1000 }
 
-    /// Milliseconds, rounded; must be finite and fit in 32 bits once made relative.
+    /// Milliseconds rounded half away from zero to a whole number; throws for NaN,
+    /// infinities and magnitudes of 9 × 10¹⁵ ms or more (import-jsonl.md [IMP-3]). The
+    /// builder then checks that relative times fit in 32 bits.
     public static func milliseconds(_ t: Double) throws -> Int64 {
         let q = t.rounded(.toNearestOrAwayFromZero)
         guard q.isFinite, abs(q) < 9e15 else { throw LnoteError(.invalidArgument, "time \(t) ms is out of range") }

@@ -13,63 +13,128 @@ public struct InputSample: Sendable, Equatable {
 }
 
 extension Stroke {
-    /// Nominal sampling interval used when no sample of a stroke has a time: 240 Hz.
-    public static let nominalIntervalMS = 4.0
+    /// Nominal sampling interval used where a time is not known and cannot be interpolated:
+    /// 240 Hz.
+    public static let nominalIntervalMS: Int64 = 4
 
-    /// Builds a quantized stroke from input samples (the rules are in `Protocol/import-jsonl.md`):
-    /// - time is made relative to the first sample; unknown times are interpolated between
-    ///   known neighbours (or spaced 4 ms apart when none is known); times never decrease;
-    /// - unknown pressures are interpolated between known neighbours, 0.5 when none is known;
-    /// - the radius is `width / 2 × (0.5 + pressure)`.
-    /// - Throws: `.invalidArgument` for no samples, too many, or coordinates out of range.
+    /// Builds a quantized stroke from input samples, exactly as `Protocol/import-jsonl.md`
+    /// [IMP-3] to [IMP-6] say. Every value is quantized first; unknown values are then filled
+    /// from the quantized known ones in exact integer arithmetic, so that any implementation
+    /// of the spec gets the same integers:
+    /// - coordinates: `x × 10` (one binary64 multiplication) rounded half away from zero;
+    /// - time: known times rounded half away from zero to whole ms; unknown ones interpolated
+    ///   between the nearest known times, extrapolated 4 ms a point outside them (4 ms apart
+    ///   when none is known); made relative to the first point; then never decreasing;
+    /// - pressure: clamped to 0...1, `p × 1000` rounded half away from zero; unknown ones
+    ///   interpolated, held outside the known ones, 500 when none is known;
+    /// - radius: `width × (500 + pressure) / 2000` tenths, rounded half away from zero.
+    /// - Throws: `.invalidArgument` for no samples, NaN or infinite values, coordinates or
+    ///   times out of range, or a stroke longer than `UInt32.max` ms; `.limitExceeded` for
+    ///   more than `Stroke.maxPoints` samples.
     public init(samples: [InputSample], style: InkStyle = InkStyle()) throws {
         guard !samples.isEmpty else { throw LnoteError(.invalidArgument, "a stroke needs at least one point") }
         guard samples.count <= Stroke.maxPoints else {
             throw LnoteError(.limitExceeded, "a stroke has at most \(Stroke.maxPoints) points, got \(samples.count)")
         }
-        let times = Stroke.fill(samples.map(\.t), default: nil)
-        let pressures = Stroke.fill(samples.map { $0.pressure.map { min(max($0, 0), 1) } }, default: 0.5)
-        var points: [StrokePoint] = []
-        points.reserveCapacity(samples.count)
-        var t0: Int64? = nil
-        var last: Int64 = 0
-        for (i, s) in samples.enumerated() {
-            let ms: Int64
-            if let t = times[i] {
-                let q = try Quantization.milliseconds(t)
-                if t0 == nil { t0 = q }
-                ms = max(last, q - t0!)
-            } else {
-                ms = Int64((Double(i) * Stroke.nominalIntervalMS).rounded())
-            }
-            guard ms <= Int64(UInt32.max) else {
-                throw LnoteError(.invalidArgument, "stroke lasts longer than \(UInt32.max) ms", index: i)
-            }
-            last = ms
-            let p = try Quantization.pressure(pressures[i] ?? 0.5)
-            let radius = Int32((Double(style.width) / 2 * (0.5 + Double(p) / 1000)).rounded())
-            do {
-                points.append(StrokePoint(x: try Quantization.coordinate(s.x), y: try Quantization.coordinate(s.y),
-                                          pressure: p, radius: radius, t: UInt32(ms)))
-            } catch var e as LnoteError {
+        func atPoint<T>(_ i: Int, _ body: () throws -> T) throws -> T {
+            do { return try body() } catch var e as LnoteError {
                 e.index = i
+                e.message = "point \(i): \(e.message)"
                 throw e
             }
+        }
+        // [IMP-3] Quantize every known value.
+        var knownTimes: [Int64?] = []
+        var knownPressures: [Int64?] = []
+        var xs: [Int32] = [], ys: [Int32] = []
+        knownTimes.reserveCapacity(samples.count)
+        knownPressures.reserveCapacity(samples.count)
+        xs.reserveCapacity(samples.count)
+        ys.reserveCapacity(samples.count)
+        for (i, s) in samples.enumerated() {
+            try atPoint(i) {
+                xs.append(try Quantization.coordinate(s.x))
+                ys.append(try Quantization.coordinate(s.y))
+                knownTimes.append(try s.t.map(Quantization.milliseconds))
+                knownPressures.append(try s.pressure.map { Int64(try Quantization.pressure($0)) })
+            }
+        }
+        // [IMP-4] Times: fill, make relative to the first point, never decrease.
+        let absolute = Stroke.fill(knownTimes, outside: .extrapolate(Stroke.nominalIntervalMS), none: 0)
+        // [IMP-5] Pressures: fill, holding the first and last known values outward.
+        let pressures = Stroke.fill(knownPressures, outside: .hold, none: 500)
+        var points: [StrokePoint] = []
+        points.reserveCapacity(samples.count)
+        var previous: Int64 = 0
+        for i in samples.indices {
+            let ms = max(previous, absolute[i] - absolute[0])
+            guard ms <= Int64(UInt32.max) else {
+                throw LnoteError(.invalidArgument, "point \(i): the stroke lasts longer than \(UInt32.max) ms", index: i)
+            }
+            previous = ms
+            let p = UInt16(pressures[i])
+            points.append(StrokePoint(x: xs[i], y: ys[i], pressure: p, radius: Stroke.radius(width: style.width, pressure: p),
+                                      t: UInt32(ms)))
         }
         self.init(style: style, points: points)
     }
 
-    /// Fills nil entries by linear interpolation between known neighbours, extending the
-    /// first and last known values outward; all-nil stays all-nil unless `default` is given.
-    static func fill(_ values: [Double?], default d: Double?) -> [Double?] {
-        let known = values.indices.filter { values[$0] != nil }
-        guard let first = known.first, let lastK = known.last else { return values.map { _ in d } }
-        var out = values
-        for i in 0..<first { out[i] = values[first] }
-        for i in (lastK + 1)..<max(lastK + 1, values.count) { out[i] = values[lastK] }
-        for (a, b) in zip(known, known.dropFirst()) where b > a + 1 {
+    /// [IMP-6] The radius of a point, in tenths of a point, for an ink `width` (tenths) and a
+    /// quantized `pressure` (thousandths): `width / 2 × (0.5 + pressure / 1000)`, that is
+    /// `width × (500 + pressure) / 2000`, rounded half away from zero, computed exactly.
+    public static func radius(width: Int32, pressure: UInt16) -> Int32 {
+        let r = roundedDivision(Int64(width) * (500 + Int64(pressure)), by: 2000)
+        return Int32(clamping: r)
+    }
+
+    /// `n / d` rounded half away from zero, exactly (`d > 0`).
+    static func roundedDivision(_ n: Int64, by d: Int64) -> Int64 {
+        let q = n / d, r = n % d  // r has the sign of n
+        return 2 * r.magnitude >= d.magnitude ? q + (n < 0 ? -1 : 1) : q
+    }
+
+    /// What unknown values before the first known one and after the last one become.
+    enum Outside {
+        /// The nearest known value.
+        case hold
+        /// The nearest known value, minus (before) or plus (after) this step per point.
+        case extrapolate(Int64)
+    }
+
+    /// Fills the nil entries of `values`: between two known values, the one before plus the
+    /// difference times `k / n` (k points after it, n points between the two), the product
+    /// rounded half away from zero and computed exactly; outside the known values as
+    /// `outside` says; when nothing is known, `none` at the first point, then `outside`'s
+    /// step (0 for `.hold`) per point.
+    static func fill(_ values: [Int64?], outside: Outside, none: Int64) -> [Int64] {
+        let step: Int64
+        switch outside {
+        case .hold: step = 0
+        case .extrapolate(let s): step = s
+        }
+        guard let first = values.firstIndex(where: { $0 != nil }), let last = values.lastIndex(where: { $0 != nil }) else {
+            return values.indices.map { none + Int64($0) * step }
+        }
+        var out = [Int64](repeating: 0, count: values.count)
+        let vf = values[first]!, vl = values[last]!
+        for i in 0..<first { out[i] = vf - Int64(first - i) * step }
+        for i in (last + 1)..<values.count { out[i] = vl + Int64(i - last) * step }
+        var a = first
+        out[a] = vf
+        while a < last {
+            var b = a + 1
+            while values[b] == nil { b += 1 }
             let va = values[a]!, vb = values[b]!
-            for i in (a + 1)..<b { out[i] = va + (vb - va) * Double(i - a) / Double(b - a) }
+            out[b] = vb
+            let n = Int64(b - a), d = vb - va
+            // d·k/n without overflow: q·k + r·k/n, where q and r (|r| < n) share d's sign,
+            // so rounding the second part alone rounds the sum.
+            let q = d / n, r = d % n
+            for i in (a + 1)..<b {
+                let k = Int64(i - a)
+                out[i] = va + q * k + roundedDivision(r * k, by: n)
+            }
+            a = b
         }
         return out
     }

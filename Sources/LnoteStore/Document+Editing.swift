@@ -32,6 +32,11 @@ extension Document {
             throw error
         }
         if !logReport.isClean { reports.append(logReport) }
+        if var unpaired = sources.unpaired {
+            // [PKG-47] Say what the discarded snapshot held that the log does not give back.
+            unpaired.report.noteLostOperations(snapshot: unpaired.clock, rebuilt: live.clock, replica: replica)
+            reports.append(unpaired.report)
+        }
         let (log, covered) = (sources.log, sources.covered)
         let lp = LoadedPage(id: pid, replica: live, log: log)
         lp.pendingOffsets = pending
@@ -56,6 +61,9 @@ extension Document {
         var quarantined = false
         var log: PageLog
         var replay: LogReplay
+        /// A snapshot set aside because it does not pair with its log ([PKG-47]): the report
+        /// of it, and the clock it had, to count what the rebuilt page lacks.
+        var unpaired: (report: RecoveryReport, clock: VectorClock)?
     }
 
     /// Reads a page's snapshot, then opens its log from the offset the snapshot covers
@@ -68,6 +76,7 @@ extension Document {
         var base = PageState(page: pid)
         var covered: (offset: UInt64, incarnation: UInt64)?
         var quarantined = false
+        var snapshotClock = VectorClock()
         if let bytes = try DurableFile.readIfExists(contentPath, io: io) {
             do {
                 let s = try PageSnapshot.decode(bytes, path: contentPath)
@@ -75,6 +84,7 @@ extension Document {
                     throw LnoteError(.corrupt, "snapshot names page \(s.state.page)", path: contentPath)
                 }
                 base = s.state
+                snapshotClock = s.state.clock
                 covered = (s.coveredLogOffset, s.logIncarnation)
             } catch let e as LnoteError where e.code == .corrupt || e.code == .truncated || e.code == .limitExceeded {
                 var report = RecoveryReport(path: contentPath)
@@ -94,8 +104,36 @@ extension Document {
         }
         let (log, replay) = try PageLog.open(path: paths.log(pid), kind: .page, owner: pid.uuid, from: covered?.offset,
                                              incarnation: covered?.incarnation, create: true, io: io)
+        var unpaired: (report: RecoveryReport, clock: VectorClock)?
+        if let u = replay.unpairedOffset, let c = covered {
+            // [PKG-47] The snapshot names this log's incarnation but an offset that is not a frame
+            // boundary of it: the log was cut or replaced after the snapshot was written, and the
+            // snapshot may hold operations the log lost. The log is the truth: the snapshot is
+            // set aside and the page rebuilt from the whole log (replay starts at its header
+            // in this case), from the checkpoint base if the page has one.
+            do {
+                var report = RecoveryReport(path: contentPath)
+                report.problems.append(LnoteError(
+                    .corrupt, "snapshot covers offset \(c.offset) of log incarnation \(JSONText.u64(c.incarnation)), "
+                        + "where its log (whole frames up to \(u.logEnd)) has no frame boundary there: the log was cut or replaced "
+                        + "after the snapshot was written; the page is rebuilt from its log", path: contentPath, offset: 36))
+                snapshotCounts[pid] = nil
+                report.quarantinedCopy = try Document.quarantine(contentPath, io: io)
+                unpaired = (report, snapshotClock)
+                quarantined = true
+                covered = nil
+                base = PageState(page: pid)
+                if let b = try baseState(page: pid) {
+                    base = b
+                    fromBase = true
+                }
+            } catch {
+                try? log.close()
+                throw error
+            }
+        }
         return PageSources(base: base, covered: covered, fromBase: fromBase, quarantined: quarantined,
-                           log: log, replay: replay)
+                           log: log, replay: replay, unpaired: unpaired)
     }
 
     /// Keeps at most `options.maxLoadedPages` pages in memory (each holds an open log):

@@ -118,6 +118,28 @@ public actor Document {
         }
         let (log, replay) = try PageLog.open(path: paths.documentLog, kind: .document, owner: paths.id.uuid,
                                              from: covered?.0, incarnation: covered?.1, create: true, io: io)
+        var unpaired: (report: RecoveryReport, clock: VectorClock)?
+        if let u = replay.unpairedOffset, let c = covered {
+            // [PKG-47] document.json covers an offset that is no frame boundary of document.log: the
+            // log was cut or replaced after it was written. The log is the truth: document.json
+            // is set aside and the state rebuilt from the whole log (replay starts at its header).
+            do {
+                var r = RecoveryReport(path: paths.document)
+                r.problems.append(LnoteError(
+                    .corrupt, "document.json covers offset \(c.0) of log incarnation \(JSONText.u64(c.1)), where "
+                        + "document.log (whole frames up to \(u.logEnd)) has no frame boundary there: the log was cut or replaced "
+                        + "after document.json was written; the document is rebuilt from its log", path: paths.document))
+                r.quarantinedCopy = try Document.quarantine(paths.document, io: io)
+                unpaired = (r, base.clock)
+                base = DocumentState(id: paths.id)
+                baseAssets = [:]
+                onDisk = nil
+            } catch {
+                try? log.close()
+                throw error
+            }
+        }
+        let author = replica  // the parameter, before the name is taken by the merge engine
         var report = replay.report
         var replica = DocumentReplica(state: base)
         var pending: [OpID: UInt64] = [:]
@@ -129,6 +151,10 @@ public actor Document {
             throw error
         }
         if !report.isClean { opening.append(report) }
+        if var u = unpaired {
+            u.report.noteLostOperations(snapshot: u.clock, rebuilt: replica.clock, replica: author)
+            opening.append(u.report)
+        }
         self.doc = replica
         self.docLog = log
         self.docPendingOffsets = pending

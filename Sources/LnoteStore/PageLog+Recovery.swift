@@ -26,8 +26,30 @@ public struct RecoveryReport: Sendable, CustomStringConvertible {
     public var newIncarnation: UInt64?
     /// Valid frames whose operation did not decode (not applied); filled by the replayer.
     public var undecodable: [LnoteError] = []
+    /// For a snapshot set aside because it does not pair with its log ([PKG-47]): the
+    /// operations its state held that the state rebuilt from the log lacks, by replica
+    /// (`counter range` of each), and how many of them this replica made.
+    public var lostOperations: [(replica: ReplicaID, counters: ClosedRange<UInt64>)] = []
+    public var lostOwnOperations = 0
 
     public init(path: String) { self.path = path }
+
+    /// Records what a set-aside snapshot (`snapshot`, its clock) held that the state rebuilt
+    /// from the log (`rebuilt`) lacks, and says so in the report's problem.
+    mutating func noteLostOperations(snapshot: VectorClock, rebuilt: VectorClock, replica: ReplicaID) {
+        lostOperations = snapshot.entries.compactMap { e in
+            e.counter > rebuilt[e.replica] ? (e.replica, (rebuilt[e.replica] + 1)...e.counter) : nil
+        }
+        lostOwnOperations = lostOperations.first { $0.replica == replica }?.counters.count ?? 0
+        let total = lostOperations.reduce(0) { $0 + $1.counters.count }
+        guard total > 0, !problems.isEmpty else { return }
+        var m = "; \(total) operation\(total == 1 ? "" : "s") only the snapshot held \(total == 1 ? "is" : "are") gone here"
+        m += " (sync brings back those a peer has)"
+        if lostOwnOperations > 0 {
+            m += ", \(lostOwnOperations) of them this replica's own: sync before editing, or their ids are used again"
+        }
+        problems[problems.count - 1].message += m
+    }
 
     /// True when nothing was found: no torn tail, no damage, nothing undecodable.
     public var isClean: Bool { tornTail == nil && problems.isEmpty && undecodable.isEmpty }
@@ -56,6 +78,12 @@ struct LogReplay {
     /// state through `receive`, which skips operations it already has.
     var fromBeginning: Bool
     var report: RecoveryReport
+    /// Set when the offset the caller asked for names this log's incarnation but is not a
+    /// frame boundary of it: past the end of the file, inside a frame or damage. The snapshot
+    /// that recorded it does not describe a prefix of this log (the log was cut or replaced
+    /// after it was written), so it must not be used with it ([PKG-47]). `logEnd` is the end
+    /// of the log's last whole frame.
+    var unpairedOffset: (offset: UInt64, logEnd: UInt64)?
 }
 
 extension PageLog {
@@ -95,18 +123,36 @@ extension PageLog {
         }
 
         var start = UInt64(LogHeader.size)
-        if let from, incarnation == header.incarnation, from >= start, from <= size { start = from }
+        // [PKG-47] An offset of this incarnation past the end of the file: the log lost what
+        // the snapshot covers.
+        var unpaired: (offset: UInt64, logEnd: UInt64)?
+        if let from, incarnation == header.incarnation, from >= start {
+            if from <= size { start = from } else { unpaired = (from, size) }
+        }
         var scan = LogScanner.scan(try io.pread(fd, count: Int(size - start), at: start), base: start)
-        if start > UInt64(LogHeader.size) && (!scan.damage.isEmpty || scan.tailIsCompleteBadFrame) {
-            // Damage seen from a snapshot's offset: decide on the whole file (the offset
-            // itself may be what is wrong).
+        if start > UInt64(LogHeader.size) && (!scan.damage.isEmpty || scan.tailIsCompleteBadFrame || scan.tornTail != nil) {
+            // Anything but whole frames from a snapshot's offset: decide on the whole file
+            // before cutting or rewriting anything (the offset itself may be what is wrong:
+            // cut inside a frame, it would make a valid last frame look like a torn tail).
+            let fromOffset = scan
+            let offset = start
             start = UInt64(LogHeader.size)
             scan = LogScanner.scan(try io.pread(fd, count: Int(size - start), at: start), base: start)
+            // Where a valid frame starts or ends is a frame boundary (damage may lie before it).
+            if !scan.frames.contains(where: { $0.end == offset || $0.offset == offset }) {
+                unpaired = (offset, scan.goodEnd)
+            } else if scan.damage.isEmpty && !scan.tailIsCompleteBadFrame {
+                // The offset ends a frame and only a torn tail follows: replay from it.
+                start = offset
+                scan = fromOffset
+            }
         }
         if !scan.damage.isEmpty || scan.tailIsCompleteBadFrame {
             try fd.close()
             handedOver = true
-            return try salvage(path: path, kind: kind, owner: owner, headerValid: true, report: report, io: io)
+            var (log, replay) = try salvage(path: path, kind: kind, owner: owner, headerValid: true, report: report, io: io)
+            replay.unpairedOffset = unpaired
+            return (log, replay)
         }
         if let tail = scan.tornTail {
             // [PKG-37] An interrupted append: cut it off so the next append follows the last good frame.
@@ -118,7 +164,7 @@ extension PageLog {
         handedOver = true
         let asked = from.map { $0 == start && incarnation == header.incarnation } ?? (start == UInt64(LogHeader.size))
         return (log, LogReplay(frames: scan.frames, start: start, fromBeginning: !asked || start == UInt64(LogHeader.size),
-                               report: report))
+                               report: report, unpairedOffset: unpaired))
     }
 
     /// Re-reads the whole open log and, when it holds damage, quarantines and rewrites it.

@@ -30,8 +30,14 @@ public struct VerifyProblem: Sendable, Hashable, CustomStringConvertible {
         /// manifest.json is not what document.json and the page snapshots call for (rebuilt by
         /// reconcile/open, [PKG-13]).
         case staleManifest
-        /// A snapshot covers a log offset past the log's end or names another incarnation.
+        /// A snapshot (a page's `.content` or `document.json`) names another incarnation of its
+        /// log: the whole log is replayed onto it ([PKG-33]); information, nothing is lost.
         case snapshotMismatch
+        /// A snapshot names its log's incarnation but covers an offset that is not a frame
+        /// boundary of it (past its end, inside a frame): the log was cut or replaced after the
+        /// snapshot was written and may lack operations the snapshot holds. Opening sets the
+        /// snapshot aside (quarantine) and rebuilds from the log ([PKG-47]).
+        case unpairedSnapshot
         /// A file the format does not define.
         case unknownFile
     }
@@ -156,15 +162,20 @@ public enum Verify {
         var referenced = Set<AssetID>()
         if let log = try DurableFile.readIfExists(paths.documentLog, io: io) {
             report.files += 1
-            let ops = checkLog(log, path: paths.documentLog, kind: .document, owner: paths.id.uuid, coverage: docCoverage,
-                               into: &report)
+            let (ops, facts) = checkLog(log, path: paths.documentLog, kind: .document, owner: paths.id.uuid, into: &report)
+            if let c = docCoverage, let facts,
+               let problem = facts.check(offset: c.offset, incarnation: c.incarnation, snapshot: paths.document, what: "the document") {
+                report.problems.append(problem)
+            }
             for op in ops { if case .addPage(let p, _, _) = op.body { pageIDs.insert(p) } }
         } else if docBytes == nil {
             report.problems.append(.init(.missingFile, paths.root, "neither document.json nor document.log"))
         }
-        // Pages.
+        // Pages: logs first, so that each snapshot can be checked against its log.
+        var logs: [PageID: LogFacts] = [:]
+        var snapshots: [(PageID, String)] = []
         if try io.stat(paths.pages) != nil {
-            for name in try io.listDirectory(paths.pages) {
+            for name in try io.listDirectory(paths.pages).sorted() {
                 let p = DurableFile.join(paths.pages, name)
                 if DurableFile.isTemporaryName(name) {
                     report.problems.append(.init(.temporaryFile, p, "left by an interrupted write"))
@@ -187,24 +198,28 @@ public enum Verify {
                     report.problems.append(.init(.orphanPageFile, p, "page \(pid) is not in the document"))
                 }
                 report.files += 1
-                let bytes = try DurableFile.read(p, io: io)
                 if isContent {
-                    do {
-                        let s = try PageSnapshot.decode(bytes, path: p)
-                        if s.state.page != pid { report.problems.append(.init(.undecodable, p, "names page \(s.state.page)")) }
-                        referenced.formUnion(s.state.elements.compactMap(\.content.image?.asset))
-                        if let logBytes = try DurableFile.readIfExists(paths.log(pid), io: io),
-                           let h = try? LogHeader.decode(logBytes),
-                           h.incarnation != s.logIncarnation || s.coveredLogOffset > UInt64(logBytes.count) {
-                            report.problems.append(.init(.snapshotMismatch, p, "covers offset \(s.coveredLogOffset) of another log incarnation or past its end (the page is rebuilt from its whole log)"))
-                        }
-                    } catch let e as LnoteError {
-                        report.problems.append(.init(.undecodable, p, e.message, offset: e.offset))
-                    }
-                } else {
-                    let ops = checkLog(bytes, path: p, kind: .page, owner: pid.uuid, coverage: nil, into: &report)
-                    for op in ops { if case .add(.image(let i), _) = op.body { referenced.insert(i.asset) } }
+                    snapshots.append((pid, p))
+                    continue
                 }
+                let bytes = try DurableFile.read(p, io: io)
+                let (ops, facts) = checkLog(bytes, path: p, kind: .page, owner: pid.uuid, into: &report)
+                logs[pid] = facts
+                for op in ops { if case .add(.image(let i), _) = op.body { referenced.insert(i.asset) } }
+            }
+        }
+        for (pid, p) in snapshots {
+            let bytes = try DurableFile.read(p, io: io)
+            do {
+                let s = try PageSnapshot.decode(bytes, path: p)
+                if s.state.page != pid { report.problems.append(.init(.undecodable, p, "names page \(s.state.page)")) }
+                referenced.formUnion(s.state.elements.compactMap(\.content.image?.asset))
+                if let facts = logs[pid], let problem = facts.check(offset: s.coveredLogOffset, incarnation: s.logIncarnation,
+                                                                     snapshot: p, what: "the page") {
+                    report.problems.append(problem)
+                }
+            } catch let e as LnoteError {
+                report.problems.append(.init(.undecodable, p, e.message, offset: e.offset))
             }
         }
         // Assets.
@@ -243,25 +258,50 @@ public enum Verify {
         }
     }
 
-    /// Checks a log file frame by frame; returns its decodable operations.
+    /// What a snapshot's coverage is checked against: a log's incarnation and where its
+    /// frames end.
+    struct LogFacts {
+        var incarnation: UInt64
+        var size: UInt64
+        /// Frame boundaries: the header's end, and where every valid frame starts and ends
+        /// (a damaged frame ends where the next valid one starts).
+        var frameEnds: Set<UInt64>
+
+        /// The problem with a snapshot that covers `offset` of log `incarnation`, if any.
+        func check(offset: UInt64, incarnation inc: UInt64, snapshot: String, what: String) -> VerifyProblem? {
+            if inc != incarnation {
+                return VerifyProblem(.snapshotMismatch, snapshot, "covers log incarnation \(JSONText.u64(inc)), its log is "
+                    + "incarnation \(JSONText.u64(incarnation)): the whole log is replayed onto it")
+            }
+            if !frameEnds.contains(offset) {
+                let whereItIs = offset > size ? "past the end of its log (\(size) bytes)" : "inside a frame of its log"
+                return VerifyProblem(.unpairedSnapshot, snapshot, "covers offset \(offset), \(whereItIs): the log was cut or "
+                    + "replaced after it was written; opening sets it aside and rebuilds \(what) from the log",
+                    offset: offset > size ? nil : Int(offset))
+            }
+            return nil
+        }
+    }
+
+    /// Checks a log file frame by frame; returns its decodable operations and, when its
+    /// header decodes, what a snapshot's coverage is checked against.
     static func checkLog(_ bytes: [UInt8], path: String, kind: LogKind, owner: UUID,
-                         coverage: (offset: UInt64, incarnation: UInt64)?, into report: inout VerifyReport) -> [Op] {
+                         into report: inout VerifyReport) -> ([Op], LogFacts?) {
         let header: LogHeader
         do {
             header = try LogHeader.decode(bytes, path: path)
         } catch let e as LnoteError {
             report.problems.append(.init(.undecodable, path, "log header: \(e.message)", offset: e.offset))
-            return []
+            return ([], nil)
         } catch {
-            return []
+            return ([], nil)
         }
         if header.kind != kind || header.owner != owner {
             report.problems.append(.init(.undecodable, path, "log header names \(header.kind) \(header.owner.uuidString)", offset: 10))
         }
-        if let c = coverage, c.incarnation != header.incarnation || c.offset > UInt64(bytes.count) {
-            report.problems.append(.init(.snapshotMismatch, path, "document.json covers offset \(c.offset) of another incarnation or past the end"))
-        }
         let scan = LogScanner.scan(Array(bytes[LogHeader.size...]), base: UInt64(LogHeader.size))
+        let facts = LogFacts(incarnation: header.incarnation, size: UInt64(bytes.count),
+                             frameEnds: Set([UInt64(LogHeader.size)] + scan.frames.flatMap { [$0.offset, $0.end] }))
         for d in scan.damage {
             report.problems.append(.init(.corruptFrame, path, d.reason, offset: Int(d.range.lowerBound), index: d.frameIndex))
         }
@@ -283,6 +323,6 @@ public enum Verify {
                 report.problems.append(.init(.malformedOperation, path, e.message, offset: Int(f.offset), index: i))
             } catch {}
         }
-        return ops
+        return (ops, facts)
     }
 }

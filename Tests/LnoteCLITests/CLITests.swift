@@ -65,7 +65,9 @@ func elements(_ state: [String: Any]) -> [[String: Any]] { state["elements"] as!
     }
 
     /// Create, add pages, import, edit; the canonical JSON is stable across reopening and
-    /// compaction, and says what the edits did.
+    /// compaction, and says what the edits did. [JSON-11] The document JSON through
+    /// `lnote show --json`: the same bytes on every run, every page in document order with
+    /// a deleted page kept without `index` and with `deletedSeen`, each page's state inside.
     @Test func roundTrip() async throws {
         let seed = testSeed()
         let sb = try Sandbox("roundtrip")

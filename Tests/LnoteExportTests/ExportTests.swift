@@ -9,7 +9,8 @@ import LnoteTestSupport
 // Protocol/sqlite-export.md: each test names the statements it checks.
 
 @Suite("SQLite export") struct ExportTests {
-    /// [EXP-2] [EXP-10] [EXP-11] [EXP-40] counts match the notebook, with and without deleted content.
+    /// [EXP-2] [EXP-10] [EXP-11] [EXP-40] counts match the notebook, with and without deleted
+    /// content; [EXP-3] `user_version` is 1 and [EXP-4] `application_id` is "lnot".
     @Test func countsMatch() async throws {
         let dir = try TempDir()
         defer { dir.remove() }
@@ -122,7 +123,8 @@ import LnoteTestSupport
         #expect(img.first == [.real(10), .real(20), .real(150), .real(90), .real(45)])
     }
 
-    /// [EXP-12] z is 0-based, bottom to top, across strokes and images, and matches the store's order.
+    /// [EXP-12] z is 0-based, bottom to top, across strokes and images, and matches the store's
+    /// order; [EXP-13] element ids are the OpIDs of the adds, as `<replica hex>.<counter>`.
     @Test func zOrderIsPreserved() async throws {
         let dir = try TempDir()
         defer { dir.remove() }
@@ -196,7 +198,7 @@ import LnoteTestSupport
 
     enum Tamper: String, CaseIterable, Sendable {
         case deleteStroke, flipPointByte, truncatePoints, moveToTop, changeAssetByte, dropPage, extraDocument, changeTitle,
-             changeMeta, changeErased, changeTransform
+             changeMeta, changeErased, changeTransform, changeUserVersion, changeApplicationID
         var sql: String {
             switch self {
             case .deleteStroke: "DELETE FROM strokes WHERE rowid = (SELECT MAX(rowid) FROM strokes)"
@@ -211,12 +213,17 @@ import LnoteTestSupport
             case .changeMeta: "UPDATE meta SET value = 'someone' WHERE key = 'generator'"
             case .changeErased: "UPDATE strokes SET erased = '[[0,1]]' WHERE erased = '[]' AND rowid = (SELECT MIN(rowid) FROM strokes WHERE erased = '[]')"
             case .changeTransform: "UPDATE images SET tx_pt = tx_pt + 0.1"
+            case .changeUserVersion: "PRAGMA user_version = 2"
+            case .changeApplicationID: "PRAGMA application_id = 1"
             }
         }
     }
 
-    /// [EXP-1] [EXP-42] [EXP-43] [EXP-44] whatever is wrong in the written file, verification
-    /// throws, the temporary file is removed, and the target keeps its previous content.
+    /// [EXP-1] [EXP-42] [EXP-43] [EXP-44] [EXP-41] [EXP-3] whatever is wrong in the written
+    /// file — rows, BLOBs, assets, a `meta` row, a dangling foreign key (a page deleted under
+    /// its strokes), an unknown `user_version` or `application_id` — verification throws,
+    /// the temporary file is removed, and the target keeps its previous content. [EXP-6] The
+    /// notebook's lock is released after the failure.
     @Test(arguments: Tamper.allCases) func failedVerificationLeavesNoFile(_ tamper: Tamper) async throws {
         let dir = try TempDir()
         defer { dir.remove() }
@@ -257,7 +264,8 @@ import LnoteTestSupport
         #expect(dir.entries() == ["nb"])
     }
 
-    /// A missing directory, a directory as target, and a locked notebook fail without writing.
+    /// [EXP-6] A missing directory, a directory as target, and a locked notebook (the export
+    /// takes the folder's lock) fail without writing.
     @Test func badTargetsAndLockedNotebooks() async throws {
         let dir = try TempDir()
         defer { dir.remove() }
@@ -278,7 +286,9 @@ import LnoteTestSupport
         }
     }
 
-    /// [EXP-20] [EXP-23] PointBlob round-trips every point in the exact range, seeded.
+    /// [EXP-20] [EXP-23] PointBlob round-trips every point in the exact range, seeded;
+    /// [EXP-24] a `points` BLOB whose length is not a multiple of 16, or a `radii` BLOB not a
+    /// multiple of 4, is refused.
     @Test func pointBlobRoundTrips() throws {
         let seed = UInt64.random(in: 0...UInt64.max)
         var rng = SplitMix64(seed: seed)
@@ -304,6 +314,41 @@ import LnoteTestSupport
         // Just past 2^20 pt, 1,048,576.2 pt has no binary32 within 0.05 pt.
         #expect(throws: LnoteError(.limitExceeded)) { try PointBlob.encode([StrokePoint(x: 10_485_762, y: 0)]) }
         #expect(throws: LnoteError(.limitExceeded)) { try PointBlob.encode([StrokePoint(x: 0, y: 0, radius: -10_485_762)]) }
+    }
+
+    /// [EXP-6] Exporting a notebook whose documents were closed cleanly writes nothing in the
+    /// folder: every file keeps its bytes, no file appears; a page that was never written
+    /// (no snapshot, no log) is exported as an empty page without creating its files.
+    @Test func exportWritesNothingInTheFolder() async throws {
+        let dir = try TempDir()
+        defer { dir.remove() }
+        let seed = UInt64.random(in: 0...UInt64.max)
+        let f = try await Fixture.make(in: dir, seed: seed)
+        let nb = try await Notebook.open(at: f.folder)
+        let d = try await nb.openDocument(f.liveDocuments[0])
+        let blank = try await d.addPage()
+        try await nb.close()
+        func snapshot() throws -> [String: Data] {
+            var out: [String: Data] = [:]
+            let all = FileManager.default.enumerator(atPath: f.folder)?.allObjects as? [String] ?? []
+            for rel in all {
+                var isDir: ObjCBool = false
+                _ = FileManager.default.fileExists(atPath: f.folder + "/" + rel, isDirectory: &isDir)
+                out[rel] = isDir.boolValue ? Data() : try Data(contentsOf: URL(fileURLWithPath: f.folder + "/" + rel))
+            }
+            return out
+        }
+        let before = try snapshot()
+        #expect(!before.keys.contains { $0.contains(blank.description) }, "the new page has no files")
+        let file = dir.sub("out.sqlite")
+        try await SQLiteExport.export(folder: f.folder, to: file, options: fixedOptions())
+        let after = try snapshot()
+        #expect(after.keys.sorted() == before.keys.sorted(), "seed \(seed)")
+        for (k, v) in before where after[k] != v { Issue.record("\(k) changed (seed \(seed))") }
+        let db = try openExport(file)
+        defer { try? db.close() }
+        #expect(try count(db, "SELECT COUNT(*) FROM pages WHERE id = ?1", [.text(blank.description)]) == 1)
+        #expect(try count(db, "SELECT COUNT(*) FROM strokes WHERE page_id = ?1", [.text(blank.description)]) == 0)
     }
 
     /// The CLI: one summary line on stdout; usage errors exit 2.

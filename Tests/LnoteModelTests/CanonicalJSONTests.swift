@@ -18,6 +18,21 @@ struct CanonicalJSONTests {
         #expect(CanonicalJSON.string(s).text() == "\"q\\\"b\\\\s/\\b\\f\\n\\r\\t\\u0000\\u001f\u{7f}é😀\"")
     }
 
+    /// [JSON-5] [JSON-2] No Unicode normalization: a precomposed and a decomposed "é" print
+    /// their own UTF-8 bytes, as strings and as keys, and keys sort by those bytes (the
+    /// decomposed `e` + U+0301 before "f", the precomposed U+00E9 after it).
+    @Test func noNormalization() {
+        let composed = "\u{E9}", decomposed = "e\u{301}"
+        #expect(CanonicalJSON.string(composed).bytes() == [0x22, 0xC3, 0xA9, 0x22])
+        #expect(CanonicalJSON.string(decomposed).bytes() == [0x22, 0x65, 0xCC, 0x81, 0x22])
+        #expect(CanonicalJSON.string("\u{212B}").bytes() == [0x22, 0xE2, 0x84, 0xAB, 0x22], "Å (Angstrom sign) is not mapped to U+00C5")
+        let a: CanonicalJSON = [decomposed: 1, "f": 2]
+        #expect(a.bytes() == Array("{\"e\u{301}\":1,\"f\":2}".utf8))
+        #expect(Array(a.bytes()[2...4]) == [0x65, 0xCC, 0x81])
+        let b: CanonicalJSON = [composed: 1, "f": 2]
+        #expect(b.bytes() == [0x7B] + Array("\"f\":2,\"".utf8) + [0xC3, 0xA9] + Array("\":1}".utf8))
+    }
+
     /// [JSON-4] The pretty form.
     @Test func prettyForm() {
         let v: CanonicalJSON = ["name": "x", "points": [[1, 2], [3, 4]], "empty": [], "flat": ["k": 1, "j": 2],

@@ -26,6 +26,35 @@ struct ElementCodecTests {
         }
     }
 
+    /// [SHR-1] Writers write every varint in its shortest form (one byte per started 7 bits,
+    /// at least one); a varint longer than 10 bytes or overflowing 64 bits is `corrupt` at
+    /// its first byte; readers of the shared encodings accept a longer-than-needed varint.
+    @Test func varints() throws {
+        for seed in testSeeds(0xE1E_0002, count: 20) {
+            var g = SplitMix64(seed: seed)
+            for _ in 0..<500 {
+                let v = g.next() >> UInt64(g.int(in: 0...63))
+                var w = ByteWriter()
+                w.varint(v)
+                let bits = 64 - v.leadingZeroBitCount
+                #expect(w.count == max(1, (bits + 6) / 7), "seed \(seed): \(v)")
+                var r = ByteReader(w.bytes)
+                #expect(try r.varint() == v && r.isAtEnd)
+            }
+        }
+        var r = ByteReader([UInt8](repeating: 0x80, count: 10) + [0x01])
+        var e = expectDecodeFailure([.corrupt], "11 bytes") { _ = try r.varint() }
+        #expect(e?.offset == 0)
+        r = ByteReader([UInt8](repeating: 0xFF, count: 9) + [0x02])
+        e = expectDecodeFailure([.corrupt], "65 bits") { _ = try r.varint() }
+        #expect(e?.offset == 0)
+        r = ByteReader([UInt8](repeating: 0xFF, count: 9) + [0x01])
+        #expect(try r.varint() == UInt64.max)
+        // An OpID whose counter 5 is written in three bytes instead of one.
+        r = ByteReader([0xA1, 0, 0, 0, 0, 0, 0, 0, 0x85, 0x80, 0x00])
+        #expect(try ElementCodec.decodeOpID(&r) == OpID(replica: ReplicaID(0xA1), counter: 5) && r.isAtEnd)
+    }
+
     /// [SHR-2] A translation is written in its short form, any other transform in full.
     @Test func transformForms() {
         var w = ByteWriter()

@@ -39,10 +39,11 @@ struct PageSnapshotFaultTests {
         #expect(cases > 3000)
     }
 
-    /// Structure-aware fuzzing: change bytes *inside* the CRC-protected area and reseal, so
-    /// the parser and its invariant checks see the damage. Every outcome is a clean throw
-    /// with an offset, or a state that passes `validate` and re-encodes to a snapshot that
-    /// decodes to the same state.
+    /// [SNAP-27] [SNAP-28] Structure-aware fuzzing: change bytes *inside* the CRC-protected
+    /// area and reseal, so the parser and its invariant checks see the damage. Every outcome
+    /// is a clean throw with an offset — `corrupt` (never `truncated`: the envelope is whole)
+    /// or `unsupportedVersion` — or a state that passes `validate` (every value satisfies
+    /// sections 2 to 4.4) and re-encodes to a snapshot that decodes to the same state.
     @Test func resealedMutationsNeverCrash() {
         var decoded = 0, rejected = 0
         for seed in testSeeds(0xFA17_0003, count: 60) {
@@ -80,7 +81,9 @@ struct PageSnapshotFaultTests {
         #expect(rejected > 0 && decoded > 0, "decoded \(decoded), rejected \(rejected)")
     }
 
-    /// Random bytes are refused; so are random bodies in a valid envelope.
+    /// [SNAP-27] [SNAP-28] Random bytes are refused; so are random bodies in a valid
+    /// envelope (as `corrupt` or `unsupportedVersion`, with an offset), unless they happen to
+    /// form a valid snapshot, whose state then passes `validate`.
     @Test func randomBytesAreRejected() {
         for seed in testSeeds(0xFA17_0004, count: 2000) {
             var g = SplitMix64(seed: seed)

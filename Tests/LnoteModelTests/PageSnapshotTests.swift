@@ -117,7 +117,8 @@ struct PageSnapshotTests {
     }
 
     /// [SNAP-7] A newer major version is refused as `unsupportedVersion` (when intact),
-    /// version 0 is `corrupt`.
+    /// version 0 is `corrupt`. [SNAP-9] The CRC is checked before the version: the same
+    /// change without a matching CRC is damage (`corrupt`), never `unsupportedVersion`.
     @Test func versions() {
         let (_, b) = Self.sample()
         var v2 = b
@@ -142,7 +143,8 @@ struct PageSnapshotTests {
         expectDecodeFailure([.unsupportedVersion], "incompatible flag") { _ = try PageSnapshot.decode(Self.reseal(incompatible)) }
     }
 
-    /// [SNAP-11] Unknown sections are skipped unless critical; [SNAP-10] order is enforced.
+    /// [SNAP-11] Unknown sections are skipped unless critical; [SNAP-10] order is enforced;
+    /// [SNAP-12] the four version-1 sections must all be there, each consumed exactly.
     @Test func unknownSections() throws {
         let (state, b) = Self.sample()
         let skippable = Self.withExtraSection(b, tag: 0x0042, body: [1, 2, 3, 4, 5])
@@ -191,7 +193,11 @@ struct PageSnapshotTests {
         expectDecodeFailure([.corrupt], "length below minimum") { _ = try PageSnapshot.decode(small) }
     }
 
-    /// [SNAP-20] … [SNAP-26] Invariant violations in an intact file are `corrupt`.
+    /// [SNAP-20] [SNAP-21] [SNAP-22] [SNAP-23] [SNAP-24] [SNAP-25] [SNAP-26] Invariant
+    /// violations in an intact file are `corrupt` (and `validate` refuses the state): z order,
+    /// every kind of ref list unsorted or with a duplicate, duplicate ids, erased ranges that
+    /// touch, are empty or end past 2³², a tombstone of a live element, tombstones, erasures
+    /// and contexts out of order.
     @Test func invariantViolations() throws {
         let replica = ReplicaID(0xA1)
         func element(_ c: UInt64, z: Int64) -> ElementRecord {
@@ -249,13 +255,93 @@ struct PageSnapshotTests {
         s = base
         s.contexts = [ReplicaContext(replica: ReplicaID(0), clock: VectorClock())]
         expectRejected(s, "zero context replica")
+        // [SNAP-21] The other ref lists: z frontier, edit frontier, a tombstone's frontier.
+        let r3 = OpRef(id: OpID(replica: replica, counter: 3), lamport: 3)
+        let r4 = OpRef(id: OpID(replica: replica, counter: 4), lamport: 4)
+        s = base
+        s.elements[0].z.frontier = [r4, r3]
+        expectRejected(s, "unsorted z frontier")
+        s = base
+        s.elements[1].frontier = [r3, r3]
+        expectRejected(s, "duplicate in an edit frontier")
+        s = base
+        s.tombstones = [Tombstone(id: OpID(replica: replica, counter: 4), erasures: [er], frontier: [r4, r3])]
+        expectRejected(s, "unsorted tombstone frontier")
+        // [SNAP-25] Erasures strictly increasing by ref.
+        let er4 = Erasure(ref: OpRef(id: OpID(replica: replica, counter: 4), lamport: 4), clock: VectorClock())
+        s = base
+        s.tombstones = [Tombstone(id: OpID(replica: replica, counter: 3), erasures: [er, er4])]
+        expectRejected(s, "erasures out of order")
+        s.tombstones = [Tombstone(id: OpID(replica: replica, counter: 3), erasures: [er, er])]
+        expectRejected(s, "duplicate erasure")
+        // [SNAP-23] A range whose end does not fit UInt32 (gap 2^32 - 1, length 2).
+        let wide = RawSnapshotWriter.encode(base, rawErased: [0: [(UInt64(UInt32.max), 2)]])
+        expectDecodeFailure([.corrupt], "erased range past 2^32") { _ = try PageSnapshot.decode(wide) }
+        let fits = RawSnapshotWriter.encode(base, rawErased: [0: [(UInt64(UInt32.max) - 2, 2)]])
+        #expect(try PageSnapshot.decode(fits).state.elements[0].erased == [PointRange(UInt32.max - 2, UInt32.max)])
+    }
+
+    /// Replaces the count that starts the body of section `tag` with `v` (fixing the
+    /// section's size and resealing); returns the file and the count's offset.
+    static func withCount(_ b: [UInt8], section tag: UInt16, _ v: UInt64) throws -> ([UInt8], Int) {
+        let range = try #require(try sectionRanges(b).first { $0.tag == tag }?.range)
+        let body = range.lowerBound + 6
+        var r = ByteReader(b, range: body..<range.upperBound)
+        _ = try r.varint()
+        var w = ByteWriter()
+        w.varint(v)
+        var out = Array(b[..<body]) + w.bytes + Array(b[r.offset...])
+        let size = UInt32(range.count - 6 - (r.offset - body) + w.count)
+        withUnsafeBytes(of: size.littleEndian) { for i in 0..<4 { out[range.lowerBound + 2 + i] = $0[i] } }
+        return (reseal(out), body)
+    }
+
+    /// [SNAP-14] [SNAP-15] [SNAP-16] [SNAP-27] A count that the bytes left in its section
+    /// cannot hold (28 bytes per element, 22 per tombstone, 9 per context at least) is
+    /// `corrupt` at the count itself, before any record is read (so before anything is
+    /// allocated for it), never `truncated`; a count within the bound is not refused for
+    /// itself (the records that are not there are).
+    @Test func countsAreCheckedAgainstTheirSection() throws {
+        for seed in testSeeds(0x5A9_0004, count: 40) {
+            var m = RandomModel(seed: seed)
+            let state = m.pageState(maxElements: 6, maxTombstones: 3)
+            let b = PageSnapshot.encode(state, coveredLogOffset: 1, logIncarnation: 2)
+            for (tag, minSize, actual) in [(UInt16(2), 28, state.elements.count), (3, 22, state.tombstones.count),
+                                           (4, 9, state.contexts.count)] {
+                let range = try #require(try Self.sectionRanges(b).first { $0.tag == tag }?.range)
+                for v in [UInt64(1) << 62, UInt64.max] {
+                    let (bad, at) = try Self.withCount(b, section: tag, v)
+                    let e = expectDecodeFailure([.corrupt], "seed \(seed): section \(tag) count \(v)") { _ = try PageSnapshot.decode(bad) }
+                    #expect(e?.offset == at, "seed \(seed): section \(tag): \(String(describing: e))")
+                }
+                // Just above the bound, and at it: the varint of the count takes 1 to 3 bytes here.
+                var bound = 0
+                for len in 1...3 {
+                    let remaining = range.count - 6 - len
+                    let n = remaining / minSize
+                    var w = ByteWriter()
+                    w.varint(UInt64(n + 1))
+                    if w.count == len { bound = n; break }
+                }
+                let (over, at) = try Self.withCount(b, section: tag, UInt64(bound + 1))
+                let e = expectDecodeFailure([.corrupt], "seed \(seed): section \(tag) count \(bound + 1)") { _ = try PageSnapshot.decode(over) }
+                #expect(e?.offset == at, "seed \(seed): section \(tag) count \(bound + 1): \(String(describing: e))")
+                if bound > actual {
+                    let (within, at) = try Self.withCount(b, section: tag, UInt64(bound))
+                    let e = expectDecodeFailure([.corrupt], "seed \(seed): section \(tag) count \(bound)") { _ = try PageSnapshot.decode(within) }
+                    #expect((e?.offset ?? 0) > at, "seed \(seed): section \(tag) count \(bound) refused for itself: \(String(describing: e))")
+                }
+            }
+        }
     }
 }
 
 /// Writes the snapshot layout for a state exactly as given (no canonical sorting), so
 /// tests can produce intact files that break invariants.
 enum RawSnapshotWriter {
-    static func encode(_ s: PageState) -> [UInt8] {
+    /// `rawErased` replaces the erased ranges of the elements at those indices by raw
+    /// `(gap, length)` pairs.
+    static func encode(_ s: PageState, rawErased: [Int: [(UInt64, UInt64)]] = [:]) -> [UInt8] {
         var w = ByteWriter()
         w.append(PageSnapshot.magic)
         w.u16(1); w.u16(0); w.u64(0)
@@ -275,14 +361,19 @@ enum RawSnapshotWriter {
         }
         section(2) { b in
             b.varint(UInt64(s.elements.count))
-            for e in s.elements {
+            for (i, e) in s.elements.enumerated() {
                 ElementCodec.encode(e.id, into: &b); b.varint(e.lamport); b.svarint(e.wallTime)
                 ElementCodec.encode(e.transform.value, into: &b); refs(e.transform.frontier, &b)
                 ElementCodec.encode(e.z.value, into: &b); refs(e.z.frontier, &b)
-                b.varint(UInt64(e.erased.count))
-                var prev: UInt32 = 0
-                for r in e.erased {
-                    b.varint(UInt64(r.from &- prev)); b.varint(UInt64(r.to &- r.from)); prev = r.to
+                if let raw = rawErased[i] {
+                    b.varint(UInt64(raw.count))
+                    for (gap, length) in raw { b.varint(gap); b.varint(length) }
+                } else {
+                    b.varint(UInt64(e.erased.count))
+                    var prev: UInt32 = 0
+                    for r in e.erased {
+                        b.varint(UInt64(r.from &- prev)); b.varint(UInt64(r.to &- r.from)); prev = r.to
+                    }
                 }
                 refs(e.frontier, &b)
                 ElementCodec.encode(e.content, into: &b)

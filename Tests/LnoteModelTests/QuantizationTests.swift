@@ -15,7 +15,8 @@ struct QuantizationTests {
         }
     }
 
-    /// dequantize(quantize(p)) is within half a step of p.
+    /// [IMP-3] dequantize(quantize(p)) is within half a step of p; halves round away from
+    /// zero; NaN, infinities and magnitudes beyond 10,000,000 pt are refused.
     @Test func coordinateError() throws {
         var g = SplitMix64(seed: 0x9B)
         for _ in 0..<20_000 {
@@ -32,6 +33,8 @@ struct QuantizationTests {
         #expect(try Quantization.coordinate(-0.25) == -3)
     }
 
+    /// [IMP-3] Pressure to thousandths: a round trip for every step, within half a step,
+    /// clamped to 0...1, NaN refused.
     @Test func pressure() throws {
         for q in UInt16(0)...1000 {
             #expect(try Quantization.pressure(Quantization.pressure(q)) == q, "q = \(q)")
@@ -46,6 +49,7 @@ struct QuantizationTests {
         #expect(throws: LnoteError(.invalidArgument)) { try Quantization.pressure(Double.nan) }
     }
 
+    /// [IMP-3] Times round half away from zero to whole milliseconds; infinities are refused.
     @Test func milliseconds() throws {
         #expect(try Quantization.milliseconds(4.5) == 5)
         #expect(try Quantization.milliseconds(-4.5) == -5)

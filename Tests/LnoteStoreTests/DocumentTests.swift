@@ -36,7 +36,7 @@ struct DocumentTests {
         try await nb2.close()
     }
 
-    @Test("[PKG-41] a page reopens from its snapshot plus the log tail; compaction never rewrites the log")
+    @Test("[PKG-41] [PKG-32] a page reopens from its snapshot plus the log tail; compaction never rewrites the log")
     func compactionKeepsLog() async throws {
         let dir = try TempDir("doc")
         defer { dir.remove() }

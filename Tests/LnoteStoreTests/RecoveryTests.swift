@@ -81,7 +81,7 @@ struct RecoveryTests {
         }
     }
 
-    @Test("[PKG-38] a bad frame in a page log: reported, quarantined, later frames salvaged, never applied")
+    @Test("[PKG-38] [PKG-33] a bad frame in a page log: reported, quarantined, later frames salvaged under a new incarnation, never applied")
     func damagedLogFrame() async throws {
         let dir = try TempDir("rec")
         defer { dir.remove() }

@@ -58,7 +58,7 @@ struct SyncAPITests {
         try await b.close()
     }
 
-    @Test("[PKG-43] duplicates are skipped before appending; an image without its asset is refused")
+    @Test("[PKG-43] [LOG-30] duplicates are skipped before appending; an image without its asset is refused")
     func duplicatesAndAssets() async throws {
         let dir = try TempDir("sync")
         defer { dir.remove() }
@@ -86,7 +86,9 @@ struct SyncAPITests {
 
     /// [PKG-41] An operation waiting for its dependencies is never covered by a snapshot:
     /// after compaction and reopening it is still there and applies when they arrive.
-    @Test("[PKG-41] waiting operations survive compaction and reopening")
+    /// [LOG-31] The log holds them in arrival order (not causal order); replay gives back
+    /// the state the page had.
+    @Test("[PKG-41] [LOG-31] waiting operations survive compaction and reopening")
     func pendingSurvivesCompaction() async throws {
         let dir = try TempDir("sync")
         defer { dir.remove() }

@@ -69,7 +69,7 @@ struct VerifyTests {
 
         let r = try Verify.run(folder: dir.path)
         let kinds = Set(r.problems.map(\.kind))
-        for k in VerifyProblem.Kind.allCases where k != .missingFile && k != .snapshotMismatch {
+        for k in VerifyProblem.Kind.allCases where ![.missingFile, .snapshotMismatch, .unpairedSnapshot].contains(k) {
             #expect(kinds.contains(k), "\(k) not reported: \(r.problems)")
         }
         let frame = try #require(r.problems(.corruptFrame).first)
@@ -82,7 +82,7 @@ struct VerifyTests {
         #expect(r.problems(.malformedOperation).first?.path == paths.documentLog)
         for p in r.problems { #expect(!p.description.isEmpty) }
 
-        // missingFile and snapshotMismatch.
+        // missingFile and snapshotMismatch (unpairedSnapshot: SnapshotPairingTests).
         try FileManager.default.removeItem(atPath: paths.manifest)
         let fresh = LogHeader(kind: .page, owner: p1.uuid)
         try writeFile(paths.log(p1), fresh.encoded)
