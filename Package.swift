@@ -67,7 +67,7 @@ let package = Package(
         .testTarget(name: "LnoteRenderTests", dependencies: ["LnoteModel", "LnoteRender", "LnoteStore", "CLnoteZlib"]),
         .testTarget(name: "LnoteStoreTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteTestSupport"]),
         .testTarget(name: "LnoteScenarioTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer", "LnoteScenario"]),
-        .testTarget(name: "LnoteSyncTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteSync", "LnoteScenario"]),
+        .testTarget(name: "LnoteSyncTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteSync", "LnoteScenario", "LnoteTestSupport"]),
         .testTarget(name: "ExamplesTests", dependencies: ["two-machines", "LnoteTestSupport"]),
         .testTarget(name: "LnoteEndToEndTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer", "lnote", "LnoteTestSupport"]),
         .testTarget(name: "LnoteSQLiteTests", dependencies: ["LnoteModel", "LnoteSQLite"]),

@@ -12,27 +12,37 @@ import LnoteSync
 public final class PeerServer: Sendable {
     public let http: HTTPServer
     public let endpoint: NotebookEndpoint
-    /// The notebook id in the URL this server prints. A peer serves one folder under any
-    /// notebook id; this one is derived from the folder's replica id so it stays the same
-    /// across restarts.
+    /// The one notebook id this server answers to (`Protocol/sync-protocol.md` [SYNC-11]):
+    /// derived from the served folder's replica id, so it stays the same across restarts
+    /// and changes when the folder becomes another replica (copied or moved, [PKG-60]).
+    /// Any other id is 404 `not_found` after the token check: a client configured for
+    /// another notebook never merges its notebook into this one.
     public let notebookID: UUID
 
     public init(notebook: Notebook, token: String, configuration: HTTPServer.Configuration = .init()) throws {
         let endpoint = NotebookEndpoint(notebook: notebook)
         let digest = TokenDigest(token: token)
+        let id = Self.notebookID(replica: notebook.replica)
         let service = SyncHTTPService(kind: "peer", maxBodyBytes: configuration.maxRequestBodyBytes,
                                       authorize: { t, _ in
                                           guard let t else { return .unauthorized }
                                           return digest.matches(t) ? .ok : .unauthorized
                                       },
-                                      endpoint: { _ in endpoint })
+                                      endpoint: { nb in nb == id ? endpoint : nil })
         self.endpoint = endpoint
-        let r = notebook.replica.rawValue
-        var bytes = (0..<8).map { UInt8(truncatingIfNeeded: r >> (8 * $0)) } + Array("lnotepeer".utf8.prefix(8))
+        notebookID = id
+        http = try HTTPServer(configuration: configuration, handler: service.handle)
+    }
+
+    /// [SYNC-11] The replica id as 8 bytes little-endian, then the ASCII bytes `lnotepee`,
+    /// with the UUID version (byte 6: high nibble 4) and variant (byte 8: top bits `10`)
+    /// set over them.
+    public static func notebookID(replica: ReplicaID) -> UUID {
+        let r = replica.rawValue
+        var bytes = (0..<8).map { UInt8(truncatingIfNeeded: r >> (8 * $0)) } + Array("lnotepee".utf8)
         bytes[6] = (bytes[6] & 0x0f) | 0x40
         bytes[8] = (bytes[8] & 0x3f) | 0x80
-        notebookID = UUID(bytes: bytes)!
-        http = try HTTPServer(configuration: configuration, handler: service.handle)
+        return UUID(bytes: bytes)!
     }
 
     /// The notebook URL clients pass to `lnote sync`.

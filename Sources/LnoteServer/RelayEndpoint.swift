@@ -27,9 +27,10 @@ public struct RelayEndpoint: SyncEndpoint {
         return try await store.perform { try $0.missingAssets(ids, notebook: notebook) }
     }
 
-    public func putAsset(_ bytes: [UInt8], id: AssetID, document: DocumentID) async throws {
+    @discardableResult
+    public func putAsset(_ bytes: [UInt8], id: AssetID, document: DocumentID) async throws -> Bool {
         let notebook = notebook
-        _ = try await store.perform { try $0.putAsset(bytes, id: id, notebook: notebook) }
+        return try await store.perform { try $0.putAsset(bytes, id: id, notebook: notebook) }
     }
 
     public func getAsset(_ id: AssetID, document: DocumentID) async throws -> [UInt8] {

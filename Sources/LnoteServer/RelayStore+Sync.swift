@@ -35,8 +35,9 @@ extension RelayStore {
     ///
     /// - Throws: `.notFound` for an unknown notebook; `.corrupt` / `.truncated` for a frame
     ///   that is not an operation and `.invalidArgument` for an operation in the wrong log
-    ///   (HTTP 400); `.invalidState` for a reference to an asset not uploaded (HTTP 409);
-    ///   `.database` for storage failures. Nothing is written when it throws.
+    ///   (HTTP 400); `SyncRefusal` (`assetMissing`, HTTP 409 `asset_missing`) for a reference
+    ///   to an asset not uploaded; `.database` for storage failures. Nothing is written when
+    ///   it throws.
     public func sync(_ request: SyncRequest, notebook: NotebookID) throws -> SyncResponse {
         struct Incoming {
             var log: LogRef
@@ -66,9 +67,7 @@ extension RelayStore {
             for x in incoming {
                 for asset in x.op.referencedAssets where !present.contains(asset) {
                     guard try hasAsset(asset, nb: nb) else {
-                        throw LnoteError(.invalidState,
-                                         "operation \(x.op.id) references asset \(asset), which was not uploaded first",
-                                         path: "push")
+                        throw SyncRefusal.assetMissing(asset, operation: x.op.id, log: x.log)
                     }
                     present.insert(asset)
                 }

@@ -32,22 +32,38 @@ public struct SyncHTTPService: Sendable {
         return HTTPServerResponse(status: status, headers: ["Content-Type": "application/json"], body: [UInt8](data))
     }
 
-    static func error(_ status: Int, _ code: String, _ message: String) -> HTTPServerResponse {
-        json(status, ["error": code, "message": message])
+    /// The JSON error body ([SYNC-22]), with the status that carries `code`.
+    static func error(_ code: SyncErrorCode, _ message: String) -> HTTPServerResponse {
+        if code == .unsupportedVersion {
+            return json(code.status, ["error": code.rawValue, "message": message, "versions": [Int(SyncCodec.version)]])
+        }
+        return json(code.status, ["error": code.rawValue, "message": message])
     }
 
-    /// The status and error code for a failure ([SYNC-22]).
-    static func response(for e: LnoteError) -> HTTPServerResponse {
+    /// The error code for a failure ([SYNC-22]).
+    ///
+    /// A state the client cannot change (a closed store, a document whose writes failed) is
+    /// the server's failure: only a `SyncRefusal` — a state the client can act on — is 409.
+    static func code(for e: LnoteError) -> SyncErrorCode {
         switch e.code {
-        case .truncated, .corrupt, .invalidArgument, .ambiguous: return error(400, "bad_request", e.description)
-        case .unauthorized: return error(401, "unauthorized", e.message)
-        case .notFound: return error(404, "not_found", e.message)
-        case .invalidState, .alreadyExists: return error(409, "conflict", e.message)
-        case .limitExceeded: return error(413, "too_large", e.message)
-        case .unsupportedVersion, .protocolMismatch:
-            return json(426, ["error": "unsupported_version", "message": e.message, "versions": [Int(SyncCodec.version)]])
-        case .io, .database, .network: return error(500, "server_error", e.description)
+        case .truncated, .corrupt, .invalidArgument, .ambiguous: .badRequest
+        case .unauthorized: .unauthorized
+        case .notFound: .notFound
+        case .limitExceeded: .tooLarge
+        case .unsupportedVersion, .protocolMismatch: .unsupportedVersion
+        case .invalidState, .alreadyExists, .io, .database, .network: .serverError
         }
+    }
+
+    static func response(for e: LnoteError) -> HTTPServerResponse {
+        let code = code(for: e)
+        // Byte offsets and causes help the client's author; the message says the rest.
+        return error(code, code == .badRequest || code == .serverError ? e.description : e.message)
+    }
+
+    /// 409 with the refusal's own code ([SYNC-8], [SYNC-43]).
+    static func response(for r: SyncRefusal) -> HTTPServerResponse {
+        error(r.reason.code, r.error.message)
     }
 
     /// Runs async work to completion from a libmicrohttpd thread.
@@ -82,20 +98,19 @@ public struct SyncHTTPService: Sendable {
         let segments = Array(parts)
         // [SYNC-23] Nothing that could name another path reaches routing or storage.
         if segments.contains(where: { $0 == ".." || $0 == "." || $0.contains("\\") || $0.contains("\0") }) {
-            return Self.error(400, "bad_request", "path segments . and .. are not allowed")
+            return Self.error(.badRequest, "path segments . and .. are not allowed")
         }
         if segments == ["v1", "hello"], request.method == "GET" {
             return Self.json(200, ["protocol": [Int(SyncCodec.version)], "server": "lnote", "kind": kind])
         }
         guard segments.count >= 4, segments[0] == "v1", segments[1] == "notebooks" else {
-            return Self.error(404, "not_found", "no such resource: \(request.path)")
+            return Self.error(.notFound, "no such resource: \(request.path)")
         }
         guard let notebook = Self.uuid(segments[2]) else {
-            return Self.error(400, "bad_request", "notebook id must be a UUID")
+            return Self.error(.badRequest, "notebook id must be a UUID")
         }
         if let v = request.headers["Lnote-Protocol"], v != String(SyncCodec.version) {
-            return Self.json(426, ["error": "unsupported_version", "message": "protocol \(v) is not spoken here",
-                                   "versions": [Int(SyncCodec.version)]])
+            return Self.error(.unsupportedVersion, "protocol \(v) is not spoken here")
         }
         // A store that cannot answer is a server error (500), never a 401 that would send
         // a user hunting for a token problem.
@@ -103,28 +118,30 @@ public struct SyncHTTPService: Sendable {
         do { access = try authorize(Self.bearer(request.headers), notebook) } catch let e as LnoteError {
             return Self.response(for: e)
         } catch {
-            return Self.error(500, "server_error", "\(error)")
+            return Self.error(.serverError, "\(error)")
         }
         switch access {
         case .ok: break
-        case .unauthorized: return Self.error(401, "unauthorized", "missing or wrong token")
-        case .forbidden: return Self.error(403, "forbidden", "this token does not open notebook \(notebook)")
+        case .unauthorized: return Self.error(.unauthorized, "missing or wrong token")
+        case .forbidden: return Self.error(.forbidden, "this token does not open notebook \(notebook)")
         }
         guard request.body.count <= maxBodyBytes else {
-            return Self.error(413, "too_large", "request body of \(request.body.count) bytes exceeds \(maxBodyBytes)")
+            return Self.error(.tooLarge, "request body of \(request.body.count) bytes exceeds \(maxBodyBytes)")
         }
         let rest = Array(segments[3...])
         do {
             return try Self.blocking { [self] in
                 guard let ep = try await endpoint(notebook) else {
-                    return Self.error(404, "not_found", "no notebook \(notebook)")
+                    return Self.error(.notFound, "no notebook \(notebook) here")
                 }
                 return try await route(ep, rest, request)
             }
+        } catch let r as SyncRefusal {
+            return Self.response(for: r)
         } catch let e as LnoteError {
             return Self.response(for: e)
         } catch {
-            return Self.error(500, "server_error", "\(error)")
+            return Self.error(.serverError, "\(error)")
         }
     }
 
@@ -154,18 +171,19 @@ public struct SyncHTTPService: Sendable {
             }
             switch r.method {
             case "PUT":
-                try await ep.putAsset(r.body, id: asset, document: doc)
-                return HTTPServerResponse(status: 204)
+                // [SYNC-10] 201 when new, 204 when already held.
+                let new = try await ep.putAsset(r.body, id: asset, document: doc)
+                return HTTPServerResponse(status: new ? 201 : 204)
             case "GET":
                 return .bytes(200, try await ep.getAsset(asset, document: doc))
             default:
-                return Self.error(405, "method_not_allowed", "\(r.method) is not allowed here")
+                return Self.error(.methodNotAllowed, "\(r.method) is not allowed here")
             }
         case ("GET", 1) where rest[0] == "checkpoints":
-            guard let relay = ep as? RelayEndpoint else { return Self.error(404, "not_found", "this server keeps no checkpoints") }
+            guard let relay = ep as? RelayEndpoint else { return Self.error(.notFound, "this server keeps no checkpoints") }
             return .bytes(200, Checkpoint.encodeList(try await relay.checkpoints()))
         case ("PUT", 4) where rest[0] == "documents" && rest[2] == "checkpoints":
-            guard let relay = ep as? RelayEndpoint else { return Self.error(404, "not_found", "this server keeps no checkpoints") }
+            guard let relay = ep as? RelayEndpoint else { return Self.error(.notFound, "this server keeps no checkpoints") }
             guard let doc = Self.uuid(rest[1]).map(DocumentID.init) else {
                 throw LnoteError(.invalidArgument, "document id must be a UUID")
             }
@@ -180,7 +198,7 @@ public struct SyncHTTPService: Sendable {
             try await relay.putCheckpoint(checkpoint)
             return HTTPServerResponse(status: 204)
         default:
-            return Self.error(404, "not_found", "no such resource: \(r.path)")
+            return Self.error(.notFound, "no such resource: \(r.path)")
         }
     }
 }

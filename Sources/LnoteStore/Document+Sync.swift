@@ -40,7 +40,40 @@ extension Document {
         try await held(page: pid, notCoveredBy: clock).map(\.op)
     }
 
+    /// What a peer at `clock` lacks of a log, for serving it ([PKG-44]): the frames, or, for a
+    /// page installed from a checkpoint whose log lacks some of them, where the history has a
+    /// hole ([SYNC-43]). A serving side reports the hole to the peer as a refusal of its own
+    /// kind instead of the `invalidState` that `frames(page:notCoveredBy:)` throws.
+    public func framesForPeer(page pid: PageID? = nil, notCoveredBy clock: VectorClock) async throws -> PeerFrames {
+        let found = try await unchecked(page: pid, notCoveredBy: clock)
+        if let pid, let gap = try historyGap(page: pid, notCoveredBy: clock, held: Set(found.map(\.op.id))) {
+            return .historyNotHeld(gap)
+        }
+        return .frames(found.map(\.frame))
+    }
+
+    /// The first operation a peer at `clock` lacks that this page's log does not hold, when
+    /// the page was installed from a checkpoint (the rule of `checkHistoryHeld`, as a value).
+    ///
+    /// - Parameter held: ids of the operations of the log not covered by `clock`.
+    func historyGap(page pid: PageID, notCoveredBy clock: VectorClock, held: Set<OpID>) throws -> HistoryGap? {
+        guard let base = try baseClock(page: pid), !clock.covers(base) else { return nil }
+        for e in base.entries where e.counter > clock[e.replica] {
+            for c in (clock[e.replica] + 1)...e.counter where !held.contains(OpID(replica: e.replica, counter: c)) {
+                return HistoryGap(page: pid, base: base, missing: OpID(replica: e.replica, counter: c), path: paths.base(pid))
+            }
+        }
+        return nil
+    }
+
     private func held(page pid: PageID?, notCoveredBy clock: VectorClock) async throws -> [(frame: Frame, op: Op)] {
+        let out = try await unchecked(page: pid, notCoveredBy: clock)
+        if let pid { try checkHistoryHeld(page: pid, notCoveredBy: clock, held: Set(out.map(\.op.id))) }
+        return out
+    }
+
+    /// The held operations `clock` does not cover, without the history check.
+    private func unchecked(page pid: PageID?, notCoveredBy clock: VectorClock) async throws -> [(frame: Frame, op: Op)] {
         try checkUsable()
         let frames: [LoggedFrame]
         let path: String
@@ -67,7 +100,6 @@ extension Document {
             seen.insert(op.id)
             out.append((f.frame, op))
         }
-        if let pid { try checkHistoryHeld(page: pid, notCoveredBy: clock, held: seen) }
         return out
     }
 
@@ -158,6 +190,38 @@ extension Document {
             reports.append(report)
             return replay.frames
         }
+    }
+}
+
+/// What a replica serving a peer has of the operations the peer lacks
+/// (`Document.framesForPeer`).
+public enum PeerFrames: Sendable, Equatable {
+    /// Every one of them, as the log holds them.
+    case frames([Frame])
+    /// Not all: the page was installed from a checkpoint and its log lacks some (sync-protocol.md
+    /// [SYNC-43]).
+    case historyNotHeld(HistoryGap)
+}
+
+/// A hole in the history a page holds: it was installed from a checkpoint ([PKG-46]), and a
+/// peer at a clock that does not cover the checkpoint's would need operations before it that
+/// this replica never had in its log.
+public struct HistoryGap: Sendable, Hashable, CustomStringConvertible {
+    public var page: PageID
+    /// The checkpoint clock the page was installed from (its base clock).
+    public var base: VectorClock
+    /// The first operation the peer lacks that this replica does not hold.
+    public var missing: OpID
+    /// The page's base file.
+    public var path: String
+
+    /// The words of `checkHistoryHeld`'s error, so both doors say the same thing.
+    public var description: String {
+        """
+        history before checkpoint clock \(base) of page \(page) is not held here \
+        (operation \(missing.replica):\(missing.counter) is missing; this replica was installed from a checkpoint \
+        and can sync that page only with a relay, which holds the full history)
+        """
     }
 }
 

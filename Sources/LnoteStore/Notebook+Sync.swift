@@ -78,8 +78,20 @@ extension Notebook {
         return try await withDocument(docID) { try await $0.frames(page: page, notCoveredBy: clock) }
     }
 
+    /// What a peer at `clock` lacks of a log, or the hole in a checkpoint-installed page's
+    /// history that keeps this replica from giving it (`Document.framesForPeer`).
+    public func framesForPeer(document docID: DocumentID, page: PageID?, notCoveredBy clock: VectorClock) async throws -> PeerFrames {
+        guard try documentIDs().contains(docID) else { return .frames([]) }
+        return try await withDocument(docID) { try await $0.framesForPeer(page: page, notCoveredBy: clock) }
+    }
+
     /// Appends and applies received operations to one log, creating the document package
     /// when it does not exist ([PKG-45]). Returns what `Document.receive` did.
+    ///
+    /// The assets the operations reference that sync staged (`writeAsset`) are moved into
+    /// the package first, in the same opening of the document, so that closing it cannot
+    /// take them for orphans ([PKG-15]); their staged copies are removed once the
+    /// operations are stored.
     @discardableResult
     public func receive(_ ops: [Op], document docID: DocumentID, page: PageID?) async throws -> ReceiveOutcome {
         if try !documentIDs().contains(docID) {
@@ -89,31 +101,104 @@ extension Notebook {
             }
             _ = try Document.createPackage(folder: path, id: docID, ops: [], io: io)
         }
-        return try await withDocument(docID) { try await $0.receive(ops, page: page) }
+        let referenced = Set(ops.flatMap { op -> [AssetID] in
+            if case .add(.image(let i), _) = op.body { return [i.asset] }
+            return []
+        }).sorted()
+        var staged: [AssetID] = []
+        for a in referenced where try io.stat(stagedAssetPath(a, document: docID))?.isRegular == true { staged.append(a) }
+        return try await withDocument(docID) { d in
+            for a in staged {
+                guard try await !d.hasAsset(a) else { continue }
+                // Gone meanwhile: a concurrent receipt adopted it (or `receive` below says
+                // which asset is missing).
+                guard let bytes = try readVerified(stagedAssetPath(a, document: docID), asset: a) else { continue }
+                try await d.storeAsset(bytes)
+            }
+            let outcome = try await d.receive(ops, page: page)
+            // No directory sync: a copy that comes back after a crash is only redundant.
+            for a in staged { try io.unlink(stagedAssetPath(a, document: docID), missingOK: true) }
+            return outcome
+        }
     }
 
+    /// True when the asset is in the document's package or staged for it (`writeAsset`).
     public func hasAsset(_ asset: AssetID, document docID: DocumentID) async throws -> Bool {
-        try io.stat(PackagePaths(folder: path, id: docID).asset(asset))?.isRegular == true
+        if try io.stat(PackagePaths(folder: path, id: docID).asset(asset))?.isRegular == true { return true }
+        return try io.stat(stagedAssetPath(asset, document: docID))?.isRegular == true
     }
 
+    /// An asset's bytes, from the document's package or from the staging folder.
+    /// - Throws: `notFound` when neither holds it; `corrupt` when the bytes do not hash to
+    ///   `asset`.
     public func readAsset(_ asset: AssetID, document docID: DocumentID) async throws -> [UInt8] {
-        let bytes = try DurableFile.read(PackagePaths(folder: path, id: docID).asset(asset), io: io)
+        let inPackage = PackagePaths(folder: path, id: docID).asset(asset)
+        if let bytes = try readVerified(inPackage, asset: asset) { return bytes }
+        if let bytes = try readVerified(stagedAssetPath(asset, document: docID), asset: asset) { return bytes }
+        throw LnoteError(.notFound, "no asset \(asset) in document \(docID)", path: inPackage)
+    }
+
+    /// Stores asset bytes that sync received for a document, before the operations that
+    /// reference them: durably, in `.lnote/incoming/<document>.<asset>` (sync-protocol.md
+    /// [SYNC-10]), never in the package. A package only gets an asset in the same opening
+    /// that stores an operation referencing it (`receive`): written there directly, an asset
+    /// would be removed as an orphan ([PKG-15]) by any close of the document before its
+    /// operations arrive, and writing it for a document not held yet would create an empty
+    /// package. Nothing is written when the package or the staging folder holds it already.
+    ///
+    /// Staging also removes staged assets older than `stagedAssetLifetime`: those no
+    /// operation referenced (an upload whose push never came). A client that still needs one
+    /// is told it is missing and uploads it again.
+    public func writeAsset(_ bytes: [UInt8], document docID: DocumentID) async throws -> AssetID {
+        let asset = AssetID.of(bytes)
+        let inPackage = PackagePaths(folder: path, id: docID).asset(asset)
+        if let st = try io.stat(inPackage), st.isRegular, st.size == UInt64(bytes.count) { return asset }
+        let staged = stagedAssetPath(asset, document: docID)
+        if let st = try io.stat(staged), st.isRegular, st.size == UInt64(bytes.count) { return asset }
+        if try io.stat(incomingPath) == nil {
+            try io.mkdir(incomingPath)
+            try DurableFile.syncDirectory(DurableFile.join(path, ".lnote"), io: io)
+        }
+        try pruneStagedAssets()
+        try DurableFile.replace(staged, with: bytes, io: io)
+        return asset
+    }
+
+    /// How long a staged asset waits for an operation that references it: 7 days.
+    public static let stagedAssetLifetime: Int64 = 7 * 24 * 3600
+
+    /// The folder of staged assets ([SYNC-10]).
+    var incomingPath: String { DurableFile.join(path, ".lnote/incoming") }
+
+    func stagedAssetPath(_ asset: AssetID, document docID: DocumentID) -> String {
+        DurableFile.join(incomingPath, "\(docID.uuid.uuidString).\(asset)")
+    }
+
+    /// Removes temporary files left in the staging folder by an interrupted write
+    /// ([PKG-21]) and staged assets older than `stagedAssetLifetime`. Only this process
+    /// writes there (the folder lock), and no other call of this notebook runs meanwhile
+    /// (`writeAsset` does not suspend).
+    private func pruneStagedAssets() throws {
+        _ = try DurableFile.removeTemporaryFiles(in: incomingPath, io: io)
+        let now = Int64(Date().timeIntervalSince1970)
+        var removed = false
+        for name in try io.listDirectory(incomingPath) {
+            let p = DurableFile.join(incomingPath, name)
+            guard let st = try io.stat(p), st.isRegular, now - st.modifiedSeconds > Self.stagedAssetLifetime else { continue }
+            try io.unlink(p, missingOK: true)
+            removed = true
+        }
+        if removed { try DurableFile.syncDirectory(incomingPath, io: io) }
+    }
+
+    /// A file's bytes, checked against the asset id it is stored under; nil when there is
+    /// no such file.
+    private func readVerified(_ file: String, asset: AssetID) throws -> [UInt8]? {
+        guard let bytes = try DurableFile.readIfExists(file, io: io) else { return nil }
         guard AssetID.of(bytes) == asset else {
-            throw LnoteError(.corrupt, "asset bytes do not match their name", path: PackagePaths(folder: path, id: docID).asset(asset))
+            throw LnoteError(.corrupt, "asset bytes do not match their name", path: file)
         }
         return bytes
-    }
-
-    /// Stores asset bytes durably in the document's `assets/` (creating nothing else).
-    public func writeAsset(_ bytes: [UInt8], document docID: DocumentID) async throws -> AssetID {
-        let paths = PackagePaths(folder: path, id: docID)
-        if try io.stat(paths.root) == nil {
-            _ = try Document.createPackage(folder: path, id: docID, ops: [], io: io)
-        }
-        let asset = AssetID.of(bytes)
-        if let st = try io.stat(paths.asset(asset)), st.isRegular, st.size == UInt64(bytes.count) { return asset }
-        try DurableFile.replace(paths.asset(asset), with: bytes, io: io)
-        return asset
     }
 
     /// Per-remote sync bookkeeping, kept in `.lnote/remotes/<sha256 of key>` ([PKG-63]).

@@ -77,22 +77,33 @@ public final class HTTPRemote: SyncRemote {
     }
 
     /// Maps an error status and its JSON body ([SYNC-22]) to an LnoteError.
+    ///
+    /// A known error code decides the LnoteError code (`SyncErrorCode.clientCode`: an
+    /// `asset_missing` 409 is `notFound`, a `history_not_held` 409 is `invalidState`, as
+    /// the same refusals are from a folder); a body that is not a known error (a proxy's
+    /// page) falls back on the status. The message names the request, the status and the
+    /// error code; `underlying` is `HTTP <status>` or `HTTP <status> <code>`.
     static func error(from r: HTTPResponse, method: String, url: String) -> LnoteError {
         var message = String(decoding: r.body.prefix(1000), as: UTF8.self)
-        if let o = try? JSONSerialization.jsonObject(with: Data(r.body)) as? [String: Any], let m = o["message"] as? String {
-            message = m
+        var wire: SyncErrorCode?
+        if let o = try? JSONSerialization.jsonObject(with: Data(r.body)) as? [String: Any] {
+            if let m = o["message"] as? String { message = m }
+            // Only a code that goes with the status is believed.
+            if let c = (o["error"] as? String).flatMap(SyncErrorCode.init(rawValue:)), c.status == r.status { wire = c }
         }
         let code: LnoteError.Code
-        switch r.status {
-        case 401, 403: code = .unauthorized
-        case 404: code = .notFound
-        case 409: code = .invalidState
-        case 413: code = .limitExceeded
-        case 426: code = .protocolMismatch
-        case 400..<500: code = .invalidArgument
+        switch (wire, r.status) {
+        case (let c?, _): code = c.clientCode
+        case (nil, 401), (nil, 403): code = .unauthorized
+        case (nil, 404): code = .notFound
+        case (nil, 409): code = .invalidState
+        case (nil, 413): code = .limitExceeded
+        case (nil, 426): code = .protocolMismatch
+        case (nil, 400..<500): code = .invalidArgument
         default: code = .network
         }
-        return LnoteError(code, "\(method) \(url): HTTP \(r.status): \(message)", path: url, underlying: "HTTP \(r.status)")
+        let status = wire.map { "HTTP \(r.status) \($0.rawValue)" } ?? "HTTP \(r.status)"
+        return LnoteError(code, "\(method) \(url): \(status): \(message)", path: url, underlying: status)
     }
 
     public func sync(_ request: SyncRequest) async throws -> SyncResponse {

@@ -12,6 +12,15 @@ extension Notebook: SyncableNotebook {
         try await frames(document: log.document, page: log.page, notCoveredBy: clock)
     }
 
+    public func framesForPeer(in log: LogRef, notCoveredBy clock: VectorClock) async throws -> [Frame] {
+        switch try await framesForPeer(document: log.document, page: log.page, notCoveredBy: clock) {
+        case .frames(let frames):
+            return frames
+        case .historyNotHeld(let gap):
+            throw SyncRefusal(.historyNotHeld(log: log, operation: gap.missing), message: gap.description, path: gap.path)
+        }
+    }
+
     /// Receives each document's log before its pages' logs, so that pages exist (their
     /// `addPage` applied) before their operations arrive.
     public func receive(_ batches: [LogBatch]) async throws -> Int {

@@ -5,11 +5,19 @@ import LnoteReplication
 /// reached directly all answer. Requests and answers are the protocol's values; HTTP is
 /// only one way to carry them.
 public protocol SyncEndpoint: Sendable {
+    /// Answers one exchange.
+    /// - Throws: `SyncRefusal` when the push references an asset the endpoint does not hold
+    ///   ([SYNC-8]; nothing is stored) or the pull needs history it never held ([SYNC-43];
+    ///   found while the answer is built, after the push was stored, [SYNC-22]);
+    ///   `LnoteError` otherwise (nothing is stored when the push is refused).
     func sync(_ request: SyncRequest) async throws -> SyncResponse
     /// Which of these assets of a document the endpoint lacks.
     func missingAssets(_ ids: [AssetID], document: DocumentID) async throws -> [AssetID]
-    /// Stores an asset; the endpoint checks that `id` is the SHA-256 of the bytes.
-    func putAsset(_ bytes: [UInt8], id: AssetID, document: DocumentID) async throws
+    /// Stores an asset, whether or not the endpoint holds the document yet ([SYNC-10]); the
+    /// endpoint checks that `id` is the SHA-256 of the bytes.
+    /// - Returns: true when the asset was new (HTTP 201), false when already held (204).
+    @discardableResult
+    func putAsset(_ bytes: [UInt8], id: AssetID, document: DocumentID) async throws -> Bool
     func getAsset(_ id: AssetID, document: DocumentID) async throws -> [UInt8]
 }
 
@@ -59,7 +67,7 @@ public actor NotebookEndpoint: SyncEndpoint {
                     throw LnoteError(.invalidArgument, "\(op.body.name) \(op.id) does not belong in log \(batch.log)")
                 }
                 for asset in op.referencedAssets where !(try await notebook.hasAsset(asset, document: batch.log.document)) {
-                    throw LnoteError(.invalidState, "operation \(op.id) references asset \(asset), which was not uploaded first")
+                    throw SyncRefusal.assetMissing(asset, operation: op.id, log: batch.log)
                 }
             }
             pushed[batch.log, default: []].formUnion(batch.frames)
@@ -91,8 +99,9 @@ public actor NotebookEndpoint: SyncEndpoint {
     }
 
     /// The operations of `log` not covered by `clock`, less those the client just pushed.
+    /// - Throws: `SyncRefusal` (`historyNotHeld`) when the notebook cannot give them all.
     private func batch(_ log: LogRef, notCoveredBy clock: VectorClock, skipping: Set<Frame>?) async throws -> LogBatch? {
-        let frames = try await notebook.frames(in: log, notCoveredBy: clock).filter { !(skipping?.contains($0) ?? false) }
+        let frames = try await notebook.framesForPeer(in: log, notCoveredBy: clock).filter { !(skipping?.contains($0) ?? false) }
         return frames.isEmpty ? nil : LogBatch(log: log, frames: frames)
     }
 
@@ -102,11 +111,14 @@ public actor NotebookEndpoint: SyncEndpoint {
         return out
     }
 
-    public func putAsset(_ bytes: [UInt8], id: AssetID, document: DocumentID) async throws {
+    @discardableResult
+    public func putAsset(_ bytes: [UInt8], id: AssetID, document: DocumentID) async throws -> Bool {
         guard AssetID.of(bytes) == id else {
             throw LnoteError(.invalidArgument, "asset bytes do not hash to \(id)")
         }
+        if try await notebook.hasAsset(id, document: document) { return false }
         _ = try await notebook.writeAsset(bytes, document: document)
+        return true
     }
 
     public func getAsset(_ id: AssetID, document: DocumentID) async throws -> [UInt8] {

@@ -42,15 +42,22 @@ public struct LocalRemote: SyncRemote {
         self.cursorsOutliveProcess = cursorsOutliveProcess
     }
 
+    /// - Throws: the `LnoteError` of a `SyncRefusal` (what the HTTP binding's client reports
+    ///   for the same 409), or the endpoint's `LnoteError`.
     public func sync(_ request: SyncRequest) async throws -> SyncResponse {
-        let answer = try await endpoint.sync(try SyncCodec.decodeRequest(SyncCodec.encode(request)))
+        let answer: SyncResponse
+        do {
+            answer = try await endpoint.sync(try SyncCodec.decodeRequest(SyncCodec.encode(request)))
+        } catch let r as SyncRefusal {
+            throw r.error
+        }
         return try SyncCodec.decodeResponse(SyncCodec.encode(answer))
     }
     public func missingAssets(_ ids: [AssetID], document: DocumentID) async throws -> [AssetID] {
         try await endpoint.missingAssets(ids, document: document)
     }
     public func putAsset(_ bytes: [UInt8], id: AssetID, document: DocumentID) async throws {
-        try await endpoint.putAsset(bytes, id: id, document: document)
+        _ = try await endpoint.putAsset(bytes, id: id, document: document)
     }
     public func getAsset(_ id: AssetID, document: DocumentID) async throws -> [UInt8] {
         try await endpoint.getAsset(id, document: document)

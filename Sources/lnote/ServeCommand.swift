@@ -34,7 +34,9 @@ extension CommandTable {
         Binds to 127.0.0.1 (port 0: any free port) unless --bind says otherwise, and serves
         HTTPS with --tls-cert/--tls-key. Requests need the bearer token: give one with --token
         (or $LNOTE_TOKEN), or one is generated and printed. Prints the notebook URL to pass to
-        `lnote sync`. The folder stays locked while served. Stops cleanly on SIGINT/SIGTERM.
+        `lnote sync`: its notebook id comes from the folder's replica id, so it is the same at
+        every start (a copied or moved folder gets a new one); a client using another id gets
+        404 not_found. The folder stays locked while served. Stops cleanly on SIGINT/SIGTERM.
         """,
         options: serverOptions.union(["token"]),
         run: { args, console in

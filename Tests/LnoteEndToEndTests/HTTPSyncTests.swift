@@ -122,7 +122,7 @@ import LnoteTestSupport
             ("newer body version", base + "/sync", newer, [:], 426, "unsupported_version"),
             ("newer protocol header", base + "/sync", good, ["Lnote-Protocol": "2"], 426, "unsupported_version"),
             ("operation in the wrong log", base + "/sync", wrongLog, [:], 400, "does not belong"),
-            ("asset not uploaded", base + "/sync", missingAsset, [:], 409, "conflict"),
+            ("asset not uploaded", base + "/sync", missingAsset, [:], 409, "asset_missing"),
             ("too large", base + "/sync", [UInt8](repeating: 7, count: 2 << 20), [:], 413, ""),
             ("notebook id with dots", "/v1/notebooks/%2E%2E/%2E%2E/etc/sync", good, [:], 400, "bad_request"),
             ("asset id with a separator", base + "/documents/\(docID)/assets/..%2F..%2Fsecret", [], [:], 400, "bad_request"),

@@ -49,13 +49,15 @@ struct RelayRejectionTests {
             var doc2 = f.doc
             let docOpInPageLog = try doc2.make(.setTitle("again"), by: f.me, wallTime: 14)
 
-            let cases: [(String, [LogBatch], LnoteError.Code)] = [
+            // An LnoteError code, or (nil) the asset_missing refusal ([SYNC-22]).
+            let cases: [(String, [LogBatch], LnoteError.Code?)] = [
                 ("garbage payload", [LogBatch(log: f.pageLog, frames: [Frame(type: 0x01, payload: [1, 2, 3])])], .truncated),
                 ("unknown op type", [LogBatch(log: f.pageLog, frames: [Frame(type: 0x7F, payload: [0])])], .corrupt),
                 ("page op in a document log", [LogBatch(log: f.docLog, ops: [pageOpInDocLog])], .invalidArgument),
                 ("document op in a page log", [LogBatch(log: f.pageLog, ops: [docOpInPageLog])], .invalidArgument),
-                ("image without its asset", [LogBatch(log: f.pageLog, ops: [imageOp])], .invalidState),
+                ("image without its asset", [LogBatch(log: f.pageLog, ops: [imageOp])], nil),
             ]
+            let refusal = SyncRefusal.Reason.assetMissing(asset: missing, operation: imageOp.id, log: f.pageLog)
             let before = try RelayCounts.read(path)
             for (name, bad, code) in cases {
                 for withHave in [false, true] {
@@ -66,15 +68,20 @@ struct RelayRejectionTests {
                         Issue.record("\(name): accepted")
                     } catch let e as LnoteError {
                         #expect(e.code == code, "\(name): \(e)")
+                    } catch let r as SyncRefusal {
+                        #expect(code == nil && r.reason == refusal, "\(name): \(r)")
                     }
                     #expect(try RelayCounts.read(path) == before, "\(name): the store changed")
                 }
             }
             // Through the async endpoint too (as HTTP calls it).
             let ep = try store.endpoint(notebook: nb)
-            await #expect(throws: LnoteError(.invalidState)) {
+            do {
                 _ = try await ep.sync(SyncRequest(replica: f.me, epoch: f.epoch, cursor: f.cursor,
                                                   push: valid + [LogBatch(log: f.pageLog, ops: [imageOp])]))
+                Issue.record("the endpoint accepted an image without its asset")
+            } catch let r as SyncRefusal {
+                #expect(r.reason == refusal && r.reason.code == .assetMissing, "\(r)")
             }
             #expect(try RelayCounts.read(path) == before)
 

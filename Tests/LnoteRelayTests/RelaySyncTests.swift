@@ -227,7 +227,7 @@ struct RelaySyncTests {
         }
     }
 
-    @Test("a pull over the limit is cut in sequence order and the next syncs continue from its cursor")
+    @Test("[SYNC-9] a pull over the limit is cut in sequence order and the next syncs continue from its cursor")
     func truncatedPulls() async throws {
         let limit = 4096
         try await withRelay(pullLimit: limit) { store, nb, _ in

@@ -177,19 +177,57 @@ final class FlakyRemote: SyncRemote {
         #expect(try await n2.view() == n[1].view())
     }
 
-    /// The endpoint refuses a push whose image asset was never uploaded, and stores nothing.
-    @Test func pushReferencingMissingAssetIsRefused() async throws {
+    /// [SYNC-8] [SYNC-22] The endpoint refuses a push whose image asset was never uploaded
+    /// with a `SyncRefusal` naming the asset, the operation and the log (HTTP: 409
+    /// `asset_missing`), and stores nothing; a remote reached in-process reports it as the
+    /// HTTP client does, `notFound`.
+    @Test("[SYNC-8] [SYNC-22] a push naming an asset not uploaded is refused as asset_missing and stores nothing")
+    func pushReferencingMissingAssetIsRefused() async throws {
         let n = try await nodes(2)
         let endpoint = NotebookEndpoint(notebook: n[1])
         let asset = try await n[0].writeAsset([1, 2, 3], document: doc)  // held here, never uploaded
         let img = ImageElement(asset: asset, frame: QRect(x: 0, y: 0, width: 1, height: 1))
         try await n[0].addImage(img, page: page, wallTime: 6)
-        let frames = try await n[0].frames(in: LogRef(document: doc, page: page), notCoveredBy: VectorClock())
+        let log = LogRef(document: doc, page: page)
+        let frames = try await n[0].frames(in: log, notCoveredBy: VectorClock())
+        let op = try OperationCodec.decode(frames[0])
         let before = try await n[1].heldOps().count
-        await #expect(throws: LnoteError(.invalidState)) {
-            _ = try await endpoint.sync(SyncRequest(replica: ReplicaID(1), epoch: 0, cursor: 0,
-                                                    push: [LogBatch(log: LogRef(document: doc, page: page), frames: frames)]))
+        let request = SyncRequest(replica: ReplicaID(1), epoch: 0, cursor: 0, push: [LogBatch(log: log, frames: frames)])
+        do {
+            _ = try await endpoint.sync(request)
+            Issue.record("accepted")
+        } catch let r as SyncRefusal {
+            #expect(r.reason == .assetMissing(asset: asset, operation: op.id, log: log))
+            #expect(r.reason.code == .assetMissing && r.reason.code.status == 409)
+            #expect(r.error.code == .notFound && r.error.message.contains(asset.description), "\(r)")
+        }
+        await #expect(throws: LnoteError(.notFound)) {
+            _ = try await LocalRemote(key: "r", endpoint: endpoint).sync(request)
         }
         #expect(try await n[1].heldOps().count == before)
+    }
+
+    /// [SYNC-22] The client reads the error code of a JSON error body: each code gives its
+    /// LnoteError code, the same as the refusal gives in-process; a code that does not go
+    /// with its status, or a body that is not a known error, leaves the status to decide.
+    @Test("[SYNC-22] the client maps each error code, and falls back on the status")
+    func clientReadsErrorCodes() throws {
+        func answer(_ status: Int, _ body: String) -> LnoteError {
+            HTTPRemote.error(from: HTTPResponse(status: status, headers: [:], body: Array(body.utf8)), method: "POST",
+                             url: "http://127.0.0.1:1/v1/notebooks/X/sync")
+        }
+        for code in SyncErrorCode.allCases {
+            let e = answer(code.status, "{\"error\": \"\(code.rawValue)\", \"message\": \"m\"}")
+            #expect(e.code == code.clientCode, "\(code)")
+            #expect(e.underlying == "HTTP \(code.status) \(code.rawValue)", "\(code)")
+            #expect(e.message == "POST http://127.0.0.1:1/v1/notebooks/X/sync: HTTP \(code.status) \(code.rawValue): m")
+        }
+        #expect(SyncErrorCode.assetMissing.clientCode != SyncErrorCode.historyNotHeld.clientCode)
+        #expect(Set(SyncErrorCode.allCases.map(\.rawValue)).count == SyncErrorCode.allCases.count)
+        // A 409 whose code is unknown, or a known code with another status: the status decides.
+        #expect(answer(409, "{\"error\": \"conflict\"}").code == .invalidState)
+        #expect(answer(409, "{\"error\": \"not_found\"}").underlying == "HTTP 409")
+        #expect(answer(413, "request body exceeds 1048576 bytes\n").code == .limitExceeded)
+        #expect(answer(502, "<html>bad gateway</html>").code == .network)
     }
 }
