@@ -183,14 +183,7 @@ public struct PageReplica: Sendable {
             return r
         }
         switch op.body {
-        case .add(let content, _):
-            if case .stroke(let s) = content {
-                guard !s.points.isEmpty, s.points.count <= Stroke.maxPoints else {
-                    throw LnoteError(.invalidArgument, "a stroke needs 1 to \(Stroke.maxPoints) points")
-                }
-            }
         case .erase(let ids):
-            guard !ids.isEmpty else { throw LnoteError(.invalidArgument, "erase names no element") }
             for id in ids { _ = try live(id) }
         case .eraseRange(let id, let ranges):
             let r = try live(id)
@@ -205,7 +198,8 @@ public struct PageReplica: Sendable {
         default:
             break
         }
-        try OpValidator.validate(op)
+        // A local edit out of bounds is the caller's mistake: invalidArgument, naming the rule.
+        if let v = OpValidator.violation(of: op) { throw LnoteError(.invalidArgument, v.description) }
     }
 
     // MARK: - Receiving

@@ -33,10 +33,14 @@ extension Simulation {
         return ZKey(layer: layer, path: path, fraction: fraction(nonEmpty: depth > 0))
     }
 
+    /// A transform at the bounds of [LOG-23].
     mutating func extremeTransform() -> Transform {
-        let v: [Int32] = [.min, .max, 0, -1, 1, 65536]
-        return Transform(a: v.randomElement(using: &rng)!, b: v.randomElement(using: &rng)!, c: v.randomElement(using: &rng)!,
-                         d: v.randomElement(using: &rng)!, tx: v.randomElement(using: &rng)!, ty: v.randomElement(using: &rng)!)
+        let m = OpValidator.maxMatrixCoefficient, t = Int32(OpValidator.coordinateLimit)
+        let coefficients: [Int32] = [-m, m, 0, -1, 1, 65536]
+        let translations: [Int32] = [-t, t, 0, -1, 1]
+        return Transform(a: coefficients.randomElement(using: &rng)!, b: coefficients.randomElement(using: &rng)!,
+                         c: coefficients.randomElement(using: &rng)!, d: coefficients.randomElement(using: &rng)!,
+                         tx: translations.randomElement(using: &rng)!, ty: translations.randomElement(using: &rng)!)
     }
 
     /// A random hostile page operation by replica `i` on one of the pages it knows.
@@ -98,12 +102,12 @@ extension Simulation {
         let pages = doc.state.pages.map(\.added.id)
         let body: Op.Body
         switch Int.random(in: 0..<6, using: &rng) {
-        case 0: body = .addPage(pid, position: randomKey(lamport: lamport, tags: pages), canvas: CanvasSize(width: .max, height: 1))
+        case 0: body = .addPage(pid, position: randomKey(lamport: lamport, tags: pages), canvas: CanvasSize(width: Int32(OpValidator.coordinateLimit), height: 1))
         case 1: body = .deletePage(pid, seen: [VectorClock(), replicas[i].page(pid).clock].randomElement(using: &rng)!)
         case 2: body = .restorePage(pid)
         case 3: body = .movePage(pid, position: randomKey(lamport: lamport, tags: pages))
         case 4: body = .createDocument(title: "again")
-        default: body = .setCanvas(pid, CanvasSize(width: 1, height: .max))
+        default: body = .setCanvas(pid, CanvasSize(width: 1, height: Int32(OpValidator.coordinateLimit)))
         }
         wall += 1
         let op = Op(id: id, lamport: lamport, context: context, wallTime: wall, body: body)
