@@ -52,10 +52,14 @@ public struct DocumentState: Hashable, Sendable {
     public var deleted: LWWRegister<Bool>
     /// All pages, deleted ones included, in document order.
     public var pages: [PageRecord]
+    /// For each replica that wrote to the document log, the clock of its latest operation
+    /// there and its operations' Lamport timestamps ([MERGE-43]), sorted by replica.
+    public var contexts: [ReplicaContext]
 
     public init(id: DocumentID, clock: VectorClock = VectorClock(), maxLamport: UInt64 = 0, created: Int64 = 0,
                 modified: Int64 = 0, title: LWWRegister<String> = LWWRegister(""),
-                deleted: LWWRegister<Bool> = LWWRegister(false), pages: [PageRecord] = []) {
+                deleted: LWWRegister<Bool> = LWWRegister(false), pages: [PageRecord] = [],
+                contexts: [ReplicaContext] = []) {
         self.id = id
         self.clock = clock
         self.maxLamport = maxLamport
@@ -64,6 +68,7 @@ public struct DocumentState: Hashable, Sendable {
         self.title = title
         self.deleted = deleted
         self.pages = pages
+        self.contexts = contexts
     }
 
     /// Pages that are not deleted, in order.

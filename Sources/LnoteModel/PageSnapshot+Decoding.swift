@@ -110,7 +110,7 @@ extension PageSnapshot {
                 case .tombstones:
                     state.tombstones = try decodeTombstones(&s)
                 case .contexts:
-                    state.contexts = try decodeContexts(&s)
+                    state.contexts = try decodeContexts(&s, clock: state.clock)
                 case .elementIndex:
                     // [SNAP-32] Exactly where the records start (elements came first: tags increase).
                     let at = s.offset
@@ -384,8 +384,8 @@ extension PageSnapshot {
         return out
     }
 
-    static func decodeContexts(_ r: inout ByteReader) throws -> [ReplicaContext] {
-        let n = try count(&r, "context count", minSize: 9)
+    static func decodeContexts(_ r: inout ByteReader, clock: VectorClock) throws -> [ReplicaContext] {
+        let n = try count(&r, "context count", minSize: 12)
         var out: [ReplicaContext] = []
         out.reserveCapacity(n)
         for i in 0..<n {
@@ -395,7 +395,40 @@ extension PageSnapshot {
             guard replica != 0, out.last.map({ $0.replica.rawValue < replica }) ?? true else {
                 throw LnoteError(.corrupt, "context replica zero or not increasing", path: r.path, offset: at, index: i)
             }
-            out.append(ReplicaContext(replica: ReplicaID(replica), clock: try ElementCodec.decodeClock(&r)))
+            let rid = ReplicaID(replica)
+            let c = try ElementCodec.decodeClock(&r)
+            // [SNAP-26] The clock of the replica's latest operation: within the page clock, and
+            // naming that operation.
+            guard clock.covers(c), c[rid] == clock[rid], c[rid] > 0 else {
+                throw LnoteError(.corrupt, "context of \(rid) is not the clock of its latest operation", path: r.path, offset: at, index: i)
+            }
+            let runsAt = r.offset
+            let m = try count(&r, "lamport run count", minSize: 2)
+            var runs: [LamportRun] = []
+            runs.reserveCapacity(m)
+            var from: UInt64 = 0
+            for _ in 0..<m {
+                let runAt = r.offset
+                let delta = try r.varint("lamport run start")
+                let offset = try r.varint("lamport offset")
+                let (next, overflow) = from.addingReportingOverflow(delta)
+                // [SNAP-26] Runs start at 1, strictly increasing, within the replica's
+                // counters, each changing the offset.
+                guard !overflow, delta > 0, runs.isEmpty ? next == 1 : true, next <= c[rid],
+                      runs.last?.offset != offset else {
+                    throw LnoteError(.corrupt, "lamport runs of \(rid) malformed", path: r.path, offset: runAt, index: i)
+                }
+                from = next
+                runs.append(LamportRun(from: from, offset: offset))
+            }
+            guard !runs.isEmpty else {
+                throw LnoteError(.corrupt, "no lamport runs for \(rid)", path: r.path, offset: runsAt, index: i)
+            }
+            out.append(ReplicaContext(replica: rid, clock: c, lamports: runs))
+        }
+        // [SNAP-26] One context for each replica of the page clock.
+        guard out.map(\.replica) == clock.replicas else {
+            throw LnoteError(.corrupt, "contexts name \(out.count) replicas, the clock \(clock.entries.count)", path: r.path, offset: r.offset)
         }
         return out
     }

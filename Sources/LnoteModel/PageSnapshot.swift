@@ -113,6 +113,13 @@ public enum PageSnapshot {
             for c in s.contexts {
                 b.u64(c.replica.rawValue)
                 ElementCodec.encode(c.clock, into: &b)
+                b.varint(UInt64(c.lamports.count))
+                var from: UInt64 = 0
+                for run in c.lamports {
+                    b.varint(run.from &- from)
+                    b.varint(run.offset)
+                    from = run.from
+                }
             }
         }
         if !indexOffsets.isEmpty {
@@ -259,10 +266,32 @@ public enum PageSnapshot {
             for e in t.erasures { try checkClock(e.clock, "erasure clock", i) }
             try checkRefs(t.frontier, "tombstone frontier", i)
         }
-        for (i, c) in state.contexts.enumerated() {
+        try validateContexts(state.contexts, clock: state.clock, code: .invalidArgument)
+    }
+
+    /// [SNAP-26] Replica contexts: one per replica of `clock`, sorted, each the clock of that
+    /// replica's latest operation, with well-formed Lamport runs. Throws `code`.
+    public static func validateContexts(_ contexts: [ReplicaContext], clock: VectorClock,
+                                        code: LnoteError.Code = .corrupt) throws {
+        func fail(_ message: String, index: Int? = nil) -> LnoteError { LnoteError(code, message, index: index) }
+        func checkClock(_ c: VectorClock, _ what: String, _ i: Int?) throws {
+            guard c.entries.allSatisfy({ $0.replica.rawValue != 0 }) else { throw fail("\(what) has a zero replica id", index: i) }
+        }
+        for (i, c) in contexts.enumerated() {
             guard c.replica.rawValue != 0 else { throw fail("context with a zero replica id", index: i) }
-            if i > 0 { guard state.contexts[i - 1].replica < c.replica else { throw fail("contexts not sorted by replica", index: i) } }
+            if i > 0 { guard contexts[i - 1].replica < c.replica else { throw fail("contexts not sorted by replica", index: i) } }
             try checkClock(c.clock, "context clock", i)
+            guard clock.covers(c.clock), c.clock[c.replica] == clock[c.replica], c.clock[c.replica] > 0 else {
+                throw fail("context of \(c.replica) is not the clock of its latest operation", index: i)
+            }
+            guard c.lamports.first?.from == 1,
+                  zip(c.lamports, c.lamports.dropFirst()).allSatisfy({ $0.from < $1.from && $0.offset != $1.offset }),
+                  c.lamports.last!.from <= c.clock[c.replica] else {
+                throw fail("lamport runs of \(c.replica) malformed", index: i)
+            }
+        }
+        guard contexts.map(\.replica) == clock.replicas else {
+            throw fail("contexts do not name exactly the replicas of the clock")
         }
     }
 }

@@ -28,7 +28,7 @@ extension PageState {
             "pointCount": .int(Int64(s.pointCount)),
             "elements": .array(s.elements.map { $0.json(includePoints: includePoints) }),
             "tombstones": .array(s.tombstones.map(\.json)),
-            "contexts": .object(Dictionary(s.contexts.map { ($0.replica.description, $0.clock.json) }, uniquingKeysWith: { $1 })),
+            "contexts": .object(Dictionary(s.contexts.map { ($0.replica.description, $0.json) }, uniquingKeysWith: { $1 })),
         ])
     }
 }
@@ -110,5 +110,12 @@ extension Tombstone {
             "editFrontier": .array(frontier.map(\.json)),
             "concurrent": .array(concurrent.map(\.json)),
         ]
+    }
+}
+
+extension ReplicaContext {
+    /// `{"clock": clock, "lamports": [[from, offset], …]}`
+    public var json: CanonicalJSON {
+        ["clock": clock.json, "lamports": .array(lamports.map { [.uint($0.from), .uint($0.offset)] })]
     }
 }

@@ -103,16 +103,52 @@ public struct Tombstone: Hashable, Sendable {
     }
 }
 
-/// For each replica that wrote to a log, the clock of its latest operation there (its
-/// context plus the operation itself): what that replica had seen when it last wrote.
-/// An erase conflict clears once every replica whose edit lost to the erase has written
-/// again after seeing the whole conflict ([MERGE-53]).
+/// For each replica that wrote to a log: the clock of its latest operation there (its
+/// context plus the operation itself), what that replica had seen when it last wrote; and
+/// the Lamport timestamp of each of its operations, as runs.
+///
+/// The clock clears erase conflicts ([MERGE-53]). The timestamps let the merge check that an
+/// operation's timestamp exceeds those of the operations its context covers ([MERGE-43]).
 public struct ReplicaContext: Hashable, Sendable {
     public var replica: ReplicaID
     public var clock: VectorClock
-    public init(replica: ReplicaID, clock: VectorClock) {
+    /// Runs of counters with the same `lamport − counter`, by increasing `from`: counter `c`
+    /// (1 ≤ c ≤ clock[replica]) has Lamport timestamp `c + offset` of the last run with
+    /// `from ≤ c`. The first run starts at 1; two consecutive runs have different offsets.
+    public var lamports: [LamportRun]
+
+    public init(replica: ReplicaID, clock: VectorClock, lamports: [LamportRun] = []) {
         self.replica = replica
         self.clock = clock
+        self.lamports = lamports
+    }
+
+    /// The Lamport timestamp of this replica's operation `counter`, if recorded.
+    public func lamport(of counter: UInt64) -> UInt64? {
+        guard counter >= 1, counter <= clock[replica], let first = lamports.first, first.from <= counter else { return nil }
+        var lo = 0, hi = lamports.count  // the last run with from <= counter
+        while hi - lo > 1 {
+            let mid = (lo + hi) / 2
+            if lamports[mid].from <= counter { lo = mid } else { hi = mid }
+        }
+        let (v, overflow) = counter.addingReportingOverflow(lamports[lo].offset)
+        return overflow ? nil : v
+    }
+
+    /// Records the Lamport timestamp of operation `counter` (the next one of this replica).
+    public mutating func recordLamport(_ lamport: UInt64, of counter: UInt64) {
+        let offset = lamport &- counter  // lamport ≥ counter for every valid operation ([LOG-4])
+        if lamports.last?.offset != offset { lamports.append(LamportRun(from: counter, offset: offset)) }
+    }
+}
+
+/// A run of a replica's counters whose Lamport timestamps are `counter + offset`.
+public struct LamportRun: Hashable, Sendable {
+    public var from: UInt64
+    public var offset: UInt64
+    public init(from: UInt64, offset: UInt64) {
+        self.from = from
+        self.offset = offset
     }
 }
 

@@ -91,14 +91,29 @@ func write<V>(_ register: inout LWWRegister<V>, _ value: V, by op: Op) {
 }
 
 extension Array where Element == ReplicaContext {
-    /// Records that `op` is the latest operation seen from its author ([MERGE-53]).
+    /// Records that `op` is the latest operation seen from its author ([MERGE-53]), and its
+    /// Lamport timestamp ([MERGE-43]).
     mutating func record(_ op: Op) {
         let clock = op.clock
-        if let i = firstIndex(where: { $0.replica == op.id.replica }) {
+        let i: Int
+        if let found = firstIndex(where: { $0.replica == op.id.replica }) {
+            i = found
             self[i].clock.merge(clock)
         } else {
-            let at = firstIndex { $0.replica > op.id.replica } ?? count
-            insert(ReplicaContext(replica: op.id.replica, clock: clock), at: at)
+            i = firstIndex { $0.replica > op.id.replica } ?? count
+            insert(ReplicaContext(replica: op.id.replica, clock: clock), at: i)
+        }
+        self[i].recordLamport(op.lamport, of: op.id.counter)
+    }
+
+    /// [MERGE-43] True when `op`'s Lamport timestamp exceeds that of every operation its
+    /// context covers: for each replica, that of the last operation the context names, which
+    /// causal delivery has applied. False only for a context that leaves out part of what it
+    /// claims to have seen, which no correct replica writes.
+    func lamportExceedsItsPast(_ op: Op) -> Bool {
+        op.context.entries.allSatisfy { e in
+            guard let c = first(where: { $0.replica == e.replica }), let l = c.lamport(of: e.counter) else { return true }
+            return l < op.lamport
         }
     }
 }

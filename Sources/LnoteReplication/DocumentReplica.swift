@@ -13,6 +13,7 @@ public struct DocumentReplica: Sendable {
     private var title: LWWRegister<String>
     private var deleted: LWWRegister<Bool>
     private var pages: [PageID: PageRecord]
+    private var contexts: [ReplicaContext]
     private var buffer = CausalBuffer()
 
     public init(state: DocumentState, pending: [Op] = []) {
@@ -24,6 +25,7 @@ public struct DocumentReplica: Sendable {
         title = state.title
         deleted = state.deleted
         pages = Dictionary(uniqueKeysWithValues: state.pages.map { ($0.id, $0) })
+        contexts = state.contexts
         for op in pending where !clock.covers(op.id) { _ = buffer.insert(op) }
     }
 
@@ -31,7 +33,8 @@ public struct DocumentReplica: Sendable {
 
     public var state: DocumentState {
         DocumentState(id: id, clock: clock, maxLamport: maxLamport, created: created, modified: modified,
-                      title: title, deleted: deleted, pages: pages.values.sorted(by: PageRecord.orderLess))
+                      title: title, deleted: deleted, pages: pages.values.sorted(by: PageRecord.orderLess),
+                      contexts: contexts)
     }
 
     public var pending: [Op] { buffer.operations }
@@ -89,11 +92,20 @@ public struct DocumentReplica: Sendable {
             i >= 0 && i < ordered.count ? (ordered[i].position.value, ordered[i].added.id) : nil
         }
         let top = topLayer
-        guard let after else { return ZKey.between(nil, bound(0), for: tag, top: top, bottom: -top) }
-        guard let i = ordered.firstIndex(where: { $0.id == after }) else {
-            throw LnoteError(.invalidArgument, "no page \(after) in document \(id)" + (after == moving ? " to move after itself" : ""))
+        let key: ZKey
+        if let after {
+            guard let i = ordered.firstIndex(where: { $0.id == after }) else {
+                throw LnoteError(.invalidArgument, "no page \(after) in document \(id)" + (after == moving ? " to move after itself" : ""))
+            }
+            key = ZKey.between(bound(i), bound(i + 1), for: tag, top: top, bottom: -top)
+        } else {
+            key = ZKey.between(nil, bound(0), for: tag, top: top, bottom: -top)
         }
-        return ZKey.between(bound(i), bound(i + 1), for: tag, top: top, bottom: -top)
+        // Only neighbours whose keys are already 32 steps deep leave no room ([MERGE-13]).
+        if let problem = key.validityProblem {
+            throw LnoteError(.limitExceeded, "no room for a page there in document \(id): \(problem)")
+        }
+        return key
     }
 
     /// The position key for a page appended at the end.
@@ -126,6 +138,11 @@ public struct DocumentReplica: Sendable {
         clock.include(op.id)
         maxLamport = max(maxLamport, op.lamport)
         modified = max(modified, op.wallTime)
+        // [MERGE-43] A context that leaves out part of what it claims to have seen: counted as
+        // received, without effect.
+        let consistent = contexts.lamportExceedsItsPast(op)
+        contexts.record(op)
+        guard consistent else { return }
         switch op.body {
         case .createDocument(let t):
             // [MERGE-60] The first operation names the document; a second create (impossible

@@ -9,6 +9,18 @@ public enum OpValidator {
     /// `Int64` and `UInt64`.
     public static let maxLamport: UInt64 = 1 << 62
 
+    // [LOG-23] Bounds on what an operation carries.
+    /// Most entries in a context or a clock an operation carries.
+    public static let maxClockEntries = 4096
+    /// Coordinates, frames and translations: ±10,000,000 pt, in tenths.
+    public static let coordinateLimit = Int64(Quantization.coordinateLimit)
+    /// Largest point radius and stroke width: 10,000 pt, in tenths.
+    public static let maxRadius: Int32 = 100_000
+    /// Longest stroke: 24 hours, in milliseconds.
+    public static let maxStrokeDuration: UInt32 = 86_400_000
+    /// Largest matrix coefficient: 256.0 in 16.16 fixed point.
+    public static let maxMatrixCoefficient: Int32 = 1 << 24
+
     /// The Lamport timestamp an operation with this id and context must carry ([LOG-4]):
     /// the number of operations its author had applied in the log, plus one, that is its
     /// counter plus the other entries of its context. Nil when it would exceed `maxLamport`.
@@ -25,7 +37,7 @@ public enum OpValidator {
     /// A rule an operation breaks.
     public struct Violation: Hashable, Sendable, CustomStringConvertible {
         public enum Rule: String, Sendable {
-            case log2 = "LOG-2", log3 = "LOG-3", log4 = "LOG-4", shr6 = "SHR-6", merge12 = "MERGE-12"
+            case log2 = "LOG-2", log3 = "LOG-3", log4 = "LOG-4", log23 = "LOG-23", shr6 = "SHR-6", merge12 = "MERGE-12"
         }
         public var rule: Rule
         public var op: OpID
@@ -58,6 +70,7 @@ public enum OpValidator {
         guard op.lamport == expected else {
             return refuse(.log4, "Lamport timestamp \(op.lamport), its context gives \(expected)")
         }
+        if let problem = boundsProblem(op) { return refuse(.log23, problem) }
         let bound = Int64(op.lamport)
         func check(_ z: ZKey, _ what: String) -> Violation? {
             if let problem = z.validityProblem { return refuse(.shr6, "\(what) \(z): \(problem)") }
@@ -71,6 +84,62 @@ public enum OpValidator {
         case .reorder(let zs): return zs.lazy.compactMap { check($0.z, "z key of \($0.element)") }.first
         case .addPage(_, let z, _), .movePage(_, let z): return check(z, "position")
         default: return nil
+        }
+    }
+
+    /// [LOG-23] What makes `op`'s content out of bounds, or nil.
+    static func boundsProblem(_ op: Op) -> String? {
+        func coordinate(_ v: Int32) -> Bool { abs(Int64(v)) <= coordinateLimit }
+        func clock(_ c: VectorClock, _ what: String) -> String? {
+            c.entries.count <= maxClockEntries ? nil : "\(what) of \(c.entries.count) entries (at most \(maxClockEntries))"
+        }
+        if let p = clock(op.context, "a context") { return p }
+        func transform(_ t: Transform) -> String? {
+            guard coordinate(t.tx), coordinate(t.ty) else { return "a translation beyond ±\(coordinateLimit) tenths of a point" }
+            guard [t.a, t.b, t.c, t.d].allSatisfy({ abs(Int64($0)) <= Int64(maxMatrixCoefficient) }) else {
+                return "a matrix coefficient beyond ±\(maxMatrixCoefficient) (256.0)"
+            }
+            return nil
+        }
+        func list(_ n: Int, _ what: String) -> String? { n == 0 ? "no \(what)" : nil }
+        func text(_ t: String) -> String? {
+            for u in t.unicodeScalars where u.value < 0x20 || (0x7F...0x9F).contains(u.value) || u.value == 0x2028 || u.value == 0x2029 {
+                return "a title with the control character U+\(String(u.value, radix: 16, uppercase: true))"
+            }
+            return nil
+        }
+        func canvas(_ c: CanvasSize) -> String? {
+            c.width > 0 && c.height > 0 && Int64(c.width) <= coordinateLimit && Int64(c.height) <= coordinateLimit
+                ? nil : "a canvas of \(c.width) × \(c.height) tenths of a point"
+        }
+        switch op.body {
+        case .add(.stroke(let s), _):
+            guard !s.points.isEmpty, s.points.count <= Stroke.maxPoints else { return "a stroke of \(s.points.count) points" }
+            guard s.style.width > 0, s.style.width <= maxRadius else { return "a stroke width of \(s.style.width) tenths of a point" }
+            guard s.points[0].t == 0 else { return "a stroke whose first point is at \(s.points[0].t) ms, not 0" }
+            var previous: UInt32 = 0
+            for (i, p) in s.points.enumerated() {
+                guard coordinate(p.x), coordinate(p.y) else { return "point \(i) beyond ±\(coordinateLimit) tenths of a point" }
+                guard p.radius >= 0, p.radius <= maxRadius else { return "point \(i) with radius \(p.radius)" }
+                guard p.t >= previous, p.t <= maxStrokeDuration else { return "point \(i) at \(p.t) ms (times never decrease, at most 24 h)" }
+                previous = p.t
+            }
+            return nil
+        case .add(.image(let img), _):
+            let f = img.frame
+            guard coordinate(f.x), coordinate(f.y), f.width > 0, f.height > 0, coordinate(f.width), coordinate(f.height) else {
+                return "an image frame (\(f.x), \(f.y), \(f.width), \(f.height))"
+            }
+            guard abs(img.rotation) <= 36_000 else { return "an image rotation of \(img.rotation) hundredths of a degree" }
+            return nil
+        case .erase(let ids): return list(ids.count, "element to erase")
+        case .eraseRange(_, let ranges): return list(ranges.count, "range to erase")
+        case .move(let ts): return list(ts.count, "element to move") ?? ts.lazy.compactMap { transform($0.transform) }.first
+        case .reorder(let zs): return list(zs.count, "element to reorder")
+        case .createDocument(let t), .setTitle(let t): return text(t)
+        case .addPage(_, _, let c), .setCanvas(_, let c): return canvas(c)
+        case .deletePage(_, let seen): return clock(seen, "a page clock")
+        case .restorePage, .movePage, .deleteDocument, .restoreDocument: return nil
         }
     }
 }

@@ -116,8 +116,14 @@ public struct PageReplica: Sendable {
         }
         let top = topLayer
         let me = (key: records[id]!.z.value, tag: id)
-        if above { return ZKey.between(me, bound(i + 1), for: tag, top: top, bottom: -top) }
-        return ZKey.between(bound(i - 1), me, for: tag, top: top, bottom: -top)
+        let key = above ? ZKey.between(me, bound(i + 1), for: tag, top: top, bottom: -top)
+                        : ZKey.between(bound(i - 1), me, for: tag, top: top, bottom: -top)
+        // Only neighbours whose keys are already 32 steps deep leave no room ([MERGE-13]);
+        // no correct replica makes such keys.
+        if let problem = key.validityProblem {
+            throw LnoteError(.limitExceeded, "no room \(above ? "above" : "below") \(id) on page \(page): \(problem)")
+        }
+        return key
     }
 
     /// Adds an element on top (or just above / below another), as the next local operation.
@@ -177,14 +183,7 @@ public struct PageReplica: Sendable {
             return r
         }
         switch op.body {
-        case .add(let content, _):
-            if case .stroke(let s) = content {
-                guard !s.points.isEmpty, s.points.count <= Stroke.maxPoints else {
-                    throw LnoteError(.invalidArgument, "a stroke needs 1 to \(Stroke.maxPoints) points")
-                }
-            }
         case .erase(let ids):
-            guard !ids.isEmpty else { throw LnoteError(.invalidArgument, "erase names no element") }
             for id in ids { _ = try live(id) }
         case .eraseRange(let id, let ranges):
             let r = try live(id)
@@ -199,7 +198,8 @@ public struct PageReplica: Sendable {
         default:
             break
         }
-        try OpValidator.validate(op)
+        // A local edit out of bounds is the caller's mistake: invalidArgument, naming the rule.
+        if let v = OpValidator.violation(of: op) { throw LnoteError(.invalidArgument, v.description) }
     }
 
     // MARK: - Receiving
@@ -234,7 +234,11 @@ public struct PageReplica: Sendable {
         clock.include(op.id)
         maxLamport = max(maxLamport, op.lamport)
         modified = max(modified, op.wallTime)
+        // [MERGE-43] A context that leaves out part of what it claims to have seen: counted as
+        // received, without effect.
+        let consistent = contexts.lamportExceedsItsPast(op)
         contexts.record(op)
+        guard consistent else { return }
         switch op.body {
         case .add(let content, let z):
             // [MERGE-10] A new element goes where its key puts it; equal keys are ordered by the add's OpRef.

@@ -82,6 +82,12 @@ struct DocumentFile: Codable, Equatable {
         var width: Int32
         var height: Int32
     }
+    struct Context: Codable, Equatable {
+        var replica: String
+        var clock: [String: UInt64]
+        /// `[[from, offset], …]`: Lamport timestamp runs ([MERGE-43]).
+        var lamports: [[UInt64]]
+    }
     struct LogCoverage: Codable, Equatable {
         /// The document log's incarnation, 16 hex digits.
         var incarnation: String
@@ -115,6 +121,7 @@ struct DocumentFile: Codable, Equatable {
     var title: Register<String>
     var deleted: Register<Bool>
     var pages: [Page]
+    var contexts: [Context]
 
     init(state s: DocumentState, coveredOffset: UInt64, incarnation: UInt64, assets: [PageID: Set<AssetID>]) {
         format = DocumentFile.currentFormat
@@ -126,6 +133,8 @@ struct DocumentFile: Codable, Equatable {
         modified = s.modified
         title = Register(value: s.title.value, frontier: s.title.frontier.map(JSONText.ref))
         deleted = Register(value: s.deleted.value, frontier: s.deleted.frontier.map(JSONText.ref))
+        contexts = s.contexts.map { Context(replica: $0.replica.description, clock: JSONText.clock($0.clock),
+                                            lamports: $0.lamports.map { [$0.from, $0.offset] }) }
         pages = s.pages.map { p in
             Page(id: p.id.description, added: JSONText.ref(p.added),
                  otherAdds: p.adds.count > 1 ? p.adds.dropFirst().map(JSONText.ref) : nil, created: p.created,
@@ -184,9 +193,23 @@ struct DocumentFile: Codable, Equatable {
                 return id
             })
         }
-        let s = DocumentState(id: docID, clock: try JSONText.clock(clock), maxLamport: maxLamport, created: created,
+        let docClock = try JSONText.clock(clock)
+        var replicaContexts: [ReplicaContext] = []
+        for c in contexts {
+            guard c.replica.count == 16, let r = ReplicaID(hex: c.replica), r.rawValue != 0 else {
+                throw LnoteError(.corrupt, "bad context replica \"\(c.replica)\"")
+            }
+            let runs = try c.lamports.map { pair -> LamportRun in
+                guard pair.count == 2 else { throw LnoteError(.corrupt, "context \(c.replica): a lamport run is [from, offset]") }
+                return LamportRun(from: pair[0], offset: pair[1])
+            }
+            replicaContexts.append(ReplicaContext(replica: r, clock: try JSONText.clock(c.clock), lamports: runs))
+        }
+        let s = DocumentState(id: docID, clock: docClock, maxLamport: maxLamport, created: created,
                               modified: modified, title: try reg(title), deleted: try reg(deleted),
-                              pages: pageRecords.sorted(by: PageRecord.orderLess))
+                              pages: pageRecords.sorted(by: PageRecord.orderLess), contexts: replicaContexts)
+        // The same checks as a page snapshot's contexts ([SNAP-26]).
+        try PageSnapshot.validateContexts(replicaContexts, clock: docClock)
         return (s, assets)
     }
 }

@@ -49,8 +49,10 @@ enum TinyPage {
             page: PageID(UUID(uuidString: "00112233-4455-6677-8899-AABBCCDDEEFF")!),
             clock: vc((a, 3), (b, 3)), maxLamport: 4, modified: t0 + 5000,
             elements: [stroke, image], tombstones: [erased],
-            contexts: [ReplicaContext(replica: a, clock: vc((a, 3), (b, 1))),
-                       ReplicaContext(replica: b, clock: vc((a, 1), (b, 3)))])
+            contexts: [ReplicaContext(replica: a, clock: vc((a, 3), (b, 1)),
+                                      lamports: [LamportRun(from: 1, offset: 0), LamportRun(from: 2, offset: 1)]),
+                       ReplicaContext(replica: b, clock: vc((a, 1), (b, 3)),
+                                      lamports: [LamportRun(from: 1, offset: 0), LamportRun(from: 2, offset: 1)])])
     }
     static let coveredLogOffset: UInt64 = 380
     static let logIncarnation: UInt64 = 0x0123_4567_89AB_CDEF

@@ -67,7 +67,8 @@ struct PageSnapshotTests {
     @Test func realisticPageSize() throws {
         let strokes = HandwritingGenerator.strokes(seed: 3, count: 300)
         let r = ReplicaID(0xA1)
-        var state = PageState(page: PageID(), clock: vc((r, 300)), maxLamport: 300, modified: 1_700_000_000_000)
+        var state = PageState(page: PageID(), clock: vc((r, 300)), maxLamport: 300, modified: 1_700_000_000_000,
+                              contexts: [ReplicaContext(replica: r, clock: vc((r, 300)), lamports: [LamportRun(from: 1, offset: 0)])])
         for (i, s) in strokes.enumerated() {
             state.elements.append(ElementRecord(id: OpID(replica: r, counter: UInt64(i + 1)), lamport: UInt64(i + 1),
                                                 wallTime: 1_700_000_000_000 + Int64(i) * 900, content: .stroke(s),
@@ -204,7 +205,8 @@ struct PageSnapshotTests {
             ElementRecord(id: OpID(replica: replica, counter: c), lamport: c, wallTime: 0,
                           content: .stroke(Stroke(points: [StrokePoint(x: 1, y: 2)])), z: LWWRegister(ZKey(layer: z)))
         }
-        var base = PageState(page: PageID(), clock: vc((replica, 5)), maxLamport: 5)
+        var base = PageState(page: PageID(), clock: vc((replica, 5)), maxLamport: 5,
+                             contexts: [ReplicaContext(replica: replica, clock: vc((replica, 5)), lamports: [LamportRun(from: 1, offset: 0)])])
         base.elements = [element(1, z: 1), element(2, z: 2)]
         try PageSnapshot.validate(base)
 
@@ -248,13 +250,33 @@ struct PageSnapshotTests {
         s = base
         s.elements[1].z.value = ZKey(layer: 2, path: [ZKey.Step(fraction: [], tag: OpID(replica: replica, counter: 1))], fraction: [])
         expectRejected(s, "z key with an empty fraction after its first step")
+        // [SNAP-26] Contexts: sorted, one per replica of the clock, each the clock of its latest
+        // operation, with Lamport runs from 1, increasing, each changing the offset.
+        let other = ReplicaID(0xB2)
         s = base
-        s.contexts = [ReplicaContext(replica: ReplicaID(2), clock: VectorClock()),
-                      ReplicaContext(replica: ReplicaID(1), clock: VectorClock())]
+        s.clock = vc((replica, 5), (other, 1))
+        s.contexts = [ReplicaContext(replica: other, clock: vc((other, 1)), lamports: [LamportRun(from: 1, offset: 0)]),
+                      base.contexts[0]]
         expectRejected(s, "contexts out of order")
         s = base
-        s.contexts = [ReplicaContext(replica: ReplicaID(0), clock: VectorClock())]
+        s.contexts = [ReplicaContext(replica: ReplicaID(0), clock: VectorClock(), lamports: [LamportRun(from: 1, offset: 0)])]
         expectRejected(s, "zero context replica")
+        s = base
+        s.contexts = []
+        expectRejected(s, "a replica of the clock without a context")
+        s = base
+        s.contexts[0].clock = vc((replica, 4))
+        expectRejected(s, "a context that is not the clock of the replica's latest operation")
+        s = base
+        s.contexts[0].clock = vc((replica, 5), (other, 1))
+        expectRejected(s, "a context beyond the page clock")
+        for runs in [[LamportRun(from: 2, offset: 0)],
+                     [LamportRun(from: 1, offset: 0), LamportRun(from: 3, offset: 0)],
+                     [LamportRun(from: 1, offset: 0), LamportRun(from: 6, offset: 1)]] {
+            s = base
+            s.contexts[0].lamports = runs
+            expectRejected(s, "lamport runs \(runs)")
+        }
         // [SNAP-21] The other ref lists: z frontier, edit frontier, a tombstone's frontier.
         let r3 = OpRef(id: OpID(replica: replica, counter: 3), lamport: 3)
         let r4 = OpRef(id: OpID(replica: replica, counter: 4), lamport: 4)
@@ -297,7 +319,7 @@ struct PageSnapshotTests {
     }
 
     /// [SNAP-14] [SNAP-15] [SNAP-16] [SNAP-27] A count that the bytes left in its section
-    /// cannot hold (28 bytes per element, 22 per tombstone, 9 per context at least) is
+    /// cannot hold (28 bytes per element, 22 per tombstone, 12 per context at least) is
     /// `corrupt` at the count itself, before any record is read (so before anything is
     /// allocated for it), never `truncated`; a count within the bound is not refused for
     /// itself (the records that are not there are).
@@ -307,7 +329,7 @@ struct PageSnapshotTests {
             let state = m.pageState(maxElements: 6, maxTombstones: 3)
             let b = PageSnapshot.encode(state, coveredLogOffset: 1, logIncarnation: 2)
             for (tag, minSize, actual) in [(UInt16(2), 28, state.elements.count), (3, 22, state.tombstones.count),
-                                           (4, 9, state.contexts.count)] {
+                                           (4, 12, state.contexts.count)] {
                 let range = try #require(try Self.sectionRanges(b).first { $0.tag == tag }?.range)
                 for v in [UInt64(1) << 62, UInt64.max] {
                     let (bad, at) = try Self.withCount(b, section: tag, v)
@@ -390,7 +412,12 @@ enum RawSnapshotWriter {
         }
         section(4) { b in
             b.varint(UInt64(s.contexts.count))
-            for c in s.contexts { b.u64(c.replica.rawValue); ElementCodec.encode(c.clock, into: &b) }
+            for c in s.contexts {
+                b.u64(c.replica.rawValue); ElementCodec.encode(c.clock, into: &b)
+                b.varint(UInt64(c.lamports.count))
+                var from: UInt64 = 0
+                for run in c.lamports { b.varint(run.from &- from); b.varint(run.offset); from = run.from }
+            }
         }
         w.u32(0)
         return PageSnapshotTests.reseal(w.bytes)

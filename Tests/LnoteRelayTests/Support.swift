@@ -277,11 +277,11 @@ extension TestNotebook {
 }
 
 /// An operation with an arbitrary id, for building logs with gaps: `setTitle` for a
-/// document log, an `erase` of nothing for a page log.
+/// document log, an `erase` of an element that need not exist for a page log.
 func syntheticOp(replica: UInt64, counter: UInt64, page: Bool) -> Op {
     Op(id: OpID(replica: ReplicaID(replica), counter: counter), lamport: counter,
        context: VectorClock([(ReplicaID(replica), counter - 1)]), wallTime: 1_700_000_000_000,
-       body: page ? .erase([]) : .setTitle("t\(counter)"))
+       body: page ? .erase([OpID(replica: ReplicaID(1), counter: 1)]) : .setTitle("t\(counter)"))
 }
 
 /// Searches `haystack` for `needle`.

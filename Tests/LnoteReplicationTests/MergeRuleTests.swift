@@ -130,6 +130,28 @@ import LnoteModel
         #expect(other.page(pid)?.deleted.value == false)
     }
 
+    @Test("[MERGE-43] an operation whose context forgets part of what it covers is counted, without effect")
+    func contextThatForgets() throws {
+        var p = Page()
+        let s = try p.add(Self.a)
+        try p.add(Self.b)
+        try p.send(Self.b, Self.a)
+        let move = try p.edit(Self.a) { try $0.move([s.id], dx: 5, dy: 0, by: Self.a, wallTime: $1) }
+        #expect(move.lamport == 3 && move.context.covers(OpID(replica: Self.b, counter: 1)))
+        // c claims to have seen a's move but not b's stroke, which that move had seen: its
+        // Lamport timestamp (1 + 2) is not above the move's.
+        let forgetful = Op(id: OpID(replica: Self.c, counter: 1), lamport: 3, context: VectorClock([(Self.a, UInt64(2))]),
+                           wallTime: 9, body: .move([ElementTransform(s.id, .translation(99, 99))]))
+        #expect(OpValidator.violation(of: forgetful) == nil)
+        for order in [p.held[Self.a]! + [forgetful], [forgetful] + p.held[Self.a]!.reversed()] {
+            var r = PageReplica(page: Self.page)
+            try r.receive(order)
+            #expect(r.clock.covers(forgetful.id) && r.pending.isEmpty)
+            #expect(r.element(s.id)?.transform.value == .translation(5, 0) && r.element(s.id)?.transform.frontier == [move.ref])
+            #expect(r.state.contexts.first { $0.replica == Self.c }?.lamport(of: 1) == 3)
+        }
+    }
+
     @Test("[MERGE-12] an operation the validator refuses is not applied, nor anything of its batch")
     func validationRefusesBatch() throws {
         var p = Page()

@@ -81,6 +81,50 @@ import LnoteModel
         #expect(OpValidator.violation(of: Self.op(body: .add(Self.stroke, z: ZKey(layer: -5, fraction: [255])))) == nil)
     }
 
+    @Test("[LOG-23] bounds: strokes, images, transforms, lists, titles, canvases, clocks; each limit itself passes")
+    func bounds() {
+        let lim = Int32(OpValidator.coordinateLimit)
+        func stroke(_ pts: [StrokePoint], width: Int32 = 20) -> Op.Body {
+            .add(.stroke(Stroke(style: InkStyle(tool: .pen, color: .black, width: width), points: pts)), z: ZKey(layer: 1))
+        }
+        func refused(_ body: Op.Body, _ what: String, sourceLocation: SourceLocation = #_sourceLocation) {
+            Self.expectRefused(Self.op(body: body), .log23, what, sourceLocation: sourceLocation)
+        }
+        func passes(_ body: Op.Body, _ what: String, sourceLocation: SourceLocation = #_sourceLocation) {
+            #expect(OpValidator.violation(of: Self.op(body: body)) == nil, "\(what)", sourceLocation: sourceLocation)
+        }
+        let p0 = StrokePoint(x: 0, y: 0)
+        refused(stroke([]), "no point")
+        refused(stroke([StrokePoint(x: lim + 1, y: 0)]), "x beyond the limit")
+        passes(stroke([StrokePoint(x: -lim, y: lim)]), "x, y at the limit")
+        refused(stroke([StrokePoint(x: 0, y: 0, radius: -1)]), "negative radius")
+        refused(stroke([StrokePoint(x: 0, y: 0, radius: OpValidator.maxRadius + 1)]), "radius beyond the limit")
+        refused(stroke([StrokePoint(x: 0, y: 0, t: 5)]), "first point not at 0 ms")
+        refused(stroke([p0, StrokePoint(x: 0, y: 0, t: 9), StrokePoint(x: 0, y: 0, t: 8)]), "time going back")
+        refused(stroke([p0, StrokePoint(x: 0, y: 0, t: OpValidator.maxStrokeDuration + 1)]), "longer than 24 h")
+        passes(stroke([p0, StrokePoint(x: 0, y: 0, radius: OpValidator.maxRadius, t: OpValidator.maxStrokeDuration)]), "the limits")
+        refused(stroke([p0], width: 0), "zero width")
+        refused(stroke([p0], width: OpValidator.maxRadius + 1), "width beyond the limit")
+        let asset = AssetID.of([1])
+        refused(.add(.image(ImageElement(asset: asset, frame: QRect(x: 0, y: 0, width: 0, height: 5))), z: ZKey(layer: 1)), "empty frame")
+        refused(.add(.image(ImageElement(asset: asset, frame: QRect(x: 0, y: 0, width: 5, height: 5), rotation: 36_001)), z: ZKey(layer: 1)), "rotation")
+        passes(.add(.image(ImageElement(asset: asset, frame: QRect(x: -lim, y: lim, width: lim, height: 1), rotation: -36_000)), z: ZKey(layer: 1)), "image limits")
+        let e = OpID(replica: Self.b, counter: 1)
+        refused(.move([ElementTransform(e, .translation(lim + 1, 0))]), "translation beyond the limit")
+        refused(.move([ElementTransform(e, Transform(a: OpValidator.maxMatrixCoefficient + 1, b: 0, c: 0, d: 65536, tx: 0, ty: 0))]), "scale beyond 256")
+        refused(.move([]), "empty move"); refused(.erase([]), "empty erase"); refused(.reorder([]), "empty reorder")
+        refused(.eraseRange(e, []), "no range")
+        for bad in ["a\u{1B}[31m", "tab\there", "line\nbreak", "\u{7F}", "\u{85}", "a\u{2028}b"] {
+            refused(.setTitle(bad), "title \(bad.debugDescription)")
+            refused(.createDocument(title: bad), "created with title \(bad.debugDescription)")
+        }
+        passes(.setTitle("Notes ✍️ — אבג /\\ \u{A0}"), "ordinary titles")
+        refused(.setCanvas(PageID(), CanvasSize(width: lim + 1, height: 1)), "canvas beyond the limit")
+        refused(.deletePage(PageID(), seen: VectorClock((1...4097).map { (ReplicaID(UInt64($0)), UInt64(1)) })), "a seen clock of 4097 entries")
+        let wide = VectorClock((1...4097).map { (ReplicaID(UInt64($0) + 0x1000), UInt64(1)) } + [(Self.a, UInt64(1))])
+        Self.expectRefused(Self.op(2, context: wide, body: .setTitle("x")), .log23, "a context of 4098 entries")
+    }
+
     /// Operations at every extreme the validator lets through, on a page and a document:
     /// the merge applies or ignores them and never traps; local edits afterwards still work.
     @Test("[MERGE-12] the merge never traps on what the validator lets through")
@@ -91,7 +135,8 @@ import LnoteModel
         let bodies: [Op.Body] = [
             .add(Self.stroke, z: ZKey(layer: Int64(maxL))),
             .add(Self.stroke, z: ZKey(layer: -Int64(maxL), path: Array(repeating: ZKey.Step(fraction: [255], tag: far), count: ZKey.maxDepth), fraction: [255])),
-            .move([ElementTransform(far, Transform(a: .min, b: .max, c: .min, d: .max, tx: .min, ty: .max))]),
+            .move([ElementTransform(far, Transform(a: -OpValidator.maxMatrixCoefficient, b: OpValidator.maxMatrixCoefficient,
+                                                   c: 0, d: 1, tx: -Int32(OpValidator.coordinateLimit), ty: Int32(OpValidator.coordinateLimit)))]),
             .reorder([ElementZ(far, ZKey(layer: Int64(maxL)))]),
             .eraseRange(far, [PointRange(UInt32.max - 1, UInt32.max)]),
             .erase([far, far]),
@@ -115,7 +160,8 @@ import LnoteModel
         var d = DocumentReplica(state: DocumentState(id: DocumentID(UUID()), clock: big, maxLamport: maxL - 1))
         let p = PageID()
         try d.receive([Op(id: OpID(replica: Self.a, counter: 1), lamport: maxL, context: big, wallTime: .max,
-                          body: .addPage(p, position: ZKey(layer: Int64(maxL)), canvas: CanvasSize(width: .max, height: .max)))])
+                          body: .addPage(p, position: ZKey(layer: Int64(maxL)),
+                                         canvas: CanvasSize(width: Int32(OpValidator.coordinateLimit), height: Int32(OpValidator.coordinateLimit))))])
         #expect(d.state.pages.map(\.id) == [p])
         #expect(throws: LnoteError(.limitExceeded)) { try d.make(.setTitle("x"), by: Self.a, wallTime: 0) }
         _ = try d.position(after: p, by: Self.a)

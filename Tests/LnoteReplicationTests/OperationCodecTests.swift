@@ -23,7 +23,7 @@ import LnoteModel
         let ctx = VectorClock([(a, UInt64(3)), (b, UInt64(2))])
         let p = PageID()
         let stroke = Stroke(points: [StrokePoint(x: -5, y: 7, pressure: 1000, radius: 3, t: 0),
-                                     StrokePoint(x: Int32.max / 2, y: Int32.min / 2, pressure: 0, radius: 0, t: 99_999)])
+                                     StrokePoint(x: Quantization.coordinateLimit, y: -Quantization.coordinateLimit, pressure: 0, radius: 0, t: 99_999)])
         let img = ImageElement(asset: AssetID(digest: Array(repeating: 7, count: 32))!, frame: QRect(x: 1, y: 2, width: 3, height: 4), rotation: -9000)
         let bodies: [Op.Body] = [
             .add(.stroke(stroke), z: ZKey(layer: -4, fraction: [1, 2, 255])),

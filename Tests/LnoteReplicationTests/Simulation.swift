@@ -33,6 +33,9 @@ struct Simulation {
     let docID = DocumentID(UUID(uuidString: "00000000-0000-0000-0000-0000000000DD")!)
     /// Every add above / below, to front or to back, checked where its author asked ([MERGE-10], [MERGE-15]).
     var placementFailures: [String] = []
+    /// Hostile replicas take part: an honest edit may then be refused because of what they
+    /// wrote (a stroke moved to the edge of the coordinate range cannot move further).
+    var hostile = false
 
     /// - Parameters:
     ///   - lateJoiners: how many of the replicas (the last ones) join only when first
@@ -82,6 +85,14 @@ struct Simulation {
     /// One random local page edit at replica `i` (all kinds), on one of its live pages; a
     /// document edit when it has none.
     mutating func localPageEdit(at i: Int) throws {
+        do {
+            try honestPageEdit(at: i)
+        } catch let e as LnoteError where hostile && e.code == .invalidArgument {
+            return
+        }
+    }
+
+    private mutating func honestPageEdit(at i: Int) throws {
         guard canWrite(i) else { return }
         let live = replicas[i].doc.livePages.map(\.id)
         guard let p = live.randomElement(using: &rng) else { return try localDocEdit(at: i) }
@@ -98,13 +109,21 @@ struct Simulation {
             switch pos {
             case 1:
                 let x = ids.randomElement(using: &rng)!
-                op = try page.add(.stroke(randomStroke()), by: me, wallTime: wall, above: x)
+                do {
+                    op = try page.add(.stroke(randomStroke()), by: me, wallTime: wall, above: x)
+                } catch let e as LnoteError where e.code == .limitExceeded {
+                    return  // a hostile neighbour 32 steps deep ([MERGE-13])
+                }
                 if position(op.id, in: page) != position(x, in: page) + 1 {
                     placementFailures.append("\(op.id) added above \(x) did not land just above it")
                 }
             case 2:
                 let x = ids.randomElement(using: &rng)!
-                op = try page.add(.stroke(randomStroke()), by: me, wallTime: wall, below: x)
+                do {
+                    op = try page.add(.stroke(randomStroke()), by: me, wallTime: wall, below: x)
+                } catch let e as LnoteError where e.code == .limitExceeded {
+                    return  // a hostile neighbour 32 steps deep ([MERGE-13])
+                }
                 if position(op.id, in: page) + 1 != position(x, in: page) {
                     placementFailures.append("\(op.id) added below \(x) did not land just below it")
                 }
@@ -149,6 +168,14 @@ struct Simulation {
     /// change a canvas.
     mutating func localDocEdit(at i: Int) throws {
         guard canWrite(i) else { return }
+        do {
+            try honestDocEdit(at: i)
+        } catch let e as LnoteError where e.code == .limitExceeded {
+            return  // a hostile neighbour 32 steps deep leaves no room ([MERGE-13])
+        }
+    }
+
+    private mutating func honestDocEdit(at i: Int) throws {
         let pages = replicas[i].doc.state.pages
         let kind = pages.isEmpty ? 0 : Int.random(in: 0...5, using: &rng)
         switch kind {

@@ -193,8 +193,22 @@ struct RandomModel {
             state.tombstones.append(Tombstone(id: id, erasures: erasures, frontier: refs(from: replicas, max: 3)))
         }
         state.tombstones.sort { $0.id < $1.id }
-        for r in Set(replicas).sorted() where chance(0.7) {
-            state.contexts.append(ReplicaContext(replica: r, clock: clock(from: replicas)))
+        // One context per replica of the clock: the clock of its latest operation (within the
+        // page clock, naming that operation), and Lamport runs from counter 1.
+        for e in state.clock.entries {
+            var pairs: [(ReplicaID, UInt64)] = []
+            for other in state.clock.entries where other.replica != e.replica && chance(0.6) {
+                pairs.append((other.replica, UInt64(int(1...Int(min(other.counter, 1_000_000))))))
+            }
+            pairs.append((e.replica, e.counter))
+            var runs = [LamportRun(from: 1, offset: u64Varied())]
+            while chance(0.4), runs.last!.from < e.counter {
+                let from = runs.last!.from + 1 + UInt64(int(0...Int(min(e.counter - runs.last!.from - 1, 1000))))
+                var offset = u64Varied()
+                if offset == runs.last!.offset { offset &+= 1 }
+                runs.append(LamportRun(from: from, offset: offset))
+            }
+            state.contexts.append(ReplicaContext(replica: e.replica, clock: VectorClock(pairs), lamports: runs))
         }
         return state
     }
