@@ -9,8 +9,9 @@ import LnoteTestSupport
 
 /// Sync over real HTTP on loopback: servers started here, the real libcurl client.
 @Suite struct HTTPSyncTests {
-    /// Two folders converge through a relay; after first contact each sync is one exchange
-    /// and carries only the missing operations ([SYNC-4]).
+    /// [SYNC-1] [SYNC-4] Two folders converge through a relay, every log of the notebook
+    /// (each document's log and each page's); after first contact each sync is one exchange
+    /// and carries only the missing operations.
     @Test func twoFoldersConvergeThroughARelay() async throws {
         let dir = try TempDir()
         let relay = try LocalRelay(dir: dir)
@@ -52,7 +53,8 @@ import LnoteTestSupport
         #expect(try await Fixture.canonical(dir.sub("A")) == Fixture.canonical(dir.sub("B")))
     }
 
-    /// [SYNC-25] Missing, wrong, or another notebook's token: 401/403, nothing read or written.
+    /// [SYNC-20] [SYNC-25] Missing, wrong, or another notebook's token: 401/403, nothing read
+    /// or written (every request carries its bearer token and protocol header).
     @Test func authFailuresTouchNothing() async throws {
         let dir = try TempDir()
         let relay = try LocalRelay(dir: dir)
@@ -81,8 +83,9 @@ import LnoteTestSupport
         #expect(try relay.store.info(notebook: relay.notebook).operations == 1)
     }
 
-    /// [SYNC-22] [SYNC-23] [SYNC-24] Bad input gets a clear HTTP error, nothing is written,
-    /// and the server keeps serving.
+    /// [SYNC-21] [SYNC-22] [SYNC-23] [SYNC-24] [SYNC-30] Bad input gets a clear HTTP error
+    /// (a newer body version or protocol header: 426), nothing is written, and the server
+    /// keeps serving.
     @Test func badInputIsRejectedAndTheServerKeepsServing() async throws {
         let dir = try TempDir()
         var config = HTTPServer.Configuration()

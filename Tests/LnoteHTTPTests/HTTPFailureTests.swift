@@ -134,7 +134,7 @@ struct HTTPFailureTests {
         }
     }
 
-    @Test("sendWithRetry: 503, 503, then 200 succeeds on the third attempt")
+    @Test("[SYNC-26] sendWithRetry: 503, 503, then 200 succeeds on the third attempt")
     func retryAfter503() async throws {
         let attempts = Counter()
         let server = try HTTPServer { _ in
@@ -152,7 +152,7 @@ struct HTTPFailureTests {
         #expect(attempts.count == 3)
     }
 
-    @Test("sendWithRetry stops at maxAttempts and does not retry permanent answers")
+    @Test("[SYNC-26] sendWithRetry stops at maxAttempts and does not retry permanent answers")
     func retryLimits() async throws {
         let attempts = Counter()
         let server = try HTTPServer { request in
@@ -182,7 +182,7 @@ struct HTTPFailureTests {
         }
     }
 
-    @Test("retry delays grow exponentially, stay under the cap, and follow the seed")
+    @Test("[SYNC-26] retry delays grow exponentially, stay under the cap, and follow the seed")
     func retryDelays() {
         let seed = UInt64.random(in: 0...UInt64.max)
         let policy = HTTPClient.RetryPolicy(maxAttempts: 10, initialDelay: .milliseconds(100), multiplier: 2,
