@@ -117,12 +117,17 @@ public enum OpValidator {
             guard !s.points.isEmpty, s.points.count <= Stroke.maxPoints else { return "a stroke of \(s.points.count) points" }
             guard s.style.width > 0, s.style.width <= maxRadius else { return "a stroke width of \(s.style.width) tenths of a point" }
             guard s.points[0].t == 0 else { return "a stroke whose first point is at \(s.points[0].t) ms, not 0" }
-            var previous: UInt32 = 0
-            for (i, p) in s.points.enumerated() {
-                guard coordinate(p.x), coordinate(p.y) else { return "point \(i) beyond ±\(coordinateLimit) tenths of a point" }
-                guard p.radius >= 0, p.radius <= maxRadius else { return "point \(i) with radius \(p.radius)" }
-                guard p.t >= previous, p.t <= maxStrokeDuration else { return "point \(i) at \(p.t) ms (times never decrease, at most 24 h)" }
-                previous = p.t
+            // One pass without branches over every point of the stroke (it runs on every
+            // append and every decode); the point at fault is looked for only when one is.
+            guard !pointsOutOfBounds(s.points) else {
+                var previous: UInt32 = 0
+                for (i, p) in s.points.enumerated() {
+                    guard coordinate(p.x), coordinate(p.y) else { return "point \(i) beyond ±\(coordinateLimit) tenths of a point" }
+                    guard p.radius >= 0, p.radius <= maxRadius else { return "point \(i) with radius \(p.radius)" }
+                    guard p.t >= previous, p.t <= maxStrokeDuration else { return "point \(i) at \(p.t) ms (times never decrease, at most 24 h)" }
+                    previous = p.t
+                }
+                return nil
             }
             return nil
         case .add(.image(let img), _):
@@ -140,6 +145,26 @@ public enum OpValidator {
         case .addPage(_, _, let c), .setCanvas(_, let c): return canvas(c)
         case .deletePage(_, let seen): return clock(seen, "a page clock")
         case .restorePage, .movePage, .deleteDocument, .restoreDocument: return nil
+        }
+    }
+
+    /// True when some point is out of [LOG-23]'s bounds: a coordinate beyond the limit, a
+    /// radius below 0 or above the limit, a time going back or beyond 24 hours. A value `v`
+    /// lies in `-L...L` exactly when `UInt32(bitPattern: v &+ L) <= 2L`.
+    @inline(__always)
+    static func pointsOutOfBounds(_ points: [StrokePoint]) -> Bool {
+        let l = UInt32(coordinateLimit), span = 2 * UInt32(coordinateLimit)
+        let rMax = UInt32(maxRadius), tMax = maxStrokeDuration
+        return points.withUnsafeBufferPointer { b -> Bool in
+            var bad: UInt32 = 0
+            var previous: UInt32 = 0
+            for p in b {
+                let x = UInt32(bitPattern: p.x) &+ l, y = UInt32(bitPattern: p.y) &+ l
+                bad |= (x > span ? 1 : 0) | (y > span ? 1 : 0) | (UInt32(bitPattern: p.radius) > rMax ? 1 : 0)
+                    | (p.t < previous ? 1 : 0) | (p.t > tMax ? 1 : 0)
+                previous = p.t
+            }
+            return bad != 0
         }
     }
 }

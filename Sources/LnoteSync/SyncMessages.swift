@@ -57,6 +57,63 @@ public struct LogClock: Sendable, Equatable {
     }
 }
 
+/// The chain digests ([SYNC-52]) one side holds of one log: for each replica, the counter
+/// its chain reaches and the chain's value there.
+public struct LogDigests: Sendable, Equatable {
+    public struct Entry: Sendable, Equatable {
+        public var replica: ReplicaID
+        public var counter: UInt64
+        /// 16 bytes.
+        public var digest: [UInt8]
+        public init(replica: ReplicaID, counter: UInt64, digest: [UInt8]) {
+            self.replica = replica
+            self.counter = counter
+            self.digest = digest
+        }
+    }
+    public var log: LogRef
+    /// Sorted by replica.
+    public var entries: [Entry]
+    public init(log: LogRef, entries: [Entry]) {
+        self.log = log
+        self.entries = entries
+    }
+}
+
+/// A range of one replica's counters in one log ([SYNC-53]): asked for, or answered with
+/// the content hashes of the operations held there.
+public struct HashRange: Sendable, Equatable {
+    public var log: LogRef
+    public var replica: ReplicaID
+    /// The first counter.
+    public var from: UInt64
+    /// Asking: the last counter wanted. Answering: see `hashes`.
+    public var to: UInt64
+    /// Answering: the first 16 bytes of the content hash of each operation `from`, `from + 1`,
+    /// … that the server holds, stopping at the first it lacks (or at `to`).
+    public var hashes: [[UInt8]]
+    public init(log: LogRef, replica: ReplicaID, from: UInt64, to: UInt64, hashes: [[UInt8]] = []) {
+        self.log = log
+        self.replica = replica
+        self.from = from
+        self.to = to
+        self.hashes = hashes
+    }
+}
+
+/// A pushed operation whose id the server holds with other content ([SYNC-51]): not stored.
+public struct ForkReport: Sendable, Equatable, Hashable {
+    public var log: LogRef
+    public var id: OpID
+    /// The content hash of the operation the server holds under that id (32 bytes).
+    public var held: [UInt8]
+    public init(log: LogRef, id: OpID, held: [UInt8]) {
+        self.log = log
+        self.id = id
+        self.held = held
+    }
+}
+
 /// Body of `POST /v1/notebooks/{notebook}/sync` (specified in `Protocol/sync-protocol.md`).
 public struct SyncRequest: Sendable, Equatable {
     /// The client's replica id.
@@ -68,14 +125,21 @@ public struct SyncRequest: Sendable, Equatable {
     /// When present, the client's clocks of every log it holds; the server then answers with
     /// what those clocks lack (instead of what changed since the cursor) and adds its own clocks.
     public var have: [LogClock]?
+    /// With `have`: the client's chain digests of its logs ([SYNC-52]).
+    public var digests: [LogDigests]?
+    /// Ranges whose content hashes the client asks for ([SYNC-53]).
+    public var hashRanges: [HashRange]?
     /// Operations the client believes the server lacks.
     public var push: [LogBatch]
 
-    public init(replica: ReplicaID, epoch: UInt64, cursor: UInt64, have: [LogClock]? = nil, push: [LogBatch] = []) {
+    public init(replica: ReplicaID, epoch: UInt64, cursor: UInt64, have: [LogClock]? = nil,
+                digests: [LogDigests]? = nil, hashRanges: [HashRange]? = nil, push: [LogBatch] = []) {
         self.replica = replica
         self.epoch = epoch
         self.cursor = cursor
         self.have = have
+        self.digests = digests
+        self.hashRanges = hashRanges
         self.push = push
     }
 }
@@ -94,15 +158,24 @@ public struct SyncResponse: Sendable, Equatable {
     /// The request's epoch was not the server's (it restarted or lost its change history):
     /// the push was applied but nothing was pulled; the client must send `have` next.
     public var resync: Bool
+    /// The server's chain digests of its logs: when the request carried `digests` ([SYNC-52]).
+    public var digests: [LogDigests]?
+    /// Pushed operations the server holds under the same id with other content ([SYNC-51]).
+    public var forks: [ForkReport]
+    /// The content hashes asked for by the request's `hashRanges` ([SYNC-53]).
+    public var hashes: [HashRange]?
 
     public init(epoch: UInt64, cursor: UInt64, accepted: UInt64, pull: [LogBatch], clocks: [LogClock]? = nil,
-                resync: Bool = false) {
+                resync: Bool = false, digests: [LogDigests]? = nil, forks: [ForkReport] = [], hashes: [HashRange]? = nil) {
         self.epoch = epoch
         self.cursor = cursor
         self.accepted = accepted
         self.pull = pull
         self.clocks = clocks
         self.resync = resync
+        self.digests = digests
+        self.forks = forks
+        self.hashes = hashes
     }
 }
 
@@ -187,6 +260,107 @@ public enum SyncCodec {
         return out
     }
 
+    /// Most ranges or fork reports in one body.
+    public static let maxRanges = 1 << 16
+
+    static func encode(_ digests: [LogDigests], into w: inout ByteWriter) {
+        w.varint(UInt64(digests.count))
+        for d in digests {
+            encode(d.log, into: &w)
+            w.varint(UInt64(d.entries.count))
+            for e in d.entries {
+                w.u64(e.replica.rawValue)
+                w.varint(e.counter)
+                w.append(e.digest)
+            }
+        }
+    }
+
+    static func decodeDigests(_ r: inout ByteReader) throws -> [LogDigests] {
+        let n = try r.count("digest log count", max: min(maxLogs, r.remaining / 18))
+        var out: [LogDigests] = []
+        out.reserveCapacity(n)
+        for _ in 0..<n {
+            let log = try decodeLog(&r)
+            let m = try r.count("digest count", max: min(OpValidator.maxClockEntries, r.remaining / 25))
+            var entries: [LogDigests.Entry] = []
+            entries.reserveCapacity(m)
+            for _ in 0..<m {
+                let at = r.offset
+                let replica = try r.u64("digest replica")
+                let counter = try r.varint("digest counter")
+                guard replica != 0, counter != 0, entries.last.map({ $0.replica.rawValue < replica }) ?? true else {
+                    throw r.error(.corrupt, "digest entries not strictly increasing by replica, or zero", at: at)
+                }
+                entries.append(LogDigests.Entry(replica: ReplicaID(replica), counter: counter, digest: try r.bytes(16, "digest")))
+            }
+            out.append(LogDigests(log: log, entries: entries))
+        }
+        return out
+    }
+
+    static func encodeRanges(_ ranges: [HashRange], withHashes: Bool, into w: inout ByteWriter) {
+        w.varint(UInt64(ranges.count))
+        for h in ranges {
+            encode(h.log, into: &w)
+            w.u64(h.replica.rawValue)
+            w.varint(h.from)
+            if withHashes {
+                w.varint(UInt64(h.hashes.count))
+                for x in h.hashes { w.append(x) }
+            } else {
+                w.varint(h.to)
+            }
+        }
+    }
+
+    static func decodeRanges(_ r: inout ByteReader, withHashes: Bool) throws -> [HashRange] {
+        let n = try r.count("range count", max: min(maxRanges, r.remaining / 28))
+        var out: [HashRange] = []
+        out.reserveCapacity(n)
+        for _ in 0..<n {
+            let log = try decodeLog(&r)
+            let at = r.offset
+            let replica = try r.u64("range replica")
+            let from = try r.varint("range start")
+            guard replica != 0, from != 0 else { throw r.error(.corrupt, "zero replica or counter in a range", at: at) }
+            if withHashes {
+                let count = try r.count("hash count", max: r.remaining / 16)
+                var hashes: [[UInt8]] = []
+                hashes.reserveCapacity(count)
+                for _ in 0..<count { hashes.append(try r.bytes(16, "content hash")) }
+                let to = count == 0 ? from - 1 : from + UInt64(count) - 1
+                out.append(HashRange(log: log, replica: ReplicaID(replica), from: from, to: to, hashes: hashes))
+            } else {
+                let to = try r.varint("range end")
+                guard to >= from else { throw r.error(.corrupt, "range end \(to) below its start \(from)", at: at) }
+                out.append(HashRange(log: log, replica: ReplicaID(replica), from: from, to: to))
+            }
+        }
+        return out
+    }
+
+    static func encode(_ forks: [ForkReport], into w: inout ByteWriter) {
+        w.varint(UInt64(forks.count))
+        for f in forks {
+            encode(f.log, into: &w)
+            ElementCodec.encode(f.id, into: &w)
+            w.append(f.held)
+        }
+    }
+
+    static func decodeForks(_ r: inout ByteReader) throws -> [ForkReport] {
+        let n = try r.count("fork count", max: min(maxRanges, r.remaining / 59))
+        var out: [ForkReport] = []
+        out.reserveCapacity(n)
+        for _ in 0..<n {
+            let log = try decodeLog(&r)
+            let id = try ElementCodec.decodeOpID(&r)
+            out.append(ForkReport(log: log, id: id, held: try r.bytes(32, "content hash")))
+        }
+        return out
+    }
+
     static func header(_ r: inout ByteReader, magic: [UInt8], what: String) throws {
         let m = try r.bytes(4, "\(what) magic")
         guard m == magic else { throw r.error(.corrupt, "not a \(what) (bad magic)", at: r.base) }
@@ -204,8 +378,10 @@ public enum SyncCodec {
         w.u64(q.replica.rawValue)
         w.u64(q.epoch)
         w.u64(q.cursor)
-        w.u8(q.have == nil ? 0 : 1)
+        w.u8((q.have == nil ? 0 : 1) | (q.digests == nil ? 0 : 2) | (q.hashRanges == nil ? 0 : 4))
         if let have = q.have { encode(have, into: &w) }
+        if let d = q.digests { encode(d, into: &w) }
+        if let h = q.hashRanges { encodeRanges(h, withHashes: false, into: &w) }
         encode(q.push, into: &w)
         return w.bytes
     }
@@ -218,11 +394,14 @@ public enum SyncCodec {
         let epoch = try r.u64("epoch"), cursor = try r.u64("cursor")
         let flagsAt = r.offset
         let flags = try r.u8("flags")
-        guard flags & ~1 == 0 else { throw r.error(.corrupt, "unknown flags \(flags)", at: flagsAt) }
+        guard flags & ~7 == 0 else { throw r.error(.corrupt, "unknown flags \(flags)", at: flagsAt) }
         let have = flags & 1 != 0 ? try decodeClocks(&r) : nil
+        let digests = flags & 2 != 0 ? try decodeDigests(&r) : nil
+        let ranges = flags & 4 != 0 ? try decodeRanges(&r, withHashes: false) : nil
         let push = try decodeBatches(&r)
         try r.expectEnd("sync request")
-        return SyncRequest(replica: ReplicaID(replica), epoch: epoch, cursor: cursor, have: have, push: push)
+        return SyncRequest(replica: ReplicaID(replica), epoch: epoch, cursor: cursor, have: have, digests: digests,
+                           hashRanges: ranges, push: push)
     }
 
     public static func encode(_ s: SyncResponse) -> [UInt8] {
@@ -232,8 +411,12 @@ public enum SyncCodec {
         w.u64(s.epoch)
         w.u64(s.cursor)
         w.varint(s.accepted)
-        w.u8((s.clocks == nil ? 0 : 1) | (s.resync ? 2 : 0))
+        w.u8((s.clocks == nil ? 0 : 1) | (s.resync ? 2 : 0) | (s.digests == nil ? 0 : 4) | (s.forks.isEmpty ? 0 : 8)
+             | (s.hashes == nil ? 0 : 16))
         if let c = s.clocks { encode(c, into: &w) }
+        if let d = s.digests { encode(d, into: &w) }
+        if !s.forks.isEmpty { encode(s.forks, into: &w) }
+        if let h = s.hashes { encodeRanges(h, withHashes: true, into: &w) }
         encode(s.pull, into: &w)
         return w.bytes
     }
@@ -245,11 +428,14 @@ public enum SyncCodec {
         let accepted = try r.varint("accepted")
         let flagsAt = r.offset
         let flags = try r.u8("flags")
-        guard flags & ~3 == 0 else { throw r.error(.corrupt, "unknown flags \(flags)", at: flagsAt) }
+        guard flags & ~31 == 0 else { throw r.error(.corrupt, "unknown flags \(flags)", at: flagsAt) }
         let clocks = flags & 1 != 0 ? try decodeClocks(&r) : nil
+        let digests = flags & 4 != 0 ? try decodeDigests(&r) : nil
+        let forks = flags & 8 != 0 ? try decodeForks(&r) : []
+        let hashes = flags & 16 != 0 ? try decodeRanges(&r, withHashes: true) : nil
         let pull = try decodeBatches(&r)
         try r.expectEnd("sync response")
         return SyncResponse(epoch: epoch, cursor: cursor, accepted: accepted, pull: pull, clocks: clocks,
-                            resync: flags & 2 != 0)
+                            resync: flags & 2 != 0, digests: digests, forks: forks, hashes: hashes)
     }
 }
