@@ -241,7 +241,7 @@ public struct PageReplica: Sendable {
         guard consistent else { return }
         switch op.body {
         case .add(let content, let z):
-            // [MERGE-10] A new element goes where its key puts it; equal keys are ordered by the add's OpRef.
+            // [MERGE-10] [MERGE-11] A new element goes where its position (its key, its id as the last tag) puts it.
             let r = ElementRecord(id: op.id, lamport: op.lamport, wallTime: op.wallTime, content: content, z: LWWRegister(z))
             records[op.id] = r
             insertInOrder(op.id)
@@ -261,7 +261,7 @@ public struct PageReplica: Sendable {
                 edit(t.element, by: op) { r in write(&r.transform, t.transform, by: op) }
             }
         case .reorder(let zs):
-            // [MERGE-15] Last writer wins per element; equal keys ordered by the writer's OpRef.
+            // [MERGE-15] Last writer wins per element; the element keeps its id as its position's last tag.
             var seen = Set<ElementID>()
             for z in zs where seen.insert(z.element).inserted {
                 guard records[z.element] != nil, op.context.covers(z.element) else {
