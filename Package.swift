@@ -55,6 +55,8 @@ let package = Package(
         .target(name: "LnoteScenario", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer"]),
         .executableTarget(name: "lnote", dependencies: ["LnoteModel", "LnoteReplication", "LnoteRender", "LnoteStore", "LnoteSync", "LnoteServer", "LnoteSQLite", "LnoteScenario", "LnoteExport"]),
         // A writer that the store's crash tests kill with SIGKILL.
+        .target(name: "LnoteFuzzing", dependencies: ["LnoteModel", "LnoteReplication", "LnoteSync"]),
+        .executableTarget(name: "lnote-fuzz", dependencies: ["LnoteFuzzing"]),
         .executableTarget(name: "lnote-crashtest", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore"]),
         .executableTarget(name: "two-machines", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer"],
                           path: "Examples/TwoMachines"),
@@ -67,7 +69,7 @@ let package = Package(
         .testTarget(name: "LnoteRenderTests", dependencies: ["LnoteModel", "LnoteRender", "LnoteStore", "CLnoteZlib"]),
         .testTarget(name: "LnoteStoreTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteTestSupport"]),
         .testTarget(name: "LnoteScenarioTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer", "LnoteScenario"]),
-        .testTarget(name: "LnoteSyncTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteSync", "LnoteScenario", "LnoteTestSupport"]),
+        .testTarget(name: "LnoteSyncTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteSync", "LnoteScenario", "LnoteFuzzing", "LnoteTestSupport"]),
         .testTarget(name: "ExamplesTests", dependencies: ["two-machines", "LnoteTestSupport"]),
         .testTarget(name: "LnoteEndToEndTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer", "lnote", "LnoteTestSupport"]),
         .testTarget(name: "LnoteSQLiteTests", dependencies: ["LnoteModel", "LnoteSQLite"]),

@@ -64,6 +64,9 @@ public struct ByteReader {
     public private(set) var position: Int
     public let end: Int
     public var path: String?
+    /// When set, a varint not in its shortest form is `corrupt` (operations have one
+    /// encoding, [LOG-22]: their content hashes must not depend on who wrote them).
+    public var shortestVarints = false
 
     public init(_ bytes: [UInt8], base: Int = 0, path: String? = nil) {
         self.bytes = bytes
@@ -131,7 +134,12 @@ public struct ByteReader {
             position += 1
             if shift == 63 && b > 1 { throw error(.corrupt, "\(what()) overflows 64 bits", at: base + start) }
             result |= UInt64(b & 0x7f) << shift
-            if b & 0x80 == 0 { return result }
+            if b & 0x80 == 0 {
+                if shortestVarints && b == 0 && shift > 0 {
+                    throw error(.corrupt, "\(what()) is not in its shortest form", at: base + start)
+                }
+                return result
+            }
             shift += 7
             if shift > 63 { throw error(.corrupt, "\(what()) is longer than 10 bytes", at: base + start) }
         }

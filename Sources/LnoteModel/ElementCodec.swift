@@ -66,8 +66,13 @@ public enum ElementCodec {
         case 0:
             return .translation(try int32(&r, "tx"), try int32(&r, "ty"))
         case 1:
-            return Transform(a: try int32(&r, "a"), b: try int32(&r, "b"), c: try int32(&r, "c"),
-                             d: try int32(&r, "d"), tx: try int32(&r, "tx"), ty: try int32(&r, "ty"))
+            let t = Transform(a: try int32(&r, "a"), b: try int32(&r, "b"), c: try int32(&r, "c"),
+                              d: try int32(&r, "d"), tx: try int32(&r, "tx"), ty: try int32(&r, "ty"))
+            // [SHR-2] A translation written in full: accepted, except where one encoding is required.
+            if r.shortestVarints && t.isTranslation {
+                throw r.error(.corrupt, "a translation written as a matrix (kind 1)", at: at)
+            }
+            return t
         case let k:
             throw r.error(.corrupt, "unknown transform kind \(k)", at: at)
         }

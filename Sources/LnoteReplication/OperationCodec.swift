@@ -133,6 +133,8 @@ public enum OperationCodec {
     /// error reports; every error names `path` and an absolute offset.
     public static func decode(_ frame: Frame, base: Int = 0, path: String? = nil) throws -> Op {
         var r = ByteReader(frame.payload, base: base, path: path)
+        // [LOG-22] One encoding per operation: what decodes re-encodes to the same bytes.
+        r.shortestVarints = true
         guard let kind = Kind(rawValue: frame.type) else {
             throw LnoteError(.corrupt, "unknown operation type 0x\(String(frame.type, radix: 16))",
                              path: path, offset: base - 1)
