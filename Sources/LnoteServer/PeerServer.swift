@@ -1,5 +1,6 @@
 import Foundation
 import LnoteModel
+import LnoteReplication
 import LnoteStore
 import LnoteSync
 
@@ -23,12 +24,13 @@ public final class PeerServer: Sendable {
         let endpoint = NotebookEndpoint(notebook: notebook)
         let digest = TokenDigest(token: token)
         let id = Self.notebookID(replica: notebook.replica)
+        let owned = OwnReplicaEndpoint(inner: endpoint, notebook: notebook)
         let service = SyncHTTPService(kind: "peer", maxBodyBytes: configuration.maxRequestBodyBytes,
                                       authorize: { t, _ in
-                                          guard let t else { return .unauthorized }
-                                          return digest.matches(t) ? .ok : .unauthorized
+                                          guard let t else { return Access(.unauthorized) }
+                                          return Access(digest.matches(t) ? .ok : .unauthorized)
                                       },
-                                      endpoint: { nb in nb == id ? endpoint : nil })
+                                      endpoint: { nb, _ in nb == id ? owned : nil })
         self.endpoint = endpoint
         notebookID = id
         http = try HTTPServer(configuration: configuration, handler: service.handle)
@@ -51,6 +53,54 @@ public final class PeerServer: Sendable {
     public func close() throws { try http.close() }
 }
 
+/// [SYNC-57] A notebook endpoint that owns its folder's replica id: a push holding an
+/// operation authored under it that the folder does not hold is refused whole (403
+/// `forbidden`), since only the folder itself writes under its id. Operations it holds
+/// (their ids are covered by its clock of their log) go through as duplicates: the
+/// notebook drops them, or reports a fork ([SYNC-51]) and stores nothing.
+struct OwnReplicaEndpoint: SyncEndpoint {
+    let inner: NotebookEndpoint
+    /// The notebook `inner` serves.
+    let notebook: any SyncableNotebook
+    /// Who the refusal names as the owner.
+    static let owner = "this peer server (lnote serve)"
+
+    func sync(_ request: SyncRequest) async throws -> SyncResponse {
+        // The folder's replica id now (a folder that finds itself restored takes a new one,
+        // [SYNC-55]). Ids are read from the frames' first bytes; the endpoint decodes everything.
+        let replica = notebook.replicaID
+        var own: [(log: LogRef, id: OpID)] = []
+        for batch in request.push {
+            for frame in batch.frames {
+                if let id = OperationCodec.id(of: frame), id.replica == replica { own.append((batch.log, id)) }
+            }
+        }
+        if !own.isEmpty {
+            let clocks = Dictionary(try await notebook.logClocks().map { ($0.log, $0.clock) },
+                                    uniquingKeysWith: { $0.merged($1) })
+            if let new = own.first(where: { !(clocks[$0.log]?.covers($0.id) ?? false) }) {
+                // A malformed push is refused as malformed (400), whoever it names.
+                for batch in request.push { _ = try batch.ops(path: "push") }
+                throw ServerRefusal.replicaOwned(replica, owner: Self.owner, operation: new.id, log: new.log)
+            }
+        }
+        return try await inner.sync(request)
+    }
+
+    func missingAssets(_ ids: [AssetID], document: DocumentID) async throws -> [AssetID] {
+        try await inner.missingAssets(ids, document: document)
+    }
+
+    @discardableResult
+    func putAsset(_ bytes: [UInt8], id: AssetID, document: DocumentID) async throws -> Bool {
+        try await inner.putAsset(bytes, id: id, document: document)
+    }
+
+    func getAsset(_ id: AssetID, document: DocumentID) async throws -> [UInt8] {
+        try await inner.getAsset(id, document: document)
+    }
+}
+
 /// `lnote relay`: a store-and-forward sync server for many notebooks, keeping operations,
 /// assets and checkpoints in SQLite. It needs no notebook folder.
 public final class RelayServer: Sendable {
@@ -60,8 +110,8 @@ public final class RelayServer: Sendable {
     public init(store: RelayStore, configuration: HTTPServer.Configuration = .init()) throws {
         self.store = store
         let service = SyncHTTPService(kind: "relay", maxBodyBytes: configuration.maxRequestBodyBytes,
-                                      authorize: { t, nb in try store.authorize(token: t, notebook: NotebookID(nb)) },
-                                      endpoint: { nb in try store.endpoint(notebook: NotebookID(nb)) })
+                                      authorize: { t, nb in try store.access(token: t, notebook: NotebookID(nb)) },
+                                      endpoint: { nb, device in try store.endpoint(notebook: NotebookID(nb), device: device) })
         http = try HTTPServer(configuration: configuration, handler: service.handle)
     }
 

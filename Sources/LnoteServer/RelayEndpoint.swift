@@ -10,16 +10,26 @@ import LnoteSync
 public struct RelayEndpoint: SyncEndpoint {
     public let store: RelayStore
     public let notebook: NotebookID
+    /// The device whose token opened this endpoint ([SYNC-57]); nil for a caller in this
+    /// process, for which owners are neither checked nor recorded.
+    public let device: String?
 
-    /// Prefer `RelayStore.endpoint(notebook:)`, which checks that the notebook exists.
-    public init(store: RelayStore, notebook: NotebookID) {
+    /// Prefer `RelayStore.endpoint(notebook:device:)`, which checks that the notebook exists.
+    public init(store: RelayStore, notebook: NotebookID, device: String? = nil) {
         self.store = store
         self.notebook = notebook
+        self.device = device
     }
 
     public func sync(_ request: SyncRequest) async throws -> SyncResponse {
+        let notebook = notebook, device = device
+        return try await store.perform { try $0.sync(request, notebook: notebook, device: device) }
+    }
+
+    /// The owners of the notebook's replica ids ([SYNC-57]), sorted by replica id.
+    public func owners() async throws -> [ReplicaOwner] {
         let notebook = notebook
-        return try await store.perform { try $0.sync(request, notebook: notebook) }
+        return try await store.perform { try $0.owners(notebook: notebook) }
     }
 
     public func missingAssets(_ ids: [AssetID], document: DocumentID) async throws -> [AssetID] {

@@ -1,10 +1,21 @@
 import LnoteModel
+import LnoteReplication
 import LnoteSQLite
 import LnoteSync
 
-/// Checkpoints (`Protocol/sync-protocol.md` §5): at most one per log, the newest.
+/// Checkpoints (`Protocol/sync-protocol.md` §5): at most one per log, the newest, and only
+/// one the relay's own operations give ([SYNC-59]).
 extension RelayStore {
-    /// Keeps `checkpoint` if it is newer than the one held for its log.
+    /// Keeps `checkpoint` if it is newer than the one held for its log and the operations
+    /// the relay holds give it ([SYNC-59]).
+    ///
+    /// Checked, in this order: it is a page log's (document logs get no checkpoint,
+    /// [SYNC-40]); its snapshot decodes as a page snapshot of that page whose clock is the
+    /// checkpoint's; the relay holds, for every replica of that clock, every operation up
+    /// to its counter. Then, when it is newer, the relay replays the operations its clock
+    /// covers with `PageReplica` — from the checkpoint held when that one's clock is
+    /// covered (it was checked the same way), else from the empty page — and keeps it only
+    /// if the state is the snapshot's.
     ///
     /// Newer means: its clock covers the held one's (an equal clock replaces, so a
     /// re-upload is idempotent). When the held clock covers the new one strictly, the held
@@ -13,22 +24,30 @@ extension RelayStore {
     /// kept; on equal totals, the one whose encoded body is lexicographically greater, so
     /// the outcome does not depend on the order of the uploads.
     ///
-    /// - Returns: true when `checkpoint` is now the one held.
+    /// - Returns: true when `checkpoint` is now the one held; false when the held one is
+    ///   newer (the new one is then checked only as far as its decoding and its clock).
     /// - Throws: `.notFound` for an unknown notebook; `.limitExceeded` for a snapshot over
-    ///   `Checkpoint.maxSnapshotSize`.
+    ///   `Checkpoint.maxSnapshotSize`; `ServerRefusal` (`badCheckpoint`, HTTP 400
+    ///   `bad_checkpoint`) naming the log and the reason otherwise refused.
     @discardableResult
     public func putCheckpoint(notebook: NotebookID, checkpoint: Checkpoint) throws -> Bool {
         guard checkpoint.snapshot.count <= Checkpoint.maxSnapshotSize else {
             throw LnoteError(.limitExceeded, "checkpoint snapshot of \(checkpoint.snapshot.count) bytes exceeds \(Checkpoint.maxSnapshotSize)")
         }
+        let state = try Self.decodedState(of: checkpoint)
         return try db.transaction {
             let (nb, _) = try row(of: notebook)
-            let key: [SQLiteValue] = [.integer(nb), .blob(checkpoint.log.document.uuid.bytes), Self.pageColumn(checkpoint.log)]
+            let log = checkpoint.log
+            let key: [SQLiteValue] = [.integer(nb), .blob(log.document.uuid.bytes), Self.pageColumn(log)]
+            try checkCovered(checkpoint, nb: nb)
             let rows = try db.query("SELECT clock, snapshot FROM checkpoints WHERE nb = ?1 AND document = ?2 AND page = ?3", key)
+            var base: Checkpoint?
             if let r = rows.first {
-                let held = Checkpoint(log: checkpoint.log, clock: try decodeClock(r[0]), snapshot: r[1].bytes ?? [])
+                let held = Checkpoint(log: log, clock: try decodeClock(r[0]), snapshot: r[1].bytes ?? [])
                 guard Self.replaces(checkpoint, held) else { return false }
+                if checkpoint.clock.covers(held.clock) { base = held }
             }
+            try verify(checkpoint, state: state, nb: nb, from: base)
             var w = ByteWriter()
             ElementCodec.encode(checkpoint.clock, into: &w)
             try db.execute("""
@@ -63,6 +82,139 @@ extension RelayStore {
             if new.clock.total != held.clock.total { return new.clock.total > held.clock.total }
             return held.encoded().lexicographicallyPrecedes(new.encoded())
         }
+    }
+
+    // MARK: - [SYNC-59] Checks
+
+    /// The page state of a checkpoint's snapshot, checked against the checkpoint's log and clock.
+    static func decodedState(of checkpoint: Checkpoint) throws -> PageState {
+        let log = checkpoint.log
+        guard let page = log.page else {
+            throw ServerRefusal.badCheckpoint(log, "a document log gets no checkpoint (only page logs do)")
+        }
+        let contents: PageSnapshot.Contents
+        do { contents = try PageSnapshot.decode(checkpoint.snapshot, path: "snapshot") } catch let e as LnoteError {
+            throw ServerRefusal.badCheckpoint(log, "its snapshot is not a valid page snapshot (\(e))")
+        }
+        guard contents.state.page == page else {
+            throw ServerRefusal.badCheckpoint(log, "its snapshot is of page \(contents.state.page)")
+        }
+        guard contents.state.clock == checkpoint.clock else {
+            throw ServerRefusal.badCheckpoint(log, "its snapshot's clock \(contents.state.clock) is not the checkpoint's clock \(checkpoint.clock)")
+        }
+        return contents.state
+    }
+
+    /// Throws unless the relay holds every operation the checkpoint's clock covers.
+    func checkCovered(_ checkpoint: Checkpoint, nb: Int64) throws {
+        let log = checkpoint.log
+        let q = try db.prepare("SELECT head FROM chains WHERE nb = ?1 AND document = ?2 AND page = ?3 AND replica = ?4")
+        defer { q.finalize() }
+        for e in checkpoint.clock.entries {
+            try q.reset()
+            try q.bind([.integer(nb), .blob(log.document.uuid.bytes), Self.pageColumn(log),
+                        .integer(Int64(bitPattern: e.replica.rawValue))])
+            let head = try q.step() ? UInt64(max(0, try q.int64(at: 0))) : 0
+            try q.reset()
+            guard head >= e.counter else {
+                throw ServerRefusal.badCheckpoint(log, "its clock \(checkpoint.clock) covers operations the relay does not hold: "
+                                                      + "it holds those of \(e.replica) up to \(head), not \(e.counter)")
+            }
+        }
+    }
+
+    /// Replays the operations of the checkpoint's log its clock covers (those not covered
+    /// by `base`'s clock, from `base`'s state) and throws unless the result is `state`.
+    func verify(_ checkpoint: Checkpoint, state: PageState, nb: Int64, from base: Checkpoint?) throws {
+        let log = checkpoint.log
+        var replica: PageReplica
+        if let base {
+            replica = PageReplica(state: try Self.decodedState(of: base))
+        } else {
+            replica = PageReplica(page: state.page)
+        }
+        let q = try db.prepare("""
+            SELECT counter, frame FROM ops WHERE nb = ?1 AND document = ?2 AND page = ?3 AND replica = ?4
+            AND counter > ?5 AND counter <= ?6 ORDER BY counter
+            """)
+        defer { q.finalize() }
+        var ops: [Op] = []
+        for e in checkpoint.clock.entries {
+            let from = replica.clock[e.replica]
+            guard e.counter > from else { continue }
+            try q.reset()
+            try q.bind([.integer(nb), .blob(log.document.uuid.bytes), Self.pageColumn(log),
+                        .integer(Int64(bitPattern: e.replica.rawValue)), .integer(Int64(clamping: from)),
+                        .integer(Int64(clamping: e.counter))])
+            while try q.step() {
+                let counter = try q.int64(at: 0)
+                do {
+                    let frames = try Frame.decodeAll(try q.blob(at: 1) ?? [], path: path)
+                    guard frames.count == 1 else { throw LnoteError(.corrupt, "\(frames.count) frames in one row", path: path) }
+                    ops.append(try OperationCodec.decode(frames[0], path: path))
+                } catch let error as LnoteError {
+                    throw ServerRefusal.badCheckpoint(log, "operation \(e.replica).\(counter) held by the relay is refused "
+                                                          + "(\(error)); see `lnote relay quarantine list`")
+                }
+            }
+        }
+        do { _ = try replica.receive(ops) } catch let error as LnoteError {
+            throw ServerRefusal.badCheckpoint(log, "the relay's operations do not replay (\(error))")
+        }
+        guard replica.pending.isEmpty else {
+            throw ServerRefusal.badCheckpoint(log, "its clock \(checkpoint.clock) is not causally complete: "
+                                                  + "\(replica.pending.count) of the operations it covers wait for others")
+        }
+        let expected = PageSnapshot.canonicalized(replica.state), claimed = PageSnapshot.canonicalized(state)
+        guard expected == claimed else {
+            throw ServerRefusal.badCheckpoint(log, "its state is not the state the relay's operations give ("
+                                                  + Self.difference(claimed, expected) + ")")
+        }
+    }
+
+    /// Where two page states differ, in a few words.
+    static func difference(_ claimed: PageState, _ expected: PageState) -> String {
+        if claimed.clock != expected.clock { return "clock \(claimed.clock), the operations give \(expected.clock)" }
+        if claimed.elements.map(\.id) != expected.elements.map(\.id) {
+            return "\(claimed.elements.count) elements, the operations give \(expected.elements.count)"
+        }
+        if claimed.elements != expected.elements {
+            let i = claimed.elements.indices.first { claimed.elements[$0] != expected.elements[$0] } ?? 0
+            return "element \(claimed.elements[i].id) differs"
+        }
+        if claimed.tombstones != expected.tombstones {
+            return "\(claimed.tombstones.count) tombstones, the operations give \(expected.tombstones.count)"
+        }
+        if claimed.contexts != expected.contexts { return "replica contexts differ" }
+        if claimed.maxLamport != expected.maxLamport {
+            return "greatest Lamport timestamp \(claimed.maxLamport), the operations give \(expected.maxLamport)"
+        }
+        return "modified \(claimed.modified), the operations give \(expected.modified)"
+    }
+
+    /// Checks every checkpoint held (a store upgraded from a version that stored them
+    /// unchecked) and deletes those [SYNC-59] refuses.
+    /// - Returns: how many were deleted.
+    func dropUnverifiableCheckpoints() throws -> Int {
+        let rows = try db.query("SELECT rowid, nb, document, page, clock, snapshot FROM checkpoints")
+        var dropped = 0
+        for r in rows {
+            guard let nb = r[1].int64 else { continue }
+            do {
+                let checkpoint = Checkpoint(log: try Self.logRef(document: r[2], page: r[3], path: path),
+                                            clock: try decodeClock(r[4]), snapshot: r[5].bytes ?? [])
+                let state = try Self.decodedState(of: checkpoint)
+                try checkCovered(checkpoint, nb: nb)
+                try verify(checkpoint, state: state, nb: nb, from: nil)
+            } catch is ServerRefusal {
+                try db.execute("DELETE FROM checkpoints WHERE rowid = ?1", [r[0]])
+                dropped += 1
+            } catch let e as LnoteError where e.code == .corrupt || e.code == .truncated {
+                try db.execute("DELETE FROM checkpoints WHERE rowid = ?1", [r[0]])
+                dropped += 1
+            }
+        }
+        return dropped
     }
 
     private func decodeClock(_ v: SQLiteValue) throws -> VectorClock {

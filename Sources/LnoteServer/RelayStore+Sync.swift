@@ -10,39 +10,58 @@ struct LoggedOpID: Hashable {
 }
 
 extension RelayStore {
-    /// Answers one sync request for `notebook` (`Protocol/sync-protocol.md` [SYNC-4]..[SYNC-8]),
-    /// with the semantics of `NotebookEndpoint`:
+    /// Most content hashes one answer carries ([SYNC-53]): a quarter of the pull limit's
+    /// bytes, at least 4,096.
+    var hashBudget: Int { max(4096, pullLimit / 64) }
+
+    /// Answers one sync request for `notebook` (`Protocol/sync-protocol.md` [SYNC-4]..[SYNC-8],
+    /// §6), with the semantics of `NotebookEndpoint`:
     ///
     /// 1. The whole push is validated before anything is written: every frame decodes as an
-    ///    operation, page operations are in page logs and document operations in document
-    ///    logs, and every asset an operation references is stored for the notebook.
-    /// 2. The push is stored (`INSERT OR IGNORE`: an operation already held is skipped);
-    ///    `accepted` counts the new ones.
-    /// 3. With `have`: the answer holds, for every log, the stored operations the client's
+    ///    operation the validator accepts ([LOG-20]), page operations are in page logs and
+    ///    document operations in document logs, and every asset an operation references is
+    ///    stored for the notebook.
+    /// 2. Each pushed operation is compared with what the relay holds under its id, by
+    ///    content hash ([SYNC-50]): new, a duplicate (skipped), or a fork ([SYNC-51]: not
+    ///    stored, listed in the answer's `forks` with the hash held).
+    /// 3. With a `device` (a request that came with a token), ownership ([SYNC-57]): when a
+    ///    new or forked operation is authored under a replica another device owns, the
+    ///    whole request is refused. Otherwise the new operations are stored (`accepted`
+    ///    counts them), chains advance, and `device` becomes the owner of the request's
+    ///    replica when the push holds an operation authored under it and it has no owner.
+    /// 4. With `have`: the answer holds, for every log, the stored operations the client's
     ///    clock does not cover (gaps included), and the relay's clocks, each entry the
     ///    greatest counter held without a gap from 1.
     ///    Without `have`, same epoch: the operations stored after the cursor.
     ///    Without `have`, another epoch (or a cursor past the notebook's, which only a store
     ///    restored from an older copy can produce): nothing, and `resync`.
     ///    Operations the request itself pushed are never sent back.
-    /// 4. A pull larger than `pullLimit` bytes is cut in change-sequence order: the answer's
-    ///    cursor then names the last operation included, and the next sync (steady state,
-    ///    from that cursor) continues. The client does one steady exchange per sync, so a
-    ///    very large catch-up takes several syncs; each leaves both sides consistent.
+    ///    With `digests`: the relay's chain digests ([SYNC-52]); with `hashRanges`: the
+    ///    content hashes asked for ([SYNC-53]).
+    /// 5. A pull larger than `pullLimit` bytes (less what digests, hashes and forks take)
+    ///    is cut in change-sequence order: the answer's cursor then names the last
+    ///    operation included, and the next sync (steady state, from that cursor) continues.
     ///
     /// The answer is read in the transaction that stored the push, so the cursor and the
-    /// pulled operations describe the same state.
+    /// pulled operations describe the same state. The high-water mark ([SYNC-58]) is
+    /// advanced after the commit, before the answer is returned.
     ///
+    /// - Parameter device: the device whose token the request carried (nil: a caller in
+    ///   this process, for which ownership is neither checked nor recorded).
     /// - Throws: `.notFound` for an unknown notebook; `.corrupt` / `.truncated` for a frame
-    ///   that is not an operation and `.invalidArgument` for an operation in the wrong log
-    ///   (HTTP 400); `SyncRefusal` (`assetMissing`, HTTP 409 `asset_missing`) for a reference
-    ///   to an asset not uploaded; `.database` for storage failures. Nothing is written when
-    ///   it throws.
-    public func sync(_ request: SyncRequest, notebook: NotebookID) throws -> SyncResponse {
+    ///   that is not a valid operation and `.invalidArgument` for an operation in the wrong
+    ///   log or a malformed hash range (HTTP 400); `SyncRefusal` (`assetMissing`, HTTP 409
+    ///   `asset_missing`) for a reference to an asset not uploaded; `ServerRefusal`
+    ///   (`replicaOwned`, HTTP 403 `forbidden`) for an operation of a replica another
+    ///   device owns; `.database` for storage failures, `.io` when the high-water mark
+    ///   cannot be written. Nothing is written when it throws, but for `.io` from the mark
+    ///   (the push is then stored; sending it again is harmless, [SYNC-7]).
+    public func sync(_ request: SyncRequest, notebook: NotebookID, device: String? = nil) throws -> SyncResponse {
         struct Incoming {
             var log: LogRef
             var op: Op
             var frame: Frame
+            var hash: [UInt8]
         }
         var incoming: [Incoming] = []
         var pushed = Set<LoggedOpID>()
@@ -56,12 +75,21 @@ extension RelayStore {
                 guard op.id.counter <= UInt64(Int64.max) else {
                     throw LnoteError(.invalidArgument, "operation counter \(op.id.counter) out of range", path: "push", index: i)
                 }
-                incoming.append(Incoming(log: batch.log, op: op, frame: batch.frames[i]))
+                incoming.append(Incoming(log: batch.log, op: op, frame: batch.frames[i], hash: ContentHash.of(batch.frames[i])))
                 pushed.insert(LoggedOpID(log: batch.log, id: op.id))
             }
         }
+        if let ranges = request.hashRanges {
+            guard ranges.count <= SyncCodec.maxRanges else {
+                throw LnoteError(.invalidArgument, "\(ranges.count) hash ranges (at most \(SyncCodec.maxRanges))", path: "hashRanges")
+            }
+            for (i, r) in ranges.enumerated() where r.from == 0 || r.to < r.from || r.replica.rawValue == 0 {
+                throw LnoteError(.invalidArgument, "hash range \(r.replica) \(r.from)...\(r.to) is empty or names counter 0",
+                                 path: "hashRanges", index: i)
+            }
+        }
 
-        return try db.transaction {
+        let (answer, issued): (SyncResponse, UInt64) = try db.transaction {
             let (nb, epoch) = try row(of: notebook)
             var present = Set<AssetID>()
             for x in incoming {
@@ -72,32 +100,128 @@ extension RelayStore {
                     present.insert(asset)
                 }
             }
-            var accepted: UInt64 = 0
+
+            // [SYNC-51] What the relay holds under each pushed id (an earlier operation of
+            // the same push counts as held).
+            enum Fate { case new, duplicate, fork(held: [UInt8]) }
+            var fates: [Fate] = []
+            fates.reserveCapacity(incoming.count)
             if !incoming.isEmpty {
-                let insert = try db.prepare("""
-                    INSERT OR IGNORE INTO ops (nb, document, page, replica, counter, frame)
-                    VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                let held = try db.prepare("""
+                    SELECT hash FROM ops WHERE nb = ?1 AND document = ?2 AND page = ?3 AND replica = ?4 AND counter = ?5
                     """)
-                defer { insert.finalize() }
+                defer { held.finalize() }
+                var inPush: [LoggedOpID: [UInt8]] = [:]
                 for x in incoming {
-                    try insert.run([.integer(nb), .blob(x.log.document.uuid.bytes), Self.pageColumn(x.log),
-                                    .integer(Int64(bitPattern: x.op.id.replica.rawValue)),
-                                    .integer(Int64(x.op.id.counter)), .blob(x.frame.encoded)])
-                    accepted += UInt64(db.changes)
+                    let key = LoggedOpID(log: x.log, id: x.op.id)
+                    var holding = inPush[key]
+                    if holding == nil {
+                        try held.reset()
+                        try held.bind([.integer(nb), .blob(x.log.document.uuid.bytes), Self.pageColumn(x.log),
+                                       .integer(Int64(bitPattern: x.op.id.replica.rawValue)), .integer(Int64(x.op.id.counter))])
+                        if try held.step() { holding = try held.blob(at: 0) ?? [] }
+                        try held.reset()
+                    }
+                    if let h = holding {
+                        fates.append(h == x.hash ? .duplicate : .fork(held: h))
+                    } else {
+                        fates.append(.new)
+                        inPush[key] = x.hash
+                        continue
+                    }
+                    inPush[key] = holding
                 }
             }
+
+            // [SYNC-57] Owners: checked before anything is written.
+            if let device, !incoming.isEmpty {
+                let owners = try OwnerCache(db, nb: nb)
+                defer { owners.finalize() }
+                for (x, fate) in zip(incoming, fates) {
+                    if case .duplicate = fate { continue }
+                    if let owner = try owners.owner(of: x.op.id.replica), owner != device {
+                        throw ServerRefusal.replicaOwned(x.op.id.replica, owner: owner, operation: x.op.id, log: x.log)
+                    }
+                }
+            }
+
+            var accepted: UInt64 = 0
+            var forks: [ForkReport] = []
+            var claims = false
+            if !incoming.isEmpty {
+                let insert = try db.prepare("""
+                    INSERT INTO ops (nb, document, page, replica, counter, frame, hash)
+                    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                    """)
+                defer { insert.finalize() }
+                struct Group: Hashable {
+                    var log: LogRef
+                    var replica: ReplicaID
+                }
+                var touched = Set<Group>()
+                var seenForks = Set<LoggedOpID>()
+                for (x, fate) in zip(incoming, fates) {
+                    switch fate {
+                    case .new:
+                        try insert.run([.integer(nb), .blob(x.log.document.uuid.bytes), Self.pageColumn(x.log),
+                                        .integer(Int64(bitPattern: x.op.id.replica.rawValue)),
+                                        .integer(Int64(x.op.id.counter)), .blob(x.frame.encoded), .blob(x.hash)])
+                        accepted += 1
+                        touched.insert(Group(log: x.log, replica: x.op.id.replica))
+                    case .duplicate:
+                        break
+                    case .fork(let h):
+                        if forks.count < SyncCodec.maxRanges, seenForks.insert(LoggedOpID(log: x.log, id: x.op.id)).inserted {
+                            forks.append(ForkReport(log: x.log, id: x.op.id, held: h))
+                        }
+                        continue
+                    }
+                    if x.op.id.replica == request.replica { claims = true }
+                }
+                if !touched.isEmpty {
+                    let chains = try ChainWriter(db)
+                    defer { chains.finalize() }
+                    for g in touched {
+                        try chains.advance(nb: nb, document: g.log.document.uuid.bytes, page: g.log.page?.uuid.bytes ?? [],
+                                           replica: Int64(bitPattern: g.replica.rawValue), path: path)
+                    }
+                }
+            }
+            if let device, claims { try claim(request.replica, by: device, nb: nb) }
+
             let cursor = try self.cursor(nb)
+            var answer = SyncResponse(epoch: epoch, cursor: cursor, accepted: accepted, pull: [], forks: forks)
+            if request.digests != nil { answer.digests = try digests(nb: nb) }
+            if let ranges = request.hashRanges { answer.hashes = try hashes(nb: nb, ranges: ranges, budget: hashBudget) }
+            let reserved = Self.encodedSize(digests: answer.digests, hashes: answer.hashes, forks: forks)
             if let have = request.have {
                 let theirs = Dictionary(have.map { ($0.log, $0.clock) }, uniquingKeysWith: { $0.merged($1) })
-                let (pull, clocks, at) = try pullNotCovered(nb: nb, theirs: theirs, skipping: pushed, cursor: cursor)
-                return SyncResponse(epoch: epoch, cursor: at, accepted: accepted, pull: pull, clocks: clocks)
+                let (pull, clocks, at) = try pullNotCovered(nb: nb, theirs: theirs, skipping: pushed, cursor: cursor,
+                                                            reserved: reserved)
+                answer.pull = pull
+                answer.clocks = clocks
+                answer.cursor = at
+            } else if request.epoch == epoch, request.cursor <= cursor {
+                let (pull, at) = try pullSince(nb: nb, since: request.cursor, skipping: pushed, cursor: cursor, reserved: reserved)
+                answer.pull = pull
+                answer.cursor = at
+            } else {
+                answer.resync = true
             }
-            guard request.epoch == epoch, request.cursor <= cursor else {
-                return SyncResponse(epoch: epoch, cursor: cursor, accepted: accepted, pull: [], resync: true)
-            }
-            let (pull, at) = try pullSince(nb: nb, since: request.cursor, skipping: pushed, cursor: cursor)
-            return SyncResponse(epoch: epoch, cursor: at, accepted: accepted, pull: pull)
+            return (answer, accepted > 0 ? try Self.issuedSequence(db) : 0)
         }
+        // [SYNC-58] No answer carries a sequence the mark does not hold.
+        if answer.accepted > 0 { try mark?.advance(to: issued) }
+        return answer
+    }
+
+    /// An upper bound of the bytes `Digests`, `Hashes` and `Forks` take in an answer.
+    static func encodedSize(digests: [LogDigests]?, hashes: [HashRange]?, forks: [ForkReport]) -> Int {
+        var n = 0
+        for d in digests ?? [] { n += 33 + 10 + d.entries.count * (8 + 10 + 16) }
+        for h in hashes ?? [] { n += 33 + 8 + 10 + 10 + 16 * h.hashes.count }
+        n += forks.count * (33 + 18 + 32)
+        return n + 3 * 10
     }
 
     /// The server's clock of every log of the notebook: per replica, the greatest counter
@@ -171,7 +295,7 @@ extension RelayStore {
 
     /// The answer to `have`: stored operations the client's clocks do not cover.
     func pullNotCovered(nb: Int64, theirs: [LogRef: VectorClock], skipping pushed: Set<LoggedOpID>,
-                        cursor: UInt64) throws -> (pull: [LogBatch], clocks: [LogClock], cursor: UInt64) {
+                        cursor: UInt64, reserved: Int = 0) throws -> (pull: [LogBatch], clocks: [LogClock], cursor: UInt64) {
         let heads = try replicaHeads(nb)
         let clocks = Self.clocks(from: heads)
         var clocksWriter = ByteWriter()
@@ -202,7 +326,7 @@ extension RelayStore {
         }
         candidates.sort { $0.seq < $1.seq }
 
-        var acc = PullAccumulator(limit: pullLimit - clocksWriter.count, path: path)
+        var acc = PullAccumulator(limit: pullLimit - clocksWriter.count - reserved, path: path)
         let frame = try db.prepare("SELECT frame FROM ops WHERE seq = ?1")
         defer { frame.finalize() }
         for c in candidates {
@@ -219,14 +343,14 @@ extension RelayStore {
 
     /// The steady-state answer: operations stored after `since`, in sequence order.
     func pullSince(nb: Int64, since: UInt64, skipping pushed: Set<LoggedOpID>,
-                   cursor: UInt64) throws -> (pull: [LogBatch], cursor: UInt64) {
+                   cursor: UInt64, reserved: Int = 0) throws -> (pull: [LogBatch], cursor: UInt64) {
         let q = try db.prepare("""
             SELECT seq, document, page, replica, counter, frame FROM ops
             WHERE nb = ?1 AND seq > ?2 ORDER BY seq
             """)
         defer { q.finalize() }
         try q.bind([.integer(nb), .integer(Int64(clamping: since))])
-        var acc = PullAccumulator(limit: pullLimit, path: path)
+        var acc = PullAccumulator(limit: pullLimit - reserved, path: path)
         var logs: [[UInt8]: LogRef] = [:]
         while try q.step() {
             let seq = try q.int64(at: 0)

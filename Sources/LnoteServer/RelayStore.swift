@@ -51,37 +51,87 @@ public final class RelayStore: Sendable {
     public let path: String
     /// See `defaultPullLimit`.
     public let pullLimit: Int
+    /// What opening the store did: a schema upgrade, new epochs after a restore ([SYNC-58]).
+    public let opened: OpenReport
     let db: SQLiteDatabase
     /// Where `RelayEndpoint` runs the blocking calls.
     let queue: DispatchQueue
+    /// The greatest change sequence ever issued, beside the database ([SYNC-58]); nil for
+    /// an in-memory database.
+    let mark: HighWaterMark?
 
-    /// Opens the relay store at `path`, creating it when missing.
+    /// The high-water mark's file for the database at `path`.
+    public static func markPath(for path: String) -> String { path + ".hwm" }
+
+    /// Opens the relay store at `path`, creating it when missing, upgrading an older
+    /// schema, and checking the high-water mark ([SYNC-58]): when the database's change
+    /// sequence is below it (a restored copy), or the store holds operations and the mark
+    /// is missing or unreadable, every notebook gets a new epoch and the database's
+    /// sequence is raised to the mark, so sequences are never issued twice. `opened` says
+    /// what was done.
     ///
     /// - Parameters:
-    ///   - path: the SQLite file.
+    ///   - path: the SQLite file; its mark is `<path>.hwm`.
     ///   - pullLimit: the largest pull in bytes (at least one operation is always sent).
     /// - Throws: `.unsupportedVersion` when the file's schema is newer than this build's;
     ///   `.invalidArgument` when the file is an SQLite database that is not a relay store;
-    ///   `.database` for SQLite failures (a file that is not a database included).
+    ///   `.database` for SQLite failures (a file that is not a database included); `.io`
+    ///   when the mark cannot be written.
     public init(path: String, pullLimit: Int = RelayStore.defaultPullLimit) throws {
         guard pullLimit > 0 else { throw LnoteError(.invalidArgument, "pull limit must be positive", path: path) }
         self.path = path
         self.pullLimit = pullLimit
         let db = try SQLiteDatabase(path: path, options: .init(create: true, journalMode: .wal, synchronous: .full))
+        let inMemory = path.isEmpty || path == ":memory:" || path.hasPrefix("file::memory:")
+        var report = OpenReport()
+        var mark: HighWaterMark?
         do {
-            try Self.prepareSchema(db)
+            // The upgrade runs through the store's own methods, on a store without a mark.
+            try RelayStore(opening: db, path: path, pullLimit: pullLimit).prepareSchema(report: &report)
+            if !inMemory {
+                let markPath = Self.markPath(for: path)
+                let m = try HighWaterMark(path: markPath)
+                mark = m
+                if m.alone {
+                    m.opened(at: try Self.checkMark(db, markPath: markPath, report: &report))
+                } else if case .mark(let held) = HighWaterMark.load(markPath) {
+                    // Another store has it open and judged it when it opened.
+                    m.opened(at: held.value)
+                } else {
+                    m.opened(at: 0)
+                }
+            }
         } catch {
+            mark?.release()
             try? db.close()
             throw error
         }
         self.db = db
         self.queue = DispatchQueue(label: "lnote.relay-store")
+        self.mark = mark
+        opened = report
+    }
+
+    /// A store over `db` as it is, for `prepareSchema` while the real one is being opened.
+    private init(opening db: SQLiteDatabase, path: String, pullLimit: Int) {
+        self.path = path
+        self.pullLimit = pullLimit
+        self.db = db
+        self.queue = DispatchQueue(label: "lnote.relay-store.opening")
+        self.mark = nil
+        opened = OpenReport()
     }
 
     /// Closes the database. Calls made afterwards throw `.invalidState`; closing twice
-    /// does nothing.
+    /// does nothing. The store that closes while no other store has the file open writes
+    /// the exact high-water mark ([SYNC-58]).
+    /// - Throws: `.io` when the mark cannot be written (the database is closed all the
+    ///   same; the next opening then treats the file as not closed cleanly).
     public func close() throws {
+        var markError: (any Error)?
+        do { try mark?.close { try Self.issuedSequence(db) } } catch { markError = error }
         try db.close()
+        if let markError { throw markError }
     }
 
     // MARK: - Notebooks
@@ -126,26 +176,98 @@ public final class RelayStore: Sendable {
     }
 
     /// Gives the notebook a new random epoch, so every client compares clocks at its next
-    /// sync ([SYNC-6]). Run it after restoring the file from a backup: change sequences
-    /// handed out after the backup was taken would otherwise be handed out again, and a
-    /// client whose cursor is past the backup's could miss operations.
+    /// sync ([SYNC-6], [SYNC-58]: `lnote relay epoch reset`). Opening a restored file does
+    /// this for every notebook by itself; run it by hand after anything else that may have
+    /// lost operations a client believes the relay holds.
     /// - Returns: the new epoch.
     @discardableResult
     public func resetEpoch(notebook: NotebookID) throws -> UInt64 {
         try db.transaction {
             let (nb, old) = try row(of: notebook)
-            var epoch = Self.randomEpoch()
-            while epoch == old { epoch = Self.randomEpoch() }
-            try db.execute("UPDATE notebooks SET epoch = ?1 WHERE nb = ?2", [.integer(Int64(bitPattern: epoch)), .integer(nb)])
-            return epoch
+            return try Self.newEpoch(db, nb: nb, old: old)
         }
     }
 
+    /// Gives every notebook a new random epoch ([SYNC-58]).
+    /// - Returns: the notebooks and their new epochs, sorted by id.
+    @discardableResult
+    public func resetEpochs() throws -> [(notebook: NotebookID, epoch: UInt64)] {
+        try db.transaction {
+            try Self.resetAllEpochs(db).sorted { $0.notebook < $1.notebook }
+        }
+    }
+
+    static func newEpoch(_ db: SQLiteDatabase, nb: Int64, old: UInt64) throws -> UInt64 {
+        var epoch = randomEpoch()
+        while epoch == old { epoch = randomEpoch() }
+        try db.execute("UPDATE notebooks SET epoch = ?1 WHERE nb = ?2", [.integer(Int64(bitPattern: epoch)), .integer(nb)])
+        return epoch
+    }
+
+    static func resetAllEpochs(_ db: SQLiteDatabase) throws -> [(notebook: NotebookID, epoch: UInt64)] {
+        try db.query("SELECT nb, id, epoch FROM notebooks").map { r in
+            guard let nb = r[0].int64, let id = r[1].string.flatMap(NotebookID.init), let old = r[2].int64 else {
+                throw LnoteError(.corrupt, "malformed notebook row in the relay store", path: db.path)
+            }
+            return (id, try newEpoch(db, nb: nb, old: UInt64(bitPattern: old)))
+        }
+    }
+
+    // MARK: - High-water mark ([SYNC-58])
+
+    /// The greatest change sequence the database ever issued: SQLite's AUTOINCREMENT
+    /// counter for `ops` (which outlives deleted rows), or the greatest held.
+    static func issuedSequence(_ db: SQLiteDatabase) throws -> UInt64 {
+        let counter = try db.query("SELECT seq FROM sqlite_sequence WHERE name = 'ops'").first?.first?.int64 ?? 0
+        let held = try db.query("SELECT ifnull(max(seq), 0) FROM ops").first?.first?.int64 ?? 0
+        return UInt64(max(0, max(counter, held)))
+    }
+
+    /// Compares the database with its mark at opening (no other store has it open); resets
+    /// every epoch and raises the database's sequence to the mark when the database may
+    /// have been restored; then writes the mark this store reserves.
+    /// - Returns: the mark now on disk.
+    static func checkMark(_ db: SQLiteDatabase, markPath: String, report: inout OpenReport) throws -> UInt64 {
+        let reading = HighWaterMark.load(markPath)
+        let (sequence, target): (UInt64, UInt64) = try db.transaction {
+            let sequence = try issuedSequence(db)
+            let holds = sequence > 0
+            var sign: RestoreSign?
+            var target = sequence
+            switch reading {
+            case .mark(let m) where m.value > sequence:
+                sign = m.open ? .notClosed(sequence: sequence, mark: m.value) : .belowMark(sequence: sequence, mark: m.value)
+                target = m.value
+            case .mark: break
+            case .missing: if holds { sign = .markMissing(sequence: sequence) }
+            case .unreadable(let why): if holds { sign = .markUnreadable(sequence: sequence, reason: why) }
+            }
+            if let sign {
+                _ = try resetAllEpochs(db)
+                report.epochsReset = sign
+                if target > sequence {
+                    // Sequences after the copy's were handed out already: never again.
+                    let updated = try db.query("UPDATE sqlite_sequence SET seq = ?1 WHERE name = 'ops' RETURNING seq",
+                                               [.integer(Int64(clamping: target))])
+                    if updated.isEmpty {
+                        try db.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('ops', ?1)",
+                                       [.integer(Int64(clamping: target))])
+                    }
+                }
+            }
+            return (sequence, target)
+        }
+        // No other store is open: this one reserves from here.
+        return try HighWaterMark.reserve(beyond: max(sequence, target), at: markPath)
+    }
+
     /// The endpoint serving one notebook's sync protocol from this store.
+    /// - Parameter device: the device of the request's token ([SYNC-57]); nil for a caller
+    ///   in this process (owners are then neither checked nor recorded).
     /// - Throws: `.notFound` for an unknown notebook.
-    public func endpoint(notebook: NotebookID) throws -> RelayEndpoint {
+    public func endpoint(notebook: NotebookID, device: String? = nil) throws -> RelayEndpoint {
         _ = try db.transaction(.deferred) { try row(of: notebook) }
-        return RelayEndpoint(store: self, notebook: notebook)
+        return RelayEndpoint(store: self, notebook: notebook, device: device)
     }
 
     // MARK: - Internals shared by the extensions

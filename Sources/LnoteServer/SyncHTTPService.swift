@@ -10,8 +10,10 @@ import LnoteSync
 /// libmicrohttpd calls `handle` on its own threads; the endpoint's async work runs on
 /// Swift's executor while that thread waits, so no cooperative thread ever blocks.
 public struct SyncHTTPService: Sendable {
-    public typealias Authorizer = @Sendable (_ token: String?, _ notebook: UUID) throws -> AuthResult
-    public typealias Resolver = @Sendable (_ notebook: UUID) async throws -> (any SyncEndpoint)?
+    /// What the request's token opens, and for which device ([SYNC-57]).
+    public typealias Authorizer = @Sendable (_ token: String?, _ notebook: UUID) throws -> Access
+    /// The endpoint of a notebook for the device of the request's token (nil: no such notebook).
+    public typealias Resolver = @Sendable (_ notebook: UUID, _ device: String?) async throws -> (any SyncEndpoint)?
 
     /// "peer" or "relay", reported by `GET /v1/hello`.
     public let kind: String
@@ -66,6 +68,19 @@ public struct SyncHTTPService: Sendable {
         error(r.reason.code, r.error.message)
     }
 
+    /// 403 `forbidden` for an owned replica ([SYNC-57]), with the replica and its owner as
+    /// fields of their own; 400 `bad_checkpoint` ([SYNC-59]).
+    static func response(for r: ServerRefusal) -> HTTPServerResponse {
+        var body: [String: Any] = ["error": r.reason.code, "message": r.error.message]
+        if case .replicaOwned(let replica, let owner, let operation, let log) = r.reason {
+            body["replica"] = replica.description
+            body["device"] = owner
+            body["operation"] = operation.description
+            body["log"] = log.description
+        }
+        return json(r.reason.status, body)
+    }
+
     /// Runs async work to completion from a libmicrohttpd thread.
     static func blocking<T: Sendable>(_ work: @escaping @Sendable () async throws -> T) throws -> T {
         let result = Mutex<Result<T, any Error>?>(nil)
@@ -114,13 +129,13 @@ public struct SyncHTTPService: Sendable {
         }
         // A store that cannot answer is a server error (500), never a 401 that would send
         // a user hunting for a token problem.
-        let access: AuthResult
+        let access: Access
         do { access = try authorize(Self.bearer(request.headers), notebook) } catch let e as LnoteError {
             return Self.response(for: e)
         } catch {
             return Self.error(.serverError, "\(error)")
         }
-        switch access {
+        switch access.result {
         case .ok: break
         case .unauthorized: return Self.error(.unauthorized, "missing or wrong token")
         case .forbidden: return Self.error(.forbidden, "this token does not open notebook \(notebook)")
@@ -129,14 +144,17 @@ public struct SyncHTTPService: Sendable {
             return Self.error(.tooLarge, "request body of \(request.body.count) bytes exceeds \(maxBodyBytes)")
         }
         let rest = Array(segments[3...])
+        let device = access.device
         do {
             return try Self.blocking { [self] in
-                guard let ep = try await endpoint(notebook) else {
+                guard let ep = try await endpoint(notebook, device) else {
                     return Self.error(.notFound, "no notebook \(notebook) here")
                 }
                 return try await route(ep, rest, request)
             }
         } catch let r as SyncRefusal {
+            return Self.response(for: r)
+        } catch let r as ServerRefusal {
             return Self.response(for: r)
         } catch let e as LnoteError {
             return Self.response(for: e)
@@ -149,8 +167,17 @@ public struct SyncHTTPService: Sendable {
         switch (r.method, rest.count) {
         case ("POST", 1) where rest[0] == "sync":
             let q = try SyncCodec.decodeRequest(r.body, path: "request body")
-            let answer = try await ep.sync(q)
+            let answer: SyncResponse
+            do { answer = try await ep.sync(q) } catch let e as LnoteError where e.path == "push" {
+                // [SYNC-30] Name the operation where it is in the body, not in its frame.
+                throw PushLocator.locate(e, in: r.body)
+            }
             return .bytes(200, SyncCodec.encode(answer))
+        case ("GET", 1) where rest[0] == "devices":
+            // [SYNC-57] Who owns each replica id, for clients to show device names.
+            guard let relay = ep as? RelayEndpoint else { return Self.error(.notFound, "this server keeps no devices") }
+            let owners = try await relay.owners().map { ["replica": $0.replica.description, "device": $0.device] }
+            return Self.json(200, owners)
         case (_, 4) where rest[0] == "documents" && rest[2] == "assets",
              (_, 5) where rest[0] == "documents" && rest[2] == "assets":
             guard let doc = Self.uuid(rest[1]).map(DocumentID.init) else {

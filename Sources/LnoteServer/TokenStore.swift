@@ -27,6 +27,31 @@ public enum RelayToken {
         token.utf8.count == 64 && token.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
     }
 
+    /// Throws `.invalidArgument` unless `name` can name a device ([SYNC-57]): 1 to 128
+    /// bytes of UTF-8, no control character (it is printed on one line, and in error
+    /// messages), no space at either end, and not of the form `token-…`, which names the
+    /// devices of tokens made without one.
+    public static func checkDeviceName(_ name: String) throws {
+        guard (1...128).contains(name.utf8.count) else {
+            throw LnoteError(.invalidArgument, "a device name is 1 to 128 bytes, got \(name.utf8.count)")
+        }
+        for u in name.unicodeScalars where u.value < 0x20 || (0x7F...0x9F).contains(u.value) || u.value == 0x2028 || u.value == 0x2029 {
+            throw LnoteError(.invalidArgument, "a device name holds no control character (U+\(String(u.value, radix: 16, uppercase: true)))")
+        }
+        guard name.first?.isWhitespace == false, name.last?.isWhitespace == false else {
+            throw LnoteError(.invalidArgument, "a device name does not start or end with a space")
+        }
+        guard !name.hasPrefix(unnamedPrefix) else {
+            throw LnoteError(.invalidArgument, "device names starting with \"\(unnamedPrefix)\" name tokens made without a device")
+        }
+    }
+
+    static let unnamedPrefix = "token-"
+
+    /// The device of a token made without one: `token-` and the first 8 hex digits of its
+    /// digest.
+    public static func unnamedDevice(digest: [UInt8]) -> String { unnamedPrefix + String(hexString(digest).prefix(8)) }
+
     /// Compares two byte strings in time that depends only on their lengths.
     public static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
         guard a.count == b.count else { return false }
@@ -45,6 +70,18 @@ public enum AuthResult: Sendable, Equatable {
     case forbidden
 }
 
+/// What a request's token opens, and for which device ([SYNC-57]).
+public struct Access: Sendable, Equatable {
+    public var result: AuthResult
+    /// The token's device when `result` is `.ok`; nil for a server without devices (a
+    /// peer server) or when access is refused.
+    public var device: String?
+    public init(_ result: AuthResult, device: String? = nil) {
+        self.result = result
+        self.device = device
+    }
+}
+
 /// A token as listed: never the token itself.
 public struct TokenInfo: Sendable, Equatable {
     /// The first 16 hex digits of the token's SHA-256: names it for `revokeToken`
@@ -52,6 +89,11 @@ public struct TokenInfo: Sendable, Equatable {
     public var id: String
     public var notebook: NotebookID
     public var label: String
+    /// The device the token belongs to ([SYNC-57]): its name, or `token-<8 hex>` for a
+    /// token made without one.
+    public var device: String
+    /// False for a token made without a device (before devices existed).
+    public var deviceNamed: Bool
     /// Milliseconds since 1970.
     public var created: Int64
 }
@@ -59,15 +101,22 @@ public struct TokenInfo: Sendable, Equatable {
 extension RelayStore {
     /// Issues a token for `notebook`; only its digest is stored, so the returned text is
     /// the only copy.
+    ///
+    /// - Parameters:
+    ///   - device: the device the token belongs to ([SYNC-57]); several tokens may name the
+    ///     same device (a token replaced). Without one, the token is its own unnamed device,
+    ///     `token-<8 hex>`, as tokens made before devices existed.
     /// - Throws: `.notFound` for an unknown notebook; `.invalidArgument` for a label over
-    ///   1,024 bytes.
-    public func createToken(notebook: NotebookID, label: String) throws -> String {
+    ///   1,024 bytes or a device name `RelayToken.checkDeviceName` refuses.
+    public func createToken(notebook: NotebookID, label: String, device: String? = nil) throws -> String {
         guard label.utf8.count <= 1024 else { throw LnoteError(.invalidArgument, "token label over 1024 bytes") }
+        if let device { try RelayToken.checkDeviceName(device) }
         let token = RelayToken.generate()
         try db.transaction {
             let (nb, _) = try row(of: notebook)
-            try db.execute("INSERT INTO tokens (digest, nb, label, created) VALUES (?1, ?2, ?3, ?4)",
-                           [.blob(RelayToken.digest(token)), .integer(nb), .text(label), .integer(Self.now())])
+            try db.execute("INSERT INTO tokens (digest, nb, label, created, device) VALUES (?1, ?2, ?3, ?4, ?5)",
+                           [.blob(RelayToken.digest(token)), .integer(nb), .text(label), .integer(Self.now()),
+                            device.map { .text($0) } ?? .null])
         }
         return token
     }
@@ -82,16 +131,22 @@ extension RelayStore {
     /// notebook) and `.unauthorized` to an unknown one: it never reveals more than a
     /// wrong notebook would.
     public func authorize(token: String?, notebook: NotebookID) throws -> AuthResult {
-        guard let token, !token.isEmpty, token.utf8.count <= 256 else { return .unauthorized }
+        try access(token: token, notebook: notebook).result
+    }
+
+    /// `authorize`, with the token's device ([SYNC-57]) when access is granted.
+    public func access(token: String?, notebook: NotebookID) throws -> Access {
+        guard let token, !token.isEmpty, token.utf8.count <= 256 else { return Access(.unauthorized) }
         let digest = RelayToken.digest(token)
         return try db.transaction(.deferred) {
             let rows = try db.query("""
-                SELECT t.digest, n.id FROM tokens t JOIN notebooks n ON n.nb = t.nb WHERE t.digest = ?1
+                SELECT t.digest, n.id, t.device FROM tokens t JOIN notebooks n ON n.nb = t.nb WHERE t.digest = ?1
                 """, [.blob(digest)])
             guard let r = rows.first, let stored = r[0].bytes, RelayToken.constantTimeEqual(stored, digest) else {
-                return .unauthorized
+                return Access(.unauthorized)
             }
-            return r[1].string == notebook.description ? .ok : .forbidden
+            guard r[1].string == notebook.description else { return Access(.forbidden) }
+            return Access(.ok, device: r[2].string ?? RelayToken.unnamedDevice(digest: stored))
         }
     }
 
@@ -99,10 +154,12 @@ extension RelayStore {
     public func listTokens(notebook: NotebookID) throws -> [TokenInfo] {
         try db.transaction(.deferred) {
             let (nb, _) = try row(of: notebook)
-            return try db.query("SELECT digest, label, created FROM tokens WHERE nb = ?1 ORDER BY created, rowid",
+            return try db.query("SELECT digest, label, created, device FROM tokens WHERE nb = ?1 ORDER BY created, rowid",
                                 [.integer(nb)]).map { r in
-                TokenInfo(id: String(hexString(r[0].bytes ?? []).prefix(16)), notebook: notebook,
-                          label: r[1].string ?? "", created: r[2].int64 ?? 0)
+                let digest = r[0].bytes ?? []
+                return TokenInfo(id: String(hexString(digest).prefix(16)), notebook: notebook,
+                                 label: r[1].string ?? "", device: r[3].string ?? RelayToken.unnamedDevice(digest: digest),
+                                 deviceNamed: r[3].string != nil, created: r[2].int64 ?? 0)
             }
         }
     }

@@ -6,6 +6,7 @@ enum CommandTable {
          importStrokes, addImage, erase, eraseRange, move, front, back,
          log, conflicts, compact, verify,
          sync, serve, relay, relayNotebookCreate, relayNotebookList, relayTokenCreate, relayTokenList, relayTokenRevoke,
+         relayDevices, relayEpochReset, relayQuarantineList, relayQuarantineDrop,
          export, thumbnail, demo, replay]
     }
 }

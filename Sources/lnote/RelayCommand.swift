@@ -12,6 +12,12 @@ extension CommandTable {
         Keeps operations, assets and checkpoints in FILE.sqlite (WAL). Notebooks and their
         tokens are made with `lnote relay notebook create` and `lnote relay token create`.
         Binds to 127.0.0.1 unless --bind says otherwise. Stops cleanly on SIGINT/SIGTERM.
+
+        Beside the database, FILE.sqlite.hwm keeps the greatest change sequence the relay
+        issued (and FILE.sqlite.hwm.lock which stores have it open). When the database is
+        found below it (restored from a backup) or the relay was not stopped cleanly, every
+        notebook gets a new epoch and clients push again what the relay lacks. Restore the
+        database alone, never an old .hwm with it.
         """,
         options: serverOptions.union(["db"]),
         run: { args, console in
@@ -19,6 +25,14 @@ extension CommandTable {
             guard let db = args.option("db") else { throw Arguments.UsageError(message: "--db FILE is required") }
             let signals = Signals.trap()
             let store = try RelayStore(path: db)
+            if let from = store.opened.upgradedFrom, from > 0 {
+                console.err("lnote relay: upgraded \(db) from schema version \(from) to \(RelayStore.schemaVersion)"
+                            + (store.opened.checkpointsDropped > 0
+                               ? "; \(store.opened.checkpointsDropped) checkpoints the operations do not give were dropped" : ""))
+            }
+            if let sign = store.opened.epochsReset {
+                console.err("lnote relay: \(sign); every notebook has a new epoch, so clients compare clocks and push again what was lost")
+            }
             let server: RelayServer
             do { server = try RelayServer(store: store, configuration: try serverConfiguration(args)) } catch {
                 try? store.close()
@@ -64,25 +78,35 @@ extension CommandTable {
 
     static let relayTokenCreate = Command(
         name: "relay token create",
-        synopsis: "lnote relay token create --db FILE.sqlite --notebook ID [--label TEXT]",
-        summary: "Create a bearer token for one notebook; prints the token (only its hash is stored)",
-        options: ["db", "notebook", "label"],
+        synopsis: "lnote relay token create --db FILE.sqlite --notebook ID --device NAME [--label TEXT]",
+        summary: "Create a bearer token for one device of a notebook; prints the token (only its hash is stored)",
+        details: """
+        The device owns the replica ids it pushes its own work under: another device's push of
+        new operations authored under them is refused (403). Several tokens may name one device
+        (a replaced token). Tokens made before devices existed act as the device
+        token-<first 8 hex digits of their hash>.
+        """,
+        options: ["db", "notebook", "label", "device"],
         run: { args, console in
             try args.expect(0, "no positional arguments")
             guard let db = args.option("db") else { throw Arguments.UsageError(message: "--db FILE is required") }
             guard let nb = args.option("notebook"), let id = NotebookID(nb) else {
                 throw Arguments.UsageError(message: "--notebook UUID is required")
             }
+            guard let device = args.option("device") else {
+                throw Arguments.UsageError(message: "--device NAME is required (the device this token belongs to)")
+            }
+            try RelayToken.checkDeviceName(device)
             let store = try RelayStore(path: db)
             defer { try? store.close() }
-            console.out(try store.createToken(notebook: id, label: args.option("label") ?? ""))
+            console.out(try store.createToken(notebook: id, label: args.option("label") ?? "", device: device))
             return Exit.ok
         })
 
     static let relayTokenList = Command(
         name: "relay token list",
         synopsis: "lnote relay token list --db FILE.sqlite --notebook ID",
-        summary: "List a notebook's tokens (ids and labels, never the tokens)",
+        summary: "List a notebook's tokens: id, device, creation date (UTC), label; never the tokens",
         options: ["db", "notebook"],
         run: { args, console in
             guard let db = args.option("db") else { throw Arguments.UsageError(message: "--db FILE is required") }
@@ -91,9 +115,19 @@ extension CommandTable {
             }
             let store = try RelayStore(path: db)
             defer { try? store.close() }
-            for t in try store.listTokens(notebook: id) { console.out("\(t.id)  \(t.label)") }
+            for t in try store.listTokens(notebook: id) {
+                let device = t.deviceNamed ? t.device : "\(t.device) (unnamed)"
+                console.out("\(t.id)  \(device)  \(utcDate(milliseconds: t.created))" + (t.label.isEmpty ? "" : "  \(t.label)"))
+            }
             return Exit.ok
         })
+
+    /// `2026-03-01T12:00:00Z` for milliseconds since 1970.
+    static func utcDate(milliseconds: Int64) -> String {
+        let f = ISO8601DateFormatter()
+        f.timeZone = TimeZone(identifier: "UTC")
+        return f.string(from: Date(timeIntervalSince1970: Double(milliseconds) / 1000))
+    }
 
     static let relayTokenRevoke = Command(
         name: "relay token revoke",

@@ -36,7 +36,9 @@ extension CommandTable {
         (or $LNOTE_TOKEN), or one is generated and printed. Prints the notebook URL to pass to
         `lnote sync`: its notebook id comes from the folder's replica id, so it is the same at
         every start (a copied or moved folder gets a new one); a client using another id gets
-        404 not_found. The folder stays locked while served. Stops cleanly on SIGINT/SIGTERM.
+        404 not_found. The folder owns its replica id: a push holding a new operation authored
+        under it is refused (403 forbidden). The folder stays locked while served. Stops cleanly
+        on SIGINT/SIGTERM.
         """,
         options: serverOptions.union(["token"]),
         run: { args, console in

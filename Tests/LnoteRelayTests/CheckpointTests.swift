@@ -1,5 +1,6 @@
 import Foundation
 import LnoteModel
+import LnoteReplication
 import LnoteServer
 import LnoteSync
 import Testing
@@ -73,37 +74,46 @@ struct CheckpointTests {
     @Test("the relay keeps the newest checkpoint per log; concurrent clocks: the greater total")
     func replacement() async throws {
         try await withRelay { store, nb, path in
+            // Two replicas draw on one page without seeing each other: a1…a5 and b1…b4.
+            var rng = SeededRNG(seed: 3)
             let a = ReplicaID(1), b = ReplicaID(2)
             let log = LogRef(document: DocumentID(), page: PageID())
-            func cp(_ entries: [(ReplicaID, UInt64)], _ tag: UInt8) -> Checkpoint {
-                Checkpoint(log: log, clock: VectorClock(entries), snapshot: [tag])
-            }
-            #expect(try store.putCheckpoint(notebook: nb, checkpoint: cp([(a, 2)], 1)))
-            #expect(try store.putCheckpoint(notebook: nb, checkpoint: cp([(a, 3)], 2)))
-            #expect(try store.putCheckpoint(notebook: nb, checkpoint: cp([(a, 2)], 3)) == false, "older")
-            #expect(try store.checkpoints(notebook: nb) == [cp([(a, 3)], 2)])
-            #expect(try store.putCheckpoint(notebook: nb, checkpoint: cp([(a, 3)], 4)), "equal clock replaces")
-            #expect(try store.checkpoints(notebook: nb) == [cp([(a, 3)], 4)])
+            var ra = PageReplica(page: log.page!), rb = PageReplica(page: log.page!)
+            let opsA = try (0..<5).map { i in try ra.add(.stroke(randomStroke(&rng)), by: a, wallTime: 10 + Int64(i)) }
+            let opsB = try (0..<4).map { i in try rb.add(.stroke(randomStroke(&rng)), by: b, wallTime: 20 + Int64(i)) }
+            let all = opsA + opsB
+            _ = try store.sync(SyncRequest(replica: a, epoch: 0, cursor: 0, push: [LogBatch(log: log, ops: all)]), notebook: nb)
+            func cp(_ entries: [(ReplicaID, UInt64)]) throws -> Checkpoint { try checkpoint(log, all, at: VectorClock(entries)) }
+
+            #expect(try store.putCheckpoint(notebook: nb, checkpoint: cp([(a, 2)])))
+            #expect(try store.putCheckpoint(notebook: nb, checkpoint: cp([(a, 3)])))
+            #expect(try store.putCheckpoint(notebook: nb, checkpoint: cp([(a, 2)])) == false, "older")
+            #expect(try store.checkpoints(notebook: nb) == [try cp([(a, 3)])])
+            #expect(try store.putCheckpoint(notebook: nb, checkpoint: cp([(a, 3)])), "an equal clock replaces: idempotent")
+            #expect(try store.checkpoints(notebook: nb) == [try cp([(a, 3)])])
             // Concurrent: {a:3} (total 3) against {a:1, b:4} (total 5).
-            #expect(try store.putCheckpoint(notebook: nb, checkpoint: cp([(a, 1), (b, 4)], 5)))
-            #expect(try store.putCheckpoint(notebook: nb, checkpoint: cp([(a, 3)], 6)) == false)
-            #expect(try store.checkpoints(notebook: nb) == [cp([(a, 1), (b, 4)], 5)])
+            #expect(try store.putCheckpoint(notebook: nb, checkpoint: cp([(a, 1), (b, 4)])))
+            #expect(try store.putCheckpoint(notebook: nb, checkpoint: cp([(a, 3)])) == false)
+            #expect(try store.checkpoints(notebook: nb) == [try cp([(a, 1), (b, 4)])])
+            // Covering the held one: checked from the held one's state (a1 b1…b4 → a1…a5 b1…b4).
+            #expect(try store.putCheckpoint(notebook: nb, checkpoint: cp([(a, 5), (b, 4)])))
             // Concurrent, equal totals: the same winner whatever the order of arrival.
-            let x = cp([(a, 5), (b, 1)], 7), y = cp([(a, 2), (b, 4)], 8)
-            let other = LogRef(document: DocumentID())
+            let x = try cp([(a, 5), (b, 1)]), y = try cp([(a, 2), (b, 4)])
             var winners: [Checkpoint] = []
             for order in [[x, y], [y, x]] {
                 let n = try store.createNotebook()
+                _ = try store.sync(SyncRequest(replica: a, epoch: 0, cursor: 0, push: [LogBatch(log: log, ops: all)]), notebook: n)
                 for c in order { try store.putCheckpoint(notebook: n, checkpoint: c) }
                 winners += try store.checkpoints(notebook: n)
             }
             #expect(winners.count == 2 && winners[0] == winners[1])
-            // One per log, sorted by log; endpoints see the same.
-            try store.putCheckpoint(notebook: nb, checkpoint: Checkpoint(log: other, clock: VectorClock(), snapshot: []))
-            let all = try store.checkpoints(notebook: nb)
-            #expect(all.map(\.log) == [log, other].sorted())
-            #expect(try await store.endpoint(notebook: nb).checkpoints() == all)
-            #expect(try Checkpoint.decodeList(Checkpoint.encodeList(all)) == all)
+            // One per log, sorted by log; an empty page's checkpoint is valid; endpoints see the same.
+            let other = LogRef(document: DocumentID(), page: PageID())
+            try store.putCheckpoint(notebook: nb, checkpoint: checkpoint(other, [], at: VectorClock()))
+            let held = try store.checkpoints(notebook: nb)
+            #expect(held.map(\.log) == [log, other].sorted())
+            #expect(try await store.endpoint(notebook: nb).checkpoints() == held)
+            #expect(try Checkpoint.decodeList(Checkpoint.encodeList(held)) == held)
             #expect(try RelayCounts.read(path).checkpoints == 4)
         }
     }

@@ -106,8 +106,7 @@ struct RelayStoreTests {
                 nb = try store.createNotebook()
                 token = try store.createToken(notebook: nb, label: "a")
                 try await a.sync(store.endpoint(notebook: nb))
-                try store.putCheckpoint(notebook: nb, checkpoint: Checkpoint(log: page, clock: VectorClock([(ReplicaID(1), UInt64(4))]),
-                                                                             snapshot: [1, 2, 3]))
+                try store.putCheckpoint(notebook: nb, checkpoint: a.checkpoint(page))
                 info = try store.info(notebook: nb)
                 try store.close()
                 #expect(throws: LnoteError(.invalidState)) { _ = try store.info(notebook: nb) }

@@ -296,3 +296,25 @@ func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
     }
     return false
 }
+
+/// The state operations give a page (replayed with the merge), as a checkpoint would carry it.
+func replayedState(_ ops: [Op], page: PageID) throws -> PageState {
+    var r = PageReplica(page: page)
+    _ = try r.receive(ops)
+    return r.state
+}
+
+/// A valid checkpoint of `log` at `clock`: the state of the operations of `ops` it covers,
+/// encoded as [SYNC-40] says (covered offset 0, incarnation 0).
+func checkpoint(_ log: LogRef, _ ops: [Op], at clock: VectorClock) throws -> Checkpoint {
+    let state = try replayedState(ops.filter { clock.covers($0.id) }, page: log.page!)
+    return Checkpoint(log: log, clock: state.clock, snapshot: PageSnapshot.encode(state, coveredLogOffset: 0, logIncarnation: 0))
+}
+
+extension TestNotebook {
+    /// A checkpoint of one of this notebook's pages as it is now.
+    func checkpoint(_ log: LogRef) -> Checkpoint {
+        let state = self.state.withLock { $0.pages[log]!.state }
+        return Checkpoint(log: log, clock: state.clock, snapshot: PageSnapshot.encode(state, coveredLogOffset: 0, logIncarnation: 0))
+    }
+}
