@@ -2,7 +2,11 @@
 #define _GNU_SOURCE
 #include "clnote_syscalls.h"
 
+#include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
 
 int lnote_start_writeback(int fd, int64_t offset, int64_t count) {
 #if defined(__linux__)
@@ -13,4 +17,25 @@ int lnote_start_writeback(int fd, int64_t offset, int64_t count) {
     (void)count;
     return 0;
 #endif
+}
+
+static volatile int lnote_signal_fd = -1;
+
+static void lnote_signal_handler(int sig) {
+    int saved = errno;
+    unsigned char b = (unsigned char)sig;
+    if (lnote_signal_fd >= 0) { (void)write(lnote_signal_fd, &b, 1); }
+    errno = saved;
+}
+
+int lnote_trap_signals(int fd) {
+    lnote_signal_fd = fd;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = lnote_signal_handler;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    if (sigaction(SIGINT, &sa, NULL) != 0) return -1;
+    if (sigaction(SIGTERM, &sa, NULL) != 0) return -1;
+    return 0;
 }

@@ -118,3 +118,42 @@ extension Document {
         }
     }
 }
+
+extension Document {
+    /// For a page installed from a checkpoint ([PKG-46]): whether the page's state equals what
+    /// its base and the operations its log holds give, replayed apart (sync-protocol.md
+    /// [SYNC-59], after a newcomer's first sync). Nil for a page without a base.
+    public func installedPageMatches(_ pid: PageID) throws -> Bool? {
+        try checkUsable()
+        guard let base = try baseState(page: pid) else { return nil }
+        let lp = try loadedPage(pid, allowUnknown: true)
+        try syncNow(.page(pid), lp.log)
+        var expected = PageReplica(state: base)
+        var ops: [Op] = []
+        for f in try readAllFrames(lp) {
+            guard let op = try? OperationCodec.decode(f.frame), op.body.isPageOperation else { continue }
+            ops.append(op)
+        }
+        do { _ = try expected.receive(ops) } catch { return false }
+        return expected.state == lp.replica.state
+    }
+
+    /// Gives up a page's checkpoint ([SYNC-59]): its `.base` and `.content` are kept as
+    /// `<name>.corrupt-<n>` ([PKG-38]) and the page is rebuilt from its log alone, whose
+    /// operations then wait for the history before the checkpoint, which sync fetches (the
+    /// page's clock no longer covers it).
+    public func dropCheckpoint(page pid: PageID) throws {
+        try checkUsable()
+        if let lp = pages[pid] {
+            try syncNow(.page(pid), lp.log)
+            pages[pid] = nil
+            try lp.log.close()
+        }
+        if try io.stat(paths.base(pid)) != nil { _ = try Document.quarantine(paths.base(pid), io: io) }
+        if try io.stat(paths.content(pid)) != nil { _ = try Document.quarantine(paths.content(pid), io: io) }
+        try io.unlink(paths.missing(pid), missingOK: true)
+        snapshotCounts[pid] = nil
+        let rebuilt = try loadedPage(pid, allowUnknown: true)
+        rebuilt.dirty = true
+    }
+}

@@ -31,14 +31,47 @@ extension Document {
             try? sources.log.close()
             throw error
         }
-        if !logReport.isClean { reports.append(logReport) }
+        // Replayed onto a snapshot, operations it already holds were not applied either: only
+        // those its clock does not cover wait.
+        pending = pending.filter { !live.clock.covers($0.key) }
+        let author = replica
+        if pending.keys.contains(where: { $0.replica == author }) {
+            // [PKG-56] Operations of this replica wait for one of its own the log lost (damage):
+            // the next edit would take the lost one's id.
+            do {
+                logReport.mintedReplica = try identity.remint(reason: "operations of this replica in \(paths.log(pid)) wait for "
+                    + "one of its own that the log lost")
+            } catch {
+                try? sources.log.close()
+                throw error
+            }
+        }
+        if !logReport.isClean || logReport.mintedReplica != nil { reports.append(logReport) }
         if var unpaired = sources.unpaired {
             // [PKG-47] Say what the discarded snapshot held that the log does not give back.
-            unpaired.report.noteLostOperations(snapshot: unpaired.clock, rebuilt: live.clock, replica: replica)
+            unpaired.report.noteLostOperations(snapshot: unpaired.clock, rebuilt: live.clock, replica: author)
+            do {
+                if identity.current == author { try mintIfOwnOperationsWereLost(&unpaired.report) }
+            } catch {
+                try? sources.log.close()
+                throw error
+            }
             reports.append(unpaired.report)
         }
         let (log, covered) = (sources.log, sources.covered)
         let lp = LoadedPage(id: pid, replica: live, log: log)
+        do {
+            // [PKG-51] What the state holds that the log lacks: known once the whole log was read
+            // (a replay from its header, onto a snapshot of another incarnation or of a deleted
+            // log), or when an earlier opening recorded some (the log is then read whole again).
+            let fromHeader = sources.replay.start == UInt64(LogHeader.size)
+            if try fromHeader || hasMissingFile(paths.missing(pid)) {
+                try settleMissing(lp, frames: fromHeader ? sources.replay.frames : try log.readFrames(from: UInt64(LogHeader.size)))
+            }
+        } catch {
+            try? log.close()
+            throw error
+        }
         lp.pendingOffsets = pending
         lp.covered = covered.flatMap { $0.incarnation == log.incarnation ? $0 : nil }
         lp.framesSinceSnapshot = sources.replay.frames.count

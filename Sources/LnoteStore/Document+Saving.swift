@@ -255,12 +255,16 @@ extension Document {
             var pending: [OpID: UInt64] = [:]
             let applied = try Document.feed(replay.frames, kind: .page, fromStart: true, path: lp.log.path,
                                             report: &report, pending: &pending) { try lp.replica.receive($0) }
-            lp.pendingOffsets = pending
+            lp.pendingOffsets = pending.filter { !lp.replica.clock.covers($0.key) }
             lp.covered = nil
             lp.framesSinceSnapshot = replay.frames.count
             lp.dirty = true
+            lp.logIndex = nil
             reports.append(report)
             noteAssets(of: applied.compactMap(\.addedContent), page: lp.id)
+            // [PKG-51] The state keeps what the damage took from the log: record it, so that
+            // sync offers the clock of what the log still holds and a peer sends it back.
+            try settleMissing(lp, frames: replay.frames)
             return replay.frames
         }
     }

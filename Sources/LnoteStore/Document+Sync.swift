@@ -110,13 +110,23 @@ extension Document {
     }
 
     /// Applies operations received from a peer to a page's log (or the document log when
-    /// `page` is nil) ([PKG-43]). Operations already here (applied or waiting) are skipped
-    /// before anything is written, so each operation is in the log once; the rest are
-    /// appended with one `fdatasync`, then applied. A page the document does not know yet
-    /// (its `addPage` has not arrived) gets its log all the same.
+    /// `page` is nil) ([PKG-43]). What the log already holds is skipped before anything is
+    /// written, so each operation is in the log once; the rest are appended with one
+    /// `fdatasync`, then applied. A page the document does not know yet (its `addPage` has
+    /// not arrived) gets its log all the same.
     ///
-    /// - Returns: how many operations were new (appended), and those applied by this call
-    ///   (others wait for dependencies and are applied by a later call).
+    /// - An operation whose id the log holds is compared with the operation held there
+    ///   (content hashes, [SYNC-50]): a different one is a fork ([PKG-58], [SYNC-51]), not
+    ///   stored, and reported in `forks`; the rest of the call goes on. Duplicates with the
+    ///   same content are dropped. The check reads the log once per loaded page, at the first
+    ///   duplicate (`logIndex`), then one frame per duplicate.
+    /// - An operation the state holds but the log lost ([PKG-51]) is appended and not applied
+    ///   again (`healed`, [PKG-54]); it cannot be compared with anything.
+    /// - An operation below a checkpoint base ([PKG-46]) is in the state only and is dropped.
+    ///
+    /// - Returns: how many operations were appended (new or healed), those applied by this
+    ///   call (others wait for dependencies and are applied by a later call), the healed ones
+    ///   and the forks found.
     /// - Throws: `invalidArgument` for an operation of the other kind of log; `notFound` for
     ///   an image whose asset is not in `assets/` yet (store it first with `storeAsset` —
     ///   [PKG-14]); `corrupt` when the engine refuses an operation. Nothing is written or
@@ -129,38 +139,97 @@ extension Document {
         }
         guard let pid else { return try await receiveDocument(ops) }
         let lp = try loadedPage(pid, allowUnknown: true)
-        var seen = Set<OpID>()
-        let fresh = ops.filter { !lp.replica.contains($0.id) && seen.insert($0.id).inserted }
-        guard !fresh.isEmpty else { return ReceiveOutcome(appended: 0, applied: []) }
-        for op in fresh {
+        // Built before sorting: reading the whole log may salvage it, which changes `missing`.
+        if ops.contains(where: { lp.replica.contains($0.id) && !lp.missing.contains($0.id) }) { _ = try logIndex(lp) }
+        let base = try baseClock(page: pid)
+        let sorted = try Document.sort(ops, contains: lp.replica.contains, missing: lp.missing, base: base,
+                                       index: lp.logIndex) { try lp.log.readFrame(at: $0) }
+        let incoming = sorted.fresh + sorted.healed
+        guard !incoming.isEmpty else { return ReceiveOutcome(appended: 0, applied: [], forks: sorted.forks) }
+        for op in incoming {
             if case .add(.image(let i), _) = op.body, try !hasAsset(i.asset) {
                 throw LnoteError(.notFound, "asset \(i.asset) of operation \(op.id) is not stored; store it before the operation",
                                  path: paths.asset(i.asset))
             }
         }
         // The engine validates everything before applying anything.
-        let applied = try lp.replica.receive(fresh)
-        let offsets = try await append(fresh, to: lp)
+        let applied = try lp.replica.receive(sorted.fresh)
+        let offsets = try await append(incoming, to: lp)
         let done = Set(applied.map(\.id))
-        for (op, off) in zip(fresh, offsets) where !done.contains(op.id) { lp.pendingOffsets[op.id] = off }
+        for (op, off) in zip(sorted.fresh, offsets) where !done.contains(op.id) { lp.pendingOffsets[op.id] = off }
         for op in lp.pendingOffsets.keys where lp.replica.clock.covers(op) { lp.pendingOffsets[op] = nil }
-        noteAssets(of: fresh.compactMap(\.addedContent), page: pid)
-        return ReceiveOutcome(appended: fresh.count, applied: applied)
+        if lp.logIndex != nil {
+            for (op, off) in zip(incoming, offsets) where lp.logIndex?[op.id] == nil { lp.logIndex?[op.id] = off }
+        }
+        if !sorted.healed.isEmpty {
+            for op in sorted.healed { lp.missing.remove(op.id) }
+            try writeMissing(lp.missing, to: paths.missing(pid))
+        }
+        noteAssets(of: incoming.compactMap(\.addedContent), page: pid)
+        return ReceiveOutcome(appended: incoming.count, applied: applied, healed: sorted.healed.map(\.id), forks: sorted.forks)
+    }
+
+    /// Received operations sorted by what the log holds ([PKG-43], [PKG-54], [PKG-58]).
+    struct SortedReceipt {
+        /// Not held at all: to append and apply.
+        var fresh: [Op] = []
+        /// Held by the state but lost from the log: to append only.
+        var healed: [Op] = []
+        var forks: [ReceivedFork] = []
+    }
+
+    /// Sorts received operations: new ones, ones the log lost (`missing`), duplicates (the
+    /// same content as the operation held under their id: dropped) and forks (other
+    /// content). Duplicates within `ops` are compared with the first of them.
+    ///
+    /// - Parameters:
+    ///   - contains: whether the state holds an id (applied or waiting).
+    ///   - index: where the log holds each id; built by the caller whenever `contains` says yes
+    ///     for an id `missing` does not hold.
+    ///   - read: the frame at an offset of the log.
+    static func sort(_ ops: [Op], contains: (OpID) -> Bool, missing: OpRanges, base: VectorClock?,
+                     index: [OpID: UInt64]?, read: (UInt64) throws -> Frame) throws -> SortedReceipt {
+        var out = SortedReceipt()
+        var first: [OpID: Op] = [:]
+        for op in ops {
+            if let earlier = first[op.id] {
+                let held = ContentHash.of(earlier), received = ContentHash.of(op)
+                if held != received { out.forks.append(ReceivedFork(id: op.id, held: held, received: received, frame: OperationCodec.frame(op))) }
+                continue
+            }
+            first[op.id] = op
+            if !contains(op.id) {
+                out.fresh.append(op)
+            } else if missing.contains(op.id) {
+                out.healed.append(op)
+            } else if let offset = index?[op.id] {
+                let held = ContentHash.of(try read(offset)), received = ContentHash.of(op)
+                if held != received { out.forks.append(ReceivedFork(id: op.id, held: held, received: received, frame: OperationCodec.frame(op))) }
+            } else if base?.covers(op.id) != true, index != nil {
+                // Held by the state, in neither the log nor a checkpoint base, and not recorded as
+                // missing (a log changed behind this handle): the log lacks it, so it is appended.
+                out.healed.append(op)
+            }
+        }
+        return out
     }
 
     private func receiveDocument(_ ops: [Op]) async throws -> ReceiveOutcome {
-        var seen = Set<OpID>()
-        let fresh = ops.filter { !doc.contains($0.id) && seen.insert($0.id).inserted }
-        guard !fresh.isEmpty else { return ReceiveOutcome(appended: 0, applied: []) }
+        if ops.contains(where: { doc.contains($0.id) && !docMissing.contains($0.id) }) { _ = try documentLogIndex() }
+        let sorted = try Document.sort(ops, contains: doc.contains, missing: docMissing, base: nil,
+                                       index: docLogIndex) { try docLog.readFrame(at: $0) }
+        let incoming = sorted.fresh + sorted.healed
+        guard !incoming.isEmpty else { return ReceiveOutcome(appended: 0, applied: [], forks: sorted.forks) }
         var next = doc
-        let applied = try next.receive(fresh)
+        let applied = try next.receive(sorted.fresh)
         var offset = docLog.end
-        let frames = fresh.map(OperationCodec.encode)
+        let frames = incoming.map(OperationCodec.encode)
         try docLog.write(encoded: frames)
         doc = next
         let done = Set(applied.map(\.id))
-        for (op, frame) in zip(fresh, frames) {
-            if !done.contains(op.id) { docPendingOffsets[op.id] = offset }
+        for (i, (op, frame)) in zip(incoming, frames).enumerated() {
+            if i < sorted.fresh.count && !done.contains(op.id) { docPendingOffsets[op.id] = offset }
+            if docLogIndex != nil && docLogIndex?[op.id] == nil { docLogIndex?[op.id] = offset }
             offset += UInt64(frame.count)
         }
         for id in docPendingOffsets.keys where doc.clock.covers(id) { docPendingOffsets[id] = nil }
@@ -171,7 +240,11 @@ extension Document {
             broken = e
             throw e
         }
-        return ReceiveOutcome(appended: fresh.count, applied: applied)
+        if !sorted.healed.isEmpty {
+            for op in sorted.healed { docMissing.remove(op.id) }
+            try writeMissing(docMissing, to: paths.documentMissing)
+        }
+        return ReceiveOutcome(appended: incoming.count, applied: applied, healed: sorted.healed.map(\.id), forks: sorted.forks)
     }
 
     /// Every frame of document.log; damage is salvaged, reported and the log re-offered.
@@ -186,8 +259,10 @@ extension Document {
             _ = try Document.feed(replay.frames, kind: .document, fromStart: true, path: docLog.path,
                                   report: &report, pending: &pending) { try next.receive($0) }
             doc = next
-            docPendingOffsets = pending
+            docPendingOffsets = pending.filter { !next.clock.covers($0.key) }
+            docLogIndex = nil
             reports.append(report)
+            try settleDocumentMissing(frames: replay.frames)
             return replay.frames
         }
     }
@@ -227,8 +302,30 @@ public struct HistoryGap: Sendable, Hashable, CustomStringConvertible {
 
 /// What `Document.receive` did.
 public struct ReceiveOutcome: Sendable, Hashable {
-    /// Operations that were new here and were appended to the log.
+    /// Operations appended to the log: new ones, and ones the log had lost (`healed`).
     public var appended: Int
     /// Operations applied by this call, in the order applied (earlier waiting ones included).
     public var applied: [Op]
+    /// Operations the state already held that the log had lost, appended again ([PKG-54]).
+    public var healed: [OpID] = []
+    /// Operations whose id the log holds with other content ([PKG-58], [SYNC-51]): not stored.
+    public var forks: [ReceivedFork] = []
+
+    public init(appended: Int, applied: [Op], healed: [OpID] = [], forks: [ReceivedFork] = []) {
+        self.appended = appended
+        self.applied = applied
+        self.healed = healed
+        self.forks = forks
+    }
+}
+
+/// A received operation whose id the log holds with other content: a fork ([SYNC-51]).
+public struct ReceivedFork: Sendable, Hashable {
+    public var id: OpID
+    /// The content hash ([SYNC-50]) of the operation the log holds, 32 bytes.
+    public var held: [UInt8]
+    /// The content hash of the operation received, 32 bytes.
+    public var received: [UInt8]
+    /// The received operation's frame (not stored in the log).
+    public var frame: Frame
 }

@@ -21,14 +21,22 @@ import LnoteReplication
 public actor Document {
     public nonisolated let id: DocumentID
     public nonisolated let paths: PackagePaths
-    /// The replica that stamps local operations (the notebook folder's id).
-    public nonisolated let replica: ReplicaID
+    /// The replica that stamps local operations (the notebook folder's id, which sync may
+    /// replace while the document is open: `Notebook.remintReplica`).
+    public nonisolated var replica: ReplicaID { identity.current }
+    /// The notebook's replica identity, shared with every document it opened.
+    nonisolated let identity: ReplicaIdentity
     nonisolated let io: Syscalls
     let options: StoreOptions
 
     var doc: DocumentReplica
     var docLog: PageLog
     var docPendingOffsets: [OpID: UInt64] = [:]
+    /// Operations the document's state holds that `document.log` lacks ([PKG-51]).
+    var docMissing = OpRanges()
+    /// Where each operation of `document.log` starts, built at the first duplicate received
+    /// ([PKG-58]); nil until then and after a rewrite of the log.
+    var docLogIndex: [OpID: UInt64]?
     /// Assets each page references: document.json's cache ([PKG-15]); only grows.
     var pageAssets: [PageID: Set<AssetID>]
     /// Bumped whenever `pageAssets` grows: document.json must then be rewritten.
@@ -76,10 +84,10 @@ public actor Document {
     /// log when missing or damaged), replays document.log from the offset it covers, and
     /// reconciles manifest.json, reading the first bytes of every live page's snapshot
     /// ([PKG-13]). Removes temporary files left by interrupted writes.
-    init(paths: PackagePaths, replica: ReplicaID, io: Syscalls, options: StoreOptions) async throws {
+    init(paths: PackagePaths, identity: ReplicaIdentity, io: Syscalls, options: StoreOptions) async throws {
         self.id = paths.id
         self.paths = paths
-        self.replica = replica
+        self.identity = identity
         self.io = io
         self.options = options
         guard let st = try io.stat(paths.root), st.isDirectory else {
@@ -139,7 +147,7 @@ public actor Document {
                 throw error
             }
         }
-        let author = replica  // the parameter, before the name is taken by the merge engine
+        let author = identity.current
         var report = replay.report
         var replica = DocumentReplica(state: base)
         var pending: [OpID: UInt64] = [:]
@@ -150,9 +158,30 @@ public actor Document {
             try? log.close()
             throw error
         }
-        if !report.isClean { opening.append(report) }
+        pending = pending.filter { !replica.clock.covers($0.key) }
+        if pending.keys.contains(where: { $0.replica == author }) {
+            // [PKG-56] This replica's operations wait for one of its own that the log lost.
+            do {
+                report.mintedReplica = try identity.remint(reason: "operations of this replica in \(paths.documentLog) wait for "
+                    + "one of its own that the log lost")
+            } catch {
+                try? log.close()
+                throw error
+            }
+        }
+        if !report.isClean || report.mintedReplica != nil { opening.append(report) }
         if var u = unpaired {
             u.report.noteLostOperations(snapshot: u.clock, rebuilt: replica.clock, replica: author)
+            if u.report.lostOwnOperations > 0 && identity.current == author {
+                // [PKG-56] This replica's next document operations would reuse those ids.
+                do {
+                    let change = try identity.remint(reason: Document.lostOwnReason(u.report))
+                    u.report.mintedReplica = change
+                } catch {
+                    try? log.close()
+                    throw error
+                }
+            }
             opening.append(u.report)
         }
         self.doc = replica
@@ -163,6 +192,11 @@ public actor Document {
         self.documentSource = onDisk?.source ?? ""
         self.reports = opening
         self.manifestBytesAtOpen = try DurableFile.readIfExists(paths.manifest, io: io)
+        // [PKG-51] What the document's state holds that document.log lacks (see `loadedPage`).
+        let fromHeader = replay.start == UInt64(LogHeader.size)
+        if try fromHeader || io.stat(paths.documentMissing) != nil {
+            try settleDocumentMissing(frames: fromHeader ? replay.frames : try docLog.readFrames(from: UInt64(LogHeader.size)))
+        }
         // [PKG-13] document.json is brought up to date with the log, and manifest.json with
         // document.json and the live pages' snapshots (read here: one prefix per page).
         try saveDocumentFiles()
@@ -363,6 +397,11 @@ final class LoadedPage {
     var dirty = false
     /// `Document.useCounter` at the last access.
     var lastUse: UInt64 = 0
+    /// Operations the state holds that the log lacks ([PKG-51]).
+    var missing = OpRanges()
+    /// Where each operation of the log starts, built at the first duplicate received
+    /// ([PKG-58]); nil until then and after the log is rewritten.
+    var logIndex: [OpID: UInt64]?
 
     init(id: PageID, replica: PageReplica, log: PageLog) {
         self.id = id

@@ -37,6 +37,11 @@ public struct PackagePaths: Sendable, Hashable {
     public func content(_ p: PageID) -> String { "\(pages)/\(p).content" }
     public func log(_ p: PageID) -> String { "\(pages)/\(p).log" }
     public func asset(_ a: AssetID) -> String { "\(assets)/\(a)" }
+    /// `pages/<page>.missing`: operations the page's state holds that its log lacks ([PKG-51]).
+    public func missing(_ p: PageID) -> String { "\(pages)/\(p)\(PackagePaths.missingSuffix)" }
+    /// `document.missing`: operations the document's state holds that `document.log` lacks ([PKG-51]).
+    public var documentMissing: String { root + "/document" + PackagePaths.missingSuffix }
+    public static let missingSuffix = ".missing"
 
     /// The document id of a package directory name `<UUID>.lnote`, or nil.
     public static func documentID(fromName name: String) -> DocumentID? {

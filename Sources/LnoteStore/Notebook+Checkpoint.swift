@@ -56,3 +56,44 @@ extension Notebook {
         return try await withDocument(docID) { try await $0.checkpointState(page: pid) }
     }
 }
+
+extension Notebook {
+    /// Whether a page installed from a checkpoint holds what its base and its log give
+    /// (`Document.installedPageMatches`); nil when the page has no base or is not here.
+    public func installedPageMatches(document docID: DocumentID, page pid: PageID) async throws -> Bool? {
+        guard try documentIDs().contains(docID) else { return nil }
+        return try await withDocument(docID) { try await $0.installedPageMatches(pid) }
+    }
+
+    /// Gives up a page's checkpoint (`Document.dropCheckpoint`).
+    public func dropCheckpoint(document docID: DocumentID, page pid: PageID) async throws {
+        try await withDocument(docID) { try await $0.dropCheckpoint(page: pid) }
+    }
+
+    /// What the logs of this folder lack of what their states hold ([PKG-51]), from the
+    /// missing-operations files (written whenever it changes), sorted by log.
+    /// - Throws: `corrupt` naming a file that does not decode.
+    public func missingOperations() throws -> [MissingInLog] {
+        var out: [MissingInLog] = []
+        for docID in try documentIDs() {
+            let paths = PackagePaths(folder: path, id: docID)
+            if let bytes = try DurableFile.readIfExists(paths.documentMissing, io: io) {
+                out.append(MissingInLog(document: docID, page: nil, missing: try OpRanges.decode(bytes, path: paths.documentMissing)))
+            }
+            for name in try listPages(paths).sorted() where name.hasSuffix(PackagePaths.missingSuffix) && !DurableFile.isTemporaryName(name) {
+                guard let p = PageID(String(name.dropLast(PackagePaths.missingSuffix.count))) else { continue }
+                let file = paths.missing(p)
+                out.append(MissingInLog(document: docID, page: p, missing: try OpRanges.decode(try DurableFile.read(file, io: io), path: file)))
+            }
+        }
+        return out.filter { !$0.missing.isEmpty }
+    }
+}
+
+/// Operations a log's state holds that the log lacks ([PKG-51]).
+public struct MissingInLog: Sendable, Hashable {
+    public var document: DocumentID
+    /// nil: the document log.
+    public var page: PageID?
+    public var missing: OpRanges
+}

@@ -2,12 +2,17 @@ import Foundation
 import LnoteModel
 import LnoteReplication
 
-/// One log of a notebook and its applied clock.
+/// One log of a notebook and the clock of what it holds ([PKG-49]).
 public struct NotebookLogClock: Sendable, Hashable {
     public var document: DocumentID
     /// nil: the document log.
     public var page: PageID?
+    /// The operations the log holds and can serve (its applied clock, lowered below any
+    /// operation it lost, [PKG-51]; a checkpoint base counts as held, [PKG-46]).
     public var clock: VectorClock
+    /// The chain digests at `clock` ([SYNC-52]) of the replicas the log holds from counter 1;
+    /// nil unless asked for (`logClocksAndDigests`).
+    public var digests: [ChainDigest]? = nil
 }
 
 /// What sync needs from a notebook folder ([PKG-45]): every log's clock, the operations a
@@ -19,8 +24,20 @@ extension Notebook {
     public nonisolated var replicaID: ReplicaID { replica }
 
     /// The clock of every log (each document log, then its page logs), sorted by document
-    /// then page. Loads each page that has files (one snapshot read plus its log tail).
+    /// then page: what each log holds and can serve ([PKG-49]). Loads each page that has
+    /// files (one snapshot read plus its log tail), or reads the clock cache ([PKG-64]).
     public func logClocks() async throws -> [NotebookLogClock] {
+        try await logSummaries(digests: false)
+    }
+
+    /// `logClocks`, each with its chain digests ([SYNC-52]), for a clock comparison. Reads
+    /// every log whose digests are not in the clock cache (ids and content hashes; nothing is
+    /// decoded).
+    public func logClocksAndDigests() async throws -> [NotebookLogClock] {
+        try await logSummaries(digests: true)
+    }
+
+    private func logSummaries(digests wanted: Bool) async throws -> [NotebookLogClock] {
         var out: [NotebookLogClock] = []
         let cached = loadClockCache()
         var cache = ClockCache()
@@ -29,47 +46,75 @@ extension Notebook {
             // The files each log's clock depends on; when none changed and the document is
             // not open (an open one may hold unsaved state), the cached clocks are used.
             var keys: [(ClockCache.Key, [UInt64])] = [
-                (ClockCache.Key(document: docID, page: nil), try fileIdentity([paths.documentLog, paths.document])),
+                (ClockCache.Key(document: docID, page: nil), try fileIdentity(Notebook.clockFiles(paths, page: nil))),
             ]
             var pageIDs = Set<PageID>()
-            for name in (try? io.listDirectory(paths.pages)) ?? [] where !DurableFile.isTemporaryName(name) {
+            for name in try listPages(paths) where !DurableFile.isTemporaryName(name) {
                 if name.hasSuffix(".log"), let p = PageID(String(name.dropLast(4))) { pageIDs.insert(p) }
                 if name.hasSuffix(".content"), let p = PageID(String(name.dropLast(8))) { pageIDs.insert(p) }
             }
             for p in pageIDs.sorted() {
-                keys.append((ClockCache.Key(document: docID, page: p), try fileIdentity([paths.log(p), paths.content(p)])))
+                keys.append((ClockCache.Key(document: docID, page: p), try fileIdentity(Notebook.clockFiles(paths, page: p))))
             }
-            let hits = keys.compactMap { k, files in cached.entries[k].flatMap { $0.files == files ? $0 : nil } }
+            let hits = keys.compactMap { k, files in
+                cached.entries[k].flatMap { $0.files == files && (!wanted || $0.digests != nil) ? $0 : nil }
+            }
             if !isOpen(docID), hits.count == keys.count {
                 for ((k, _), e) in zip(keys, hits) {
                     cache.entries[k] = e
-                    if k.page == nil || !e.clock.isEmpty { out.append(NotebookLogClock(document: docID, page: k.page, clock: e.clock)) }
+                    if k.page == nil || !e.clock.isEmpty {
+                        out.append(NotebookLogClock(document: docID, page: k.page, clock: e.clock, digests: wanted ? e.digests : nil))
+                    }
                 }
                 continue
             }
             let wasOpen = isOpen(docID)
-            let (docClock, pageClocks) = try await withDocument(docID) { d -> (VectorClock, [PageID: VectorClock]) in
-                var pageClocks: [PageID: VectorClock] = [:]
-                for p in try await d.pageLogs() { pageClocks[p] = try await d.clock(page: p) }
-                return (try await d.clock(), pageClocks)
+            let logs = try await withDocument(docID) { d -> [(PageID?, VectorClock, [ChainDigest]?)] in
+                var logs: [(PageID?, VectorClock, [ChainDigest]?)] = []
+                for p in [nil] + (try await d.pageLogs()) as [PageID?] {
+                    if wanted {
+                        let (c, digests) = try await d.logClockAndDigests(page: p)
+                        logs.append((p, c, digests))
+                    } else {
+                        logs.append((p, try await d.logClock(page: p), nil))
+                    }
+                }
+                return logs
             }
-            out.append(NotebookLogClock(document: docID, page: nil, clock: docClock))
-            for p in pageClocks.keys.sorted() where !pageClocks[p]!.isEmpty {
-                out.append(NotebookLogClock(document: docID, page: p, clock: pageClocks[p]!))
+            for (p, c, digests) in logs where p == nil || !c.isEmpty {
+                out.append(NotebookLogClock(document: docID, page: p, clock: c, digests: digests))
             }
             // Identities are taken once the document is closed again: loading and closing
             // may write files (a recovered log, a new snapshot, document.json). An open
             // document is not cached: it may hold state its files do not show yet.
             guard !wasOpen else { continue }
-            cache.entries[ClockCache.Key(document: docID, page: nil)] =
-                ClockCache.Entry(files: try fileIdentity([paths.documentLog, paths.document]), clock: docClock)
-            for (p, c) in pageClocks {
+            for (p, c, digests) in logs {
                 cache.entries[ClockCache.Key(document: docID, page: p)] =
-                    ClockCache.Entry(files: try fileIdentity([paths.log(p), paths.content(p)]), clock: c)
+                    ClockCache.Entry(files: try fileIdentity(Notebook.clockFiles(paths, page: p)), clock: c, digests: digests)
             }
         }
         if cache != cached { saveClockCache(cache) }
         return out
+    }
+
+    /// The files a log's clock is computed from ([PKG-64]): its log, its snapshot, and its
+    /// missing-operations file ([PKG-51]).
+    static func clockFiles(_ paths: PackagePaths, page: PageID?) -> [String] {
+        page.map { [paths.log($0), paths.content($0), paths.missing($0)] } ?? [paths.documentLog, paths.document, paths.documentMissing]
+    }
+
+    /// The names in a package's `pages/` ([] when it has none yet).
+    func listPages(_ paths: PackagePaths) throws -> [String] {
+        guard try io.stat(paths.pages)?.isDirectory == true else { return [] }
+        return try io.listDirectory(paths.pages)
+    }
+
+    /// The first 16 bytes of the content hashes of a replica's operations `from…to` in a log
+    /// ([SYNC-53]), stopping at the first the log does not hold.
+    public func contentHashes(document docID: DocumentID, page: PageID?, replica: ReplicaID,
+                              from: UInt64, to: UInt64) async throws -> [[UInt8]] {
+        guard try documentIDs().contains(docID) else { return [] }
+        return try await withDocument(docID) { try await $0.contentHashes(page: page, replica: replica, from: from, to: to) }
     }
 
     /// Frames of a log whose operations `clock` does not cover, as the log holds them.
@@ -88,12 +133,15 @@ extension Notebook {
     /// Appends and applies received operations to one log, creating the document package
     /// when it does not exist ([PKG-45]). Returns what `Document.receive` did.
     ///
+    /// With `remote`, each fork found ([PKG-58]) is also kept in the quarantine as a `fork`
+    /// entry holding the received version ([PKG-48]), so that `verify` lists it.
+    ///
     /// The assets the operations reference that sync staged (`writeAsset`) are moved into
     /// the package first, in the same opening of the document, so that closing it cannot
     /// take them for orphans ([PKG-15]); their staged copies are removed once the
     /// operations are stored.
     @discardableResult
-    public func receive(_ ops: [Op], document docID: DocumentID, page: PageID?) async throws -> ReceiveOutcome {
+    public func receive(_ ops: [Op], document docID: DocumentID, page: PageID?, remote: String? = nil) async throws -> ReceiveOutcome {
         if try !documentIDs().contains(docID) {
             if page == nil {
                 _ = try Document.createPackage(folder: path, id: docID, ops: ops, io: io)
@@ -118,8 +166,21 @@ extension Notebook {
             let outcome = try await d.receive(ops, page: page)
             // No directory sync: a copy that comes back after a crash is only redundant.
             for a in staged { try io.unlink(stagedAssetPath(a, document: docID), missingOK: true) }
+            if let remote {
+                for f in outcome.forks { try quarantineFork(f, document: docID, page: page, remote: remote) }
+            }
             return outcome
         }
+    }
+
+    /// Keeps the received version of a forked operation in the quarantine ([PKG-48]): a known
+    /// fork, listed by `verify` until its author repairs it.
+    public func quarantineFork(_ f: ReceivedFork, document docID: DocumentID, page: PageID?, remote: String) throws {
+        let e = QuarantineEntry(kind: .fork, time: options.now(), remote: remote, document: docID, page: page, operation: f.id,
+                                reason: "\(remote) sent operation \(f.id) with content other than this replica's log holds "
+                                    + "under that id (a fork: a replica reused its ids); this replica keeps its own",
+                                frame: f.frame.encoded, hash: f.received, otherHash: f.held)
+        try Quarantine.write(e, notebook: path, io: io)
     }
 
     /// True when the asset is in the document's package or staged for it (`writeAsset`).
@@ -234,5 +295,14 @@ extension Notebook {
             if !wasOpen { try? await d.close() }
             throw error
         }
+    }
+}
+
+extension Notebook {
+    /// The applied clock of a log: what its state holds (`Document.clock(page:)`), which may
+    /// exceed what the log holds ([PKG-51]).
+    public func appliedClock(document docID: DocumentID, page: PageID?) async throws -> VectorClock {
+        guard try documentIDs().contains(docID) else { return VectorClock() }
+        return try await withDocument(docID) { try await $0.clock(page: page) }
     }
 }

@@ -14,13 +14,20 @@ import LnoteReplication
 public actor Notebook {
     /// The folder's absolute path (symlinks resolved).
     public nonisolated let path: String
-    /// The replica id this folder writes under.
-    public nonisolated let replica: ReplicaID
+    /// The replica id this folder writes under now (it changes when one is minted:
+    /// `remintReplica`).
+    public nonisolated var replica: ReplicaID { identity.current }
     /// Set when the folder's recorded location no longer matched and a new replica id was
     /// minted (the folder was copied or moved) ([PKG-60]).
     public nonisolated let replicaChange: ReplicaChange?
     /// Replica ids this folder wrote under before (oldest first).
-    public nonisolated let previousReplicas: [ReplicaID]
+    public nonisolated var previousReplicas: [ReplicaID] { identity.previous }
+    /// Every replica id change since the notebook was opened, in order: the one opening made
+    /// (`replicaChange`), then those minted by `remintReplica` (sync, [SYNC-54], [SYNC-55]) or
+    /// by a document that found its own operations lost ([PKG-56]).
+    public nonisolated var replicaChanges: [ReplicaChange] { identity.changes }
+    /// The id shared with every document this notebook opens.
+    public nonisolated let identity: ReplicaIdentity
     nonisolated let io: Syscalls
     let options: StoreOptions
     private var lock: FileDescriptor?
@@ -54,12 +61,14 @@ public actor Notebook {
                 throw LnoteError(.invalidState, "the notebook is open in another process", path: abs)
             }
             try DurableFile.removeTemporaryFiles(in: meta, io: io)
+            let quarantine = Quarantine.folder(abs)
+            if try io.stat(quarantine)?.isDirectory == true { try DurableFile.removeTemporaryFiles(in: quarantine, io: io) }
             try Notebook.removeTemporaries(in: abs, io: io)
-            let identity = try Notebook.identity(folder: abs, meta: meta, machineIDPath: machineIDPath,
-                                                 newReplica: options.newReplicaID, io: io)
-            self.replica = identity.replica
-            self.replicaChange = identity.change
-            self.previousReplicas = identity.previous
+            let found = try Notebook.identity(folder: abs, meta: meta, machineIDPath: machineIDPath,
+                                              newReplica: options.newReplicaID, io: io)
+            self.replicaChange = found.change
+            self.identity = ReplicaIdentity(file: DurableFile.join(meta, "replica.json"), fingerprint: found.fingerprint,
+                                            current: found.replica, previous: found.previous, change: found.change, io: io)
         } catch {
             try? lockFD.close()
             throw error
@@ -110,7 +119,8 @@ public actor Notebook {
     /// Reads `.lnote/replica.json`, minting a replica id when there is none or when the
     /// folder is not where (or on the machine) it was ([PKG-60]).
     static func identity(folder: String, meta: String, machineIDPath: String, newReplica: ReplicaID? = nil,
-                         io: Syscalls) throws -> (replica: ReplicaID, change: ReplicaChange?, previous: [ReplicaID]) {
+                         io: Syscalls) throws -> (replica: ReplicaID, change: ReplicaChange?, previous: [ReplicaID],
+                                                  fingerprint: ReplicaFile.Fingerprint) {
         let file = DurableFile.join(meta, "replica.json")
         let here = try fingerprint(folder: folder, machineIDPath: machineIDPath, io: io)
         if let bytes = try DurableFile.readIfExists(file, io: io) {
@@ -119,7 +129,7 @@ public actor Notebook {
                 throw LnoteError(r.format > 1 ? .unsupportedVersion : .corrupt, "bad replica.json", path: file)
             }
             let previous = r.previous.compactMap { ReplicaID(hex: $0) }
-            if r.fingerprint == here { return (id, nil, previous) }
+            if r.fingerprint == here { return (id, nil, previous, here) }
             var reasons: [String] = []
             if r.fingerprint.path != here.path { reasons.append("path \(r.fingerprint.path) → \(here.path)") }
             if r.fingerprint.device != here.device || r.fingerprint.inode != here.inode { reasons.append("different directory (device/inode)") }
@@ -129,12 +139,12 @@ public actor Notebook {
             let all = previous + [id]
             let out = ReplicaFile(format: 1, replica: fresh.description, fingerprint: here, previous: all.map(\.description))
             try DurableFile.replace(file, with: try StoreJSON.encode(out), io: io)
-            return (fresh, ReplicaChange(old: id, new: fresh, reason: reasons.joined(separator: "; ")), all)
+            return (fresh, ReplicaChange(old: id, new: fresh, reason: reasons.joined(separator: "; ")), all, here)
         }
         let fresh = newReplica ?? ReplicaID.random()
         let out = ReplicaFile(format: 1, replica: fresh.description, fingerprint: here, previous: [])
         try DurableFile.replace(file, with: try StoreJSON.encode(out), io: io)
-        return (fresh, nil, [])
+        return (fresh, nil, [], here)
     }
 
     // MARK: - Library
@@ -197,7 +207,7 @@ public actor Notebook {
                 continue
             }
             if try Notebook.manifestIsCurrent(paths, io: io) { continue }
-            let d = try await Document(paths: paths, replica: replica, io: io, options: options)
+            let d = try await Document(paths: paths, identity: identity, io: io, options: options)
             try await d.close()
             rebuilt.append(docID)
         }
@@ -231,7 +241,7 @@ public actor Notebook {
     public func openDocument(_ docID: DocumentID) async throws -> Document {
         try checkOpen()
         if let d = documents[docID], await !d.isClosed { return d }
-        let d = try await Document(paths: PackagePaths(folder: path, id: docID), replica: replica, io: io, options: options)
+        let d = try await Document(paths: PackagePaths(folder: path, id: docID), identity: identity, io: io, options: options)
         await d.setOnClose { [weak self] id in await self?.forget(id) }
         documents[docID] = d
         return d
@@ -287,6 +297,23 @@ public actor Notebook {
         self.lock = nil
         do { try lock.close() } catch { failure = failure ?? error }
         if let failure { throw failure }
+    }
+
+    /// The wall-clock time this notebook stamps (ms since 1970; `StoreOptions.now`).
+    public nonisolated var wallTime: Int64 { options.now() }
+
+    /// Replaces the folder's replica id by a new random one ([PKG-60]): the old id is appended
+    /// to `previous` in `.lnote/replica.json`, which is rewritten durably before this returns,
+    /// and every document open here stamps its later operations with the new id. For sync,
+    /// which calls it when another copy of the folder wrote under the current id
+    /// (sync-protocol.md [SYNC-54], [SYNC-55]).
+    ///
+    /// - Parameter reason: why, kept in the returned change (and in `replicaChanges`).
+    /// - Throws: `io` when `replica.json` cannot be written (the id is then unchanged).
+    @discardableResult
+    public func remintReplica(reason: String) throws -> ReplicaChange {
+        try checkOpen()
+        return try identity.remint(reason: reason)
     }
 
     private func checkOpen() throws {

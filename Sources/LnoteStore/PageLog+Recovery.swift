@@ -31,6 +31,9 @@ public struct RecoveryReport: Sendable, CustomStringConvertible {
     /// (`counter range` of each), and how many of them this replica made.
     public var lostOperations: [(replica: ReplicaID, counters: ClosedRange<UInt64>)] = []
     public var lostOwnOperations = 0
+    /// Set when `lostOwnOperations` made this folder mint a new replica id, so that its next
+    /// edits do not reuse the lost operations' ids ([PKG-56]).
+    public var mintedReplica: ReplicaChange?
 
     public init(path: String) { self.path = path }
 
@@ -63,6 +66,7 @@ public struct RecoveryReport: Sendable, CustomStringConvertible {
         if let q = quarantinedCopy { parts.append("damaged file preserved as \(q)") }
         if newIncarnation != nil { parts.append("rewritten with \(salvagedFrames) valid frames (\(droppedBytes) bytes dropped)") }
         for u in undecodable { parts.append(u.description) }
+        if let m = mintedReplica { parts.append("new \(m)") }
         return parts.isEmpty ? "\(path): clean" : "\(path): " + parts.joined(separator: "; ")
     }
 }
@@ -245,3 +249,21 @@ extension PageLog {
     }
 }
 
+
+extension PageLog {
+    /// Rewrites the log with only `keep` (frames it holds, in their order) under a new
+    /// incarnation, by durable replace, and takes over the new file ([PKG-57]): the one other
+    /// exception to append-only, for a fork repair that moves this replica's own versions
+    /// of forked operations out of the log ([SYNC-54]). The caller has set aside every
+    /// snapshot that pairs with the old incarnation first, so none claims what was removed.
+    func rewrite(keeping keep: [LoggedFrame]) throws {
+        try sync()
+        let header = LogHeader(kind: kind, owner: self.header.owner)
+        var w = ByteWriter(capacity: Int(end))
+        w.append(header.encoded)
+        for f in keep { f.frame.encode(into: &w) }
+        try DurableFile.replace(path, with: w.bytes, io: io)
+        let fd = try io.open(path, O_RDWR)
+        try adopt(PageLog(path: path, io: io, header: header, end: UInt64(w.count), fd: fd))
+    }
+}

@@ -279,6 +279,26 @@ final class PageLog {
         return scan.frames
     }
 
+    /// The one frame that starts at `offset` (a frame boundary found by an earlier read).
+    /// - Throws: `corrupt` when no valid frame starts there.
+    func readFrame(at offset: UInt64) throws -> Frame {
+        let fd = try descriptor()
+        guard offset >= UInt64(LogHeader.size), offset + UInt64(Frame.headerSize) < end else {
+            throw LnoteError(.invalidArgument, "offset \(offset) outside the log (end \(end))", path: path, offset: Int(clamping: offset))
+        }
+        let head = try io.pread(fd, count: 4, at: offset)
+        let length = UInt64(head[0]) | UInt64(head[1]) << 8 | UInt64(head[2]) << 16 | UInt64(head[3]) << 24
+        let size = UInt64(Frame.headerSize) + length
+        guard length >= 1, offset + size <= end else {
+            throw LnoteError(.corrupt, "no frame at offset \(offset)", path: path, offset: Int(offset))
+        }
+        let bytes = try io.pread(fd, count: Int(size), at: offset)
+        guard case .frame(let f, _) = Frame.scan(bytes, at: 0) else {
+            throw LnoteError(.corrupt, "frame at offset \(offset) fails its check", path: path, offset: Int(offset))
+        }
+        return f
+    }
+
     /// Syncs what is pending and closes the file. Safe to call once; later calls throw.
     func close() throws {
         guard let fd else { throw LnoteError(.invalidState, "log closed twice", path: path) }

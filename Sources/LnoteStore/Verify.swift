@@ -40,6 +40,21 @@ public struct VerifyProblem: Sendable, Hashable, CustomStringConvertible {
         case unpairedSnapshot
         /// A file the format does not define.
         case unknownFile
+        /// A log file is missing while its snapshot exists (`pages/<page>.log` beside its
+        /// `.content`, or `document.log` beside `document.json`): the snapshot's operations
+        /// cannot be served to peers until they are received again ([PKG-55]).
+        case missingLog
+        /// Operations a snapshot holds that its log lacks (lost to damage or with a deleted
+        /// log): listed exactly, per replica; sync fetches them from a peer that holds them
+        /// ([PKG-51], [PKG-54]).
+        case missingOperations
+        /// An operation in `.lnote/quarantine/` that needs a person: refused when received
+        /// ([SYNC-60]), or this replica's own version of a forked operation not made again
+        /// ([SYNC-54]) ([PKG-48]).
+        case quarantinedOperation
+        /// A fork this replica knows of: another replica's operation it holds under the same
+        /// id with other content ([SYNC-51]), kept in the quarantine ([PKG-48]).
+        case knownFork
     }
 
     public var kind: Kind
@@ -72,6 +87,9 @@ public struct VerifyReport: Sendable {
     public var files = 0
     /// Temporary files removed before checking (`Notebook.verify(removeTemporaryFiles:)`).
     public var removedTemporaryFiles: [String] = []
+    /// Every entry of the quarantine ([PKG-48]), those already resolved included (own
+    /// operations made again); those that need a person are also in `problems`.
+    public var quarantine: [QuarantineEntry] = []
     public var isClean: Bool { problems.isEmpty }
     public func problems(_ kind: VerifyProblem.Kind) -> [VerifyProblem] { problems.filter { $0.kind == kind } }
 }
@@ -95,6 +113,18 @@ public enum Verify {
         if try io.stat(meta) != nil {
             for name in try io.listDirectory(meta) where DurableFile.isTemporaryName(name) {
                 report.problems.append(.init(.temporaryFile, DurableFile.join(meta, name), "left by an interrupted write"))
+            }
+            let (entries, damaged) = try Quarantine.list(notebook: folder, io: io)
+            for e in damaged {
+                report.problems.append(.init(.undecodable, e.path ?? Quarantine.folder(folder), e.message))
+            }
+            for (p, e) in entries {
+                report.files += 1
+                report.quarantine.append(e)
+                guard e.needsAttention else { continue }
+                var what = "\(e.operation?.description ?? "an unreadable operation") in log \(e.logDescription) from \(e.remote): \(e.reason)"
+                if let h = e.hash { what += " (content hash \(hexString(h.prefix(8)))…" + (e.otherHash.map { ", the other \(hexString($0.prefix(8)))…" } ?? "") + ")" }
+                report.problems.append(.init(e.kind == .fork ? .knownFork : .quarantinedOperation, p, what))
             }
             let rp = DurableFile.join(meta, "replica.json")
             if let bytes = try DurableFile.readIfExists(rp, io: io) {
@@ -167,12 +197,24 @@ public enum Verify {
                let problem = facts.check(offset: c.offset, incarnation: c.incarnation, snapshot: paths.document, what: "the document") {
                 report.problems.append(problem)
             }
+            if let docState, let facts { reportMissing(docState.clock, held: facts.held, base: nil, log: paths.documentLog, into: &report) }
             for op in ops { if case .addPage(let p, _, _) = op.body { pageIDs.insert(p) } }
         } else if docBytes == nil {
             report.problems.append(.init(.missingFile, paths.root, "neither document.json nor document.log"))
+        } else {
+            // [PKG-55] document.json without its log: nothing it holds can be served to a peer.
+            report.problems.append(.init(.missingLog, paths.documentLog, "document.log is missing while document.json exists"))
+            if let docState { reportMissing(docState.clock, held: [:], base: nil, log: paths.documentLog, into: &report) }
+        }
+        if let bytes = try DurableFile.readIfExists(paths.documentMissing, io: io) {
+            report.files += 1
+            do { _ = try OpRanges.decode(bytes, path: paths.documentMissing) } catch let e as LnoteError {
+                report.problems.append(.init(.undecodable, paths.documentMissing, e.message, offset: e.offset))
+            }
         }
         // Pages: logs first, so that each snapshot can be checked against its log.
         var logs: [PageID: LogFacts] = [:]
+        var bases: [PageID: VectorClock] = [:]
         var snapshots: [(PageID, String)] = []
         if try io.stat(paths.pages) != nil {
             for name in try io.listDirectory(paths.pages).sorted() {
@@ -185,8 +227,17 @@ public enum Verify {
                     report.problems.append(.init(.quarantinedFile, p, "damaged copy kept by recovery"))
                     continue
                 }
-                if name.hasSuffix(PackagePaths.baseSuffix), PageID(String(name.dropLast(PackagePaths.baseSuffix.count))) != nil {
-                    report.files += 1  // a checkpoint base clock ([PKG-46]); checked when the page is served
+                if name.hasSuffix(PackagePaths.baseSuffix), let pid = PageID(String(name.dropLast(PackagePaths.baseSuffix.count))) {
+                    report.files += 1  // a checkpoint base ([PKG-46]); checked when the page is served
+                    if let bytes = try? DurableFile.read(p, io: io),
+                       let clock = try? PageBase.decode(bytes, page: pid, path: p, state: false).clock { bases[pid] = clock }
+                    continue
+                }
+                if name.hasSuffix(PackagePaths.missingSuffix), PageID(String(name.dropLast(PackagePaths.missingSuffix.count))) != nil {
+                    report.files += 1  // what the page's log lacks ([PKG-51]); recomputed below from the files themselves
+                    do { _ = try OpRanges.decode(try DurableFile.read(p, io: io), path: p) } catch let e as LnoteError {
+                        report.problems.append(.init(.undecodable, p, e.message, offset: e.offset))
+                    }
                     continue
                 }
                 let isContent = name.hasSuffix(".content"), isLog = name.hasSuffix(".log")
@@ -218,6 +269,11 @@ public enum Verify {
                                                                      snapshot: p, what: "the page") {
                     report.problems.append(problem)
                 }
+                if logs[pid] == nil, try io.stat(paths.log(pid)) == nil {
+                    // [PKG-55] A snapshot without its log: its operations cannot be served.
+                    report.problems.append(.init(.missingLog, paths.log(pid), "the page's log is missing while its snapshot exists"))
+                }
+                reportMissing(s.state.clock, held: logs[pid]?.held ?? [:], base: bases[pid], log: paths.log(pid), into: &report)
             } catch let e as LnoteError {
                 report.problems.append(.init(.undecodable, p, e.message, offset: e.offset))
             }
@@ -258,6 +314,16 @@ public enum Verify {
         }
     }
 
+    /// [PKG-51] Reports the operations a snapshot holds (`clock`) that its log does not
+    /// (`held`, plus a checkpoint base), exactly, per replica.
+    static func reportMissing(_ clock: VectorClock, held: [ReplicaID: Set<UInt64>], base: VectorClock?, log: String,
+                              into report: inout VerifyReport) {
+        let missing = OpRanges(clock: clock, held: held, base: base)
+        guard !missing.isEmpty else { return }
+        report.problems.append(.init(.missingOperations, log, "\(missing.count) operation\(missing.count == 1 ? "" : "s") its "
+            + "snapshot holds \(missing.count == 1 ? "is" : "are") not in the log: \(missing) (sync fetches them from a peer that holds them)"))
+    }
+
     /// What a snapshot's coverage is checked against: a log's incarnation and where its
     /// frames end.
     struct LogFacts {
@@ -266,6 +332,8 @@ public enum Verify {
         /// Frame boundaries: the header's end, and where every valid frame starts and ends
         /// (a damaged frame ends where the next valid one starts).
         var frameEnds: Set<UInt64>
+        /// The counters of each replica that the log's valid frames hold.
+        var held: [ReplicaID: Set<UInt64>] = [:]
 
         /// The problem with a snapshot that covers `offset` of log `incarnation`, if any.
         func check(offset: UInt64, incarnation inc: UInt64, snapshot: String, what: String) -> VerifyProblem? {
@@ -301,7 +369,8 @@ public enum Verify {
         }
         let scan = LogScanner.scan(Array(bytes[LogHeader.size...]), base: UInt64(LogHeader.size))
         let facts = LogFacts(incarnation: header.incarnation, size: UInt64(bytes.count),
-                             frameEnds: Set([UInt64(LogHeader.size)] + scan.frames.flatMap { [$0.offset, $0.end] }))
+                             frameEnds: Set([UInt64(LogHeader.size)] + scan.frames.flatMap { [$0.offset, $0.end] }),
+                             held: Document.heldCounters(scan.frames))
         for d in scan.damage {
             report.problems.append(.init(.corruptFrame, path, d.reason, offset: Int(d.range.lowerBound), index: d.frameIndex))
         }

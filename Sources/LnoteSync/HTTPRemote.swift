@@ -65,7 +65,14 @@ public final class HTTPRemote: SyncRemote {
                                  extra: ["Host", "Authorization: Bearer " + token, "User-Agent", "Accept", "Content-Length"])
         let received = Self.wireSize(startLine: "HTTP/1.1 \(response.status)", headers: response.headers, body: response.body.count, extra: [])
         counters.withLock { $0.sent += sent; $0.received += received }
-        guard response.isSuccess else { throw Self.error(from: response, method: method, url: url + path) }
+        guard response.isSuccess else {
+            let e = Self.error(from: response, method: method, url: url + path)
+            if response.status == 403, let o = try? JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any],
+               let hex = o["replica"] as? String, hex.count == 16, let replica = ReplicaID(hex: hex) {
+                throw OwnerRefusal(replica: replica, device: o["device"] as? String ?? "", error: e)
+            }
+            throw e
+        }
         return response
     }
 

@@ -24,18 +24,91 @@ extension Notebook: SyncableNotebook {
     /// Receives each document's log before its pages' logs, so that pages exist (their
     /// `addPage` applied) before their operations arrive.
     public func receive(_ batches: [LogBatch]) async throws -> Int {
-        var appended = 0
-        let ordered = batches.sorted { $0.log < $1.log }
-        for batch in ordered {
-            let ops = try batch.ops(path: "sync")
-            let outcome = try await receive(ops, document: batch.log.document, page: batch.log.page)
-            appended += outcome.appended
-        }
-        return appended
+        var logs: [CheckedLog] = []
+        for batch in batches { logs.append(CheckedLog(log: batch.log, ops: try batch.ops(path: "sync"))) }
+        return try await receive(checked: logs, remote: "a peer", recordForks: true).appended
     }
 
     public func checkpointState(of log: LogRef) async throws -> PageState? {
         guard let page = log.page else { return nil }
         return try await checkpointState(document: log.document, page: page)
+    }
+
+    // MARK: - Trust (sync-protocol.md §6)
+
+    public func logClocksAndDigests() async throws -> (clocks: [LogClock], digests: [LogDigests]?) {
+        let all: [NotebookLogClock] = try await logClocksAndDigests()
+        let clocks = all.map { LogClock(log: LogRef(document: $0.document, page: $0.page), clock: $0.clock) }
+        let digests = all.compactMap { c -> LogDigests? in
+            guard let d = c.digests, !d.isEmpty else { return nil }
+            return LogDigests(log: LogRef(document: c.document, page: c.page),
+                              entries: d.prefix(OpValidator.maxClockEntries).map {
+                                  LogDigests.Entry(replica: $0.replica, counter: $0.counter, digest: $0.digest)
+                              })
+        }
+        return (clocks, digests)
+    }
+
+    public func contentHashes(in log: LogRef, replica: ReplicaID, from: UInt64, to: UInt64) async throws -> [[UInt8]] {
+        try await contentHashes(document: log.document, page: log.page, replica: replica, from: from, to: to)
+    }
+
+    /// Receives each document's log before its pages' logs. A log whose operations the
+    /// merge refuses as a batch is received one operation at a time: those refused are kept
+    /// in the quarantine ([SYNC-60]) and the rest stored. With `recordForks` (a server
+    /// receiving a push), forks are kept in the quarantine too ([PKG-48]); a client decides
+    /// about them itself.
+    public func receive(checked logs: [CheckedLog], remote: String, recordForks: Bool) async throws -> Receipt {
+        var out = Receipt()
+        for l in logs.sorted(by: { $0.log < $1.log }) where !l.ops.isEmpty {
+            let label: String? = recordForks ? remote : nil
+            do {
+                out.add(try await receive(l.ops, document: l.log.document, page: l.log.page, remote: label), log: l.log)
+            } catch let e as LnoteError where e.code == .corrupt {
+                for op in l.ops {
+                    do {
+                        out.add(try await receive([op], document: l.log.document, page: l.log.page, remote: label), log: l.log)
+                    } catch let refused as LnoteError where refused.code == .corrupt {
+                        let entry = QuarantineEntry(kind: .invalid, time: wallTime, remote: remote,
+                                                    document: l.log.document, page: l.log.page, operation: op.id,
+                                                    reason: "refused by the merge: \(refused.message)",
+                                                    frame: OperationCodec.frame(op).encoded, hash: ContentHash.of(op))
+                        _ = try quarantine(entry) as String
+                        out.quarantined.append(entry)
+                    }
+                }
+            }
+        }
+        return out
+    }
+
+    public func appliedClock(of log: LogRef) async throws -> VectorClock {
+        try await appliedClock(document: log.document, page: log.page)
+    }
+
+    public func remintReplica(reason: String) async throws -> ReplicaChange? {
+        try remintReplica(reason: reason) as ReplicaChange
+    }
+
+    public func quarantine(_ entry: QuarantineEntry) async throws {
+        _ = try quarantine(entry) as String
+    }
+
+    public func installedPageMatches(_ log: LogRef) async throws -> Bool? {
+        guard let page = log.page else { return nil }
+        return try await installedPageMatches(document: log.document, page: page)
+    }
+
+    public func dropCheckpoint(_ log: LogRef) async throws {
+        guard let page = log.page else { return }
+        try await dropCheckpoint(document: log.document, page: page)
+    }
+}
+
+extension Receipt {
+    mutating func add(_ o: ReceiveOutcome, log: LogRef) {
+        appended += o.appended
+        healed += o.healed.count
+        forks += o.forks.map { (log, $0) }
     }
 }

@@ -1,5 +1,6 @@
 import LnoteModel
 import LnoteReplication
+import LnoteStore
 
 /// The serving side of the sync protocol: what `lnote serve`, the relay, and a folder
 /// reached directly all answer. Requests and answers are the protocol's values; HTTP is
@@ -56,10 +57,15 @@ public actor NotebookEndpoint: SyncEndpoint {
         }
     }
 
+    /// Most content hashes one answer carries ([SYNC-53]): 16 MiB of hashes. A range cut
+    /// short is answered as far as it goes; the client asks for the rest.
+    public static let maxHashesPerAnswer = 1 << 20
+
     public func sync(_ request: SyncRequest) async throws -> SyncResponse {
         // Validate everything before writing anything: frames were CRC-checked by the
         // codec; now each must decode, belong in its log, and name assets we hold.
         var pushed: [LogRef: Set<Frame>] = [:]
+        var checked: [CheckedLog] = []
         for batch in request.push {
             let ops = try batch.ops(path: "push")
             for op in ops {
@@ -71,9 +77,18 @@ public actor NotebookEndpoint: SyncEndpoint {
                 }
             }
             pushed[batch.log, default: []].formUnion(batch.frames)
+            checked.append(CheckedLog(log: batch.log, ops: ops))
         }
-        let accepted = request.push.isEmpty ? 0 : try await notebook.receive(request.push)
+        // [SYNC-51] An operation whose id is held with other content is not stored; the rest is.
+        var receipt = Receipt()
+        if !checked.isEmpty { receipt = try await notebook.receive(checked: checked, remote: "replica \(request.replica)", recordForks: true) }
+        let accepted = UInt64(receipt.appended)
+        let forks = receipt.forks.map { ForkReport(log: $0.log, id: $0.fork.id, held: $0.fork.held) }
+        // [SYNC-52] Digests read every log whole, which finds damage a log hides behind its
+        // snapshot and lowers that log's clock ([PKG-49]): computed before the clocks answered.
+        let computed = request.have != nil && request.digests != nil ? try await notebook.logClocksAndDigests() : nil
         try await refresh()
+        let hashes = try await answerHashes(request.hashRanges)
 
         var pull: [LogBatch] = []
         if let have = request.have {
@@ -84,10 +99,21 @@ public actor NotebookEndpoint: SyncEndpoint {
                 }
             }
             let clocks = current.keys.sorted().map { LogClock(log: $0, clock: current[$0]!) }
-            return SyncResponse(epoch: epoch, cursor: sequence, accepted: UInt64(accepted), pull: pull, clocks: clocks)
+            // [SYNC-52] Digests answer digests: ours, at the clocks just answered.
+            var digests: [LogDigests]?
+            if let (now, d) = computed {
+                digests = d.map { list in
+                    let answered = Dictionary(clocks.map { ($0.log, $0.clock) }, uniquingKeysWith: { a, _ in a })
+                    let fresh = Dictionary(now.map { ($0.log, $0.clock) }, uniquingKeysWith: { a, _ in a })
+                    // Only logs whose clock did not move in between (a local edit meanwhile).
+                    return list.filter { answered[$0.log] == fresh[$0.log] }
+                }
+            }
+            return SyncResponse(epoch: epoch, cursor: sequence, accepted: accepted, pull: pull, clocks: clocks,
+                                digests: digests, forks: forks, hashes: hashes)
         }
         guard request.epoch == epoch else {
-            return SyncResponse(epoch: epoch, cursor: sequence, accepted: UInt64(accepted), pull: [], resync: true)
+            return SyncResponse(epoch: epoch, cursor: sequence, accepted: accepted, pull: [], resync: true, forks: forks, hashes: hashes)
         }
         for log in history.keys.sorted() {
             let h = history[log]!
@@ -95,7 +121,23 @@ public actor NotebookEndpoint: SyncEndpoint {
             let base = h.last { $0.seq <= request.cursor }?.clock ?? VectorClock()
             if let b = try await batch(log, notCoveredBy: base, skipping: pushed[log]) { pull.append(b) }
         }
-        return SyncResponse(epoch: epoch, cursor: sequence, accepted: UInt64(accepted), pull: pull)
+        return SyncResponse(epoch: epoch, cursor: sequence, accepted: accepted, pull: pull, forks: forks, hashes: hashes)
+    }
+
+    /// [SYNC-53] The content hashes of the operations held in each asked range, from its
+    /// start, stopping at the first not held, at its end, or when the answer holds
+    /// `maxHashesPerAnswer`.
+    private func answerHashes(_ ranges: [HashRange]?) async throws -> [HashRange]? {
+        guard let ranges else { return nil }
+        var out: [HashRange] = []
+        var budget = NotebookEndpoint.maxHashesPerAnswer
+        for r in ranges {
+            let to = budget == 0 ? r.from - 1 : min(r.to, r.from &+ UInt64(budget) &- 1)
+            let hashes = to < r.from ? [] : try await notebook.contentHashes(in: r.log, replica: r.replica, from: r.from, to: to)
+            budget -= hashes.count
+            out.append(HashRange(log: r.log, replica: r.replica, from: r.from, to: r.from + UInt64(hashes.count) - 1, hashes: hashes))
+        }
+        return out
     }
 
     /// The operations of `log` not covered by `clock`, less those the client just pushed.

@@ -8,8 +8,11 @@ public enum SyncErrorCode: String, Sendable, CaseIterable {
     case badRequest = "bad_request"
     /// 401: a missing or wrong token.
     case unauthorized
-    /// 403: a token of another notebook.
+    /// 403: a token of another notebook, or a push holding new operations of a replica that
+    /// another device owns ([SYNC-57]).
     case forbidden
+    /// 400: a checkpoint the relay does not keep ([SYNC-59]).
+    case badCheckpoint = "bad_checkpoint"
     /// 404: no such notebook, route or asset.
     case notFound = "not_found"
     /// 405: a route that exists, with another method.
@@ -29,7 +32,7 @@ public enum SyncErrorCode: String, Sendable, CaseIterable {
     /// The HTTP status that carries this code.
     public var status: Int {
         switch self {
-        case .badRequest: 400
+        case .badRequest, .badCheckpoint: 400
         case .unauthorized: 401
         case .forbidden: 403
         case .notFound: 404
@@ -46,7 +49,7 @@ public enum SyncErrorCode: String, Sendable, CaseIterable {
     /// code whatever the transport.
     public var clientCode: LnoteError.Code {
         switch self {
-        case .badRequest, .methodNotAllowed: .invalidArgument
+        case .badRequest, .badCheckpoint, .methodNotAllowed: .invalidArgument
         case .unauthorized, .forbidden: .unauthorized
         // An asset the operation names does not exist there, as [PKG-14] says of a
         // package that lacks one.
@@ -107,4 +110,21 @@ public struct SyncRefusal: Error, Sendable, Equatable, CustomStringConvertible {
     public var description: String { "\(reason.code.rawValue): \(error)" }
 
     public static func == (l: SyncRefusal, r: SyncRefusal) -> Bool { l.reason == r.reason }
+}
+
+/// A push refused because it holds new operations authored under a replica id that another
+/// device owns ([SYNC-57]): the 403's body names the replica and its owner. A client drops
+/// that replica's operations from its push and sends the rest (they reach the relay from
+/// their author); its own replica named here means another device holds its id.
+public struct OwnerRefusal: Error, Sendable, CustomStringConvertible {
+    public var replica: ReplicaID
+    public var device: String
+    /// The error the client reports when it cannot go on without that replica's operations.
+    public var error: LnoteError
+    public init(replica: ReplicaID, device: String, error: LnoteError) {
+        self.replica = replica
+        self.device = device
+        self.error = error
+    }
+    public var description: String { error.description }
 }

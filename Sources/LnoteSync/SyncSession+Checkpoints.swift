@@ -39,24 +39,23 @@ struct CheckpointState: Equatable {
     }
 }
 
-/// Checkpoints (`Protocol/sync-protocol.md` §5): a newcomer installs them before its first
-/// exchange; every client uploads one per page log that grew by `checkpointInterval`.
+/// Checkpoints (`Protocol/sync-protocol.md` §5): a newcomer installs those the remote's clocks
+/// cover, after its first exchange and before storing its pull, and checks them after the
+/// sync ([SYNC-59]); every client uploads one per page log that grew by `checkpointInterval`.
 extension SyncSession {
     /// On first contact, when the local storage holds no document, fetches the remote's
-    /// checkpoints and installs the page ones (with the assets they reference), so that the
-    /// first exchange's `have` carries their clocks and only the tail is pulled.
-    ///
-    /// A checkpoint whose snapshot does not decode, names another page, or whose clock is
-    /// not the snapshot's own is not installed (`checkpointsRejected`): that page's history
-    /// then comes as operations, which is always correct. Document-log checkpoints are not
+    /// checkpoints: the page ones whose snapshot decodes, names its page and has the
+    /// checkpoint's clock. Nothing is installed yet: the first exchange offers their clocks
+    /// in `have`, so that only the tail is pulled, and `installCovered` installs those the
+    /// remote's clocks cover. Others count as rejected (`checkpointsRejected`), and their
+    /// pages come as operations, which is always correct. Document-log checkpoints are not
     /// used (the document log is small).
-    func installCheckpoints(_ report: inout SyncReport, _ tell: (SyncProgress.Phase, SyncReport) -> Void) async throws {
-        guard checkpointInterval >= 0, try await notebook.holdsNoDocuments() else { return }
+    func checkpointCandidates(_ report: inout SyncReport, _ tell: Tell) async throws -> [DocumentID: [PageState]]? {
+        guard checkpointInterval >= 0, try await notebook.holdsNoDocuments() else { return nil }
         tell(.downloadingAssets, report)
         let list = try await remote.checkpoints()
-        guard !list.isEmpty else { return }
+        guard !list.isEmpty else { return nil }
         var byDocument: [DocumentID: [PageState]] = [:]
-        var installed = CheckpointState.decode(try await notebook.loadRemoteState(key: CheckpointState.key(remote.key)) ?? [])
         for c in list {
             guard let page = c.log.page else { continue }
             guard let s = try? PageSnapshot.decode(c.snapshot, path: "checkpoint of \(c.log)"),
@@ -67,9 +66,30 @@ extension SyncSession {
             }
             byDocument[c.log.document, default: []].append(s.state)
         }
-        for (doc, states) in byDocument.sorted(by: { $0.key < $1.key }) {
+        return byDocument.isEmpty ? nil : byDocument
+    }
+
+    /// [SYNC-59] Installs the candidate checkpoints whose clock the remote's clock of that log
+    /// (`theirs`, the first exchange's `clocks`) covers, with the assets they reference; the
+    /// others are rejected, and a second clock comparison then fetches their pages' whole
+    /// history (the first pull was computed from their checkpoint clocks).
+    func installCovered(_ theirs: [LogRef: VectorClock], _ run: inout SyncRun, _ report: inout SyncReport) async throws {
+        guard let candidates = run.candidates else { return }
+        run.candidates = nil
+        var installed = CheckpointState.decode(try await notebook.loadRemoteState(key: CheckpointState.key(remote.key)) ?? [])
+        for (doc, states) in candidates.sorted(by: { $0.key < $1.key }) {
+            var accepted: [PageState] = []
+            for s in states {
+                if theirs[LogRef(document: doc, page: s.page)]?.covers(s.clock) == true {
+                    accepted.append(s)
+                } else {
+                    report.checkpointsRejected += 1
+                    run.needsComparison = true
+                }
+            }
+            guard !accepted.isEmpty else { continue }
             var assets: [[UInt8]] = []
-            let referenced = Set(states.flatMap { $0.elements.compactMap(\.content.image?.asset) })
+            let referenced = Set(accepted.flatMap { $0.elements.compactMap(\.content.image?.asset) })
             for asset in referenced.sorted() {
                 report.assetRequests += 1
                 let bytes = try await remote.getAsset(asset, document: doc)
@@ -79,13 +99,32 @@ extension SyncSession {
                 assets.append(bytes)
                 report.assetsReceived += 1
             }
-            try await notebook.installCheckpoint(document: doc, pages: states, assets: assets)
-            report.checkpointsInstalled += states.count
-            for s in states { installed.uploaded[LogRef(document: doc, page: s.page)] = s.clock }
+            try await notebook.installCheckpoint(document: doc, pages: accepted, assets: assets)
+            report.checkpointsInstalled += accepted.count
+            for s in accepted {
+                installed.uploaded[LogRef(document: doc, page: s.page)] = s.clock
+                run.installed.append(LogRef(document: doc, page: s.page))
+            }
         }
         // What was installed counts as uploaded: this client re-uploads a page only once it
         // has grown by the interval past it.
         try await notebook.saveRemoteState(installed.encoded(), key: CheckpointState.key(remote.key))
+    }
+
+    /// [SYNC-59] After the sync, each page installed by this run must hold what its checkpoint
+    /// and the operations received give; one that does not gives up its checkpoint and is
+    /// rebuilt from operations (the caller compares clocks again to fetch its history).
+    /// - Returns: true when a page was given up.
+    func checkInstalledPages(_ run: inout SyncRun, _ report: inout SyncReport) async throws -> Bool {
+        var rebuilt = false
+        for log in run.installed {
+            guard let ok = try await notebook.installedPageMatches(log), !ok else { continue }
+            try await notebook.dropCheckpoint(log)
+            report.checkpointsRebuilt.append(log)
+            rebuilt = true
+        }
+        run.installed = []
+        return rebuilt
     }
 
     /// After a successful sync, uploads a checkpoint for each page log whose clock covers
@@ -106,7 +145,10 @@ extension SyncSession {
             let last = up.uploaded[lc.log] ?? VectorClock()
             guard lc.clock.total >= last.total &+ UInt64(checkpointInterval),
                   state.known[lc.log]?.covers(lc.clock) == true,
-                  let s = try await notebook.checkpointState(of: lc.log), !s.clock.isEmpty else { continue }
+                  let s = try await notebook.checkpointState(of: lc.log), !s.clock.isEmpty,
+                  // A state holding operations its log lost ([PKG-51]) is not one the remote's
+                  // operations give: no checkpoint of it ([SYNC-59]).
+                  state.known[lc.log]?.covers(s.clock) == true else { continue }
             // A checkpoint is replica-independent: no log offset, no incarnation.
             let c = Checkpoint(log: lc.log, clock: s.clock,
                                snapshot: PageSnapshot.encode(s, coveredLogOffset: 0, logIncarnation: 0))

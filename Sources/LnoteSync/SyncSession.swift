@@ -1,5 +1,7 @@
+import Foundation
 import LnoteModel
 import LnoteReplication
+import LnoteStore
 
 /// Progress of a running sync, for a progress line or an app's indicator.
 public struct SyncProgress: Sendable, Equatable {
@@ -16,7 +18,8 @@ public struct SyncReport: Sendable, Equatable {
     /// Operations sent, and how many of them the remote did not have.
     public var opsSent = 0
     public var opsAccepted = 0
-    /// Operations received, and how many of them were new here.
+    /// Operations received, and how many of them were new here (appended to a log: new, or
+    /// lost from it and sent again, `healed`).
     public var opsReceived = 0
     public var opsApplied = 0
     public var assetsSent = 0
@@ -26,11 +29,98 @@ public struct SyncReport: Sendable, Equatable {
     public var assetRequests = 0
     public var bytesSent = 0
     public var bytesReceived = 0
-    /// Page checkpoints installed by a newcomer, refused as invalid, and uploaded (§5).
+    /// Page checkpoints installed by a newcomer, refused as invalid or not covered by the
+    /// remote's clock ([SYNC-59]), and uploaded (§5).
     public var checkpointsInstalled = 0
     public var checkpointsRejected = 0
     public var checkpointsSent = 0
+    /// Installed pages whose state was not what their checkpoint and the operations received
+    /// give, rebuilt from operations ([SYNC-59]).
+    public var checkpointsRebuilt: [LogRef] = []
+    /// Why a page of `checkpointsRebuilt` could not get its history (the remote cannot serve it).
+    public var checkpointFailures: [String] = []
+    /// Operations a log had lost (its state kept them) that the remote sent again ([PKG-54]).
+    public var opsHealed = 0
+    /// Forks found ([SYNC-51]): one operation id with two contents.
+    public var forks: [SyncFork] = []
+    /// Repairs of forks of this replica's own operations ([SYNC-54]).
+    public var repairs: [SyncRepair] = []
+    /// Received operations this replica refused, kept in the quarantine ([SYNC-60]).
+    public var quarantined: [QuarantineEntry] = []
+    /// Replica ids minted during the sync ([SYNC-54], [SYNC-55]).
+    public var replicaChanges: [ReplicaChange] = []
+    /// Operations the logs still lack after the sync: lost to damage, and not sent by the
+    /// remote ([PKG-51]).
+    public var missingOperations: [MissingInLog] = []
+    /// Replicas whose operations this push left out because another device owns them
+    /// ([SYNC-57]): the remote gets them from their author.
+    public var withheldReplicas: [ReplicaID] = []
     public init() {}
+
+    /// True when a person should look: a fork of another replica, a repair whose operations
+    /// were not all made again, an operation quarantined, or a page whose history could not
+    /// be fetched ([SYNC-56]). `lnote sync` exits 3.
+    public var needsAttention: Bool {
+        forks.contains { !$0.own } || repairs.contains { $0.pending > 0 || $0.failure != nil }
+            || !quarantined.isEmpty || !checkpointFailures.isEmpty
+    }
+}
+
+/// One fork found by a sync ([SYNC-51]).
+public struct SyncFork: Sendable, Hashable, CustomStringConvertible {
+    public enum Source: String, Sendable {
+        /// The remote refused a pushed operation (its `forks`).
+        case push
+        /// The remote sent an operation whose id this replica holds.
+        case pull
+        /// Chain digests behind equal clocks differed and content hashes told which
+        /// operation ([SYNC-52], [SYNC-53]).
+        case digests
+    }
+    public var log: LogRef
+    public var id: OpID
+    /// This replica's content hash of the operation (32 bytes, or the first 16).
+    public var localHash: [UInt8]?
+    /// The remote's (32 bytes, or the first 16).
+    public var remoteHash: [UInt8]?
+    /// True when the forked replica is this folder's own (now or before a mint of this
+    /// sync): it is repaired ([SYNC-54]). False: both sides keep theirs.
+    public var own: Bool
+    public var source: Source
+
+    public var description: String {
+        "fork of \(id) in log \(log): here \(localHash.map { hexString($0.prefix(8)) } ?? "?"), "
+            + "remote \(remoteHash.map { hexString($0.prefix(8)) } ?? "?") (\(own ? "this replica's own: repaired" : "another replica's: both kept"), found by \(source.rawValue))"
+    }
+}
+
+/// One repair of a fork of this replica's own operations in one log ([SYNC-54]).
+public struct SyncRepair: Sendable, Hashable, CustomStringConvertible {
+    public var log: LogRef
+    /// The forked replica id.
+    public var replica: ReplicaID
+    /// The id the operations were made again under (this folder's id after the repair).
+    public var newReplica: ReplicaID
+    /// Operations moved out of the log into the quarantine, in log order.
+    public var removed: [OpID]
+    /// Of those, the ones whose content the remote does not hold: to be made again.
+    public var toRemake: Int
+    /// Made again under `newReplica`.
+    public var remade = 0
+    /// Left out: nothing they act on is left.
+    public var skipped = 0
+    /// Not made again (no re-authoring step, or it failed): still in the quarantine.
+    public var pending = 0
+    public var failure: String?
+
+    public var description: String {
+        var s = "repaired \(replica) in log \(log): \(removed.count) operation\(removed.count == 1 ? "" : "s") moved to the quarantine"
+        s += ", \(remade) made again as \(newReplica)"
+        if skipped > 0 { s += ", \(skipped) with nothing left to act on" }
+        if pending > 0 { s += ", \(pending) waiting in the quarantine" }
+        if let failure { s += " (re-authoring failed: \(failure))" }
+        return s
+    }
 }
 
 /// What a client remembers about one remote between syncs.
@@ -86,23 +176,39 @@ struct RemoteState: Equatable {
 
 /// Runs the client side of the sync protocol between a local notebook and a remote.
 ///
-/// A first contact (or a remote that restarted) exchanges clocks: the client sends `have`,
-/// receives what it lacks and the remote's clocks, then pushes what the remote lacks: two
-/// exchanges. Afterwards one exchange does both ways: the client pushes what the remote is
-/// not known to hold and receives the changes since its cursor. Assets travel before the
-/// operations that reference them, in both directions. Nothing is remembered until an
-/// exchange has succeeded, so an interrupted sync is completed by the next one.
+/// A first contact (or a remote that restarted) exchanges clocks: the client sends `have`
+/// (and its chain digests, [SYNC-52]), receives what it lacks and the remote's clocks, then
+/// pushes what the remote lacks: two exchanges. Afterwards one exchange does both ways: the
+/// client pushes what the remote is not known to hold and receives the changes since its
+/// cursor. Assets travel before the operations that reference them, in both directions.
+/// Nothing is remembered until an exchange has succeeded, so an interrupted sync is completed
+/// by the next one.
+///
+/// Trust (§6): digests that differ behind equal counters are resolved into operations by
+/// asking content hashes before anything is pushed ([SYNC-53]); forks of this replica's own
+/// operations are repaired ([SYNC-54]: a new replica id, its versions moved to the
+/// quarantine, the remote's received, its own made again by `reauthor`); a remote that holds
+/// more of this replica's operations than this folder makes it mint a new id first
+/// ([SYNC-55]); pulled operations are checked one by one ([SYNC-60]); a newcomer's
+/// checkpoints are installed only when the remote's clocks cover them, and checked after
+/// the sync ([SYNC-59]).
 public struct SyncSession: Sendable {
     public let notebook: any SyncableNotebook
     public let remote: any SyncRemote
     /// A page log gets a new checkpoint uploaded once its clock covers this many more
     /// operations than the last one this client uploaded (§5); 0: never upload.
     public var checkpointInterval = 256
+    /// How the removed operations of a fork repair are made again under the new replica id
+    /// ([SYNC-54]). nil: they stay in the quarantine, and the report says so
+    /// (`SyncRepair.pending`, `needsAttention`).
+    public var reauthor: ReauthorHook? = Notebook.defaultReauthor
 
     public init(notebook: any SyncableNotebook, remote: any SyncRemote) {
         self.notebook = notebook
         self.remote = remote
     }
+
+    typealias Tell = (SyncProgress.Phase, SyncReport) -> Void
 
     public func run(progress: (@Sendable (SyncProgress) -> Void)? = nil) async throws -> SyncReport {
         var report = SyncReport()
@@ -115,54 +221,27 @@ public struct SyncSession: Sendable {
         let start = remote.traffic
         // Takes the report as an argument: reading `report` from here while a callee holds
         // it inout would be an exclusivity violation.
-        let tell: (SyncProgress.Phase, SyncReport) -> Void = { [remote] phase, r in
+        let tell: Tell = { [remote] phase, r in
             let t = remote.traffic
             progress?(SyncProgress(phase: phase, opsSent: r.opsSent, opsReceived: r.opsReceived,
                                    bytesSent: t.sent - start.sent, bytesReceived: t.received - start.received))
         }
         let firstContact = state.epoch == 0
-        if firstContact { try await installCheckpoints(&report, tell) }
-        var attempts = 0
-        while true {
-            attempts += 1
-            var compared = false
-            if state.epoch == 0 {
-                compared = true
-                tell(.comparing, report)
-                let have = try await notebook.logClocks()
-                let answer = try await exchange(SyncRequest(replica: notebook.replicaID, epoch: 0, cursor: 0, have: have),
-                                                &report, tell)
-                try await absorb(answer, into: &state, &report, tell)
-                state.known = Dictionary((answer.clocks ?? []).map { ($0.log, $0.clock) }, uniquingKeysWith: { $0.merged($1) })
-                state.epoch = answer.epoch
-                state.cursor = answer.cursor
-                try await notebook.saveRemoteState(state.encoded(), key: remote.key)
+        var run = SyncRun()
+        if firstContact { run.candidates = try await checkpointCandidates(&report, tell) }
+        run.needsComparison = state.epoch == 0
+        try await settle(&state, &run, &report, tell)
+        if try await checkInstalledPages(&run, &report) {
+            // [SYNC-59] Pages rebuilt from operations: their history comes by a clock comparison.
+            run.needsComparison = true
+            do {
+                try await settle(&state, &run, &report, tell)
+            } catch let e as LnoteError where e.code == .invalidState {
+                report.checkpointFailures.append(e.description)
             }
-            tell(.comparing, report)
-            let push = try await pendingPush(state)
-            // Right after a clock comparison there is nothing new to pull; with nothing to
-            // push either, a second exchange would carry nothing.
-            if compared && push.isEmpty { break }
-            try await uploadAssets(push, &report, tell)
-            let request = SyncRequest(replica: notebook.replicaID, epoch: state.epoch, cursor: state.cursor, push: push)
-            let answer = try await exchange(request, &report, tell)
-            report.opsSent += push.reduce(0) { $0 + $1.frames.count }
-            report.opsAccepted += Int(answer.accepted)
-            for batch in push { state.learn(try batch.ops().map(\.id), in: batch.log) }
-            if answer.resync {
-                // The remote lost our cursor: it kept the push; compare clocks again.
-                state.epoch = 0
-                state.cursor = 0
-                try await notebook.saveRemoteState(state.encoded(), key: remote.key)
-                guard attempts < 3 else { throw LnoteError(.protocolMismatch, "remote keeps asking to resynchronize") }
-                continue
-            }
-            try await absorb(answer, into: &state, &report, tell)
-            state.cursor = answer.cursor
-            try await notebook.saveRemoteState(state.encoded(), key: remote.key)
-            break
         }
         try await uploadCheckpoints(state, firstContact: firstContact, &report)
+        report.missingOperations = try await notebook.missingOperations()
         let t = remote.traffic
         report.bytesSent = t.sent - start.sent
         report.bytesReceived = t.received - start.received
@@ -170,8 +249,128 @@ public struct SyncSession: Sendable {
         return report
     }
 
-    private func exchange(_ request: SyncRequest, _ report: inout SyncReport,
-                          _ tell: (SyncProgress.Phase, SyncReport) -> Void) async throws -> SyncResponse {
+    /// Most exchanges one `settle` makes: a comparison, hashes, a repair's comparison, a push,
+    /// and room for a resync and a second round of each.
+    static let maxExchanges = 12
+
+    /// Exchanges until nothing is left to compare, to find out, to repair or to push.
+    func settle(_ state: inout RemoteState, _ run: inout SyncRun, _ report: inout SyncReport, _ tell: Tell) async throws {
+        var exchanges = 0
+        var pushed = false
+        func count() throws {
+            exchanges += 1
+            guard exchanges <= SyncSession.maxExchanges else {
+                throw LnoteError(.protocolMismatch, "sync with \(remote.key) did not settle after \(SyncSession.maxExchanges) exchanges")
+            }
+        }
+        while true {
+            var compared = false
+            if run.needsComparison {
+                run.needsComparison = false
+                try count()
+                try await compare(&state, &run, &report, tell)
+                compared = true
+                if run.needsComparison { continue }
+            }
+            if !run.askRanges.isEmpty {
+                try count()
+                try await askHashes(&state, &run, &report, tell)
+                if run.needsComparison { continue }
+            }
+            if !run.forks.isEmpty {
+                try await handleForks(&run, &report)
+                if run.needsComparison { continue }
+            }
+            if !run.remakes.isEmpty { try await remake(&run, &report) }
+            tell(.comparing, report)
+            let push = try await pendingPush(state).compactMap { b -> LogBatch? in
+                // [SYNC-57] Operations of replicas another device owns, refused once: they
+                // reach the remote from their author.
+                guard !run.withheld.isEmpty else { return b }
+                let frames = b.frames.filter { OperationCodec.id(of: $0).map { !run.withheld.contains($0.replica) } ?? true }
+                return frames.isEmpty ? nil : LogBatch(log: b.log, frames: frames)
+            }
+            // Right after a clock comparison (or a steady exchange) there is nothing new to
+            // pull; with nothing to push either, another exchange would carry nothing.
+            if (compared || pushed) && push.isEmpty { return }
+            try count()
+            do {
+                try await pushExchange(push, &state, &run, &report, tell)
+            } catch let refusal as OwnerRefusal {
+                // Another device owns that replica: push without its operations, or give up
+                // when it is this folder's own id (another device writes under it).
+                guard refusal.replica != notebook.replicaID, run.withheld.insert(refusal.replica).inserted else {
+                    throw refusal.error
+                }
+                report.withheldReplicas.append(refusal.replica)
+                continue
+            }
+            pushed = true
+            if run.needsComparison || !run.forks.isEmpty { continue }
+            return
+        }
+    }
+
+    /// A clock comparison ([SYNC-5]): `have` and digests, no push. Installs the checkpoints
+    /// the remote's clocks cover ([SYNC-59]), mints a new id when the remote holds more of
+    /// this replica's operations than this folder ([SYNC-55]), stores the pull, and compares
+    /// digests ([SYNC-52]).
+    private func compare(_ state: inout RemoteState, _ run: inout SyncRun, _ report: inout SyncReport, _ tell: Tell) async throws {
+        tell(.comparing, report)
+        let (clocks, digests) = try await notebook.logClocksAndDigests()
+        var have = clocks
+        for (doc, states) in run.candidates ?? [:] {
+            for s in states { have.append(LogClock(log: LogRef(document: doc, page: s.page), clock: s.clock)) }
+        }
+        let answer = try await exchange(SyncRequest(replica: notebook.replicaID, epoch: 0, cursor: 0, have: have,
+                                                    digests: digests), &report, tell)
+        let theirs = Dictionary((answer.clocks ?? []).map { ($0.log, $0.clock) }, uniquingKeysWith: { $0.merged($1) })
+        if run.candidates != nil { try await installCovered(theirs, &run, &report) }
+        try await checkRestoredInPlace(have: clocks, theirs: theirs, &run, &report)
+        let touched = try await absorb(answer, into: &state, &run, &report, tell)
+        state.known = theirs
+        state.epoch = answer.epoch
+        state.cursor = answer.cursor
+        try await notebook.saveRemoteState(state.encoded(), key: remote.key)
+        if let mine = digests, let remoteDigests = answer.digests {
+            try await compareDigests(mine, remoteDigests, touched: touched, &run)
+        }
+    }
+
+    /// A steady-state exchange: the push, and the changes since the cursor.
+    private func pushExchange(_ push: [LogBatch], _ state: inout RemoteState, _ run: inout SyncRun,
+                              _ report: inout SyncReport, _ tell: Tell) async throws {
+        try await uploadAssets(push, &report, tell)
+        let request = SyncRequest(replica: notebook.replicaID, epoch: state.epoch, cursor: state.cursor, push: push)
+        let answer = try await exchange(request, &report, tell)
+        report.opsSent += push.reduce(0) { $0 + $1.frames.count }
+        report.opsAccepted += Int(answer.accepted)
+        var pushedHashes: [LogRef: [OpID: [UInt8]]] = [:]
+        for batch in push {
+            let ops = try batch.ops()
+            state.learn(ops.map(\.id), in: batch.log)
+            if !answer.forks.isEmpty { for op in ops { pushedHashes[batch.log, default: [:]][op.id] = ContentHash.of(op) } }
+        }
+        for f in answer.forks {
+            // [SYNC-51] The remote holds another operation under a pushed id: it stored the rest.
+            run.forks.append(FoundFork(log: f.log, id: f.id, local: pushedHashes[f.log]?[f.id], remote: f.held, source: .push))
+        }
+        if answer.resync {
+            // The remote lost our cursor: it kept the push; compare clocks again.
+            state.epoch = 0
+            state.cursor = 0
+            try await notebook.saveRemoteState(state.encoded(), key: remote.key)
+            run.resyncs += 1
+            guard run.resyncs < 3 else { throw LnoteError(.protocolMismatch, "remote keeps asking to resynchronize") }
+            run.needsComparison = true
+            return
+        }
+        _ = try await absorb(answer, into: &state, &run, &report, tell)
+        state.cursor = answer.cursor
+        try await notebook.saveRemoteState(state.encoded(), key: remote.key)
+    }
+
+    func exchange(_ request: SyncRequest, _ report: inout SyncReport, _ tell: Tell) async throws -> SyncResponse {
         tell(.exchanging, report)
         report.roundTrips += 1
         return try await remote.sync(request)
@@ -190,8 +389,7 @@ public struct SyncSession: Sendable {
     }
 
     /// Sends the assets referenced by pushed operations that the remote lacks.
-    private func uploadAssets(_ push: [LogBatch], _ report: inout SyncReport,
-                              _ tell: (SyncProgress.Phase, SyncReport) -> Void) async throws {
+    private func uploadAssets(_ push: [LogBatch], _ report: inout SyncReport, _ tell: Tell) async throws {
         var wanted: [DocumentID: Set<AssetID>] = [:]
         for batch in push where batch.log.page != nil {
             for op in try batch.ops() where !op.referencedAssets.isEmpty {
@@ -211,29 +409,88 @@ public struct SyncSession: Sendable {
         }
     }
 
-    /// Fetches the assets pulled operations reference, then hands the operations to the
-    /// notebook (which appends them durably and applies them).
-    private func absorb(_ answer: SyncResponse, into state: inout RemoteState, _ report: inout SyncReport,
-                        _ tell: (SyncProgress.Phase, SyncReport) -> Void) async throws {
-        guard !answer.pull.isEmpty else { return }
-        var decoded: [(LogBatch, [Op])] = []
-        for batch in answer.pull { decoded.append((batch, try batch.ops(path: "sync response"))) }
-        tell(.downloadingAssets, report)
-        for (batch, ops) in decoded where batch.log.page != nil {
-            for asset in Set(ops.flatMap(\.referencedAssets)).sorted()
-            where !(try await notebook.hasAsset(asset, document: batch.log.document)) {
-                report.assetRequests += 1
-                let bytes = try await remote.getAsset(asset, document: batch.log.document)
-                guard AssetID.of(bytes) == asset else {
-                    throw LnoteError(.corrupt, "asset \(asset) from \(remote.key) does not match its hash")
+    /// Stores a pull ([SYNC-60]): each operation is decoded and checked on its own; one that
+    /// does not decode, belongs to the other kind of log, or names an asset the remote cannot
+    /// give (or gives with other bytes) is kept in the quarantine with the remote, the log and
+    /// the reason, and the rest goes on. The assets the others reference are fetched first,
+    /// then the notebook appends them durably and applies them; forks it finds are noted.
+    ///
+    /// - Returns: the logs that received operations.
+    func absorb(_ answer: SyncResponse, into state: inout RemoteState, _ run: inout SyncRun,
+                        _ report: inout SyncReport, _ tell: Tell) async throws -> Set<LogRef> {
+        guard !answer.pull.isEmpty else { return [] }
+        var checked: [CheckedLog] = []
+        for batch in answer.pull {
+            var ops: [Op] = []
+            var ids: [OpID] = []
+            for (i, f) in batch.frames.enumerated() {
+                let id = OperationCodec.id(of: f)
+                if let id { ids.append(id) }
+                do {
+                    let op = try OperationCodec.decode(f, path: "sync response from \(remote.key)")
+                    guard op.body.isPageOperation == (batch.log.page != nil) else {
+                        throw LnoteError(.corrupt, "\(op.body.name) \(op.id) does not belong in log \(batch.log)")
+                    }
+                    ops.append(op)
+                } catch let e as LnoteError {
+                    try await quarantine(.invalid, frame: f, id: id, log: batch.log,
+                                         reason: "operation \(i) of the pull for log \(batch.log): \(e.description)", &report)
                 }
-                _ = try await notebook.writeAsset(bytes, document: batch.log.document)
-                report.assetsReceived += 1
             }
+            // The remote holds them all, refused or not.
+            state.learn(ids, in: batch.log)
+            checked.append(CheckedLog(log: batch.log, ops: ops))
+        }
+        report.opsReceived += answer.pull.reduce(0) { $0 + $1.frames.count }
+        tell(.downloadingAssets, report)
+        for i in checked.indices where checked[i].log.page != nil {
+            let doc = checked[i].log.document
+            var refused: [AssetID: String] = [:]
+            for asset in Set(checked[i].ops.flatMap(\.referencedAssets)).sorted()
+            where !(try await notebook.hasAsset(asset, document: doc)) {
+                report.assetRequests += 1
+                do {
+                    let bytes = try await remote.getAsset(asset, document: doc)
+                    guard AssetID.of(bytes) == asset else {
+                        refused[asset] = "asset \(asset) from \(remote.key) does not match its hash"
+                        continue
+                    }
+                    _ = try await notebook.writeAsset(bytes, document: doc)
+                    report.assetsReceived += 1
+                } catch let e as LnoteError where e.code == .notFound {
+                    refused[asset] = "asset \(asset) is not held by \(remote.key): \(e.message)"
+                }
+            }
+            guard !refused.isEmpty else { continue }
+            var kept: [Op] = []
+            for op in checked[i].ops {
+                if let why = op.referencedAssets.lazy.compactMap({ refused[$0] }).first {
+                    try await quarantine(.invalid, frame: OperationCodec.frame(op), id: op.id, log: checked[i].log, reason: why, &report)
+                } else {
+                    kept.append(op)
+                }
+            }
+            checked[i].ops = kept
         }
         tell(.applying, report)
-        report.opsReceived += decoded.reduce(0) { $0 + $1.1.count }
-        report.opsApplied += try await notebook.receive(answer.pull)
-        for (batch, ops) in decoded { state.learn(ops.map(\.id), in: batch.log) }
+        let receipt = try await notebook.receive(checked: checked, remote: remote.key, recordForks: false)
+        report.opsApplied += receipt.appended
+        report.opsHealed += receipt.healed
+        report.quarantined += receipt.quarantined
+        for (log, f) in receipt.forks {
+            run.forks.append(FoundFork(log: log, id: f.id, local: f.held, remote: f.received,
+                                       remoteOp: try? OperationCodec.decode(f.frame), remoteFrame: f.frame, source: .pull))
+        }
+        return Set(checked.filter { !$0.ops.isEmpty }.map(\.log))
+    }
+
+    /// Keeps a received operation out of the logs ([SYNC-60], [PKG-48]) and reports it.
+    func quarantine(_ kind: QuarantineEntry.Kind, frame: Frame, id: OpID?, log: LogRef, reason: String,
+                    _ report: inout SyncReport) async throws {
+        let entry = QuarantineEntry(kind: kind, time: Int64((Date().timeIntervalSince1970 * 1000).rounded()), remote: remote.key,
+                                    document: log.document, page: log.page, operation: id, reason: reason,
+                                    frame: frame.encoded, hash: ContentHash.of(frame))
+        try await notebook.quarantine(entry)
+        report.quarantined.append(entry)
     }
 }

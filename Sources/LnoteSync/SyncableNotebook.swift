@@ -1,5 +1,6 @@
 import LnoteModel
 import LnoteReplication
+import LnoteStore
 
 /// What the sync engine needs from a replica's storage: a notebook folder, or anything
 /// else that holds logs (a test's in-memory replicas).
@@ -40,6 +41,65 @@ public protocol SyncableNotebook: Sendable {
     func installCheckpoint(document: DocumentID, pages: [PageState], assets: [[UInt8]]) async throws
     /// A page log's applied state, to upload as a checkpoint (nil: none held).
     func checkpointState(of log: LogRef) async throws -> PageState?
+
+    // MARK: Trust (sync-protocol.md §6). Each has a default: storage that does not implement
+    // it takes part in sync without that check.
+
+    /// `logClocks` with, per log, the chain digests ([SYNC-52]) of the replicas it holds from
+    /// counter 1 without a gap, at the clock's counters. `digests` nil: not supported.
+    func logClocksAndDigests() async throws -> (clocks: [LogClock], digests: [LogDigests]?)
+    /// The first 16 bytes of the content hashes of a replica's operations `from…to` in a log,
+    /// in counter order, stopping at the first not held ([SYNC-53]).
+    func contentHashes(in log: LogRef, replica: ReplicaID, from: UInt64, to: UInt64) async throws -> [[UInt8]]
+    /// Receives operations already decoded and checked (`OperationCodec.decode`, log kind),
+    /// like `receive(_:)`, and says what it did: forks found ([SYNC-51]), operations the logs
+    /// had lost and got back, operations the merge refused (quarantined, not stopping the
+    /// rest, [SYNC-60]).
+    /// - Parameters:
+    ///   - remote: who sent them, for the quarantine.
+    ///   - recordForks: keep each fork found in the quarantine as a `fork` entry (a server;
+    ///     a client decides about its forks itself, [SYNC-54]).
+    func receive(checked logs: [CheckedLog], remote: String, recordForks: Bool) async throws -> Receipt
+    /// The applied clock of a log (what its state holds, which may exceed what its log holds).
+    func appliedClock(of log: LogRef) async throws -> VectorClock
+    /// Mints a new replica id ([SYNC-54], [SYNC-55]); nil when the storage cannot.
+    func remintReplica(reason: String) async throws -> ReplicaChange?
+    /// Repairs forks of this storage's own operations ([SYNC-54], `Notebook.repairOwnFork`).
+    func repairOwnFork(_ forks: [OwnFork], remote: String) async throws -> ForkRepair
+    /// Makes removed operations again (`Notebook.remake`).
+    func remake(_ removal: ForkRemoval, with hook: ReauthorHook) async throws -> RemadeOperations
+    /// Keeps an operation out of the logs ([PKG-48]).
+    func quarantine(_ entry: QuarantineEntry) async throws
+    /// What the logs lack of what their states hold ([PKG-51]).
+    func missingOperations() async throws -> [MissingInLog]
+    /// Whether a page installed from a checkpoint holds what its base and its log give
+    /// ([SYNC-59]); nil: no base (or not supported).
+    func installedPageMatches(_ log: LogRef) async throws -> Bool?
+    /// Gives up a page's checkpoint, to rebuild it from operations ([SYNC-59]).
+    func dropCheckpoint(_ log: LogRef) async throws
+}
+
+/// Operations of one log, decoded and checked by the receiver.
+public struct CheckedLog: Sendable {
+    public var log: LogRef
+    public var ops: [Op]
+    public init(log: LogRef, ops: [Op]) {
+        self.log = log
+        self.ops = ops
+    }
+}
+
+/// What `SyncableNotebook.receive(checked:remote:)` did.
+public struct Receipt: Sendable {
+    /// Operations appended (new here, or lost from a log and got back).
+    public var appended = 0
+    /// Operations the logs had lost and got back ([PKG-54]).
+    public var healed = 0
+    /// Operations whose ids the logs hold with other content ([SYNC-51]): not stored.
+    public var forks: [(log: LogRef, fork: ReceivedFork)] = []
+    /// Operations the merge refused: kept in the quarantine, not applied ([SYNC-60]).
+    public var quarantined: [QuarantineEntry] = []
+    public init() {}
 }
 
 /// Storage that knows nothing of checkpoints: never a newcomer, uploads none, and holds the
@@ -53,6 +113,36 @@ extension SyncableNotebook {
         throw LnoteError(.invalidState, "this storage cannot install checkpoints")
     }
     public func checkpointState(of log: LogRef) async throws -> PageState? { nil }
+}
+
+/// Storage that knows nothing of §6: no digests, no fork detection beyond what its own
+/// `receive` does, no repair, no quarantine.
+extension SyncableNotebook {
+    public func logClocksAndDigests() async throws -> (clocks: [LogClock], digests: [LogDigests]?) {
+        (try await logClocks(), nil)
+    }
+    public func contentHashes(in log: LogRef, replica: ReplicaID, from: UInt64, to: UInt64) async throws -> [[UInt8]] { [] }
+    public func receive(checked logs: [CheckedLog], remote: String, recordForks: Bool) async throws -> Receipt {
+        var r = Receipt()
+        r.appended = try await receive(logs.map { LogBatch(log: $0.log, ops: $0.ops) })
+        return r
+    }
+    public func appliedClock(of log: LogRef) async throws -> VectorClock {
+        try await logClocks().first { $0.log == log }?.clock ?? VectorClock()
+    }
+    public func remintReplica(reason: String) async throws -> ReplicaChange? { nil }
+    public func repairOwnFork(_ forks: [OwnFork], remote: String) async throws -> ForkRepair {
+        throw LnoteError(.invalidState, "this storage cannot repair forks of its own operations")
+    }
+    public func remake(_ removal: ForkRemoval, with hook: ReauthorHook) async throws -> RemadeOperations {
+        throw LnoteError(.invalidState, "this storage cannot make operations again")
+    }
+    public func quarantine(_ entry: QuarantineEntry) async throws {}
+    public func missingOperations() async throws -> [MissingInLog] { [] }
+    public func installedPageMatches(_ log: LogRef) async throws -> Bool? { nil }
+    public func dropCheckpoint(_ log: LogRef) async throws {
+        throw LnoteError(.invalidState, "this storage cannot install checkpoints")
+    }
 }
 
 extension Op {

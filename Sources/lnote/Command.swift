@@ -44,6 +44,8 @@ enum Exit {
     static let ok: Int32 = 0
     static let failure: Int32 = 1
     static let usage: Int32 = 2
+    /// Done, but something needs a person: a fork, an operation quarantined ([SYNC-56]).
+    static let attention: Int32 = 3
 }
 
 /// A failure the command explains itself (already specific), printed as one line.

@@ -139,11 +139,17 @@ extension CommandTable {
         details: """
         Decodes every manifest, document.json, page snapshot and log (frame by frame), checks
         that assets exist and match their hash, and looks for orphaned, temporary and
-        unknown files. Prints one problem per line (kind, path, offset, what is wrong) and a
-        summary. Exit status 1 when anything is wrong, 0 when the folder is clean.
+        unknown files; reports log files missing beside their snapshots and, exactly, the
+        operations a snapshot holds that its log lacks; lists the operations kept in
+        .lnote/quarantine/ (refused when received, own versions of forked operations) and
+        the forks this folder knows of. Prints one problem per line (kind, path, offset, what
+        is wrong), then the quarantine, and a summary. Exit status 1 when anything is wrong
+        (a quarantined operation made again is listed but is not a problem), 0 when the
+        folder is clean.
         The notebook is not opened (no lock is taken and nothing is repaired): run it on a
         folder no other process is writing.
-        --json   {documents, files, clean, problems: [{kind, path, offset, index, message}]}
+        --json   {documents, files, clean, problems: [{kind, path, offset, index, message}],
+                  quarantine: [{kind, document, page, operation, remote, reason, remadeAs}]}
         """,
         flags: ["json"],
         run: { args, console in
@@ -164,10 +170,25 @@ extension CommandTable {
                             "message": .string(p.message),
                         ]
                     }),
+                    "quarantine": .array(report.quarantine.map { e in
+                        [
+                            "kind": .string(e.kind.rawValue),
+                            "document": .string(e.document.description),
+                            "page": e.page.map { .string($0.description) } ?? .null,
+                            "operation": e.operation.map { .string($0.description) } ?? .null,
+                            "remote": .string(e.remote),
+                            "reason": .string(e.reason),
+                            "remadeAs": e.remadeAs.map { .array($0.map { .string($0.description) }) } ?? .null,
+                        ]
+                    }),
                 ]
                 console.raw(value.text(.pretty))
             } else {
                 for p in report.problems { console.out(p.description) }
+                for e in report.quarantine where !e.needsAttention {
+                    let how = e.remadeAs!.isEmpty ? "nothing left to make again" : "made again as " + e.remadeAs!.map(\.description).joined(separator: ", ")
+                    console.out("quarantined (resolved): \(e.operation?.description ?? "?") in log \(e.logDescription): \(how)")
+                }
                 let checked = "\(report.documents) document\(report.documents == 1 ? "" : "s"), \(report.files) files checked"
                 console.out(report.isClean ? "\(checked): no problems"
                             : "\(checked): \(report.problems.count) problem\(report.problems.count == 1 ? "" : "s")")

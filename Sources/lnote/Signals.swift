@@ -1,26 +1,37 @@
-import Dispatch
+#if canImport(Glibc)
+import Glibc
+#endif
 import Foundation
 import Synchronization
+import CLnoteSyscalls
 
-/// SIGINT and SIGTERM, trapped: servers and watchers stop cleanly on either. `trap()` is
-/// called before anything starts, so a signal that comes early is not lost (nor kills the
-/// process half-way); `wait()` returns the first signal that arrived.
+/// SIGINT and SIGTERM, trapped: servers and watchers stop cleanly on either. `trap()`
+/// installs a handler before it returns (a C handler that writes the signal's number to a
+/// pipe), so a signal that comes at any moment after it is never lost nor kills the process
+/// half-way; a thread of its own reads the pipe, and `wait()` returns the first signal.
+/// (A Dispatch signal source registers asynchronously: a signal sent right after the
+/// server printed its URL could fall in the gap and be ignored, and a test then waited for
+/// an exit that never came.)
 final class Signals: Sendable {
     private let fired = Mutex<(signal: Int32?, waiter: CheckedContinuation<Int32, Never>?)>((nil, nil))
-    nonisolated(unsafe) private static var sources: [any DispatchSourceSignal] = []
 
     static func trap() -> Signals {
         let s = Signals()
-        let queue = DispatchQueue(label: "lnote.signals")
-        queue.sync {
-            for sig in [SIGINT, SIGTERM] {
-                signal(sig, SIG_IGN)
-                let source = DispatchSource.makeSignalSource(signal: sig, queue: queue)
-                source.setEventHandler { s.deliver(sig) }
-                source.resume()
-                sources.append(source)
+        var fds: [Int32] = [0, 0]
+        guard pipe(&fds) == 0, lnote_trap_signals(fds[1]) == 0 else {
+            // Without a pipe or a handler the default action stays: the process ends on the signal.
+            return s
+        }
+        let readEnd = fds[0]
+        let reader = Thread {
+            var byte: UInt8 = 0
+            while true {
+                let n = read(readEnd, &byte, 1)
+                if n == 1 { s.deliver(Int32(byte)) } else if n < 0 && errno == EINTR { continue } else { return }
             }
         }
+        reader.name = "lnote.signals"
+        reader.start()
         return s
     }
 

@@ -17,6 +17,11 @@ extension CommandTable {
         that reference them. A sync interrupted at any point is completed by the next one.
         --watch keeps syncing when the folder changes and every --interval seconds (default
         30), backing off while the remote is unreachable; stop it with Ctrl-C.
+        Also printed, one line each: forks (one operation id with two contents) and their
+        repairs, operations kept in .lnote/quarantine/, new replica ids, and operations the
+        logs lost that no peer has sent back yet. Exit status 3 when something needs a
+        person: a fork of another replica, an own operation not made again, an operation
+        quarantined, or a page whose history could not be fetched.
         """,
         options: ["token", "ca-file", "interval"],
         flags: ["watch", "quiet"],
@@ -32,7 +37,9 @@ extension CommandTable {
             guard args.flag("watch") else {
                 let report = try await once()
                 if !quiet { console.out(SyncRunner.describe(report, remote: remoteSpec)) }
-                return Exit.ok
+                // What needs a person is printed even with --quiet (on stderr).
+                for line in SyncRunner.trust(report) { console.err("lnote sync: \(line)") }
+                return report.needsAttention ? Exit.attention : Exit.ok
             }
             let interval = try args.double("interval") ?? 30
             guard interval > 0 else { throw Arguments.UsageError(message: "--interval must be positive") }
@@ -47,6 +54,7 @@ extension CommandTable {
                         if !quiet, r.opsSent + r.opsReceived + r.assetsSent + r.assetsReceived > 0 {
                             console.out(SyncRunner.describe(r, remote: remoteSpec))
                         }
+                        for line in SyncRunner.trust(r) { console.err("lnote sync: \(line)") }
                     case .failed(let e, let wait):
                         console.err("lnote sync: \(e.description); retrying in \(wait)")
                     }
@@ -99,12 +107,43 @@ enum SyncRunner {
                     throw error
                 }
             }
+            // Ids minted while the sync opened documents ([PKG-56]) are reported with the sync's.
+            var out = report
+            for c in notebook.replicaChanges.dropFirst(notebook.replicaChange == nil ? 0 : 1) where !out.replicaChanges.contains(c) {
+                out.replicaChanges.append(c)
+            }
             try await notebook.close()
-            return report
+            return out
         } catch {
             try? await notebook.close()
             throw error
         }
+    }
+
+    /// The lines of §6 a sync found ([SYNC-56]): forks, repairs, quarantined operations, new
+    /// replica ids, rebuilt checkpoints, missing operations.
+    static func trust(_ r: SyncReport) -> [String] {
+        var out: [String] = []
+        for f in r.forks { out.append(f.description) }
+        for p in r.repairs { out.append(p.description) }
+        for q in r.quarantined {
+            out.append("quarantined \(q.operation?.description ?? "an unreadable operation") of log \(q.logDescription): \(q.reason)")
+        }
+        for c in r.replicaChanges { out.append("new \(c)") }
+        for w in r.withheldReplicas {
+            out.append("operations of replica \(w) not pushed: another device owns that replica; they reach the remote from it")
+        }
+        for l in r.checkpointsRebuilt { out.append("page \(l) did not match its checkpoint: rebuilt from operations") }
+        for f in r.checkpointFailures { out.append("a page's history could not be fetched: \(f)") }
+        for m in r.missingOperations {
+            let log = m.page.map { "\(m.document)/\($0)" } ?? "\(m.document)"
+            out.append("log \(log) still lacks \(m.missing.count) operation\(m.missing.count == 1 ? "" : "s") its state holds "
+                + "(lost to damage; no peer sent them yet): \(m.missing)")
+        }
+        if r.repairs.contains(where: { $0.pending > 0 }) {
+            out.append("own operations wait in .lnote/quarantine/ to be made again: nothing was lost; lnote verify lists them")
+        }
+        return out
     }
 
     static func describe(_ r: SyncReport, remote: String) -> String {
@@ -113,6 +152,8 @@ enum SyncRunner {
         if r.assetsSent + r.assetsReceived > 0 { s += ", assets ↑\(r.assetsSent) ↓\(r.assetsReceived)" }
         if r.bytesSent + r.bytesReceived > 0 { s += ", \(r.bytesSent) bytes ↑ \(r.bytesReceived) bytes ↓" }
         s += ", \(r.roundTrips) round trip\(r.roundTrips == 1 ? "" : "s")"
+        if r.opsHealed > 0 { s += ", \(r.opsHealed) lost op\(r.opsHealed == 1 ? "" : "s") restored" }
+        if !r.forks.isEmpty { s += ", \(r.forks.count) fork\(r.forks.count == 1 ? "" : "s")" }
         return s
     }
 }

@@ -54,7 +54,7 @@ import LnoteTestSupport
         // A relay: a notebook and a token made on the command line.
         let db = dir.sub("relay.sqlite")
         let nb = try await run("relay", "notebook", "create", "--db", db).outText.trimmingCharacters(in: .whitespacesAndNewlines)
-        let t = try await run("relay", "token", "create", "--db", db, "--notebook", nb).outText.trimmingCharacters(in: .whitespacesAndNewlines)
+        let t = try await run("relay", "token", "create", "--db", db, "--notebook", nb, "--device", "laptop").outText.trimmingCharacters(in: .whitespacesAndNewlines)
         let relay = try Subprocess.start(lnote, ["relay", "--db", db])
         #expect(await relay.waitForOutput("url: "))
         try await Task.sleep(for: .milliseconds(20))

@@ -12,9 +12,12 @@ struct ClockCacheFile {
         var page: UUID?
         var identity: [UInt64]
         var clock: [(ReplicaID, UInt64)]
+        /// nil: not computed; else (replica, counter, 16-byte digest) per replica.
+        var digests: [(ReplicaID, UInt64, [UInt8])]?
         static func == (a: Entry, b: Entry) -> Bool {
             a.document == b.document && a.page == b.page && a.identity == b.identity
                 && a.clock.map(\.0) == b.clock.map(\.0) && a.clock.map(\.1) == b.clock.map(\.1)
+                && a.digests?.map(\.0) == b.digests?.map(\.0) && a.digests?.map(\.2) == b.digests?.map(\.2)
         }
     }
     var entries: [Entry] = []
@@ -51,7 +54,7 @@ struct ClockCacheFile {
         guard crc == CRC32C.checksum(Array(b.dropLast(4))) else { throw Bad(why: "crc") }
         guard Array(b[0..<4]) == Array("LNCC".utf8) else { throw Bad(why: "magic") }
         at = 4
-        guard try u8() == 1 else { throw Bad(why: "version") }
+        guard try u8() == 2 else { throw Bad(why: "version") }
         let n = try varint()
         for _ in 0..<n {
             let d = try uuid()
@@ -63,7 +66,21 @@ struct ClockCacheFile {
             for _ in 0..<k { identity.append(try u64()) }
             var clock: [(ReplicaID, UInt64)] = []
             for _ in 0..<(try varint()) { clock.append((ReplicaID(try u64()), try varint())) }
-            entries.append(Entry(document: d, page: page, identity: identity, clock: clock))
+            var digests: [(ReplicaID, UInt64, [UInt8])]?
+            switch try u8() {
+            case 0: break
+            case 1:
+                var list: [(ReplicaID, UInt64, [UInt8])] = []
+                for _ in 0..<(try varint()) {
+                    let r = ReplicaID(try u64()), c = try varint()
+                    try need(16)
+                    list.append((r, c, Array(b[at..<at + 16])))
+                    at += 16
+                }
+                digests = list
+            default: throw Bad(why: "digest flag")
+            }
+            entries.append(Entry(document: d, page: page, identity: identity, clock: clock, digests: digests))
         }
         guard at == b.count - 4 else { throw Bad(why: "trailing bytes") }
     }
@@ -273,12 +290,15 @@ struct PackageLayoutTests {
             let e = try #require(file.entries.first { $0.document == c.document.uuid && $0.page == c.page?.uuid })
             #expect(e.clock.map(\.0) == c.clock.entries.map(\.replica) && e.clock.map(\.1) == c.clock.entries.map(\.counter))
             let paths = PackagePaths(folder: nb.path, id: c.document)
-            let files = c.page.map { [paths.log($0), paths.content($0)] } ?? [paths.documentLog, paths.document]
+            let files = c.page.map { [paths.log($0), paths.content($0), paths.missing($0)] }
+                ?? [paths.documentLog, paths.document, paths.documentMissing]
             var identity: [UInt64] = []
             for f in files {
-                let st = try #require(try Syscalls.live.stat(f))
+                // A missing file (no `.missing`: nothing lost) is four zeros.
+                guard let st = try Syscalls.live.stat(f) else { identity += [0, 0, 0, 0]; continue }
                 identity += [st.size, UInt64(bitPattern: st.modifiedSeconds), UInt64(bitPattern: st.modifiedNanoseconds), st.inode]
             }
+            #expect(e.digests == nil, "logClocks computes no digests")
             #expect(e.identity == identity, "\(files)")
         }
         // Nothing changed: no package file is opened.

@@ -10,4 +10,9 @@
 // nothing durable. Returns 0, or -1 with errno set.
 int lnote_start_writeback(int fd, int64_t offset, int64_t count);
 
+// Installs a handler for SIGINT and SIGTERM that writes the signal's number, one byte, to
+// fd (the write end of a pipe), and nothing else: async-signal-safe, and in place when it
+// returns, so no signal that arrives afterwards is lost. Returns 0, or -1 with errno set.
+int lnote_trap_signals(int fd);
+
 #endif

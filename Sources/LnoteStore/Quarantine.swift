@@ -1,0 +1,215 @@
+import Foundation
+import LnoteModel
+import LnoteReplication
+
+/// One operation kept out of a notebook's logs, in `.lnote/quarantine/` ([PKG-48]): an
+/// operation a pull brought that this replica cannot accept (sync-protocol.md [SYNC-60]),
+/// this replica's own version of an operation whose id another copy of the folder used
+/// too ([SYNC-54]), or another replica's version of an operation this replica holds with
+/// other content (a fork, [SYNC-51]; this replica keeps its own).
+public struct QuarantineEntry: Sendable, Hashable {
+    public enum Kind: String, Sendable, Codable, CaseIterable {
+        /// A received operation that does not decode, belongs to the other kind of log, or that
+        /// the validator or the merge engine refuses ([SYNC-60]). Not applied.
+        case invalid
+        /// This replica's own version of a forked operation, removed from its log with every
+        /// later operation of that replica in the log ([SYNC-54]); `remadeAs` is set once it
+        /// was made again under a new replica id.
+        case ownFork
+        /// Another replica's operation that this replica holds under the same id with other
+        /// content ([SYNC-51]): both sides keep theirs until its author repairs it. `frame`
+        /// is the remote's version when it was received, absent when the fork was found by
+        /// comparing hashes only.
+        case fork
+    }
+
+    public var kind: Kind
+    /// When it was quarantined (ms since 1970).
+    public var time: Int64
+    /// The remote it came from or forked with (a URL, a folder path, `replica <hex>`).
+    public var remote: String
+    public var document: DocumentID
+    /// nil: the document log.
+    public var page: PageID?
+    /// The operation's id, when its frame holds a readable one.
+    public var operation: OpID?
+    /// Why, for a person.
+    public var reason: String
+    /// The frame's bytes exactly as received or as the log held them (length, CRC, type,
+    /// payload: operation-log.md [LOG-10]); nil when not known.
+    public var frame: [UInt8]?
+    /// The content hash ([SYNC-50]) of the operation this entry is about: 32 bytes, or its
+    /// first 16 when only those are known (a fork found by comparing hashes, [SYNC-53]).
+    public var hash: [UInt8]?
+    /// For a fork: the content hash of the other version (the one the log keeps for `fork`,
+    /// the remote's for `ownFork`), when known; 32 or 16 bytes as `hash`.
+    public var otherHash: [UInt8]?
+    /// For `ownFork`: the operations that made it again under a new replica id.
+    public var remadeAs: [OpID]?
+
+    public init(kind: Kind, time: Int64, remote: String, document: DocumentID, page: PageID?, operation: OpID?,
+                reason: String, frame: [UInt8]? = nil, hash: [UInt8]? = nil, otherHash: [UInt8]? = nil,
+                remadeAs: [OpID]? = nil) {
+        self.kind = kind
+        self.time = time
+        self.remote = remote
+        self.document = document
+        self.page = page
+        self.operation = operation
+        self.reason = reason
+        self.frame = frame
+        self.hash = hash
+        self.otherHash = otherHash
+        self.remadeAs = remadeAs
+    }
+
+    /// The file name ([PKG-48]): `<kind>-<DOCUMENT>-<PAGE or "document">-<operation or
+    /// "unknown">-<16 hex>.json`, the hex being the first 8 bytes of `hash`, else of the
+    /// SHA-256 of `frame`, else zeros. The same entry always gets the same name, so
+    /// quarantining it twice keeps one file.
+    public var fileName: String {
+        let tag = hash ?? frame.map(SHA256.hash) ?? [UInt8](repeating: 0, count: 8)
+        return "\(kind.rawValue)-\(document.uuid.uuidString)-\(page?.uuid.uuidString ?? "document")-"
+            + "\(operation?.description ?? "unknown")-\(hexString(tag.prefix(8))).json"
+    }
+
+    /// True when a person (or the re-authoring step) still has to act on it.
+    public var needsAttention: Bool { kind != .ownFork || remadeAs == nil }
+
+    public var logDescription: String { page.map { "\(document)/\($0)" } ?? "\(document)" }
+}
+
+/// The quarantine folder's files ([PKG-48]): one JSON file per operation, written by durable
+/// replace ([PKG-20]) in the same encoding as the other JSON files ([PKG-10]).
+enum Quarantine {
+    struct File: Codable, Equatable {
+        var format: Int
+        var kind: QuarantineEntry.Kind
+        var time: Int64
+        var remote: String
+        var document: String
+        var page: String?
+        var operation: String?
+        var reason: String
+        var frame: String?
+        var hash: String?
+        var otherHash: String?
+        var remadeAs: [String]?
+    }
+
+    static func folder(_ notebook: String) -> String { DurableFile.join(notebook, ".lnote/quarantine") }
+
+    static func encode(_ e: QuarantineEntry) throws -> [UInt8] {
+        try StoreJSON.encode(File(format: 1, kind: e.kind, time: e.time, remote: e.remote, document: e.document.description,
+                                  page: e.page?.description, operation: e.operation?.description, reason: e.reason,
+                                  frame: e.frame.map(hexString), hash: e.hash.map(hexString),
+                                  otherHash: e.otherHash.map(hexString), remadeAs: e.remadeAs?.map(\.description)))
+    }
+
+    static func decode(_ bytes: [UInt8], path: String) throws -> QuarantineEntry {
+        let f = try StoreJSON.decode(File.self, bytes, path: path)
+        func bad(_ what: String) -> LnoteError { LnoteError(.corrupt, "quarantine entry: bad \(what)", path: path) }
+        guard f.format == 1 else {
+            throw LnoteError(f.format > 1 ? .unsupportedVersion : .corrupt, "quarantine entry format \(f.format)", path: path)
+        }
+        guard let doc = DocumentID(f.document) else { throw bad("document") }
+        var page: PageID?
+        if let p = f.page { guard let id = PageID(p) else { throw bad("page") }; page = id }
+        var op: OpID?
+        if let o = f.operation { guard let id = OpID(parsing: o) else { throw bad("operation") }; op = id }
+        func hexBytes(_ s: String?, _ what: String, length: Int? = nil) throws -> [UInt8]? {
+            guard let s else { return nil }
+            guard let b = Hex.decode(s), length.map({ b.count == $0 || b.count == 16 }) ?? true else { throw bad(what) }
+            return b
+        }
+        var remade: [OpID]?
+        if let r = f.remadeAs {
+            remade = try r.map { guard let id = OpID(parsing: $0) else { throw bad("remadeAs") }; return id }
+        }
+        return QuarantineEntry(kind: f.kind, time: f.time, remote: f.remote, document: doc, page: page, operation: op,
+                               reason: f.reason, frame: try hexBytes(f.frame, "frame"), hash: try hexBytes(f.hash, "hash", length: 32),
+                               otherHash: try hexBytes(f.otherHash, "otherHash", length: 32), remadeAs: remade)
+    }
+
+    /// Writes an entry durably unless a file of that name exists. Returns its path and
+    /// whether it was new.
+    @discardableResult
+    static func write(_ e: QuarantineEntry, notebook: String, io: Syscalls, replace: Bool = false) throws -> (path: String, new: Bool) {
+        let dir = folder(notebook)
+        if try io.stat(dir) == nil {
+            try io.mkdir(dir, existingOK: true)
+            try DurableFile.syncDirectory(DurableFile.join(notebook, ".lnote"), io: io)
+        }
+        let path = DurableFile.join(dir, e.fileName)
+        if !replace, try io.stat(path) != nil { return (path, false) }
+        try DurableFile.replace(path, with: try encode(e), io: io)
+        return (path, true)
+    }
+
+    /// Every entry, sorted by time then name; files that do not decode are returned apart
+    /// (with their error), never skipped silently.
+    static func list(notebook: String, io: Syscalls) throws -> (entries: [(path: String, entry: QuarantineEntry)], damaged: [LnoteError]) {
+        let dir = folder(notebook)
+        guard try io.stat(dir)?.isDirectory == true else { return ([], []) }
+        var out: [(String, QuarantineEntry)] = []
+        var damaged: [LnoteError] = []
+        for name in try io.listDirectory(dir).sorted() where !DurableFile.isTemporaryName(name) && name.hasSuffix(".json") {
+            let p = DurableFile.join(dir, name)
+            do {
+                out.append((p, try decode(try DurableFile.read(p, io: io), path: p)))
+            } catch let e as LnoteError where e.code != .io {
+                damaged.append(e)
+            }
+        }
+        return (out.sorted { ($0.1.time, $0.0) < ($1.1.time, $1.0) }, damaged)
+    }
+}
+
+/// Lowercase hex to bytes.
+enum Hex {
+    static func decode(_ s: String) -> [UInt8]? {
+        let u = Array(s.utf8)
+        guard u.count % 2 == 0 else { return nil }
+        var out: [UInt8] = []
+        out.reserveCapacity(u.count / 2)
+        var i = 0
+        while i < u.count {
+            guard let hi = nibble(u[i]), let lo = nibble(u[i + 1]) else { return nil }
+            out.append(hi << 4 | lo)
+            i += 2
+        }
+        return out
+    }
+
+    private static func nibble(_ c: UInt8) -> UInt8? {
+        switch c {
+        case 0x30...0x39: c - 0x30
+        case 0x61...0x66: c - 0x61 + 10
+        default: nil
+        }
+    }
+}
+
+extension Notebook {
+    /// Keeps an operation out of the logs ([PKG-48]). An entry already there (same file
+    /// name) is left as it is. Returns the entry's path.
+    @discardableResult
+    public func quarantine(_ entry: QuarantineEntry) throws -> String {
+        try Quarantine.write(entry, notebook: path, io: io).path
+    }
+
+    /// Records that a quarantined own operation was made again under a new id ([SYNC-54]).
+    public func markRemade(_ entry: QuarantineEntry, as ids: [OpID]) throws {
+        var e = entry
+        e.remadeAs = ids
+        try Quarantine.write(e, notebook: path, io: io, replace: true)
+    }
+
+    /// Every entry of the quarantine, oldest first.
+    /// - Throws: `corrupt` naming the first entry that does not decode.
+    public func quarantinedOperations() throws -> [QuarantineEntry] {
+        let (entries, damaged) = try Quarantine.list(notebook: path, io: io)
+        if let e = damaged.first { throw e }
+        return entries.map(\.entry)
+    }
+}
