@@ -148,6 +148,28 @@ public final class HTTPRemote: SyncRemote {
         }
     }
 
+    /// `GET …/devices` ([SYNC-57]): the owner device of each replica id; empty from a server
+    /// that has no such route (a peer).
+    public func devices() async throws -> [ReplicaID: String] {
+        let r: HTTPResponse
+        do {
+            r = try await call("GET", "/devices")
+        } catch let e as LnoteError where e.code == .notFound || e.code == .invalidArgument {
+            return [:]
+        }
+        guard let list = try? JSONSerialization.jsonObject(with: Data(r.body)) as? [[String: Any]] else {
+            throw LnoteError(.corrupt, "GET \(url)/devices: not a JSON array of {replica, device}", path: url + "/devices")
+        }
+        var out: [ReplicaID: String] = [:]
+        for o in list {
+            guard let hex = o["replica"] as? String, hex.count == 16, let replica = ReplicaID(hex: hex),
+                  let device = o["device"] as? String, !device.isEmpty, device.utf8.count <= 128,
+                  !device.unicodeScalars.contains(where: { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) }) else { continue }
+            out[replica] = device
+        }
+        return out
+    }
+
     /// `PUT …/documents/{doc}/checkpoints/{log}`: {log} is the document id for its
     /// document log, else the page id.
     public func putCheckpoint(_ checkpoint: Checkpoint) async throws {

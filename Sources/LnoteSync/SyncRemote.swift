@@ -21,10 +21,13 @@ public protocol SyncRemote: Sendable {
     /// directly gets a new in-memory endpoint each time): the session then starts with a
     /// clock comparison instead of offering a cursor that would only be refused.
     var cursorsOutliveProcess: Bool { get }
+    /// The device that owns each replica id ([SYNC-57]); empty when the remote does not say.
+    func devices() async throws -> [ReplicaID: String]
 }
 
 extension SyncRemote {
     public var cursorsOutliveProcess: Bool { true }
+    public func devices() async throws -> [ReplicaID: String] { [:] }
 }
 
 /// A remote endpoint called directly, with no network: folder-to-folder sync.

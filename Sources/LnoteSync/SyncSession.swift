@@ -335,6 +335,11 @@ public struct SyncSession: Sendable {
         if let mine = digests, let remoteDigests = answer.digests {
             try await compareDigests(mine, remoteDigests, touched: touched, &run)
         }
+        // [SYNC-57] The devices behind the replica ids, on a clock comparison only (a steady
+        // sync stays one exchange); a cache, so a failure here fails nothing.
+        if let names = try? await remote.devices(), !names.isEmpty {
+            try? await notebook.learnDeviceNames(names)
+        }
     }
 
     /// A steady-state exchange: the push, and the changes since the cursor.

@@ -11,6 +11,8 @@ import LnoteStore
 public protocol SyncableNotebook: Sendable {
     /// The replica this storage writes as.
     var replicaID: ReplicaID { get }
+    /// Records device names a remote gave for replica ids ([SYNC-57]).
+    func learnDeviceNames(_ names: [ReplicaID: String]) async throws
     /// The applied clock of every log held (documents and pages), sorted by log.
     func logClocks() async throws -> [LogClock]
     /// Operations held in `log` (applied or waiting) whose ids `clock` does not cover, as
@@ -105,6 +107,10 @@ public struct Receipt: Sendable {
 /// Storage that knows nothing of checkpoints: never a newcomer, uploads none, and holds the
 /// whole history of every log.
 extension SyncableNotebook {
+    /// Records device names a remote gave for replica ids ([SYNC-57]); a notebook without a
+    /// place for them ignores them.
+    public func learnDeviceNames(_ names: [ReplicaID: String]) async throws {}
+
     public func framesForPeer(in log: LogRef, notCoveredBy clock: VectorClock) async throws -> [Frame] {
         try await frames(in: log, notCoveredBy: clock)
     }

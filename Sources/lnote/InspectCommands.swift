@@ -11,24 +11,26 @@ extension CommandTable {
         synopsis: "lnote log FOLDER DOC [PAGE] [--json]",
         summary: "List the operations of a page's log (or the document's), in log order",
         details: """
-        One line per operation: its id (replica.counter), Lamport timestamp, context (the
-        clock its author had seen), and what it does. Operations still waiting for
+        One line per operation: its id (replica.counter), the device that owns the replica
+        when a relay named it ([SYNC-57]), Lamport timestamp, context (the clock its author
+        had seen), and what it does. Operations still waiting for
         operations they depend on are marked "pending". Compaction never shortens a log,
         so this is the whole history kept here.
-        --json   an array of {id, lamport, context, wallTime, kind, summary, pending}
+        --json   an array of {id, device (when known), lamport, context, wallTime, kind, summary, pending}
         """,
         flags: ["json"],
         run: { args, console in
             try args.expect(2, max: 3, "FOLDER DOC [PAGE]")
-            let (ops, clock) = try await withNotebook(args.positionals[0], console: console) { nb in
-                try await withDocument(nb, args.positionals[1], console: console) { d in
+            let (ops, clock, devices) = try await withNotebook(args.positionals[0], console: console) { nb in
+                let devices = try await nb.deviceNames()
+                return try await withDocument(nb, args.positionals[1], console: console) { d in
                     let pid: PageID? = args.positionals.count == 3 ? try await Resolve.page(args.positionals[2], in: d) : nil
-                    return (try await d.operations(page: pid, notCoveredBy: VectorClock()), try await d.clock(page: pid))
+                    return (try await d.operations(page: pid, notCoveredBy: VectorClock()), try await d.clock(page: pid), devices)
                 }
             }
             if args.flag("json") {
-                console.raw(CanonicalJSON.array(ops.map { op in
-                    [
+                console.raw(CanonicalJSON.array(ops.map { op -> CanonicalJSON in
+                    var o: [String: CanonicalJSON] = [
                         "id": .string(op.id.description),
                         "lamport": .uint(op.lamport),
                         "context": op.context.json,
@@ -37,12 +39,15 @@ extension CommandTable {
                         "summary": .string(op.summary),
                         "pending": .bool(!clock.covers(op.id)),
                     ]
+                    if let d = devices[op.id.replica] { o["device"] = .string(d) }
+                    return .object(o)
                 }).text(.pretty))
                 return Exit.ok
             }
             if ops.isEmpty { console.out("no operations") }
             let rows = ops.map { op in
-                [op.id.description, "@\(op.lamport)", op.context.description, op.summary + (clock.covers(op.id) ? "" : "  [pending]")]
+                [op.id.description, devices[op.id.replica].map { "(\($0))" } ?? "", "@\(op.lamport)", op.context.description,
+                 op.summary + (clock.covers(op.id) ? "" : "  [pending]")]
             }
             for line in table(rows) { console.out(line) }
             return Exit.ok
@@ -56,7 +61,8 @@ extension CommandTable {
         Document level: concurrent title writes, page moves, canvas changes, and pages deleted
         while edited elsewhere. Page level: concurrent moves and reorders of an element, and
         whole erases that won over concurrent edits. Each line names the kind, the page
-        (#N or deleted) and element, the concurrent operations (id@lamport) and the winner.
+        (#N or deleted) and element, the concurrent operations (id@lamport, and the device that
+        owns the replica when a relay named it) and the winner.
         Every document is searched (deleted ones included) unless DOC is given. The exit
         status is 0 whether or not there are conflicts.
         --json   an array of {document, kind, page, element, ops, winner}
@@ -64,7 +70,9 @@ extension CommandTable {
         flags: ["json"],
         run: { args, console in
             try args.expect(1, max: 2, "FOLDER [DOC]")
+            var devices: [ReplicaID: String] = [:]
             let found: [(DocumentID, [PageID], Conflict)] = try await withNotebook(args.positionals[0], console: console) { nb in
+                devices = try await nb.deviceNames()
                 let ids = args.positionals.count == 2 ? [try await Resolve.document(args.positionals[1], in: nb)]
                     : try await nb.documentIDs()
                 var out: [(DocumentID, [PageID], Conflict)] = []
@@ -89,7 +97,8 @@ extension CommandTable {
                 var s = "\(doc)  \(c.kind.rawValue)"
                 if let p = c.page { s += "  page \(live.firstIndex(of: p).map { "#\($0 + 1)" } ?? "(deleted)") \(p)" }
                 if let e = c.element { s += "  element \(e)" }
-                s += ": " + c.ops.map(\.description).joined(separator: ", ") + " → winner \(c.winner)"
+                func named(_ r: OpRef) -> String { r.description + (devices[r.id.replica].map { " (\($0))" } ?? "") }
+                s += ": " + c.ops.map(named).joined(separator: ", ") + " → winner \(named(c.winner))"
                 console.out(s)
             }
             return Exit.ok

@@ -60,12 +60,18 @@ import LnoteTestSupport
         try await Task.sleep(for: .milliseconds(20))
         let base = try await relayURL(relay)
         let notebookURL = "\(base)/v1/notebooks/\(nb)"
+        let t2 = try await run("relay", "token", "create", "--db", db, "--notebook", nb, "--device", "desktop").outText
+            .trimmingCharacters(in: .whitespacesAndNewlines)
         _ = try await run("sync", dir.sub("A"), notebookURL, env: ["LNOTE_TOKEN": t])
-        _ = try await run("sync", dir.sub("D"), notebookURL, env: ["LNOTE_TOKEN": t])
+        _ = try await run("sync", dir.sub("D"), notebookURL, env: ["LNOTE_TOKEN": t2])
         relay.kill(SIGTERM)
         let relayResult = await relay.wait()
         #expect(relayResult.status == 0)
         #expect(try await run("show", dir.sub("D"), doc, "--json").outText == a)
+        // [SYNC-57] [PKG-65] The relay named A's device: D's log says whose operations they are.
+        let log = try await run("log", dir.sub("D"), doc, "#1").outText
+        #expect(log.contains("(laptop)"), "\(log)")
+        #expect(try await run("log", dir.sub("D"), doc, "#1", "--json").outText.contains("\"device\": \"laptop\""))
     }
 
     /// The relay prints `url: BASE` first; read it from what it printed so far.
