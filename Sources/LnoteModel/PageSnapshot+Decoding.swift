@@ -110,7 +110,7 @@ extension PageSnapshot {
                 case .tombstones:
                     state.tombstones = try decodeTombstones(&s)
                 case .contexts:
-                    state.contexts = try decodeContexts(&s, clock: state.clock)
+                    state.contexts = try decodeContexts(&s, clock: state.clock, maxLamport: state.maxLamport)
                 case .elementIndex:
                     // [SNAP-32] Exactly where the records start (elements came first: tags increase).
                     let at = s.offset
@@ -384,7 +384,13 @@ extension PageSnapshot {
         return out
     }
 
-    static func decodeContexts(_ r: inout ByteReader, clock: VectorClock) throws -> [ReplicaContext] {
+    /// `counter + offset`, or an impossible value past every page's greatest timestamp.
+    private static func runEnd(_ counter: UInt64, _ offset: UInt64) -> UInt64 {
+        let (v, overflow) = counter.addingReportingOverflow(offset)
+        return overflow ? .max : v
+    }
+
+    static func decodeContexts(_ r: inout ByteReader, clock: VectorClock, maxLamport: UInt64) throws -> [ReplicaContext] {
         let n = try count(&r, "context count", minSize: 12)
         var out: [ReplicaContext] = []
         out.reserveCapacity(n)
@@ -418,11 +424,23 @@ extension PageSnapshot {
                       runs.last?.offset != offset else {
                     throw LnoteError(.corrupt, "lamport runs of \(rid) malformed", path: r.path, offset: runAt, index: i)
                 }
+                // [SNAP-26] Running maxima: the previous run ends at or below the page's greatest
+                // timestamp, and this one does not start below where it ended.
+                if let prev = runs.last {
+                    guard runEnd(next - 1, prev.offset) <= maxLamport, offset &+ 1 >= prev.offset else {
+                        throw LnoteError(.corrupt, "lamport runs of \(rid) decrease or exceed the greatest Lamport timestamp \(maxLamport)",
+                                         path: r.path, offset: runAt, index: i)
+                    }
+                }
                 from = next
                 runs.append(LamportRun(from: from, offset: offset))
             }
-            guard !runs.isEmpty else {
+            guard let lastRun = runs.last else {
                 throw LnoteError(.corrupt, "no lamport runs for \(rid)", path: r.path, offset: runsAt, index: i)
+            }
+            guard runEnd(c[rid], lastRun.offset) <= maxLamport else {
+                throw LnoteError(.corrupt, "lamport runs of \(rid) exceed the greatest Lamport timestamp \(maxLamport)",
+                                 path: r.path, offset: runsAt, index: i)
             }
             out.append(ReplicaContext(replica: rid, clock: c, lamports: runs))
         }

@@ -266,12 +266,12 @@ public enum PageSnapshot {
             for e in t.erasures { try checkClock(e.clock, "erasure clock", i) }
             try checkRefs(t.frontier, "tombstone frontier", i)
         }
-        try validateContexts(state.contexts, clock: state.clock, code: .invalidArgument)
+        try validateContexts(state.contexts, clock: state.clock, maxLamport: state.maxLamport, code: .invalidArgument)
     }
 
     /// [SNAP-26] Replica contexts: one per replica of `clock`, sorted, each the clock of that
     /// replica's latest operation, with well-formed Lamport runs. Throws `code`.
-    public static func validateContexts(_ contexts: [ReplicaContext], clock: VectorClock,
+    public static func validateContexts(_ contexts: [ReplicaContext], clock: VectorClock, maxLamport: UInt64,
                                         code: LnoteError.Code = .corrupt) throws {
         func fail(_ message: String, index: Int? = nil) -> LnoteError { LnoteError(code, message, index: index) }
         func checkClock(_ c: VectorClock, _ what: String, _ i: Int?) throws {
@@ -288,6 +288,19 @@ public enum PageSnapshot {
                   zip(c.lamports, c.lamports.dropFirst()).allSatisfy({ $0.from < $1.from && $0.offset != $1.offset }),
                   c.lamports.last!.from <= c.clock[c.replica] else {
                 throw fail("lamport runs of \(c.replica) malformed", index: i)
+            }
+            // The runs hold running maxima: never decreasing from one counter to the next, never
+            // above the greatest timestamp of the page, never past UInt64.
+            let own = c.clock[c.replica]
+            for (k, run) in c.lamports.enumerated() {
+                let end = k + 1 < c.lamports.count ? c.lamports[k + 1].from - 1 : own
+                let (last, overflow) = end.addingReportingOverflow(run.offset)
+                guard !overflow, last <= maxLamport else {
+                    throw fail("lamport runs of \(c.replica) exceed the greatest Lamport timestamp \(maxLamport)", index: i)
+                }
+                if k > 0 { guard run.offset &+ 1 >= c.lamports[k - 1].offset else {
+                    throw fail("lamport runs of \(c.replica) decrease at counter \(run.from)", index: i)
+                } }
             }
         }
         guard contexts.map(\.replica) == clock.replicas else {

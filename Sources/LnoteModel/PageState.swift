@@ -113,8 +113,9 @@ public struct ReplicaContext: Hashable, Sendable {
     public var replica: ReplicaID
     public var clock: VectorClock
     /// Runs of counters with the same `lamport − counter`, by increasing `from`: counter `c`
-    /// (1 ≤ c ≤ clock[replica]) has Lamport timestamp `c + offset` of the last run with
-    /// `from ≤ c`. The first run starts at 1; two consecutive runs have different offsets.
+    /// (1 ≤ c ≤ clock[replica]) has `c + offset` of the last run with `from ≤ c`, the greatest
+    /// Lamport timestamp among the replica's operations 1…c. The first run starts at 1; two
+    /// consecutive runs have different offsets.
     public var lamports: [LamportRun]
 
     public init(replica: ReplicaID, clock: VectorClock, lamports: [LamportRun] = []) {
@@ -123,7 +124,7 @@ public struct ReplicaContext: Hashable, Sendable {
         self.lamports = lamports
     }
 
-    /// The Lamport timestamp of this replica's operation `counter`, if recorded.
+    /// The greatest Lamport timestamp among this replica's operations 1…`counter`, if recorded.
     public func lamport(of counter: UInt64) -> UInt64? {
         guard counter >= 1, counter <= clock[replica], let first = lamports.first, first.from <= counter else { return nil }
         var lo = 0, hi = lamports.count  // the last run with from <= counter
@@ -135,9 +136,14 @@ public struct ReplicaContext: Hashable, Sendable {
         return overflow ? nil : v
     }
 
-    /// Records the Lamport timestamp of operation `counter` (the next one of this replica).
+    /// Records operation `counter` (the next one of this replica) with Lamport timestamp
+    /// `lamport`: what is kept for a counter is the greatest timestamp among the replica's
+    /// operations up to it ([SNAP-16]), so that one operation with a timestamp below its
+    /// predecessor's (which [MERGE-43] ignores) cannot lower what a later check compares with.
     public mutating func recordLamport(_ lamport: UInt64, of counter: UInt64) {
-        let offset = lamport &- counter  // lamport ≥ counter for every valid operation ([LOG-4])
+        let previous = counter > 1 ? (self.lamport(of: counter - 1) ?? 0) : 0
+        let kept = max(lamport, previous)
+        let offset = kept &- counter  // kept ≥ counter: lamport ≥ counter for every valid operation ([LOG-4])
         if lamports.last?.offset != offset { lamports.append(LamportRun(from: counter, offset: offset)) }
     }
 }

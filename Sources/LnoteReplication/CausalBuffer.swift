@@ -107,8 +107,8 @@ extension Array where Element == ReplicaContext {
     }
 
     /// [MERGE-43] True when `op`'s Lamport timestamp exceeds that of every operation its
-    /// context covers: for each replica, that of the last operation the context names, which
-    /// causal delivery has applied. False only for a context that leaves out part of what it
+    /// context covers: for each replica, the greatest among its operations up to the one the
+    /// context names, which causal delivery has applied. False only for a context that leaves out part of what it
     /// claims to have seen, which no correct replica writes.
     func lamportExceedsItsPast(_ op: Op) -> Bool {
         op.context.entries.allSatisfy { e in

@@ -214,7 +214,7 @@ struct DocumentFile: Codable, Equatable {
                               modified: modified, title: try reg(title), deleted: try reg(deleted),
                               pages: pageRecords.sorted(by: PageRecord.orderLess), contexts: replicaContexts)
         // The same checks as a page snapshot's contexts ([SNAP-26]).
-        try PageSnapshot.validateContexts(replicaContexts, clock: docClock)
+        try PageSnapshot.validateContexts(replicaContexts, clock: docClock, maxLamport: maxLamport)
         return (s, assets)
     }
 }

@@ -365,6 +365,7 @@ struct RelayTrustTests {
             // A state claiming a1, a2 and b1 (which saw a3): its clock is not causally complete.
             var incomplete = try replayedState(Array(opsA.prefix(2)), page: log.page!)
             incomplete.clock[Self.b] = 1
+            incomplete.maxLamport = 4
             incomplete.contexts.append(ReplicaContext(replica: Self.b, clock: Self.clock((Self.a, 2), (Self.b, 1)),
                                                       lamports: [LamportRun(from: 1, offset: 3)]))
             incomplete = PageSnapshot.canonicalized(incomplete)

@@ -152,6 +152,60 @@ import LnoteModel
         }
     }
 
+    @Test("[MERGE-43] [SNAP-16] a forgetful operation cannot lower the bar: the runs keep each author's greatest timestamp so far")
+    func forgetfulOperationKeepsTheBar() throws {
+        var p = Page()
+        let adds = try (0..<5).map { _ in try p.add(Self.a) }  // a.1 … a.5, Lamport 1 … 5
+        let s = adds[0].id
+        let h = Self.b, y = Self.c, w = ReplicaID(4)
+        func move(_ id: OpID, _ lamport: UInt64, _ context: [(ReplicaID, UInt64)], _ dx: Int32) -> Op {
+            Op(id: id, lamport: lamport, context: VectorClock(context), wallTime: 10,
+               body: .move([ElementTransform(s, .translation(dx, 0))]))
+        }
+        // h.1 saw all five adds (Lamport 6); h.2 forgets them (Lamport 2, below h.1's: ignored).
+        let h1 = move(OpID(replica: h, counter: 1), 6, [(Self.a, 5)], 1)
+        let h2 = move(OpID(replica: h, counter: 2), 2, [(h, 1)], 2)
+        // y.1 covers h.2, so h.1 (Lamport 6) too, with Lamport 4: it forgets part of what it
+        // covers and must be ignored. Measured against h.2's own timestamp (2) it would pass,
+        // and as h.1's causal successor with a smaller OpRef its effect on the register would
+        // depend on whether w.1 (concurrent, Lamport 5) arrived before it.
+        let y1 = move(OpID(replica: y, counter: 1), 4, [(Self.a, 1), (h, 2)], 3)
+        let w1 = move(OpID(replica: w, counter: 1), 5, [(Self.a, 4)], 4)
+        for op in [h1, h2, y1, w1] { #expect(OpValidator.violation(of: op) == nil) }
+        var states: [PageState] = []
+        let parts: [[Op]] = [adds, [h1], [h2], [y1], [w1]]
+        func permutations(_ xs: [[Op]]) -> [[[Op]]] {
+            xs.count <= 1 ? [xs] : xs.indices.flatMap { i in
+                permutations(Array(xs[..<i] + xs[(i + 1)...])).map { [xs[i]] + $0 }
+            }
+        }
+        for order in permutations(parts) {
+            var r = PageReplica(page: Self.page)
+            for batch in order { try r.receive(batch) }
+            #expect(r.pending.isEmpty)
+            #expect(r.state.contexts.first { $0.replica == h }?.lamport(of: 2) == 6)
+            #expect(r.element(s)?.transform.frontier == [w1.ref, h1.ref].sorted())
+            #expect(r.element(s)?.transform.value == .translation(1, 0))
+            states.append(r.state)
+        }
+        #expect(Set(states).count == 1)
+        // The runs survive a snapshot round trip, and a snapshot whose runs decrease is refused.
+        let state = states[0]
+        #expect(try PageSnapshot.decode(PageSnapshot.encode(state, coveredLogOffset: 0, logIncarnation: 0)).state == state)
+        var lowered = state
+        let hi = lowered.contexts.firstIndex { $0.replica == h }!
+        #expect(lowered.contexts[hi].lamports == [LamportRun(from: 1, offset: 5), LamportRun(from: 2, offset: 4)])
+        lowered.contexts[hi].lamports = [LamportRun(from: 1, offset: 5), LamportRun(from: 2, offset: 0)]
+        #expect(throws: LnoteError(.corrupt)) {
+            try PageSnapshot.decode(PageSnapshot.encode(lowered, coveredLogOffset: 0, logIncarnation: 0))
+        }
+        #expect(throws: LnoteError(.invalidArgument)) { try PageSnapshot.validate(lowered) }
+        lowered.contexts[hi].lamports = [LamportRun(from: 1, offset: state.maxLamport)]
+        #expect(throws: LnoteError(.corrupt)) {
+            try PageSnapshot.decode(PageSnapshot.encode(lowered, coveredLogOffset: 0, logIncarnation: 0))
+        }
+    }
+
     @Test("[MERGE-12] an operation the validator refuses is not applied, nor anything of its batch")
     func validationRefusesBatch() throws {
         var p = Page()

@@ -201,13 +201,21 @@ struct RandomModel {
                 pairs.append((other.replica, UInt64(int(1...Int(min(other.counter, 1_000_000))))))
             }
             pairs.append((e.replica, e.counter))
-            var runs = [LamportRun(from: 1, offset: u64Varied())]
+            // Running maxima: `counter + offset` never overflows and never decreases (a run's
+            // offset is at least the previous one's minus 1); the page's max lamport is at
+            // least every value.
+            let room = UInt64.max - e.counter
+            var runs = [LamportRun(from: 1, offset: min(u64Varied(), room))]
             while chance(0.4), runs.last!.from < e.counter {
-                let from = runs.last!.from + 1 + UInt64(int(0...Int(min(e.counter - runs.last!.from - 1, 1000))))
-                var offset = u64Varied()
-                if offset == runs.last!.offset { offset &+= 1 }
+                let last = runs.last!
+                let from = last.from + 1 + UInt64(int(0...Int(min(e.counter - last.from - 1, 1000))))
+                let step = u64Varied() % (1 << 40)
+                var offset = last.offset > 0 && chance(0.3) ? last.offset - 1 : (room - last.offset < step ? room : last.offset + step)
+                if offset == last.offset { guard offset < room else { break }; offset += 1 }
                 runs.append(LamportRun(from: from, offset: offset))
             }
+            state.maxLamport = max(state.maxLamport, e.counter + runs.last!.offset,
+                                   runs.dropFirst().map { $0.from - 1 }.enumerated().map { $1 + runs[$0].offset }.max() ?? 0)
             state.contexts.append(ReplicaContext(replica: e.replica, clock: VectorClock(pairs), lamports: runs))
         }
         return state
