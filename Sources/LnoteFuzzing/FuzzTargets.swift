@@ -91,7 +91,23 @@ public enum FuzzTargets {
         let again = try? PageSnapshot.decode(bytes)
         check(again == c, "a decoded snapshot does not survive re-encoding")
         check(again.map(PageSnapshot.encode) == bytes, "a snapshot's encoding is not a function of its state")
-        _ = PageReplica(state: c.state).conflicts()
+        // Whatever a reader accepts, local editing on top of it never traps ([SNAP-19]): the
+        // next Lamport timestamp, keys on top, below and beside every element, an add, a move.
+        var r = PageReplica(state: c.state)
+        _ = r.conflicts()
+        _ = try? r.nextLamport()
+        _ = (r.topKey, r.bottomKey)
+        let me = ReplicaID(0xF0F0)
+        let next = OpID(replica: me, counter: r.clock[me] + 1)
+        for e in r.elements.prefix(16) {
+            _ = try? r.key(adjacentTo: e.id, above: true, for: next)
+            _ = try? r.key(adjacentTo: e.id, above: false, for: next)
+        }
+        if let first = r.elements.first {
+            _ = try? r.move([first.id], dx: 1, dy: -1, by: me, wallTime: 0)
+            _ = try? r.add(first.content, by: me, wallTime: 0, above: first.id)
+        }
+        _ = try? r.add(.stroke(Stroke(points: [StrokePoint(x: 0, y: 0)])), by: me, wallTime: 0)
     }
 
     static func checkpoint(_ data: [UInt8]) {

@@ -148,6 +148,22 @@ public struct ByteReader {
     public mutating func svarint(_ what: @autoclosure () -> String = "svarint") throws -> Int64 { unzigzag(try varint(what())) }
 
     /// A varint that must fit in `Int` and be at most `max`.
+    /// A count of items each at least `minSize` bytes long, at most `max`: `corrupt` when the
+    /// bytes left cannot hold them (the data is whole, so its count is wrong: checked before
+    /// anything is allocated), `limitExceeded` when they could but there are more than `max`.
+    /// `what` is only built for an error message.
+    public mutating func count(_ what: @autoclosure () -> String, max: Int = .max, minSize: Int) throws -> Int {
+        precondition(minSize > 0)
+        let at = offset
+        let v = try varint(what())
+        guard let n = Int(exactly: v), n <= remaining / minSize else {
+            throw error(.corrupt, "\(what()) \(v) cannot fit in the \(remaining) bytes left", at: at)
+        }
+        guard n <= max else { throw error(.limitExceeded, "\(what()) \(v) exceeds the limit \(max)", at: at) }
+        return n
+    }
+
+    /// A count bounded by `max` alone: `limitExceeded` beyond it.
     public mutating func count(_ what: String, max: Int) throws -> Int {
         let at = offset
         let v = try varint(what)
@@ -173,7 +189,7 @@ public struct ByteReader {
 
     /// A varint length (capped by `max` and by what remains) followed by that many bytes.
     public mutating func lengthPrefixed(_ what: String, max: Int) throws -> [UInt8] {
-        let n = try count("\(what) length", max: max)
+        let n = try count("\(what) length", max: max, minSize: 1)
         return try bytes(n, what)
     }
 

@@ -153,7 +153,7 @@ public enum ElementCodec {
     }
 
     public static func decodeClock(_ r: inout ByteReader) throws -> VectorClock {
-        let n = try r.count("clock entries", max: r.remaining / 9)
+        let n = try r.count("clock entries", minSize: 9)
         var pairs: [(ReplicaID, UInt64)] = []
         pairs.reserveCapacity(n)
         var last: UInt64 = 0

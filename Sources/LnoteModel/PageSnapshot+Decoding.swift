@@ -102,8 +102,17 @@ extension PageSnapshot {
                 var s = ByteReader(bytes, range: body, path: path)
                 switch known {
                 case .page:
+                    let clockAt = s.offset
                     state.clock = try ElementCodec.decodeClock(&s)
+                    let lamportAt = s.offset
                     state.maxLamport = try s.varint("max lamport")
+                    // [SNAP-13] No log holds more than 2^62 operations ([LOG-4]).
+                    guard state.clock.total <= VectorClock.maxTotal else {
+                        throw s.error(.corrupt, "page clock counts more than 2^62 operations", at: clockAt)
+                    }
+                    guard state.maxLamport <= VectorClock.maxTotal else {
+                        throw s.error(.corrupt, "max lamport \(state.maxLamport) beyond 2^62", at: lamportAt)
+                    }
                     state.modified = try s.svarint("modified")
                 case .elements:
                     (state.elements, elementStarts) = try decodeElements(&s, index: parallel ? peekElementIndex(r) : nil)
@@ -144,20 +153,9 @@ extension PageSnapshot {
         }
     }
 
-    /// A count of items each at least `minSize` bytes long: `corrupt` if they cannot fit.
-    /// `what` is only built for an error message.
-    static func count(_ r: inout ByteReader, _ what: @autoclosure () -> String, minSize: Int) throws -> Int {
-        let at = r.offset
-        let v = try r.varint(what())
-        guard let n = Int(exactly: v), n <= r.remaining / minSize else {
-            throw r.error(.corrupt, "\(what()) \(v) cannot fit in the \(r.remaining) bytes left", at: at)
-        }
-        return n
-    }
-
     /// Refs strictly increasing ([SNAP-21]).
     static func decodeRefs(_ r: inout ByteReader, _ what: String) throws -> [OpRef] {
-        let n = try count(&r, "\(what) count", minSize: 10)
+        let n = try r.count("\(what) count", minSize: 10)
         var out: [OpRef] = []
         out.reserveCapacity(n)
         for _ in 0..<n {
@@ -185,7 +183,7 @@ extension PageSnapshot {
         // An element takes at least 9 (id) + 1 + 1 (lamport, wall time) + 3 + 1 (transform
         // and frontier) + 2 + 1 (z and frontier) + 1 + 1 (erased, erase frontier) + 8 (an
         // empty stroke): 28 bytes.
-        let n = try count(&r, "element count", minSize: 28)
+        let n = try r.count("element count", minSize: 28)
         if let index, r.remaining >= parallelSectionBytes, Parallel.processors > 1,
            let done = decodeElementsInParallel(r, count: n, bodyStart: bodyStart, index: index) {
             _ = try r.skip(r.remaining)
@@ -272,6 +270,7 @@ extension PageSnapshot {
 
     /// One element record ([SNAP-14]), without the checks that involve its neighbours.
     static func decodeElement(_ r: inout ByteReader) throws -> ElementRecord {
+        let at = r.offset
         let id = try ElementCodec.decodeOpID(&r)
         let lamport = try r.varint("lamport")
         let wallTime = try r.svarint("wall time")
@@ -282,6 +281,10 @@ extension PageSnapshot {
         let erased = try decodeRanges(&r)
         let eraseFrontier = try decodeRefs(&r, "erase frontier")
         let content = try ElementCodec.decodeContent(&r)
+        // [SNAP-19] What operations carried: within [LOG-23]'s bounds.
+        if let problem = ContentBounds.problem(content) ?? ContentBounds.problem(transform) {
+            throw r.error(.corrupt, "element \(id): \(problem)", at: at)
+        }
         return ElementRecord(id: id, lamport: lamport, wallTime: wallTime, content: content,
                              transform: LWWRegister(transform, frontier: transformFrontier),
                              z: LWWRegister(z, frontier: zFrontier),
@@ -311,7 +314,7 @@ extension PageSnapshot {
         guard stride == UInt64(elementIndexStride) else {
             throw r.error(.corrupt, "element index stride \(stride), expected \(elementIndexStride)", at: strideAt)
         }
-        let m = try count(&r, "element index entry count", minSize: 1)
+        let m = try r.count("element index entry count", minSize: 1)
         var out: [Int] = []
         out.reserveCapacity(m)
         var offset = 0
@@ -329,7 +332,7 @@ extension PageSnapshot {
 
     /// Normalized ranges as (gap, length) pairs ([SNAP-23]).
     static func decodeRanges(_ r: inout ByteReader) throws -> [PointRange] {
-        let n = try count(&r, "erased range count", minSize: 2)
+        let n = try r.count("erased range count", minSize: 2)
         var out: [PointRange] = []
         out.reserveCapacity(n)
         var previousEnd: UInt64 = 0
@@ -350,7 +353,7 @@ extension PageSnapshot {
 
     static func decodeTombstones(_ r: inout ByteReader) throws -> [Tombstone] {
         // id (9) + erasure count (1) + one erasure (10 + 1) + concurrent count (1).
-        let n = try count(&r, "tombstone count", minSize: 22)
+        let n = try r.count("tombstone count", minSize: 22)
         var out: [Tombstone] = []
         out.reserveCapacity(n)
         for i in 0..<n {
@@ -362,7 +365,7 @@ extension PageSnapshot {
                     throw r.error(.corrupt, "tombstone \(id) not above the previous id", at: at)
                 }
                 let erasuresAt = r.offset
-                let m = try count(&r, "erasure count", minSize: 11)
+                let m = try r.count("erasure count", minSize: 11)
                 guard m > 0 else { throw r.error(.corrupt, "tombstone without erasures", at: erasuresAt) }
                 var erasures: [Erasure] = []
                 erasures.reserveCapacity(m)
@@ -391,7 +394,7 @@ extension PageSnapshot {
     }
 
     static func decodeContexts(_ r: inout ByteReader, clock: VectorClock, maxLamport: UInt64) throws -> [ReplicaContext] {
-        let n = try count(&r, "context count", minSize: 12)
+        let n = try r.count("context count", minSize: 12)
         var out: [ReplicaContext] = []
         out.reserveCapacity(n)
         for i in 0..<n {
@@ -409,7 +412,7 @@ extension PageSnapshot {
                 throw LnoteError(.corrupt, "context of \(rid) is not the clock of its latest operation", path: r.path, offset: at, index: i)
             }
             let runsAt = r.offset
-            let m = try count(&r, "lamport run count", minSize: 2)
+            let m = try r.count("lamport run count", minSize: 2)
             var runs: [LamportRun] = []
             runs.reserveCapacity(m)
             var from: UInt64 = 0

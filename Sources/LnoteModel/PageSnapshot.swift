@@ -236,6 +236,9 @@ public enum PageSnapshot {
             guard c.entries.allSatisfy({ $0.replica.rawValue != 0 }) else { throw fail("\(what) has a zero replica id", index: i) }
         }
         try checkClock(state.clock, "page clock", nil)
+        guard state.clock.total <= VectorClock.maxTotal, state.maxLamport <= VectorClock.maxTotal else {
+            throw fail("page clock or max lamport beyond 2^62 operations")
+        }
         var ids = Set<OpID>()
         for (i, e) in state.elements.enumerated() {
             try checkID(e.id, "element id", i)
@@ -250,11 +253,9 @@ public enum PageSnapshot {
             try checkRefs(e.frontier, "edit frontier", i)
             if let problem = e.z.value.validityProblem { throw fail("invalid z key: \(problem)", index: i) }
             guard e.erased == e.erased.normalizedUnion() else { throw fail("erased ranges not normalized", index: i) }
-            if case .stroke(let s) = e.content {
-                guard s.points.count <= Stroke.maxPoints,
-                      s.points.allSatisfy({ $0.pressure <= Quantization.pressureMax }) else {
-                    throw fail("stroke points out of range", index: i)
-                }
+            // [SNAP-19] What operations carried: within [LOG-23]'s bounds.
+            if let problem = ContentBounds.problem(e.content) ?? ContentBounds.problem(e.transform.value) {
+                throw fail("element \(e.id): \(problem)", index: i)
             }
         }
         for (i, t) in state.tombstones.enumerated() {

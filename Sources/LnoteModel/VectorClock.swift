@@ -85,8 +85,22 @@ public struct VectorClock: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// The most operations one log may hold, 2^62: the greatest Lamport timestamp
+    /// (operation-log.md [LOG-4]), so that layers and "one more" stay within `Int64`.
+    public static let maxTotal: UInt64 = 1 << 62
+
     /// Sum of all counters: the number of operations the clock covers in one log.
-    public var total: UInt64 { entries.reduce(0) { $0 + $1.counter } }
+    /// Saturates at `UInt64.max` (a clock read from a damaged or hostile file can hold any
+    /// counters; readers refuse one beyond `maxTotal`).
+    public var total: UInt64 {
+        var sum: UInt64 = 0
+        for e in entries {
+            let (s, overflow) = sum.addingReportingOverflow(e.counter)
+            if overflow { return .max }
+            sum = s
+        }
+        return sum
+    }
 
     /// `{replica:counter, ...}` in replica order.
     public var description: String {

@@ -64,11 +64,11 @@ public struct DocumentReplica: Sendable {
             guard pages[p] == nil else { throw LnoteError(.alreadyExists, "page \(p) already exists") }
         case .deletePage(let p, _), .restorePage(let p), .movePage(let p, _), .setCanvas(let p, _):
             guard pages[p] != nil else { throw LnoteError(.invalidArgument, "no page \(p) in document \(id)") }
-        case .setTitle(let t):
-            guard t.utf8.count <= OperationCodec.maxTitleBytes else { throw LnoteError(.invalidArgument, "title too long") }
         default: break
         }
-        try OpValidator.validate(op)
+        // A local edit out of bounds (a title too long or with a control character, …) is the
+        // caller's mistake: invalidArgument, naming the rule.
+        if let v = OpValidator.violation(of: op) { throw LnoteError(.invalidArgument, v.description) }
         apply(op)
         return op
     }

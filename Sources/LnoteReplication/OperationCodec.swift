@@ -11,11 +11,6 @@ public enum OperationCodec {
         case deleteDocument = 0x27, restoreDocument = 0x28
     }
 
-    /// Most element ids in one erase, move or reorder; most ranges in one partial erase.
-    public static let maxListCount = 100_000
-    /// Longest title, in UTF-8 bytes.
-    public static let maxTitleBytes = 4096
-
     public static func kind(of body: Op.Body) -> Kind {
         switch body {
         case .add: .add
@@ -163,7 +158,7 @@ public enum OperationCodec {
             body = .erase(try decodeIDs(&r))
         case .eraseRange:
             let id = try ElementCodec.decodeOpID(&r)
-            let n = try r.count("range count", max: min(maxListCount, r.remaining / 2))
+            let n = try r.count("range count", minSize: 2)
             var ranges: [PointRange] = []
             ranges.reserveCapacity(n)
             for _ in 0..<n {
@@ -177,7 +172,7 @@ public enum OperationCodec {
             }
             body = .eraseRange(id, ranges)
         case .move:
-            let n = try r.count("move count", max: min(maxListCount, r.remaining / 11))
+            let n = try r.count("move count", minSize: 11)
             var ts: [ElementTransform] = []
             ts.reserveCapacity(n)
             for _ in 0..<n {
@@ -186,7 +181,7 @@ public enum OperationCodec {
             }
             body = .move(ts)
         case .reorder:
-            let n = try r.count("reorder count", max: min(maxListCount, r.remaining / 11))
+            let n = try r.count("reorder count", minSize: 11)
             var zs: [ElementZ] = []
             zs.reserveCapacity(n)
             for _ in 0..<n {
@@ -195,9 +190,9 @@ public enum OperationCodec {
             }
             body = .reorder(zs)
         case .createDocument:
-            body = .createDocument(title: try r.string("title", max: maxTitleBytes))
+            body = .createDocument(title: try r.string("title", max: .max))
         case .setTitle:
-            body = .setTitle(try r.string("title", max: maxTitleBytes))
+            body = .setTitle(try r.string("title", max: .max))
         case .addPage:
             let p = try pageID(&r)
             let pos = try ElementCodec.decodeZKey(&r)
@@ -229,7 +224,7 @@ public enum OperationCodec {
     }
 
     private static func decodeIDs(_ r: inout ByteReader) throws -> [ElementID] {
-        let n = try r.count("id count", max: min(maxListCount, r.remaining / 9))
+        let n = try r.count("id count", minSize: 9)
         var ids: [ElementID] = []
         ids.reserveCapacity(n)
         for _ in 0..<n { ids.append(try ElementCodec.decodeOpID(&r)) }

@@ -67,7 +67,7 @@ struct PageSnapshotIndexTests {
             var ir = ByteReader(bytes, range: index.body)
             let offsets = try PageSnapshot.elementIndexOffsets(&ir)
             var er = ByteReader(bytes, range: elements.body)
-            let count = try PageSnapshot.count(&er, "element count", minSize: 28)
+            let count = try er.count("element count", minSize: 28)
             let parallel = PageSnapshot.decodeElementsInParallel(er, count: count, bodyStart: elements.body.lowerBound,
                                                                    index: offsets)
             #expect(parallel == state.elements, "n \(n)")

@@ -277,6 +277,55 @@ struct PageSnapshotTests {
             s.contexts[0].lamports = runs
             expectRejected(s, "lamport runs \(runs)")
         }
+        // [SNAP-26] Running maxima: never decreasing, never past max lamport (5 here).
+        for runs in [[LamportRun(from: 1, offset: 2), LamportRun(from: 3, offset: 0)],
+                     [LamportRun(from: 1, offset: 1)],
+                     [LamportRun(from: 1, offset: 0), LamportRun(from: 5, offset: 1)]] {
+            s = base
+            s.contexts[0].lamports = runs
+            expectRejected(s, "lamport runs \(runs)")
+        }
+        s = base
+        s.contexts[0].lamports = [LamportRun(from: 1, offset: 1), LamportRun(from: 4, offset: 0)]  // 2, 3, 4, 4, 5: allowed
+        try PageSnapshot.validate(s)
+        #expect(try PageSnapshot.decode(RawSnapshotWriter.encode(s)).state == s)
+        // [SNAP-19] What no operation carries: content and transforms beyond [LOG-23]'s
+        // bounds, a clock counting more than 2^62 operations.
+        let lim = Int32(ContentBounds.coordinateLimit)
+        let beyond: [(String, (inout ElementRecord) -> Void)] = [
+            ("a stroke without points", { $0.content = .stroke(Stroke(points: [])) }),
+            ("x beyond the limit", { $0.content = .stroke(Stroke(points: [StrokePoint(x: lim + 1, y: 0)])) }),
+            ("a first point not at 0 ms", { $0.content = .stroke(Stroke(points: [StrokePoint(x: 0, y: 0, t: 3)])) }),
+            ("a time going back", { $0.content = .stroke(Stroke(points: [StrokePoint(x: 0, y: 0), StrokePoint(x: 0, y: 0, t: 9),
+                                                                         StrokePoint(x: 0, y: 0, t: 8)])) }),
+            ("a radius beyond the limit", { $0.content = .stroke(Stroke(points: [StrokePoint(x: 0, y: 0, radius: ContentBounds.maxRadius + 1)])) }),
+            ("a zero width", { $0.content = .stroke(Stroke(style: InkStyle(tool: .pen, color: .black, width: 0), points: [StrokePoint(x: 0, y: 0)])) }),
+            ("an empty image frame", { $0.content = .image(ImageElement(asset: AssetID.of([1]), frame: QRect(x: 0, y: 0, width: 0, height: 1))) }),
+            ("a rotation beyond 360°", { $0.content = .image(ImageElement(asset: AssetID.of([1]), frame: QRect(x: 0, y: 0, width: 1, height: 1),
+                                                                             rotation: ContentBounds.maxRotation + 1)) }),
+            ("a translation beyond the limit", { $0.transform.value = .translation(0, -lim - 1) }),
+            ("a scale beyond 256", { $0.transform.value = Transform(a: ContentBounds.maxMatrixCoefficient + 1, b: 0, c: 0, d: 65536, tx: 0, ty: 0) }),
+        ]
+        for (what, change) in beyond {
+            s = base
+            change(&s.elements[1])
+            expectRejected(s, what)
+            // Reported at the element record: its id is what starts there.
+            let bytes = RawSnapshotWriter.encode(s)
+            let e = try #require(expectDecodeFailure([.corrupt], what) { _ = try PageSnapshot.decode(bytes) })
+            var at = ByteReader(bytes)
+            _ = try at.skip(try #require(e.offset), "to the element")
+            #expect(try ElementCodec.decodeOpID(&at) == s.elements[1].id, "\(what): \(e)")
+        }
+        s = base
+        s.clock = vc((replica, 5), (other, VectorClock.maxTotal))
+        s.contexts.append(ReplicaContext(replica: other, clock: vc((other, VectorClock.maxTotal)), lamports: [LamportRun(from: 1, offset: 0)]))
+        s.maxLamport = VectorClock.maxTotal
+        expectRejected(s, "a clock of 2^62 + 5 operations")
+        s = base
+        s.maxLamport = VectorClock.maxTotal + 1
+        expectRejected(s, "a max lamport past 2^62")
+        #expect(vc((replica, UInt64.max), (other, 2)).total == .max)
         // [SNAP-21] The other ref lists: z frontier, edit frontier, a tombstone's frontier.
         let r3 = OpRef(id: OpID(replica: replica, counter: 3), lamport: 3)
         let r4 = OpRef(id: OpID(replica: replica, counter: 4), lamport: 4)

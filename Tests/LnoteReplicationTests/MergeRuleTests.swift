@@ -72,6 +72,12 @@ import LnoteModel
         let d = DocumentReplica(id: Self.docID).state
         #expect(d.title.value == "" && d.title.frontier.isEmpty && d.deleted.value == false && d.deleted.frontier.isEmpty)
         #expect(d.pages.isEmpty && d.created == 0 && d.modified == 0 && d.maxLamport == 0 && d.clock.isEmpty)
+        // modified: the greatest of 0 and the wall times (one before 1970 leaves it at 0).
+        var r = PageReplica(page: Self.page)
+        _ = try? r.add(Self.stroke(), by: Self.a, wallTime: -86_400_000)
+        #expect(r.state.modified == 0 && r.clock.total == 1)
+        _ = try? r.add(Self.stroke(), by: Self.a, wallTime: 7)
+        #expect(r.state.modified == 7)
     }
 
     @Test("[MERGE-40] an operation waits for its dependencies, then applies; never dropped")

@@ -103,6 +103,8 @@ import LnoteModel
         refused(stroke([p0, StrokePoint(x: 0, y: 0, t: 9), StrokePoint(x: 0, y: 0, t: 8)]), "time going back")
         refused(stroke([p0, StrokePoint(x: 0, y: 0, t: OpValidator.maxStrokeDuration + 1)]), "longer than 24 h")
         passes(stroke([p0, StrokePoint(x: 0, y: 0, radius: OpValidator.maxRadius, t: OpValidator.maxStrokeDuration)]), "the limits")
+        refused(stroke([p0, StrokePoint(x: 0, y: 0, pressure: 1001, t: 1)]), "pressure beyond 1000")
+        passes(stroke([StrokePoint(x: 0, y: 0, pressure: 1000)]), "pressure 1000")
         refused(stroke([p0], width: 0), "zero width")
         refused(stroke([p0], width: OpValidator.maxRadius + 1), "width beyond the limit")
         let asset = AssetID.of([1])
@@ -114,6 +116,14 @@ import LnoteModel
         refused(.move([ElementTransform(e, Transform(a: OpValidator.maxMatrixCoefficient + 1, b: 0, c: 0, d: 65536, tx: 0, ty: 0))]), "scale beyond 256")
         refused(.move([]), "empty move"); refused(.erase([]), "empty erase"); refused(.reorder([]), "empty reorder")
         refused(.eraseRange(e, []), "no range")
+        let many = (1...OpValidator.maxListCount + 1).map { OpID(replica: Self.b, counter: UInt64($0)) }
+        refused(.erase(many), "an erase of 100,001 elements")
+        passes(.erase(Array(many.dropLast())), "an erase of 100,000 elements")
+        refused(.move(many.map { ElementTransform($0, .translation(1, 0)) }), "a move of 100,001 elements")
+        refused(.reorder(many.map { ElementZ($0, ZKey(layer: 1)) }), "a reorder of 100,001 elements")
+        refused(.eraseRange(e, (0...UInt32(OpValidator.maxListCount)).map { PointRange(2 * $0, 2 * $0 + 1) }), "100,001 ranges")
+        refused(.setTitle(String(repeating: "é", count: 2049)), "a title of 4,098 bytes")
+        passes(.setTitle(String(repeating: "é", count: 2048)), "a title of 4,096 bytes")
         for bad in ["a\u{1B}[31m", "tab\there", "line\nbreak", "\u{7F}", "\u{85}", "a\u{2028}b"] {
             refused(.setTitle(bad), "title \(bad.debugDescription)")
             refused(.createDocument(title: bad), "created with title \(bad.debugDescription)")
@@ -123,6 +133,35 @@ import LnoteModel
         refused(.deletePage(PageID(), seen: VectorClock((1...4097).map { (ReplicaID(UInt64($0)), UInt64(1)) })), "a seen clock of 4097 entries")
         let wide = VectorClock((1...4097).map { (ReplicaID(UInt64($0) + 0x1000), UInt64(1)) } + [(Self.a, UInt64(1))])
         Self.expectRefused(Self.op(2, context: wide, body: .setTitle("x")), .log23, "a context of 4098 entries")
+    }
+
+    @Test("[LOG-23] a count the frame cannot hold is corrupt at the count, before anything is allocated")
+    func countsBeyondTheFrame() throws {
+        let e = OpID(replica: Self.b, counter: 1)
+        for body: Op.Body in [.erase([e]), .move([ElementTransform(e, .translation(1, 0))]), .reorder([ElementZ(e, ZKey(layer: 1))]),
+                              .eraseRange(e, [PointRange(0, 1)]), .setTitle("x")] {
+            let op = Self.op(body: body)
+            var payload = try #require(Frame.decodeAll(OperationCodec.encode(op)).first).payload
+            // The list's count (or the title's length) follows the context (and an eraseRange's
+            // stroke id): where a body-less operation with the same header ends.
+            func payloadSize(_ b: Op.Body) -> Int { var w = ByteWriter(); OperationCodec.encodePayload(Self.op(body: b), into: &w); return w.bytes.count }
+            var idWriter = ByteWriter()
+            ElementCodec.encode(e, into: &idWriter)
+            let countAt = payloadSize(.deleteDocument) + (body.name == "eraseRange" ? idWriter.bytes.count : 0)
+            #expect(payload[countAt] == 1)
+            payload[countAt] = 0x7F  // 127 items in the few bytes left
+            do {
+                _ = try OperationCodec.decode(Frame(type: OperationCodec.kind(of: body).rawValue, payload: payload), base: 100, path: "p.log")
+                Issue.record("\(body.name): decoded")
+            } catch let error as LnoteError {
+                #expect(error.code == .corrupt && error.offset != nil, "\(body.name): \(error)")
+            }
+        }
+        // Local edits out of bounds are the caller's mistake, named as such.
+        var d = DocumentReplica(id: DocumentID(UUID()))
+        _ = try d.make(.createDocument(title: "t"), by: Self.a, wallTime: 0)
+        #expect(throws: LnoteError(.invalidArgument)) { try d.make(.setTitle(String(repeating: "x", count: 4097)), by: Self.a, wallTime: 0) }
+        #expect(throws: LnoteError(.invalidArgument)) { try d.make(.setTitle("a\u{1B}b"), by: Self.a, wallTime: 0) }
     }
 
     /// Operations at every extreme the validator lets through, on a page and a document:

@@ -146,6 +146,41 @@ struct RandomModel {
                                    rotation: int32()))
     }
 
+    /// Content within [LOG-23]'s bounds (what an operation can carry, so what a snapshot
+    /// holds, [SNAP-19]): `content()` with every value pulled into range, extremes kept at
+    /// the limits.
+    mutating func boundedContent() -> ElementContent {
+        let l = Int32(ContentBounds.coordinateLimit), rMax = ContentBounds.maxRadius
+        func c(_ v: Int32) -> Int32 { min(max(v, -l), l) }
+        func positive(_ v: Int32, _ top: Int32) -> Int32 { v == .min ? top : min(max(abs(v), 1), top) }
+        switch content() {
+        case .stroke(var s):
+            if s.points.isEmpty { s.points = [point()] }
+            let times = s.points.map { $0.t % (ContentBounds.maxStrokeDuration + 1) }.sorted()
+            for i in s.points.indices {
+                s.points[i].x = c(s.points[i].x); s.points[i].y = c(s.points[i].y)
+                s.points[i].radius = min(max(s.points[i].radius, 0), rMax)
+                s.points[i].t = times[i] - times[0]
+            }
+            s.style.width = positive(s.style.width, rMax)
+            return .stroke(s)
+        case .image(var img):
+            img.frame = QRect(x: c(img.frame.x), y: c(img.frame.y), width: positive(img.frame.width, l), height: positive(img.frame.height, l))
+            img.rotation = img.rotation % (ContentBounds.maxRotation + 1)
+            return .image(img)
+        }
+    }
+
+    /// A transform within [LOG-23]'s bounds.
+    mutating func boundedTransform() -> Transform {
+        let l = Int32(ContentBounds.coordinateLimit), m = ContentBounds.maxMatrixCoefficient
+        var t = transform()
+        func c(_ v: Int32, _ lim: Int32) -> Int32 { min(max(v, -lim), lim) }
+        t.tx = c(t.tx, l); t.ty = c(t.ty, l)
+        t.a = c(t.a, m); t.b = c(t.b, m); t.c = c(t.c, m); t.d = c(t.d, m)
+        return t
+    }
+
     mutating func erased(pointCount: Int) -> [PointRange] {
         guard chance(0.4) else { return [] }
         var ranges: [PointRange] = []
@@ -163,8 +198,10 @@ struct RandomModel {
         var uuid: [UInt8] = []
         for _ in 0..<16 { uuid.append(UInt8(int(0...255))) }
         let replicas = (0..<int(1...4)).map { _ in replica() }
-        var state = PageState(page: PageID(UUID(bytes: uuid)!), clock: clock(from: replicas),
-                              maxLamport: u64Varied(), modified: i64Varied())
+        // At most 2^62 operations and a max lamport at most 2^62 ([SNAP-19]).
+        let pageClock = VectorClock(clock(from: replicas).entries.map { ($0.replica, $0.counter & (1 << 59 - 1) | 1) })
+        var state = PageState(page: PageID(UUID(bytes: uuid)!), clock: pageClock,
+                              maxLamport: min(u64Varied(), VectorClock.maxTotal), modified: i64Varied())
         var ids = Set<OpID>()
         // A small pool of z keys and setter refs, so that ties happen.
         let zPool = (0..<3).map { _ in zKey(tags: replicas) }
@@ -172,12 +209,12 @@ struct RandomModel {
         for _ in 0..<int(0...maxElements) {
             let id = opID(from: replicas)
             guard ids.insert(id).inserted else { continue }
-            let c = content()
+            let c = boundedContent()
             var zFrontier = refs(from: replicas, max: 2)
             if chance(0.3) { zFrontier = [pick(refPool)] }
             let e = ElementRecord(
                 id: id, lamport: chance(0.5) ? pick(refPool).lamport : u64Varied(), wallTime: i64Varied(), content: c,
-                transform: LWWRegister(transform(), frontier: refs(from: replicas, max: 3)),
+                transform: LWWRegister(boundedTransform(), frontier: refs(from: replicas, max: 3)),
                 z: LWWRegister(chance(0.5) ? pick(zPool) : zKey(tags: replicas), frontier: zFrontier),
                 erased: erased(pointCount: c.pointCount),
                 frontier: refs(from: replicas, max: 3))
@@ -204,7 +241,7 @@ struct RandomModel {
             // Running maxima: `counter + offset` never overflows and never decreases (a run's
             // offset is at least the previous one's minus 1); the page's max lamport is at
             // least every value.
-            let room = UInt64.max - e.counter
+            let room = VectorClock.maxTotal - e.counter
             var runs = [LamportRun(from: 1, offset: min(u64Varied(), room))]
             while chance(0.4), runs.last!.from < e.counter {
                 let last = runs.last!
