@@ -88,6 +88,23 @@ public enum OpValidator {
         }
     }
 
+    /// [LOG-23] What puts a title out of bounds (too long, or a control character that
+    /// would break a line or reach a terminal), or nil. Also checked on a title read from a
+    /// document.json, which holds only what operations carried.
+    public static func titleProblem(_ t: String) -> String? {
+        guard t.utf8.count <= maxTitleBytes else { return "a title of \(t.utf8.count) bytes (at most \(maxTitleBytes))" }
+        for u in t.unicodeScalars where u.value < 0x20 || (0x7F...0x9F).contains(u.value) || u.value == 0x2028 || u.value == 0x2029 {
+            return "a title with the control character U+\(String(u.value, radix: 16, uppercase: true))"
+        }
+        return nil
+    }
+
+    /// [LOG-23] What puts a canvas out of bounds, or nil.
+    public static func canvasProblem(_ c: CanvasSize) -> String? {
+        c.width > 0 && c.height > 0 && Int64(c.width) <= coordinateLimit && Int64(c.height) <= coordinateLimit
+            ? nil : "a canvas of \(c.width) × \(c.height) tenths of a point"
+    }
+
     /// [LOG-23] What makes `op`'s content out of bounds, or nil.
     static func boundsProblem(_ op: Op) -> String? {
         func clock(_ c: VectorClock, _ what: String) -> String? {
@@ -97,25 +114,14 @@ public enum OpValidator {
         func list(_ n: Int, _ what: String) -> String? {
             n == 0 ? "no \(what)" : n > maxListCount ? "\(n) of \(what) (at most \(maxListCount))" : nil
         }
-        func text(_ t: String) -> String? {
-            guard t.utf8.count <= maxTitleBytes else { return "a title of \(t.utf8.count) bytes (at most \(maxTitleBytes))" }
-            for u in t.unicodeScalars where u.value < 0x20 || (0x7F...0x9F).contains(u.value) || u.value == 0x2028 || u.value == 0x2029 {
-                return "a title with the control character U+\(String(u.value, radix: 16, uppercase: true))"
-            }
-            return nil
-        }
-        func canvas(_ c: CanvasSize) -> String? {
-            c.width > 0 && c.height > 0 && Int64(c.width) <= coordinateLimit && Int64(c.height) <= coordinateLimit
-                ? nil : "a canvas of \(c.width) × \(c.height) tenths of a point"
-        }
         switch op.body {
         case .add(let content, _): return ContentBounds.problem(content)
         case .erase(let ids): return list(ids.count, "element to erase")
         case .eraseRange(_, let ranges): return list(ranges.count, "range to erase")
         case .move(let ts): return list(ts.count, "element to move") ?? ts.lazy.compactMap { ContentBounds.problem($0.transform) }.first
         case .reorder(let zs): return list(zs.count, "element to reorder")
-        case .createDocument(let t), .setTitle(let t): return text(t)
-        case .addPage(_, _, let c), .setCanvas(_, let c): return canvas(c)
+        case .createDocument(let t), .setTitle(let t): return titleProblem(t)
+        case .addPage(_, _, let c), .setCanvas(_, let c): return canvasProblem(c)
         case .deletePage(_, let seen): return clock(seen, "a page clock")
         case .restorePage, .movePage, .deleteDocument, .restoreDocument: return nil
         }

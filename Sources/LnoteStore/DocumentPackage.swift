@@ -5,6 +5,7 @@ import Darwin
 #endif
 import Foundation
 import LnoteModel
+import LnoteReplication
 
 /// The files of one `<UUID>.lnote/` package ([PKG-1]).
 ///
@@ -180,8 +181,8 @@ struct DocumentFile: Codable, Equatable {
         for p in pages {
             guard let pid = PageID(p.id) else { throw LnoteError(.corrupt, "bad page id \"\(p.id)\"") }
             guard assets[pid] == nil else { throw LnoteError(.corrupt, "page \(p.id) listed twice") }
-            guard p.canvas.value.width > 0, p.canvas.value.height > 0 else {
-                throw LnoteError(.corrupt, "page \(p.id): bad canvas")
+            if let problem = OpValidator.canvasProblem(CanvasSize(width: p.canvas.value.width, height: p.canvas.value.height)) {
+                throw LnoteError(.corrupt, "page \(p.id): \(problem)")
             }
             let position = LWWRegister(try JSONText.zkey(p.position.value), frontier: try p.position.frontier.map(JSONText.ref))
             let canvas = LWWRegister(CanvasSize(width: p.canvas.value.width, height: p.canvas.value.height),
@@ -199,6 +200,12 @@ struct DocumentFile: Codable, Equatable {
             })
         }
         let docClock = try JSONText.clock(clock)
+        // What operations carried ([LOG-23], [LOG-4]): a title within bounds, at most 2^62
+        // operations.
+        if let problem = OpValidator.titleProblem(title.value) { throw LnoteError(.corrupt, "title: \(problem)") }
+        guard docClock.total <= VectorClock.maxTotal, maxLamport <= VectorClock.maxTotal else {
+            throw LnoteError(.corrupt, "clock or maxLamport beyond 2^62 operations")
+        }
         var replicaContexts: [ReplicaContext] = []
         for c in contexts {
             guard c.replica.count == 16, let r = ReplicaID(hex: c.replica), r.rawValue != 0 else {
@@ -289,6 +296,9 @@ struct ManifestFile: Codable, Equatable {
         guard DocumentID(m.id) != nil, m.pageCount >= 0, m.elementCount >= 0 else {
             throw LnoteError(.corrupt, "bad manifest id or counts", path: path)
         }
+        // The library prints titles: one with a control character (a terminal escape, a line
+        // break) is no title an operation carried ([LOG-23]).
+        if let problem = OpValidator.titleProblem(m.title) { throw LnoteError(.corrupt, "title: \(problem)", path: path) }
         return m
     }
 

@@ -40,6 +40,69 @@ struct TrustStoreTests {
         frameEnds(log)[i]
     }
 
+    // MARK: - [LOG-23] in files a backup or another folder may hold
+
+    /// document.json and manifest.json hold only what operations carried, so a value no
+    /// operation could carry ([LOG-23]: a title with a control character, a canvas beyond the
+    /// coordinate limit; a clock beyond 2^62 operations) makes the file corrupt, even though
+    /// it parses: document.json is quarantined and rebuilt from the log, and `list` shows
+    /// the manifest as unreadable instead of printing the title (a terminal escape).
+    @Test("[LOG-23] [PKG-11] document.json and manifest.json refuse values no operation carried")
+    func filesHoldOnlyWhatOperationsCarried() async throws {
+        let dir = try TempDir("trust")
+        defer { dir.remove() }
+        let s = try await sample(dir, strokes: 2)
+        let original = fileBytes(s.paths.document)!
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(original)) as? [String: Any])
+        let title = try #require(json["title"] as? [String: Any])
+        func damaged(_ change: (inout [String: Any]) -> Void) throws -> [UInt8] {
+            var j = json
+            change(&j)
+            return Array(try JSONSerialization.data(withJSONObject: j))
+        }
+        let cases: [(String, [UInt8])] = [
+            ("a title with a terminal escape", try damaged { $0["title"] = ["value": "T\u{1B}[2J", "frontier": title["frontier"]!] }),
+            ("a title with a line separator", try damaged { $0["title"] = ["value": "T\u{2028}x", "frontier": title["frontier"]!] }),
+            ("a title of 5,000 bytes", try damaged { $0["title"] = ["value": String(repeating: "t", count: 5000), "frontier": title["frontier"]!] }),
+            ("a canvas beyond the coordinate limit", try damaged { j in
+                var ps = j["pages"] as! [[String: Any]]
+                ps[0]["canvas"] = ["value": ["width": Int(Int32.max), "height": 100], "frontier": []]
+                j["pages"] = ps
+            }),
+            ("a clock beyond 2^62 operations", try damaged { $0["clock"] = [s.replica.description: (1 << 62) + 1] }),
+        ]
+        let before = try await openNotebook(dir.path)
+        let expected = await (try before.openDocument(s.id)).state
+        try await before.close()
+        for (what, bytes) in cases {
+            #expect(throws: LnoteError.self, "\(what)") { _ = try DocumentFile.decode(bytes, path: "document.json") }
+            try writeFile(s.paths.document, bytes)
+            let nb = try await openNotebook(dir.path)
+            let d = try await nb.openDocument(s.id)
+            #expect(await d.recoveryReports.contains { $0.path == s.paths.document && $0.quarantinedCopy != nil }, "\(what)")
+            #expect(await d.state == expected, "\(what): rebuilt from the log")
+            try await nb.close()
+            for name in listNames(s.paths.root) where name.hasPrefix("document.json.corrupt-") {
+                try FileManager.default.removeItem(atPath: s.paths.root + "/" + name)
+            }
+        }
+        // The manifest: list shows it unreadable; opening the document rebuilds it.
+        let good = fileBytes(s.paths.manifest)!
+        var m = try ManifestFile.decode(good, path: "")
+        m.title = "T\u{1B}]0;owned\u{07}"
+        try writeFile(s.paths.manifest, try StoreJSON.encode(m))
+        let listed = try Notebook.list(at: dir.path)
+        guard case .unreadable(let why) = listed.first?.manifest else {
+            Issue.record("expected unreadable, got \(String(describing: listed.first))")
+            return
+        }
+        #expect(why.contains("U+1B") && listed.first?.title.contains("\u{1B}") != true, "\(why)")
+        let nb = try await openNotebook(dir.path)
+        _ = try await nb.openDocument(s.id)
+        #expect(fileBytes(s.paths.manifest) == good)
+        try await nb.close()
+    }
+
     // MARK: - [PKG-49] [PKG-51] [PKG-54]
 
     /// A damaged frame in the middle of a page log: the salvage drops it, the snapshot keeps
