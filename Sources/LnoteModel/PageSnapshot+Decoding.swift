@@ -231,10 +231,10 @@ extension PageSnapshot {
         starts.append(r.end)
         let chunks = index.count + 1
         let groups = min(chunks, Parallel.processors * 4)
-        let bytes = r.bytes, path = r.path, base = r.base
+        let bytes = r.bytes, path = r.path, base = r.base, bounds = starts
         let decoded = Parallel.map(groups) { g -> [ElementRecord]? in
             let first = chunks * g / groups, last = chunks * (g + 1) / groups
-            var reader = ByteReader(bytes, range: starts[first]..<starts[last], base: base, path: path)
+            var reader = ByteReader(bytes, range: bounds[first]..<bounds[last], base: base, path: path)
             let records = min(n, last * stride) - first * stride
             var out: [ElementRecord] = []
             out.reserveCapacity(records)

@@ -9,15 +9,18 @@ import Foundation
 /// the call returns when all are done and never waits for a thread that is not working.
 /// Results come back in index order, so a parallel computation gives exactly what the
 /// serial one gives.
-public enum Parallel {
+///
+/// `package` access: the modules of lnote share it; it is no part of the library's API.
+package enum Parallel {
     /// Processors available to this process (at least 1).
-    public static let processors = max(1, ProcessInfo.processInfo.activeProcessorCount)
+    package static let processors = max(1, ProcessInfo.processInfo.activeProcessorCount)
 
     /// `body(i)` for every `i` in `0..<count`, in order. With `parallel` false, or one
     /// processor, or fewer than two items, it is a plain serial map.
     ///
-    /// `body` is called concurrently from several threads: it must only read shared state.
-    public static func map<T>(_ count: Int, parallel: Bool = true, _ body: (Int) -> T) -> [T] {
+    /// `body` is called concurrently from several threads, hence `@Sendable`: the compiler
+    /// checks that it only shares what may be shared.
+    package static func map<T>(_ count: Int, parallel: Bool = true, _ body: @Sendable (Int) -> T) -> [T] {
         guard parallel, processors > 1, count > 1 else { return (0..<count).map(body) }
         // A few chunks per processor balances uneven items without much overhead.
         let chunks = min(count, processors * 4)
@@ -37,7 +40,7 @@ public enum Parallel {
     /// What the iterations share: each writes only its own slots.
     private struct Shared<T>: @unchecked Sendable {
         let out: UnsafeMutableBufferPointer<T>
-        let body: (Int) -> T
+        let body: @Sendable (Int) -> T
     }
 }
 

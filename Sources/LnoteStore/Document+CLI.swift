@@ -12,6 +12,7 @@ extension Document {
     /// (deleted ones included). Loads every page that has files.
     public func allConflicts() throws -> [Conflict] {
         try checkUsable()
+        try refreshDocument()
         var clocks: [PageID: VectorClock] = [:]
         var pageConflicts: [Conflict] = []
         for p in doc.state.pages {
@@ -35,10 +36,12 @@ extension Document {
             guard doc.page(pid) != nil else { throw LnoteError(.notFound, "no page \(pid) in document \(id)", path: paths.root) }
             return PageCompaction(page: pid, frames: 0, bytes: 0, written: false)
         }
-        let lp = try loadedPage(pid)
-        let out = PageCompaction(page: pid, frames: lp.framesSinceSnapshot, bytes: lp.bytesSinceSnapshot, written: lp.dirty)
-        if lp.dirty { try snapshot(lp) }
-        return out
+        return try locked {
+            let lp = try loadedPage(pid)
+            let out = PageCompaction(page: pid, frames: lp.framesSinceSnapshot, bytes: lp.bytesSinceSnapshot, written: lp.dirty)
+            if lp.dirty { try snapshot(lp) }
+            return out
+        }
     }
 }
 

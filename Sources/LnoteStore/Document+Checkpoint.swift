@@ -144,16 +144,19 @@ extension Document {
     /// page's clock no longer covers it).
     public func dropCheckpoint(page pid: PageID) throws {
         try checkUsable()
-        if let lp = pages[pid] {
-            try syncNow(.page(pid), lp.log)
-            pages[pid] = nil
-            try lp.log.close()
+        try locked {
+            if let lp = pages[pid] {
+                try syncNow(.page(pid), lp.log)
+                pages[pid] = nil
+                try lp.log.close()
+            }
+            if try io.stat(paths.base(pid)) != nil { _ = try Document.quarantine(paths.base(pid), io: io) }
+            if try io.stat(paths.content(pid)) != nil { _ = try Document.quarantine(paths.content(pid), io: io) }
+            try io.unlink(paths.missing(pid), missingOK: true)
+            snapshotCounts[pid] = nil
+            let rebuilt = try loadedPage(pid, allowUnknown: true)
+            rebuilt.dirty = true
         }
-        if try io.stat(paths.base(pid)) != nil { _ = try Document.quarantine(paths.base(pid), io: io) }
-        if try io.stat(paths.content(pid)) != nil { _ = try Document.quarantine(paths.content(pid), io: io) }
-        try io.unlink(paths.missing(pid), missingOK: true)
-        snapshotCounts[pid] = nil
-        let rebuilt = try loadedPage(pid, allowUnknown: true)
-        rebuilt.dirty = true
+        hub.publish([Change(kind: .reloaded, origin: .merge, document: id, page: pid)])
     }
 }

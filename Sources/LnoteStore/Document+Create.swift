@@ -9,7 +9,14 @@ extension Document {
     /// complete one (plus, at worst, a temporary directory that opening the notebook removes).
     /// `stage`, when given, writes more files into the staged package (its paths) before the
     /// rename, so they appear atomically with it (checkpoint installs use it).
-    static func createPackage(folder: String, id: DocumentID, ops: [Op], io: Syscalls,
+    ///
+    /// Several processes ([PKG-90]): the staged directory and its `lock` file are created
+    /// under the notebook lock, and the document lock of the staged package is held until the
+    /// package is in place, so a process cleaning up staged directories ([PKG-91]) never takes
+    /// one in progress for a dead one. When another process created the same package first
+    /// (sync receiving the same new document in two processes), the rename fails and this
+    /// throws `alreadyExists`, leaving the other package as it is.
+    static func createPackage(folder: String, id: DocumentID, ops: [Op], io: Syscalls, notebookLock: FileLock,
                               stage: ((PackagePaths) throws -> Void)? = nil) throws -> PackagePaths {
         let paths = PackagePaths(folder: folder, id: id)
         if try io.stat(paths.root) != nil {
@@ -19,8 +26,20 @@ extension Document {
         try d.receive(ops)
         let tmp = DurableFile.join(folder, DurableFile.temporaryName(for: "\(id)\(PackagePaths.suffix)"))
         let staged = PackagePaths(folder: folder, id: id, root: tmp)
-        do {
+        let held = try notebookLock.withLock { () -> FileLock.Held in
             try io.mkdir(tmp)
+            do {
+                guard let held = try FileLock(path: staged.lock, io: io, timeout: notebookLock.timeout).tryAcquire() else {
+                    throw LnoteError(.invalidState, "a new package's lock is held", path: staged.lock)
+                }
+                return held
+            } catch {
+                try? io.removeTree(tmp)
+                throw error
+            }
+        }
+        defer { held.release() }
+        do {
             for dir in [staged.pages, staged.assets, staged.thumbnails] { try io.mkdir(dir) }
             let header = LogHeader(kind: .document, owner: id.uuid)
             var w = ByteWriter()
@@ -41,6 +60,11 @@ extension Document {
             try DurableFile.replace(staged.manifest, with: try StoreJSON.encode(manifest), io: io)
             try DurableFile.syncDirectory(tmp, io: io)
             try io.rename(tmp, paths.root)
+        } catch let e as LnoteError where e.code == .io && (try? io.stat(paths.root)) != nil && (try? io.stat(tmp)) != nil {
+            // Another process renamed the same package into place first (ENOTEMPTY, EEXIST).
+            try? io.removeTree(tmp)
+            throw LnoteError(.alreadyExists, "document package exists (created meanwhile by another process)",
+                             path: paths.root, underlying: e.underlying)
         } catch {
             if (try? io.stat(tmp)) != nil { try? io.removeTree(tmp) }
             throw error
@@ -64,13 +88,13 @@ extension Document {
     /// Marks the document deleted (soft: a `deleteDocument` operation; `restore()` undoes it).
     public func markDeleted() async throws {
         _ = try await commitDocument(.deleteDocument)
-        try saveDocumentFiles()
+        try locked { try saveDocumentFiles() }
     }
 
     /// Undoes `markDeleted()`.
     public func restore() async throws {
         _ = try await commitDocument(.restoreDocument)
-        try saveDocumentFiles()
+        try locked { try saveDocumentFiles() }
     }
 }
 

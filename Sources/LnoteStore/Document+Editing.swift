@@ -5,19 +5,99 @@ import LnoteReplication
 extension Document {
     // MARK: - Pages in memory
 
-    /// Loads a page ([PKG-42]): reads its ONE `.content` snapshot, opens its log and replays
-    /// the frames past the offset the snapshot covers. A damaged snapshot is quarantined and
-    /// the page rebuilt from its whole log.
+    /// A loaded page, up to date with its log ([PKG-87]): loads it if needed ([PKG-42]: its
+    /// ONE `.content` snapshot, then its log from the offset the snapshot covers), else
+    /// applies what other processes appended since this handle last looked. Loading takes no
+    /// lock in the common case ([PKG-85]); a page that needs a repair (a damaged snapshot or
+    /// log, a snapshot that does not pair with its log, a missing log beside a snapshot, a
+    /// missing-operations file) is loaded under the document lock, where the repair is made.
     func loadedPage(_ pid: PageID, allowUnknown: Bool = false) throws -> LoadedPage {
         useCounter += 1
         if let p = pages[pid] {
             p.lastUse = useCounter
-            return p
+            if try refreshPage(p) { return p }
+            // Its log was replaced, or lost frames this handle had read: read it again.
         }
         guard allowUnknown || doc.page(pid) != nil else {
             throw LnoteError(.notFound, "no page \(pid) in document \(id)", path: paths.root)
         }
         try evictPages(keepingRoomFor: 1)
+        if lockDepth == 0, let lp = try loadPageWithoutLock(pid) {
+            lp.lastUse = useCounter
+            pages[pid] = lp
+            return lp
+        }
+        return try locked { try loadPageLocked(pid) }
+    }
+
+    /// The common case of loading a page, without the lock and without writing anything
+    /// ([PKG-85], [PKG-86]): the snapshot decodes (or there is none), no missing-operations
+    /// file, and the log holds whole frames from the offset the snapshot covers, in the
+    /// incarnation it names (an append in progress at the end is left for later). A page with
+    /// no files at all is empty, and its log is created by its first writer. nil when a repair
+    /// is needed.
+    func loadPageWithoutLock(_ pid: PageID) throws -> LoadedPage? {
+        let contentPath = paths.content(pid)
+        var base = PageState(page: pid)
+        var covered: (offset: UInt64, incarnation: UInt64)?
+        if let bytes = try DurableFile.readIfExists(contentPath, io: io) {
+            guard let s = try? PageSnapshot.decode(bytes, path: contentPath), s.state.page == pid else { return nil }
+            base = s.state
+            covered = (s.coveredLogOffset, s.logIncarnation)
+        }
+        var fromBase = false
+        if covered == nil, let b = try baseState(page: pid) {
+            base = b
+            fromBase = true
+        }
+        guard try !hasMissingFile(paths.missing(pid)) else { return nil }
+        let log: PageLog
+        var frames: [LoggedFrame] = []
+        var report = RecoveryReport(path: paths.log(pid))
+        if try io.stat(paths.log(pid)) == nil {
+            // [PKG-55] A snapshot or base without its log needs one created and the missing
+            // operations recorded: under the lock.
+            guard covered == nil && !fromBase else { return nil }
+            log = PageLog(absent: paths.log(pid), kind: .page, owner: pid.uuid, io: io)
+        } else {
+            guard let (opened, replay) = try PageLog.openForReading(path: paths.log(pid), kind: .page, owner: pid.uuid,
+                                                                     from: covered?.offset, incarnation: covered?.incarnation,
+                                                                     io: io) else { return nil }
+            log = opened
+            frames = replay.frames
+            report = replay.report
+        }
+        var live = PageReplica(state: base)
+        var pending: [OpID: UInt64] = [:]
+        let applied: [Op]
+        do {
+            applied = try Document.feed(frames, kind: .page, fromStart: covered == nil, path: paths.log(pid),
+                                        report: &report, pending: &pending) { try live.receive($0) }
+        } catch {
+            try? log.close()
+            throw error
+        }
+        pending = pending.filter { !live.clock.covers($0.key) }
+        if pending.keys.contains(where: { $0.replica == replica }) {
+            try? log.close()
+            return nil  // [PKG-56] needs a new replica id: under the lock
+        }
+        if !report.isClean { reports.append(report) }
+        let lp = LoadedPage(id: pid, replica: live, log: log)
+        lp.pendingOffsets = pending
+        lp.covered = covered
+        lp.framesSinceSnapshot = frames.count
+        lp.dirty = !applied.isEmpty || fromBase
+        noteAssets(of: base.elements.lazy.map(\.content), page: pid)
+        noteAssets(of: applied.lazy.compactMap(\.addedContent), page: pid)
+        return lp
+    }
+
+    /// Loads a page under the document lock, making the repairs it needs ([PKG-42],
+    /// [PKG-47], [PKG-51], [PKG-55], [PKG-56]).
+    func loadPageLocked(_ pid: PageID) throws -> LoadedPage {
+        precondition(lockDepth > 0, "loadPageLocked needs the document lock")
+        if let p = pages[pid], try refreshPage(p) { return p }
         let sources = try pageSources(pid)
         var logReport = sources.replay.report
         var live = PageReplica(state: sources.base)
@@ -171,11 +251,20 @@ extension Document {
 
     /// Keeps at most `options.maxLoadedPages` pages in memory (each holds an open log):
     /// the least recently used are snapshotted when changed, then closed.
+    ///
+    /// A changed page's snapshot needs the document lock: outside a locked section it is
+    /// written only when the lock is free now ([PKG-85]); otherwise the page stays loaded a
+    /// little longer (a reader is never kept waiting by eviction).
     func evictPages(keepingRoomFor n: Int) throws {
         let excess = pages.count + n - max(1, options.maxLoadedPages)
         guard excess > 0 else { return }
         for lp in pages.values.sorted(by: { $0.lastUse < $1.lastUse }).prefix(excess) {
-            if lp.dirty { try snapshot(lp) } else { try syncNow(.page(lp.id), lp.log) }
+            if lp.dirty {
+                guard try tryLocked({ try snapshot(lp) }) != nil else { continue }
+            } else {
+                try syncNow(.page(lp.id), lp.log)
+            }
+            guard pages[lp.id] === lp else { continue }  // dropped by the snapshot's catch-up
             pages[lp.id] = nil
             try lp.log.close()
         }
@@ -207,26 +296,56 @@ extension Document {
     }
 
     /// Makes a local page operation with `build`, appends it durably, and returns it.
-    func commitLocal(page pid: PageID, _ build: (inout PageReplica, ReplicaID, Int64) throws -> [Op]) async throws -> [Op] {
+    ///
+    /// Under the document lock ([PKG-84]): the document and the page are brought up to date
+    /// with their logs, so `build` allocates the operation's counter and Lamport timestamp
+    /// from the log's real tail, and the frames are written at its end. `assets` are written
+    /// first in the same section ([PKG-14]), so no close in any process can take them for
+    /// orphans before the operation references them.
+    func commitLocal(page pid: PageID, assets: [[UInt8]] = [],
+                     _ build: (inout PageReplica, ReplicaID, Int64) throws -> [Op]) async throws -> [Op] {
         try checkUsable()
-        guard let record = doc.page(pid) else {
-            throw LnoteError(.notFound, "no page \(pid) in document \(id)", path: paths.root)
+        let (ops, lp) = try locked { () -> ([Op], LoadedPage) in
+            try checkUsable()
+            guard let record = doc.page(pid) else {
+                throw LnoteError(.notFound, "no page \(pid) in document \(id)", path: paths.root)
+            }
+            guard !record.deleted.value else {
+                throw LnoteError(.invalidState, "page \(pid) is deleted; restore it before editing", path: paths.root)
+            }
+            for bytes in assets { try writeAsset(bytes) }
+            let lp = try loadedPage(pid)
+            let ops = try build(&lp.replica, replica, now())
+            try writeFrames(ops, to: lp)
+            return (ops, lp)
         }
-        guard !record.deleted.value else {
-            throw LnoteError(.invalidState, "page \(pid) is deleted; restore it before editing", path: paths.root)
-        }
-        let lp = try loadedPage(pid)
-        let ops = try build(&lp.replica, replica, now())
-        try await append(ops, to: lp)
+        try await finishAppend(to: lp)
         noteAssets(of: ops.compactMap(\.addedContent), page: pid)
+        emitPageEvents(ops, lp, origin: .local)
         return ops
     }
 
-    /// Writes operations to a loaded page's log and waits until they are durable. Returns
-    /// the offset of each operation's frame. On failure the page is unloaded (its state may
-    /// include operations that are not on disk).
+    /// Writes operations at the end of a loaded page's log, under the document lock; makes
+    /// them durable at once unless group commit is on (then `finishAppend` waits for it).
+    /// Makes what was just written to the document log durable, unless group commit defers
+    /// it ([PKG-35]). A failed sync leaves the handle unusable until it is reopened ([PKG-36])
+    /// and forgets the origins registered for `ops` (no event tells what may not be on disk).
+    func syncDocumentLog(forgetting ops: [OpID]) throws {
+        guard options.groupCommit == nil else { return }
+        do {
+            try docLog.sync()
+        } catch let e as LnoteError {
+            broken = e
+            origins?.forget(ops)
+            throw e
+        }
+    }
+
+    /// Returns the offset of each operation's frame. On failure the page is unloaded (its
+    /// state may include operations that are not on disk) and nothing of the batch is left.
     @discardableResult
-    func append(_ ops: [Op], to lp: LoadedPage) async throws -> [UInt64] {
+    func writeFrames(_ ops: [Op], to lp: LoadedPage) throws -> [UInt64] {
+        precondition(lockDepth > 0, "appends need the document lock")
         guard !ops.isEmpty else { return [] }
         var offsets: [UInt64] = []
         offsets.reserveCapacity(ops.count)
@@ -255,16 +374,40 @@ extension Document {
         lp.framesSinceSnapshot += ops.count
         lp.dirty = true
         noteEdit()
-        do {
-            try await makeDurable(.page(lp.id), lp.log)
-        } catch {
-            unload(lp, failing: error)
-            throw error
+        if options.groupCommit == nil {
+            do {
+                try lp.log.sync()
+            } catch {
+                unload(lp, failing: error)
+                throw error
+            }
         }
-        if lp.bytesSinceSnapshot >= options.compactAfterBytes || lp.framesSinceSnapshot >= options.compactAfterFrames,
-           pages[lp.id] === lp {
-            try snapshot(lp)
+        return offsets
+    }
+
+    /// After `writeFrames`, outside the lock: waits for the group commit that makes the
+    /// frames durable, then compacts the page when its log is past the threshold ([PKG-41]).
+    func finishAppend(to lp: LoadedPage) async throws {
+        if options.groupCommit != nil {
+            do {
+                try await makeDurable(.page(lp.id), lp.log)
+            } catch {
+                unload(lp, failing: error)
+                throw error
+            }
         }
+        if pages[lp.id] === lp,
+           lp.bytesSinceSnapshot >= options.compactAfterBytes || lp.framesSinceSnapshot >= options.compactAfterFrames {
+            try locked { if pages[lp.id] === lp { try snapshot(lp) } }
+        }
+    }
+
+    /// Writes operations to a loaded page's log and waits until they are durable (a locked
+    /// `writeFrames`, then `finishAppend`). Returns the offset of each operation's frame.
+    @discardableResult
+    func append(_ ops: [Op], to lp: LoadedPage) async throws -> [UInt64] {
+        let offsets = try locked { try writeFrames(ops, to: lp) }
+        try await finishAppend(to: lp)
         return offsets
     }
 
@@ -288,21 +431,42 @@ extension Document {
         return (pieces, true)
     }
 
-    /// Makes a local document operation, appends it durably, and returns it.
-    func commitDocument(_ body: Op.Body) async throws -> Op {
+    /// Makes a local document operation, appends it durably, and returns it. `body` is built
+    /// under the document lock, from the document as its log now holds it ([PKG-84]).
+    func commitDocument(_ body: () throws -> Op.Body) async throws -> Op {
         try checkUsable()
-        var next = doc
-        let op = try next.make(body, by: replica, wallTime: now())
-        try docLog.write(encoded: [OperationCodec.encode(op)])  // truncated back on failure: nothing changed
-        doc = next
-        noteEdit()
-        do {
-            try await makeDurable(.document, docLog)
-        } catch let e as LnoteError {
-            broken = e
-            throw e
+        let op = try locked { () -> Op in
+            try checkUsable()
+            var next = doc
+            let op = try next.make(try body(), by: replica, wallTime: now())
+            origins?.register([op.id], origin: .local)
+            do {
+                try docLog.write(encoded: [OperationCodec.encode(op)])  // truncated back on failure: nothing changed
+            } catch {
+                origins?.forget([op.id])
+                throw error
+            }
+            doc = next
+            noteEdit()
+            try syncDocumentLog(forgetting: [op.id])
+            return op
         }
+        if options.groupCommit != nil {
+            do {
+                try await makeDurable(.document, docLog)
+            } catch let e as LnoteError {
+                broken = e
+                origins?.forget([op.id])
+                throw e
+            }
+        }
+        origins?.markDurable([op.id], document: id)
+        emitDocumentEvents([op], origin: .local)
         return op
+    }
+
+    func commitDocument(_ body: Op.Body) async throws -> Op {
+        try await commitDocument { body }
     }
 
     // MARK: - Durability and group commit
@@ -382,7 +546,7 @@ extension Document {
     @discardableResult
     public func addPage(_ placement: PagePlacement = .last, canvas: CanvasSize = .a4) async throws -> PageID {
         let pid = PageID()
-        _ = try await commitDocument(.addPage(pid, position: try position(placement), canvas: canvas))
+        _ = try await commitDocument { .addPage(pid, position: try position(placement), canvas: canvas) }
         snapshotCounts[pid] = .empty  // a new id: no files yet
         return pid
     }
@@ -390,8 +554,7 @@ extension Document {
     /// Deletes a page (soft: content kept; `restorePage` brings it back).
     public func deletePage(_ pid: PageID) async throws {
         try checkUsable()
-        let seen = try loadedPage(pid).replica.clock
-        _ = try await commitDocument(.deletePage(pid, seen: seen))
+        _ = try await commitDocument { .deletePage(pid, seen: try loadedPage(pid).replica.clock) }
     }
 
     public func restorePage(_ pid: PageID) async throws {
@@ -399,7 +562,7 @@ extension Document {
     }
 
     public func movePage(_ pid: PageID, to placement: PagePlacement) async throws {
-        _ = try await commitDocument(.movePage(pid, position: try position(placement, moving: pid)))
+        _ = try await commitDocument { .movePage(pid, position: try position(placement, moving: pid)) }
     }
 
     public func setCanvas(_ pid: PageID, _ canvas: CanvasSize) async throws {
@@ -424,12 +587,14 @@ extension Document {
     /// The materialized state of a page (loads it: one snapshot read plus its log tail).
     public func pageState(_ pid: PageID) throws -> PageState {
         try checkUsable()
+        try refreshDocument()
         return try loadedPage(pid).replica.state
     }
 
     /// Live elements of a page, bottom to top.
     public func elements(_ pid: PageID) throws -> [ElementRecord] {
         try checkUsable()
+        try refreshDocument()
         return try loadedPage(pid).replica.elements
     }
 
@@ -448,12 +613,13 @@ extension Document {
     }
 
     /// Adds an image on top ([PKG-14]): the bytes are written durably to `assets/` first,
-    /// then the operation referencing them is appended.
+    /// then the operation referencing them is appended, both under one hold of the document
+    /// lock (no close elsewhere can remove the asset in between).
     @discardableResult
     public func addImage(_ bytes: [UInt8], frame: QRect, rotation: Int32 = 0, to pid: PageID) async throws -> ElementID {
         try checkUsable()
-        let asset = try storeAsset(bytes)
-        return try await commitLocal(page: pid) { r, me, t in
+        let asset = AssetID.of(bytes)
+        return try await commitLocal(page: pid, assets: [bytes]) { r, me, t in
             [try r.add(.image(ImageElement(asset: asset, frame: frame, rotation: rotation)), by: me, wallTime: t)]
         }[0].id
     }
@@ -494,15 +660,27 @@ extension Document {
     /// Concurrent moves, reorders and erases on a page ([MERGE-50]).
     public func conflicts(page pid: PageID) throws -> [Conflict] {
         try checkUsable()
+        try refreshDocument()
         return try loadedPage(pid).replica.conflicts()
     }
 
     // MARK: - Assets
 
     /// Writes asset bytes to `assets/<sha256>` durably unless already there. Returns the id.
+    ///
+    /// An asset no operation references is an orphan, which a close of this document in any
+    /// process may remove ([PKG-15]): reference it soon (`receive` refuses an operation whose
+    /// asset is gone, with `notFound`; `addImage` writes both at once).
     @discardableResult
     public func storeAsset(_ bytes: [UInt8]) throws -> AssetID {
         try checkUsable()
+        return try locked { try writeAsset(bytes) }
+    }
+
+    /// `storeAsset` inside a locked section.
+    @discardableResult
+    func writeAsset(_ bytes: [UInt8]) throws -> AssetID {
+        precondition(lockDepth > 0, "writing an asset needs the document lock")
         let asset = AssetID.of(bytes)
         let path = paths.asset(asset)
         if let st = try io.stat(path), st.isRegular, st.size == UInt64(bytes.count) { return asset }

@@ -24,6 +24,16 @@ extension Document {
     func removeOperations(page pid: PageID?, replica r: ReplicaID, from: UInt64,
                           setAside: @Sendable ([LoggedFrame]) throws -> Void) async throws -> [LoggedFrame] {
         try checkUsable()
+        let gone = try locked { try removeOperationsLocked(page: pid, replica: r, from: from, setAside: setAside) }
+        if !gone.isEmpty { hub.publish([Change(kind: .reloaded, origin: .merge, document: id, page: pid)]) }
+        return gone
+    }
+
+    /// `removeOperations` under the document lock: no other process appends to the log or
+    /// reads it for a repair meanwhile, and each process that has the log open notices the
+    /// new incarnation (a new inode) and reads it again ([PKG-87]).
+    private func removeOperationsLocked(page pid: PageID?, replica r: ReplicaID, from: UInt64,
+                                        setAside: @Sendable ([LoggedFrame]) throws -> Void) throws -> [LoggedFrame] {
         func split(_ frames: [LoggedFrame]) -> (gone: [LoggedFrame], keep: [LoggedFrame]) {
             var gone: [LoggedFrame] = [], keep: [LoggedFrame] = []
             for f in frames {
@@ -107,27 +117,44 @@ extension Document {
         }
         let outcome: Reauthor.Outcome
         if let pid = removal.page {
-            let lp = try loadedPage(pid, allowUnknown: true)
-            outcome = Reauthor.page(ops, on: &lp.replica, as: me, wallTime: now())
-            try await append(outcome.ops, to: lp)
-            noteAssets(of: outcome.ops.compactMap(\.addedContent), page: pid)
-        } else {
-            var next = doc
-            var clocks: [PageID: VectorClock] = [:]
-            for op in ops {
-                if case .deletePage(let p, _) = op.body { clocks[p] = try clock(page: p) }
+            let (made, lp) = try locked { () -> (Reauthor.Outcome, LoadedPage) in
+                let lp = try loadedPage(pid, allowUnknown: true)
+                let outcome = Reauthor.page(ops, on: &lp.replica, as: me, wallTime: now())
+                try writeFrames(outcome.ops, to: lp)
+                return (outcome, lp)
             }
-            outcome = Reauthor.document(ops, on: &next, as: me, wallTime: now()) { clocks[$0] ?? VectorClock() }
-            if !outcome.ops.isEmpty {
-                try docLog.write(encoded: outcome.ops.map(OperationCodec.encode))
-                doc = next
-                noteEdit()
-                do {
-                    try await makeDurable(.document, docLog)
-                } catch let e as LnoteError {
-                    broken = e
-                    throw e
+            outcome = made
+            try await finishAppend(to: lp)
+            noteAssets(of: outcome.ops.compactMap(\.addedContent), page: pid)
+            emitPageEvents(outcome.ops, lp, origin: .merge)
+        } else {
+            outcome = try locked { () -> Reauthor.Outcome in
+                var next = doc
+                var clocks: [PageID: VectorClock] = [:]
+                for op in ops {
+                    if case .deletePage(let p, _) = op.body { clocks[p] = try clock(page: p) }
                 }
+                let outcome = Reauthor.document(ops, on: &next, as: me, wallTime: now()) { clocks[$0] ?? VectorClock() }
+                if !outcome.ops.isEmpty {
+                    origins?.register(outcome.ops.map(\.id), origin: .merge)
+                    try docLog.write(encoded: outcome.ops.map(OperationCodec.encode))
+                    doc = next
+                    noteEdit()
+                    try syncDocumentLog(forgetting: outcome.ops.map(\.id))
+                }
+                return outcome
+            }
+            if !outcome.ops.isEmpty {
+                if options.groupCommit != nil {
+                    do {
+                        try await makeDurable(.document, docLog)
+                    } catch let e as LnoteError {
+                        broken = e
+                        throw e
+                    }
+                }
+                origins?.markDurable(outcome.ops.map(\.id), document: id)
+                emitDocumentEvents(outcome.ops, origin: .merge)
             }
         }
         // `Reauthor` makes at most one operation per removed one, in order, and names those it

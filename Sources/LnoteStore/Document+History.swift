@@ -16,6 +16,7 @@ extension Document {
     /// ([PKG-46]). This is what sync offers (`have`, the clocks a server answers with).
     public func logClock(page pid: PageID? = nil) throws -> VectorClock {
         try checkUsable()
+        try refreshDocument()
         guard let pid else { return docMissing.truncating(doc.clock) }
         if pages[pid] == nil, try !pageHasFiles(pid) { return VectorClock() }
         let lp = try loadedPage(pid, allowUnknown: true)
@@ -26,6 +27,7 @@ extension Document {
     /// to a deleted log file, until a peer sends them again.
     public func missingOperations(page pid: PageID? = nil) throws -> OpRanges {
         try checkUsable()
+        try refreshDocument()
         guard let pid else { return docMissing }
         if pages[pid] == nil, try !pageHasFiles(pid) { return OpRanges() }
         return try loadedPage(pid, allowUnknown: true).missing
@@ -58,6 +60,7 @@ extension Document {
     /// missing; nothing is written when the file already says exactly that. A file that does
     /// not decode is replaced (what it said is recomputed from the log, so nothing is lost).
     func writeMissing(_ missing: OpRanges, to path: String) throws {
+        precondition(lockDepth > 0, "missing-operations files are written under the document lock")
         let onDisk = try DurableFile.readIfExists(path, io: io)
         if missing.isEmpty {
             guard onDisk != nil else { return }
@@ -123,6 +126,7 @@ extension Document {
     /// counter (the first frame of an id, should a log hold one twice). Reads the whole log;
     /// decodes nothing (the id comes from each frame's first bytes).
     func logHashes(page pid: PageID?) throws -> [ReplicaID: [UInt64: [UInt8]]] {
+        try refreshDocument()
         let frames: [LoggedFrame]
         if let pid {
             if pages[pid] == nil, try !pageHasFiles(pid) { return [:] }

@@ -9,9 +9,26 @@ extension Document {
     /// with the offset it covers (never past an operation still waiting for dependencies),
     /// durable replace of `pages/<id>.content`. The log itself is not touched: old operations
     /// stay for peers that are far behind.
+    ///
+    /// Under the document lock, after reading what the log gained ([PKG-88]): a page whose
+    /// log another process replaced is dropped instead (its snapshot would name an
+    /// incarnation that holds other operations). When another process appended since this
+    /// handle's last snapshot, the snapshot on disk may already cover the same offset of the
+    /// same incarnation: it is then kept as it is.
     func snapshot(_ lp: LoadedPage) throws {
+        precondition(lockDepth > 0, "snapshots need the document lock")
+        guard try refreshPage(lp) else { return }
         try syncNow(.page(lp.id), lp.log)
         let coveredOffset = min(lp.log.end, lp.pendingOffsets.values.min() ?? .max)
+        if lp.othersSinceSnapshot, let s = try? snapshotSummary(lp.id), s.logIncarnation == lp.log.incarnation,
+           s.coveredLogOffset == coveredOffset {
+            snapshotCounts[lp.id] = PageCounts(elementCount: s.elementCount, modified: s.modified)
+            lp.covered = (coveredOffset, lp.log.incarnation)
+            lp.framesSinceSnapshot = lp.pendingOffsets.count
+            lp.dirty = false
+            lp.othersSinceSnapshot = false
+            return
+        }
         let state = lp.replica.state
         let bytes = PageSnapshot.encode(state, coveredLogOffset: coveredOffset, logIncarnation: lp.log.incarnation)
         do {
@@ -26,6 +43,22 @@ extension Document {
         lp.covered = (coveredOffset, lp.log.incarnation)
         lp.framesSinceSnapshot = lp.pendingOffsets.count
         lp.dirty = false
+        lp.othersSinceSnapshot = false
+    }
+
+    /// The summary of a page's snapshot on disk, nil when it has none or it is not one.
+    func snapshotSummary(_ pid: PageID) throws -> PageSnapshot.Summary? {
+        let path = paths.content(pid)
+        let fd: FileDescriptor
+        do {
+            fd = try io.open(path, O_RDONLY)
+        } catch let e as LnoteError where e.isNotFound {
+            return nil
+        }
+        defer { try? fd.close() }
+        let bytes = try io.pread(fd, count: PageSnapshot.summaryReadSize, at: 0)
+        guard let s = try? PageSnapshot.summary(prefix: bytes, path: path), s.page == pid else { return nil }
+        return s
     }
 
     /// A page's counts as its snapshot on disk records them ([PKG-12]): cached, or read from
@@ -40,8 +73,10 @@ extension Document {
     /// Compacts one page now: writes its snapshot if anything changed since the last one.
     public func compact(page pid: PageID) async throws {
         try checkUsable()
-        let lp = try loadedPage(pid)
-        if lp.dirty { try snapshot(lp) }
+        try locked {
+            let lp = try loadedPage(pid)
+            if lp.dirty { try snapshot(lp) }
+        }
     }
 
     /// Rewrites document.json when what it is made of changed since it was written, then
@@ -53,19 +88,49 @@ extension Document {
     /// asset sets — is compared with what it was written from), and recomputes the manifest
     /// with a dictionary look-up and two additions per live page: no page file is read, and
     /// its cost does not grow with the document's pages.
+    ///
+    /// Under the document lock ([PKG-82]), once the document log is up to date (the lock's
+    /// catch-up), so what this handle writes covers everything the log holds. Another
+    /// process may have saved since this handle last did ([PKG-93]): when document.json or
+    /// manifest.json on disk is not the file this handle last read or wrote (its identity:
+    /// inode, size, modification time; one `stat` each), it is read again before deciding,
+    /// and the page counts cached here are read again from the snapshots.
     func saveDocumentFiles() throws {
+        precondition(lockDepth > 0, "saving needs the document lock")
         try syncAllLogs()
         let coveredOffset = min(docLog.end, docPendingOffsets.values.min() ?? .max)
         let key = DocumentFileKey(clock: doc.clock, coveredOffset: coveredOffset, incarnation: docLog.incarnation,
                                   assetsGeneration: assetsGeneration)
+        if try fileIdentity(paths.document) != documentIdentity {
+            // Another process wrote it: see what it holds.
+            let (read, identity) = try Document.readWithIdentity(paths.document, io: io)
+            documentIdentity = identity
+            documentOnDisk = nil
+            documentSource = read.map(ManifestFile.fingerprint) ?? ""
+            if let bytes = read, let (f, s, assets) = try? DocumentFile.decode(bytes, path: paths.document), assets == pageAssets {
+                documentOnDisk = DocumentFileKey(clock: s.clock, coveredOffset: f.log.offset, incarnation: f.incarnation,
+                                                 assetsGeneration: assetsGeneration)
+            }
+        }
         if key != documentOnDisk {
             let file = DocumentFile(state: doc.state, coveredOffset: coveredOffset, incarnation: docLog.incarnation,
                                     assets: pageAssets)
             let bytes = try StoreJSON.encode(file)
             documentOnDisk = nil  // unknown until the replace succeeds
+            documentIdentity = []
             try DurableFile.replace(paths.document, with: bytes, io: io)
             documentOnDisk = key
             documentSource = ManifestFile.fingerprint(bytes)
+            documentIdentity = try fileIdentity(paths.document)
+        }
+        if try fileIdentity(paths.manifest) != manifestIdentity {
+            // Another process saved: its page snapshots may differ from the counts cached here.
+            let (read, identity) = try Document.readWithIdentity(paths.manifest, io: io)
+            manifestIdentity = identity
+            manifestOnDisk = read.flatMap { try? ManifestFile.decode($0, path: paths.manifest) }
+            manifestBytesAtOpen = nil
+            let loaded = Set(pages.keys)
+            snapshotCounts = snapshotCounts.filter { loaded.contains($0.key) && pages[$0.key]?.othersSinceSnapshot == false }
         }
         let basis: ManifestBasis
         if let b = manifestBasis, b.clock == doc.clock {
@@ -79,7 +144,9 @@ extension Document {
             let bytes = try StoreJSON.encode(manifest)
             if bytes != manifestBytesAtOpen {
                 manifestOnDisk = nil
+                manifestIdentity = []
                 try DurableFile.replace(paths.manifest, with: bytes, io: io)
+                manifestIdentity = try fileIdentity(paths.manifest)
             }
             manifestOnDisk = manifest
             manifestBytesAtOpen = nil
@@ -107,7 +174,7 @@ extension Document {
         autosaveTask = nil
         guard !closed, broken == nil else { return }
         do {
-            try autosave()
+            try locked { try autosave() }
             autosaveFailure = nil
         } catch let e as LnoteError {
             autosaveFailure = e
@@ -131,9 +198,11 @@ extension Document {
     /// snapshot, document.json and manifest.json.
     public func flush() async throws {
         try checkUsable()
-        firstUnsaved = nil
-        for lp in pages.values where lp.dirty { try snapshot(lp) }
-        try saveDocumentFiles()
+        try locked {
+            firstUnsaved = nil
+            for lp in pages.values where lp.dirty { try snapshot(lp) }
+            try saveDocumentFiles()
+        }
         autosaveFailure = nil
     }
 
@@ -141,26 +210,45 @@ extension Document {
     public func closePage(_ pid: PageID) async throws {
         try checkUsable()
         guard let lp = pages[pid] else { return }
-        if lp.dirty { try snapshot(lp) } else { try syncNow(.page(pid), lp.log) }
+        if lp.dirty { try locked { try snapshot(lp) } } else { try syncNow(.page(pid), lp.log) }
+        guard pages[pid] === lp else { return }
         pages[pid] = nil
         try lp.log.close()
     }
 
-    /// Saves everything, removes orphan assets ([PKG-15]) and releases every file.
-    /// The handle is unusable afterwards. Safe to call once; later calls do nothing.
+    /// Gives back the lease this caller got from `Notebook.openDocument` ([PKG-94]): what
+    /// changed is saved (as `flush()` does), and when no other lease remains — another
+    /// caller, or the notebook's own work (a sync, a delete) — the handle is closed for good:
+    /// orphan assets ([PKG-15]) are removed and every file released. A handle that is still
+    /// leased elsewhere stays usable; its holder's calls go on. Calling it more times than
+    /// the document was opened does nothing.
     public func close() async throws {
+        guard !closed else { return }
+        guard let lease, try await lease(id) else {
+            try await closeNow()
+            return
+        }
+    }
+
+    /// Saves everything, removes orphan assets ([PKG-15]) and releases every file: the
+    /// handle is unusable afterwards. Safe to call once; later calls do nothing.
+    func closeNow() async throws {
         guard !closed else { return }
         var failure: Error?
         if broken == nil {
             do {
-                for lp in pages.values where lp.dirty { try snapshot(lp) }
-                try removeOrphanAssets()
-                try saveDocumentFiles()
+                try locked {
+                    for lp in pages.values where lp.dirty { try snapshot(lp) }
+                    try removeOrphanAssets()
+                    try saveDocumentFiles()
+                }
             } catch {
                 failure = error
             }
         }
         closed = true
+        watcher?.stop()
+        watcher = nil
         autosaveTask?.cancel()
         autosaveTask = nil
         for key in Array(syncWaiters.keys) { failWaiters(key, LnoteError(.invalidState, "document closed")) }
@@ -169,13 +257,13 @@ extension Document {
         }
         pages = [:]
         do { try docLog.close() } catch { failure = failure ?? error }
-        if let onClose { await onClose(id) }
+        hub.finish()
         if let failure { throw failure }
     }
 
     var isClosed: Bool { closed }
 
-    func setOnClose(_ f: @escaping @Sendable (DocumentID) async -> Void) { onClose = f }
+    func setLease(_ f: @escaping @Sendable (DocumentID) async throws -> Bool) { lease = f }
 
     // MARK: - Orphan assets
 
@@ -185,8 +273,12 @@ extension Document {
     /// applied or replayed here and every snapshot loaded) decide quickly that nothing is
     /// orphaned; before anything is removed every page's whole log and snapshot are read to
     /// confirm.
+    ///
+    /// Under the document lock: every append that references an asset is made under it too,
+    /// after its asset is written ([PKG-14]), so what the logs say here is complete.
     @discardableResult
     func removeOrphanAssets() throws -> [AssetID] {
+        precondition(lockDepth > 0, "removing assets needs the document lock")
         let names = try io.listDirectory(paths.assets)
         var candidates = Set(names.compactMap(AssetID.init(hex:)))
         for a in pageAssets.values { candidates.subtract(a) }
@@ -214,7 +306,8 @@ extension Document {
     /// checkpoint-installed page's log does not hold the adds its base covers).
     func assetsReferenced(by pid: PageID) throws -> Set<AssetID>? {
         var out = Set<AssetID>()
-        if let lp = pages[pid] {
+        if pages[pid] != nil {
+            let lp = try loadedPage(pid, allowUnknown: true)
             try syncNow(.page(pid), lp.log)
             out.formUnion(lp.replica.elements.compactMap(\.content.image?.asset))
             for f in try readAllFrames(lp) { if let a = Document.imageAsset(in: f) { out.insert(a) } }
@@ -248,6 +341,15 @@ extension Document {
         do {
             return try lp.log.readFrames(from: UInt64(LogHeader.size))
         } catch let e as LnoteError where e.code == .corrupt {
+            return try locked { try salvagePage(lp) }
+        }
+    }
+
+    /// Salvages a loaded page's log ([PKG-38]) under the document lock and applies what the
+    /// rewritten log gives back. Returns every frame of it.
+    func salvagePage(_ lp: LoadedPage) throws -> [LoggedFrame] {
+        precondition(lockDepth > 0, "a salvage needs the document lock")
+        do {
             let replay = try lp.log.recover()
             var report = replay.report
             // Offsets changed with the new incarnation: re-offer every frame (the engine skips
@@ -265,6 +367,7 @@ extension Document {
             // [PKG-51] The state keeps what the damage took from the log: record it, so that
             // sync offers the clock of what the log still holds and a peer sends it back.
             try settleMissing(lp, frames: replay.frames)
+            emitPageEvents(applied, lp, origin: .otherProcess)
             return replay.frames
         }
     }

@@ -7,17 +7,22 @@ extension Document {
     /// operations are applied here.
     public func clock(page pid: PageID? = nil) throws -> VectorClock {
         try checkUsable()
+        try refreshDocument()
         guard let pid else { return doc.clock }
         if pages[pid] == nil, try !pageHasFiles(pid) { return VectorClock() }
         return try loadedPage(pid, allowUnknown: true).replica.clock
     }
 
     /// Every page of the document, deleted ones included, in document order.
-    public var allPageIDs: [PageID] { doc.state.pages.map(\.id) }
+    public var allPageIDs: [PageID] {
+        refreshQuietly()
+        return doc.state.pages.map(\.id)
+    }
 
     /// Every page log this document holds: the document's pages, and pages that received
     /// operations before their `addPage` arrived.
     public func pageLogs() throws -> [PageID] {
+        try refreshDocument()
         var ids = Set(doc.state.pages.map(\.id)).union(pages.keys)
         for name in try io.listDirectory(paths.pages) where name.hasSuffix(".log") && !DurableFile.isTemporaryName(name) {
             if let p = PageID(String(name.dropLast(4))) { ids.insert(p) }
@@ -75,6 +80,7 @@ extension Document {
     /// The held operations `clock` does not cover, without the history check.
     private func unchecked(page pid: PageID?, notCoveredBy clock: VectorClock) async throws -> [(frame: Frame, op: Op)] {
         try checkUsable()
+        try refreshDocument()
         let frames: [LoggedFrame]
         let path: String
         if let pid {
@@ -133,40 +139,69 @@ extension Document {
     ///   applied then.
     @discardableResult
     public func receive(_ ops: [Op], page pid: PageID? = nil) async throws -> ReceiveOutcome {
+        try await receive(ops, page: pid, assets: [])
+    }
+
+    /// `receive`, first writing `assets` (bytes of assets the operations reference) into the
+    /// package in the same hold of the document lock ([PKG-14]), so no close in another
+    /// process can remove them as orphans before the operations are stored.
+    ///
+    /// Events ([PKG-95]): the operations applied are told to `changes` subscribers (origin
+    /// `merge`) after they are durable.
+    func receive(_ ops: [Op], page pid: PageID?, assets: [[UInt8]]) async throws -> ReceiveOutcome {
         try checkUsable()
         for op in ops where op.body.isPageOperation != (pid != nil) {
             throw LnoteError(.invalidArgument, "\(op.body.name) \(op.id) does not belong in a \(pid == nil ? "document" : "page") log")
         }
-        guard let pid else { return try await receiveDocument(ops) }
-        let lp = try loadedPage(pid, allowUnknown: true)
-        // Built before sorting: reading the whole log may salvage it, which changes `missing`.
-        if ops.contains(where: { lp.replica.contains($0.id) && !lp.missing.contains($0.id) }) { _ = try logIndex(lp) }
-        let base = try baseClock(page: pid)
-        let sorted = try Document.sort(ops, contains: lp.replica.contains, missing: lp.missing, base: base,
-                                       index: lp.logIndex) { try lp.log.readFrame(at: $0) }
-        let incoming = sorted.fresh + sorted.healed
-        guard !incoming.isEmpty else { return ReceiveOutcome(appended: 0, applied: [], forks: sorted.forks) }
-        for op in incoming {
-            if case .add(.image(let i), _) = op.body, try !hasAsset(i.asset) {
-                throw LnoteError(.notFound, "asset \(i.asset) of operation \(op.id) is not stored; store it before the operation",
-                                 path: paths.asset(i.asset))
+        guard let pid else { return try await receiveDocument(ops, assets: assets) }
+        struct Staged {
+            var sorted: SortedReceipt
+            var incoming: [Op] = []
+            var applied: [Op] = []
+            var lp: LoadedPage?
+        }
+        let staged = try locked { () -> Staged in
+            try checkUsable()
+            for bytes in assets { try writeAsset(bytes) }
+            let lp = try loadedPage(pid, allowUnknown: true)
+            // Built before sorting: reading the whole log may salvage it, which changes `missing`.
+            if ops.contains(where: { lp.replica.contains($0.id) && !lp.missing.contains($0.id) }) { _ = try logIndex(lp) }
+            let base = try baseClock(page: pid)
+            let sorted = try Document.sort(ops, contains: lp.replica.contains, missing: lp.missing, base: base,
+                                           index: lp.logIndex) { try lp.log.readFrame(at: $0) }
+            let incoming = sorted.fresh + sorted.healed
+            guard !incoming.isEmpty else { return Staged(sorted: sorted) }
+            for op in incoming {
+                if case .add(.image(let i), _) = op.body, try !hasAsset(i.asset) {
+                    throw LnoteError(.notFound, "asset \(i.asset) of operation \(op.id) is not stored; store it before the operation",
+                                     path: paths.asset(i.asset))
+                }
+            }
+            // The engine validates everything before applying anything.
+            let applied = try lp.replica.receive(sorted.fresh)
+            let offsets = try writeFrames(incoming, to: lp)
+            // Recorded before the lock is released: a snapshot never covers a waiting operation.
+            let done = Set(applied.map(\.id))
+            for (op, off) in zip(sorted.fresh, offsets) where !done.contains(op.id) { lp.pendingOffsets[op.id] = off }
+            for op in lp.pendingOffsets.keys where lp.replica.clock.covers(op) { lp.pendingOffsets[op] = nil }
+            if lp.logIndex != nil {
+                for (op, off) in zip(incoming, offsets) where lp.logIndex?[op.id] == nil { lp.logIndex?[op.id] = off }
+            }
+            return Staged(sorted: sorted, incoming: incoming, applied: applied, lp: lp)
+        }
+        guard let lp = staged.lp else { return ReceiveOutcome(appended: 0, applied: [], forks: staged.sorted.forks) }
+        try await finishAppend(to: lp)
+        let sorted = staged.sorted
+        if !sorted.healed.isEmpty {
+            try locked {
+                for op in sorted.healed { lp.missing.remove(op.id) }
+                try writeMissing(lp.missing, to: paths.missing(pid))
             }
         }
-        // The engine validates everything before applying anything.
-        let applied = try lp.replica.receive(sorted.fresh)
-        let offsets = try await append(incoming, to: lp)
-        let done = Set(applied.map(\.id))
-        for (op, off) in zip(sorted.fresh, offsets) where !done.contains(op.id) { lp.pendingOffsets[op.id] = off }
-        for op in lp.pendingOffsets.keys where lp.replica.clock.covers(op) { lp.pendingOffsets[op] = nil }
-        if lp.logIndex != nil {
-            for (op, off) in zip(incoming, offsets) where lp.logIndex?[op.id] == nil { lp.logIndex?[op.id] = off }
-        }
-        if !sorted.healed.isEmpty {
-            for op in sorted.healed { lp.missing.remove(op.id) }
-            try writeMissing(lp.missing, to: paths.missing(pid))
-        }
-        noteAssets(of: incoming.compactMap(\.addedContent), page: pid)
-        return ReceiveOutcome(appended: incoming.count, applied: applied, healed: sorted.healed.map(\.id), forks: sorted.forks)
+        noteAssets(of: staged.incoming.compactMap(\.addedContent), page: pid)
+        emitPageEvents(staged.applied, lp, origin: .merge)
+        return ReceiveOutcome(appended: staged.incoming.count, applied: staged.applied, healed: sorted.healed.map(\.id),
+                              forks: sorted.forks)
     }
 
     /// Received operations sorted by what the log holds ([PKG-43], [PKG-54], [PKG-58]).
@@ -214,37 +249,64 @@ extension Document {
         return out
     }
 
-    private func receiveDocument(_ ops: [Op]) async throws -> ReceiveOutcome {
-        if ops.contains(where: { doc.contains($0.id) && !docMissing.contains($0.id) }) { _ = try documentLogIndex() }
-        let sorted = try Document.sort(ops, contains: doc.contains, missing: docMissing, base: nil,
-                                       index: docLogIndex) { try docLog.readFrame(at: $0) }
-        let incoming = sorted.fresh + sorted.healed
-        guard !incoming.isEmpty else { return ReceiveOutcome(appended: 0, applied: [], forks: sorted.forks) }
-        var next = doc
-        let applied = try next.receive(sorted.fresh)
-        var offset = docLog.end
-        let frames = incoming.map(OperationCodec.encode)
-        try docLog.write(encoded: frames)
-        doc = next
-        let done = Set(applied.map(\.id))
-        for (i, (op, frame)) in zip(incoming, frames).enumerated() {
-            if i < sorted.fresh.count && !done.contains(op.id) { docPendingOffsets[op.id] = offset }
-            if docLogIndex != nil && docLogIndex?[op.id] == nil { docLogIndex?[op.id] = offset }
-            offset += UInt64(frame.count)
+    private func receiveDocument(_ ops: [Op], assets: [[UInt8]]) async throws -> ReceiveOutcome {
+        struct Staged {
+            var sorted: SortedReceipt
+            var incoming: [Op] = []
+            var applied: [Op] = []
         }
-        for id in docPendingOffsets.keys where doc.clock.covers(id) { docPendingOffsets[id] = nil }
-        noteEdit()
-        do {
-            try await makeDurable(.document, docLog)
-        } catch let e as LnoteError {
-            broken = e
-            throw e
+        let staged = try locked { () -> Staged in
+            try checkUsable()
+            for bytes in assets { try writeAsset(bytes) }
+            if ops.contains(where: { doc.contains($0.id) && !docMissing.contains($0.id) }) { _ = try documentLogIndex() }
+            let sorted = try Document.sort(ops, contains: doc.contains, missing: docMissing, base: nil,
+                                           index: docLogIndex) { try docLog.readFrame(at: $0) }
+            let incoming = sorted.fresh + sorted.healed
+            guard !incoming.isEmpty else { return Staged(sorted: sorted) }
+            var next = doc
+            let applied = try next.receive(sorted.fresh)
+            var offset = docLog.end
+            let frames = incoming.map(OperationCodec.encode)
+            origins?.register(incoming.map(\.id), origin: .merge)
+            do {
+                try docLog.write(encoded: frames)
+            } catch {
+                origins?.forget(incoming.map(\.id))
+                throw error
+            }
+            doc = next
+            let done = Set(applied.map(\.id))
+            for (i, (op, frame)) in zip(incoming, frames).enumerated() {
+                if i < sorted.fresh.count && !done.contains(op.id) { docPendingOffsets[op.id] = offset }
+                if docLogIndex != nil && docLogIndex?[op.id] == nil { docLogIndex?[op.id] = offset }
+                offset += UInt64(frame.count)
+            }
+            for id in docPendingOffsets.keys where doc.clock.covers(id) { docPendingOffsets[id] = nil }
+            noteEdit()
+            try syncDocumentLog(forgetting: incoming.map(\.id))
+            return Staged(sorted: sorted, incoming: incoming, applied: applied)
         }
+        let sorted = staged.sorted
+        guard !staged.incoming.isEmpty else { return ReceiveOutcome(appended: 0, applied: [], forks: sorted.forks) }
+        if options.groupCommit != nil {
+            do {
+                try await makeDurable(.document, docLog)
+            } catch let e as LnoteError {
+                broken = e
+                origins?.forget(staged.incoming.map(\.id))
+                throw e
+            }
+        }
+        origins?.markDurable(staged.incoming.map(\.id), document: id)
         if !sorted.healed.isEmpty {
-            for op in sorted.healed { docMissing.remove(op.id) }
-            try writeMissing(docMissing, to: paths.documentMissing)
+            try locked {
+                for op in sorted.healed { docMissing.remove(op.id) }
+                try writeMissing(docMissing, to: paths.documentMissing)
+            }
         }
-        return ReceiveOutcome(appended: incoming.count, applied: applied, healed: sorted.healed.map(\.id), forks: sorted.forks)
+        emitDocumentEvents(staged.applied, origin: .merge)
+        return ReceiveOutcome(appended: staged.incoming.count, applied: staged.applied, healed: sorted.healed.map(\.id),
+                              forks: sorted.forks)
     }
 
     /// Every frame of document.log; damage is salvaged, reported and the log re-offered.
@@ -252,17 +314,27 @@ extension Document {
         do {
             return try docLog.readFrames(from: UInt64(LogHeader.size))
         } catch let e as LnoteError where e.code == .corrupt {
+            return try locked { try salvageDocumentLog() }
+        }
+    }
+
+    /// Salvages `document.log` ([PKG-38]) under the document lock and applies what the
+    /// rewritten log gives back. Returns every frame of it.
+    func salvageDocumentLog() throws -> [LoggedFrame] {
+        precondition(lockDepth > 0, "a salvage needs the document lock")
+        do {
             let replay = try docLog.recover()
             var report = replay.report
             var pending: [OpID: UInt64] = [:]
             var next = doc
-            _ = try Document.feed(replay.frames, kind: .document, fromStart: true, path: docLog.path,
-                                  report: &report, pending: &pending) { try next.receive($0) }
+            let applied = try Document.feed(replay.frames, kind: .document, fromStart: true, path: docLog.path,
+                                            report: &report, pending: &pending) { try next.receive($0) }
             doc = next
             docPendingOffsets = pending.filter { !next.clock.covers($0.key) }
             docLogIndex = nil
             reports.append(report)
             try settleDocumentMissing(frames: replay.frames)
+            emitDocumentEvents(applied, origin: .otherProcess)
             return replay.frames
         }
     }

@@ -4,6 +4,7 @@ import Glibc
 import Darwin
 #endif
 import Foundation
+import Synchronization
 import LnoteModel
 import LnoteReplication
 
@@ -14,6 +15,23 @@ import LnoteReplication
 /// snapshots (`document.json`, `pages/<id>.content`) and `manifest.json` are rewritten
 /// later by autosave, `flush()` or `close()`, atomically ([PKG-20]). Only pages that
 /// changed are rewritten ([PKG-16]).
+///
+/// **Several processes.** Other processes (and other handles) may have the same package
+/// open ([PKG-61]). Every change to its files is made holding the document lock
+/// `<UUID>.lnote/lock` for that change only ([PKG-82]); under it, this handle first reads
+/// what the logs gained since it last looked, so operation ids and Lamport timestamps are
+/// allocated from the log's real tail ([PKG-84]). Reads take no lock: before each read or
+/// write this handle compares each log it uses with what it read (`fstat`, `stat`) and
+/// applies only the new frames ([PKG-87]); a log another process rewrote is read again.
+///
+/// **Threads.** The actor runs on a thread of its own (`StoreExecutor`): its blocking
+/// system calls never occupy Swift's cooperative threads.
+///
+/// **Leases.** A handle from `Notebook.openDocument` is shared by every caller that opens
+/// the same document in that notebook, and by the notebook's own work (sync, delete,
+/// restore). Each `openDocument` is one lease and each `close()` gives one back (after
+/// saving what changed); the files are released when the last lease goes, so nobody's
+/// handle is closed under them. Only `Notebook.close()` closes it regardless.
 ///
 /// A failed append or sync of a page log unloads that page (its next use re-reads it from
 /// disk, the truth); a failed sync of `document.log` makes this handle unusable (reopen
@@ -28,6 +46,25 @@ public actor Document {
     nonisolated let identity: ReplicaIdentity
     nonisolated let io: Syscalls
     let options: StoreOptions
+    /// The thread this actor runs on.
+    nonisolated let executor: StoreExecutor
+    public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
+    /// `<UUID>.lnote/lock` ([PKG-80]).
+    nonisolated let lock: FileLock
+    /// Nesting depth of `locked` sections (the lock is taken by the outermost).
+    var lockDepth = 0
+    /// True once the document's state was read from its files.
+    var loaded = false
+    /// Where `changes` subscribers get their events.
+    nonisolated let hub: ChangeHub
+    /// The notebook's record of this process's document operations (for `Notebook.changes`).
+    let origins: OriginRegistry?
+    /// Watches the package while `changes` has subscribers.
+    var watcher: FolderWatcher?
+    /// What the watcher reported since the last refresh it started.
+    nonisolated let pendingWatch = Mutex<(scheduled: Bool, paths: Set<String>?, everything: Bool)>((false, [], false))
+    /// Log sizes of pages this handle has not loaded, for telling `pageChanged` when polling.
+    var unloadedLogSizes: [PageID: UInt64] = [:]
 
     var doc: DocumentReplica
     var docLog: PageLog
@@ -38,7 +75,7 @@ public actor Document {
     /// ([PKG-58]); nil until then and after a rewrite of the log.
     var docLogIndex: [OpID: UInt64]?
     /// Assets each page references: document.json's cache ([PKG-15]); only grows.
-    var pageAssets: [PageID: Set<AssetID>]
+    var pageAssets: [PageID: Set<AssetID>] = [:]
     /// Bumped whenever `pageAssets` grows: document.json must then be rewritten.
     var assetsGeneration = 0
     /// Each page's element count and modification time as its snapshot on disk records
@@ -52,6 +89,10 @@ public actor Document {
     var documentOnDisk: DocumentFileKey?
     /// `sha256:<hex>` of the document.json bytes on disk (the manifest's `source`).
     var documentSource = ""
+    /// The identity (`FileIdentity`) of the document.json and manifest.json this handle last
+    /// read or wrote: another one means another process saved ([PKG-93]).
+    var documentIdentity: [UInt64] = []
+    var manifestIdentity: [UInt64] = []
     /// The manifest on disk once this handle compared or wrote it; until then the bytes read
     /// at open are in `manifestBytesAtOpen`.
     var manifestOnDisk: ManifestFile?
@@ -73,36 +114,161 @@ public actor Document {
     var syncWaiters: [LogKey: [CheckedContinuation<Void, Error>]] = [:]
     var syncTimers: [LogKey: Task<Void, Never>] = [:]
 
-    var onClose: (@Sendable (DocumentID) async -> Void)?
+    /// Gives a lease back to the notebook that handed this handle out (`close()`); false when
+    /// that notebook is gone (the handle then closes itself); nil for a handle nobody shares.
+    var lease: (@Sendable (DocumentID) async throws -> Bool)?
 
     enum LogKey: Hashable {
         case document
         case page(PageID)
     }
 
-    /// Opens the package at `paths` ([PKG-40]): reads document.json (or rebuilds it from the
-    /// log when missing or damaged), replays document.log from the offset it covers, and
-    /// reconciles manifest.json, reading the first bytes of every live page's snapshot
-    /// ([PKG-13]). Removes temporary files left by interrupted writes.
-    init(paths: PackagePaths, identity: ReplicaIdentity, io: Syscalls, options: StoreOptions) async throws {
+    /// A handle that has read nothing yet (`open` reads the package).
+    init(paths: PackagePaths, identity: ReplicaIdentity, io: Syscalls, options: StoreOptions, origins: OriginRegistry? = nil) {
         self.id = paths.id
         self.paths = paths
         self.identity = identity
         self.io = io
         self.options = options
+        self.origins = origins
+        self.executor = StoreExecutor(name: "lnote.document")
+        self.lock = FileLock.document(paths, io: io, timeout: options.lockTimeout)
+        self.hub = ChangeHub(document: paths.id)
+        self.doc = DocumentReplica(id: paths.id)
+        self.docLog = PageLog(absent: paths.documentLog, kind: .document, owner: paths.id.uuid, io: io)
+    }
+
+    /// Opens the package at `paths` ([PKG-40]): reads document.json (or rebuilds it from the
+    /// log when missing or damaged), replays document.log from the offset it covers, and
+    /// reconciles manifest.json, reading the first bytes of every live page's snapshot
+    /// ([PKG-13]). Reading takes no lock; a repair (damage, a snapshot that does not pair with
+    /// its log) waits for the document lock; bringing document.json and manifest.json up to
+    /// date and removing temporary files are done only when the lock is free at once
+    /// ([PKG-85]). All of it on the document's own thread.
+    static func open(paths: PackagePaths, identity: ReplicaIdentity, io: Syscalls, options: StoreOptions,
+                     origins: OriginRegistry? = nil) async throws -> Document {
+        let d = Document(paths: paths, identity: identity, io: io, options: options, origins: origins)
+        do {
+            try await d.load()
+        } catch {
+            await d.abandon()
+            throw error
+        }
+        return d
+    }
+
+    /// Reads the package (see `open`).
+    func load() throws {
         guard let st = try io.stat(paths.root), st.isDirectory else {
             throw LnoteError(.notFound, "no document package", path: paths.root)
         }
-        for dir in [paths.root, paths.pages, paths.assets, paths.thumbnails] {
-            try io.mkdir(dir, existingOK: true)
-            try DurableFile.removeTemporaryFiles(in: dir, io: io)
+        let dirs = [paths.pages, paths.assets, paths.thumbnails]
+        if try dirs.contains(where: { try io.stat($0)?.isDirectory != true }) {
+            try locked { for dir in dirs { try io.mkdir(dir, existingOK: true) } }
         }
+        if try !loadDocumentWithoutLock() {
+            try locked { try loadDocumentLocked() }
+        }
+        loaded = true
+        let (manifest, identity) = try Document.readWithIdentity(paths.manifest, io: io)
+        manifestBytesAtOpen = manifest
+        manifestIdentity = identity
+        // [PKG-21] [PKG-85] Only when nobody else holds the lock now: a temporary file is then
+        // left by a dead writer; healing document.json and the manifest ([PKG-13]) can wait
+        // for the writer that holds the lock, who saves them itself.
+        _ = try tryLocked {
+            for dir in [paths.root] + dirs { try DurableFile.removeTemporaryFiles(in: dir, io: io) }
+            try saveDocumentFiles()
+        }
+    }
+
+    /// A handle whose opening failed: releases what it opened.
+    func abandon() {
+        closed = true
+        try? docLog.close()
+        for p in pages.values { try? p.log.close() }
+        pages = [:]
+        hub.finish()
+    }
+
+    /// The bytes of a file and its identity (inode, size, modification time) taken on the
+    /// descriptor the bytes were read from; (nil, []) when it does not exist.
+    static func readWithIdentity(_ path: String, io: Syscalls) throws -> (bytes: [UInt8]?, identity: [UInt64]) {
+        let fd: FileDescriptor
+        do {
+            fd = try io.open(path, O_RDONLY)
+        } catch let e as LnoteError where e.isNotFound {
+            return (nil, [])
+        }
+        do {
+            let st = try io.fstat(fd)
+            let bytes = try io.readToEnd(fd)
+            try fd.close()
+            return (bytes, [st.inode, st.size, UInt64(bitPattern: st.modifiedSeconds), UInt64(bitPattern: st.modifiedNanoseconds)])
+        } catch {
+            try? fd.close()
+            throw error
+        }
+    }
+
+    /// The identity of a file now ([] when absent).
+    func fileIdentity(_ path: String) throws -> [UInt64] {
+        guard let st = try io.stat(path) else { return [] }
+        return [st.inode, st.size, UInt64(bitPattern: st.modifiedSeconds), UInt64(bitPattern: st.modifiedNanoseconds)]
+    }
+
+    /// The common case, without the lock ([PKG-85], [PKG-86]): document.json decodes and
+    /// names this document, no `document.missing`, and document.log holds whole frames from
+    /// the offset document.json covers (an append in progress at its end is left for later).
+    /// False when anything needs a repair, which `loadDocumentLocked` makes under the lock.
+    func loadDocumentWithoutLock() throws -> Bool {
+        // [PKG-86] The snapshot first, then the log: a log only grows while it keeps its
+        // incarnation, so the offset document.json covers is then within what is read.
+        let (read, identity) = try Document.readWithIdentity(paths.document, io: io)
+        guard let bytes = read, let (f, s, assets) = try? DocumentFile.decode(bytes, path: paths.document), s.id == paths.id,
+              try io.stat(paths.documentMissing) == nil,
+              let (log, replay) = try PageLog.openForReading(path: paths.documentLog, kind: .document, owner: paths.id.uuid,
+                                                             from: f.log.offset, incarnation: f.incarnation, io: io)
+        else { return false }
+        var report = replay.report
+        var replica = DocumentReplica(state: s)
+        var pending: [OpID: UInt64] = [:]
+        do {
+            try Document.feed(replay.frames, kind: .document, fromStart: false, path: paths.documentLog,
+                              report: &report, pending: &pending) { try replica.receive($0) }
+        } catch {
+            try? log.close()
+            throw error
+        }
+        pending = pending.filter { !replica.clock.covers($0.key) }
+        if pending.keys.contains(where: { $0.replica == self.identity.current }) {
+            try? log.close()
+            return false  // [PKG-56] needs a new replica id: under the lock
+        }
+        if !report.isClean { reports.append(report) }
+        try? docLog.close()
+        doc = replica
+        docLog = log
+        docPendingOffsets = pending
+        pageAssets.merge(assets) { $0.union($1) }
+        documentOnDisk = DocumentFileKey(clock: s.clock, coveredOffset: f.log.offset, incarnation: f.incarnation,
+                                         assetsGeneration: pageAssets == assets ? assetsGeneration : -1)
+        documentSource = ManifestFile.fingerprint(bytes)
+        documentIdentity = identity
+        return true
+    }
+
+    /// Reads the package under the document lock, repairing what needs it ([PKG-40],
+    /// [PKG-47], [PKG-51], [PKG-56]).
+    func loadDocumentLocked() throws {
+        precondition(lockDepth > 0, "loadDocumentLocked needs the document lock")
         var opening: [RecoveryReport] = []
         var base = DocumentState(id: paths.id)
         var baseAssets: [PageID: Set<AssetID>] = [:]
         var covered: (UInt64, UInt64)?
-        var onDisk: (key: DocumentFileKey, source: String)?
-        if let bytes = try DurableFile.readIfExists(paths.document, io: io) {
+        var onDisk: (key: DocumentFileKey, source: String, identity: [UInt64])?
+        let (read, fileIdentity) = try Document.readWithIdentity(paths.document, io: io)
+        if let bytes = read {
             do {
                 let (f, s, assets) = try DocumentFile.decode(bytes, path: paths.document)
                 guard s.id == paths.id else {
@@ -113,7 +279,7 @@ public actor Document {
                 covered = (f.log.offset, f.incarnation)
                 onDisk = (DocumentFileKey(clock: s.clock, coveredOffset: f.log.offset, incarnation: f.incarnation,
                                           assetsGeneration: 0),
-                          ManifestFile.fingerprint(bytes))
+                          ManifestFile.fingerprint(bytes), fileIdentity)
             } catch let e as LnoteError where e.code == .corrupt || e.code == .truncated {
                 // The log is the truth: preserve the damaged snapshot and rebuild from the whole log.
                 var r = RecoveryReport(path: paths.document)
@@ -184,22 +350,25 @@ public actor Document {
             }
             opening.append(u.report)
         }
+        try? docLog.close()
         self.doc = replica
         self.docLog = log
         self.docPendingOffsets = pending
-        self.pageAssets = baseAssets
-        self.documentOnDisk = onDisk?.key
+        self.docMissing = OpRanges()
+        self.pageAssets.merge(baseAssets) { $0.union($1) }
+        self.documentOnDisk = onDisk.map {
+            var k = $0.key
+            k.assetsGeneration = pageAssets == baseAssets ? assetsGeneration : -1
+            return k
+        }
         self.documentSource = onDisk?.source ?? ""
-        self.reports = opening
-        self.manifestBytesAtOpen = try DurableFile.readIfExists(paths.manifest, io: io)
+        self.documentIdentity = onDisk?.identity ?? []
+        self.reports += opening
         // [PKG-51] What the document's state holds that document.log lacks (see `loadedPage`).
         let fromHeader = replay.start == UInt64(LogHeader.size)
         if try fromHeader || io.stat(paths.documentMissing) != nil {
             try settleDocumentMissing(frames: fromHeader ? replay.frames : try docLog.readFrames(from: UInt64(LogHeader.size)))
         }
-        // [PKG-13] document.json is brought up to date with the log, and manifest.json with
-        // document.json and the live pages' snapshots (read here: one prefix per page).
-        try saveDocumentFiles()
     }
 
     isolated deinit {
@@ -209,24 +378,308 @@ public actor Document {
             try? docLog.close()
             for p in pages.values { try? p.log.close() }
             autosaveTask?.cancel()
+            watcher?.stop()
+            hub.finish()
         }
+    }
+
+    // MARK: - The document lock ([PKG-80] … [PKG-84])
+
+    /// Runs `body` holding the document lock, after bringing the document log and the replica
+    /// id up to date ([PKG-84], [PKG-89]). Sections nest (the outermost takes the lock). The
+    /// body is synchronous: the lock is never held across a suspension, so no other call of
+    /// this actor runs inside it.
+    ///
+    /// - Throws: `invalidState` when another holder kept the lock past `lockTimeout` ([PKG-81]).
+    func locked<T>(_ body: () throws -> T) throws -> T {
+        if lockDepth > 0 {
+            lockDepth += 1
+            defer { lockDepth -= 1 }
+            return try body()
+        }
+        let held = try lock.acquire()
+        lockDepth = 1
+        defer {
+            lockDepth = 0
+            held.release()
+        }
+        try catchUpUnderLock()
+        return try body()
+    }
+
+    /// `locked`, only when the lock is free now; nil (and `body` not run) otherwise.
+    func tryLocked<T>(_ body: () throws -> T) throws -> T? {
+        if lockDepth > 0 { return try locked(body) }
+        guard let held = try lock.tryAcquire() else { return nil }
+        lockDepth = 1
+        defer {
+            lockDepth = 0
+            held.release()
+        }
+        try catchUpUnderLock()
+        return try body()
+    }
+
+    private func catchUpUnderLock() throws {
+        try identity.refreshIfChanged()
+        if loaded { try refreshDocument() }
+    }
+
+    // MARK: - What other processes wrote ([PKG-87])
+
+    /// Applies what `document.log` gained since this handle last read it (only the new
+    /// frames); reads the document again when the log was replaced or shrank; salvages
+    /// damage under the lock.
+    func refreshDocument() throws {
+        guard loaded, !closed, broken == nil else { return }
+        switch try docLog.catchUp(underLock: lockDepth > 0) {
+        case .unchanged:
+            break
+        case .grew(let frames):
+            try applyDocumentFrames(frames, origin: .otherProcess)
+        case .replaced:
+            try reloadDocument()
+        case .damaged:
+            if lockDepth > 0 { _ = try salvageDocumentLog() } else { try locked {} }
+        }
+        for t in docLog.takeCutTails() {
+            var r = RecoveryReport(path: docLog.path)
+            r.tornTail = t
+            reports.append(r)
+        }
+    }
+
+    /// `refreshDocument` for the reads that cannot throw: a failure shows at the next call
+    /// that can.
+    func refreshQuietly() {
+        try? refreshDocument()
+    }
+
+    /// Document frames another process appended: applied, and told to subscribers.
+    func applyDocumentFrames(_ frames: [LoggedFrame], origin: Change.Origin) throws {
+        var report = RecoveryReport(path: docLog.path)
+        var pending: [OpID: UInt64] = [:]
+        var next = doc
+        let applied = try Document.feed(frames, kind: .document, fromStart: false, path: docLog.path,
+                                        report: &report, pending: &pending) { try next.receive($0) }
+        doc = next
+        for (op, off) in pending where !doc.clock.covers(op) { docPendingOffsets[op] = min(docPendingOffsets[op] ?? off, off) }
+        for op in docPendingOffsets.keys where doc.clock.covers(op) { docPendingOffsets[op] = nil }
+        for f in frames {
+            guard let opID = OperationCodec.id(of: f.frame) else { continue }
+            docMissing.remove(opID)  // another process appended what this log had lost ([PKG-54])
+            if docLogIndex != nil && docLogIndex?[opID] == nil { docLogIndex?[opID] = f.offset }
+        }
+        if !report.isClean { reports.append(report) }
+        emitDocumentEvents(applied, origin: origin)
+    }
+
+    /// Reads the document again from its files: its log was replaced (salvaged or repaired by
+    /// another process) or lost frames this handle had read (rolled back by their writer).
+    func reloadDocument() throws {
+        try? docLog.close()
+        doc = DocumentReplica(id: id)
+        docLog = PageLog(absent: paths.documentLog, kind: .document, owner: id.uuid, io: io)
+        docPendingOffsets = [:]
+        docMissing = OpRanges()
+        docLogIndex = nil
+        documentOnDisk = nil
+        documentSource = ""
+        documentIdentity = []
+        manifestBasis = nil
+        if lockDepth > 0 {
+            try loadDocumentLocked()
+        } else if try !loadDocumentWithoutLock() {
+            try locked { try loadDocumentLocked() }
+        }
+        hub.publish([Change(kind: .reloaded, origin: .otherProcess, document: id)])
+    }
+
+    /// Applies what a loaded page's log gained since this handle last read it ([PKG-87]).
+    /// Returns false when the page was dropped (its log was replaced or shrank): the caller
+    /// loads it again.
+    @discardableResult
+    func refreshPage(_ lp: LoadedPage) throws -> Bool {
+        guard pages[lp.id] === lp else { return false }
+        // A page that had no files, installed from a checkpoint by another process since: its
+        // log does not hold what the base covers ([PKG-46]), so the files are read again.
+        if lp.log.isAbsent, try io.stat(paths.base(lp.id)) != nil {
+            drop(lp, because: LnoteError(.invalidState, "the page was installed from a checkpoint by another process", path: paths.base(lp.id)))
+            hub.publish([Change(kind: .reloaded, origin: .otherProcess, document: id, page: lp.id)])
+            return false
+        }
+        switch try lp.log.catchUp(underLock: lockDepth > 0) {
+        case .unchanged:
+            break
+        case .grew(let frames):
+            try applyPageFrames(frames, to: lp, origin: .otherProcess)
+        case .replaced:
+            drop(lp, because: LnoteError(.invalidState, "the page's log was rewritten by another process", path: lp.log.path))
+            hub.publish([Change(kind: .reloaded, origin: .otherProcess, document: id, page: lp.id)])
+            return false
+        case .damaged:
+            if lockDepth > 0 {
+                _ = try salvagePage(lp)
+            } else {
+                return try locked { try refreshPage(lp) }
+            }
+        }
+        for t in lp.log.takeCutTails() {
+            var r = RecoveryReport(path: lp.log.path)
+            r.tornTail = t
+            reports.append(r)
+        }
+        return true
+    }
+
+    /// Page frames another process appended: applied, and told to subscribers.
+    func applyPageFrames(_ frames: [LoggedFrame], to lp: LoadedPage, origin: Change.Origin) throws {
+        var report = RecoveryReport(path: lp.log.path)
+        var pending: [OpID: UInt64] = [:]
+        let applied = try Document.feed(frames, kind: .page, fromStart: false, path: lp.log.path,
+                                        report: &report, pending: &pending) { try lp.replica.receive($0) }
+        for (op, off) in pending where !lp.replica.clock.covers(op) { lp.pendingOffsets[op] = min(lp.pendingOffsets[op] ?? off, off) }
+        for op in lp.pendingOffsets.keys where lp.replica.clock.covers(op) { lp.pendingOffsets[op] = nil }
+        lp.framesSinceSnapshot += frames.count
+        for f in frames {
+            guard let opID = OperationCodec.id(of: f.frame) else { continue }
+            lp.missing.remove(opID)
+            if lp.logIndex != nil && lp.logIndex?[opID] == nil { lp.logIndex?[opID] = f.offset }
+        }
+        if !applied.isEmpty {
+            lp.dirty = true
+            lp.othersSinceSnapshot = true
+        }
+        if !report.isClean { reports.append(report) }
+        noteAssets(of: applied.lazy.compactMap(\.addedContent), page: lp.id)
+        emitPageEvents(applied, lp, origin: origin)
+    }
+
+    /// Forgets a loaded page whose log this handle can no longer trust.
+    func drop(_ lp: LoadedPage, because error: LnoteError) {
+        guard pages[lp.id] === lp else { return }
+        pages[lp.id] = nil
+        failWaiters(.page(lp.id), error)
+        try? lp.log.close()
+        snapshotCounts[lp.id] = nil
+    }
+
+    // MARK: - Events
+
+    /// Subscribes to what changes in this document, from now on (see `Change` and, for the
+    /// buffering policy, `ChangeStream`): local edits when they are durable, merges from
+    /// sync (`receive`) once durable, and what other processes append. While there is a
+    /// subscriber the handle watches its package (inotify; polling where there is none), so
+    /// other processes' appends to the pages it has loaded are applied and told within
+    /// moments; a page it has not loaded is told as `pageChanged`. The stream ends when the
+    /// handle closes.
+    public var changes: ChangeStream {
+        let stream = hub.subscribe(capacity: options.changeBufferCapacity)
+        if !closed { startWatching() }
+        return stream
+    }
+
+    func emitDocumentEvents(_ applied: [Op], origin: Change.Origin) {
+        guard !applied.isEmpty, hub.hasSubscribers else { return }
+        hub.publish(ChangeDerivation.document(applied, state: doc.state, document: id, origin: origin))
+    }
+
+    func emitPageEvents(_ applied: [Op], _ lp: LoadedPage, origin: Change.Origin) {
+        guard !applied.isEmpty, hub.hasSubscribers else { return }
+        hub.publish(ChangeDerivation.page(applied, replica: lp.replica, document: id, origin: origin))
+    }
+
+    private func startWatching() {
+        guard watcher == nil else { return }
+        recordUnloadedLogSizes()
+        watcher = FolderWatcher(io: io, directories: [paths.root, paths.pages], pollInterval: options.pollInterval,
+                                forcePolling: options.forcePolling) { [weak self] changed in
+            self?.watched(changed)
+        }
+    }
+
+    private nonisolated func watched(_ changed: Set<String>?) {
+        let start = pendingWatch.withLock { w -> Bool in
+            if let changed {
+                w.paths?.formUnion(changed)
+            } else {
+                w.everything = true
+            }
+            defer { w.scheduled = true }
+            return !w.scheduled
+        }
+        if start { Task { await self.refreshFromWatcher() } }
+    }
+
+    /// What the watcher saw: the document log and the loaded pages are brought up to date
+    /// (their events told); pages not loaded whose log changed are told as `pageChanged`.
+    func refreshFromWatcher() {
+        let (changed, everything) = pendingWatch.withLock { w -> (Set<String>?, Bool) in
+            defer { w = (false, [], false) }
+            return (w.paths, w.everything)
+        }
+        guard !closed else { return }
+        refreshQuietly()
+        for lp in Array(pages.values) { _ = try? refreshPage(lp) }
+        var changedPages: [PageID] = []
+        if everything {
+            for (pid, size) in currentUnloadedLogSizes() where unloadedLogSizes[pid] != size {
+                changedPages.append(pid)
+            }
+        } else {
+            for p in changed ?? [] where p.hasPrefix(paths.pages + "/") && p.hasSuffix(".log") {
+                let name = DurableFile.split(p).name
+                guard let pid = PageID(String(name.dropLast(4))), pages[pid] == nil else { continue }
+                changedPages.append(pid)
+            }
+        }
+        recordUnloadedLogSizes()
+        guard hub.hasSubscribers else { return }
+        hub.publish(changedPages.sorted().map { Change(kind: .pageChanged, origin: .otherProcess, document: id, page: $0) })
+    }
+
+    private func currentUnloadedLogSizes() -> [PageID: UInt64] {
+        var out: [PageID: UInt64] = [:]
+        for name in (try? io.listDirectory(paths.pages)) ?? [] where name.hasSuffix(".log") && !DurableFile.isTemporaryName(name) {
+            guard let pid = PageID(String(name.dropLast(4))), pages[pid] == nil,
+                  let st = try? io.stat(paths.log(pid)) else { continue }
+            out[pid] = st.size
+        }
+        return out
+    }
+
+    private func recordUnloadedLogSizes() {
+        unloadedLogSizes = currentUnloadedLogSizes()
     }
 
     // MARK: - Reading
 
-    /// The document's replicated state (title, pages in order including deleted ones, clocks).
-    public var state: DocumentState { doc.state }
+    // Every read first applies what other processes appended ([PKG-87]); the reads that
+    // cannot throw leave a failure to do so to the next call that can.
 
-    public var title: String { doc.state.title.value }
+    /// The document's replicated state (title, pages in order including deleted ones, clocks).
+    public var state: DocumentState {
+        refreshQuietly()
+        return doc.state
+    }
+
+    public var title: String {
+        refreshQuietly()
+        return doc.state.title.value
+    }
 
     /// Live pages in document order, with their facts as of this moment.
     public var pageList: [PageInfo] {
-        doc.livePages.map { info($0) }
+        refreshQuietly()
+        for lp in Array(pages.values) { _ = try? refreshPage(lp) }
+        return doc.livePages.map { info($0) }
     }
 
     /// Pages that were deleted (soft: their content is kept and can be restored).
     public var deletedPages: [PageInfo] {
-        doc.state.pages.filter(\.deleted.value).map { info($0) }
+        refreshQuietly()
+        for lp in Array(pages.values) { _ = try? refreshPage(lp) }
+        return doc.state.pages.filter(\.deleted.value).map { info($0) }
     }
 
     /// A loaded page's facts come from its state; another page's from its snapshot's first
@@ -260,12 +713,18 @@ public actor Document {
     /// Concurrent writes to the title, page order, canvas or deletion, and pages deleted while
     /// edited elsewhere ([MERGE-65]).
     public func conflicts() -> [Conflict] {
+        refreshQuietly()
+        for lp in Array(pages.values) { _ = try? refreshPage(lp) }
         var clocks: [PageID: VectorClock] = [:]
         for (id, p) in pages { clocks[id] = p.replica.clock }
         return doc.conflicts(pageClocks: clocks)
     }
 
     // MARK: - Internals shared by the extensions
+
+    /// The name of the thread this actor's code runs on (tests: a store thread, never one
+    /// of Swift's cooperative threads).
+    func currentThreadName() -> String? { Thread.current.name }
 
     func checkUsable() throws {
         if closed { throw LnoteError(.invalidState, "document is closed", path: paths.root) }
@@ -395,6 +854,9 @@ final class LoadedPage {
     var framesSinceSnapshot = 0
     /// True when the in-memory state differs from the `.content` file.
     var dirty = false
+    /// True when another process appended to the log since this handle's last snapshot of
+    /// it: that process may have written a snapshot covering as much ([PKG-88]).
+    var othersSinceSnapshot = false
     /// `Document.useCounter` at the last access.
     var lastUse: UInt64 = 0
     /// Operations the state holds that the log lacks ([PKG-51]).

@@ -37,7 +37,9 @@ extension Notebook {
             throw LnoteError(.notFound, "asset \(a) referenced by a checkpoint of document \(docID) was not supplied")
         }
         let io = io
-        _ = try Document.createPackage(folder: path, id: docID, ops: [], io: io) { staged in
+        origins.registerCreated(docID, origin: .merge)
+        defer { pokeFollowing(docID) }
+        _ = try Document.createPackage(folder: path, id: docID, ops: [], io: io, notebookLock: notebookLock) { staged in
             for a in needed.sorted() { try DurableFile.replace(staged.asset(a), with: byID[a]!, io: io) }
             for s in pages {
                 // The base file first: a state without its base would serve a history with a hole.

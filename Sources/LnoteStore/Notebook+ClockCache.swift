@@ -124,7 +124,9 @@ extension Notebook {
     }
 
     func saveClockCache(_ cache: ClockCache) {
-        // A cache that cannot be written only makes the next sync slower.
-        try? DurableFile.replace(clockCachePath, with: cache.encoded(), io: io)
+        // A cache that cannot be written only makes the next sync slower. Under the notebook
+        // lock ([PKG-83]); two processes may each write theirs: every entry is checked against
+        // the files it was computed from before it is used ([PKG-64]).
+        try? notebookLock.withLock { try DurableFile.replace(clockCachePath, with: cache.encoded(), io: io) }
     }
 }

@@ -31,13 +31,17 @@ extension Notebook {
 
     /// Records device names learnt from a remote, by durable replace, when they change
     /// anything.
+    /// Read and written under the notebook lock ([PKG-83]), so names two processes learn at
+    /// once are both kept.
     public func learnDeviceNames(_ names: [ReplicaID: String]) throws {
         guard !names.isEmpty else { return }
-        var all = try deviceNames()
-        let before = all
-        for (r, d) in names { all[r] = d }
-        guard all != before else { return }
-        let file = DevicesFile(format: 1, devices: all.keys.sorted().map { DevicesFile.Entry(replica: $0.description, device: all[$0]!) })
-        try DurableFile.replace(devicesPath, with: try StoreJSON.encode(file), io: io)
+        try notebookLock.withLock {
+            var all = try deviceNames()
+            let before = all
+            for (r, d) in names { all[r] = d }
+            guard all != before else { return }
+            let file = DevicesFile(format: 1, devices: all.keys.sorted().map { DevicesFile.Entry(replica: $0.description, device: all[$0]!) })
+            try DurableFile.replace(devicesPath, with: try StoreJSON.encode(file), io: io)
+        }
     }
 }

@@ -97,7 +97,7 @@ extension Notebook {
                 + "another copy of this folder wrote under the same id")
         }
         let time = options.now()
-        let (folder, io) = (path, io)
+        let (folder, io, lock) = (path, io, notebookLock)
         for f in merged.values.sorted(by: { ($0.document, $0.page?.uuid.uuidString ?? "", $0.replica) < ($1.document, $1.page?.uuid.uuidString ?? "", $1.replica) }) {
             guard try documentIDs().contains(f.document) else { continue }
             var prefixes: [UInt64: [UInt8]] = f.otherHashes.mapValues { Array($0.prefix(16)) }
@@ -123,7 +123,7 @@ extension Notebook {
                                 + "(or that follows one in the log); to be made again under a new replica id",
                             frame: lf.frame.encoded, hash: h, otherHash: id.flatMap { otherFull[$0.counter] })
                         if same { e.remadeAs = [] }
-                        try Quarantine.write(e, notebook: folder, io: io)
+                        try Quarantine.write(e, notebook: folder, io: io, lock: lock)
                         entries.append(e)
                     }
                     entriesBox.set(entries)
@@ -166,7 +166,7 @@ extension Notebook {
                 if let e = removal.entries.first(where: { $0.operation == op.id && $0.remadeAs == nil }) {
                     var s = e
                     s.reason += "; the other side holds it identically: received from it again"
-                    try Quarantine.write(s, notebook: path, io: io, replace: true)
+                    try Quarantine.write(s, notebook: path, io: io, lock: notebookLock, replace: true)
                     try markRemade(s, as: [])
                 }
             } else {
@@ -184,7 +184,7 @@ extension Notebook {
             } else if let why = skipped[old] {
                 var s = e
                 s.reason += "; not made again: \(why)"
-                try Quarantine.write(s, notebook: path, io: io, replace: true)
+                try Quarantine.write(s, notebook: path, io: io, lock: notebookLock, replace: true)
                 try markRemade(s, as: [])
             }
         }

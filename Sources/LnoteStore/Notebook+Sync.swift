@@ -140,14 +140,24 @@ extension Notebook {
     /// the package first, in the same opening of the document, so that closing it cannot
     /// take them for orphans ([PKG-15]); their staged copies are removed once the
     /// operations are stored.
+    ///
+    /// Several processes may receive the same new document at once: the package is created
+    /// by one of them ([PKG-90]) and the others receive into it.
     @discardableResult
     public func receive(_ ops: [Op], document docID: DocumentID, page: PageID?, remote: String? = nil) async throws -> ReceiveOutcome {
         if try !documentIDs().contains(docID) {
-            if page == nil {
-                _ = try Document.createPackage(folder: path, id: docID, ops: ops, io: io)
-                return ReceiveOutcome(appended: ops.count, applied: [])
+            origins.registerCreated(docID, origin: .merge)
+            do {
+                if page == nil {
+                    _ = try Document.createPackage(folder: path, id: docID, ops: ops, io: io, notebookLock: notebookLock)
+                    pokeFollowing(docID)
+                    return ReceiveOutcome(appended: ops.count, applied: [])
+                }
+                _ = try Document.createPackage(folder: path, id: docID, ops: [], io: io, notebookLock: notebookLock)
+                pokeFollowing(docID)
+            } catch let e as LnoteError where e.code == .alreadyExists {
+                // Another process created it meanwhile: receive into it below.
             }
-            _ = try Document.createPackage(folder: path, id: docID, ops: [], io: io)
         }
         let referenced = Set(ops.flatMap { op -> [AssetID] in
             if case .add(.image(let i), _) = op.body { return [i.asset] }
@@ -156,16 +166,20 @@ extension Notebook {
         var staged: [AssetID] = []
         for a in referenced where try io.stat(stagedAssetPath(a, document: docID))?.isRegular == true { staged.append(a) }
         return try await withDocument(docID) { d in
+            var bytes: [[UInt8]] = []
             for a in staged {
                 guard try await !d.hasAsset(a) else { continue }
                 // Gone meanwhile: a concurrent receipt adopted it (or `receive` below says
                 // which asset is missing).
-                guard let bytes = try readVerified(stagedAssetPath(a, document: docID), asset: a) else { continue }
-                try await d.storeAsset(bytes)
+                guard let b = try readVerified(stagedAssetPath(a, document: docID), asset: a) else { continue }
+                bytes.append(b)
             }
-            let outcome = try await d.receive(ops, page: page)
+            // The assets and the operations in one hold of the document lock ([PKG-14]).
+            let outcome = try await d.receive(ops, page: page, assets: bytes)
             // No directory sync: a copy that comes back after a crash is only redundant.
-            for a in staged { try io.unlink(stagedAssetPath(a, document: docID), missingOK: true) }
+            try notebookLock.withLock {
+                for a in staged { try io.unlink(stagedAssetPath(a, document: docID), missingOK: true) }
+            }
             if let remote {
                 for f in outcome.forks { try quarantineFork(f, document: docID, page: page, remote: remote) }
             }
@@ -180,7 +194,7 @@ extension Notebook {
                                 reason: "\(remote) sent operation \(f.id) with content other than this replica's log holds "
                                     + "under that id (a fork: a replica reused its ids); this replica keeps its own",
                                 frame: f.frame.encoded, hash: f.received, otherHash: f.held)
-        try Quarantine.write(e, notebook: path, io: io)
+        try Quarantine.write(e, notebook: path, io: io, lock: notebookLock)
     }
 
     /// True when the asset is in the document's package or staged for it (`writeAsset`).
@@ -216,12 +230,14 @@ extension Notebook {
         if let st = try io.stat(inPackage), st.isRegular, st.size == UInt64(bytes.count) { return asset }
         let staged = stagedAssetPath(asset, document: docID)
         if let st = try io.stat(staged), st.isRegular, st.size == UInt64(bytes.count) { return asset }
-        if try io.stat(incomingPath) == nil {
-            try io.mkdir(incomingPath)
-            try DurableFile.syncDirectory(DurableFile.join(path, ".lnote"), io: io)
+        try notebookLock.withLock {
+            if try io.stat(incomingPath) == nil {
+                try io.mkdir(incomingPath, existingOK: true)
+                try DurableFile.syncDirectory(DurableFile.join(path, ".lnote"), io: io)
+            }
+            try pruneStagedAssets()
+            try DurableFile.replace(staged, with: bytes, io: io)
         }
-        try pruneStagedAssets()
-        try DurableFile.replace(staged, with: bytes, io: io)
         return asset
     }
 
@@ -236,9 +252,9 @@ extension Notebook {
     }
 
     /// Removes temporary files left in the staging folder by an interrupted write
-    /// ([PKG-21]) and staged assets older than `stagedAssetLifetime`. Only this process
-    /// writes there (the folder lock), and no other call of this notebook runs meanwhile
-    /// (`writeAsset` does not suspend).
+    /// ([PKG-21]) and staged assets older than `stagedAssetLifetime`. Under the notebook lock
+    /// ([PKG-83]): every process writes there under it, so a temporary file is a dead
+    /// writer's.
     private func pruneStagedAssets() throws {
         _ = try DurableFile.removeTemporaryFiles(in: incomingPath, io: io)
         let now = Int64(Date().timeIntervalSince1970)
@@ -267,10 +283,15 @@ extension Notebook {
         try DurableFile.readIfExists(remoteStatePath(key), io: io)
     }
 
+    ///
+    /// Written under the notebook lock ([PKG-83]). Two processes syncing with the same remote
+    /// at once each write their own; the last one stays.
     public func saveRemoteState(_ bytes: [UInt8], key: String) async throws {
         let dir = DurableFile.join(path, ".lnote/remotes")
-        try io.mkdir(dir, existingOK: true)
-        try DurableFile.replace(remoteStatePath(key), with: bytes, io: io)
+        try notebookLock.withLock {
+            try io.mkdir(dir, existingOK: true)
+            try DurableFile.replace(remoteStatePath(key), with: bytes, io: io)
+        }
     }
 
     private func remoteStatePath(_ key: String) -> String {
@@ -282,17 +303,17 @@ extension Notebook {
         try io.listDirectory(path).compactMap(PackagePaths.documentID(fromName:)).sorted()
     }
 
-    /// Runs `body` on the document, opening it for the call (and closing it after) when it
-    /// was not open.
+    /// Runs `body` on the document holding a lease of this notebook's own ([PKG-94]): the
+    /// document is opened for the call when nobody holds it, and closed after it only when
+    /// nobody else took a lease meanwhile (an app's handle is never closed under it).
     func withDocument<T>(_ docID: DocumentID, _ body: (Document) async throws -> T) async throws -> T {
-        let wasOpen = isOpen(docID)
-        let d = try await openDocument(docID)
+        let d = try await acquire(docID, external: false)
         do {
             let r = try await body(d)
-            if !wasOpen { try await d.close() }
+            try await release(docID, external: false)
             return r
         } catch {
-            if !wasOpen { try? await d.close() }
+            try? await release(docID, external: false)
             throw error
         }
     }

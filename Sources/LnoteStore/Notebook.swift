@@ -4,13 +4,24 @@ import Glibc
 import Darwin
 #endif
 import Foundation
+import Synchronization
 import LnoteModel
 import LnoteReplication
 
 /// A folder of `.lnote` packages with its replica identity (`.lnote/replica.json`).
 ///
-/// One process at a time: opening takes an exclusive `flock` on `.lnote/lock` ([PKG-61]),
-/// so two writers never stamp operations with the same replica id.
+/// **Several processes.** Any number of processes may open the same folder at once
+/// ([PKG-61]): an app, `lnote serve`, `lnote sync --watch` and any other command. Nothing is
+/// locked while the folder is open. Every process of the folder writes under its one
+/// replica id; what keeps operation ids unique is the document lock each takes around an
+/// append, under which it first reads what the log gained ([PKG-84]). Files in `.lnote/`
+/// are written under the notebook lock `.lnote/lock`, held for one write ([PKG-83]).
+///
+/// **Threads.** The actor runs on a thread of its own (`StoreExecutor`), as each open
+/// `Document` does.
+///
+/// **Handles.** `openDocument` hands out one shared `Document` per document, counting leases
+/// ([PKG-94]): see `Document`.
 public actor Notebook {
     /// The folder's absolute path (symlinks resolved).
     public nonisolated let path: String
@@ -24,68 +35,132 @@ public actor Notebook {
     public nonisolated var previousReplicas: [ReplicaID] { identity.previous }
     /// Every replica id change since the notebook was opened, in order: the one opening made
     /// (`replicaChange`), then those minted by `remintReplica` (sync, [SYNC-54], [SYNC-55]) or
-    /// by a document that found its own operations lost ([PKG-56]).
+    /// by a document that found its own operations lost ([PKG-56]), or by another process of
+    /// the folder ([PKG-89]).
     public nonisolated var replicaChanges: [ReplicaChange] { identity.changes }
     /// The id shared with every document this notebook opens.
     public nonisolated let identity: ReplicaIdentity
     nonisolated let io: Syscalls
     let options: StoreOptions
-    private var lock: FileDescriptor?
-    private var documents: [DocumentID: Document] = [:]
+    /// The thread this actor runs on.
+    nonisolated let executor: StoreExecutor
+    public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
+    /// `.lnote/lock` ([PKG-83]): held for each write in `.lnote/`.
+    nonisolated let notebookLock: FileLock
+    var isOpenFlag = true
+    /// Documents open in this notebook, each with its leases ([PKG-94]).
+    private var documents: [DocumentID: OpenDocument] = [:]
+    /// The origin of this process's document operations, for `changes` (see `OriginRegistry`).
+    nonisolated let origins = OriginRegistry()
+    /// Where `changes` subscribers get their events.
+    nonisolated let hub = ChangeHub(document: nil)
+    /// What `changes` reads: every document's log, while there are subscribers.
+    var following: Following?
+    nonisolated let pendingWatch = Mutex<(scheduled: Bool, paths: Set<String>?, everything: Bool, documents: Set<DocumentID>)>(
+        (false, [], false, []))
 
-    /// Opens (or with `create`, creates) a notebook folder.
+    /// One open document and who holds it.
+    final class OpenDocument {
+        let task: Task<Document, Error>
+        /// Leases of `openDocument` callers (given back by `Document.close()`).
+        var external = 0
+        /// Leases of this notebook's own work (`withDocument`: sync, delete, restore…).
+        var internalLeases = 0
+        /// Set while the last lease's close runs: an `openDocument` meanwhile waits for it.
+        var closing: Task<Void, Never>?
+        init(task: Task<Document, Error>) { self.task = task }
+    }
+
+    /// Opens (or with `create`, creates) a notebook folder. Other processes may have it open
+    /// too ([PKG-61]).
     ///
-    /// - Throws: `notFound` when the folder does not exist and `create` is false;
-    ///   `invalidState` when another process has it open; `corrupt` for an unreadable
-    ///   replica.json; `io`.
+    /// - Throws: `notFound` when the folder does not exist and `create` is false; `corrupt`
+    ///   for an unreadable replica.json; `invalidState` when another process holds the
+    ///   notebook lock past `lockTimeout`; `io`.
     public static func open(at path: String, create: Bool = false, options: StoreOptions = StoreOptions()) async throws -> Notebook {
         try await Notebook(path: path, create: create, options: options, io: .live)
     }
 
+    /// Opens on the notebook's own thread: creates the folder if asked, reads (or mints,
+    /// [PKG-60]) the replica id under the notebook lock ([PKG-89]), and removes what
+    /// interrupted writes left in `.lnote/` and the folder when nobody holds the notebook
+    /// lock ([PKG-91]).
     init(path: String, create: Bool, options: StoreOptions, io: Syscalls,
          machineIDPath: String = "/etc/machine-id") async throws {
+        let executor = StoreExecutor(name: "lnote.notebook")
+        let timeout = options.lockTimeout
+        let newReplica = options.newReplicaID
+        let opened = try await executor.run { () -> Opened in
+            if try io.stat(path) == nil {
+                guard create else { throw LnoteError(.notFound, "no notebook folder", path: path) }
+                try io.mkdir(path, existingOK: true)
+                try DurableFile.syncDirectory(DurableFile.split(path).dir, io: io)
+            }
+            let abs = try io.realpath(path)
+            let meta = DurableFile.join(abs, ".lnote")
+            if try io.stat(meta) == nil {
+                try io.mkdir(meta, existingOK: true)
+                try DurableFile.syncDirectory(abs, io: io)
+            }
+            let lock = FileLock.notebook(abs, io: io, timeout: timeout)
+            let found = try lock.withLock {
+                try Notebook.identity(folder: abs, meta: meta, machineIDPath: machineIDPath, newReplica: newReplica, io: io)
+            }
+            if let held = try lock.tryAcquire() {
+                defer { held.release() }
+                try DurableFile.removeTemporaryFiles(in: meta, io: io)
+                for sub in [Quarantine.folder(abs), DurableFile.join(meta, "remotes"), DurableFile.join(meta, "incoming")]
+                where try io.stat(sub)?.isDirectory == true {
+                    try DurableFile.removeTemporaryFiles(in: sub, io: io)
+                }
+                try Notebook.removeTemporaries(in: abs, io: io)
+            }
+            return Opened(path: abs, replica: found.replica, change: found.change, previous: found.previous,
+                          fingerprint: found.fingerprint)
+        }
+        self.executor = executor
         self.io = io
         self.options = options
-        if try io.stat(path) == nil {
-            guard create else { throw LnoteError(.notFound, "no notebook folder", path: path) }
-            try io.mkdir(path)
-            try DurableFile.syncDirectory(DurableFile.split(path).dir, io: io)
-        }
-        let abs = try io.realpath(path)
-        self.path = abs
-        let meta = DurableFile.join(abs, ".lnote")
-        try io.mkdir(meta, existingOK: true)
-        let lockFD = try io.open(DurableFile.join(meta, "lock"), O_RDWR | O_CREAT)
-        do {
-            guard try io.tryLock(lockFD) else {
-                throw LnoteError(.invalidState, "the notebook is open in another process", path: abs)
-            }
-            try DurableFile.removeTemporaryFiles(in: meta, io: io)
-            let quarantine = Quarantine.folder(abs)
-            if try io.stat(quarantine)?.isDirectory == true { try DurableFile.removeTemporaryFiles(in: quarantine, io: io) }
-            try Notebook.removeTemporaries(in: abs, io: io)
-            let found = try Notebook.identity(folder: abs, meta: meta, machineIDPath: machineIDPath,
-                                              newReplica: options.newReplicaID, io: io)
-            self.replicaChange = found.change
-            self.identity = ReplicaIdentity(file: DurableFile.join(meta, "replica.json"), fingerprint: found.fingerprint,
-                                            current: found.replica, previous: found.previous, change: found.change, io: io)
-        } catch {
-            try? lockFD.close()
-            throw error
-        }
-        self.lock = lockFD
+        self.path = opened.path
+        self.notebookLock = FileLock.notebook(opened.path, io: io, timeout: timeout)
+        self.replicaChange = opened.change
+        self.identity = ReplicaIdentity(file: DurableFile.join(DurableFile.join(opened.path, ".lnote"), "replica.json"),
+                                        fingerprint: opened.fingerprint, current: opened.replica, previous: opened.previous,
+                                        change: opened.change, io: io, lock: notebookLock)
+    }
+
+    private struct Opened: Sendable {
+        var path: String
+        var replica: ReplicaID
+        var change: ReplicaChange?
+        var previous: [ReplicaID]
+        var fingerprint: ReplicaFile.Fingerprint
     }
 
     isolated deinit {
-        if let lock, lock.isOpen { try? lock.close() }
+        following?.watcher.stop()
+        hub.finish()
     }
 
-    /// Removes temporary files and staged package directories left by interrupted writes.
+    /// Removes temporary files and staged package directories left by interrupted writes,
+    /// under the notebook lock ([PKG-91]). A staged package is removed only when its lock file
+    /// is missing or free: a process still creating it holds it.
     static func removeTemporaries(in folder: String, io: Syscalls) throws {
         var removed = false
         for name in try io.listDirectory(folder) where DurableFile.isTemporaryName(name) {
             let p = DurableFile.join(folder, name)
-            if let st = try io.stat(p), st.isDirectory { try io.removeTree(p) } else { try io.unlink(p, missingOK: true) }
+            if let st = try io.stat(p), st.isDirectory {
+                let lockPath = DurableFile.join(p, "lock")
+                if try io.stat(lockPath) != nil {
+                    guard let held = try FileLock(path: lockPath, io: io, timeout: .zero).tryAcquire() else { continue }
+                    defer { held.release() }
+                    try io.removeTree(p)
+                } else {
+                    try io.removeTree(p)
+                }
+            } else {
+                try io.unlink(p, missingOK: true)
+            }
             removed = true
         }
         if removed { try DurableFile.syncDirectory(folder, io: io) }
@@ -191,7 +266,8 @@ public actor Notebook {
     /// Rebuilds manifests that are missing, unreadable, or stale (not what document.json and
     /// the page snapshots on disk call for, [PKG-13]), and brings document.json up to date
     /// with its log, by opening and closing each such document. `nil`: every document.
-    /// Returns the documents whose files were rebuilt.
+    /// Returns the documents whose files were rebuilt. (A document another process is saving
+    /// at that moment may look stale and be opened for nothing: harmless.)
     @discardableResult
     public func reconcile(_ only: DocumentID? = nil) async throws -> [DocumentID] {
         try checkOpen()
@@ -202,13 +278,12 @@ public actor Notebook {
         var rebuilt: [DocumentID] = []
         for docID in ids {
             let paths = PackagePaths(folder: path, id: docID)
-            if let open = documents[docID], await !open.isClosed {
-                try await open.flush()
+            if isOpen(docID) {
+                try await withDocument(docID) { try await $0.flush() }
                 continue
             }
             if try Notebook.manifestIsCurrent(paths, io: io) { continue }
-            let d = try await Document(paths: paths, identity: identity, io: io, options: options)
-            try await d.close()
+            try await withDocument(docID) { _ in }
             rebuilt.append(docID)
         }
         return rebuilt
@@ -227,75 +302,142 @@ public actor Notebook {
     // MARK: - Documents
 
     /// Creates a document (atomically: [PKG-2]) with one page unless `firstPage` is nil,
-    /// and opens it.
+    /// and opens it (one lease, given back by `close()`).
     public func createDocument(title: String, firstPage: CanvasSize? = .a4) async throws -> Document {
         try checkOpen()
         let docID = DocumentID()
         let ops = try Document.initialOperations(id: docID, title: title, firstPage: firstPage, replica: replica,
                                                  now: options.now())
-        _ = try Document.createPackage(folder: path, id: docID, ops: ops, io: io)
+        origins.registerCreated(docID, origin: .local)
+        _ = try Document.createPackage(folder: path, id: docID, ops: ops, io: io, notebookLock: notebookLock)
+        pokeFollowing(docID)
         return try await openDocument(docID)
     }
 
-    /// Opens a document (the same handle while it stays open).
+    /// Opens a document: the same handle for every caller while it stays open, even when
+    /// several ask at once ([PKG-94]). Each call is one lease, which the caller gives back
+    /// with `Document.close()`; the handle is closed when the last lease is given back (the
+    /// notebook's own work holds leases too), or by `Notebook.close()`.
     public func openDocument(_ docID: DocumentID) async throws -> Document {
-        try checkOpen()
-        if let d = documents[docID], await !d.isClosed { return d }
-        let d = try await Document(paths: PackagePaths(folder: path, id: docID), identity: identity, io: io, options: options)
-        await d.setOnClose { [weak self] id in await self?.forget(id) }
-        documents[docID] = d
-        return d
+        try await acquire(docID, external: true)
     }
 
-    private func forget(_ docID: DocumentID) { documents[docID] = nil }
+    /// Takes a lease on a document, opening it when nobody holds it. The opening task is in
+    /// the table before the first suspension, so concurrent calls share it.
+    func acquire(_ docID: DocumentID, external: Bool) async throws -> Document {
+        try checkOpen()
+        while let e = documents[docID], let closing = e.closing { await closing.value }
+        if let e = documents[docID] {
+            if external { e.external += 1 } else { e.internalLeases += 1 }
+            do {
+                return try await e.task.value
+            } catch {
+                if documents[docID] === e { documents[docID] = nil }
+                throw error
+            }
+        }
+        let paths = PackagePaths(folder: path, id: docID)
+        let (identity, io, options, origins) = (identity, io, options, origins)
+        let e = OpenDocument(task: Task {
+            try await Document.open(paths: paths, identity: identity, io: io, options: options, origins: origins)
+        })
+        if external { e.external = 1 } else { e.internalLeases = 1 }
+        documents[docID] = e
+        do {
+            let d = try await e.task.value
+            await d.setLease { [weak self] id in
+                guard let self else { return false }
+                try await self.release(id, external: true)
+                return true
+            }
+            return d
+        } catch {
+            if documents[docID] === e { documents[docID] = nil }
+            throw error
+        }
+    }
 
+    /// Gives a lease back. When it was the last, the document is closed (its files
+    /// released); otherwise a caller's lease (`Document.close()`) saves what changed.
+    func release(_ docID: DocumentID, external: Bool) async throws {
+        guard let e = documents[docID], e.closing == nil else { return }
+        if external {
+            guard e.external > 0 else { return }  // closed more often than opened: nothing to give back
+            e.external -= 1
+        } else {
+            e.internalLeases = max(0, e.internalLeases - 1)
+        }
+        let d = try await e.task.value
+        guard e.external == 0 && e.internalLeases == 0 else {
+            if external { try await d.flush() }
+            return
+        }
+        let result = Mutex<Error?>(nil)
+        let closing = Task<Void, Never> {
+            do { try await d.closeNow() } catch { result.withLock { $0 = error } }
+        }
+        e.closing = closing
+        await closing.value
+        if documents[docID] === e { documents[docID] = nil }
+        if let error = result.withLock({ $0 }) { throw error }
+    }
+
+    /// True when this notebook has the document open (another process may have it open too).
     func isOpen(_ docID: DocumentID) -> Bool { documents[docID] != nil }
 
     /// Deletes a document softly (a `deleteDocument` operation, replicated like any other;
-    /// the package stays and `restoreDocument` brings it back).
+    /// the package stays and `restoreDocument` brings it back). A handle an app holds stays
+    /// open ([PKG-94]).
     public func deleteDocument(_ docID: DocumentID) async throws {
-        let wasOpen = documents[docID] != nil
-        let d = try await openDocument(docID)
-        try await d.markDeleted()
-        if !wasOpen { try await d.close() }
+        try await withDocument(docID) { try await $0.markDeleted() }
     }
 
     public func restoreDocument(_ docID: DocumentID) async throws {
-        let wasOpen = documents[docID] != nil
-        let d = try await openDocument(docID)
-        try await d.restore()
-        if !wasOpen { try await d.close() }
+        try await withDocument(docID) { try await $0.restore() }
     }
 
-    /// Checks the folder ([PKG-70]); see `Verify`. With `removeTemporaryFiles`, temporary
-    /// files left by interrupted writes in documents that are not open are removed first
-    /// (safe: this notebook holds the folder lock) and listed in `removedTemporaryFiles`.
+    /// Checks the folder ([PKG-70]); see `Verify`. Each document is checked holding its lock
+    /// (so no append or save in any process is seen half done). With `removeTemporaryFiles`,
+    /// temporary files left by interrupted writes are removed first, in each document whose
+    /// lock is free now (a temporary file is then a dead writer's, [PKG-91]), and listed in
+    /// `removedTemporaryFiles`.
     public func verify(removeTemporaryFiles: Bool = false) throws -> VerifyReport {
         try checkOpen()
         var removed: [String] = []
         if removeTemporaryFiles {
-            for docID in try io.listDirectory(path).compactMap(PackagePaths.documentID(fromName:)) where documents[docID] == nil {
+            for docID in try io.listDirectory(path).compactMap(PackagePaths.documentID(fromName:)) {
                 let p = PackagePaths(folder: path, id: docID)
+                guard let held = try FileLock.document(p, io: io, timeout: options.lockTimeout).tryAcquire() else { continue }
+                defer { held.release() }
                 for dir in [p.root, p.pages, p.assets, p.thumbnails] where try io.stat(dir)?.isDirectory == true {
                     removed += try DurableFile.removeTemporaryFiles(in: dir, io: io).map { DurableFile.join(dir, $0) }
                 }
             }
         }
-        var report = try Verify.run(folder: path, io: io)
+        var report = try Verify.run(folder: path, io: io, lockTimeout: options.lockTimeout)
         report.removedTemporaryFiles = removed
         return report
     }
 
-    /// Closes every open document and releases the folder lock.
+    /// Closes every open document (whoever holds it) and stops `changes`.
     public func close() async throws {
-        guard let lock else { return }
+        guard isOpenFlag else { return }
+        isOpenFlag = false
         var failure: Error?
-        for d in documents.values {
-            do { try await d.close() } catch { failure = failure ?? error }
+        for (_, e) in documents {
+            if let closing = e.closing {
+                await closing.value
+                continue
+            }
+            do {
+                let d = try await e.task.value
+                try await d.closeNow()
+            } catch { failure = failure ?? error }
         }
         documents = [:]
-        self.lock = nil
-        do { try lock.close() } catch { failure = failure ?? error }
+        following?.watcher.stop()
+        following = nil
+        hub.finish()
         if let failure { throw failure }
     }
 
@@ -304,8 +446,9 @@ public actor Notebook {
 
     /// Replaces the folder's replica id by a new random one ([PKG-60]): the old id is appended
     /// to `previous` in `.lnote/replica.json`, which is rewritten durably before this returns,
-    /// and every document open here stamps its later operations with the new id. For sync,
-    /// which calls it when another copy of the folder wrote under the current id
+    /// and every document open here stamps its later operations with the new id; other
+    /// processes of the folder adopt it before their next append ([PKG-89]). For sync, which
+    /// calls it when another copy of the folder wrote under the current id
     /// (sync-protocol.md [SYNC-54], [SYNC-55]).
     ///
     /// - Parameter reason: why, kept in the returned change (and in `replicaChanges`).
@@ -316,8 +459,11 @@ public actor Notebook {
         return try identity.remint(reason: reason)
     }
 
-    private func checkOpen() throws {
-        guard lock != nil else { throw LnoteError(.invalidState, "notebook is closed", path: path) }
+    /// The name of the thread this actor's code runs on (tests).
+    func currentThreadName() -> String? { Thread.current.name }
+
+    func checkOpen() throws {
+        guard isOpenFlag else { throw LnoteError(.invalidState, "notebook is closed", path: path) }
     }
 }
 

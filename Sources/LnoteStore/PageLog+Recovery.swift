@@ -171,6 +171,58 @@ extension PageLog {
                                report: report, unpairedOffset: unpaired))
     }
 
+    /// Opens a log for a reader that holds no lock and changes nothing ([PKG-85]): the
+    /// frames from `from` (a snapshot's covered offset, when `incarnation` is the file's)
+    /// or from the header, up to the last whole valid frame. Bytes after it that are not a
+    /// whole frame may be an append in progress: they are left alone (a later `catchUp`
+    /// reads them once whole).
+    ///
+    /// - Returns: nil when the log cannot be used so without a repair, which needs the lock:
+    ///   no such file, a header that does not decode, a snapshot offset of another
+    ///   incarnation (the whole log must then be replayed and what it lacks recorded,
+    ///   [PKG-51]) or that is not a frame boundary ([PKG-47]), damage ([PKG-38]).
+    /// - Throws: as `open` for a log of another kind or owner, or a newer version.
+    static func openForReading(path: String, kind: LogKind, owner: UUID, from: UInt64?, incarnation: UInt64?,
+                               io: Syscalls) throws -> (PageLog, LogReplay)? {
+        let fd: FileDescriptor
+        do {
+            fd = try io.open(path, O_RDWR)
+        } catch let e as LnoteError where e.isNotFound {
+            return nil
+        }
+        var handedOver = false
+        defer { if !handedOver { try? fd.close() } }
+        let size = try io.fstat(fd).size
+        let header: LogHeader
+        do {
+            header = try LogHeader.decode(try io.pread(fd, count: LogHeader.size, at: 0), path: path)
+        } catch let e as LnoteError where e.code == .corrupt || e.code == .truncated {
+            return nil
+        }
+        guard header.kind == kind, header.owner == owner else {
+            throw LnoteError(.corrupt, "log header names \(header.kind) \(header.owner.uuidString), expected \(kind) \(owner.uuidString)",
+                             path: path, offset: 10)
+        }
+        var start = UInt64(LogHeader.size)
+        if let from {
+            guard incarnation == header.incarnation, from >= start, from <= size else { return nil }
+            start = from
+        }
+        let scan = LogScanner.scan(try io.pread(fd, count: Int(size - start), at: start), base: start)
+        guard scan.damage.isEmpty, !scan.tailIsCompleteBadFrame else { return nil }
+        if start > UInt64(LogHeader.size), scan.frames.isEmpty, scan.tornTail != nil {
+            // Nothing whole after the offset: an append in progress right there, or an offset
+            // inside a frame ([PKG-47]). Only the whole log tells.
+            let whole = LogScanner.scan(try io.pread(fd, count: Int(size) - LogHeader.size, at: UInt64(LogHeader.size)),
+                                        base: UInt64(LogHeader.size))
+            guard whole.frames.contains(where: { $0.end == start }) else { return nil }
+        }
+        let log = PageLog(path: path, io: io, header: header, end: scan.goodEnd, fd: fd)
+        handedOver = true
+        return (log, LogReplay(frames: scan.frames, start: start, fromBeginning: start == UInt64(LogHeader.size),
+                               report: RecoveryReport(path: path)))
+    }
+
     /// Re-reads the whole open log and, when it holds damage, quarantines and rewrites it.
     /// Returns every valid frame (the replay must start from the beginning when the
     /// report shows a new incarnation).

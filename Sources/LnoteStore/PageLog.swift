@@ -127,14 +127,26 @@ public struct GroupCommit: Hashable, Sendable {
 /// writes a snapshot that records the offset it covers. The one rewrite is salvage after
 /// corruption (see `PageLog+Recovery.swift`), which chooses a new incarnation.
 ///
+/// Several processes may hold the same log open ([PKG-61]): appends and every other change
+/// happen only under the document lock ([PKG-82], [PKG-84]); a holder notices what others
+/// appended, or that the file was replaced, with `catchUp` ([PKG-87]).
+///
 /// Not thread-safe: one owner (a `Document` actor) uses it.
 final class PageLog {
     let path: String
     let io: Syscalls
     private(set) var header: LogHeader
-    /// Offset just past the last good frame: where the next append goes.
+    /// Offset just past the last good frame this object read or wrote: where the next
+    /// append goes (once `catchUp` under the lock found nothing past it).
     private(set) var end: UInt64
     private var fd: FileDescriptor?
+    /// The inode of the open file: a different one at `path` means the log was replaced
+    /// (salvage or a fork repair by another process, [PKG-87]).
+    private(set) var inode: UInt64 = 0
+    /// True while no file exists at `path` (a page with no files yet): nothing to read; a
+    /// writer creates it under the lock (`catchUp(underLock: true)`).
+    private(set) var isAbsent = false
+    private var isClosed = false
     /// A failed write may have left bytes past `end`: truncate before the next append.
     private var needsTruncate = false
     /// Frames written since the last successful sync.
@@ -153,6 +165,16 @@ final class PageLog {
         self.header = header
         self.end = end
         self.fd = fd
+        self.inode = (try? io.fstat(fd).inode) ?? 0
+    }
+
+    /// A log whose file does not exist (yet): empty, incarnation 0 (no snapshot names it).
+    init(absent path: String, kind: LogKind, owner: UUID, io: Syscalls) {
+        self.path = path
+        self.io = io
+        self.header = LogHeader(kind: kind, owner: owner, incarnation: 0)
+        self.end = UInt64(LogHeader.size)
+        self.isAbsent = true
     }
 
     deinit {
@@ -160,6 +182,98 @@ final class PageLog {
             assertionFailure("PageLog \(path) was not closed")
             try? fd.close()
         }
+    }
+
+    // MARK: - Other processes ([PKG-84], [PKG-87])
+
+    /// What `catchUp` found past `end`.
+    enum Growth {
+        /// Nothing new.
+        case unchanged
+        /// Whole valid frames appended by someone else; `end` moved past them (unless the call
+        /// said not to commit: then `advance(to:)` does).
+        case grew([LoggedFrame])
+        /// The file at `path` is not the one this object has open (rewritten by a salvage or a
+        /// fork repair, deleted, created since this object found none), or it is shorter than
+        /// `end` (frames read earlier were rolled back by their writer, who never acknowledged
+        /// them): what this process holds of the log must be read again from the files.
+        case replaced
+        /// Bytes past `end` that are not frames, followed by valid frames: damage, which only a
+        /// holder of the lock may salvage ([PKG-38]).
+        case damaged
+    }
+
+    /// Reads what the file gained past `end`: only the new bytes ([PKG-87]).
+    ///
+    /// - Parameters:
+    ///   - underLock: the caller holds the document lock, so nobody else is writing. A partial
+    ///     frame at the end is then a dead writer's torn tail and is cut ([PKG-37]), and an
+    ///     absent file is created. Without the lock a partial frame may be an append in
+    ///     progress: it is left alone and not read.
+    ///   - commit: move `end` past the frames returned (false: the caller decides with
+    ///     `advance(to:)`).
+    func catchUp(underLock: Bool, commit: Bool = true) throws -> Growth {
+        if isClosed { throw LnoteError(.invalidState, "log is closed", path: path) }
+        if isAbsent, try io.stat(path) != nil {
+            // Another process created it since ([PKG-84]: under the lock, by a durable replace,
+            // so its header is whole): its frames are growth from the header on. A header
+            // that is not this log's is a replacement: the caller reads the files again.
+            let fresh = try io.open(path, O_RDWR)
+            guard let head = try? LogHeader.decode(try io.pread(fresh, count: LogHeader.size, at: 0), path: path),
+                  head.kind == kind, head.owner == header.owner else {
+                try? fresh.close()
+                return .replaced
+            }
+            try adopt(PageLog(path: path, io: io, header: head, end: UInt64(LogHeader.size), fd: fresh))
+        }
+        if isAbsent {
+            guard underLock else { return .unchanged }
+            _ = try PageLog.create(path: path, kind: kind, owner: header.owner, io: io)
+            let fresh = try io.open(path, O_RDWR)
+            let created = PageLog(path: path, io: io, header: try LogHeader.decode(try io.pread(fresh, count: LogHeader.size, at: 0), path: path),
+                                  end: UInt64(LogHeader.size), fd: fresh)
+            try adopt(created)
+            return .unchanged
+        }
+        let fd = try descriptor()
+        if needsTruncate {
+            // This process's own failed write left bytes past `end`: never read them as frames.
+            guard underLock else { return .unchanged }
+            try io.ftruncate(fd, to: end)
+            needsTruncate = false
+        }
+        let st = try io.fstat(fd)
+        guard let onPath = try io.stat(path), onPath.inode == st.inode, onPath.device == st.device else { return .replaced }
+        if st.size < end { return .replaced }
+        if st.size == end { return .unchanged }
+        let scan = LogScanner.scan(try io.pread(fd, count: Int(st.size - end), at: end), base: end)
+        if !scan.damage.isEmpty || scan.tailIsCompleteBadFrame {
+            // Only whole frames written before the damage are safe to take now; the holder of
+            // the lock salvages the rest (a reader leaves it to one).
+            return .damaged
+        }
+        if let tail = scan.tornTail, underLock {
+            try io.ftruncate(fd, to: tail.lowerBound)
+            try io.fdatasync(fd)
+            cutTails.append((tail.lowerBound, Int(tail.upperBound - tail.lowerBound)))
+        }
+        if commit { end = scan.goodEnd }
+        return scan.frames.isEmpty ? .unchanged : .grew(scan.frames)
+    }
+
+    /// Moves `end` to `offset`, a frame boundary past it that `catchUp(commit: false)` found.
+    func advance(to offset: UInt64) {
+        precondition(offset >= end)
+        end = offset
+    }
+
+    /// Torn tails of dead writers cut by `catchUp` under the lock (offset, bytes), for the
+    /// caller's recovery report; cleared by `takeCutTails()`.
+    private var cutTails: [(UInt64, Int)] = []
+
+    func takeCutTails() -> [(offset: UInt64, bytes: Int)] {
+        defer { cutTails = [] }
+        return cutTails.map { ($0.0, $0.1) }
     }
 
     /// Creates a new empty log durably (temp file, fsync, rename, directory fsync).
@@ -175,7 +289,9 @@ final class PageLog {
 
     private func descriptor() throws -> FileDescriptor {
         if let poisoned { throw LnoteError(.invalidState, "log unusable after a failed sync: \(poisoned)", path: path) }
-        guard let fd else { throw LnoteError(.invalidState, "log is closed", path: path) }
+        guard let fd else {
+            throw LnoteError(.invalidState, isAbsent && !isClosed ? "log file not created yet" : "log is closed", path: path)
+        }
         return fd
     }
 
@@ -247,6 +363,7 @@ final class PageLog {
 
     /// Makes every written frame durable. A failure poisons the log ([PKG-36]).
     func sync() throws {
+        if isAbsent && !isClosed { return }
         let fd = try descriptor()
         guard unsyncedFrames > 0 else { return }
         do {
@@ -262,6 +379,7 @@ final class PageLog {
     /// or when the log was opened; a damaged frame found here throws `corrupt` (call
     /// `recover` to salvage).
     func readFrames(from: UInt64) throws -> [LoggedFrame] {
+        if isAbsent && !isClosed && from == UInt64(LogHeader.size) { return [] }
         let fd = try descriptor()
         guard from >= UInt64(LogHeader.size), from <= end else {
             throw LnoteError(.invalidArgument, "offset \(from) outside the log (end \(end))", path: path,
@@ -301,7 +419,9 @@ final class PageLog {
 
     /// Syncs what is pending and closes the file. Safe to call once; later calls throw.
     func close() throws {
-        guard let fd else { throw LnoteError(.invalidState, "log closed twice", path: path) }
+        guard !isClosed else { throw LnoteError(.invalidState, "log closed twice", path: path) }
+        isClosed = true
+        guard let fd else { return }  // absent: nothing open
         var failure: Error?
         if poisoned == nil && unsyncedFrames > 0 {
             do { try sync() } catch { failure = error }
@@ -318,8 +438,11 @@ final class PageLog {
         let old = fd
         fd = other.fd
         other.fd = nil
+        other.isClosed = true
         header = other.header
         end = other.end
+        inode = other.inode
+        isAbsent = false
         needsTruncate = false
         unsyncedFrames = 0
         poisoned = nil

@@ -131,10 +131,15 @@ enum Quarantine {
                                otherHash: try hexBytes(f.otherHash, "otherHash", length: 32), remadeAs: remade)
     }
 
-    /// Writes an entry durably unless a file of that name exists. Returns its path and
-    /// whether it was new.
+    /// Writes an entry durably unless a file of that name exists, under the notebook lock
+    /// ([PKG-83]). Returns its path and whether it was new.
     @discardableResult
-    static func write(_ e: QuarantineEntry, notebook: String, io: Syscalls, replace: Bool = false) throws -> (path: String, new: Bool) {
+    static func write(_ e: QuarantineEntry, notebook: String, io: Syscalls, lock: FileLock,
+                      replace: Bool = false) throws -> (path: String, new: Bool) {
+        try lock.withLock { try writeLocked(e, notebook: notebook, io: io, replace: replace) }
+    }
+
+    private static func writeLocked(_ e: QuarantineEntry, notebook: String, io: Syscalls, replace: Bool) throws -> (path: String, new: Bool) {
         let dir = folder(notebook)
         if try io.stat(dir) == nil {
             try io.mkdir(dir, existingOK: true)
@@ -195,14 +200,14 @@ extension Notebook {
     /// name) is left as it is. Returns the entry's path.
     @discardableResult
     public func quarantine(_ entry: QuarantineEntry) throws -> String {
-        try Quarantine.write(entry, notebook: path, io: io).path
+        try Quarantine.write(entry, notebook: path, io: io, lock: notebookLock).path
     }
 
     /// Records that a quarantined own operation was made again under a new id ([SYNC-54]).
     public func markRemade(_ entry: QuarantineEntry, as ids: [OpID]) throws {
         var e = entry
         e.remadeAs = ids
-        try Quarantine.write(e, notebook: path, io: io, replace: true)
+        try Quarantine.write(e, notebook: path, io: io, lock: notebookLock, replace: true)
     }
 
     /// Every entry of the quarantine, oldest first.

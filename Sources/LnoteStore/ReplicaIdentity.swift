@@ -23,14 +23,58 @@ public final class ReplicaIdentity: Sendable {
     let file: String
     let fingerprint: Notebook.ReplicaFile.Fingerprint
     let io: Syscalls
+    /// The notebook lock ([PKG-83]), held while replica.json is read for a change and written.
+    let lock: FileLock
     private let state: Mutex<State>
+    /// The identity (inode, size, modification time) of the replica.json this object last
+    /// read or wrote: another one means another process minted an id ([PKG-89]).
+    private let seen: Mutex<[UInt64]>
 
     init(file: String, fingerprint: Notebook.ReplicaFile.Fingerprint, current: ReplicaID, previous: [ReplicaID],
-         change: ReplicaChange?, io: Syscalls) {
+         change: ReplicaChange?, io: Syscalls, lock: FileLock) {
         self.file = file
         self.fingerprint = fingerprint
         self.io = io
+        self.lock = lock
         state = Mutex(State(current: current, previous: previous, changes: change.map { [$0] } ?? []))
+        seen = Mutex(ReplicaIdentity.identity(of: file, io: io))
+    }
+
+    static func identity(of file: String, io: Syscalls) -> [UInt64] {
+        guard let st = try? io.stat(file) else { return [] }
+        return [st.inode, st.size, UInt64(bitPattern: st.modifiedSeconds), UInt64(bitPattern: st.modifiedNanoseconds)]
+    }
+
+    /// Adopts the id in replica.json when another process of this folder minted one since
+    /// this object last looked ([PKG-89]): one `stat` when nothing changed. A writer calls it
+    /// under the document lock, before it allocates an operation id, so that no process
+    /// stamps operations with an id another process gave up.
+    func refreshIfChanged() throws {
+        let now = ReplicaIdentity.identity(of: file, io: io)
+        guard now != seen.withLock({ $0 }) else { return }
+        try adoptFile()
+    }
+
+    /// Reads replica.json and takes its id as the current one (recording the change) when it
+    /// differs. Returns the file's id.
+    @discardableResult
+    private func adoptFile() throws -> ReplicaID {
+        let ident = ReplicaIdentity.identity(of: file, io: io)
+        let bytes = try DurableFile.read(file, io: io)
+        let r = try StoreJSON.decode(Notebook.ReplicaFile.self, bytes, path: file)
+        guard r.format == 1, r.replica.count == 16, let id = ReplicaID(hex: r.replica), id.rawValue != 0 else {
+            throw LnoteError(r.format > 1 ? .unsupportedVersion : .corrupt, "bad replica.json", path: file)
+        }
+        let previous = r.previous.compactMap { ReplicaID(hex: $0) }
+        state.withLock { s in
+            if s.current != id {
+                s.changes.append(ReplicaChange(old: s.current, new: id, reason: "another process of this folder minted it"))
+                s.current = id
+            }
+            s.previous = previous
+        }
+        seen.withLock { $0 = ident }
+        return id
     }
 
     /// The id this folder writes under now.
@@ -46,20 +90,33 @@ public final class ReplicaIdentity: Sendable {
     ///
     /// - Parameter reason: why, for the report (`ReplicaChange.reason`).
     /// - Throws: `io` when `replica.json` cannot be written; the id is then unchanged.
+    ///
+    /// Under the notebook lock, the file is read first: when another process of the folder
+    /// already replaced the id this object holds, that id is adopted instead of minting
+    /// another ([PKG-89]): it is just as new.
     @discardableResult
     func remint(reason: String) throws -> ReplicaChange {
-        try state.withLock { s in
-            var fresh = ReplicaID.random()
-            while fresh == s.current || s.previous.contains(fresh) { fresh = ReplicaID.random() }
-            let previous = s.previous + [s.current]
-            let out = Notebook.ReplicaFile(format: 1, replica: fresh.description, fingerprint: fingerprint,
-                                           previous: previous.map(\.description))
-            try DurableFile.replace(file, with: try StoreJSON.encode(out), io: io)
-            let change = ReplicaChange(old: s.current, new: fresh, reason: reason)
-            s.current = fresh
-            s.previous = previous
-            s.changes.append(change)
-            return change
+        try lock.withLock {
+            let given = current
+            if (try? adoptFile()) != nil, current != given {
+                let change = ReplicaChange(old: given, new: current, reason: reason + " (another process of this folder had minted it)")
+                state.withLock { s in s.changes[s.changes.count - 1] = change }
+                return change
+            }
+            return try state.withLock { s in
+                var fresh = ReplicaID.random()
+                while fresh == s.current || s.previous.contains(fresh) { fresh = ReplicaID.random() }
+                let previous = s.previous + [s.current]
+                let out = Notebook.ReplicaFile(format: 1, replica: fresh.description, fingerprint: fingerprint,
+                                               previous: previous.map(\.description))
+                try DurableFile.replace(file, with: try StoreJSON.encode(out), io: io)
+                seen.withLock { $0 = ReplicaIdentity.identity(of: file, io: io) }
+                let change = ReplicaChange(old: s.current, new: fresh, reason: reason)
+                s.current = fresh
+                s.previous = previous
+                s.changes.append(change)
+                return change
+            }
         }
     }
 }

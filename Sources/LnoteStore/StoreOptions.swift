@@ -30,5 +30,22 @@ public struct StoreOptions: Sendable {
     /// history, so an app never sets it.
     public var newReplicaID: ReplicaID?
 
+    /// How long a writer waits for a document's or the notebook's lock held by another
+    /// process (or another handle) before it fails with `invalidState` ([PKG-81]). Locks are
+    /// held only around one append, snapshot save, compaction or repair, so a longer wait
+    /// means the holder is stuck (stopped with SIGSTOP, a hung disk).
+    public var lockTimeout: Duration = .seconds(10)
+
+    /// Events each subscriber of `Document.changes` or `Notebook.changes` may leave unread
+    /// before the oldest are dropped (and counted in a `missed` event).
+    public var changeBufferCapacity = 1024
+
+    /// How often the store looks at the logs of a document or notebook that has subscribers,
+    /// where inotify is not available (no inotify, or no watch left); with inotify it waits
+    /// for the kernel's events and uses no CPU between them.
+    public var pollInterval: Duration = .milliseconds(250)
+    /// Tests only: watch by polling even where inotify works.
+    var forcePolling = false
+
     public init() {}
 }

@@ -4,6 +4,7 @@ import Glibc
 import Darwin
 #endif
 import CLnoteSyscalls
+import Foundation
 import LnoteModel
 import Synchronization
 
@@ -273,6 +274,48 @@ final class Syscalls: Sendable {
         return FileStat(st)
     }
 
+    /// Takes an exclusive `flock` on `fd`, waiting at most `timeout` for another open file
+    /// description to release it ([PKG-81]). Returns false when the wait timed out.
+    ///
+    /// The wait blocks in the kernel (so the lock goes to a waiter as soon as it is free,
+    /// instead of whoever polls first), on a helper thread of its own: `flock` cannot time
+    /// out, so the caller waits for that thread with a deadline. On timeout the helper thread
+    /// keeps `fd` (it is detached from its owner: the caller must not use it any more) and
+    /// closes it when its `flock` returns, which releases the lock if it got it then. The
+    /// calling thread is a store thread (never one of Swift's cooperative threads).
+    func lock(_ fd: FileDescriptor, timeout: Duration) throws -> Bool {
+        if try tryLock(fd) { return true }
+        let wait = LockWait()
+        let raw = fd.raw
+        let thread = Thread {
+            Thread.current.name = "lnote.flock-wait"  // from inside: see StoreExecutor
+            var r: Int32
+            repeat { r = sysFlock(raw, LOCK_EX) } while r == -1 && errno == EINTR
+            let e = r == 0 ? 0 : errno
+            if wait.finish(errno: e) {
+                // Abandoned: the caller timed out and gave this thread the descriptor.
+                _ = Glibc.close(raw)
+            }
+        }
+        thread.start()
+        switch wait.wait(timeout: timeout) {
+        case .done(0):
+            return true
+        case .done(let e):
+            if e == EBADF { assertionFailure("EBADF from flock on \(fd.path)") }
+            throw Syscalls.error("flock", path: fd.path, errno: e)
+        case .abandoned:
+            fd.detach()
+            return false
+        }
+    }
+
+    /// Releases a lock taken on `fd` (closing the descriptor also does).
+    func unlock(_ fd: FileDescriptor) throws {
+        _ = try enter(.flock, fd.path)
+        _ = try retrying("flock", fd.path) { sysFlock(fd.raw, LOCK_UN) }
+    }
+
     /// Takes an exclusive, non-blocking `flock` on `fd`. Returns false when another open
     /// file description holds it.
     func tryLock(_ fd: FileDescriptor) throws -> Bool {
@@ -287,6 +330,67 @@ final class Syscalls: Sendable {
             throw Syscalls.error("flock", path: fd.path, errno: e)
         }
         return false
+    }
+
+    // MARK: Watching ([PKG-87]: inotify, on a thread of its own)
+
+    /// `inotify_init1(IN_NONBLOCK | IN_CLOEXEC)`; nil when the kernel offers no inotify
+    /// (`ENOSYS`) or this user has no instance left (`EMFILE`): the caller polls instead.
+    func inotifyInit() throws -> FileDescriptor? {
+        _ = try enter(.watch, "inotify")
+        let fd = Glibc.inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
+        if fd >= 0 { return FileDescriptor(raw: fd, path: "inotify", io: self) }
+        let e = errno
+        if e == ENOSYS || e == EMFILE || e == ENFILE || e == ENOMEM || e == EINVAL { return nil }
+        throw Syscalls.error("inotify_init1", path: nil, errno: e)
+    }
+
+    /// `inotify_add_watch`; nil when the watch cannot be added because of a limit
+    /// (`ENOSPC`: max_user_watches) or the directory vanished (`ENOENT`).
+    func inotifyAddWatch(_ fd: FileDescriptor, _ path: String, mask: UInt32) throws -> Int32? {
+        _ = try enter(.watch, path)
+        let wd = Glibc.inotify_add_watch(fd.raw, path, mask)
+        if wd >= 0 { return wd }
+        let e = errno
+        if e == ENOSPC || e == ENOENT || e == ENOTDIR { return nil }
+        throw Syscalls.error("inotify_add_watch", path: path, errno: e)
+    }
+
+    /// A pipe whose read end a `poll` watches, to wake a watcher thread.
+    func pipe() throws -> (read: FileDescriptor, write: FileDescriptor) {
+        var fds: [Int32] = [0, 0]
+        _ = try retrying("pipe", "pipe") { Glibc.pipe(&fds) }
+        for fd in fds {
+            _ = Glibc.fcntl(fd, F_SETFD, FD_CLOEXEC)
+            _ = Glibc.fcntl(fd, F_SETFL, O_NONBLOCK)
+        }
+        return (FileDescriptor(raw: fds[0], path: "pipe", io: self), FileDescriptor(raw: fds[1], path: "pipe", io: self))
+    }
+
+    /// Waits until one of `fds` is readable or `timeoutMs` pass (-1: forever). Returns, for
+    /// each, whether it is readable (all false on timeout). Retries EINTR.
+    func poll(_ fds: [FileDescriptor], timeoutMs: Int32) throws -> [Bool] {
+        var pfds = fds.map { pollfd(fd: $0.raw, events: Int16(POLLIN), revents: 0) }
+        _ = try retrying("poll", fds.first?.path ?? "poll") { Glibc.poll(&pfds, nfds_t(pfds.count), timeoutMs) }
+        return pfds.map { $0.revents != 0 }
+    }
+
+    /// What a non-blocking descriptor holds now, up to `max` bytes ([] when nothing: EAGAIN).
+    func readAvailable(_ fd: FileDescriptor, max: Int) throws -> [UInt8] {
+        var buffer = [UInt8](repeating: 0, count: max)
+        let n = try retrying("read", fd.path, ignoring: [EAGAIN]) {
+            buffer.withUnsafeMutableBytes { Glibc.read(fd.raw, $0.baseAddress, $0.count) }
+        }
+        guard n > 0 else { return [] }
+        buffer.removeLast(max - n)
+        return buffer
+    }
+
+    /// Writes one byte to a non-blocking descriptor (waking a pipe's reader); a full pipe is
+    /// not an error (the reader has a wake-up pending already).
+    static func poke(_ fd: Int32) {
+        var b: UInt8 = 1
+        _ = Glibc.write(fd, &b, 1)
     }
 
     // MARK: Names
@@ -414,7 +518,7 @@ final class Syscalls: Sendable {
 
 /// The calls the seam makes, as seen by recorders and fault plans.
 enum SyscallKind: String, Sendable, CaseIterable {
-    case open, read, write, fsync, fdatasync, startWriteback, ftruncate, stat, flock, rename, unlink, mkdir, rmdir, opendir, close
+    case open, read, write, fsync, fdatasync, startWriteback, ftruncate, stat, flock, rename, unlink, mkdir, rmdir, opendir, close, watch
 
     /// Calls that change what is on disk.
     var mutates: Bool {
@@ -546,6 +650,10 @@ final class FileDescriptor {
 
     var isOpen: Bool { raw >= 0 }
 
+    /// Gives the descriptor up without closing it (another thread closes it: `Syscalls.lock`
+    /// after a timed-out wait).
+    fileprivate func detach() { raw = -1 }
+
     func close() throws {
         guard raw >= 0 else {
             throw LnoteError(.invalidState, "file descriptor closed twice", path: path)
@@ -559,6 +667,50 @@ final class FileDescriptor {
         if raw >= 0 {
             assertionFailure("leaked file descriptor \(raw) for \(path): call close()")
             _ = Glibc.close(raw)
+        }
+    }
+}
+
+/// One timed wait for a `flock` that a helper thread performs (`Syscalls.lock`).
+private final class LockWait: Sendable {
+    enum Outcome { case done(Int32), abandoned }
+    private enum State { case waiting, done(Int32), abandoned }
+    private let state = Mutex(State.waiting)
+    private let condition = NSCondition()
+
+    /// The helper thread's result (0 or an errno). Returns true when the waiter gave up
+    /// already: the helper then owns the descriptor.
+    func finish(errno e: Int32) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        let abandoned = state.withLock { s -> Bool in
+            if case .abandoned = s { return true }
+            s = .done(e)
+            return false
+        }
+        condition.broadcast()
+        return abandoned
+    }
+
+    func wait(timeout: Duration) -> Outcome {
+        let (seconds, attoseconds) = timeout.components
+        let deadline = Date(timeIntervalSinceNow: Double(seconds) + Double(attoseconds) / 1e18)
+        condition.lock()
+        defer { condition.unlock() }
+        while true {
+            let done = state.withLock { s -> Int32? in
+                if case .done(let e) = s { return e }
+                return nil
+            }
+            if let done { return .done(done) }
+            if !condition.wait(until: deadline) {
+                // Timed out, unless the helper finished in between.
+                return state.withLock { s -> Outcome in
+                    if case .done(let e) = s { return .done(e) }
+                    s = .abandoned
+                    return .abandoned
+                }
+            }
         }
     }
 }

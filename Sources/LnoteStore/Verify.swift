@@ -100,11 +100,16 @@ public struct VerifyReport: Sendable {
 /// elements and add operations exist and match their hash), nothing is orphaned (assets,
 /// page files, temporary files) and manifests are derived from the document.json on disk.
 public enum Verify {
-    public static func run(folder: String) throws -> VerifyReport {
-        try run(folder: folder, io: .live)
+    ///
+    /// Each package is checked holding its document lock ([PKG-82]), so an append or a save
+    /// another process is making is never seen half done; a package whose lock file does not
+    /// exist yet is checked without it (nothing written under the lock since it was created).
+    /// Waiting for a lock lasts at most `lockTimeout`.
+    public static func run(folder: String, lockTimeout: Duration = .seconds(10)) throws -> VerifyReport {
+        try run(folder: folder, io: .live, lockTimeout: lockTimeout)
     }
 
-    static func run(folder: String, io: Syscalls) throws -> VerifyReport {
+    static func run(folder: String, io: Syscalls, lockTimeout: Duration = .seconds(10)) throws -> VerifyReport {
         var report = VerifyReport()
         guard let st = try io.stat(folder), st.isDirectory else {
             throw LnoteError(.notFound, "no notebook folder", path: folder)
@@ -140,7 +145,10 @@ public enum Verify {
                 report.problems.append(.init(.temporaryFile, p, "left by an interrupted write"))
             } else if let id = PackagePaths.documentID(fromName: name) {
                 report.documents += 1
-                try checkPackage(PackagePaths(folder: folder, id: id), io: io, into: &report)
+                let paths = PackagePaths(folder: folder, id: id)
+                let held = try FileLock.document(paths, io: io, timeout: lockTimeout).acquire(create: false)
+                defer { held?.release() }
+                try checkPackage(paths, io: io, into: &report)
             }
         }
         return report

@@ -97,7 +97,7 @@ struct PackageLayoutTests {
         #"\.lnote/remotes"#, #"\.lnote/remotes/"# + hex64,
         #"\.lnote/incoming"#, #"\.lnote/incoming/"# + uuid + #"\."# + hex64,
         uuid + #"\.lnote"#,
-        uuid + #"\.lnote/(manifest\.json|document\.json|document\.log|pages|assets|thumbnails)"#,
+        uuid + #"\.lnote/(manifest\.json|document\.json|document\.log|lock|pages|assets|thumbnails)"#,
         uuid + #"\.lnote/pages/"# + uuid + #"\.(content|log|base)"#,
         uuid + #"\.lnote/assets/"# + hex64,
         uuid + #"\.lnote/thumbnails/"# + uuid + #"\.png"#,
@@ -140,7 +140,8 @@ struct PackageLayoutTests {
         let pkg = "\(d.id).lnote"
         var expected = [".lnote/replica.json", ".lnote/lock", ".lnote/clocks.cache", ".lnote/remotes/\(AssetID.of(Array(key.utf8)))",
                         "\(pkg)/manifest.json", "\(pkg)/document.json", "\(pkg)/document.log",
-                        "\(pkg)/assets/\(AssetID.of(image))", "\(other.id).lnote/document.log"]
+                        "\(pkg)/assets/\(AssetID.of(image))", "\(pkg)/lock", "\(other.id).lnote/document.log",
+                        "\(other.id).lnote/lock"]
         for p in [p0, p1, gone] { expected += ["\(pkg)/pages/\(p).content", "\(pkg)/pages/\(p).log"] }
         for p in [p0, p1] { expected.append("\(pkg)/thumbnails/\(p).png") }
         for e in expected { #expect(paths.contains(e), "\(e) is missing: \(paths)") }

@@ -276,15 +276,22 @@ struct PackageRulesTests {
         try await moved.close()
     }
 
-    @Test("[PKG-61] a notebook is open in one place at a time")
+    @Test("[PKG-61] any number of notebooks open one folder at once, and hold no lock while open")
     func lock() async throws {
         let dir = try TempDir("lock")
         defer { dir.remove() }
-        let nb = try await openNotebook(dir.path)
-        await #expect(throws: LnoteError(.invalidState)) { _ = try await openNotebook(dir.path) }
-        try await nb.close()
-        let nb2 = try await openNotebook(dir.path)
-        try await nb2.close()
+        let nbs = [try await openNotebook(dir.path), try await openNotebook(dir.path), try await openNotebook(dir.path)]
+        let d = try await nbs[0].createDocument(title: "Shared")
+        let docs = [d, try await nbs[1].openDocument(d.id), try await nbs[2].openDocument(d.id)]
+        let p = try #require(await d.pageList.first?.id)
+        for (i, doc) in docs.enumerated() { try await doc.addStroke(stroke(3, x: Int32(i * 100)), to: p) }
+        // Between writes, nobody holds the notebook's or the document's lock.
+        for path in [dir.sub(".lnote/lock"), d.paths.lock] {
+            let held = try #require(try FileLock(path: path, io: .live, timeout: .zero).tryAcquire(), "\(path) is held")
+            held.release()
+        }
+        for doc in docs { #expect(try await doc.elements(p).count == 3) }
+        for nb in nbs { try await nb.close() }
     }
 
     @Test("delete is a soft deleteDocument operation; restore brings the document back")
