@@ -10,16 +10,29 @@ import Synchronization
 /// long as the daemon runs. `@unchecked Sendable`: the PEM pointers are written once at
 /// init and only read afterwards; the rest is immutable, atomic or mutex-guarded.
 final class ServerContext: @unchecked Sendable {
-    let handler: HTTPServer.Handler
+    /// How a request whose body is complete is answered.
+    enum Answering {
+        /// On libmicrohttpd's thread, which the handler may block.
+        case blocking(HTTPServer.Handler)
+        /// In a task of its own while the connection is suspended: no thread waits for it.
+        case suspending(HTTPServer.AsyncHandler)
+    }
+
+    let answering: Answering
     let maxBody: Int
     /// PEM text as C strings, alive as long as the daemon (libmicrohttpd keeps the pointers).
     let certificate: UnsafeMutablePointer<CChar>?
     let key: UnsafeMutablePointer<CChar>?
     let liveRequests = Atomic<Int>(0)
     let log = Mutex<[String]>([])
+    /// Set by `HTTPServer.stop()`: requests completed from then on are answered 503.
+    let stopping = Atomic<Bool>(false)
+    /// Requests suspended while their async handler runs (`Answering.suspending`), until their
+    /// completion callback: `stop()` answers those still running before the daemon stops.
+    let suspended = Mutex<[ObjectIdentifier: PendingAnswer]>([:])
 
-    init(handler: @escaping HTTPServer.Handler, maxBody: Int, certificate: String?, key: String?) {
-        self.handler = handler
+    init(answering: Answering, maxBody: Int, certificate: String?, key: String?) {
+        self.answering = answering
         self.maxBody = maxBody
         self.certificate = certificate.map { strdup($0) }
         self.key = key.map { strdup($0) }
@@ -42,19 +55,82 @@ final class ServerContext: @unchecked Sendable {
     }
 }
 
+/// A libmicrohttpd connection pointer handed to another thread. Only `PendingAnswer` uses
+/// it, under its lock, while the connection is known to be suspended (hence alive).
+struct ConnectionPointer: @unchecked Sendable {
+    let pointer: OpaquePointer
+}
+
+/// A request whose connection is suspended while its async handler runs: the one object
+/// the handler's task and libmicrohttpd's thread share.
+///
+/// The handler's task hands the answer over with `finish`, which resumes the connection;
+/// libmicrohttpd then calls the access handler again, which takes it (`take`) and queues it.
+/// `finish` works once: a later call (the task finishing after `stop()` answered 503 for
+/// it) does nothing, so the connection is never resumed twice nor after it was closed.
+final class PendingAnswer: Sendable {
+    enum Phase {
+        /// The handler runs; the connection is suspended.
+        case handling
+        /// The answer is ready and the connection resumed.
+        case resumed(HTTPServerResponse)
+        /// The answer was taken by the access handler and queued.
+        case queued
+    }
+
+    let connection: ConnectionPointer
+    let phase = Mutex<Phase>(.handling)
+
+    init(connection: OpaquePointer) { self.connection = ConnectionPointer(pointer: connection) }
+
+    /// Hands `response` over and resumes the connection, if nothing did before.
+    /// - Returns: true when this call answered the request.
+    @discardableResult
+    func finish(_ response: HTTPServerResponse) -> Bool {
+        phase.withLock { p in
+            guard case .handling = p else { return false }
+            p = .resumed(response)
+            // Under the lock: `stop()` never sees this request as still handling once it is
+            // resumed, so it never stops the daemon between the two steps.
+            MHD_resume_connection(connection.pointer)
+            return true
+        }
+    }
+
+    /// The answer, once; nil when it is not ready.
+    func take() -> HTTPServerResponse? {
+        phase.withLock { p in
+            guard case .resumed(let r) = p else { return nil }
+            p = .queued
+            return r
+        }
+    }
+}
+
 /// One request being read: created by the URI-log callback, stored as libmicrohttpd's
 /// per-request pointer, released by the completion callback.
 ///
-/// Touched only by the thread serving its connection.
+/// Touched only by the thread serving its connection (the async handler's task sees only
+/// the request value and the `PendingAnswer`).
 final class RequestState {
+    enum Phase {
+        /// Nothing but the URI seen yet.
+        case new
+        /// Headers read; the body is being accumulated.
+        case reading
+        /// The body is over the limit: read and dropped (`discarded` bytes so far), then
+        /// answered 413.
+        case draining(discarded: Int)
+        /// A response is queued (the handler's, or a 413); `resumed` when it was handed over
+        /// by an async handler's task (the request stays in `ServerContext.suspended` until
+        /// its completion callback, so that `stop()` lets the answer go out).
+        case answered(resumed: PendingAnswer?)
+        /// The async handler runs while the connection is suspended.
+        case handling(PendingAnswer)
+    }
+
     let target: String
-    var started = false
-    /// The body is over the limit: it is dropped and the answer is 413.
-    var rejected = false
-    /// The 413 is queued.
-    var answered = false
-    /// Bytes of an over-limit body read and dropped.
-    var discarded = 0
+    var phase = Phase.new
     var method = ""
     var path = ""
     var version = ""
@@ -81,9 +157,16 @@ let uriLogCallback: clnote_mhd_uri_log_callback = { cls, uri, _ in
 /// completed or aborted.
 let requestCompletedCallback: MHD_RequestCompletedCallback = { cls, _, conCls, _ in
     guard let conCls, let pointer = conCls.pointee else { return }
+    let state = Unmanaged<RequestState>.fromOpaque(pointer).takeUnretainedValue()
+    let server = Unmanaged<ServerContext>.fromOpaque(cls!).takeUnretainedValue()
+    switch state.phase {
+    case .handling(let pending), .answered(resumed: let pending?):
+        _ = server.suspended.withLock { $0.removeValue(forKey: ObjectIdentifier(pending)) }
+    default:
+        break
+    }
     Unmanaged<RequestState>.fromOpaque(pointer).release()
     conCls.pointee = nil
-    let server = Unmanaged<ServerContext>.fromOpaque(cls!).takeUnretainedValue()
     server.liveRequests.subtract(1, ordering: .relaxed)
 }
 
@@ -98,8 +181,8 @@ let logCallback: MHD_LogCallback = { cls, format, args in
     Unmanaged<ServerContext>.fromOpaque(cls).takeUnretainedValue().record(message)
 }
 
-/// The access handler: called once when headers are in, once per chunk of body, and once
-/// more when the body is complete.
+/// The access handler: called once when headers are in, once per chunk of body, once more
+/// when the body is complete, and (async handlers) once after the connection is resumed.
 let accessHandlerCallback: MHD_AccessHandlerCallback = { cls, connection, url, method, version, uploadData, uploadDataSize, conCls in
     guard let cls, let connection, let uploadDataSize, let conCls else { return .NO }
     let server = Unmanaged<ServerContext>.fromOpaque(cls).takeUnretainedValue()
@@ -122,70 +205,88 @@ extension ServerContext {
             conCls.pointee = Unmanaged.passRetained(state).toOpaque()
         }
 
-        if !state.started {
-            state.started = true
-            state.method = method.map { String(cString: $0) } ?? ""
-            state.path = url.map { String(cString: $0) } ?? ""
-            state.version = version.map { String(cString: $0) } ?? ""
-            state.headers = Self.values(connection, .HEADER_KIND).reduce(into: HTTPHeaders()) {
-                $0.add($1.name, $1.value ?? "")
-            }
-            var buffer = [CChar](repeating: 0, count: 64)
-            var port: UInt16 = 0
-            if clnote_mhd_client_address(connection, &buffer, buffer.count, &port) == 0 {
-                let length = buffer.firstIndex(of: 0) ?? buffer.count
-                state.remoteAddress = String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-                state.remotePort = port
-            }
-            if let length = state.headers["Content-Length"], let n = Int(length) {
-                if n > maxBody {
-                    state.rejected = true
-                    let waitsForContinue = state.headers["Expect"]?.lowercased() == "100-continue"
-                    if n > drainLimit || waitsForContinue {
-                        // Answered at once, and the connection closed: a client waiting for
-                        // `100 Continue` has sent nothing and reads the 413; a body too big
-                        // to read only to drop it is cut off (a client still sending may see
-                        // a reset).
-                        state.answered = true
-                        return queue(connection, tooLarge(), close: true)
-                    }
-                    // Read and dropped below, then answered 413: a client that is still
-                    // sending gets the answer rather than a reset.
-                    return .YES
-                }
-                state.body.reserveCapacity(min(n, 8 << 20))
-            }
-            return .YES
-        }
-
-        if uploadDataSize.pointee > 0 {
+        switch state.phase {
+        case .new:
+            return begin(state, connection, url: url, method: method, version: version)
+        case .answered:
+            return .YES // a response is queued (a 413 sent before the body was read)
+        case .handling(let pending):
+            // Called again after the resume: the answer is ready.
+            guard let response = pending.take() else { return .YES }
+            state.phase = .answered(resumed: pending)
+            return queue(connection, response, close: stopping.load(ordering: .relaxed))
+        case .draining(let discarded):
             let n = uploadDataSize.pointee
-            uploadDataSize.pointee = 0
-            if state.rejected {
+            if n > 0 {
                 // A body past the limit: libmicrohttpd cannot queue a response in the middle
                 // of a body, so the rest is read and dropped, up to `drainLimit` bytes; past
                 // that (a chunked body that keeps growing) the connection is closed without
                 // an answer.
-                state.discarded += n
-                return state.discarded > drainLimit ? .NO : .YES
+                uploadDataSize.pointee = 0
+                state.phase = .draining(discarded: discarded + n)
+                return discarded + n > drainLimit ? .NO : .YES
             }
-            if state.body.count > maxBody - n {
-                // A body without Content-Length (chunked) grew past the limit.
-                state.rejected = true
-                state.discarded = state.body.count + n
-                state.body = []
-            } else if let uploadData {
-                state.body.append(contentsOf: UnsafeRawBufferPointer(start: uploadData, count: n))
-            }
-            return .YES
-        }
-        if state.rejected && !state.answered {
-            state.answered = true
+            state.phase = .answered(resumed: nil)
             return queue(connection, tooLarge(), close: true)
+        case .reading:
+            let n = uploadDataSize.pointee
+            if n > 0 {
+                uploadDataSize.pointee = 0
+                if state.body.count > maxBody - n {
+                    // A body without Content-Length (chunked) grew past the limit.
+                    state.phase = .draining(discarded: state.body.count + n)
+                    state.body = []
+                } else if let uploadData {
+                    state.body.append(contentsOf: UnsafeRawBufferPointer(start: uploadData, count: n))
+                }
+                return .YES
+            }
+            return answer(state, connection)
         }
+    }
 
-        if state.rejected { return .YES } // the 413 is already queued
+    /// The first call of a request: its line, headers and peer; an announced body over the
+    /// limit is refused here.
+    private func begin(_ state: RequestState, _ connection: OpaquePointer, url: UnsafePointer<CChar>?,
+                       method: UnsafePointer<CChar>?, version: UnsafePointer<CChar>?) -> MHD_Result {
+        state.phase = .reading
+        state.method = method.map { String(cString: $0) } ?? ""
+        state.path = url.map { String(cString: $0) } ?? ""
+        state.version = version.map { String(cString: $0) } ?? ""
+        state.headers = Self.values(connection, .HEADER_KIND).reduce(into: HTTPHeaders()) {
+            $0.add($1.name, $1.value ?? "")
+        }
+        var buffer = [CChar](repeating: 0, count: 64)
+        var port: UInt16 = 0
+        if clnote_mhd_client_address(connection, &buffer, buffer.count, &port) == 0 {
+            let length = buffer.firstIndex(of: 0) ?? buffer.count
+            state.remoteAddress = String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            state.remotePort = port
+        }
+        if let length = state.headers["Content-Length"], let n = Int(length) {
+            if n > maxBody {
+                let waitsForContinue = state.headers["Expect"]?.lowercased() == "100-continue"
+                if n > drainLimit || waitsForContinue {
+                    // Answered at once, and the connection closed: a client waiting for
+                    // `100 Continue` has sent nothing and reads the 413; a body too big
+                    // to read only to drop it is cut off (a client still sending may see
+                    // a reset).
+                    state.phase = .answered(resumed: nil)
+                    return queue(connection, tooLarge(), close: true)
+                }
+                // Read and dropped, then answered 413: a client that is still sending gets
+                // the answer rather than a reset.
+                state.phase = .draining(discarded: 0)
+                return .YES
+            }
+            state.body.reserveCapacity(min(n, 8 << 20))
+        }
+        return .YES
+    }
 
+    /// The body is complete: the handler answers, on this thread or in a task while the
+    /// connection is suspended.
+    private func answer(_ state: RequestState, _ connection: OpaquePointer) -> MHD_Result {
         let query = state.target.firstIndex(of: "?").map { String(state.target[state.target.index(after: $0)...]) } ?? ""
         let request = HTTPServerRequest(
             method: state.method, path: state.path, target: state.target, query: query,
@@ -193,8 +294,24 @@ extension ServerContext {
             version: state.version, headers: state.headers, body: state.body,
             remoteAddress: state.remoteAddress, remotePort: state.remotePort)
         state.body = []
-        let response = handler(request)
-        return queue(connection, response, close: false)
+        switch answering {
+        case .blocking(let handler):
+            state.phase = .answered(resumed: nil)
+            return queue(connection, handler(request), close: false)
+        case .suspending(let handler):
+            if stopping.load(ordering: .relaxed) {
+                state.phase = .answered(resumed: nil)
+                return queue(connection, HTTPServer.shuttingDown, close: true)
+            }
+            let pending = PendingAnswer(connection: connection)
+            state.phase = .handling(pending)
+            suspended.withLock { $0[ObjectIdentifier(pending)] = pending }
+            MHD_suspend_connection(connection)
+            Task.detached {
+                pending.finish(await handler(request))
+            }
+            return .YES
+        }
     }
 
     /// How many bytes of an over-limit body are read (and dropped) so that it can still be

@@ -1,18 +1,35 @@
 // HTTPServer: an HTTP/1.1 (optionally HTTPS) server over libmicrohttpd.
 //
-// Threading model: libmicrohttpd owns every thread. By default each connection gets its
-// own thread (MHD_USE_THREAD_PER_CONNECTION), so a slow handler delays only its own
-// client; `Threading.pool(n)` uses n polling threads instead, where one slow handler stalls
-// the other connections of its thread. The handler is synchronous and runs on those
-// threads: it may block (on disk or a lock) but must not call back into Swift concurrency
-// and wait on it (no semaphore-on-async bridge there: the cooperative pool is small). It
-// must be thread-safe: several requests run at once. The handler sees a request only once
-// its whole body has arrived; bodies are accumulated across libmicrohttpd's access-handler
-// calls in a per-request object created by the URI-log callback and released in the
-// NOTIFY_COMPLETED callback, which also runs for aborted requests. C callbacks reach the
-// server's state through their `void *` arguments (`Unmanaged`), never through captures.
-// `stop()` (or `close()`) shuts the daemon down exactly once and waits for handlers still
-// running, so a handler blocked forever makes `stop()` block forever.
+// Threading model: libmicrohttpd owns every thread. Two kinds of handlers:
+//
+// - A blocking handler (`init(configuration:handler:)`) runs on libmicrohttpd's threads. By
+//   default each connection gets its own thread (MHD_USE_THREAD_PER_CONNECTION), so a slow
+//   handler delays only its own client; `Threading.pool(n)` uses n polling threads instead,
+//   where one slow handler stalls the other connections of its thread. The handler may block
+//   (on disk or a lock) but must not call back into Swift concurrency and wait on it (no
+//   semaphore-on-async bridge there: the cooperative pool is small).
+// - An async handler (`init(configuration:asyncHandler:)`) holds no thread while it waits:
+//   libmicrohttpd polls every connection with epoll from one internal thread (n with
+//   `.pool(n)`), and a request whose body is complete is suspended
+//   (MHD_suspend_connection, which needs MHD_ALLOW_SUSPEND_RESUME) while its handler runs
+//   in a task of its own; the task hands the answer over and resumes the connection
+//   (MHD_resume_connection, thread-safe through the daemon's inter-thread channel), and
+//   libmicrohttpd's thread queues it. A thousand requests held for seconds (long polls,
+//   sync-protocol.md [SYNC-73]) cost a suspended connection and a suspended task each.
+//
+// Either handler must be thread-safe: several requests run at once. The handler sees a
+// request only once its whole body has arrived; bodies are accumulated across
+// libmicrohttpd's access-handler calls in a per-request object created by the URI-log
+// callback and released in the NOTIFY_COMPLETED callback, which also runs for aborted
+// requests. C callbacks reach the server's state through their `void *` arguments
+// (`Unmanaged`), never through captures.
+//
+// `stop()` (or `close()`) shuts the daemon down exactly once. With a blocking handler it
+// waits for handlers still running, so a handler blocked forever makes `stop()` block
+// forever. With an async handler it stops accepting, answers requests completed from then
+// on 503, gives running handlers `Configuration.shutdownGrace` to answer, answers those
+// still running 503 itself (libmicrohttpd must not stop with suspended connections), lets
+// the answers go out, then stops the daemon.
 import CLnoteMicroHTTPD
 import Foundation
 import LnoteModel
@@ -56,12 +73,18 @@ public final class HTTPServer: Sendable {
         /// exceeds the limit by at most the limit again (at least 1 MiB), so that the client
         /// gets the answer; answered at once, and the connection closed, beyond that.
         public var maxRequestBodyBytes: Int = 64 << 20
+        /// With a blocking handler: a thread per connection, or a pool. With an async handler,
+        /// `.threadPerConnection` means one epoll polling thread and `.pool(n)` n of them:
+        /// no connection ever holds a thread.
         public var threading: Threading = .threadPerConnection
+        /// Async handlers only: how long `stop()` lets running handlers answer before it
+        /// answers them 503 itself.
+        public var shutdownGrace: Duration = .seconds(2)
 
         public init(bindAddress: String = "127.0.0.1", port: UInt16 = 0, tls: TLS? = nil,
                     connectionTimeoutSeconds: UInt32 = 30, connectionLimit: UInt32 = 128,
                     perIPConnectionLimit: UInt32 = 32, maxRequestBodyBytes: Int = 64 << 20,
-                    threading: Threading = .threadPerConnection) {
+                    threading: Threading = .threadPerConnection, shutdownGrace: Duration = .seconds(2)) {
             self.bindAddress = bindAddress
             self.port = port
             self.tls = tls
@@ -70,11 +93,20 @@ public final class HTTPServer: Sendable {
             self.perIPConnectionLimit = perIPConnectionLimit
             self.maxRequestBodyBytes = maxRequestBodyBytes
             self.threading = threading
+            self.shutdownGrace = shutdownGrace
         }
     }
 
     /// Answers one request; runs on a libmicrohttpd thread (see the threading model above).
     public typealias Handler = @Sendable (HTTPServerRequest) -> HTTPServerResponse
+    /// Answers one request in a task of its own while its connection is suspended: it may
+    /// wait as long as it likes without holding a thread (a long poll).
+    public typealias AsyncHandler = @Sendable (HTTPServerRequest) async -> HTTPServerResponse
+
+    /// The answer to a request completed while the server stops, or held when it stopped.
+    static let shuttingDown = HTTPServerResponse(status: 503, headers: ["Content-Type": "text/plain; charset=utf-8",
+                                                                         "Retry-After": "1"],
+                                                 body: Array("server is shutting down\n".utf8))
 
     public let configuration: Configuration
     /// The port actually bound.
@@ -87,7 +119,19 @@ public final class HTTPServer: Sendable {
     /// - Throws: `.invalidArgument` for a bind address that is not an IP literal or a bad
     ///   limit; `.io`/`.notFound` when a TLS file cannot be read; `.network` when the daemon
     ///   cannot start (port in use, bad TLS material), with libmicrohttpd's reason.
-    public init(configuration: Configuration = Configuration(), handler: @escaping Handler) throws {
+    public convenience init(configuration: Configuration = Configuration(), handler: @escaping Handler) throws {
+        try self.init(configuration: configuration, answering: .blocking(handler))
+    }
+
+    /// Starts serving with an async handler: requests are suspended while it runs, so
+    /// requests it holds (long polls) hold no thread (see the threading model above).
+    ///
+    /// - Throws: as `init(configuration:handler:)`.
+    public convenience init(configuration: Configuration = Configuration(), asyncHandler: @escaping AsyncHandler) throws {
+        try self.init(configuration: configuration, answering: .suspending(asyncHandler))
+    }
+
+    private init(configuration: Configuration, answering: ServerContext.Answering) throws {
         self.configuration = configuration
         guard configuration.maxRequestBodyBytes >= 0 else {
             throw LnoteError(.invalidArgument, "maxRequestBodyBytes must not be negative")
@@ -101,7 +145,7 @@ public final class HTTPServer: Sendable {
             certificate = try Self.readPEM(tls.certificatePath, what: "certificate")
             key = try Self.readPEM(tls.keyPath, what: "key")
         }
-        let context = ServerContext(handler: handler, maxBody: configuration.maxRequestBodyBytes,
+        let context = ServerContext(answering: answering, maxBody: configuration.maxRequestBodyBytes,
                                     certificate: certificate, key: key)
         self.context = context
         let started = try Self.start(configuration, context)
@@ -128,17 +172,39 @@ public final class HTTPServer: Sendable {
     /// every connection has finished, aborted ones included.
     public var activeRequestCount: Int { context.liveRequests.load(ordering: .relaxed) }
 
+    /// Requests an async handler holds or has just answered (until the answer is sent): long
+    /// polls being held, for the most part.
+    public var suspendedRequestCount: Int { context.suspended.withLock { $0.count } }
+
     /// The last messages libmicrohttpd logged (client errors, TLS failures), oldest first.
     public var recentLog: [String] { context.log.withLock { $0 } }
 
-    /// Stops accepting, closes connections and waits for running handlers. Idempotent.
+    /// Stops accepting, closes connections and waits for running handlers (async handlers:
+    /// at most `shutdownGrace`, then they are answered 503). Idempotent.
     public func stop() {
         let d = daemon.withLock { d -> DaemonPointer? in
             defer { d = nil }
             return d
         }
         guard let d else { return }
+        context.stopping.store(true, ordering: .relaxed)
+        var listening: Int32 = -1
+        if case .suspending = context.answering {
+            // No new connection; requests on open ones are answered 503 from now on.
+            listening = MHD_quiesce_daemon(d.pointer)
+            let clock = ContinuousClock()
+            let graceEnds = clock.now + configuration.shutdownGrace
+            while context.suspended.withLock({ !$0.isEmpty }) && clock.now < graceEnds { usleep(2_000) }
+            // libmicrohttpd must not stop with a suspended connection: answer the rest here
+            // (outside the registry's lock: `finish` takes the connection's, then the daemon's).
+            for pending in context.suspended.withLock({ Array($0.values) }) { pending.finish(Self.shuttingDown) }
+            // Let the answers go out before the connections are closed.
+            let drainEnds = clock.now + .seconds(1)
+            while context.suspended.withLock({ !$0.isEmpty }) && clock.now < drainEnds { usleep(2_000) }
+        }
         MHD_stop_daemon(d.pointer)
+        // A quiesced daemon leaves its listening socket to us.
+        if listening >= 0 { Glibc.close(listening) }
         // Every request's completion callback has run: drop the callbacks' reference.
         d.context.release()
     }
@@ -161,12 +227,20 @@ public final class HTTPServer: Sendable {
 
     private static func start(_ config: Configuration, _ context: ServerContext) throws -> (daemon: DaemonPointer, port: UInt16) {
         var flags = UInt32(MHD_USE_ERROR_LOG.rawValue) // routed to our logger, never printed
-        switch config.threading {
-        case .threadPerConnection:
+        switch (context.answering, config.threading) {
+        case (.blocking, .threadPerConnection):
             flags |= UInt32(MHD_USE_THREAD_PER_CONNECTION.rawValue) | UInt32(MHD_USE_INTERNAL_POLLING_THREAD.rawValue)
                 | UInt32(MHD_USE_POLL.rawValue)
-        case .pool:
+        case (.blocking, .pool):
             flags |= UInt32(MHD_USE_INTERNAL_POLLING_THREAD.rawValue) | UInt32(MHD_USE_AUTO.rawValue)
+        case (.suspending, _):
+            // Suspend/resume is not for thread-per-connection: epoll, one thread per pool slot.
+            flags |= UInt32(MHD_USE_INTERNAL_POLLING_THREAD.rawValue) | UInt32(MHD_ALLOW_SUSPEND_RESUME.rawValue)
+            #if os(Linux)
+            flags |= UInt32(MHD_USE_EPOLL.rawValue)
+            #else
+            flags |= UInt32(MHD_USE_AUTO.rawValue)
+            #endif
         }
         flags |= UInt32(MHD_USE_ITC.rawValue)
         if config.tls != nil { flags |= UInt32(MHD_USE_TLS.rawValue) }

@@ -8,11 +8,17 @@ import LnoteSync
 /// machine can sync with it directly.
 ///
 /// The folder stays open (and locked) while serving. Requests need the bearer token; only
-/// its SHA-256 is kept in memory. Requests run on libmicrohttpd's threads (one per
-/// connection), the sync work on Swift's executor.
+/// its SHA-256 is kept in memory. libmicrohttpd polls the connections (epoll) and suspends
+/// each request while the sync work runs on Swift's executor, so long polls ([SYNC-70])
+/// hold no thread; they are woken by `changes` (by default the folder's logs growing,
+/// `FolderLogSignal`).
 public final class PeerServer: Sendable {
     public let http: HTTPServer
     public let endpoint: NotebookEndpoint
+    /// The long polls held ([SYNC-71]).
+    public let longPolls: LongPolls
+    /// What wakes them ([SYNC-72]).
+    public let changes: any ChangeSignal
     /// The one notebook id this server answers to (`Protocol/sync-protocol.md` [SYNC-11]):
     /// derived from the served folder's replica id, so it stays the same across restarts
     /// and changes when the folder becomes another replica (copied or moved, [PKG-60]).
@@ -20,12 +26,18 @@ public final class PeerServer: Sendable {
     /// another notebook never merges its notebook into this one.
     public let notebookID: UUID
 
-    public init(notebook: Notebook, token: String, configuration: HTTPServer.Configuration = .init()) throws {
+    /// Starts serving.
+    /// - Parameter changes: what tells that the notebook may have gained operations (default:
+    ///   its folder's logs, `FolderLogSignal`); started here, stopped by `close()`.
+    /// - Throws: what `HTTPServer` throws; what `changes.start` throws.
+    public init(notebook: Notebook, token: String, configuration: HTTPServer.Configuration = .init(),
+                changes: (any ChangeSignal)? = nil) throws {
         let endpoint = NotebookEndpoint(notebook: notebook)
         let digest = TokenDigest(token: token)
         let id = Self.notebookID(replica: notebook.replica)
-        let owned = OwnReplicaEndpoint(inner: endpoint, notebook: notebook)
-        let service = SyncHTTPService(kind: "peer", maxBodyBytes: configuration.maxRequestBodyBytes,
+        let owned = SerialEndpoint(inner: OwnReplicaEndpoint(inner: endpoint, notebook: notebook))
+        let polls = LongPolls()
+        let service = SyncHTTPService(kind: "peer", maxBodyBytes: configuration.maxRequestBodyBytes, longPolls: polls,
                                       authorize: { t, _ in
                                           guard let t else { return Access(.unauthorized) }
                                           return Access(digest.matches(t) ? .ok : .unauthorized)
@@ -33,7 +45,16 @@ public final class PeerServer: Sendable {
                                       endpoint: { nb, _ in nb == id ? owned : nil })
         self.endpoint = endpoint
         notebookID = id
-        http = try HTTPServer(configuration: configuration, handler: service.handle)
+        longPolls = polls
+        let signal = changes ?? FolderLogSignal(folder: notebook.path)
+        self.changes = signal
+        try signal.start { polls.bump(id) }
+        do {
+            http = try HTTPServer(configuration: configuration, asyncHandler: service.respond)
+        } catch {
+            signal.stop()
+            throw error
+        }
     }
 
     /// [SYNC-11] The replica id as 8 bytes little-endian, then the ASCII bytes `lnotepee`,
@@ -50,7 +71,34 @@ public final class PeerServer: Sendable {
     /// The notebook URL clients pass to `lnote sync`.
     public var url: String { "\(http.baseURL)/v1/notebooks/\(notebookID.uuidString)" }
 
-    public func close() throws { try http.close() }
+    /// Answers the long polls it holds 503 ([SYNC-74]), stops watching, stops serving.
+    /// Idempotent.
+    public func close() throws {
+        longPolls.close()
+        changes.stop()
+        try http.close()
+    }
+}
+
+/// A served folder answers one request at a time: held long polls look again at each
+/// change, and a notebook's sync calls open and close its documents, so two requests
+/// interleaved at their `await`s could close a document under each other. Requests are
+/// short; a held long poll does not hold the lock while it waits (only while it answers).
+struct SerialEndpoint: SyncEndpoint {
+    let inner: any SyncEndpoint
+    let lock = AsyncLock()
+
+    func sync(_ request: SyncRequest) async throws -> SyncResponse { try await lock.run { try await inner.sync(request) } }
+    func missingAssets(_ ids: [AssetID], document: DocumentID) async throws -> [AssetID] {
+        try await lock.run { try await inner.missingAssets(ids, document: document) }
+    }
+    @discardableResult
+    func putAsset(_ bytes: [UInt8], id: AssetID, document: DocumentID) async throws -> Bool {
+        try await lock.run { try await inner.putAsset(bytes, id: id, document: document) }
+    }
+    func getAsset(_ id: AssetID, document: DocumentID) async throws -> [UInt8] {
+        try await lock.run { try await inner.getAsset(id, document: document) }
+    }
 }
 
 /// [SYNC-57] A notebook endpoint that owns its folder's replica id: a push holding an
@@ -103,20 +151,44 @@ struct OwnReplicaEndpoint: SyncEndpoint {
 
 /// `lnote relay`: a store-and-forward sync server for many notebooks, keeping operations,
 /// assets and checkpoints in SQLite. It needs no notebook folder.
+///
+/// Requests are suspended while they are answered (epoll, no thread per connection), the
+/// SQLite work runs on the store's queue; long polls ([SYNC-70]) are held in `longPolls`
+/// and woken when the store commits operations for their notebook (`observeChanges`).
 public final class RelayServer: Sendable {
     public let http: HTTPServer
     public let store: RelayStore
+    /// The long polls held ([SYNC-71]).
+    public let longPolls: LongPolls
+    private let observation: Int
 
     public init(store: RelayStore, configuration: HTTPServer.Configuration = .init()) throws {
         self.store = store
-        let service = SyncHTTPService(kind: "relay", maxBodyBytes: configuration.maxRequestBodyBytes,
-                                      authorize: { t, nb in try store.access(token: t, notebook: NotebookID(nb)) },
-                                      endpoint: { nb, device in try store.endpoint(notebook: NotebookID(nb), device: device) })
-        http = try HTTPServer(configuration: configuration, handler: service.handle)
+        let polls = LongPolls()
+        longPolls = polls
+        let service = SyncHTTPService(kind: "relay", maxBodyBytes: configuration.maxRequestBodyBytes, longPolls: polls,
+                                      authorize: { t, nb in
+                                          try await store.perform { try $0.access(token: t, notebook: NotebookID(nb)) }
+                                      },
+                                      endpoint: { nb, device in
+                                          try await store.perform { try $0.endpoint(notebook: NotebookID(nb), device: device) }
+                                      })
+        observation = store.observeChanges { polls.bump($0.uuid) }
+        do {
+            http = try HTTPServer(configuration: configuration, asyncHandler: service.respond)
+        } catch {
+            store.stopObserving(observation)
+            throw error
+        }
     }
 
     /// The URL of one notebook on this relay.
     public func url(notebook: NotebookID) -> String { "\(http.baseURL)/v1/notebooks/\(notebook.uuid.uuidString)" }
 
-    public func close() throws { try http.close() }
+    /// Answers the long polls it holds 503 ([SYNC-74]), then stops serving. Idempotent.
+    public func close() throws {
+        longPolls.close()
+        store.stopObserving(observation)
+        try http.close()
+    }
 }

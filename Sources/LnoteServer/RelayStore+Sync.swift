@@ -211,7 +211,11 @@ extension RelayStore {
             return (answer, accepted > 0 ? try Self.issuedSequence(db) : 0)
         }
         // [SYNC-58] No answer carries a sequence the mark does not hold.
-        if answer.accepted > 0 { try mark?.advance(to: issued) }
+        if answer.accepted > 0 {
+            try mark?.advance(to: issued)
+            // [SYNC-72] Long polls held for this notebook look again.
+            observers.notify(notebook)
+        }
         return answer
     }
 

@@ -59,6 +59,8 @@ public final class RelayStore: Sendable {
     /// The greatest change sequence ever issued, beside the database ([SYNC-58]); nil for
     /// an in-memory database.
     let mark: HighWaterMark?
+    /// Told of each notebook that gained operations or a new epoch (`observeChanges`).
+    let observers = ChangeObservers()
 
     /// The high-water mark's file for the database at `path`.
     public static func markPath(for path: String) -> String { path + ".hwm" }
@@ -178,24 +180,41 @@ public final class RelayStore: Sendable {
     /// Gives the notebook a new random epoch, so every client compares clocks at its next
     /// sync ([SYNC-6], [SYNC-58]: `lnote relay epoch reset`). Opening a restored file does
     /// this for every notebook by itself; run it by hand after anything else that may have
-    /// lost operations a client believes the relay holds.
+    /// lost operations a client believes the relay holds. Long polls held for the notebook
+    /// are answered (`resync`).
     /// - Returns: the new epoch.
     @discardableResult
     public func resetEpoch(notebook: NotebookID) throws -> UInt64 {
-        try db.transaction {
+        let epoch = try db.transaction {
             let (nb, old) = try row(of: notebook)
             return try Self.newEpoch(db, nb: nb, old: old)
         }
+        observers.notify(notebook)
+        return epoch
     }
 
     /// Gives every notebook a new random epoch ([SYNC-58]).
     /// - Returns: the notebooks and their new epochs, sorted by id.
     @discardableResult
     public func resetEpochs() throws -> [(notebook: NotebookID, epoch: UInt64)] {
-        try db.transaction {
+        let reset = try db.transaction {
             try Self.resetAllEpochs(db).sorted { $0.notebook < $1.notebook }
         }
+        for r in reset { observers.notify(r.notebook) }
+        return reset
     }
+
+    /// Calls `observer` (on the thread that committed) after each commit that stored new
+    /// operations in a notebook or gave it a new epoch: the in-process notification that
+    /// wakes the long polls a `RelayServer` holds ([SYNC-72]). Another process writing the
+    /// same database is not observed (its changes reach held requests when they time out).
+    /// - Returns: what `stopObserving` takes.
+    public func observeChanges(_ observer: @escaping @Sendable (NotebookID) -> Void) -> Int {
+        observers.add(observer)
+    }
+
+    /// Stops calling an observer. Idempotent.
+    public func stopObserving(_ token: Int) { observers.remove(token) }
 
     static func newEpoch(_ db: SQLiteDatabase, nb: Int64, old: UInt64) throws -> UInt64 {
         var epoch = randomEpoch()

@@ -1,17 +1,19 @@
 import Foundation
-import Dispatch
 import Synchronization
 import LnoteModel
 import LnoteSync
 
 /// Maps the HTTP binding of the sync protocol ([SYNC-20]..[SYNC-24]) onto `SyncEndpoint`s:
-/// routing, auth, id validation, version negotiation, limits and JSON errors.
+/// routing, auth, id validation, version negotiation, limits, JSON errors, and long polls
+/// ([SYNC-70]..[SYNC-74], `SyncHTTPService+LongPoll.swift`).
 ///
-/// libmicrohttpd calls `handle` on its own threads; the endpoint's async work runs on
-/// Swift's executor while that thread waits, so no cooperative thread ever blocks.
+/// `respond` is an `HTTPServer.AsyncHandler`: the servers run it while libmicrohttpd keeps
+/// the connection suspended, so a held long poll holds no thread. Work that blocks (SQLite,
+/// disk) runs where the authorizer and the endpoint put it (the relay: its store's queue),
+/// never on Swift's cooperative threads.
 public struct SyncHTTPService: Sendable {
     /// What the request's token opens, and for which device ([SYNC-57]).
-    public typealias Authorizer = @Sendable (_ token: String?, _ notebook: UUID) throws -> Access
+    public typealias Authorizer = @Sendable (_ token: String?, _ notebook: UUID) async throws -> Access
     /// The endpoint of a notebook for the device of the request's token (nil: no such notebook).
     public typealias Resolver = @Sendable (_ notebook: UUID, _ device: String?) async throws -> (any SyncEndpoint)?
 
@@ -20,13 +22,20 @@ public struct SyncHTTPService: Sendable {
     public let authorize: Authorizer
     public let endpoint: Resolver
     public let maxBodyBytes: Int
+    /// Where sync requests with `wait` are held ([SYNC-71]); nil: answered at once, as if
+    /// they had none.
+    public let longPolls: LongPolls?
+    /// The longest a request is held, whatever its `wait` asks ([SYNC-70]).
+    public let maxWait: UInt32
 
-    public init(kind: String, maxBodyBytes: Int = SyncCodec.maxBodySize, authorize: @escaping Authorizer,
-                endpoint: @escaping Resolver) {
+    public init(kind: String, maxBodyBytes: Int = SyncCodec.maxBodySize, longPolls: LongPolls? = nil,
+                maxWait: UInt32 = SyncCodec.maxWait, authorize: @escaping Authorizer, endpoint: @escaping Resolver) {
         self.kind = kind
         self.authorize = authorize
         self.endpoint = endpoint
         self.maxBodyBytes = maxBodyBytes
+        self.longPolls = longPolls
+        self.maxWait = maxWait
     }
 
     static func json(_ status: Int, _ object: Any) -> HTTPServerResponse {
@@ -36,10 +45,18 @@ public struct SyncHTTPService: Sendable {
 
     /// The JSON error body ([SYNC-22]), with the status that carries `code`.
     static func error(_ code: SyncErrorCode, _ message: String) -> HTTPServerResponse {
-        if code == .unsupportedVersion {
+        switch code {
+        case .unsupportedVersion:
             return json(code.status, ["error": code.rawValue, "message": message, "versions": [Int(SyncCodec.version)]])
+        case .unavailable:
+            // [SYNC-74] Retried by the client ([SYNC-26]); not on this connection, which closes.
+            var r = json(code.status, ["error": code.rawValue, "message": message])
+            r.headers.add("Retry-After", "1")
+            r.headers.add("Connection", "close")
+            return r
+        default:
+            return json(code.status, ["error": code.rawValue, "message": message])
         }
-        return json(code.status, ["error": code.rawValue, "message": message])
     }
 
     /// The error code for a failure ([SYNC-22]).
@@ -81,20 +98,6 @@ public struct SyncHTTPService: Sendable {
         return json(r.reason.status, body)
     }
 
-    /// Runs async work to completion from a libmicrohttpd thread.
-    static func blocking<T: Sendable>(_ work: @escaping @Sendable () async throws -> T) throws -> T {
-        let result = Mutex<Result<T, any Error>?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        Task.detached {
-            let r: Result<T, any Error>
-            do { r = .success(try await work()) } catch { r = .failure(error) }
-            result.withLock { $0 = r }
-            done.signal()
-        }
-        done.wait()
-        return try result.withLock { $0! }.get()
-    }
-
     static func bearer(_ headers: HTTPHeaders) -> String? {
         guard let v = headers["Authorization"] else { return nil }
         let parts = v.split(separator: " ", maxSplits: 1)
@@ -108,7 +111,8 @@ public struct SyncHTTPService: Sendable {
         return UUID(uuidString: String(s))
     }
 
-    public func handle(_ request: HTTPServerRequest) -> HTTPServerResponse {
+    /// Answers one request of the HTTP binding. Never throws: every failure is a JSON error.
+    public func respond(_ request: HTTPServerRequest) async -> HTTPServerResponse {
         let parts = request.path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
         let segments = Array(parts)
         // [SYNC-23] Nothing that could name another path reaches routing or storage.
@@ -130,7 +134,7 @@ public struct SyncHTTPService: Sendable {
         // A store that cannot answer is a server error (500), never a 401 that would send
         // a user hunting for a token problem.
         let access: Access
-        do { access = try authorize(Self.bearer(request.headers), notebook) } catch let e as LnoteError {
+        do { access = try await authorize(Self.bearer(request.headers), notebook) } catch let e as LnoteError {
             return Self.response(for: e)
         } catch {
             return Self.error(.serverError, "\(error)")
@@ -146,12 +150,12 @@ public struct SyncHTTPService: Sendable {
         let rest = Array(segments[3...])
         let device = access.device
         do {
-            return try Self.blocking { [self] in
-                guard let ep = try await endpoint(notebook, device) else {
-                    return Self.error(.notFound, "no notebook \(notebook) here")
-                }
-                return try await route(ep, rest, request)
+            guard let ep = try await endpoint(notebook, device) else {
+                return Self.error(.notFound, "no notebook \(notebook) here")
             }
+            return try await route(ep, notebook, rest, request)
+        } catch is ServerClosing {
+            return Self.error(.unavailable, "the server is shutting down; retry")
         } catch let r as SyncRefusal {
             return Self.response(for: r)
         } catch let r as ServerRefusal {
@@ -163,12 +167,13 @@ public struct SyncHTTPService: Sendable {
         }
     }
 
-    private func route(_ ep: any SyncEndpoint, _ rest: [Substring], _ r: HTTPServerRequest) async throws -> HTTPServerResponse {
+    private func route(_ ep: any SyncEndpoint, _ notebook: UUID, _ rest: [Substring],
+                       _ r: HTTPServerRequest) async throws -> HTTPServerResponse {
         switch (r.method, rest.count) {
         case ("POST", 1) where rest[0] == "sync":
             let q = try SyncCodec.decodeRequest(r.body, path: "request body")
             let answer: SyncResponse
-            do { answer = try await ep.sync(q) } catch let e as LnoteError where e.path == "push" {
+            do { answer = try await self.answer(q, from: ep, notebook: notebook) } catch let e as LnoteError where e.path == "push" {
                 // [SYNC-30] Name the operation where it is in the body, not in its frame.
                 throw PushLocator.locate(e, in: r.body)
             }

@@ -31,7 +31,7 @@ extension Transfer {
         if let total = request.timeout ?? config.requestTimeout {
             set(clnote_curl_setopt_long(h, CURLOPT_TIMEOUT_MS, max(1, milliseconds(total))))
         }
-        if let lowTime = config.lowSpeedTime {
+        if let lowTime = request.lowSpeedTime ?? config.lowSpeedTime {
             let seconds = max(1, (milliseconds(lowTime) + 999) / 1000)
             set(clnote_curl_setopt_long(h, CURLOPT_LOW_SPEED_LIMIT, max(1, config.lowSpeedLimitBytesPerSecond)))
             set(clnote_curl_setopt_long(h, CURLOPT_LOW_SPEED_TIME, seconds))

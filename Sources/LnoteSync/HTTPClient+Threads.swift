@@ -41,8 +41,10 @@ final class TransferThreadPool: Sendable {
         }
         guard let spawn else { return false }
         if spawn > 0 {
-            let thread = Thread { [self] in self.workerLoop() }
-            thread.name = "lnote-curl-\(spawn)"
+            let thread = Thread { [self] in
+                Thread.current.name = "lnote-curl-\(spawn)"  // from inside: see StoreExecutor
+                self.workerLoop()
+            }
             thread.start()
         }
         wakeups.signal()

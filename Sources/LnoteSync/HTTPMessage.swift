@@ -91,14 +91,18 @@ public struct HTTPRequest: Sendable, Hashable {
     public var body: [UInt8]
     /// Overrides the client's total transfer timeout for this request.
     public var timeout: Duration?
+    /// Overrides the client's low-speed window (`Configuration.lowSpeedTime`) for this
+    /// request: a long poll ([SYNC-70]) receives nothing for as long as the server holds it.
+    public var lowSpeedTime: Duration?
 
     public init(method: String = "GET", url: String, headers: HTTPHeaders = [:], body: [UInt8] = [],
-                timeout: Duration? = nil) {
+                timeout: Duration? = nil, lowSpeedTime: Duration? = nil) {
         self.method = method
         self.url = url
         self.headers = headers
         self.body = body
         self.timeout = timeout
+        self.lowSpeedTime = lowSpeedTime
     }
 
     public static func get(_ url: String, headers: HTTPHeaders = [:]) -> HTTPRequest {

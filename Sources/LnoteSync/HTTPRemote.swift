@@ -13,6 +13,7 @@ public final class HTTPRemote: SyncRemote {
     private let client: HTTPClient
     private let token: String
     private let retry: HTTPClient.RetryPolicy
+    private let requestTimeout: Duration
     private let counters = Mutex<(sent: Int, received: Int)>((0, 0))
     private let progressHandler: (@Sendable (HTTPProgress) -> Void)?
 
@@ -40,6 +41,7 @@ public final class HTTPRemote: SyncRemote {
         self.key = u
         self.token = options.token
         self.retry = options.retry
+        self.requestTimeout = options.requestTimeout
         self.progressHandler = progress
         var config = HTTPClient.Configuration()
         config.connectTimeout = options.connectTimeout
@@ -52,14 +54,26 @@ public final class HTTPRemote: SyncRemote {
 
     public var traffic: (sent: Int, received: Int) { counters.withLock { $0 } }
 
+    /// Peer servers and relays hold long polls ([SYNC-70]); one that does not know `wait`
+    /// (an older server) answers it 400, and a watcher then falls back on an interval.
+    public var supportsLongPolls: Bool { true }
+
     public func close() throws { try client.close() }
 
     /// Sends with retries; counts the bytes of request and response (start line, headers,
     /// body, as HTTP/1.1 writes them); turns error statuses into typed errors.
-    private func call(_ method: String, _ path: String, body: [UInt8] = [], contentType: String? = nil) async throws -> HTTPResponse {
+    ///
+    /// - Parameter holds: how long the server may hold the request before it answers (a long
+    ///   poll, [SYNC-70]): the transfer's timeout and low-speed window then exceed it.
+    private func call(_ method: String, _ path: String, body: [UInt8] = [], contentType: String? = nil,
+                      holds: Duration? = nil) async throws -> HTTPResponse {
         var headers: HTTPHeaders = ["Lnote-Protocol": "1"]
         if let contentType { headers.set("Content-Type", contentType) }
-        let request = HTTPRequest(method: method, url: url + path, headers: headers, body: body)
+        var request = HTTPRequest(method: method, url: url + path, headers: headers, body: body)
+        if let holds {
+            request.timeout = max(requestTimeout, holds + .seconds(60))
+            request.lowSpeedTime = holds + .seconds(30)
+        }
         let response = try await client.sendWithRetry(request, policy: retry, progress: progressHandler)
         let sent = Self.wireSize(startLine: "\(method) \(path) HTTP/1.1", headers: headers, body: body.count,
                                  extra: ["Host", "Authorization: Bearer " + token, "User-Agent", "Accept", "Content-Length"])
@@ -113,8 +127,11 @@ public final class HTTPRemote: SyncRemote {
         return LnoteError(code, "\(method) \(url): \(status): \(message)", path: url, underlying: status)
     }
 
+    /// One exchange; a request with `wait` is a long poll ([SYNC-70]), which the server may
+    /// hold that long before answering.
     public func sync(_ request: SyncRequest) async throws -> SyncResponse {
-        let r = try await call("POST", "/sync", body: SyncCodec.encode(request), contentType: "application/octet-stream")
+        let r = try await call("POST", "/sync", body: SyncCodec.encode(request), contentType: "application/octet-stream",
+                               holds: request.wait.map { .seconds(Int64($0)) })
         return try SyncCodec.decodeResponse(r.body, path: url + "/sync")
     }
 

@@ -28,6 +28,9 @@ public enum SyncErrorCode: String, Sendable, CaseIterable {
     case unsupportedVersion = "unsupported_version"
     /// 500: the server failed (storage, I/O).
     case serverError = "server_error"
+    /// 503: the server is shutting down (a long poll it held, or a request that came while it
+    /// stopped, [SYNC-74]); sent with `Retry-After`. Transient: the client retries ([SYNC-26]).
+    case unavailable
 
     /// The HTTP status that carries this code.
     public var status: Int {
@@ -41,6 +44,7 @@ public enum SyncErrorCode: String, Sendable, CaseIterable {
         case .tooLarge: 413
         case .unsupportedVersion: 426
         case .serverError: 500
+        case .unavailable: 503
         }
     }
 
@@ -57,7 +61,7 @@ public enum SyncErrorCode: String, Sendable, CaseIterable {
         case .historyNotHeld: .invalidState
         case .tooLarge: .limitExceeded
         case .unsupportedVersion: .protocolMismatch
-        case .serverError: .network
+        case .serverError, .unavailable: .network
         }
     }
 }

@@ -129,17 +129,22 @@ public struct SyncRequest: Sendable, Equatable {
     public var digests: [LogDigests]?
     /// Ranges whose content hashes the client asks for ([SYNC-53]).
     public var hashRanges: [HashRange]?
+    /// A long poll ([SYNC-70]): the most seconds the server may hold the request while it
+    /// has nothing the client lacks (`SyncCodec.waitRange`; servers cap it, lnote's at 60).
+    public var wait: UInt32?
     /// Operations the client believes the server lacks.
     public var push: [LogBatch]
 
     public init(replica: ReplicaID, epoch: UInt64, cursor: UInt64, have: [LogClock]? = nil,
-                digests: [LogDigests]? = nil, hashRanges: [HashRange]? = nil, push: [LogBatch] = []) {
+                digests: [LogDigests]? = nil, hashRanges: [HashRange]? = nil, wait: UInt32? = nil,
+                push: [LogBatch] = []) {
         self.replica = replica
         self.epoch = epoch
         self.cursor = cursor
         self.have = have
         self.digests = digests
         self.hashRanges = hashRanges
+        self.wait = wait
         self.push = push
     }
 }
@@ -186,6 +191,11 @@ public enum SyncCodec {
     public static let version: UInt8 = 1
     /// Largest body either side accepts by default.
     public static let maxBodySize = 64 << 20
+    /// The `wait` a request may carry, in seconds ([SYNC-70]): anything else makes the body
+    /// invalid. A server holds a request at most its own cap (lnote's: `maxWait`).
+    public static let waitRange: ClosedRange<UInt32> = 1...3600
+    /// How long lnote's servers hold a request at most, whatever its `wait` ([SYNC-70]).
+    public static let maxWait: UInt32 = 60
     /// Most logs in one body, most frames in one log batch.
     public static let maxLogs = 1 << 20
     public static let maxFramesPerLog = 1 << 22
@@ -378,10 +388,11 @@ public enum SyncCodec {
         w.u64(q.replica.rawValue)
         w.u64(q.epoch)
         w.u64(q.cursor)
-        w.u8((q.have == nil ? 0 : 1) | (q.digests == nil ? 0 : 2) | (q.hashRanges == nil ? 0 : 4))
+        w.u8((q.have == nil ? 0 : 1) | (q.digests == nil ? 0 : 2) | (q.hashRanges == nil ? 0 : 4) | (q.wait == nil ? 0 : 8))
         if let have = q.have { encode(have, into: &w) }
         if let d = q.digests { encode(d, into: &w) }
         if let h = q.hashRanges { encodeRanges(h, withHashes: false, into: &w) }
+        if let wait = q.wait { w.varint(UInt64(wait)) }
         encode(q.push, into: &w)
         return w.bytes
     }
@@ -394,14 +405,24 @@ public enum SyncCodec {
         let epoch = try r.u64("epoch"), cursor = try r.u64("cursor")
         let flagsAt = r.offset
         let flags = try r.u8("flags")
-        guard flags & ~7 == 0 else { throw r.error(.corrupt, "unknown flags \(flags)", at: flagsAt) }
+        guard flags & ~15 == 0 else { throw r.error(.corrupt, "unknown flags \(flags)", at: flagsAt) }
         let have = flags & 1 != 0 ? try decodeClocks(&r) : nil
         let digests = flags & 2 != 0 ? try decodeDigests(&r) : nil
         let ranges = flags & 4 != 0 ? try decodeRanges(&r, withHashes: false) : nil
+        var wait: UInt32?
+        if flags & 8 != 0 {
+            // [SYNC-70] One varint of seconds, within `waitRange`.
+            let at = r.offset
+            let n = try r.varint("wait")
+            guard n >= UInt64(waitRange.lowerBound), n <= UInt64(waitRange.upperBound) else {
+                throw r.error(.corrupt, "wait of \(n) seconds (\(waitRange.lowerBound)...\(waitRange.upperBound) allowed)", at: at)
+            }
+            wait = UInt32(n)
+        }
         let push = try decodeBatches(&r)
         try r.expectEnd("sync request")
         return SyncRequest(replica: ReplicaID(replica), epoch: epoch, cursor: cursor, have: have, digests: digests,
-                           hashRanges: ranges, push: push)
+                           hashRanges: ranges, wait: wait, push: push)
     }
 
     public static func encode(_ s: SyncResponse) -> [UInt8] {

@@ -23,10 +23,15 @@ public protocol SyncRemote: Sendable {
     var cursorsOutliveProcess: Bool { get }
     /// The device that owns each replica id ([SYNC-57]); empty when the remote does not say.
     func devices() async throws -> [ReplicaID: String]
+    /// Whether `sync` may carry `wait` ([SYNC-70]): the remote holds the request until it
+    /// has something this side lacks. False for a folder reached directly (its changes are
+    /// noticed on disk).
+    var supportsLongPolls: Bool { get }
 }
 
 extension SyncRemote {
     public var cursorsOutliveProcess: Bool { true }
+    public var supportsLongPolls: Bool { false }
     public func devices() async throws -> [ReplicaID: String] { [:] }
 }
 

@@ -202,6 +202,11 @@ public struct SyncSession: Sendable {
     /// ([SYNC-54]). nil: they stay in the quarantine, and the report says so
     /// (`SyncRepair.pending`, `needsAttention`).
     public var reauthor: ReauthorHook? = Notebook.defaultReauthor
+    /// With nothing to push and no clock comparison due, whether the sync still makes an
+    /// exchange to pull what changed at the remote. A watcher whose long poll brings the
+    /// remote's changes ([SYNC-75]) sets it to false for the rounds a local change starts:
+    /// a round with nothing to push then touches only local files.
+    public var pullWithoutPush = true
 
     public init(notebook: any SyncableNotebook, remote: any SyncRemote) {
         self.notebook = notebook
@@ -292,7 +297,7 @@ public struct SyncSession: Sendable {
             }
             // Right after a clock comparison (or a steady exchange) there is nothing new to
             // pull; with nothing to push either, another exchange would carry nothing.
-            if (compared || pushed) && push.isEmpty { return }
+            if (compared || pushed || !pullWithoutPush) && push.isEmpty { return }
             try count()
             do {
                 try await pushExchange(push, &state, &run, &report, tell)

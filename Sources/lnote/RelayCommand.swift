@@ -6,12 +6,16 @@ import LnoteServer
 extension CommandTable {
     static let relay = Command(
         name: "relay",
-        synopsis: "lnote relay --db FILE.sqlite [--port N] [--bind ADDR] [--tls-cert PEM --tls-key PEM] [--url-host HOST]",
+        synopsis: "lnote relay --db FILE.sqlite [--port N] [--bind ADDR] [--tls-cert PEM --tls-key PEM] [--max-connections N] [--max-connections-per-ip N]",
         summary: "Run the store-and-forward sync server for many notebooks (SQLite)",
         details: """
         Keeps operations, assets and checkpoints in FILE.sqlite (WAL). Notebooks and their
         tokens are made with `lnote relay notebook create` and `lnote relay token create`.
-        Binds to 127.0.0.1 unless --bind says otherwise. Stops cleanly on SIGINT/SIGTERM.
+        Binds to 127.0.0.1 unless --bind says otherwise. Sync requests may wait for changes
+        (long polls of at most 60 s): each is held without a thread, so many devices can
+        watch at once; at most --max-connections connections (default 4096) and
+        --max-connections-per-ip from one address (default 256; 0: no limit). Stops cleanly
+        on SIGINT/SIGTERM: long polls held then are answered 503, which clients retry.
 
         Beside the database, FILE.sqlite.hwm keeps the greatest change sequence the relay
         issued (and FILE.sqlite.hwm.lock which stores have it open). When the database is
@@ -34,7 +38,9 @@ extension CommandTable {
                 console.err("lnote relay: \(sign); every notebook has a new epoch, so clients compare clocks and push again what was lost")
             }
             let server: RelayServer
-            do { server = try RelayServer(store: store, configuration: try serverConfiguration(args)) } catch {
+            do {
+                server = try RelayServer(store: store, configuration: try serverConfiguration(args, connections: (4096, 256)))
+            } catch {
                 try? store.close()
                 throw error
             }

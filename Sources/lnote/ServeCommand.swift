@@ -5,10 +5,22 @@ import LnoteSync
 import LnoteServer
 
 extension CommandTable {
-    static let serverOptions: Set<String> = ["port", "bind", "tls-cert", "tls-key", "max-body-mb"]
+    static let serverOptions: Set<String> = ["port", "bind", "tls-cert", "tls-key", "max-body-mb", "max-connections",
+                                             "max-connections-per-ip"]
 
-    static func serverConfiguration(_ args: Arguments) throws -> HTTPServer.Configuration {
+    /// The server's settings from the command line.
+    /// - Parameters:
+    ///   - connections: the default limit of connections at once, and of those from one address.
+    static func serverConfiguration(_ args: Arguments, connections: (total: Int, perIP: Int) = (128, 32)) throws -> HTTPServer.Configuration {
         var c = HTTPServer.Configuration()
+        let total = try args.int("max-connections") ?? connections.total
+        let perIP = try args.int("max-connections-per-ip") ?? connections.perIP
+        guard (1...1_000_000).contains(total), (0...1_000_000).contains(perIP) else {
+            throw Arguments.UsageError(message: "--max-connections must be 1...1000000, --max-connections-per-ip 0...1000000 (0: no limit)")
+        }
+        c.connectionLimit = UInt32(total)
+        c.perIPConnectionLimit = UInt32(perIP)
+        raiseDescriptorLimit(to: total + 256)
         c.bindAddress = args.option("bind") ?? "127.0.0.1"
         if let p = try args.int("port") {
             guard (0...65535).contains(p) else { throw Arguments.UsageError(message: "--port must be 0...65535") }
@@ -26,9 +38,18 @@ extension CommandTable {
         return c
     }
 
+    /// Raises the soft limit of open descriptors towards `wanted` (at most the hard limit):
+    /// each connection is a descriptor, and many held long polls are many connections.
+    static func raiseDescriptorLimit(to wanted: Int) {
+        var limit = rlimit()
+        guard getrlimit(RLIMIT_NOFILE_RESOURCE, &limit) == 0, limit.rlim_cur < rlim_t(wanted) else { return }
+        limit.rlim_cur = min(limit.rlim_max, rlim_t(wanted))
+        _ = setrlimit(RLIMIT_NOFILE_RESOURCE, &limit)
+    }
+
     static let serve = Command(
         name: "serve",
-        synopsis: "lnote serve FOLDER [--token T] [--port N] [--bind ADDR] [--tls-cert PEM --tls-key PEM]",
+        synopsis: "lnote serve FOLDER [--token T] [--port N] [--bind ADDR] [--tls-cert PEM --tls-key PEM] [--max-connections N]",
         summary: "Serve a notebook folder so another machine can sync with it directly",
         details: """
         Binds to 127.0.0.1 (port 0: any free port) unless --bind says otherwise, and serves
@@ -37,8 +58,11 @@ extension CommandTable {
         `lnote sync`: its notebook id comes from the folder's replica id, so it is the same at
         every start (a copied or moved folder gets a new one); a client using another id gets
         404 not_found. The folder owns its replica id: a push holding a new operation authored
-        under it is refused (403 forbidden). The folder stays locked while served. Stops cleanly
-        on SIGINT/SIGTERM.
+        under it is refused (403 forbidden). The folder stays locked while served. A sync
+        request may wait for changes (a long poll of at most 60 s, held without a thread;
+        the folder's logs growing wakes it). At most --max-connections connections at once
+        (default 128), --max-connections-per-ip from one address (default 32). Stops
+        cleanly on SIGINT/SIGTERM: long polls held then are answered 503, which clients retry.
         """,
         options: serverOptions.union(["token"]),
         run: { args, console in
@@ -65,3 +89,8 @@ extension CommandTable {
             return Exit.ok
         })
 }
+
+#if canImport(Glibc)
+/// `RLIMIT_NOFILE` as `getrlimit` takes it.
+let RLIMIT_NOFILE_RESOURCE = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+#endif

@@ -7,7 +7,7 @@ import LnoteSync
 extension CommandTable {
     static let sync = Command(
         name: "sync",
-        synopsis: "lnote sync FOLDER REMOTE [--token T] [--ca-file PEM] [--watch [--interval SECONDS]]",
+        synopsis: "lnote sync FOLDER REMOTE [--token T] [--ca-file PEM] [--watch [--wait SECONDS] [--interval SECONDS]]",
         summary: "Sync a notebook folder with a server (http/https URL) or another folder",
         details: """
         REMOTE is a notebook URL printed by `lnote serve` or `lnote relay notebook create`
@@ -15,27 +15,33 @@ extension CommandTable {
         mounted drive: no server involved). The token comes from --token or $LNOTE_TOKEN.
         Only the operations the other side lacks cross; assets travel before the operations
         that reference them. A sync interrupted at any point is completed by the next one.
-        --watch keeps syncing when the folder changes and every --interval seconds (default
-        30), backing off while the remote is unreachable; stop it with Ctrl-C.
         Also printed, one line each: forks (one operation id with two contents) and their
         repairs, operations kept in .lnote/quarantine/, new replica ids, and operations the
         logs lost that no peer has sent back yet. Exit status 3 when something needs a
         person: a fork of another replica, an own operation not made again, an operation
         quarantined, or a page whose history could not be fetched.
+
+        --watch keeps the folder in step until SIGINT or SIGTERM (exit status 0): local
+        changes are pushed as soon as they are written (inotify; a poll every 0.5 s where
+        inotify is missing), and a server's changes arrive through a request it holds until
+        it has something (a long poll of --wait seconds, default 50; servers hold at most
+        60); another folder, or a server without long polls, is synced every --interval
+        seconds (default 30). It prints a line when it starts and a timestamped line for
+        each round that moved something. Failures waiting can fix (no connection, a timeout,
+        a server error, the folder open in another process) are retried with a backoff of
+        1 s doubling to 60 s; the others (401 or 403: a token refused; 404; 400; the local
+        folder missing) stop it with exit status 1.
         """,
-        options: ["token", "ca-file", "interval"],
+        options: ["token", "ca-file", "interval", "wait"],
         flags: ["watch", "quiet"],
         run: { args, console in
             try args.expect(2, "FOLDER REMOTE")
             let folder = args.positionals[0], remoteSpec = args.positionals[1]
             let token = args.option("token") ?? ProcessInfo.processInfo.environment["LNOTE_TOKEN"]
             let quiet = args.flag("quiet")
-            let once: @Sendable () async throws -> SyncReport = {
-                try await SyncRunner.syncOnce(folder: folder, remote: remoteSpec, token: token,
-                                              caFile: args.option("ca-file"), console: console, quiet: quiet)
-            }
             guard args.flag("watch") else {
-                let report = try await once()
+                let report = try await SyncRunner.syncOnce(folder: folder, remote: remoteSpec, token: token,
+                                                           caFile: args.option("ca-file"), console: console, quiet: quiet)
                 if !quiet { console.out(SyncRunner.describe(report, remote: remoteSpec)) }
                 // What needs a person is printed even with --quiet (on stderr).
                 for line in SyncRunner.trust(report) { console.err("lnote sync: \(line)") }
@@ -43,28 +49,12 @@ extension CommandTable {
             }
             let interval = try args.double("interval") ?? 30
             guard interval > 0 else { throw Arguments.UsageError(message: "--interval must be positive") }
-            let watcher = SyncWatcher(interval: .milliseconds(Int64(interval * 1000)),
-                                      fingerprint: { SyncWatcher.folderFingerprint(folder) }, sync: once)
-            let signals = Signals.trap()
-            let task = Task {
-                await watcher.run { event in
-                    switch event {
-                    case .synced(let r):
-                        // Watching prints only the syncs that moved something.
-                        if !quiet, r.opsSent + r.opsReceived + r.assetsSent + r.assetsReceived > 0 {
-                            console.out(SyncRunner.describe(r, remote: remoteSpec))
-                        }
-                        for line in SyncRunner.trust(r) { console.err("lnote sync: \(line)") }
-                    case .failed(let e, let wait):
-                        console.err("lnote sync: \(e.description); retrying in \(wait)")
-                    }
-                }
-            }
-            let signal = await signals.wait()
-            task.cancel()
-            _ = await task.value
-            console.err("lnote sync: stopped (\(signal == SIGINT ? "SIGINT" : "SIGTERM"))")
-            return Exit.ok
+            let wait = try args.int("wait") ?? 50
+            guard (1...3600).contains(wait) else { throw Arguments.UsageError(message: "--wait must be 1...3600 seconds") }
+            return try await SyncRunner.watch(folder: folder, remote: remoteSpec, token: token, caFile: args.option("ca-file"),
+                                              options: SyncWatcher.Options(wait: UInt32(wait),
+                                                                           interval: .milliseconds(Int64(interval * 1000))),
+                                              console: console, quiet: quiet)
         })
 }
 
@@ -73,10 +63,13 @@ extension CommandTable {
 enum SyncRunner {
     static func isURL(_ s: String) -> Bool { s.hasPrefix("http://") || s.hasPrefix("https://") }
 
+    /// - Parameters:
+    ///   - http: the remote to use for a URL (a watch keeps one); nil: one made for this sync.
+    ///   - pushOnly: with nothing to push, do not reach the remote (`SyncSession.pullWithoutPush`).
     static func syncOnce(folder: String, remote spec: String, token: String?, caFile: String?,
-                         console: Console, quiet: Bool) async throws -> SyncReport {
+                         console: Console, quiet: Bool, http: HTTPRemote? = nil, pushOnly: Bool = false) async throws -> SyncReport {
         try requireNotebook(folder)
-        let notebook = try await Notebook.open(at: folder)
+        let notebook = try await openWaiting(folder)
         if let change = notebook.replicaChange { console.err("lnote: note: this folder was copied or moved: \(change)") }
         do {
             let report: SyncReport
@@ -86,17 +79,14 @@ enum SyncRunner {
                 console.progress("sync: \(p.phase.rawValue) — ops ↑\(p.opsSent) ↓\(p.opsReceived), bytes ↑\(p.bytesSent) ↓\(p.bytesReceived)")
             }
             if isURL(spec) {
-                guard let token, !token.isEmpty else {
-                    throw CLIError("a token is needed for \(spec): pass --token or set LNOTE_TOKEN", code: Exit.usage)
-                }
-                var options = HTTPRemote.Options(token: token, caFile: caFile)
-                options.retry.maxAttempts = 3
-                let remote = try HTTPRemote(url: spec, options: options)
-                defer { try? remote.close() }
-                report = try await SyncSession(notebook: notebook, remote: remote).run(progress: progress)
+                let remote = try http ?? makeRemote(spec, token: token, caFile: caFile)
+                defer { if http == nil { try? remote.close() } }
+                var session = SyncSession(notebook: notebook, remote: remote)
+                session.pullWithoutPush = !pushOnly
+                report = try await session.run(progress: progress)
             } else {
                 try requireNotebook(spec)
-                let other = try await Notebook.open(at: spec)
+                let other = try await openWaiting(spec)
                 do {
                     let remote = LocalRemote(key: other.path, endpoint: NotebookEndpoint(notebook: other),
                                              cursorsOutliveProcess: false)
@@ -117,6 +107,144 @@ enum SyncRunner {
         } catch {
             try? await notebook.close()
             throw error
+        }
+    }
+
+    static func makeRemote(_ spec: String, token: String?, caFile: String?) throws -> HTTPRemote {
+        guard let token, !token.isEmpty else {
+            throw CLIError("a token is needed for \(spec): pass --token or set LNOTE_TOKEN", code: Exit.usage)
+        }
+        var options = HTTPRemote.Options(token: token, caFile: caFile)
+        options.retry.maxAttempts = 3
+        return try HTTPRemote(url: spec, options: options)
+    }
+
+    /// Opens a notebook folder, waiting (up to 10 s) while another process has it open: a
+    /// watch shares the folder with the commands run beside it, which hold it briefly.
+    static func openWaiting(_ folder: String) async throws -> Notebook {
+        let clock = ContinuousClock()
+        let deadline = clock.now + .seconds(10)
+        while true {
+            do {
+                return try await Notebook.open(at: folder)
+            } catch let e as LnoteError where e.code == .invalidState && clock.now < deadline {
+                try await Task.sleep(for: .milliseconds(5))
+            }
+        }
+    }
+
+    // MARK: - Watching
+
+    /// `lnote sync --watch`: runs a `SyncWatcher` until SIGINT or SIGTERM (exit 0) or a
+    /// failure waiting cannot fix (exit 1), printing a line when it starts, a timestamped
+    /// line for each round that moved something, and each failure.
+    static func watch(folder: String, remote spec: String, token: String?, caFile: String?,
+                      options: SyncWatcher.Options, console: Console, quiet: Bool) async throws -> Int32 {
+        try requireNotebook(folder)
+        if !isURL(spec) { try requireNotebook(spec) }
+        let signals = Signals.trap()
+        let http = isURL(spec) ? try makeRemote(spec, token: token, caFile: caFile) : nil
+        defer { try? http?.close() }
+        let target = WatchTarget(folder: folder, spec: spec, token: token, caFile: caFile, http: http, console: console)
+        let watcher = SyncWatcher(target: target, local: .folders(http == nil ? [folder, spec] : [folder]), options: options)
+        let task = Task {
+            await watcher.run { event in
+                switch event {
+                case .started(let local, let longPolls):
+                    let remote = longPolls ? "its changes by long polls of \(options.wait) s"
+                                           : "synced every \(options.interval)"
+                    console.out("\(timestamp()) watching \(folder) with \(spec): local changes by \(local), \(remote); "
+                                + "SIGINT or SIGTERM stops")
+                case .synced(let r, let cause):
+                    // Watching prints only the rounds that moved something.
+                    if !quiet, r.opsSent + r.opsReceived + r.assetsSent + r.assetsReceived > 0 {
+                        console.out("\(timestamp()) \(describe(r, remote: spec)) (\(cause.rawValue))")
+                    }
+                    for line in trust(r) { console.err("lnote sync: \(line)") }
+                case .failed(let e, let wait):
+                    console.err("\(timestamp()) lnote sync: \(e.description); retrying in \(wait)")
+                case .stopped(let e):
+                    console.err("\(timestamp()) lnote sync: \(e.description); stopping: waiting cannot fix this")
+                case .longPollsUnavailable(let e):
+                    console.err("\(timestamp()) lnote sync: the remote holds no long polls (\(e.message)); "
+                                + "syncing every \(options.interval)")
+                }
+            }
+        }
+        let received = Mutex<Int32?>(nil)
+        Task {
+            let s = await signals.wait()
+            received.withLock { $0 = s }
+            task.cancel()
+        }
+        let failure = await task.value
+        if let signal = received.withLock({ $0 }) {
+            console.err("lnote sync: stopped (\(signal == SIGINT ? "SIGINT" : "SIGTERM"))")
+            return Exit.ok
+        }
+        return failure == nil ? Exit.ok : Exit.failure
+    }
+
+    /// `2026-12-01T16:53:07.123Z`.
+    static func timestamp(_ date: Date = Date()) -> String {
+        let f = ISO8601DateFormatter()
+        f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return f.string(from: date)
+    }
+
+    /// What `lnote sync --watch` watches: each call opens the folder for its own duration
+    /// (so other lnote commands can use it in between), the HTTP remote is kept.
+    struct WatchTarget: SyncWatchTarget {
+        let folder: String
+        let spec: String
+        let token: String?
+        let caFile: String?
+        let http: HTTPRemote?
+        let console: Console
+
+        var supportsLongPolls: Bool { http != nil }
+
+        /// A folder that vanished stops the watch: waiting cannot bring it back.
+        private func requireFolders() throws {
+            do {
+                try requireNotebook(folder)
+                if http == nil { try requireNotebook(spec) }
+            } catch let e as LnoteError {
+                throw SyncWatcher.Stop(e)
+            }
+        }
+
+        func sync(pushOnly: Bool) async throws -> SyncReport {
+            try requireFolders()
+            return try await syncOnce(folder: folder, remote: spec, token: token, caFile: caFile, console: console,
+                                      quiet: true, http: http, pushOnly: pushOnly)
+        }
+
+        private func withSession<T: Sendable>(_ body: (SyncSession) async throws -> T) async throws -> T {
+            try requireFolders()
+            guard let http else { throw LnoteError(.invalidState, "no long polls with a folder") }
+            let notebook = try await openWaiting(folder)
+            do {
+                let value = try await body(SyncSession(notebook: notebook, remote: http))
+                try await notebook.close()
+                return value
+            } catch {
+                try? await notebook.close()
+                throw error
+            }
+        }
+
+        func longPollRequest(wait: UInt32) async throws -> SyncRequest? {
+            try await withSession { try await $0.longPollRequest(wait: wait) }
+        }
+
+        func send(_ request: SyncRequest) async throws -> SyncResponse {
+            guard let http else { throw LnoteError(.invalidState, "no long polls with a folder") }
+            return try await http.sync(request)
+        }
+
+        func absorb(_ answer: SyncResponse, for request: SyncRequest) async throws -> SyncReport {
+            try await withSession { try await $0.absorbLongPoll(answer, for: request) }
         }
     }
 

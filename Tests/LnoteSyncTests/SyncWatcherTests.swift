@@ -11,9 +11,20 @@ import LnoteModel
         var all: [String] { events.withLock { $0 } }
     }
 
+    /// Waits (bounded: a broken watcher fails the test instead of hanging it).
+    static func eventually(_ seconds: Double = 10, _ condition: () -> Bool) async -> Bool {
+        let end = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
+        while ContinuousClock.now < end {
+            if condition() { return true }
+            try? await Task.sleep(for: .milliseconds(2))
+        }
+        return condition()
+    }
+
     /// While the remote is unreachable the watcher backs off (doubling, capped), and it
     /// resumes as soon as the remote answers again.
-    @Test func backsOffWhileUnreachableThenResumes() async {
+    @Test("[SYNC-75] transient failures back off, doubling to the maximum, and resume")
+    func backsOffWhileUnreachableThenResumes() async {
         let attempts = Mutex(0)
         let log = Log()
         let watcher = SyncWatcher(interval: .milliseconds(5), poll: .milliseconds(1),
@@ -24,12 +35,14 @@ import LnoteModel
                                       if n <= 4 { throw LnoteError(.network, "connection refused (attempt \(n))") }
                                       return SyncReport()
                                   })
-        await watcher.run(maxSyncs: 6) { event in
+        let stopped = await watcher.run(maxSyncs: 6) { event in
             switch event {
             case .synced: log.add("synced")
             case .failed(_, let wait): log.add("failed \(wait.components.attoseconds / 1_000_000_000_000_000)ms")
+            default: break
             }
         }
+        #expect(stopped == nil)
         #expect(log.all == ["failed 10ms", "failed 20ms", "failed 40ms", "failed 40ms", "synced", "synced"])
     }
 
@@ -46,11 +59,10 @@ import LnoteModel
                                       return SyncReport()
                                   })
         let run = Task { await watcher.run(maxSyncs: 2) { _ in } }
-        for _ in 0..<15_000 where syncs.withLock({ $0 }) < 2 { try? await Task.sleep(for: .milliseconds(2)) }
-        let second = syncs.withLock { $0 } >= 2
+        let second = await Self.eventually(30) { syncs.withLock { $0 } >= 2 }
         #expect(second, "the edit made during the first sync waited for the next interval")
         if !second { run.cancel() }
-        await run.value
+        _ = await run.value
     }
 
     /// A local change (or `notifyChanged`) triggers a sync long before the interval.
@@ -61,19 +73,229 @@ import LnoteModel
                                   fingerprint: { fingerprint.withLock { $0 } },
                                   sync: { syncs.withLock { $0 += 1 }; return SyncReport() })
         let run = Task { await watcher.run(maxSyncs: 3) { _ in } }
-        /// Waits (bounded: a broken watcher fails the test instead of hanging it).
-        func waitFor(_ n: Int) async -> Bool {
-            for _ in 0..<15_000 where syncs.withLock({ $0 }) < n { try? await Task.sleep(for: .milliseconds(2)) }
-            return syncs.withLock { $0 } >= n
-        }
         // First sync happens at once; then a folder change; then an explicit notification.
-        #expect(await waitFor(1))
+        #expect(await Self.eventually(30) { syncs.withLock { $0 } >= 1 })
         fingerprint.withLock { $0 = 2 }
-        #expect(await waitFor(2), "a changed fingerprint did not trigger a sync")
+        #expect(await Self.eventually(30) { syncs.withLock { $0 } >= 2 }, "a changed fingerprint did not trigger a sync")
         watcher.notifyChanged()
-        let third = await waitFor(3)
+        let third = await Self.eventually(30) { syncs.withLock { $0 } >= 3 }
         #expect(third, "notifyChanged did not trigger a sync")
         if !third { run.cancel() }
-        await run.value
+        _ = await run.value
+    }
+
+    /// [SYNC-75] Failures waiting cannot fix end `run` with the error: a token refused (401,
+    /// 403), a 404 or a 400, a `Stop` (the folder is gone); 5xx, 429, 409, a connection
+    /// refused or the folder open in another process are retried.
+    @Test("[SYNC-75] permanent failures stop the watcher, transient ones are retried")
+    func permanentFailuresStop() async {
+        func http(_ status: Int, _ code: LnoteError.Code) -> LnoteError {
+            LnoteError(code, "POST …/sync: HTTP \(status)", underlying: "HTTP \(status)")
+        }
+        for (error, permanent) in [(http(401, .unauthorized), true), (http(403, .unauthorized), true),
+                                   (http(404, .notFound), true), (http(400, .invalidArgument), true),
+                                   (http(426, .protocolMismatch), true), (http(503, .network), false),
+                                   (http(500, .network), false), (http(429, .network), false),
+                                   (http(409, .notFound), false),
+                                   (LnoteError(.network, "connect", underlying: "CURLE_COULDNT_CONNECT (7): refused"), false),
+                                   (LnoteError(.invalidState, "the notebook is open in another process"), false)] {
+            #expect(SyncWatcher.isPermanent(error) == permanent, "\(error)")
+        }
+        #expect(SyncWatcher.isPermanent(SyncWatcher.Stop(LnoteError(.notFound, "no notebook folder", path: "/x"))))
+
+        for failure in [http(401, .unauthorized), LnoteError(.notFound, "no notebook folder", path: "/gone")] {
+            let calls = Mutex(0)
+            let log = Log()
+            let isStop = failure.underlying == nil
+            let watcher = SyncWatcher(interval: .milliseconds(5), poll: .milliseconds(1), minBackoff: .milliseconds(1),
+                                      fingerprint: { 0 },
+                                      sync: {
+                                          let n = calls.withLock { $0 += 1; return $0 }
+                                          if n == 1 { throw LnoteError(.network, "reset", underlying: "CURLE_RECV_ERROR (56)") }
+                                          if isStop { throw SyncWatcher.Stop(failure) }
+                                          throw failure
+                                      })
+            let stopped = await watcher.run(maxSyncs: 50) { event in
+                switch event {
+                case .failed: log.add("failed")
+                case .stopped(let e): log.add("stopped \(e.code)")
+                default: break
+                }
+            }
+            #expect(stopped?.code == failure.code)
+            #expect(calls.withLock { $0 } == 2, "one retry of the transient failure, then the stop")
+            #expect(log.all == ["failed", "stopped \(failure.code)"])
+        }
+    }
+
+    /// A scripted remote with long polls: each `send` waits for the test to answer it.
+    final class ScriptedTarget: SyncWatchTarget, @unchecked Sendable {
+        let rounds = Mutex<[Bool]>([])          // pushOnly of each round
+        let absorbed = Mutex<[SyncResponse]>([])
+        let sent = Mutex<[SyncRequest]>([])
+        let pending = Mutex<[CheckedContinuation<SyncResponse, any Error>]>([])
+        let cursor = Mutex<UInt64>(0)
+        var supportsLongPolls: Bool { true }
+
+        func sync(pushOnly: Bool) async throws -> SyncReport {
+            rounds.withLock { $0.append(pushOnly) }
+            cursor.withLock { $0 = max($0, 1) }
+            return SyncReport()
+        }
+        func longPollRequest(wait: UInt32) async throws -> SyncRequest? {
+            let c = cursor.withLock { $0 }
+            return c == 0 ? nil : SyncRequest(replica: ReplicaID(1), epoch: 9, cursor: c, wait: wait)
+        }
+        func send(_ request: SyncRequest) async throws -> SyncResponse {
+            sent.withLock { $0.append(request) }
+            return try await withCheckedThrowingContinuation { c in pending.withLock { $0.append(c) } }
+        }
+        func absorb(_ answer: SyncResponse, for request: SyncRequest) async throws -> SyncReport {
+            absorbed.withLock { $0.append(answer) }
+            cursor.withLock { $0 = answer.cursor }
+            var r = SyncReport()
+            r.opsReceived = answer.pull.count
+            return r
+        }
+        /// Answers the held long poll (false when none is held).
+        func answer(_ result: Result<SyncResponse, any Error>) -> Bool {
+            guard let c = pending.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) else { return false }
+            c.resume(with: result)
+            return true
+        }
+        var held: Int { pending.withLock { $0.count } }
+    }
+
+    /// [SYNC-75] One long poll is always held once the first round gave a cursor; an
+    /// answer with something is stored (a `.remote` event) and the next poll sent from its
+    /// cursor; an empty answer (the wait ran out) is not stored; local changes start
+    /// push-only rounds while the poll works.
+    @Test("[SYNC-75] the watcher keeps one long poll held and stores its answers")
+    func longPollLoop() async throws {
+        let target = ScriptedTarget()
+        let log = Log()
+        let watcher = SyncWatcher(target: target, local: .none, options: .init(wait: 42, interval: .seconds(3600)))
+        let run = Task {
+            await watcher.run { event in
+                switch event {
+                case .started(let local, let longPolls): log.add("started \(local) \(longPolls)")
+                case .synced(let r, let cause): log.add("synced \(cause.rawValue) \(r.opsReceived)")
+                case .failed(let e, _): log.add("failed \(e.code)")
+                default: log.add("other")
+                }
+            }
+        }
+        #expect(await Self.eventually { target.held == 1 })
+        #expect(target.sent.withLock { $0.first?.wait == 42 && $0.first?.cursor == 1 })
+        // The wait ran out: nothing stored, the next poll sent at once.
+        #expect(target.answer(.success(SyncResponse(epoch: 9, cursor: 1, accepted: 0, pull: []))))
+        #expect(await Self.eventually { target.sent.withLock { $0.count } == 2 && target.held == 1 })
+        #expect(target.absorbed.withLock { $0.isEmpty })
+        // Another client's operation: stored, then a poll from the new cursor.
+        let pull = [LogBatch(log: LogRef(document: DocumentID()), frames: [])]
+        #expect(target.answer(.success(SyncResponse(epoch: 9, cursor: 7, accepted: 0, pull: pull))))
+        #expect(await Self.eventually { target.sent.withLock { $0.count } == 3 && target.held == 1 })
+        #expect(target.absorbed.withLock { $0.count } == 1)
+        #expect(target.sent.withLock { $0.last?.cursor } == 7)
+        // A local change while the poll works: a push-only round.
+        watcher.notifyChanged()
+        #expect(await Self.eventually { target.rounds.withLock { $0 } == [false, true] })
+        // A transient failure of the poll: reported, retried after the backoff.
+        #expect(target.answer(.failure(LnoteError(.network, "reset", underlying: "CURLE_RECV_ERROR (56)"))))
+        #expect(await Self.eventually(5) { target.sent.withLock { $0.count } == 4 && target.held == 1 })
+        run.cancel()
+        _ = target.answer(.failure(CancellationError()))
+        #expect(await run.value == nil)
+        let events = log.all
+        #expect(events.first == "started none true")
+        #expect(events.contains("synced start 0") && events.contains("synced remote 1") && events.contains("synced local 0"))
+        #expect(events.contains("failed network"))
+    }
+
+    /// [SYNC-70] [SYNC-75] A remote that answers the long poll 400 (an older server: `wait`
+    /// is an unknown flag there) is synced every interval instead, and the watcher says so.
+    @Test("[SYNC-70] [SYNC-75] an older server that refuses long polls is synced every interval")
+    func olderServerFallsBack() async throws {
+        let target = ScriptedTarget()
+        let log = Log()
+        let watcher = SyncWatcher(target: target, local: .none, options: .init(interval: .milliseconds(20)))
+        let run = Task {
+            await watcher.run(maxSyncs: 4) { event in
+                if case .longPollsUnavailable = event { log.add("fallback") }
+            }
+        }
+        #expect(await Self.eventually { target.held == 1 })
+        #expect(target.answer(.failure(LnoteError(.invalidArgument, "unknown flags 8", underlying: "HTTP 400 bad_request"))))
+        let done = await Self.eventually { target.rounds.withLock { $0.count } >= 4 }
+        #expect(done, "rounds every interval after the fallback")
+        if !done { run.cancel() }
+        #expect(await run.value == nil)
+        #expect(log.all == ["fallback"])
+        #expect(target.rounds.withLock { $0 }.allSatisfy { !$0 }, "every round pulls")
+    }
+
+    /// [SYNC-75] With `.folders`, a page log written under a package is a local change,
+    /// noticed through inotify (no polling); writes to the `.lnote/` metadata are not.
+    @Test("[SYNC-75] inotify on the folder starts a round for log writes, not for metadata")
+    func inotifyStartsRounds() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("lnote-watch-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir + "/.lnote", withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let rounds = Mutex(0)
+        let watcher = SyncWatcher(target: ClosureTarget { rounds.withLock { $0 += 1 }; return SyncReport() },
+                                  local: .folders([dir]), options: .init(interval: .seconds(3600)))
+        let run = Task { await watcher.run { _ in } }
+        #expect(await Self.eventually { rounds.withLock { $0 } == 1 })
+        #expect(watcher.localChangeMode == "inotify")
+        // Metadata: no round.
+        try Data("x".utf8).write(to: URL(fileURLWithPath: dir + "/.lnote/remote-state"))
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(rounds.withLock { $0 } == 1)
+        // A package appears, then its page log grows: rounds.
+        let package = dir + "/" + UUID().uuidString + ".lnote"
+        try FileManager.default.createDirectory(atPath: package + "/pages", withIntermediateDirectories: true)
+        #expect(await Self.eventually { rounds.withLock { $0 } >= 2 }, "a new package is a change")
+        let before = rounds.withLock { $0 }
+        try await Task.sleep(for: .milliseconds(50))
+        let log = package + "/pages/" + UUID().uuidString + ".log"
+        FileManager.default.createFile(atPath: log, contents: Data([1, 2, 3]))
+        #expect(await Self.eventually { rounds.withLock { $0 } > before }, "a page log written is a change")
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
+        let afterCreate = rounds.withLock { $0 }
+        try await Task.sleep(for: .milliseconds(50))
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data([4, 5]))
+        try handle.close()
+        #expect(await Self.eventually { rounds.withLock { $0 } > afterCreate }, "an append is a change")
+        run.cancel()
+        _ = await run.value
+    }
+
+    /// `FolderWatch` on its own: appends to a page log and a document log are reported, a
+    /// file elsewhere in a package is not, and `close` stops the thread.
+    @Test("[SYNC-75] FolderWatch reports log writes through inotify")
+    func folderWatch() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("lnote-fw-\(UUID().uuidString)").path
+        let package = dir + "/" + UUID().uuidString + ".lnote"
+        try FileManager.default.createDirectory(atPath: package + "/pages", withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let calls = Mutex(0)
+        let watch = try FolderWatch(folders: [dir]) { calls.withLock { $0 += 1 } }
+        FileManager.default.createFile(atPath: package + "/thumbnail.png", contents: Data([0]))
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(calls.withLock { $0 } == 0, "a file that is no log")
+        FileManager.default.createFile(atPath: package + "/document.log", contents: Data([0]))
+        #expect(await Self.eventually { calls.withLock { $0 } >= 1 })
+        let n = calls.withLock { $0 }
+        FileManager.default.createFile(atPath: package + "/pages/p.log", contents: Data([0]))
+        #expect(await Self.eventually { calls.withLock { $0 } > n })
+        watch.close()
+        watch.close()
+        try await Task.sleep(for: .milliseconds(50))
+        let m = calls.withLock { $0 }
+        FileManager.default.createFile(atPath: package + "/pages/q.log", contents: Data([0]))
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(calls.withLock { $0 } == m, "closed: no more calls")
+        #expect(throws: LnoteError.self) { try FolderWatch(folders: [dir + "/missing"]) {} }
     }
 }
