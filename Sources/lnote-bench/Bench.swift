@@ -14,6 +14,7 @@ final class Bench {
     static let titles = [
         1: "density", 2: "SQLite case", 3: "append to a big page", 4: "open a page", 5: "save one page",
         6: "merge", 7: "sync over HTTP", 8: "library listing", 9: "peak memory of opening a page",
+        10: "live sync: long polls and watchers", 11: "concurrent appends from two processes",
     ]
 
     init(_ options: BenchOptions) throws {
@@ -35,6 +36,8 @@ final class Bench {
         case 7: try await caseSync()
         case 8: try await caseListing()
         case 9: try await caseMemory()
+        case 10: try await caseLive()
+        case 11: try await caseConcurrent()
         default: break
         }
     }
@@ -53,7 +56,7 @@ final class Bench {
                                  + "6 (the added short strokes) and the density row of generated strokes use the generator")
         }
         var failed = false
-        for n in 1...9 where options.runs(n) {
+        for n in Bench.titles.keys.sorted() where options.runs(n) {
             progress("case \(n): \(Bench.titles[n]!)…")
             let caseStart = clock.now
             do {

@@ -18,6 +18,7 @@ if options.codec { exit(CodecBench.run(options)) }
 if let loop = options.codecLoop { exit(CodecBench.loop(loop, options)) }
 
 if let child = options.child {
+    if child.first == "append" { exit(await ConcurrentAppendChild.run(child)) }
     exit(await Child.run(child))
 }
 
