@@ -5,4 +5,6 @@
 #   scripts/bench.sh --json out.json      also write the figures as JSON
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Case 10 runs the lnote binary of the same build as separate processes.
+swift build -c release --product lnote
 exec swift run -c release lnote-bench "$@"
