@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import LnoteModel
+import LnoteStore
 import LnoteSync
 
 /// Tells a server that the notebook it serves may have gained operations, so that the long
@@ -9,11 +10,9 @@ import LnoteSync
 /// The signal only says "look again": the server recomputes each held answer and keeps
 /// waiting when nothing the client lacks arrived. Spurious and repeated calls are harmless.
 ///
-/// `lnote serve` uses `FolderLogSignal` (its folder's logs growing, through inotify). When
-/// the store's `Notebook.changes` (an `AsyncSequence` of change events, other processes'
-/// appends included) is available, serving a notebook that way is one adapter: a type whose
-/// `start` runs a task doing `for await _ in notebook.changes { changed() }` and whose
-/// `stop` cancels it, passed as `PeerServer(notebook:token:configuration:changes:)`.
+/// `lnote serve` uses `FolderLogSignal` (its folder's logs growing, in any process, through
+/// inotify). `Notebook.changes` would not do: it tells document-level changes only, and an
+/// element appended to a page is what a long poll waits for.
 public protocol ChangeSignal: Sendable {
     /// Starts calling `changed` (from any thread) whenever the notebook may have gained
     /// operations. Called once.
@@ -23,17 +22,12 @@ public protocol ChangeSignal: Sendable {
 }
 
 /// A notebook folder's logs growing (appends by this process or another, packages
-/// created): inotify on the folder (`FolderWatch`), or, where inotify is missing, a poll of
-/// the logs' sizes and times every `pollInterval`.
+/// created): `LogWatch` on the folder (inotify; where it is missing, a poll of the logs'
+/// sizes and times every `pollInterval`).
 public final class FolderLogSignal: ChangeSignal {
     public let folder: String
     public let pollInterval: Duration
-    private let running = Mutex<Running?>(nil)
-
-    private enum Running {
-        case inotify(FolderWatch)
-        case polling(Task<Void, Never>)
-    }
+    private let watch = Mutex<LogWatch?>(nil)
 
     public init(folder: String, pollInterval: Duration = .milliseconds(500)) {
         self.folder = folder
@@ -41,42 +35,18 @@ public final class FolderLogSignal: ChangeSignal {
     }
 
     /// "inotify", "polling every …", or "stopped": how changes are noticed now.
-    public var mode: String {
-        running.withLock { r in
-            switch r {
-            case .inotify: "inotify"
-            case .polling: "polling every \(pollInterval)"
-            case nil: "stopped"
-            }
-        }
-    }
+    public var mode: String { watch.withLock { $0?.mode ?? "stopped" } }
 
+    /// - Throws: `notFound` when the folder does not exist.
     public func start(_ changed: @escaping @Sendable () -> Void) throws {
-        let how: Running
-        if let watch = try? FolderWatch(folders: [folder], onChange: changed) {
-            how = .inotify(watch)
-        } else {
-            let folder = folder, every = pollInterval
-            how = .polling(Task.detached {
-                var last = SyncWatcher.folderFingerprint(folder)
-                while !Task.isCancelled {
-                    try? await Task.sleep(for: every)
-                    let now = SyncWatcher.folderFingerprint(folder)
-                    if now != last {
-                        last = now
-                        changed()
-                    }
-                }
-            })
-        }
-        running.withLock { $0 = how }
+        let w = try LogWatch(folders: [folder], pollInterval: pollInterval, onChange: changed)
+        watch.withLock { $0 = w }
     }
 
     public func stop() {
-        switch running.withLock({ r -> Running? in defer { r = nil }; return r }) {
-        case .inotify(let w): w.close()
-        case .polling(let t): t.cancel()
-        case nil: break
+        watch.withLock { w in
+            w?.close()
+            w = nil
         }
     }
 }

@@ -28,8 +28,10 @@ final class FolderWatcher: Sendable {
     /// True once the watcher fell back to polling (for tests and reports).
     private let pollingFlag = Mutex(false)
 
+    /// What changes in a directory, and the directory itself removed or moved (told as its
+    /// own path).
     static let mask = UInt32(IN_MODIFY) | UInt32(IN_CREATE) | UInt32(IN_MOVED_TO) | UInt32(IN_MOVED_FROM)
-        | UInt32(IN_DELETE) | UInt32(IN_CLOSE_WRITE)
+        | UInt32(IN_DELETE) | UInt32(IN_CLOSE_WRITE) | UInt32(IN_DELETE_SELF) | UInt32(IN_MOVE_SELF)
 
     init(io: Syscalls, directories: [String], pollInterval: Duration, forcePolling: Bool = false,
          onChange: @escaping @Sendable (Set<String>?) -> Void) {

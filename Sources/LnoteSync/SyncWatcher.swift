@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import LnoteModel
+import LnoteStore
 
 /// What a `SyncWatcher` keeps in step: one notebook and one remote.
 ///
@@ -46,8 +47,8 @@ public struct SessionWatchTarget: SyncWatchTarget {
 /// Keeps a notebook in step with a remote ([SYNC-75]): local changes are pushed as soon as
 /// they are written, the remote's arrive through long polls, and nothing runs in between.
 ///
-/// - Local changes: inotify on the folders (`FolderWatch`, a thread that sleeps in `poll`);
-///   where inotify is missing, a poll of the logs' sizes and times (`folderFingerprint`).
+/// - Local changes: inotify on the folders (`LogWatch`, a thread that sleeps in `poll`);
+///   where inotify is missing, a poll of the logs' sizes and times (`LogWatch.fingerprint`).
 ///   An application can also call `notifyChanged()` after an edit.
 /// - Remote changes: a long poll always held at the remote (`SyncWatchTarget.send`, a curl
 ///   thread that sleeps in `poll`), its answer stored as soon as it comes, then the next one
@@ -281,16 +282,15 @@ public final class SyncWatcher: Sendable {
             localMode.withLock { $0 = "none" }
             return LocalSource(stop: {})
         case .folders(let folders):
-            if let watch = try? FolderWatch(folders: folders, onChange: { triggers.fire(.local) }) {
-                localMode.withLock { $0 = "inotify" }
-                return LocalSource(stop: { watch.close() })
-            }
             let every = options.poll
-            localMode.withLock { $0 = "polling every \(every)" }
-            return pollingSource(every: every, triggers: triggers) {
-                var h = Hasher()
-                for f in folders { h.combine(SyncWatcher.folderFingerprint(f)) }
-                return h.finalize()
+            do {
+                let watch = try LogWatch(folders: folders, pollInterval: every) { triggers.fire(.local) }
+                localMode.withLock { $0 = watch.mode }
+                return LocalSource(stop: { watch.close() })
+            } catch {
+                // A folder that is not there: the first round says so (and stops the run).
+                localMode.withLock { $0 = "polling every \(every)" }
+                return pollingSource(every: every, triggers: triggers) { LogWatch.fingerprint(folders: folders) }
             }
         case .polling(let fingerprint, let every):
             localMode.withLock { $0 = "polling every \(every)" }
@@ -340,32 +340,6 @@ public final class SyncWatcher: Sendable {
         if let s = error as? Stop { return s.error }
         if let o = error as? OwnerRefusal { return o.error }
         return error as? LnoteError ?? LnoteError(.network, "\(error)")
-    }
-
-    /// A fingerprint of a notebook folder's logs and metadata (names, sizes, modification
-    /// times of every `.lnote` package's files): cheap to poll, changes on every edit.
-    public static func folderFingerprint(_ path: String) -> Int {
-        var h = Hasher()
-        let fm = FileManager.default
-        guard let names = try? fm.contentsOfDirectory(atPath: path) else { return 0 }
-        for name in names.sorted() where name.hasSuffix(".lnote") {
-            let pkg = path + "/" + name
-            for sub in ["document.log", "document.json"] { hash(pkg + "/" + sub, &h) }
-            if let pages = try? fm.contentsOfDirectory(atPath: pkg + "/pages") {
-                for p in pages.sorted() where p.hasSuffix(".log") { hash(pkg + "/pages/" + p, &h) }
-            }
-            h.combine(name)
-        }
-        return h.finalize()
-    }
-
-    private static func hash(_ file: String, _ h: inout Hasher) {
-        var st = stat()
-        guard stat(file, &st) == 0 else { return }
-        h.combine(file)
-        h.combine(st.st_size)
-        h.combine(st.st_mtim.tv_sec)
-        h.combine(st.st_mtim.tv_nsec)
     }
 }
 

@@ -246,4 +246,56 @@ struct ChangesTests {
         try await a.close()
         try await b.close()
     }
+
+    /// `LogWatch` on its own ([PKG-87], sync-protocol.md [SYNC-72]): appends to a page log
+    /// and a document log are reported, also in a package that appeared after it started;
+    /// a file that is no log is not; the folder removed is; `close` stops it. Through
+    /// inotify, and by polling the logs' fingerprint.
+    @Test("[PKG-87] LogWatch reports log writes, new packages and a removed folder; inotify and polling",
+          arguments: [false, true])
+    func logWatch(polling: Bool) async throws {
+        let dir = try TempDir("logwatch")
+        defer { dir.remove() }
+        let folder = dir.path + "/nb"
+        let package = folder + "/" + UUID().uuidString + ".lnote"
+        try FileManager.default.createDirectory(atPath: package + "/pages", withIntermediateDirectories: true)
+        let calls = Mutex(0)
+        let watch = try LogWatch(folders: [folder], pollInterval: .milliseconds(20), forcePolling: polling) {
+            calls.withLock { $0 += 1 }
+        }
+        func eventually(_ condition: () -> Bool) async -> Bool {
+            for _ in 0..<300 where !condition() { try? await Task.sleep(for: .milliseconds(10)) }
+            return condition()
+        }
+        #expect(await eventually { watch.mode == (polling ? "polling every 0.02 seconds" : "inotify") }, "\(watch.mode)")
+        FileManager.default.createFile(atPath: package + "/thumbnail.png", contents: Data([0]))
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(calls.withLock { $0 } == 0, "a file that is no log")
+        FileManager.default.createFile(atPath: package + "/document.log", contents: Data([0]))
+        #expect(await eventually { calls.withLock { $0 } >= 1 })
+        var n = calls.withLock { $0 }
+        FileManager.default.createFile(atPath: package + "/pages/p.log", contents: Data([0]))
+        #expect(await eventually { calls.withLock { $0 } > n })
+        // A package that appears later (renamed into place, as [PKG-2] makes them).
+        let staged = folder + "/.staged.tmp-1", later = folder + "/" + UUID().uuidString + ".lnote"
+        try FileManager.default.createDirectory(atPath: staged + "/pages", withIntermediateDirectories: true)
+        try FileManager.default.moveItem(atPath: staged, toPath: later)
+        #expect(await eventually { calls.withLock { $0 } > n })
+        try await Task.sleep(for: .milliseconds(100))
+        n = calls.withLock { $0 }
+        FileManager.default.createFile(atPath: later + "/pages/q.log", contents: Data([0]))
+        #expect(await eventually { calls.withLock { $0 } > n }, "a log in the new package")
+        n = calls.withLock { $0 }
+        try FileManager.default.removeItem(atPath: folder)
+        #expect(await eventually { calls.withLock { $0 } > n }, "the folder removed")
+        watch.close()
+        watch.close()
+        try await Task.sleep(for: .milliseconds(50))
+        let m = calls.withLock { $0 }
+        try FileManager.default.createDirectory(atPath: package + "/pages", withIntermediateDirectories: true)
+        FileManager.default.createFile(atPath: package + "/pages/r.log", contents: Data([0]))
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(calls.withLock { $0 } == m, "closed: no more calls")
+        #expect(throws: LnoteError.self) { try LogWatch(folders: [dir.path + "/missing"]) {} }
+    }
 }

@@ -146,9 +146,21 @@ import LnoteModel
             let c = cursor.withLock { $0 }
             return c == 0 ? nil : SyncRequest(replica: ReplicaID(1), epoch: 9, cursor: c, wait: wait)
         }
+        /// Held until `answer`; cancelled like a real remote's request (`HTTPRemote` aborts
+        /// its transfer), so that a watcher cancelled while a poll is held ends.
         func send(_ request: SyncRequest) async throws -> SyncResponse {
             sent.withLock { $0.append(request) }
-            return try await withCheckedThrowingContinuation { c in pending.withLock { $0.append(c) } }
+            return try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation { c in
+                    pending.withLock { $0.append(c) }
+                    if Task.isCancelled { cancelHeld() }
+                }
+            } onCancel: {
+                cancelHeld()
+            }
+        }
+        private func cancelHeld() {
+            for c in pending.withLock({ p in defer { p = [] }; return p }) { c.resume(throwing: CancellationError()) }
         }
         func absorb(_ answer: SyncResponse, for request: SyncRequest) async throws -> SyncReport {
             absorbed.withLock { $0.append(answer) }
@@ -269,33 +281,5 @@ import LnoteModel
         #expect(await Self.eventually { rounds.withLock { $0 } > afterCreate }, "an append is a change")
         run.cancel()
         _ = await run.value
-    }
-
-    /// `FolderWatch` on its own: appends to a page log and a document log are reported, a
-    /// file elsewhere in a package is not, and `close` stops the thread.
-    @Test("[SYNC-75] FolderWatch reports log writes through inotify")
-    func folderWatch() async throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("lnote-fw-\(UUID().uuidString)").path
-        let package = dir + "/" + UUID().uuidString + ".lnote"
-        try FileManager.default.createDirectory(atPath: package + "/pages", withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: dir) }
-        let calls = Mutex(0)
-        let watch = try FolderWatch(folders: [dir]) { calls.withLock { $0 += 1 } }
-        FileManager.default.createFile(atPath: package + "/thumbnail.png", contents: Data([0]))
-        try await Task.sleep(for: .milliseconds(100))
-        #expect(calls.withLock { $0 } == 0, "a file that is no log")
-        FileManager.default.createFile(atPath: package + "/document.log", contents: Data([0]))
-        #expect(await Self.eventually { calls.withLock { $0 } >= 1 })
-        let n = calls.withLock { $0 }
-        FileManager.default.createFile(atPath: package + "/pages/p.log", contents: Data([0]))
-        #expect(await Self.eventually { calls.withLock { $0 } > n })
-        watch.close()
-        watch.close()
-        try await Task.sleep(for: .milliseconds(50))
-        let m = calls.withLock { $0 }
-        FileManager.default.createFile(atPath: package + "/pages/q.log", contents: Data([0]))
-        try await Task.sleep(for: .milliseconds(100))
-        #expect(calls.withLock { $0 } == m, "closed: no more calls")
-        #expect(throws: LnoteError.self) { try FolderWatch(folders: [dir + "/missing"]) {} }
     }
 }
