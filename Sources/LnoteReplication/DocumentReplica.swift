@@ -146,8 +146,11 @@ public struct DocumentReplica: Sendable {
         switch op.body {
         case .createDocument(let t):
             // [MERGE-60] The first operation names the document; a second create (impossible
-            // from a correct replica, as document ids are random) only competes as a title write.
-            if created == 0 || op.wallTime < created { created = op.wallTime }
+            // from a correct replica, as document ids are random) only competes as a title
+            // write. `created` is the greatest of their wall times and 0, which no order of
+            // delivery changes (a least needs to know whether any was applied: 0 is also a
+            // wall time).
+            created = max(created, op.wallTime)
             write(&title, t, by: op)
         case .setTitle(let t):
             // [MERGE-61] Title: last writer wins.

@@ -489,6 +489,19 @@ import LnoteModel
         try d.sync()
         #expect(t1.lamport == t2.lamport && d.r[Self.a]!.state.title.value == "from b")
         #expect(d.r[Self.a]!.conflicts().map(\.kind) == [.title])
+        // Two creates (the second hostile), one at wall time 0 or both: `created` is the
+        // greatest, whatever the order they arrive in, one at a time.
+        func creation(_ r: ReplicaID, _ wall: Int64, _ title: String) -> Op {
+            Op(id: OpID(replica: r, counter: 1), lamport: 1, context: VectorClock(), wallTime: wall, body: .createDocument(title: title))
+        }
+        for (w1, w2): (Int64, Int64) in [(0, 7), (7, 0), (0, 0), (3, 9)] {
+            let ops = [creation(Self.b, w1, "one"), creation(Self.c, w2, "two")]
+            var x = DocumentReplica(id: Self.docID), y = DocumentReplica(id: Self.docID)
+            for op in ops { try x.receive([op]) }
+            for op in ops.reversed() { try y.receive([op]) }
+            #expect(x.state == y.state, "wall times \(w1), \(w2)")
+            #expect(x.state.created == max(w1, w2), "wall times \(w1), \(w2)")
+        }
     }
 
     @Test("[MERGE-62] pages: concurrent adds all kept, ordered by position with the add's id as tag; a page id added twice keeps both adds")
