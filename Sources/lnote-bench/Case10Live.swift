@@ -317,7 +317,7 @@ final class WatchLines: Sendable {
         p.executableURL = URL(fileURLWithPath: exe)
         p.arguments = args
         let out = Pipe()
-        FileManager.default.createFile(atPath: log + ".err", contents: nil)
+        _ = FileManager.default.createFile(atPath: log + ".err", contents: nil)
         p.standardOutput = out
         p.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: log + ".err"))
         p.standardInput = FileHandle.nullDevice

@@ -192,4 +192,51 @@ import LnoteTestSupport
         #expect(lines.contains { $0.contains("\"documentRetitled\"") && $0.contains("\"otherProcess\"") })
         try await nb.close()
     }
+
+    @Test("[PKG-61] [SYNC-72] lnote serve keeps serving while import and show run on its folder; the imports reach a syncing client, and one watching")
+    func serveBesideImportAndShow() async throws {
+        let dir = try TempDir()
+        let folder = dir.sub("served"), client = dir.sub("client")
+        _ = try await run("init", folder)
+        _ = try await run("init", client)
+        let doc = try await run("new", folder, "--title", "Served").outText.trimmingCharacters(in: .whitespacesAndNewlines)
+        let serve = try Subprocess.start(lnote, ["serve", folder, "--port", "0"])
+        defer { serve.kill(SIGKILL) }
+        #expect(await serve.waitForOutput("token: "), "\(serve.outputSoFar)")
+        let printed = serve.outputSoFar.split(separator: "\n")
+        let url = try #require(printed.first { $0.hasPrefix("url: ") }.map { String($0.dropFirst(5)) })
+        let token = try #require(printed.first { $0.hasPrefix("token: ") }.map { String($0.dropFirst(7)) })
+        // Imports and shows on the served folder, from other processes, while it serves.
+        var imported: [String] = []
+        for round in 0..<3 {
+            let file = dir.sub("r\(round).jsonl")
+            try Data(Self.strokes(writer: 5, from: round * 2, count: 2).utf8).write(to: URL(fileURLWithPath: file))
+            imported += try await run("import", folder, doc, "#1", file).outText.split(separator: "\n").map(String.init)
+            let shown = try Self.elements(try await run("show", folder, doc, "#1", "--json").outText)
+            #expect(shown.map(\.id) == imported)
+        }
+        _ = try await run("sync", client, url, "--token", token)
+        let served = try await run("show", folder, doc, "#1", "--json", "--points").outText
+        #expect(try await run("show", client, doc, "#1", "--json", "--points").outText == served)
+        // A client watching (a long poll held at the server): an import on the served folder
+        // reaches it without anything else asking.
+        let watch = try Subprocess.start(lnote, ["sync", client, url, "--token", token, "--watch"])
+        // (Its first round moves nothing, so prints nothing; an import before its long poll is
+        // held is in that poll's answer all the same: the poll carries the last cursor.)
+        #expect(await watch.waitForOutput(" watching "), "\(watch.outputSoFar)")
+        let file = dir.sub("late.jsonl")
+        try Data(Self.strokes(writer: 6, from: 0, count: 1).utf8).write(to: URL(fileURLWithPath: file))
+        let late = try await run("import", folder, doc, "#1", file).outText.trimmingCharacters(in: .whitespacesAndNewlines)
+        var arrived = false
+        for _ in 0..<100 where !arrived {
+            try await Task.sleep(for: .milliseconds(100))
+            arrived = try Self.elements(try await run("show", client, doc, "#1", "--json").outText).contains { $0.id == late }
+        }
+        #expect(arrived, "watch printed: \(watch.outputSoFar)")
+        watch.kill(SIGTERM)
+        #expect(await watch.wait().status == 0)
+        serve.kill(SIGTERM)
+        let s = await serve.wait()
+        #expect(s.status == 0, "\(s.errText)")
+    }
 }
