@@ -19,16 +19,15 @@ public struct OpRanges: Sendable, Hashable, CustomStringConvertible {
             let have = held[e.replica] ?? []
             let from = (base?[e.replica] ?? 0) + 1
             guard from <= e.counter else { continue }
+            // The gaps between the held counters, in time proportional to what is held (a
+            // clock read from a snapshot may claim far more than any log holds).
             var runs: [ClosedRange<UInt64>] = []
-            var start: UInt64?
-            for c in from...e.counter {
-                if have.contains(c) {
-                    if let s = start { runs.append(s...(c - 1)); start = nil }
-                } else if start == nil {
-                    start = c
-                }
+            var next = from
+            for c in have.filter({ $0 >= from && $0 <= e.counter }).sorted() {
+                if c > next { runs.append(next...(c - 1)) }
+                next = c + 1
             }
-            if let s = start { runs.append(s...e.counter) }
+            if next <= e.counter { runs.append(next...e.counter) }
             if !runs.isEmpty { ranges[e.replica] = runs }
         }
     }

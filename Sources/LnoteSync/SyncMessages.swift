@@ -339,7 +339,10 @@ public enum SyncCodec {
                 var hashes: [[UInt8]] = []
                 hashes.reserveCapacity(count)
                 for _ in 0..<count { hashes.append(try r.bytes(16, "content hash")) }
-                let to = count == 0 ? from - 1 : from + UInt64(count) - 1
+                // The last counter answered: from + count - 1, which must exist (none: from - 1).
+                guard case (let to, false) = count == 0 ? (from - 1, false) : from.addingReportingOverflow(UInt64(count - 1)) else {
+                    throw r.error(.corrupt, "\(count) hashes from counter \(from) pass the last counter", at: at)
+                }
                 out.append(HashRange(log: log, replica: ReplicaID(replica), from: from, to: to, hashes: hashes))
             } else {
                 let to = try r.varint("range end")

@@ -79,7 +79,7 @@ extension SyncSession {
                 // Counters differ: this side's chain at the remote's counter, when it holds that far.
                 guard (m?.counter ?? 0) > e.counter || touched.contains(d.log) else { continue }
                 let hashes = try await notebook.contentHashes(in: d.log, replica: e.replica, from: 1, to: e.counter)
-                guard hashes.count == Int(e.counter) else { continue }
+                guard UInt64(hashes.count) == e.counter else { continue }  // e.counter is the remote's: never Int(...)
                 let chain = hashes.reduce(ContentHash.emptyChain) { ContentHash.chain($0, $1) }
                 if chain != e.digest { run.askRanges.append(HashRange(log: d.log, replica: e.replica, from: 1, to: e.counter)) }
             }

@@ -103,6 +103,19 @@ struct TrustStoreTests {
         try await nb.close()
     }
 
+    /// [PKG-51] The missing operations of a clock that claims far more than the log holds
+    /// (a snapshot from a backup or another folder may): the gaps, computed from what is
+    /// held (counting 2^40 counters one by one would take hours).
+    @Test("[PKG-51] missing ranges come from the held counters, not from counting up to the clock")
+    func missingRangesOfAHugeClock() {
+        let r = ReplicaID(0xa1), top = UInt64(1) << 40
+        let m = OpRanges(clock: VectorClock([(r, top)]), held: [r: [1, 2, 5, top]], base: nil)
+        #expect(m.ranges[r] == [3...4, 6...(top - 1)])
+        #expect(m.count == Int(top) - 4)
+        #expect(OpRanges(clock: VectorClock([(r, top)]), held: [:], base: VectorClock([(r, top - 2)])).ranges[r] == [(top - 1)...top])
+        #expect(OpRanges(clock: VectorClock([(r, UInt64(3))]), held: [r: [1, 2, 3, 9]], base: nil).isEmpty)
+    }
+
     // MARK: - [PKG-49] [PKG-51] [PKG-54]
 
     /// A damaged frame in the middle of a page log: the salvage drops it, the snapshot keeps

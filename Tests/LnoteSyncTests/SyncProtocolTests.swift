@@ -154,6 +154,26 @@ final class FlakyRemote: SyncRemote {
         }
     }
 
+    /// [SYNC-30] [SYNC-53] Numbers a hostile remote chooses never trap the decoder: hashes
+    /// answered from a counter so high that their last would pass 2^64 - 1 make the body
+    /// corrupt, at the range's offset.
+    @Test func hashRangesPastTheLastCounter() throws {
+        let log = LogRef(document: doc, page: page)
+        let hash = [UInt8](repeating: 7, count: 16)
+        for (from, n, fits) in [(UInt64.max - 1, 2, true), (UInt64.max - 1, 3, false), (UInt64.max, 2, false), (UInt64(1), 0, true)] {
+            let body = SyncCodec.encode(SyncResponse(epoch: 1, cursor: 1, accepted: 0, pull: [],
+                                                     hashes: [HashRange(log: log, replica: ReplicaID(5), from: from, to: 0,
+                                                                        hashes: Array(repeating: hash, count: n))]))
+            if fits {
+                let decoded = try SyncCodec.decodeResponse(body)
+                #expect(decoded.hashes?.first?.to == from &+ UInt64(n) &- 1, "from \(from), \(n) hashes")
+            } else {
+                let e = try #require(throws: LnoteError.self) { try SyncCodec.decodeResponse(body) }
+                #expect(e.code == .corrupt && e.offset != nil && e.message.contains("pass the last counter"), "\(e)")
+            }
+        }
+    }
+
     /// [SYNC-8] Assets go up before the operations that reference them and come down
     /// before the pulled operations are stored.
     @Test func assetsTravelBeforeReferences() async throws {
