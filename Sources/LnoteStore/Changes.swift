@@ -271,9 +271,15 @@ final class ChangeHub: Sendable {
 /// notebook's reader stops at a frame whose entry is not durable yet, so its events too come
 /// after durability.
 final class OriginRegistry: Sendable {
+    /// Operation ids are per log (a replica's counters are per log), so entries are kept per
+    /// document: the same id in two documents' logs is two operations.
+    private struct Key: Hashable {
+        var document: DocumentID
+        var op: OpID
+    }
     private struct State {
         var active = false
-        var ops: [OpID: (origin: Change.Origin, durable: Bool)] = [:]
+        var ops: [Key: (origin: Change.Origin, durable: Bool)] = [:]
         var created: [DocumentID: Change.Origin] = [:]
     }
     private let state = Mutex(State())
@@ -283,18 +289,20 @@ final class OriginRegistry: Sendable {
     var isActive: Bool { state.withLock { $0.active } }
     func activate() { state.withLock { $0.active = true } }
 
-    func register(_ ids: [OpID], origin: Change.Origin) {
+    func register(_ ids: [OpID], document: DocumentID, origin: Change.Origin) {
         state.withLock { s in
             guard s.active else { return }
-            for id in ids { s.ops[id] = (origin, false) }
+            for id in ids { s.ops[Key(document: document, op: id)] = (origin, false) }
         }
     }
 
     func markDurable(_ ids: [OpID], document: DocumentID) {
         let any = state.withLock { s -> Bool in
             var any = false
-            for id in ids where s.ops[id] != nil {
-                s.ops[id]!.durable = true
+            for id in ids {
+                let k = Key(document: document, op: id)
+                guard s.ops[k] != nil else { continue }
+                s.ops[k]!.durable = true
                 any = true
             }
             return any
@@ -302,7 +310,15 @@ final class OriginRegistry: Sendable {
         if any, let p = poke.withLock({ $0 }) { p(document) }
     }
 
-    func forget(_ ids: [OpID]) { state.withLock { s in for id in ids { s.ops[id] = nil } } }
+    func forget(_ ids: [OpID], document: DocumentID) {
+        state.withLock { s in for id in ids { s.ops[Key(document: document, op: id)] = nil } }
+    }
+
+    /// Drops a document's entries: its log was read whole (its operations absorbed without
+    /// events), so no later read will take them.
+    func forgetDocument(_ document: DocumentID) {
+        state.withLock { s in s.ops = s.ops.filter { $0.key.document != document } }
+    }
 
     func registerCreated(_ document: DocumentID, origin: Change.Origin) {
         state.withLock { s in if s.active { s.created[document] = origin } }
@@ -312,13 +328,15 @@ final class OriginRegistry: Sendable {
         state.withLock { $0.created.removeValue(forKey: document) }
     }
 
-    /// The origin of an operation read from a log: nil when it is registered and not
-    /// durable yet (stop there); `otherProcess` when it is not registered. Consumes the entry.
-    func take(_ id: OpID) -> Change.Origin? {
+    /// The origin of an operation read from a document's log: nil when it is registered and
+    /// not durable yet (stop there); `otherProcess` when it is not registered. Consumes the
+    /// entry.
+    func take(_ id: OpID, document: DocumentID) -> Change.Origin? {
         state.withLock { s -> Change.Origin? in
-            guard let e = s.ops[id] else { return .otherProcess }
+            let k = Key(document: document, op: id)
+            guard let e = s.ops[k] else { return .otherProcess }
             guard e.durable else { return nil }
-            s.ops[id] = nil
+            s.ops[k] = nil
             return e.origin
         }
     }

@@ -315,7 +315,17 @@ extension Document {
             }
             for bytes in assets { try writeAsset(bytes) }
             let lp = try loadedPage(pid)
-            let ops = try build(&lp.replica, replica, now())
+            let before = lp.replica.clock
+            let ops: [Op]
+            do {
+                ops = try build(&lp.replica, replica, now())
+            } catch {
+                // A builder that failed after applying part of its work leaves the state ahead
+                // of the log: forget the page (its next use reloads it), or an id applied here
+                // but never written would be allocated again for other content.
+                if lp.replica.clock != before { unload(lp, failing: error) }
+                throw error
+            }
             try writeFrames(ops, to: lp)
             return (ops, lp)
         }
@@ -336,7 +346,7 @@ extension Document {
             try docLog.sync()
         } catch let e as LnoteError {
             broken = e
-            origins?.forget(ops)
+            origins?.forget(ops, document: id)
             throw e
         }
     }
@@ -439,11 +449,11 @@ extension Document {
             try checkUsable()
             var next = doc
             let op = try next.make(try body(), by: replica, wallTime: now())
-            origins?.register([op.id], origin: .local)
+            origins?.register([op.id], document: id, origin: .local)
             do {
                 try docLog.write(encoded: [OperationCodec.encode(op)])  // truncated back on failure: nothing changed
             } catch {
-                origins?.forget([op.id])
+                origins?.forget([op.id], document: id)
                 throw error
             }
             doc = next
@@ -456,7 +466,7 @@ extension Document {
                 try await makeDurable(.document, docLog)
             } catch let e as LnoteError {
                 broken = e
-                origins?.forget([op.id])
+                origins?.forget([op.id], document: id)
                 throw e
             }
         }
@@ -608,7 +618,13 @@ extension Document {
     @discardableResult
     public func addStrokes(_ strokes: [Stroke], to pid: PageID) async throws -> [ElementID] {
         try await commitLocal(page: pid) { r, me, t in
-            try strokes.map { try r.add(.stroke($0), by: me, wallTime: t) }
+            guard strokes.count > 1 else { return try strokes.map { try r.add(.stroke($0), by: me, wallTime: t) } }
+            // All or nothing: a stroke out of bounds ([LOG-23]) after others leaves the page
+            // as it was.
+            var next = r
+            let ops = try strokes.map { try next.add(.stroke($0), by: me, wallTime: t) }
+            r = next
+            return ops
         }.map(\.id)
     }
 

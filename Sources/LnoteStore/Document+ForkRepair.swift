@@ -110,14 +110,21 @@ extension Document {
         try checkUsable()
         let ops = removal.remake
         guard !ops.isEmpty else { return RemadeOperations() }
-        let me = replica
-        guard ops.allSatisfy({ $0.id.replica != me }) else {
-            throw LnoteError(.invalidState, "the forked replica \(me) is still this folder's id: mint a new one first",
-                             path: paths.root)
+        /// The folder's id as [PKG-84] step 1 read it under the lock: another process may have
+        /// minted one since this call began ([PKG-89]).
+        func currentReplica() throws -> ReplicaID {
+            let me = replica
+            guard ops.allSatisfy({ $0.id.replica != me }) else {
+                throw LnoteError(.invalidState, "the forked replica \(me) is still this folder's id: mint a new one first",
+                                 path: paths.root)
+            }
+            return me
         }
+        _ = try currentReplica()
         let outcome: Reauthor.Outcome
         if let pid = removal.page {
             let (made, lp) = try locked { () -> (Reauthor.Outcome, LoadedPage) in
+                let me = try currentReplica()
                 let lp = try loadedPage(pid, allowUnknown: true)
                 let outcome = Reauthor.page(ops, on: &lp.replica, as: me, wallTime: now())
                 try writeFrames(outcome.ops, to: lp)
@@ -129,6 +136,7 @@ extension Document {
             emitPageEvents(outcome.ops, lp, origin: .merge)
         } else {
             outcome = try locked { () -> Reauthor.Outcome in
+                let me = try currentReplica()
                 var next = doc
                 var clocks: [PageID: VectorClock] = [:]
                 for op in ops {
@@ -136,7 +144,7 @@ extension Document {
                 }
                 let outcome = Reauthor.document(ops, on: &next, as: me, wallTime: now()) { clocks[$0] ?? VectorClock() }
                 if !outcome.ops.isEmpty {
-                    origins?.register(outcome.ops.map(\.id), origin: .merge)
+                    origins?.register(outcome.ops.map(\.id), document: id, origin: .merge)
                     try docLog.write(encoded: outcome.ops.map(OperationCodec.encode))
                     doc = next
                     noteEdit()

@@ -267,11 +267,11 @@ extension Document {
             let applied = try next.receive(sorted.fresh)
             var offset = docLog.end
             let frames = incoming.map(OperationCodec.encode)
-            origins?.register(incoming.map(\.id), origin: .merge)
+            origins?.register(incoming.map(\.id), document: id, origin: .merge)
             do {
                 try docLog.write(encoded: frames)
             } catch {
-                origins?.forget(incoming.map(\.id))
+                origins?.forget(incoming.map(\.id), document: id)
                 throw error
             }
             doc = next
@@ -293,7 +293,7 @@ extension Document {
                 try await makeDurable(.document, docLog)
             } catch let e as LnoteError {
                 broken = e
-                origins?.forget(staged.incoming.map(\.id))
+                origins?.forget(staged.incoming.map(\.id), document: id)
                 throw e
             }
         }

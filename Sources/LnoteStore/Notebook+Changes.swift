@@ -171,6 +171,7 @@ final class DocumentFollower {
     func refresh(origins: OriginRegistry) -> [Change] {
         guard let position else {
             load()
+            origins.forgetDocument(paths.id)  // absorbed without events: nothing will take them
             return self.position == nil ? [] : [Change(kind: .reloaded, origin: .otherProcess, document: paths.id)]
         }
         guard let fd = try? io.open(paths.documentLog, O_RDONLY) else { return [] }
@@ -179,6 +180,7 @@ final class DocumentFollower {
         if st.inode != position.inode || st.device != position.device || st.size < position.end {
             // Rewritten (salvage, fork repair) or rolled back: read it again.
             load()
+            origins.forgetDocument(paths.id)
             return [Change(kind: .reloaded, origin: .otherProcess, document: paths.id)]
         }
         guard st.size > position.end, let bytes = try? io.pread(fd, count: Int(st.size - position.end), at: position.end) else { return [] }
@@ -189,7 +191,7 @@ final class DocumentFollower {
         for f in scan.frames {
             var origin = Change.Origin.otherProcess
             if let id = OperationCodec.id(of: f.frame) {
-                guard let o = origins.take(id) else { break }  // not durable yet: read it later
+                guard let o = origins.take(id, document: paths.id) else { break }  // not durable yet: read it later
                 origin = o
             }
             if let last = runs.last, last.0 == origin {

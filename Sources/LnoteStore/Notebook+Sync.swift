@@ -85,12 +85,18 @@ extension Notebook {
                 out.append(NotebookLogClock(document: docID, page: p, clock: c, digests: digests))
             }
             // Identities are taken once the document is closed again: loading and closing
-            // may write files (a recovered log, a new snapshot, document.json). An open
-            // document is not cached: it may hold state its files do not show yet.
+            // may write files (a new snapshot, document.json). A clock is cached only when its
+            // log is the file it was before the document was read: another process may have
+            // appended meanwhile (or the load cut a torn tail), and the clock read may then
+            // be below what the identity says. An open document is not cached: it may hold
+            // state its files do not show yet.
             guard !wasOpen else { continue }
+            let before = Dictionary(keys, uniquingKeysWith: { a, _ in a })
             for (p, c, digests) in logs {
-                cache.entries[ClockCache.Key(document: docID, page: p)] =
-                    ClockCache.Entry(files: try fileIdentity(Notebook.clockFiles(paths, page: p)), clock: c, digests: digests)
+                let key = ClockCache.Key(document: docID, page: p)
+                let after = try fileIdentity(Notebook.clockFiles(paths, page: p))
+                guard let was = before[key], was.prefix(4) == after.prefix(4) else { continue }
+                cache.entries[key] = ClockCache.Entry(files: after, clock: c, digests: digests)
             }
         }
         if cache != cached { saveClockCache(cache) }

@@ -338,19 +338,21 @@ public actor Notebook {
         }
         let paths = PackagePaths(folder: path, id: docID)
         let (identity, io, options, origins) = (identity, io, options, origins)
-        let e = OpenDocument(task: Task {
-            try await Document.open(paths: paths, identity: identity, io: io, options: options, origins: origins)
-        })
-        if external { e.external = 1 } else { e.internalLeases = 1 }
-        documents[docID] = e
-        do {
-            let d = try await e.task.value
+        // The lease is set before any caller gets the handle: a caller that closes it at once
+        // gives back its lease, and never closes the handle under the others.
+        let e = OpenDocument(task: Task { [weak self] in
+            let d = try await Document.open(paths: paths, identity: identity, io: io, options: options, origins: origins)
             await d.setLease { [weak self] id in
                 guard let self else { return false }
                 try await self.release(id, external: true)
                 return true
             }
             return d
+        })
+        if external { e.external = 1 } else { e.internalLeases = 1 }
+        documents[docID] = e
+        do {
+            return try await e.task.value
         } catch {
             if documents[docID] === e { documents[docID] = nil }
             throw error

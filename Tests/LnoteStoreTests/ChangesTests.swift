@@ -241,6 +241,20 @@ struct ChangesTests {
         try await a.receive([retitle], document: far.id, page: nil)
         #expect(await events.wait { $0.contains { $0.kind == .documentRetitled && $0.document == far.id && $0.origin == .merge } },
                 "\(events.all)")
+        // One operation id in two documents' logs (counters are per log): this process
+        // retitles X while another retitles Y, both as their third operation. Each is told,
+        // with its own origin.
+        let x = try await a.createDocument(title: "X"), y = try await a.createDocument(title: "Y")
+        let yOnB = try await b.openDocument(y.id)
+        async let local: Void = x.setTitle("X again")
+        async let other: Void = yOnB.setTitle("Y elsewhere")
+        _ = try await (local, other)
+        #expect(try await x.operations(notCoveredBy: VectorClock()).last?.id == yOnB.operations(notCoveredBy: VectorClock()).last?.id,
+                "the same id in both logs")
+        #expect(await events.wait { all in
+            all.contains { $0.kind == .documentRetitled && $0.document == x.id && $0.origin == .local }
+                && all.contains { $0.kind == .documentRetitled && $0.document == y.id && $0.origin == .otherProcess }
+        }, "\(events.all)")
         events.stop()
         try await src.close()
         try await a.close()

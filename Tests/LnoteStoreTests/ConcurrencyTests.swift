@@ -364,7 +364,67 @@ struct ConcurrencyTests {
         try await first.addStroke(marked(1), to: p)
         try await handles.last!.close()
         #expect(await first.isClosed)
+        // Two opens at once, one closing the handle as soon as it has it: the other's lease
+        // keeps it open (the lease is set before either caller gets the handle).
+        for round in 0..<200 {
+            async let quick: Void = { try await nb.openDocument(id).close() }()
+            let kept = try await nb.openDocument(id)
+            try await quick
+            #expect(await !kept.isClosed, "round \(round): closed under a holder")
+            try await kept.addStroke(marked(round), to: p)
+            try await kept.close()
+        }
         try await nb.close()
+    }
+
+    @Test("[PKG-84] [LOG-23] a batch refused halfway leaves nothing: no id applied here and allocated again by another handle")
+    func refusedBatchAllocatesNothing() async throws {
+        let dir = try TempDir("batch")
+        defer { dir.remove() }
+        let a = try await openNotebook(dir.path), b = try await openNotebook(dir.path)
+        let da = try await a.createDocument(title: "Batch")
+        let p = try #require(await da.pageList.first?.id)
+        let db = try await b.openDocument(da.id)
+        try await da.addStroke(marked(1), to: p)
+        let beyond = Stroke(points: [StrokePoint(x: 0, y: 0), StrokePoint(x: 200_000_000, y: 0, t: 5)])
+        await #expect(throws: LnoteError(.invalidArgument)) { try await da.addStrokes([marked(2), beyond], to: p) }
+        #expect(try await da.elements(p).compactMap(marker(of:)) == [1], "nothing of the refused batch")
+        let other = try await db.addStroke(marked(3), to: p)
+        let mine = try await da.addStroke(marked(4), to: p)
+        #expect(other != mine)
+        let shownA = try await da.elements(p).map(\.id), shownB = try await db.elements(p).map(\.id)
+        #expect(shownA == shownB && Set(shownA).count == 3, "\(shownA) \(shownB)")
+        #expect(try await da.elements(p).compactMap(marker(of:)) == [1, 3, 4])
+        try await a.close()
+        try await b.close()
+        #expect(try Verify.run(folder: dir.path).problems.isEmpty)
+    }
+
+    @Test("[PKG-64] [PKG-87] clocks cached while another handle appends are never below what the log holds")
+    func clockCacheBesideAWriter() async throws {
+        let dir = try TempDir("clockcache")
+        defer { dir.remove() }
+        let a = try await openNotebook(dir.path), b = try await openNotebook(dir.path)
+        let d = try await a.createDocument(title: "Cache")
+        let p = try #require(await d.pageList.first?.id)
+        try await d.addStroke(marked(0), to: p)
+        let writer = Task { for i in 1...80 { try await d.addStroke(marked(i), to: p) } }
+        var reads = 0
+        while !Task.isCancelled {
+            _ = try await b.logClocks()  // reads, and caches, while the writer appends
+            reads += 1
+            if reads > 2000 { break }
+            if await { () async -> Bool in (try? await d.clock(page: p))?[a.replica] == 81 }() { break }
+        }
+        try await writer.value
+        // Nothing appends now: a cached clock must be what the log holds.
+        let truth = try await d.clock(page: p)
+        for round in 0..<3 {
+            let listed = try await b.logClocks().first { $0.document == d.id && $0.page == p }?.clock
+            #expect(listed == truth, "round \(round) after \(reads) reads: \(String(describing: listed)) but the log holds \(truth)")
+        }
+        try await a.close()
+        try await b.close()
     }
 
     @Test("[PKG-94] deleting, restoring, syncing and closing while an app holds a document never close it under the app")
