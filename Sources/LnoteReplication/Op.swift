@@ -28,7 +28,8 @@ public struct ElementZ: Hashable, Sendable {
 public struct Op: Hashable, Sendable, CustomStringConvertible {
     /// (replica, counter): unique; `counter == context[replica] + 1`.
     public var id: OpID
-    /// One more than the greatest Lamport timestamp its author had applied in this log.
+    /// The number of operations its author had applied in this log, plus one: the counter
+    /// plus the other entries of the context ([LOG-4]), checked on receipt.
     public var lamport: UInt64
     /// The author's clock of this log just before the operation: what it had seen.
     public var context: VectorClock
