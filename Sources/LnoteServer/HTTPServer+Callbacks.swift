@@ -20,6 +20,8 @@ final class ServerContext: @unchecked Sendable {
 
     let answering: Answering
     let maxBody: Int
+    /// `Configuration.shutdownResponse`.
+    let shutdownResponse: HTTPServerResponse
     /// PEM text as C strings, alive as long as the daemon (libmicrohttpd keeps the pointers).
     let certificate: UnsafeMutablePointer<CChar>?
     let key: UnsafeMutablePointer<CChar>?
@@ -31,7 +33,8 @@ final class ServerContext: @unchecked Sendable {
     /// completion callback: `stop()` answers those still running before the daemon stops.
     let suspended = Mutex<[ObjectIdentifier: PendingAnswer]>([:])
 
-    init(answering: Answering, maxBody: Int, certificate: String?, key: String?) {
+    init(answering: Answering, maxBody: Int, shutdownResponse: HTTPServerResponse, certificate: String?, key: String?) {
+        self.shutdownResponse = shutdownResponse
         self.answering = answering
         self.maxBody = maxBody
         self.certificate = certificate.map { strdup($0) }
@@ -301,7 +304,7 @@ extension ServerContext {
         case .suspending(let handler):
             if stopping.load(ordering: .relaxed) {
                 state.phase = .answered(resumed: nil)
-                return queue(connection, HTTPServer.shuttingDown, close: true)
+                return queue(connection, shutdownResponse, close: true)
             }
             let pending = PendingAnswer(connection: connection)
             state.phase = .handling(pending)

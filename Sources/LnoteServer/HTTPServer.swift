@@ -80,6 +80,10 @@ public final class HTTPServer: Sendable {
         /// Async handlers only: how long `stop()` lets running handlers answer before it
         /// answers them 503 itself.
         public var shutdownGrace: Duration = .seconds(2)
+        /// Async handlers only: the answer to requests held or running when `stop()` ends
+        /// them, and to requests that arrive on open connections meanwhile (a 503; the sync
+        /// servers give the protocol's JSON error, sync-protocol.md [SYNC-74]).
+        public var shutdownResponse: HTTPServerResponse = HTTPServer.shuttingDown
 
         public init(bindAddress: String = "127.0.0.1", port: UInt16 = 0, tls: TLS? = nil,
                     connectionTimeoutSeconds: UInt32 = 30, connectionLimit: UInt32 = 128,
@@ -103,8 +107,9 @@ public final class HTTPServer: Sendable {
     /// wait as long as it likes without holding a thread (a long poll).
     public typealias AsyncHandler = @Sendable (HTTPServerRequest) async -> HTTPServerResponse
 
-    /// The answer to a request completed while the server stops, or held when it stopped.
-    static let shuttingDown = HTTPServerResponse(status: 503, headers: ["Content-Type": "text/plain; charset=utf-8",
+    /// The default answer to a request completed while the server stops, or held when it
+    /// stopped (`Configuration.shutdownResponse`).
+    public static let shuttingDown = HTTPServerResponse(status: 503, headers: ["Content-Type": "text/plain; charset=utf-8",
                                                                          "Retry-After": "1"],
                                                  body: Array("server is shutting down\n".utf8))
 
@@ -146,6 +151,7 @@ public final class HTTPServer: Sendable {
             key = try Self.readPEM(tls.keyPath, what: "key")
         }
         let context = ServerContext(answering: answering, maxBody: configuration.maxRequestBodyBytes,
+                                    shutdownResponse: configuration.shutdownResponse,
                                     certificate: certificate, key: key)
         self.context = context
         let started = try Self.start(configuration, context)
@@ -197,7 +203,7 @@ public final class HTTPServer: Sendable {
             while context.suspended.withLock({ !$0.isEmpty }) && clock.now < graceEnds { usleep(2_000) }
             // libmicrohttpd must not stop with a suspended connection: answer the rest here
             // (outside the registry's lock: `finish` takes the connection's, then the daemon's).
-            for pending in context.suspended.withLock({ Array($0.values) }) { pending.finish(Self.shuttingDown) }
+            for pending in context.suspended.withLock({ Array($0.values) }) { pending.finish(configuration.shutdownResponse) }
             // Let the answers go out before the connections are closed.
             let drainEnds = clock.now + .seconds(1)
             while context.suspended.withLock({ !$0.isEmpty }) && clock.now < drainEnds { usleep(2_000) }

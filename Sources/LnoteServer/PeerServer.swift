@@ -50,7 +50,7 @@ public final class PeerServer: Sendable {
         self.changes = signal
         try signal.start { polls.bump(id) }
         do {
-            http = try HTTPServer(configuration: configuration, asyncHandler: service.respond)
+            http = try HTTPServer(configuration: configuration.answeringShutdownAsSync, asyncHandler: service.respond)
         } catch {
             signal.stop()
             throw error
@@ -175,7 +175,7 @@ public final class RelayServer: Sendable {
                                       })
         observation = store.observeChanges { polls.bump($0.uuid) }
         do {
-            http = try HTTPServer(configuration: configuration, asyncHandler: service.respond)
+            http = try HTTPServer(configuration: configuration.answeringShutdownAsSync, asyncHandler: service.respond)
         } catch {
             store.stopObserving(observation)
             throw error
@@ -190,5 +190,15 @@ public final class RelayServer: Sendable {
         longPolls.close()
         store.stopObserving(observation)
         try http.close()
+    }
+}
+
+extension HTTPServer.Configuration {
+    /// This configuration, with requests ended by `stop()` answered as the sync protocol
+    /// says ([SYNC-74]: 503 `unavailable`, JSON, `Retry-After: 1`, `Connection: close`).
+    var answeringShutdownAsSync: HTTPServer.Configuration {
+        var c = self
+        c.shutdownResponse = SyncHTTPService.error(.unavailable, "the server is shutting down; retry")
+        return c
     }
 }

@@ -26,8 +26,10 @@ import Testing
         return condition()
     }
 
-    static func server(_ gate: Gate, grace: Duration = .seconds(2)) throws -> HTTPServer {
-        try HTTPServer(configuration: .init(connectionLimit: 256, perIPConnectionLimit: 0, shutdownGrace: grace),
+    static func server(_ gate: Gate, grace: Duration = .seconds(2), shutdown: HTTPServerResponse? = nil) throws -> HTTPServer {
+        var c = HTTPServer.Configuration(connectionLimit: 256, perIPConnectionLimit: 0, shutdownGrace: grace)
+        if let shutdown { c.shutdownResponse = shutdown }
+        return try HTTPServer(configuration: c,
                        asyncHandler: { request in
                            if request.path == "/hold" { await gate.hold() }
                            return echoHandler(request)
@@ -71,7 +73,10 @@ import Testing
     @Test("[SYNC-74] stop answers held requests 503 after the grace period")
     func stopAnswersHeldRequests() async throws {
         let gate = Gate()
-        let server = try Self.server(gate, grace: .milliseconds(200))
+        // The answer is the configuration's (the sync servers give the protocol's JSON error).
+        let answer = HTTPServerResponse(status: 503, headers: ["Content-Type": "application/json", "Retry-After": "1"],
+                                        body: Array("{\"error\":\"unavailable\"}".utf8))
+        let server = try Self.server(gate, grace: .milliseconds(200), shutdown: answer)
         let client = try makeClient()
         defer { try? client.close() }
         let held = (0..<3).map { _ in Task { try await client.send(.post(server.baseURL + "/hold", body: [1, 2, 3])) } }
@@ -85,6 +90,7 @@ import Testing
             let r = try await t.value
             #expect(r.status == 503)
             #expect(r.headers["Retry-After"] == "1")
+            #expect(r.body == answer.body)
         }
         gate.releaseAll()  // the handlers end after the answers went out: nothing happens
         try await Task.sleep(for: .milliseconds(50))
