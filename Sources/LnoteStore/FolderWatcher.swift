@@ -59,7 +59,9 @@ final class FolderWatcher: Sendable {
     /// True when inotify could not be used and the watcher polls.
     var isPolling: Bool { pollingFlag.withLock { $0 } }
 
-    /// Watches one more directory (a document package that appeared).
+    /// Watches one more directory (a document package that appeared). Directories asked
+    /// for together are added in order, in one pass of the watcher's thread; one that does
+    /// not exist (yet) is skipped.
     func watch(_ directory: String) {
         state.withLock { s in
             guard !s.stopped else { return }

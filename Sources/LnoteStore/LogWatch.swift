@@ -83,12 +83,15 @@ public final class LogWatch: Sendable {
             } else if folders.contains(dir) {
                 guard PackagePaths.documentID(fromName: name) != nil else { continue }
                 if let st = try? io.stat(path), st.isDirectory {
+                    // Both, in this order, in one batch: the package's watch is in place
+                    // before `pages/` is tried, so a `pages/` made in between is either found
+                    // then or told by the package's watch.
                     watch(path)
-                    if (try? io.stat(path + "/pages")) != nil { watch(path + "/pages") }
+                    watch(path + "/pages")
                 }
                 fire = true
             } else if name == "pages" {
-                if (try? io.stat(path)) != nil { watch(path) }
+                watch(path)
                 fire = true
             } else if name.hasSuffix(".log") && !DurableFile.isTemporaryName(name) {
                 fire = true
