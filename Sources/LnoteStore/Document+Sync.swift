@@ -80,21 +80,20 @@ extension Document {
     /// The held operations `clock` does not cover, without the history check.
     private func unchecked(page pid: PageID?, notCoveredBy clock: VectorClock) async throws -> [(frame: Frame, op: Op)] {
         try checkUsable()
-        try refreshDocument()
-        let frames: [LoggedFrame]
-        let path: String
-        if let pid {
-            let hasFiles = try pageHasFiles(pid)
-            if pages[pid] == nil && !hasFiles { return [] }
-            let lp = try loadedPage(pid, allowUnknown: true)
-            try syncNow(.page(pid), lp.log)
-            frames = try readAllFrames(lp)
-            path = lp.log.path
-        } else {
+        // Under the document lock, and synced: what is served to a peer is whole batches of
+        // whoever wrote them (a writer holds the lock until its batch is written, or rolled
+        // back), durable (frames read from another process are synced here too, whatever it
+        // deferred), so that no peer holds an operation its author may lose and give out again.
+        guard let (frames, path) = try locked({ () -> ([LoggedFrame], String)? in
+            if let pid {
+                if pages[pid] == nil, try !pageHasFiles(pid) { return nil }
+                let lp = try loadedPage(pid, allowUnknown: true)
+                try syncNow(.page(pid), lp.log)
+                return (try readAllFrames(lp), lp.log.path)
+            }
             try syncNow(.document, docLog)
-            frames = try readAllDocumentFrames()
-            path = docLog.path
-        }
+            return (try readAllDocumentFrames(), docLog.path)
+        }) else { return [] }
         var out: [(Frame, Op)] = []
         var seen = Set<OpID>()
         for f in frames {

@@ -151,6 +151,10 @@ final class PageLog {
     private var needsTruncate = false
     /// Frames written since the last successful sync.
     private(set) var unsyncedFrames = 0
+    /// True when `catchUp` read frames another process wrote since this log was last synced
+    /// here: that process may not have synced them yet (group commit, or a batch it is still
+    /// writing), so `sync()` syncs before they are served or covered by a snapshot.
+    private(set) var othersUnsynced = false
     /// Set when a sync failed: the kernel may have dropped the dirty pages, so nothing
     /// written since the last good sync can be trusted. Reopen to recover from disk.
     private(set) var poisoned: LnoteError?
@@ -166,6 +170,8 @@ final class PageLog {
         self.end = end
         self.fd = fd
         self.inode = (try? io.fstat(fd).inode) ?? 0
+        // Frames read from the file may be another process's, not synced yet.
+        self.othersUnsynced = end > UInt64(LogHeader.size)
     }
 
     /// A log whose file does not exist (yet): empty, incarnation 0 (no snapshot names it).
@@ -257,13 +263,17 @@ final class PageLog {
             try io.fdatasync(fd)
             cutTails.append((tail.lowerBound, Int(tail.upperBound - tail.lowerBound)))
         }
-        if commit { end = scan.goodEnd }
+        if commit {
+            end = scan.goodEnd
+            if !scan.frames.isEmpty { othersUnsynced = true }
+        }
         return scan.frames.isEmpty ? .unchanged : .grew(scan.frames)
     }
 
     /// Moves `end` to `offset`, a frame boundary past it that `catchUp(commit: false)` found.
     func advance(to offset: UInt64) {
         precondition(offset >= end)
+        if offset > end { othersUnsynced = true }
         end = offset
     }
 
@@ -365,14 +375,15 @@ final class PageLog {
     func sync() throws {
         if isAbsent && !isClosed { return }
         let fd = try descriptor()
-        guard unsyncedFrames > 0 else { return }
+        guard unsyncedFrames > 0 || othersUnsynced else { return }
         do {
-            try io.fdatasync(fd)
+            try io.fdatasync(fd)  // the file's data, whoever wrote it
         } catch let e as LnoteError {
             poisoned = e
             throw e
         }
         unsyncedFrames = 0
+        othersUnsynced = false
     }
 
     /// Reads the frames in `[from, end)`. Offsets before `end` were validated when written
@@ -445,6 +456,7 @@ final class PageLog {
         isAbsent = false
         needsTruncate = false
         unsyncedFrames = 0
+        othersUnsynced = other.othersUnsynced
         poisoned = nil
         if let old, old.isOpen { try old.close() }
     }

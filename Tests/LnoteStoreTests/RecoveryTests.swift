@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 import LnoteModel
 import LnoteReplication
@@ -146,9 +147,14 @@ struct RecoveryTests {
         let dir = try TempDir("rec")
         defer { dir.remove() }
         let (id, _, _, _) = try await sample(dir)
-        let plan = FaultPlan.failing(.fdatasync, pathContains: "document.log", with: .fail(errno: EIO))
+        // Armed once the document is open (opening may sync the log it read: [PKG-88]).
+        let armed = Mutex(false)
+        let plan = FaultPlan { e in
+            armed.withLock { $0 } && e.kind == .fdatasync && e.path.contains("document.log") ? .fail(errno: EIO) : nil
+        }
         let nb = try await openNotebook(dir.path, io: Syscalls(faults: plan))
         let d = try await nb.openDocument(id)
+        armed.withLock { $0 = true }
         await #expect(throws: LnoteError(.io)) { try await d.setTitle("lost?") }
         await #expect(throws: LnoteError(.invalidState)) { try await d.setTitle("again") }
         try? await nb.close()
