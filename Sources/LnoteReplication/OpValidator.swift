@@ -92,11 +92,7 @@ public enum OpValidator {
     /// would break a line or reach a terminal), or nil. Also checked on a title read from a
     /// document.json, which holds only what operations carried.
     public static func titleProblem(_ t: String) -> String? {
-        guard t.utf8.count <= maxTitleBytes else { return "a title of \(t.utf8.count) bytes (at most \(maxTitleBytes))" }
-        for u in t.unicodeScalars where u.value < 0x20 || (0x7F...0x9F).contains(u.value) || u.value == 0x2028 || u.value == 0x2029 {
-            return "a title with the control character U+\(String(u.value, radix: 16, uppercase: true))"
-        }
-        return nil
+        PrintableText.problem(t, maxBytes: maxTitleBytes, what: "a title")
     }
 
     /// [LOG-23] What puts a canvas out of bounds, or nil.

@@ -32,15 +32,7 @@ public enum RelayToken {
     /// messages), no space at either end, and not of the form `token-…`, which names the
     /// devices of tokens made without one.
     public static func checkDeviceName(_ name: String) throws {
-        guard (1...128).contains(name.utf8.count) else {
-            throw LnoteError(.invalidArgument, "a device name is 1 to 128 bytes, got \(name.utf8.count)")
-        }
-        for u in name.unicodeScalars where u.value < 0x20 || (0x7F...0x9F).contains(u.value) || u.value == 0x2028 || u.value == 0x2029 {
-            throw LnoteError(.invalidArgument, "a device name holds no control character (U+\(String(u.value, radix: 16, uppercase: true)))")
-        }
-        guard name.first?.isWhitespace == false, name.last?.isWhitespace == false else {
-            throw LnoteError(.invalidArgument, "a device name does not start or end with a space")
-        }
+        if let problem = PrintableText.deviceNameProblem(name) { throw LnoteError(.invalidArgument, problem) }
         guard !name.hasPrefix(unnamedPrefix) else {
             throw LnoteError(.invalidArgument, "device names starting with \"\(unnamedPrefix)\" name tokens made without a device")
         }

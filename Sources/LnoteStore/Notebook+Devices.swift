@@ -24,7 +24,10 @@ extension Notebook {
               let file = try? StoreJSON.decode(DevicesFile.self, bytes, path: devicesPath), file.format == 1 else { return [:] }
         var out: [ReplicaID: String] = [:]
         for e in file.devices {
-            if e.replica.count == 16, let r = ReplicaID(hex: e.replica) { out[r] = e.device }
+            // A cache another folder or a backup may have written: only printable names.
+            if e.replica.count == 16, let r = ReplicaID(hex: e.replica), PrintableText.deviceNameProblem(e.device) == nil {
+                out[r] = e.device
+            }
         }
         return out
     }

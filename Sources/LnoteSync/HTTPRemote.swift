@@ -180,8 +180,7 @@ public final class HTTPRemote: SyncRemote {
         var out: [ReplicaID: String] = [:]
         for o in list {
             guard let hex = o["replica"] as? String, hex.count == 16, let replica = ReplicaID(hex: hex),
-                  let device = o["device"] as? String, !device.isEmpty, device.utf8.count <= 128,
-                  !device.unicodeScalars.contains(where: { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) }) else { continue }
+                  let device = o["device"] as? String, PrintableText.deviceNameProblem(device) == nil else { continue }
             out[replica] = device
         }
         return out

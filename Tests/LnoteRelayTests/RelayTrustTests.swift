@@ -329,7 +329,8 @@ struct RelayTrustTests {
             #expect(listed.map(\.device) == [unnamed, "laptop", "laptop"])
             #expect(listed.map(\.deviceNamed) == [false, true, true])
             #expect(listed.allSatisfy { $0.created > 1_700_000_000_000 })
-            for bad in ["", " laptop", "lap\ntop", "token-12345678", String(repeating: "x", count: 129), "a\u{7F}"] {
+            for bad in ["", " laptop", "lap\ntop", "token-12345678", String(repeating: "x", count: 129), "a\u{7F}", "lap\u{2028}top",
+                        "\u{1B}[2Jlaptop"] {
                 #expect(throws: LnoteError(.invalidArgument), "\(bad.debugDescription)") {
                     _ = try store.createToken(notebook: nb, label: "", device: bad)
                 }

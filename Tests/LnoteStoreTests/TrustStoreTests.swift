@@ -116,6 +116,26 @@ struct TrustStoreTests {
         #expect(OpRanges(clock: VectorClock([(r, UInt64(3))]), held: [r: [1, 2, 3, 9]], base: nil).isEmpty)
     }
 
+    /// [SYNC-57] [PKG-65] devices.json is a cache another folder or a backup may have
+    /// written: names that could not name a device (a terminal escape, a line separator, 129
+    /// bytes, a space at an end) are not believed, the others are.
+    @Test("[SYNC-57] [PKG-65] device names read from devices.json are only printable ones")
+    func deviceNamesArePrintable() async throws {
+        let dir = try TempDir("devices")
+        defer { dir.remove() }
+        let nb = try await openNotebook(dir.path)
+        let good = ReplicaID(0xa1)
+        let bad = ["\u{1B}]0;owned\u{07}", "lap\u{2028}top", String(repeating: "x", count: 129), " padded", ""]
+        var entries = [["replica": good.description, "device": "laptop"]]
+        for (i, name) in bad.enumerated() { entries.append(["replica": ReplicaID(0xb0 + UInt64(i)).description, "device": name]) }
+        let json = try JSONSerialization.data(withJSONObject: ["format": 1, "devices": entries])
+        try writeFile(dir.path + "/.lnote/devices.json", Array(json))
+        #expect(try await nb.deviceNames() == [good: "laptop"])
+        for name in bad { #expect(PrintableText.deviceNameProblem(name) != nil, "\(name.debugDescription)") }
+        #expect(PrintableText.deviceNameProblem("Anne's tablet ✍︎") == nil)
+        try await nb.close()
+    }
+
     // MARK: - [PKG-49] [PKG-51] [PKG-54]
 
     /// A damaged frame in the middle of a page log: the salvage drops it, the snapshot keeps
