@@ -21,6 +21,7 @@ final class StoreExecutor: SerialExecutor {
     init(name: String) {
         let queue = JobQueue()
         self.queue = queue
+        queue.setOwner(self)
         let unowned = UnownedSerialExecutor(ordinary: self)
         // The name is set by the thread itself: set on a Thread before `start()`, Linux
         // Foundation does not give it to the new thread, which keeps its creator's.
@@ -66,6 +67,18 @@ private final class JobQueue: @unchecked Sendable {
     private let condition = NSCondition()
     private var items: [Item] = []
     private var stopped = false
+    /// The executor, held strongly only while a batch of its jobs runs: an actor's isolated
+    /// deinit runs on the actor's executor and releases it (a stored property) before the job
+    /// ends, and the runtime still consults the current executor after that (releasing the
+    /// documents a notebook held runs their deinits from here). Without this, the executor
+    /// would be freed under its own running job.
+    private weak var owner: StoreExecutor?
+
+    func setOwner(_ executor: StoreExecutor) {
+        condition.lock()
+        owner = executor
+        condition.unlock()
+    }
 
     func push(_ item: Item) {
         condition.lock()
@@ -93,6 +106,7 @@ private final class JobQueue: @unchecked Sendable {
             }
             let batch = items
             items.removeAll(keepingCapacity: true)
+            let keepAlive = owner
             condition.unlock()
             for item in batch {
                 switch item {
@@ -100,6 +114,7 @@ private final class JobQueue: @unchecked Sendable {
                 case .closure(let body): body()
                 }
             }
+            withExtendedLifetime(keepAlive) {}
         }
     }
 }

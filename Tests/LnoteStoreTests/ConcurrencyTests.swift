@@ -460,6 +460,31 @@ struct ConcurrencyTests {
         try await nb.close()
     }
 
+    /// A notebook dropped without `close()` while it holds open documents: its deinit runs on
+    /// its own thread and releases the documents, whose deinits run on theirs. The executor
+    /// must outlive the job that releases it (a crash in `lnote-bench` case 9 before).
+    @Test("a notebook and its documents dropped without close() deinit on their threads without crashing")
+    func droppedWithoutClosing() async throws {
+        let dir = try TempDir("dropped")
+        defer { dir.remove() }
+        let setup = try await openNotebook(dir.path)
+        let id = try await setup.createDocument(title: "Dropped").id
+        try await setup.close()
+        func openAndDrop(_ round: Int) async throws {
+            let nb = try await openNotebook(dir.path)
+            let d = try await nb.openDocument(id)
+            let p = try #require(await d.pageList.first?.id)
+            try await d.addStroke(marked(round), to: p)
+            _ = try await d.elements(p)
+        }
+        for round in 0..<30 { try await openAndDrop(round) }
+        try await Task.sleep(for: .milliseconds(100))  // the deinits, on their threads
+        let nb = try await openNotebook(dir.path)
+        let d = try await nb.openDocument(id)
+        #expect(try await d.elements(try #require(await d.pageList.first?.id)).count == 30, "every stroke was durable")
+        try await nb.close()
+    }
+
     @Test("documents and notebooks run on threads of their own, never on Swift's cooperative threads")
     func storeThreads() async throws {
         let dir = try TempDir("threads")
