@@ -5,20 +5,12 @@ import LnoteReplication
 import LnoteStore
 import LnoteSync
 import LnoteServer
+import LnoteTestSupport
 
 /// Long polls against `lnote serve`'s server (`PeerServer`) with a real notebook folder:
 /// woken by another client's push and by an append made through the served notebook (its
 /// folder's logs growing, seen by inotify), and answered 503 when the server closes.
 @Suite struct LivePollPeerTests {
-    static func eventually(_ seconds: Double = 10, _ condition: () -> Bool) async -> Bool {
-        let end = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
-        while ContinuousClock.now < end {
-            if condition() { return true }
-            try? await Task.sleep(for: .milliseconds(2))
-        }
-        return condition()
-    }
-
     static func remote(_ url: String, _ token: String) throws -> HTTPRemote {
         var o = HTTPRemote.Options(token: token)
         o.retry.maxAttempts = 1
@@ -51,7 +43,7 @@ import LnoteServer
         // 1. Another client pushes: the held long poll is answered with its stroke.
         let q1 = try #require(try await sb.longPollRequest(wait: 30))
         let p1 = Task { try await rb.sync(q1) }
-        #expect(await Self.eventually { server.longPolls.waiting == 1 })
+        #expect(await eventually { server.longPolls.waiting == 1 })
         _ = try await c.openDocument(doc).addStroke(gen.strokes(1)[0], to: page)
         _ = try await sc.run()
         let a1 = try await p1.value
@@ -62,7 +54,7 @@ import LnoteServer
         // so, the held long poll is answered with it.
         let q2 = try #require(try await sb.longPollRequest(wait: 30))
         let p2 = Task { try await rb.sync(q2) }
-        #expect(await Self.eventually { server.longPolls.waiting == 1 })
+        #expect(await eventually { server.longPolls.waiting == 1 })
         let clock = ContinuousClock()
         _ = try await served.openDocument(doc).addStroke(gen.strokes(1)[0], to: page)
         let appended = clock.now
@@ -76,7 +68,7 @@ import LnoteServer
         // 3. Closing the server answers a held long poll 503 `unavailable` (retried by clients).
         let q3 = try #require(try await sb.longPollRequest(wait: 30))
         let p3 = Task { try await rb.sync(q3) }
-        #expect(await Self.eventually { server.longPolls.waiting == 1 })
+        #expect(await eventually { server.longPolls.waiting == 1 })
         try server.close()
         await #expect {
             _ = try await p3.value

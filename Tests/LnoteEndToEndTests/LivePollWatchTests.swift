@@ -26,15 +26,6 @@ import LnoteTestSupport
         return total
     }
 
-    static func eventually(_ seconds: Double = 10, _ condition: () -> Bool) async -> Bool {
-        let end = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
-        while ContinuousClock.now < end {
-            if condition() { return true }
-            try? await Task.sleep(for: .milliseconds(1))
-        }
-        return condition()
-    }
-
     /// Waits for the child to end, killing it after `seconds` (a watch that does not stop
     /// fails the test instead of hanging it).
     static func finish(_ child: Subprocess.Child, within seconds: Int64 = 20) async -> Subprocess.Result {
@@ -73,18 +64,18 @@ import LnoteTestSupport
         let watch = try Subprocess.start(lnote, ["sync", dir.sub("B"), relay.url, "--token", tokenB, "--watch"])
         #expect(await watch.waitForOutput("watching "), "no start line: \(watch.outputSoFar)")
         #expect(await watch.waitForOutput("(start)"), "the first round: \(watch.outputSoFar)")
-        #expect(await Self.eventually { relay.server.longPolls.waiting == 1 }, "the watch holds a long poll")
+        #expect(await eventually { relay.server.longPolls.waiting == 1 }, "the watch holds a long poll")
 
         var latencies: [Double] = []
         for _ in 0..<5 {
             let before = Self.logBytes(dir.sub("B"))
             try await Self.draw(dir.sub("A"), doc, &gen, relay: relay.url, token: tokenA)
             let pushed = ContinuousClock.now
-            let arrived = await Self.eventually(5) { Self.logBytes(dir.sub("B")) > before }
+            let arrived = await eventually(5) { Self.logBytes(dir.sub("B")) > before }
             let d = ContinuousClock.now - pushed
             latencies.append(Double(d.components.seconds) + Double(d.components.attoseconds) * 1e-18)
             #expect(arrived, "the stroke did not reach B: \(watch.outputSoFar)")
-            #expect(await Self.eventually { relay.server.longPolls.waiting == 1 }, "the next long poll is held")
+            #expect(await eventually { relay.server.longPolls.waiting == 1 }, "the next long poll is held")
         }
         let sorted = latencies.sorted()
         print("lnote sync --watch: A's push acknowledged → B's page log grew: \(latencies.map { "\(Int($0 * 1000)) ms" })")
@@ -128,11 +119,11 @@ import LnoteTestSupport
 
         let watch = try Subprocess.start(lnote, ["sync", dir.sub("B"), relay.url, "--token", tokenB, "--watch"])
         #expect(await watch.waitForOutput("(start)"))
-        #expect(await Self.eventually { relay.server.longPolls.waiting == 1 })
+        #expect(await eventually { relay.server.longPolls.waiting == 1 })
         // Let a round the first one's own writes started (inotify) end before the token goes:
         // it would be refused first, and the change below never reach B.
         try await Task.sleep(for: .milliseconds(500))
-        #expect(await Self.eventually { relay.server.longPolls.waiting == 1 })
+        #expect(await eventually { relay.server.longPolls.waiting == 1 })
         let id = try #require(try relay.store.listTokens(notebook: relay.notebook).first { $0.device == "b" }?.id)
         try relay.store.revokeToken(notebook: relay.notebook, id: id)
         // A change answers the long poll; the next one is refused.

@@ -4,6 +4,7 @@ import LnoteServer
 import LnoteSync
 import Synchronization
 import Testing
+import LnoteTestSupport
 
 /// The async handler of `HTTPServer`: requests suspended (libmicrohttpd's suspend/resume,
 /// epoll) while the handler waits, other connections served meanwhile, held requests
@@ -15,15 +16,6 @@ import Testing
         var count: Int { waiting.withLock { $0.count } }
         func hold() async { await withCheckedContinuation { c in waiting.withLock { $0.append(c) } } }
         func releaseAll() { for c in waiting.withLock({ s -> [CheckedContinuation<Void, Never>] in defer { s = [] }; return s }) { c.resume() } }
-    }
-
-    static func eventually(_ seconds: Double = 10, _ condition: () -> Bool) async -> Bool {
-        let end = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
-        while ContinuousClock.now < end {
-            if condition() { return true }
-            try? await Task.sleep(for: .milliseconds(2))
-        }
-        return condition()
     }
 
     static func server(_ gate: Gate, grace: Duration = .seconds(2), shutdown: HTTPServerResponse? = nil) throws -> HTTPServer {
@@ -50,7 +42,7 @@ import Testing
         let held = (0..<n).map { i in
             Task { try await client.send(.post(server.baseURL + "/hold", body: Array("body \(i)".utf8))) }
         }
-        #expect(await Self.eventually { gate.count == n })
+        #expect(await eventually { gate.count == n })
         #expect(server.suspendedRequestCount == n)
         let clock = ContinuousClock()
         let t0 = clock.now
@@ -64,7 +56,7 @@ import Testing
             #expect(r.status == 200)
             #expect(String(decoding: r.body, as: UTF8.self).contains("body \(i)"))
         }
-        #expect(await Self.eventually { server.suspendedRequestCount == 0 && server.activeRequestCount == 0 })
+        #expect(await eventually { server.suspendedRequestCount == 0 && server.activeRequestCount == 0 })
     }
 
     /// [SYNC-74] `stop()` answers the requests still held after its grace period 503 with
@@ -80,7 +72,7 @@ import Testing
         let client = try makeClient()
         defer { try? client.close() }
         let held = (0..<3).map { _ in Task { try await client.send(.post(server.baseURL + "/hold", body: [1, 2, 3])) } }
-        #expect(await Self.eventually { gate.count == 3 })
+        #expect(await eventually { gate.count == 3 })
         let clock = ContinuousClock()
         let t0 = clock.now
         server.stop()
@@ -116,7 +108,7 @@ import Testing
             let client = try makeClient { $0.caFile = cert }
             defer { try? client.close() }
             let held = Task { try await client.send(.post(server.baseURL + "/hold", body: [9, 8, 7])) }
-            #expect(await Self.eventually { gate.count == 1 })
+            #expect(await eventually { gate.count == 1 })
             #expect(try await client.send(.get(server.baseURL + "/other")).status == 200)
             gate.releaseAll()
             let r = try await held.value

@@ -5,6 +5,7 @@ import LnoteModel
 import LnoteReplication
 import LnoteServer
 @testable import LnoteSync
+import LnoteTestSupport
 
 /// Long polls against a real relay on 127.0.0.1 (libmicrohttpd, epoll, suspend/resume) through
 /// the real libcurl client: held until another client pushes, answered empty after their
@@ -35,15 +36,6 @@ import LnoteServer
     }
 
     /// Waits until `condition` holds (bounded).
-    static func eventually(_ seconds: Double = 10, _ condition: () -> Bool) async -> Bool {
-        let end = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
-        while ContinuousClock.now < end {
-            if condition() { return true }
-            try? await Task.sleep(for: .milliseconds(2))
-        }
-        return condition()
-    }
-
     static func seconds(_ d: Duration) -> Double { Double(d.components.seconds) + Double(d.components.attoseconds) * 1e-18 }
 
     /// [SYNC-70] [SYNC-71] [SYNC-72] A long poll is held while nothing is new; another
@@ -85,7 +77,7 @@ import LnoteServer
                 let r = try await rb.sync(q2)
                 return (r, ContinuousClock.now)
             }
-            #expect(await Self.eventually { s.server.longPolls.waiting == 1 }, "the poll is held")
+            #expect(await eventually { s.server.longPolls.waiting == 1 }, "the poll is held")
             let stroke = try a.addStroke(page, randomStroke(&rng))
             _ = try await sa.run()
             let pushed = clock.now
@@ -102,7 +94,7 @@ import LnoteServer
             let q3 = try #require(try await sb.longPollRequest(wait: 2))
             let start3 = clock.now
             let own = Task { try await rb.sync(q3) }
-            #expect(await Self.eventually { s.server.longPolls.waiting == 1 })
+            #expect(await eventually { s.server.longPolls.waiting == 1 })
             let mine = try b.addStroke(page, randomStroke(&rng))
             _ = try await sb.run()
             try await Task.sleep(for: .milliseconds(300))
@@ -122,7 +114,7 @@ import LnoteServer
             withPush.push = [LogBatch(log: page, frames: try await a.frames(in: page, notCoveredBy: b.state.withLock { $0.pages[page]!.clock }))]
             #expect(withPush.push[0].frames.count == 1)
             let held = Task { try await ra.sync(withPush) }
-            #expect(await Self.eventually { s.server.longPolls.waiting == 1 })
+            #expect(await eventually { s.server.longPolls.waiting == 1 })
             let c = TestNotebook(replica: ReplicaID(0xC3))
             let rc = try Self.remote(s.url, try s.token("c"))
             defer { try? rc.close() }
@@ -150,7 +142,7 @@ import LnoteServer
             _ = try await sb.run()
             let q = try #require(try await sb.longPollRequest(wait: 30))
             let poll = Task { try await rb.sync(q) }
-            #expect(await Self.eventually { s.server.longPolls.waiting == 1 })
+            #expect(await eventually { s.server.longPolls.waiting == 1 })
             try s.store.resetEpoch(notebook: s.notebook)
             let answer = try await poll.value
             #expect(answer.resync)
@@ -194,7 +186,7 @@ import LnoteServer
                     return try SyncCodec.decodeResponse(r.body)
                 }
             }
-            let allHeld = await Self.eventually(30) { s.server.longPolls.waiting == n }
+            let allHeld = await eventually(30) { s.server.longPolls.waiting == n }
             #expect(allHeld, "\(s.server.longPolls.waiting) of \(n) held")
             #expect(s.server.http.suspendedRequestCount >= n)
             // The relay holds them without a thread each: the process gained the client's
@@ -235,7 +227,7 @@ import LnoteServer
             }
             print("\(n) long polls answered \(Int(Self.seconds(clock.now - t2) * 1000)) ms after one push")
             #expect(answered == n)
-            #expect(await Self.eventually { s.server.http.suspendedRequestCount == 0 })
+            #expect(await eventually { s.server.http.suspendedRequestCount == 0 })
             _ = stroke
         }
     }
@@ -273,7 +265,7 @@ import LnoteServer
                 try await client.send(HTTPRequest(method: "POST", url: url + "/sync", headers: ["Lnote-Protocol": "1"],
                                                   body: SyncCodec.encode(q), lowSpeedTime: .seconds(60)))
             }
-            #expect(await Self.eventually { server.longPolls.waiting == 1 })
+            #expect(await eventually { server.longPolls.waiting == 1 })
             let clock = ContinuousClock()
             let t0 = clock.now
             try server.close()
@@ -298,12 +290,12 @@ import LnoteServer
             let retrying = try HTTPRemote(url: url, options: o)
             defer { try? retrying.close() }
             let held = Task { try await retrying.sync(q) }
-            #expect(await Self.eventually { server.longPolls.waiting == 1 })
+            #expect(await eventually { server.longPolls.waiting == 1 })
             try server.close()
             try await Task.sleep(for: .milliseconds(300))
             server = try RelayServer(store: store, configuration: config.with(port: port))
             defer { try? server.close() }
-            #expect(await Self.eventually { server.longPolls.waiting == 1 }, "the retried long poll is held by the new relay")
+            #expect(await eventually { server.longPolls.waiting == 1 }, "the retried long poll is held by the new relay")
             let stroke = try a.addStroke(page, randomStroke(&rng))
             _ = try await SyncSession(notebook: a, remote: ra).run()
             let answer = try await held.value

@@ -3,6 +3,7 @@ import Synchronization
 import Testing
 import LnoteModel
 @testable import LnoteSync
+import LnoteTestSupport
 
 @Suite struct SyncWatcherTests {
     final class Log: Sendable {
@@ -12,15 +13,6 @@ import LnoteModel
     }
 
     /// Waits (bounded: a broken watcher fails the test instead of hanging it).
-    static func eventually(_ seconds: Double = 10, _ condition: () -> Bool) async -> Bool {
-        let end = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
-        while ContinuousClock.now < end {
-            if condition() { return true }
-            try? await Task.sleep(for: .milliseconds(2))
-        }
-        return condition()
-    }
-
     /// While the remote is unreachable the watcher backs off (doubling, capped), and it
     /// resumes as soon as the remote answers again.
     @Test("[SYNC-75] transient failures back off, doubling to the maximum, and resume")
@@ -59,7 +51,7 @@ import LnoteModel
                                       return SyncReport()
                                   })
         let run = Task { await watcher.run(maxSyncs: 2) { _ in } }
-        let second = await Self.eventually(30) { syncs.withLock { $0 } >= 2 }
+        let second = await eventually(30) { syncs.withLock { $0 } >= 2 }
         #expect(second, "the edit made during the first sync waited for the next interval")
         if !second { run.cancel() }
         _ = await run.value
@@ -74,11 +66,11 @@ import LnoteModel
                                   sync: { syncs.withLock { $0 += 1 }; return SyncReport() })
         let run = Task { await watcher.run(maxSyncs: 3) { _ in } }
         // First sync happens at once; then a folder change; then an explicit notification.
-        #expect(await Self.eventually(30) { syncs.withLock { $0 } >= 1 })
+        #expect(await eventually(30) { syncs.withLock { $0 } >= 1 })
         fingerprint.withLock { $0 = 2 }
-        #expect(await Self.eventually(30) { syncs.withLock { $0 } >= 2 }, "a changed fingerprint did not trigger a sync")
+        #expect(await eventually(30) { syncs.withLock { $0 } >= 2 }, "a changed fingerprint did not trigger a sync")
         watcher.notifyChanged()
-        let third = await Self.eventually(30) { syncs.withLock { $0 } >= 3 }
+        let third = await eventually(30) { syncs.withLock { $0 } >= 3 }
         #expect(third, "notifyChanged did not trigger a sync")
         if !third { run.cancel() }
         _ = await run.value
@@ -197,24 +189,24 @@ import LnoteModel
                 }
             }
         }
-        #expect(await Self.eventually { target.held == 1 })
+        #expect(await eventually { target.held == 1 })
         #expect(target.sent.withLock { $0.first?.wait == 42 && $0.first?.cursor == 1 })
         // The wait ran out: nothing stored, the next poll sent at once.
         #expect(target.answer(.success(SyncResponse(epoch: 9, cursor: 1, accepted: 0, pull: []))))
-        #expect(await Self.eventually { target.sent.withLock { $0.count } == 2 && target.held == 1 })
+        #expect(await eventually { target.sent.withLock { $0.count } == 2 && target.held == 1 })
         #expect(target.absorbed.withLock { $0.isEmpty })
         // Another client's operation: stored, then a poll from the new cursor.
         let pull = [LogBatch(log: LogRef(document: DocumentID()), frames: [])]
         #expect(target.answer(.success(SyncResponse(epoch: 9, cursor: 7, accepted: 0, pull: pull))))
-        #expect(await Self.eventually { target.sent.withLock { $0.count } == 3 && target.held == 1 })
+        #expect(await eventually { target.sent.withLock { $0.count } == 3 && target.held == 1 })
         #expect(target.absorbed.withLock { $0.count } == 1)
         #expect(target.sent.withLock { $0.last?.cursor } == 7)
         // A local change while the poll works: a push-only round.
         watcher.notifyChanged()
-        #expect(await Self.eventually { target.rounds.withLock { $0 } == [false, true] })
+        #expect(await eventually { target.rounds.withLock { $0 } == [false, true] })
         // A transient failure of the poll: reported, retried after the backoff.
         #expect(target.answer(.failure(LnoteError(.network, "reset", underlying: "CURLE_RECV_ERROR (56)"))))
-        #expect(await Self.eventually(5) { target.sent.withLock { $0.count } == 4 && target.held == 1 })
+        #expect(await eventually(5) { target.sent.withLock { $0.count } == 4 && target.held == 1 })
         run.cancel()
         _ = target.answer(.failure(CancellationError()))
         #expect(await run.value == nil)
@@ -236,9 +228,9 @@ import LnoteModel
                 if case .longPollsUnavailable = event { log.add("fallback") }
             }
         }
-        #expect(await Self.eventually { target.held == 1 })
+        #expect(await eventually { target.held == 1 })
         #expect(target.answer(.failure(LnoteError(.invalidArgument, "unknown flags 8", underlying: "HTTP 400 bad_request"))))
-        let done = await Self.eventually { target.rounds.withLock { $0.count } >= 4 }
+        let done = await eventually { target.rounds.withLock { $0.count } >= 4 }
         #expect(done, "rounds every interval after the fallback")
         if !done { run.cancel() }
         #expect(await run.value == nil)
@@ -257,7 +249,7 @@ import LnoteModel
         let watcher = SyncWatcher(target: ClosureTarget { rounds.withLock { $0 += 1 }; return SyncReport() },
                                   local: .folders([dir]), options: .init(interval: .seconds(3600)))
         let run = Task { await watcher.run { _ in } }
-        #expect(await Self.eventually { rounds.withLock { $0 } == 1 })
+        #expect(await eventually { rounds.withLock { $0 } == 1 })
         #expect(watcher.localChangeMode == "inotify")
         // Metadata: no round.
         try Data("x".utf8).write(to: URL(fileURLWithPath: dir + "/.lnote/remote-state"))
@@ -266,19 +258,19 @@ import LnoteModel
         // A package appears, then its page log grows: rounds.
         let package = dir + "/" + UUID().uuidString + ".lnote"
         try FileManager.default.createDirectory(atPath: package + "/pages", withIntermediateDirectories: true)
-        #expect(await Self.eventually { rounds.withLock { $0 } >= 2 }, "a new package is a change")
+        #expect(await eventually { rounds.withLock { $0 } >= 2 }, "a new package is a change")
         let before = rounds.withLock { $0 }
         try await Task.sleep(for: .milliseconds(50))
         let log = package + "/pages/" + UUID().uuidString + ".log"
         FileManager.default.createFile(atPath: log, contents: Data([1, 2, 3]))
-        #expect(await Self.eventually { rounds.withLock { $0 } > before }, "a page log written is a change")
+        #expect(await eventually { rounds.withLock { $0 } > before }, "a page log written is a change")
         let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
         let afterCreate = rounds.withLock { $0 }
         try await Task.sleep(for: .milliseconds(50))
         try handle.seekToEnd()
         try handle.write(contentsOf: Data([4, 5]))
         try handle.close()
-        #expect(await Self.eventually { rounds.withLock { $0 } > afterCreate }, "an append is a change")
+        #expect(await eventually { rounds.withLock { $0 } > afterCreate }, "an append is a change")
         run.cancel()
         _ = await run.value
     }
