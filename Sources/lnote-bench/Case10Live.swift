@@ -203,6 +203,13 @@ extension Bench {
 
     /// Runs to completion; its standard output, trimmed.
     static func output(_ exe: String, _ args: [String]) throws -> String {
+        let data = try run(exe, args, what: "lnote \(args.prefix(3).joined(separator: " "))")
+        return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// Runs a program to completion and returns its standard output; `.io` naming `what`,
+    /// with the exit status and the start of its standard error, when it fails.
+    static func run(_ exe: String, _ args: [String], what: String) throws -> Data {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: exe)
         p.arguments = args
@@ -214,9 +221,9 @@ extension Bench {
         let errData = err.fileHandleForReading.readDataToEndOfFile()
         p.waitUntilExit()
         guard p.terminationStatus == 0 else {
-            throw LnoteError(.io, "lnote \(args.prefix(3).joined(separator: " ")) failed: " + String(decoding: errData, as: UTF8.self))
+            throw LnoteError(.io, "\(what) failed (status \(p.terminationStatus)): " + String(decoding: errData.prefix(2000), as: UTF8.self))
         }
-        return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        return data
     }
 
     static func waitForLine(prefix: String, in file: String) async throws -> String {

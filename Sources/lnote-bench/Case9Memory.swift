@@ -45,20 +45,7 @@ extension Bench {
     }
 
     func runChild(_ exe: String, _ args: [String]) throws -> ChildReport {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: exe)
-        p.arguments = args
-        let out = Pipe(), err = Pipe()
-        p.standardOutput = out
-        p.standardError = err
-        try p.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        let errData = err.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        guard p.terminationStatus == 0 else {
-            throw LnoteError(.io, "child \(args.prefix(2).joined(separator: " ")) failed (status \(p.terminationStatus)): "
-                             + String(decoding: errData.prefix(2000), as: UTF8.self))
-        }
+        let data = try Bench.run(exe, args, what: "child \(args.prefix(2).joined(separator: " "))")
         return try JSONDecoder().decode(ChildReport.self, from: data)
     }
 }
