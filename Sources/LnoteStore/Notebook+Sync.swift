@@ -154,7 +154,10 @@ extension Notebook {
         if try !documentIDs().contains(docID) {
             origins.registerCreated(docID, origin: .merge)
             do {
-                if page == nil {
+                // The whole document log at once when every id is there once; an id twice
+                // (a duplicate, or a fork: [PKG-58]) goes through `Document.receive` below,
+                // which stores it once and reports the other version, never both.
+                if page == nil, Set(ops.lazy.map(\.id)).count == ops.count {
                     _ = try Document.createPackage(folder: path, id: docID, ops: ops, io: io, notebookLock: notebookLock)
                     pokeFollowing(docID)
                     return ReceiveOutcome(appended: ops.count, applied: [])

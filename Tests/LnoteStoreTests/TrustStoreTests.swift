@@ -356,6 +356,29 @@ struct TrustStoreTests {
     /// of the call is, and the caller is told both hashes; identical duplicates are dropped;
     /// two versions of one id in one call are a fork too. A server-side receipt keeps the
     /// received version in the quarantine, and verify lists it.
+    /// A document this folder does not have yet arrives with two versions of one operation
+    /// id: its package is created with one of them; the other is a fork, reported (and
+    /// quarantined), never stored beside it.
+    @Test("[PKG-58] [PKG-45] a new document whose operations hold one id twice stores it once and reports the fork")
+    func forkInANewDocument() async throws {
+        let dir = try TempDir("trust")
+        defer { dir.remove() }
+        let far = ReplicaID(0xF4), docID = DocumentID()
+        var r = DocumentReplica(id: docID)
+        let create = try r.make(.createDocument(title: "Far"), by: far, wallTime: 1)
+        let title = try r.make(.setTitle("one"), by: far, wallTime: 2)
+        var other = title
+        other.body = .setTitle("two")
+        let nb = try await openNotebook(dir.path)
+        let out = try await nb.receive([create, title, other], document: docID, page: nil, remote: "replica 00000000000000f4")
+        #expect(out.forks.map(\.id) == [title.id], "\(out)")
+        let d = try await nb.openDocument(docID)
+        #expect(try await d.operations(notCoveredBy: VectorClock()).map(ContentHash.of) == [create, title].map(ContentHash.of))
+        #expect(await d.title == "one")
+        try await nb.close()
+        #expect(try Verify.run(folder: dir.path).problems(.knownFork).count == 1)
+    }
+
     @Test("[PKG-58] [SYNC-51] a duplicate id with other content is a fork: reported, not stored, the rest stored")
     func forkAtReceipt() async throws {
         let dir = try TempDir("trust")
