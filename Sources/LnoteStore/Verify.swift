@@ -236,9 +236,13 @@ public enum Verify {
                     continue
                 }
                 if name.hasSuffix(PackagePaths.baseSuffix), let pid = PageID(String(name.dropLast(PackagePaths.baseSuffix.count))) {
-                    report.files += 1  // a checkpoint base ([PKG-46]); checked when the page is served
-                    if let bytes = try? DurableFile.read(p, io: io),
-                       let clock = try? PageBase.decode(bytes, page: pid, path: p, state: false).clock { bases[pid] = clock }
+                    report.files += 1  // a checkpoint base ([PKG-46]): its clock counts as held
+                    do {
+                        bases[pid] = try PageBase.decode(try DurableFile.read(p, io: io), page: pid, path: p, state: false).clock
+                    } catch let e as LnoteError {
+                        // Damaged: never skipped silently ([PKG-42]), the page cannot be served from it.
+                        report.problems.append(.init(.undecodable, p, e.message, offset: e.offset))
+                    }
                     continue
                 }
                 if name.hasSuffix(PackagePaths.missingSuffix), PageID(String(name.dropLast(PackagePaths.missingSuffix.count))) != nil {

@@ -74,6 +74,12 @@ import LnoteReplication
         try await a.close()
         let report = try await openNotebook(dir.sub("B")).verify()
         #expect(report.problems.isEmpty, "\(report.problems)")
+        // [PKG-42] A damaged base is reported by verify, not skipped.
+        var base = try #require(fileBytes(paths.base(pid)))
+        base[base.count / 2] ^= 0x10
+        try writeFile(paths.base(pid), base)
+        let damaged = try Verify.run(folder: dir.sub("B"))
+        #expect(damaged.problems.contains { $0.kind == .undecodable && $0.path == paths.base(pid) }, "\(damaged.problems)")
     }
 
     /// The base file: every truncation and every single bit flip is rejected, never read
