@@ -241,7 +241,7 @@ struct ConcurrencyTests {
         try await b.close()
     }
 
-    @Test("[PKG-89] a replica id one handle mints is the one the other handle's next append uses")
+    @Test("[PKG-89] [PKG-83] a replica id one handle mints is the one the other handle's next append uses")
     func mintedIDIsAdopted() async throws {
         let dir = try TempDir("mint")
         defer { dir.remove() }
@@ -299,7 +299,7 @@ struct ConcurrencyTests {
         try await src.close()
     }
 
-    @Test("[PKG-91] [PKG-2] a package another process is creating is left alone; a dead creator's is removed")
+    @Test("[PKG-91] [PKG-2] [PKG-83] a package another process is creating is left alone; a dead creator's is removed")
     func stagedPackages() async throws {
         let dir = try TempDir("staged")
         defer { dir.remove() }
