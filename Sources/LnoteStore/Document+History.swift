@@ -195,16 +195,3 @@ extension Document {
         return out
     }
 }
-
-/// A replica's chain digest in one log ([SYNC-52]): its operations `1…counter` hashed in order.
-public struct ChainDigest: Sendable, Hashable {
-    public var replica: ReplicaID
-    public var counter: UInt64
-    /// 16 bytes.
-    public var digest: [UInt8]
-    public init(replica: ReplicaID, counter: UInt64, digest: [UInt8]) {
-        self.replica = replica
-        self.counter = counter
-        self.digest = digest
-    }
-}

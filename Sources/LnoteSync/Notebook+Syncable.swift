@@ -41,10 +41,7 @@ extension Notebook: SyncableNotebook {
         let clocks = all.map { LogClock(log: LogRef(document: $0.document, page: $0.page), clock: $0.clock) }
         let digests = all.compactMap { c -> LogDigests? in
             guard let d = c.digests, !d.isEmpty else { return nil }
-            return LogDigests(log: LogRef(document: c.document, page: c.page),
-                              entries: d.prefix(OpValidator.maxClockEntries).map {
-                                  LogDigests.Entry(replica: $0.replica, counter: $0.counter, digest: $0.digest)
-                              })
+            return LogDigests(log: LogRef(document: c.document, page: c.page), entries: Array(d.prefix(OpValidator.maxClockEntries)))
         }
         return (clocks, digests)
     }

@@ -60,17 +60,8 @@ public struct LogClock: Sendable, Equatable {
 /// The chain digests ([SYNC-52]) one side holds of one log: for each replica, the counter
 /// its chain reaches and the chain's value there.
 public struct LogDigests: Sendable, Equatable {
-    public struct Entry: Sendable, Equatable {
-        public var replica: ReplicaID
-        public var counter: UInt64
-        /// 16 bytes.
-        public var digest: [UInt8]
-        public init(replica: ReplicaID, counter: UInt64, digest: [UInt8]) {
-            self.replica = replica
-            self.counter = counter
-            self.digest = digest
-        }
-    }
+    /// A replica's counter and chain value there (the store's type: one definition).
+    public typealias Entry = ChainDigest
     public var log: LogRef
     /// Sorted by replica.
     public var entries: [Entry]

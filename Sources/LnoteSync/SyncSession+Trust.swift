@@ -103,18 +103,7 @@ extension SyncSession {
                                            local: mine[i], remote: theirs, source: .digests))
             }
         }
-        if answer.resync {
-            state.epoch = 0
-            state.cursor = 0
-            try await notebook.saveRemoteState(state.encoded(), key: remote.key)
-            run.resyncs += 1
-            guard run.resyncs < 3 else { throw LnoteError(.protocolMismatch, "remote keeps asking to resynchronize") }
-            run.needsComparison = true
-            return
-        }
-        _ = try await absorb(answer, into: &state, &run, &report, tell)
-        state.cursor = answer.cursor
-        try await notebook.saveRemoteState(state.encoded(), key: remote.key)
+        try await finishExchange(answer, &state, &run, &report, tell)
     }
 
     /// Reports the forks found ([SYNC-56]) and handles them ([SYNC-54]): a fork of another

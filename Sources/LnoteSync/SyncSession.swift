@@ -365,8 +365,15 @@ public struct SyncSession: Sendable {
             // [SYNC-51] The remote holds another operation under a pushed id: it stored the rest.
             run.forks.append(FoundFork(log: f.log, id: f.id, local: pushedHashes[f.log]?[f.id], remote: f.held, source: .push))
         }
+        try await finishExchange(answer, &state, &run, &report, tell)
+    }
+
+    /// The end of a steady-state exchange: on `resync` (the remote lost this client's cursor;
+    /// it kept any push) the cursor is forgotten and clocks are compared again, at most twice
+    /// in a row; otherwise the pull is stored and the cursor saved.
+    func finishExchange(_ answer: SyncResponse, _ state: inout RemoteState, _ run: inout SyncRun,
+                        _ report: inout SyncReport, _ tell: Tell) async throws {
         if answer.resync {
-            // The remote lost our cursor: it kept the push; compare clocks again.
             state.epoch = 0
             state.cursor = 0
             try await notebook.saveRemoteState(state.encoded(), key: remote.key)
