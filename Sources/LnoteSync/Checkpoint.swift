@@ -110,11 +110,11 @@ public struct Checkpoint: Sendable, Equatable {
                              path: path, offset: at)
         }
         // Each entry takes at least a one-byte length and a minimal body.
-        let n = try r.count("checkpoint count", max: r.remaining / (1 + minEncodedSize))
+        let n = try r.count("checkpoint count", minSize: 1 + minEncodedSize)
         var out: [Checkpoint] = []
         out.reserveCapacity(n)
         for i in 0..<n {
-            let len = try r.count("checkpoint length", max: r.remaining)
+            let len = try r.count("checkpoint length", minSize: 1)
             let range = try r.skip(len, "checkpoint")
             var inner = ByteReader(bytes, range: range, base: r.base, path: path)
             do {

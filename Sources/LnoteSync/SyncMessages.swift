@@ -223,14 +223,14 @@ public enum SyncCodec {
     }
 
     static func decodeBatches(_ r: inout ByteReader) throws -> [LogBatch] {
-        let n = try r.count("log count", max: min(maxLogs, r.remaining / 19))
+        let n = try r.count("log count", max: maxLogs, minSize: 19)
         var out: [LogBatch] = []
         out.reserveCapacity(n)
         for _ in 0..<n {
             let log = try decodeLog(&r)
             let countAt = r.offset
-            let count = try r.count("frame count", max: min(maxFramesPerLog, r.remaining / 9))
-            let len = try r.count("frames length", max: r.remaining)
+            let count = try r.count("frame count", max: maxFramesPerLog, minSize: 9)
+            let len = try r.count("frames length", minSize: 1)
             let base = r.offset
             let bytes = try r.bytes(len, "frames")
             let frames = try Frame.decodeAll(bytes, base: base, path: r.path)
@@ -251,7 +251,7 @@ public enum SyncCodec {
     }
 
     static func decodeClocks(_ r: inout ByteReader) throws -> [LogClock] {
-        let n = try r.count("clock count", max: min(maxLogs, r.remaining / 18))
+        let n = try r.count("clock count", max: maxLogs, minSize: 18)
         var out: [LogClock] = []
         out.reserveCapacity(n)
         for _ in 0..<n {
@@ -278,12 +278,12 @@ public enum SyncCodec {
     }
 
     static func decodeDigests(_ r: inout ByteReader) throws -> [LogDigests] {
-        let n = try r.count("digest log count", max: min(maxLogs, r.remaining / 18))
+        let n = try r.count("digest log count", max: maxLogs, minSize: 18)
         var out: [LogDigests] = []
         out.reserveCapacity(n)
         for _ in 0..<n {
             let log = try decodeLog(&r)
-            let m = try r.count("digest count", max: min(OpValidator.maxClockEntries, r.remaining / 25))
+            let m = try r.count("digest count", max: OpValidator.maxClockEntries, minSize: 25)
             var entries: [LogDigests.Entry] = []
             entries.reserveCapacity(m)
             for _ in 0..<m {
@@ -316,7 +316,7 @@ public enum SyncCodec {
     }
 
     static func decodeRanges(_ r: inout ByteReader, withHashes: Bool) throws -> [HashRange] {
-        let n = try r.count("range count", max: min(maxRanges, r.remaining / 28))
+        let n = try r.count("range count", max: maxRanges, minSize: 28)
         var out: [HashRange] = []
         out.reserveCapacity(n)
         for _ in 0..<n {
@@ -326,7 +326,7 @@ public enum SyncCodec {
             let from = try r.varint("range start")
             guard replica != 0, from != 0 else { throw r.error(.corrupt, "zero replica or counter in a range", at: at) }
             if withHashes {
-                let count = try r.count("hash count", max: r.remaining / 16)
+                let count = try r.count("hash count", minSize: 16)
                 var hashes: [[UInt8]] = []
                 hashes.reserveCapacity(count)
                 for _ in 0..<count { hashes.append(try r.bytes(16, "content hash")) }
@@ -354,7 +354,7 @@ public enum SyncCodec {
     }
 
     static func decodeForks(_ r: inout ByteReader) throws -> [ForkReport] {
-        let n = try r.count("fork count", max: min(maxRanges, r.remaining / 59))
+        let n = try r.count("fork count", max: maxRanges, minSize: 59)
         var out: [ForkReport] = []
         out.reserveCapacity(n)
         for _ in 0..<n {
