@@ -73,7 +73,7 @@ let package = Package(
         .testTarget(name: "ExamplesTests", dependencies: ["two-machines", "LnoteTestSupport"]),
         .testTarget(name: "LnoteEndToEndTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer", "lnote", "LnoteTestSupport"]),
         .testTarget(name: "LnoteSQLiteTests", dependencies: ["LnoteModel", "LnoteSQLite"]),
-        .testTarget(name: "LnoteHTTPTests", dependencies: ["LnoteModel", "LnoteSync", "LnoteServer", "LnoteTestSupport"]),
+        .testTarget(name: "LnoteHTTPTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer", "LnoteTestSupport"]),
         // Runs the built `lnote` binary as a subprocess (listing it here makes `swift test` build it).
         .testTarget(name: "LnoteCLITests", dependencies: ["lnote", "LnoteModel", "LnoteReplication", "LnoteStore", "LnoteTestSupport", "CLnoteZlib"]),
         .testTarget(name: "LnoteExportTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSQLite", "LnoteExport", "lnote", "LnoteTestSupport"]),

@@ -16,18 +16,20 @@
 typedef void *(*clnote_mhd_uri_log_callback)(void *cls, const char *uri, struct MHD_Connection *connection);
 
 /* Starts a daemon with the access handler, the completion notifier, the URI log callback,
-   a logger (used only with MHD_USE_ERROR_LOG), and further options as an array terminated by {MHD_OPTION_END, 0, NULL}. */
+   a logger (used only with MHD_USE_ERROR_LOG), the connection notifier (opened, closed), and further options as an array terminated by {MHD_OPTION_END, 0, NULL}. */
 static inline struct MHD_Daemon *clnote_mhd_start_daemon(unsigned int flags, uint16_t port,
                                                          MHD_AccessHandlerCallback handler, void *handler_cls,
                                                          MHD_RequestCompletedCallback completed, void *completed_cls,
                                                          clnote_mhd_uri_log_callback uri_log, void *uri_log_cls,
                                                          MHD_LogCallback logger, void *logger_cls,
+                                                         MHD_NotifyConnectionCallback notify, void *notify_cls,
                                                          const struct MHD_OptionItem *options) {
     /* The logger goes first so that option parsing errors reach it too. */
     return MHD_start_daemon(flags, port, NULL, NULL, handler, handler_cls,
                             MHD_OPTION_EXTERNAL_LOGGER, logger, logger_cls,
                             MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,
                             MHD_OPTION_URI_LOG_CALLBACK, uri_log, uri_log_cls,
+                            MHD_OPTION_NOTIFY_CONNECTION, notify, notify_cls,
                             MHD_OPTION_ARRAY, options,
                             MHD_OPTION_END);
 }
@@ -36,6 +38,13 @@ static inline struct MHD_Daemon *clnote_mhd_start_daemon(unsigned int flags, uin
 static inline uint16_t clnote_mhd_bind_port(struct MHD_Daemon *daemon) {
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_BIND_PORT);
     return info ? info->port : 0;
+}
+
+/* The connection's socket; -1 when unknown. */
+static inline int clnote_mhd_connection_fd(struct MHD_Connection *connection) {
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return info ? (int)info->connect_fd : -1;
 }
 
 /* The client's address as text into buf (NUL-terminated) and its port; -1 when unknown. */

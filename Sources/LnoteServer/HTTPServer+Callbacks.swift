@@ -19,7 +19,13 @@ final class ServerContext: @unchecked Sendable {
     }
 
     let answering: Answering
+    /// Runs once a request's headers are in, before any byte of its body is read ([SYNC-78]).
+    let admission: HTTPServer.Admission?
     let maxBody: Int
+    /// `Configuration.overloadedResponse`: a body that does not fit in the budget ([SYNC-79]).
+    let overloadedResponse: HTTPServerResponse
+    /// Deadlines, the share of connections before admission, the body budget.
+    let guardian: ConnectionGuard
     /// `Configuration.shutdownResponse`.
     let shutdownResponse: HTTPServerResponse
     /// PEM text as C strings, alive as long as the daemon (libmicrohttpd keeps the pointers).
@@ -33,10 +39,14 @@ final class ServerContext: @unchecked Sendable {
     /// completion callback: `stop()` answers those still running before the daemon stops.
     let suspended = Mutex<[ObjectIdentifier: PendingAnswer]>([:])
 
-    init(answering: Answering, maxBody: Int, shutdownResponse: HTTPServerResponse, certificate: String?, key: String?) {
+    init(answering: Answering, admission: HTTPServer.Admission?, maxBody: Int, shutdownResponse: HTTPServerResponse,
+         overloadedResponse: HTTPServerResponse, limits: ConnectionGuard.Limits, certificate: String?, key: String?) {
         self.shutdownResponse = shutdownResponse
+        self.overloadedResponse = overloadedResponse
         self.answering = answering
+        self.admission = admission
         self.maxBody = maxBody
+        guardian = ConnectionGuard(limits: limits)
         self.certificate = certificate.map { strdup($0) }
         self.key = key.map { strdup($0) }
     }
@@ -73,10 +83,11 @@ struct ConnectionPointer: @unchecked Sendable {
 /// it) does nothing, so the connection is never resumed twice nor after it was closed.
 final class PendingAnswer: Sendable {
     enum Phase {
-        /// The handler runs; the connection is suspended.
+        /// The handler (or the admission hook) runs; the connection is suspended.
         case handling
-        /// The answer is ready and the connection resumed.
-        case resumed(HTTPServerResponse)
+        /// The answer is ready and the connection resumed (nil: the admission hook let the
+        /// request in).
+        case resumed(HTTPServerResponse?)
         /// The answer was taken by the access handler and queued.
         case queued
     }
@@ -89,7 +100,7 @@ final class PendingAnswer: Sendable {
     /// Hands `response` over and resumes the connection, if nothing did before.
     /// - Returns: true when this call answered the request.
     @discardableResult
-    func finish(_ response: HTTPServerResponse) -> Bool {
+    func finish(_ response: HTTPServerResponse?) -> Bool {
         phase.withLock { p in
             guard case .handling = p else { return false }
             p = .resumed(response)
@@ -100,12 +111,12 @@ final class PendingAnswer: Sendable {
         }
     }
 
-    /// The answer, once; nil when it is not ready.
-    func take() -> HTTPServerResponse? {
+    /// The answer, once (`.some(nil)`: admitted); nil when it is not ready.
+    func take() -> HTTPServerResponse?? {
         phase.withLock { p in
             guard case .resumed(let r) = p else { return nil }
             p = .queued
-            return r
+            return .some(r)
         }
     }
 }
@@ -119,6 +130,8 @@ final class RequestState {
     enum Phase {
         /// Nothing but the URI seen yet.
         case new
+        /// Headers read; the admission hook runs while the connection is suspended.
+        case admitting(PendingAnswer)
         /// Headers read; the body is being accumulated.
         case reading
         /// The body is over the limit: read and dropped (`discarded` bytes so far), then
@@ -139,6 +152,11 @@ final class RequestState {
     var version = ""
     var headers = HTTPHeaders()
     var body: [UInt8] = []
+    /// Bytes of the server's body budget held for this request ([SYNC-79]), released when it
+    /// completes.
+    var reserved = 0
+    /// Whether the body's length is announced (Content-Length) or not (chunked).
+    var announcedLength: Int? = nil
     var remoteAddress = ""
     var remotePort: UInt16 = 0
 
@@ -158,16 +176,20 @@ let uriLogCallback: clnote_mhd_uri_log_callback = { cls, uri, _ in
 
 /// MHD_OPTION_NOTIFY_COMPLETED: runs once per request that reached the URI-log callback,
 /// completed or aborted.
-let requestCompletedCallback: MHD_RequestCompletedCallback = { cls, _, conCls, _ in
+let requestCompletedCallback: MHD_RequestCompletedCallback = { cls, connection, conCls, _ in
     guard let conCls, let pointer = conCls.pointee else { return }
     let state = Unmanaged<RequestState>.fromOpaque(pointer).takeUnretainedValue()
     let server = Unmanaged<ServerContext>.fromOpaque(cls!).takeUnretainedValue()
     switch state.phase {
-    case .handling(let pending), .answered(resumed: let pending?):
+    case .handling(let pending), .admitting(let pending), .answered(resumed: let pending?):
         _ = server.suspended.withLock { $0.removeValue(forKey: ObjectIdentifier(pending)) }
     default:
         break
     }
+    server.guardian.release(state.reserved)
+    state.reserved = 0
+    // A kept-alive connection waits for its next request's headers, from now ([SYNC-76]).
+    if let connection { server.guardian.set(connection, .awaitingHeaders(since: .now)) }
     Unmanaged<RequestState>.fromOpaque(pointer).release()
     conCls.pointee = nil
     server.liveRequests.subtract(1, ordering: .relaxed)
@@ -211,11 +233,21 @@ extension ServerContext {
         switch state.phase {
         case .new:
             return begin(state, connection, url: url, method: method, version: version)
+        case .admitting(let pending):
+            // Called again after the resume (still before the body): the hook's verdict.
+            guard let verdict = pending.take() else { return .YES }
+            if let refusal = verdict {
+                state.phase = .answered(resumed: pending)
+                guardian.set(connection, .busy)
+                return queue(connection, refusal, close: true)
+            }
+            _ = suspended.withLock { $0.removeValue(forKey: ObjectIdentifier(pending)) }
+            return admitted(state, connection)
         case .answered:
             return .YES // a response is queued (a 413 sent before the body was read)
         case .handling(let pending):
             // Called again after the resume: the answer is ready.
-            guard let response = pending.take() else { return .YES }
+            guard let verdict = pending.take(), let response = verdict else { return .YES }
             state.phase = .answered(resumed: pending)
             return queue(connection, response, close: stopping.load(ordering: .relaxed))
         case .draining(let discarded):
@@ -235,11 +267,25 @@ extension ServerContext {
             let n = uploadDataSize.pointee
             if n > 0 {
                 uploadDataSize.pointee = 0
+                guardian.received(connection, n)
                 if state.body.count > maxBody - n {
                     // A body without Content-Length (chunked) grew past the limit.
                     state.phase = .draining(discarded: state.body.count + n)
                     state.body = []
+                    guardian.release(state.reserved)
+                    state.reserved = 0
                 } else if let uploadData {
+                    if state.body.count + n > state.reserved {
+                        // [SYNC-79] A chunked body grows into the budget step by step; one that
+                        // outgrows it cannot be answered mid-body: its connection is closed.
+                        let step = max(state.body.count + n - state.reserved, min(1 << 16, maxBody))
+                        guard guardian.reserve(step) else {
+                            guardian.overBudget.add(1, ordering: .relaxed)
+                            record("chunked body of \(state.method) \(state.path) outgrew the body budget; connection closed")
+                            return .NO
+                        }
+                        state.reserved += step
+                    }
                     state.body.append(contentsOf: UnsafeRawBufferPointer(start: uploadData, count: n))
                 }
                 return .YES
@@ -266,7 +312,25 @@ extension ServerContext {
             state.remoteAddress = String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
             state.remotePort = port
         }
-        if let length = state.headers["Content-Length"], let n = Int(length) {
+        // [SYNC-80] One body length, told one way: conflicting Content-Length values, or
+        // Content-Length with Transfer-Encoding (RFC 9112 §6.3), are refused before any byte
+        // of the body is read, and the connection is closed (where its body ends is unknown).
+        let lengths = state.headers.values(for: "Content-Length")
+            .flatMap { $0.split(separator: ",", omittingEmptySubsequences: false) }
+            .map { $0.trimmingCharacters(in: .whitespaces) }
+        if !lengths.isEmpty {
+            if Set(lengths).count > 1 {
+                return refuse(state, connection, .text(400, "conflicting Content-Length values: \(lengths.joined(separator: ", "))\n"))
+            }
+            if !state.headers.values(for: "Transfer-Encoding").isEmpty {
+                return refuse(state, connection, .text(400, "Content-Length together with Transfer-Encoding\n"))
+            }
+            guard !lengths[0].isEmpty, lengths[0].utf8.allSatisfy({ (48...57).contains($0) }), let n = Int(lengths[0]) else {
+                return refuse(state, connection, .text(400, "bad Content-Length \"\(lengths[0])\"\n"))
+            }
+            state.announcedLength = n
+        }
+        if let n = state.announcedLength {
             if n > maxBody {
                 let waitsForContinue = state.headers["Expect"]?.lowercased() == "100-continue"
                 if n > drainLimit || waitsForContinue {
@@ -282,15 +346,63 @@ extension ServerContext {
                 state.phase = .draining(discarded: 0)
                 return .YES
             }
-            state.body.reserveCapacity(min(n, 8 << 20))
+        }
+        guard let admission, case .suspending = answering else { return admitted(state, connection) }
+        // [SYNC-78] The hook decides from the headers alone, while the connection is suspended
+        // (libmicrohttpd reads nothing of it meanwhile) and holds no thread; libmicrohttpd calls
+        // the access handler again, still before the body, once it is resumed.
+        let head = HTTPServerRequest(
+            method: state.method, path: state.path, target: state.target, query: Self.query(of: state.target),
+            queryItems: Self.values(connection, .GET_ARGUMENT_KIND).map { HTTPQueryItem(name: $0.name, value: $0.value) },
+            version: state.version, headers: state.headers, body: [],
+            remoteAddress: state.remoteAddress, remotePort: state.remotePort)
+        if stopping.load(ordering: .relaxed) {
+            return refuse(state, connection, shutdownResponse)
+        }
+        let pending = PendingAnswer(connection: connection)
+        state.phase = .admitting(pending)
+        guardian.set(connection, .admitting)
+        suspended.withLock { $0[ObjectIdentifier(pending)] = pending }
+        MHD_suspend_connection(connection)
+        Task.detached {
+            pending.finish(await admission(head))
         }
         return .YES
+    }
+
+    /// Answers `response` before the body is read, and closes the connection.
+    private func refuse(_ state: RequestState, _ connection: OpaquePointer, _ response: HTTPServerResponse) -> MHD_Result {
+        state.phase = .answered(resumed: nil)
+        guardian.set(connection, .busy)
+        return queue(connection, response, close: true)
+    }
+
+    /// The request may send its body: its announced length is taken from the body budget
+    /// ([SYNC-79]), or it is answered `overloadedResponse` at once; its body rate is watched
+    /// from now ([SYNC-77]).
+    private func admitted(_ state: RequestState, _ connection: OpaquePointer) -> MHD_Result {
+        state.phase = .reading
+        if let n = state.announcedLength, n > 0 {
+            guard guardian.reserve(n) else {
+                guardian.overBudget.add(1, ordering: .relaxed)
+                return refuse(state, connection, overloadedResponse)
+            }
+            state.reserved = n
+            state.body.reserveCapacity(min(n, 8 << 20))
+        }
+        guardian.set(connection, .body(since: .now, received: 0))
+        return .YES
+    }
+
+    private static func query(of target: String) -> String {
+        target.firstIndex(of: "?").map { String(target[target.index(after: $0)...]) } ?? ""
     }
 
     /// The body is complete: the handler answers, on this thread or in a task while the
     /// connection is suspended.
     private func answer(_ state: RequestState, _ connection: OpaquePointer) -> MHD_Result {
-        let query = state.target.firstIndex(of: "?").map { String(state.target[state.target.index(after: $0)...]) } ?? ""
+        let query = Self.query(of: state.target)
+        guardian.set(connection, .busy)
         let request = HTTPServerRequest(
             method: state.method, path: state.path, target: state.target, query: query,
             queryItems: Self.values(connection, .GET_ARGUMENT_KIND).map { HTTPQueryItem(name: $0.name, value: $0.value) },
@@ -328,6 +440,11 @@ extension ServerContext {
     /// Queues `response`; an invalid status or header from the handler becomes a 500.
     private func queue(_ connection: OpaquePointer, _ response: HTTPServerResponse, close: Bool) -> MHD_Result {
         var response = response
+        if let entry = response.logEntry {
+            // Details for the operator, never for the client ([SYNC-81]).
+            record(entry)
+            response.logEntry = nil
+        }
         if !(100...999).contains(response.status) || (try? response.headers.validate()) == nil {
             record("handler returned an invalid status \(response.status) or header; sent 500")
             response = .text(500, "internal error: invalid response\n")

@@ -17,6 +17,13 @@
 //   libmicrohttpd's thread queues it. A thousand requests held for seconds (long polls,
 //   sync-protocol.md [SYNC-73]) cost a suspended connection and a suspended task each.
 //
+// Abuse limits (`HTTPServer+Guard.swift`, sync-protocol.md [SYNC-76]..[SYNC-80]): headers
+// within `headerTimeout` of the connection's opening or its previous request's end; bodies
+// at `bodyMinimumBytesPerSecond` after `bodyGrace`; at most `connectionLimit -
+// reservedConnections` connections waiting for their headers; the bodies of all requests in
+// flight within `bodyMemoryBudget`; an async server's `Admission` hook answers from the
+// headers before any byte of the body is read.
+//
 // Either handler must be thread-safe: several requests run at once. The handler sees a
 // request only once its whole body has arrived; bodies are accumulated across
 // libmicrohttpd's access-handler calls in a per-request object created by the URI-log
@@ -84,6 +91,27 @@ public final class HTTPServer: Sendable {
         /// them, and to requests that arrive on open connections meanwhile (a 503; the sync
         /// servers give the protocol's JSON error, sync-protocol.md [SYNC-74]).
         public var shutdownResponse: HTTPServerResponse = HTTPServer.shuttingDown
+        /// [SYNC-76] A request's headers must all arrive within this time of the connection's
+        /// opening (or of the end of its previous request); the connection is closed otherwise.
+        public var headerTimeout: Duration = .seconds(10)
+        /// [SYNC-77] A body must arrive at `bodyMinimumBytesPerSecond` on average, counted
+        /// from the end of its headers once this grace has passed; the connection is closed
+        /// otherwise.
+        public var bodyGrace: Duration = .seconds(10)
+        public var bodyMinimumBytesPerSecond: Int = 1024
+        /// [SYNC-78] Connections kept for requests past their headers (at most a quarter of
+        /// `connectionLimit`): the others at most may wait for their headers, and a new one
+        /// beyond that closes the one that has waited longest. A new connection that brings
+        /// the server to `connectionLimit` also closes the one that has waited longest, so that
+        /// the next can be accepted.
+        public var reservedConnections: UInt32 = 32
+        /// [SYNC-79] The bodies of all requests in flight together (announced lengths,
+        /// reserved before the body is read): a request whose body does not fit is answered
+        /// `overloadedResponse` at once. Raised to `maxRequestBodyBytes` when below it.
+        public var bodyMemoryBudget: Int = 256 << 20
+        /// The answer to a request whose body does not fit in `bodyMemoryBudget` (a 503 with
+        /// `Retry-After`; the sync servers give the protocol's JSON error).
+        public var overloadedResponse: HTTPServerResponse = HTTPServer.overloaded
 
         public init(bindAddress: String = "127.0.0.1", port: UInt16 = 0, tls: TLS? = nil,
                     connectionTimeoutSeconds: UInt32 = 30, connectionLimit: UInt32 = 128,
@@ -103,6 +131,10 @@ public final class HTTPServer: Sendable {
 
     /// Answers one request; runs on a libmicrohttpd thread (see the threading model above).
     public typealias Handler = @Sendable (HTTPServerRequest) -> HTTPServerResponse
+    /// Decides from a request's line and headers (its `body` is empty) whether its body is
+    /// read: nil lets it in, a response refuses it (sent at once; the connection is closed).
+    /// Runs in a task of its own while the connection is suspended ([SYNC-78]).
+    public typealias Admission = @Sendable (HTTPServerRequest) async -> HTTPServerResponse?
     /// Answers one request in a task of its own while its connection is suspended: it may
     /// wait as long as it likes without holding a thread (a long poll).
     public typealias AsyncHandler = @Sendable (HTTPServerRequest) async -> HTTPServerResponse
@@ -112,6 +144,11 @@ public final class HTTPServer: Sendable {
     public static let shuttingDown = HTTPServerResponse(status: 503, headers: ["Content-Type": "text/plain; charset=utf-8",
                                                                          "Retry-After": "1"],
                                                  body: Array("server is shutting down\n".utf8))
+
+    /// The default answer to a request whose body does not fit in the body budget.
+    public static let overloaded = HTTPServerResponse(status: 503, headers: ["Content-Type": "text/plain; charset=utf-8",
+                                                                       "Retry-After": "1"],
+                                               body: Array("server busy: too many request bodies in flight\n".utf8))
 
     public let configuration: Configuration
     /// The port actually bound.
@@ -132,14 +169,23 @@ public final class HTTPServer: Sendable {
     /// requests it holds (long polls) hold no thread (see the threading model above).
     ///
     /// - Throws: as `init(configuration:handler:)`.
-    public convenience init(configuration: Configuration = Configuration(), asyncHandler: @escaping AsyncHandler) throws {
-        try self.init(configuration: configuration, answering: .suspending(asyncHandler))
+    /// - Parameter admission: answers from the headers, before any byte of the body is read
+    ///   (a token check); nil reads every body.
+    /// - Throws: as `init(configuration:handler:)`.
+    public convenience init(configuration: Configuration = Configuration(), admission: Admission? = nil,
+                            asyncHandler: @escaping AsyncHandler) throws {
+        try self.init(configuration: configuration, answering: .suspending(asyncHandler), admission: admission)
     }
 
-    private init(configuration: Configuration, answering: ServerContext.Answering) throws {
+    private init(configuration: Configuration, answering: ServerContext.Answering, admission: Admission? = nil) throws {
         self.configuration = configuration
         guard configuration.maxRequestBodyBytes >= 0 else {
             throw LnoteError(.invalidArgument, "maxRequestBodyBytes must not be negative")
+        }
+        guard configuration.headerTimeout > .zero, configuration.bodyGrace >= .zero,
+              configuration.bodyMinimumBytesPerSecond >= 0 else {
+            throw LnoteError(.invalidArgument, "headerTimeout must be positive, bodyGrace and "
+                                + "bodyMinimumBytesPerSecond not negative")
         }
         if case .pool(let n) = configuration.threading, n < 1 || n > 1024 {
             throw LnoteError(.invalidArgument, "thread pool size \(n) out of range 1...1024")
@@ -150,11 +196,20 @@ public final class HTTPServer: Sendable {
             certificate = try Self.readPEM(tls.certificatePath, what: "certificate")
             key = try Self.readPEM(tls.keyPath, what: "key")
         }
-        let context = ServerContext(answering: answering, maxBody: configuration.maxRequestBodyBytes,
+        let total = Int(configuration.connectionLimit)
+        let limits = ConnectionGuard.Limits(
+            headerTimeout: configuration.headerTimeout, bodyGrace: configuration.bodyGrace,
+            bodyMinimumBytesPerSecond: configuration.bodyMinimumBytesPerSecond,
+            maxAwaitingHeaders: max(1, total - min(Int(configuration.reservedConnections), total / 4)),
+            connectionLimit: total,
+            bodyBudget: max(configuration.bodyMemoryBudget, configuration.maxRequestBodyBytes))
+        let context = ServerContext(answering: answering, admission: admission, maxBody: configuration.maxRequestBodyBytes,
                                     shutdownResponse: configuration.shutdownResponse,
+                                    overloadedResponse: configuration.overloadedResponse, limits: limits,
                                     certificate: certificate, key: key)
         self.context = context
         let started = try Self.start(configuration, context)
+        context.guardian.startWatchdog()
         self.daemon = Mutex(started.daemon)
         self.port = started.port
     }
@@ -182,7 +237,26 @@ public final class HTTPServer: Sendable {
     /// polls being held, for the most part.
     public var suspendedRequestCount: Int { context.suspended.withLock { $0.count } }
 
-    /// The last messages libmicrohttpd logged (client errors, TLS failures), oldest first.
+    /// Bytes of the body budget held now by requests in flight ([SYNC-79]): their announced
+    /// lengths (chunked bodies: what they have grown to), from admission until completion.
+    public var bodyBytesInFlight: Int { context.guardian.bodyBytesInFlight }
+
+    /// The most `bodyBytesInFlight` has been since the server started.
+    public var peakBodyBytesInFlight: Int { context.guardian.peakBodyBytesInFlight }
+
+    /// Connections waiting for a request's headers now ([SYNC-78]).
+    public var connectionsAwaitingHeaders: Int { context.guardian.awaitingHeaders }
+
+    /// What the abuse limits did since the server started: connections closed for a missed
+    /// deadline or a slow body ([SYNC-76], [SYNC-77]), connections closed to make room while
+    /// waiting for their headers ([SYNC-78]), requests refused for the body budget ([SYNC-79]).
+    public var guardCounts: (timedOut: Int, evicted: Int, overBudget: Int) {
+        (context.guardian.timedOut.load(ordering: .relaxed), context.guardian.evicted.load(ordering: .relaxed),
+         context.guardian.overBudget.load(ordering: .relaxed))
+    }
+
+    /// The last messages of the server's log, oldest first: libmicrohttpd's (client errors, TLS
+    /// failures), the abuse limits', and the details of failures answered 500 (`logEntry`).
     public var recentLog: [String] { context.log.withLock { $0 } }
 
     /// Stops accepting, closes connections and waits for running handlers (async handlers:
@@ -194,6 +268,7 @@ public final class HTTPServer: Sendable {
         }
         guard let d else { return }
         context.stopping.store(true, ordering: .relaxed)
+        context.guardian.stop()
         var listening: Int32 = -1
         if case .suspending = context.answering {
             // No new connection; requests on open ones are answered 503 from now on.
@@ -286,6 +361,7 @@ public final class HTTPServer: Sendable {
                                             requestCompletedCallback, cls,
                                             uriLogCallback, cls,
                                             logCallback, cls,
+                                            connectionNotifyCallback, cls,
                                             items.baseAddress)
                 }
             }
@@ -293,6 +369,7 @@ public final class HTTPServer: Sendable {
         guard let pointer else {
             let err = errno
             let reason = context.log.withLock { $0.last }
+            context.guardian.stop()
             unmanaged.release()
             throw LnoteError(.network, "cannot start HTTP server on \(config.bindAddress):\(config.port)"
                                 + (reason.map { ": \($0)" } ?? ""),

@@ -58,11 +58,15 @@ public struct HTTPServerResponse: Sendable, Hashable {
     /// Sent as given; `Content-Length` is set by the server.
     public var headers: HTTPHeaders
     public var body: [UInt8]
+    /// Written to the server's log (`HTTPServer.recentLog`) when the response is queued, never
+    /// sent: the details of a failure that the client must not see (paths, errno; [SYNC-81]).
+    public var logEntry: String?
 
-    public init(status: Int, headers: HTTPHeaders = [:], body: [UInt8] = []) {
+    public init(status: Int, headers: HTTPHeaders = [:], body: [UInt8] = [], logEntry: String? = nil) {
         self.status = status
         self.headers = headers
         self.body = body
+        self.logEntry = logEntry
     }
 
     /// A `text/plain; charset=utf-8` response.

@@ -50,7 +50,8 @@ public final class PeerServer: Sendable {
         self.changes = signal
         try signal.start { polls.bump(id) }
         do {
-            http = try HTTPServer(configuration: configuration.answeringShutdownAsSync, asyncHandler: service.respond)
+            http = try HTTPServer(configuration: configuration.answeringShutdownAsSync, admission: service.admit,
+                                  asyncHandler: service.respond)
         } catch {
             signal.stop()
             throw error
@@ -175,7 +176,8 @@ public final class RelayServer: Sendable {
                                       })
         observation = store.observeChanges { polls.bump($0.uuid) }
         do {
-            http = try HTTPServer(configuration: configuration.answeringShutdownAsSync, asyncHandler: service.respond)
+            http = try HTTPServer(configuration: configuration.answeringShutdownAsSync, admission: service.admit,
+                                  asyncHandler: service.respond)
         } catch {
             store.stopObserving(observation)
             throw error
@@ -194,11 +196,13 @@ public final class RelayServer: Sendable {
 }
 
 extension HTTPServer.Configuration {
-    /// This configuration, with requests ended by `stop()` answered as the sync protocol
-    /// says ([SYNC-74]: 503 `unavailable`, JSON, `Retry-After: 1`, `Connection: close`).
+    /// This configuration, with requests ended by `stop()` or over the body budget answered as
+    /// the sync protocol says ([SYNC-74], [SYNC-79]: 503 `unavailable`, JSON, `Retry-After: 1`,
+    /// `Connection: close`).
     var answeringShutdownAsSync: HTTPServer.Configuration {
         var c = self
         c.shutdownResponse = SyncHTTPService.error(.unavailable, "the server is shutting down; retry")
+        c.overloadedResponse = SyncHTTPService.error(.unavailable, "too many request bodies in flight; retry")
         return c
     }
 }

@@ -76,8 +76,39 @@ public struct SyncHTTPService: Sendable {
 
     static func response(for e: LnoteError) -> HTTPServerResponse {
         let code = code(for: e)
-        // Byte offsets and causes help the client's author; the message says the rest.
-        return error(code, code == .badRequest || code == .serverError ? e.description : e.message)
+        // Damage in one of the server's own files (an absolute path: a corrupt log on the
+        // peer's disk) is the server's failure, not the client's bad request, and its path is
+        // not the client's business ([SYNC-81]).
+        let serverFile = (e.path?.hasPrefix("/") ?? false) || (e.underlying?.contains("/") ?? false)
+        if code == .serverError || (code == .badRequest && serverFile) {
+            return failure(what(e.code), detail: e.description)
+        }
+        // Byte offsets and causes help the client's author with a bad request; other answers
+        // carry the message alone (a 404 naming the relay's file says only what is missing).
+        return error(code, code == .badRequest ? e.description : e.message)
+    }
+
+    /// What failed, in the general terms a 500's message uses.
+    private static func what(_ code: LnoteError.Code) -> String {
+        switch code {
+        case .io: "storage I/O"
+        case .database: "the database"
+        case .network: "the network"
+        case .corrupt, .truncated: "damaged stored data"
+        default: "the server's state"
+        }
+    }
+
+    /// [SYNC-81] A 500 `server_error` whose body says what failed in general terms and gives an
+    /// incident id; `detail` (paths, errno) goes to the server's log under that id, never to
+    /// the client.
+    static func failure(_ what: String, detail: String) -> HTTPServerResponse {
+        var rng = SystemRandomNumberGenerator()
+        let incident = String(rng.next() as UInt64, radix: 16).leftPadded(to: 16)
+        var r = json(500, ["error": SyncErrorCode.serverError.rawValue, "incident": incident,
+                           "message": "the server failed (\(what)); incident \(incident) in its log"])
+        r.logEntry = "incident \(incident): \(detail)"
+        return r
     }
 
     /// 409 with the refusal's own code ([SYNC-8], [SYNC-43]).
@@ -111,48 +142,96 @@ public struct SyncHTTPService: Sendable {
         return UUID(uuidString: String(s))
     }
 
-    /// Answers one request of the HTTP binding. Never throws: every failure is a JSON error.
-    public func respond(_ request: HTTPServerRequest) async -> HTTPServerResponse {
-        let parts = request.path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
-        let segments = Array(parts)
+    /// What the request's line and headers decide.
+    private enum Gate {
+        /// `GET /v1/hello`, which needs no token.
+        case hello
+        /// Answered without reading the body: a refusal.
+        case answer(HTTPServerResponse)
+        /// A notebook request whose token opens the notebook.
+        case open(notebook: UUID, endpoint: any SyncEndpoint, rest: [Substring])
+    }
+
+    /// Checks the path, the protocol version, the token and the notebook: everything the
+    /// headers decide ([SYNC-78]).
+    private func gate(_ request: HTTPServerRequest) async -> Gate {
+        let segments = Array(request.path.split(separator: "/", omittingEmptySubsequences: false).dropFirst())
         // [SYNC-23] Nothing that could name another path reaches routing or storage.
         if segments.contains(where: { $0 == ".." || $0 == "." || $0.contains("\\") || $0.contains("\0") }) {
-            return Self.error(.badRequest, "path segments . and .. are not allowed")
+            return .answer(Self.error(.badRequest, "path segments . and .. are not allowed"))
         }
-        if segments == ["v1", "hello"], request.method == "GET" {
-            return Self.json(200, ["protocol": [Int(SyncCodec.version)], "server": "lnote", "kind": kind])
-        }
+        if segments == ["v1", "hello"], request.method == "GET" { return .hello }
         guard segments.count >= 4, segments[0] == "v1", segments[1] == "notebooks" else {
-            return Self.error(.notFound, "no such resource: \(request.path)")
+            return .answer(Self.error(.notFound, "no such resource: \(request.path)"))
         }
         guard let notebook = Self.uuid(segments[2]) else {
-            return Self.error(.badRequest, "notebook id must be a UUID")
+            return .answer(Self.error(.badRequest, "notebook id must be a UUID"))
         }
         if let v = request.headers["Lnote-Protocol"], v != String(SyncCodec.version) {
-            return Self.error(.unsupportedVersion, "protocol \(v) is not spoken here")
+            return .answer(Self.error(.unsupportedVersion, "protocol \(v) is not spoken here"))
         }
         // A store that cannot answer is a server error (500), never a 401 that would send
         // a user hunting for a token problem.
         let access: Access
         do { access = try await authorize(Self.bearer(request.headers), notebook) } catch let e as LnoteError {
-            return Self.response(for: e)
+            return .answer(Self.response(for: e))
         } catch {
-            return Self.error(.serverError, "\(error)")
+            return .answer(Self.failure("the token store", detail: "\(error)"))
         }
         switch access.result {
         case .ok: break
-        case .unauthorized: return Self.error(.unauthorized, "missing or wrong token")
-        case .forbidden: return Self.error(.forbidden, "this token does not open notebook \(notebook)")
+        case .unauthorized: return .answer(Self.error(.unauthorized, "missing or wrong token"))
+        case .forbidden: return .answer(Self.error(.forbidden, "this token does not open notebook \(notebook)"))
+        }
+        do {
+            guard let ep = try await endpoint(notebook, access.device) else {
+                return .answer(Self.error(.notFound, "no notebook \(notebook) here"))
+            }
+            return .open(notebook: notebook, endpoint: ep, rest: Array(segments[3...]))
+        } catch let e as LnoteError {
+            return .answer(Self.response(for: e))
+        } catch {
+            return .answer(Self.failure("the notebook store", detail: "\(error)"))
+        }
+    }
+
+    /// The `HTTPServer.Admission` of the sync servers ([SYNC-78]): the path, the version, the
+    /// token and the notebook are checked from the headers, and a body announced over a limit
+    /// ([SYNC-24], [SYNC-82]) is refused, before any byte of the body is read.
+    public func admit(_ head: HTTPServerRequest) async -> HTTPServerResponse? {
+        switch await gate(head) {
+        case .hello:
+            return nil
+        case .answer(let refusal):
+            return refusal
+        case .open(_, _, let rest):
+            let length = head.headers["Content-Length"].flatMap { Int($0) }
+            if let length, length > maxBodyBytes {
+                return Self.error(.tooLarge, "request body of \(length) bytes exceeds \(maxBodyBytes)")
+            }
+            if rest.count == 4, rest[0] == "documents", rest[2] == "assets", rest[3] == "missing",
+               let length, length > SyncCodec.maxMissingAssetsBody {
+                return Self.error(.tooLarge, "assets/missing body of \(length) bytes exceeds \(SyncCodec.maxMissingAssetsBody)")
+            }
+            return nil
+        }
+    }
+
+    /// Answers one request of the HTTP binding. Never throws: every failure is a JSON error.
+    public func respond(_ request: HTTPServerRequest) async -> HTTPServerResponse {
+        let notebook: UUID, ep: any SyncEndpoint, rest: [Substring]
+        switch await gate(request) {
+        case .hello:
+            return Self.json(200, ["protocol": [Int(SyncCodec.version)], "server": "lnote", "kind": kind])
+        case .answer(let refusal):
+            return refusal
+        case .open(let n, let e, let r):
+            (notebook, ep, rest) = (n, e, r)
         }
         guard request.body.count <= maxBodyBytes else {
             return Self.error(.tooLarge, "request body of \(request.body.count) bytes exceeds \(maxBodyBytes)")
         }
-        let rest = Array(segments[3...])
-        let device = access.device
         do {
-            guard let ep = try await endpoint(notebook, device) else {
-                return Self.error(.notFound, "no notebook \(notebook) here")
-            }
             return try await route(ep, notebook, rest, request)
         } catch is ServerClosing {
             return Self.error(.unavailable, "the server is shutting down; retry")
@@ -163,7 +242,7 @@ public struct SyncHTTPService: Sendable {
         } catch let e as LnoteError {
             return Self.response(for: e)
         } catch {
-            return Self.error(.serverError, "\(error)")
+            return Self.failure("internal error", detail: "\(request.method) \(request.path): \(error)")
         }
     }
 
@@ -189,8 +268,17 @@ public struct SyncHTTPService: Sendable {
                 throw LnoteError(.invalidArgument, "document id must be a UUID")
             }
             if rest.count == 4, rest[3] == "missing", r.method == "POST" {
+                // [SYNC-82] The list and the work it costs are bounded: a longer one is 413.
+                guard r.body.count <= SyncCodec.maxMissingAssetsBody else {
+                    throw LnoteError(.limitExceeded, "assets/missing body of \(r.body.count) bytes exceeds "
+                                        + "\(SyncCodec.maxMissingAssetsBody)")
+                }
                 guard let list = try? JSONSerialization.jsonObject(with: Data(r.body)) as? [String] else {
                     throw LnoteError(.invalidArgument, "expected a JSON array of asset ids")
+                }
+                guard list.count <= SyncCodec.maxMissingAssets else {
+                    throw LnoteError(.limitExceeded, "assets/missing list of \(list.count) ids exceeds the limit "
+                                        + "\(SyncCodec.maxMissingAssets)")
                 }
                 let ids = try list.map { s -> AssetID in
                     guard let id = AssetID(hex: s) else { throw LnoteError(.invalidArgument, "bad asset id \"\(s)\"") }
@@ -233,6 +321,10 @@ public struct SyncHTTPService: Sendable {
             return Self.error(.notFound, "no such resource: \(r.path)")
         }
     }
+}
+
+extension String {
+    fileprivate func leftPadded(to n: Int) -> String { count >= n ? self : String(repeating: "0", count: n - count) + self }
 }
 
 /// One bearer token held as its SHA-256 digest ([SYNC-25]): what `lnote serve` checks.

@@ -136,6 +136,15 @@ public final class HTTPRemote: SyncRemote {
     }
 
     public func missingAssets(_ ids: [AssetID], document: DocumentID) async throws -> [AssetID] {
+        // [SYNC-82] A server takes at most `maxMissingAssets` ids per request.
+        guard ids.count <= SyncCodec.maxMissingAssets else {
+            var missing: [AssetID] = []
+            for start in stride(from: 0, to: ids.count, by: SyncCodec.maxMissingAssets) {
+                let batch = Array(ids[start..<min(start + SyncCodec.maxMissingAssets, ids.count)])
+                missing += try await missingAssets(batch, document: document)
+            }
+            return missing
+        }
         let body = try JSONSerialization.data(withJSONObject: ids.map(\.description))
         let r = try await call("POST", "/documents/\(document)/assets/missing", body: [UInt8](body), contentType: "application/json")
         guard let list = try? JSONSerialization.jsonObject(with: Data(r.body)) as? [String] else {

@@ -190,6 +190,9 @@ public enum SyncCodec {
     /// Most logs in one body, most frames in one log batch.
     public static let maxLogs = 1 << 20
     public static let maxFramesPerLog = 1 << 22
+    /// [SYNC-82] Most asset ids in one `assets/missing` request, and the most bytes of its body.
+    public static let maxMissingAssets = 4096
+    public static let maxMissingAssetsBody = 1 << 20
 
     static func encode(_ log: LogRef, into w: inout ByteWriter) {
         w.append(log.document.uuid.bytes)
