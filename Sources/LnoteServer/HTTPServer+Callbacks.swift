@@ -258,6 +258,7 @@ extension ServerContext {
                 // that (a chunked body that keeps growing) the connection is closed without
                 // an answer.
                 uploadDataSize.pointee = 0
+                guardian.received(connection, n)
                 state.phase = .draining(discarded: discarded + n)
                 return discarded + n > drainLimit ? .NO : .YES
             }
@@ -330,23 +331,6 @@ extension ServerContext {
             }
             state.announcedLength = n
         }
-        if let n = state.announcedLength {
-            if n > maxBody {
-                let waitsForContinue = state.headers["Expect"]?.lowercased() == "100-continue"
-                if n > drainLimit || waitsForContinue {
-                    // Answered at once, and the connection closed: a client waiting for
-                    // `100 Continue` has sent nothing and reads the 413; a body too big
-                    // to read only to drop it is cut off (a client still sending may see
-                    // a reset).
-                    state.phase = .answered(resumed: nil)
-                    return queue(connection, tooLarge(), close: true)
-                }
-                // Read and dropped, then answered 413: a client that is still sending gets
-                // the answer rather than a reset.
-                state.phase = .draining(discarded: 0)
-                return .YES
-            }
-        }
         guard let admission, case .suspending = answering else { return admitted(state, connection) }
         // [SYNC-78] The hook decides from the headers alone, while the connection is suspended
         // (libmicrohttpd reads nothing of it meanwhile) and holds no thread; libmicrohttpd calls
@@ -382,6 +366,23 @@ extension ServerContext {
     /// from now ([SYNC-77]).
     private func admitted(_ state: RequestState, _ connection: OpaquePointer) -> MHD_Result {
         state.phase = .reading
+        if let n = state.announcedLength, n > maxBody {
+            // After the admission: a client without a token is refused before this, and never
+            // has its body read even to be dropped.
+            let waitsForContinue = state.headers["Expect"]?.lowercased() == "100-continue"
+            if n > drainLimit || waitsForContinue {
+                // Answered at once, and the connection closed: a client waiting for
+                // `100 Continue` has sent nothing and reads the 413; a body too big
+                // to read only to drop it is cut off (a client still sending may see
+                // a reset).
+                return refuse(state, connection, tooLarge())
+            }
+            // Read and dropped (at the minimum rate, [SYNC-77]), then answered 413: a client
+            // that is still sending gets the answer rather than a reset.
+            state.phase = .draining(discarded: 0)
+            guardian.set(connection, .body(since: .now, received: 0))
+            return .YES
+        }
         if let n = state.announcedLength, n > 0 {
             guard guardian.reserve(n) else {
                 guardian.overBudget.add(1, ordering: .relaxed)

@@ -196,8 +196,8 @@ public struct SyncHTTPService: Sendable {
     }
 
     /// The `HTTPServer.Admission` of the sync servers ([SYNC-78]): the path, the version, the
-    /// token and the notebook are checked from the headers, and a body announced over a limit
-    /// ([SYNC-24], [SYNC-82]) is refused, before any byte of the body is read.
+    /// token and the notebook are checked from the headers, and an `assets/missing` body
+    /// announced over its limit ([SYNC-82]) is refused, before any byte of the body is read.
     public func admit(_ head: HTTPServerRequest) async -> HTTPServerResponse? {
         switch await gate(head) {
         case .hello:
@@ -205,10 +205,8 @@ public struct SyncHTTPService: Sendable {
         case .answer(let refusal):
             return refusal
         case .open(_, _, let rest):
+            // A body over the server's limit is HTTPServer's to refuse (413, once admitted).
             let length = head.headers["Content-Length"].flatMap { Int($0) }
-            if let length, length > maxBodyBytes {
-                return Self.error(.tooLarge, "request body of \(length) bytes exceeds \(maxBodyBytes)")
-            }
             if rest.count == 4, rest[0] == "documents", rest[2] == "assets", rest[3] == "missing",
                let length, length > SyncCodec.maxMissingAssetsBody {
                 return Self.error(.tooLarge, "assets/missing body of \(length) bytes exceeds \(SyncCodec.maxMissingAssetsBody)")
