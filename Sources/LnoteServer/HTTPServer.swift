@@ -76,8 +76,9 @@ public final class HTTPServer: Sendable {
         public var connectionLimit: UInt32 = 128
         /// Most connections at once from one IP address (0 = no limit).
         public var perIPConnectionLimit: UInt32 = 32
-        /// Largest request body. A larger one is answered 413: read and dropped first when it
-        /// exceeds the limit by at most the limit again (at least 1 MiB), so that the client
+        /// Largest request body. A larger one is answered 413 once the request is admitted
+        /// (an `Admission` refusal comes first, its body unread): read and dropped first when
+        /// it exceeds the limit by at most the limit again (at least 1 MiB), so that the client
         /// gets the answer; answered at once, and the connection closed, beyond that.
         public var maxRequestBodyBytes: Int = 64 << 20
         /// With a blocking handler: a thread per connection, or a pool. With an async handler,

@@ -216,6 +216,8 @@ import Glibc
                 #expect(a.0 == expected, "attacker \(i) on the \(kind): \(a.0) \(a.1)")
                 #expect(!a.1.contains(t.dir), "an error body names a server path: \(a.1)")
             }
+            print("AbuseTests.bodiesWithoutATokenAreNeverRead (\(kind)): peak body bytes in flight "
+                  + "\(t.http.peakBodyBytesInFlight) with \(attackers) attackers announcing ~2-3 MiB each")
             // Only the legitimate client's small bodies were ever taken from the budget.
             #expect(t.http.peakBodyBytesInFlight < 256 << 10, "peak \(t.http.peakBodyBytesInFlight)")
             #expect(await Self.eventually { t.http.bodyBytesInFlight == 0 })
@@ -352,6 +354,8 @@ import Glibc
             _ = await attack.value
             _ = await sampler.value
             #expect(report.roundTrips >= 1)
+            print("AbuseTests.slowloris (\(kind)): legitimate sync in \(took) under attack; \(t.http.guardCounts), "
+                  + "at most \(waitingMax.value) waiting for headers, \(reconnects.count) attacker reconnects")
             // Generous: the point is that it finishes while the attack goes on.
             #expect(took < .seconds(20), "legitimate sync took \(took) under attack")
             #expect(trickleClosed, "a body trickling below the minimum rate was not closed")
@@ -362,6 +366,39 @@ import Glibc
             ReliabilityReport.record(family: "abuse", detail: "AbuseTests.slowloris (\(kind)): 100 trickling connections, "
                                          + "\(reconnects.count) reconnects",
                                      cases: 3, hung: (took < .seconds(20) ? 0 : 1) + (trickleClosed ? 0 : 1))
+        }
+    }
+
+    /// [SYNC-76] Ten connections (fewer than may wait) trickle a request line a byte every
+    /// 200 ms, which keeps resetting the 30 s idle timeout: each is closed at the 1 s header
+    /// deadline, without an answer, and not before it.
+    @Test("[SYNC-76] headers trickled past the deadline are closed although every byte resets the idle timeout",
+          arguments: Kind.allCases)
+    func headerDeadline(kind: Kind) async throws {
+        try await Self.withTarget(kind) { t in
+            let port = t.http.port
+            let lived = await Self.onThreads(10) { _ -> Double? in
+                guard let fd = try? RawSocket.connect(port: port) else { return nil }
+                defer { RawSocket.close(fd) }
+                let clock = ContinuousClock()
+                let started = clock.now
+                let line = Array("GET /v1/hello HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ".utf8) + [UInt8](repeating: 0x61, count: 200)
+                for b in line {
+                    if Self.closedByPeer(fd) { return Self.seconds(clock.now - started) }
+                    _ = Glibc.send(fd, [b], 1, Int32(MSG_NOSIGNAL))
+                    usleep(200_000)
+                }
+                return nil
+            }
+            for l in lived {
+                let l = try #require(l, "a trickling connection was never closed")
+                #expect(l >= 0.9 && l < 10, "closed after \(l) s")
+            }
+            #expect(t.http.guardCounts.timedOut >= 10)
+            let report = try await t.legitimateSync()
+            #expect(report.roundTrips >= 1)
+            ReliabilityReport.record(family: "abuse", detail: "AbuseTests.headerDeadline (\(kind))", cases: lived.count + 1,
+                                     hung: lived.filter { $0 == nil }.count)
         }
     }
 
@@ -588,7 +625,11 @@ import Glibc
                                                                    "Content-Type": "application/json"],
                                                          body: [UInt8](body))).status
             }
-            #expect(try await post(ids(SyncCodec.maxMissingAssets)) == 200)
+            let clock = ContinuousClock()
+            let full = ids(SyncCodec.maxMissingAssets)
+            let started = clock.now
+            #expect(try await post(full) == 200)
+            print("AbuseTests.missingAssetsIsBounded (\(kind)): \(full.count) ids answered in \(clock.now - started)")
             #expect(try await post(ids(SyncCodec.maxMissingAssets + 1)) == 413)
             let announced = try await onThread { () -> Int in
                 let fd = try RawSocket.connect(port: t.http.port)
