@@ -459,7 +459,7 @@ extension ServerContext {
         for field in response.headers where field.name.lowercased() != "content-length" {
             if MHD_add_response_header(mhdResponse, field.name, field.value) != .YES { return .NO }
         }
-        if close { _ = MHD_add_response_header(mhdResponse, "Connection", "close") }
+        if close && response.headers["Connection"] == nil { _ = MHD_add_response_header(mhdResponse, "Connection", "close") }
         return MHD_queue_response(connection, UInt32(response.status), mhdResponse)
     }
 
