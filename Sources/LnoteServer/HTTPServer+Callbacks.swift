@@ -33,6 +33,8 @@ final class ServerContext: @unchecked Sendable {
     let key: UnsafeMutablePointer<CChar>?
     let liveRequests = Atomic<Int>(0)
     let log = Mutex<[String]>([])
+    /// `HTTPServer.setLogHandler`: also given each message as it is logged.
+    let logHandler = Mutex<(@Sendable (String) -> Void)?>(nil)
     /// Set by `HTTPServer.stop()`: requests completed from then on are answered 503.
     let stopping = Atomic<Bool>(false)
     /// Requests suspended while their async handler runs (`Answering.suspending`), until their
@@ -65,6 +67,7 @@ final class ServerContext: @unchecked Sendable {
             log.append(message)
             if log.count > 32 { log.removeFirst(log.count - 32) }
         }
+        logHandler.withLock { $0 }?(message)
     }
 }
 

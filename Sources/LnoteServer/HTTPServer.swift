@@ -260,6 +260,13 @@ public final class HTTPServer: Sendable {
     /// failures), the abuse limits', and the details of failures answered 500 (`logEntry`).
     public var recentLog: [String] { context.log.withLock { $0 } }
 
+    /// Gives every message of the server's log to `handler` as well, as it is logged (on the
+    /// thread that logs it: keep it short): how a process puts incidents ([SYNC-81]) on its
+    /// stderr. nil stops.
+    public func setLogHandler(_ handler: (@Sendable (String) -> Void)?) {
+        context.logHandler.withLock { $0 = handler }
+    }
+
     /// Stops accepting, closes connections and waits for running handlers (async handlers:
     /// at most `shutdownGrace`, then they are answered 503). Idempotent.
     public func stop() {

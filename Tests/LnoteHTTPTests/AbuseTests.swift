@@ -599,6 +599,8 @@ import Glibc
                     try await get("GET", "/v1/nothing/here", t.token),
                     try await get("PUT", nb + "/documents/\(UUID().uuidString)/assets/\(asset)", t.token, [1]),
                 ]
+                let logged = Mutex<[String]>([])
+                t.http.setLogHandler { line in logged.withLock { $0.append(line) } }
                 if kind == .relay, let store = t.relayStore {
                     try store.close()
                     mine.append(try await get("POST", nb + "/sync", t.token, SyncCodec.encode(SyncRequest(replica: ReplicaID(0xA1), epoch: 0, cursor: 0))))
@@ -611,6 +613,7 @@ import Glibc
                 for b in mine where b.hasPrefix("500") {
                     let id = try #require(b.range(of: "\"incident\":\"").map { String(b[$0.upperBound...].prefix(16)) })
                     #expect(t.http.recentLog.contains { $0.contains(id) }, "incident \(id) not in the log")
+                    #expect(logged.withLock { $0.contains { $0.contains(id) } }, "incident \(id) not given to the log handler")
                 }
                 bodies += mine
             }
