@@ -184,7 +184,7 @@ public actor Notebook {
     static func fingerprint(folder: String, machineIDPath: String, io: Syscalls) throws -> ReplicaFile.Fingerprint {
         guard let st = try io.stat(folder) else { throw LnoteError(.notFound, "notebook folder vanished", path: folder) }
         var machine: String?
-        if let bytes = try? DurableFile.readIfExists(machineIDPath, io: io) {
+        if let bytes = try? DurableFile.readIfExists(machineIDPath, io: io, followingSymlinks: true) {
             let s = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
             if !s.isEmpty { machine = s }
         }
