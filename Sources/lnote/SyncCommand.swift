@@ -70,6 +70,7 @@ enum SyncRunner {
                          console: Console, quiet: Bool, http: HTTPRemote? = nil, pushOnly: Bool = false) async throws -> SyncReport {
         try requireNotebook(folder)
         let notebook = try await openWaiting(folder)
+        if let recovery = notebook.replicaFileRecovery { console.err("lnote: note: \(recovery)") }
         if let change = notebook.replicaChange { console.err("lnote: note: this folder was copied or moved: \(change)") }
         do {
             let report: SyncReport
