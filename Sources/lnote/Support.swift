@@ -62,6 +62,10 @@ func withDocument<T>(_ nb: Notebook, _ name: String, console: Console,
     }
     for r in await d.recoveryReports { console.err("lnote: recovered: \(r)") }
     try await d.close()
+    if let e = await d.deferredSaveFailure {
+        // [PKG-23] The change is durable in the logs: success, with a word about the cache.
+        console.err("lnote: note: saved in the logs; a snapshot could not be written (\(e)); the next save writes it")
+    }
     return result
 }
 
