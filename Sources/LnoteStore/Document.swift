@@ -166,6 +166,13 @@ public actor Document {
             throw LnoteError(.notFound, "no document package", path: paths.root)
         }
         let dirs = [paths.pages, paths.assets, paths.thumbnails]
+        // [PKG-22] O_NOFOLLOW guards only a path's last name: a package or one of its
+        // directories that is a symlink would lead every open below it elsewhere.
+        for dir in [paths.root] + dirs {
+            if let kind = io.fileType(atPath: dir), kind != "directory" {
+                throw Syscalls.notRegular(dir, kind: kind, wantsDirectory: true)
+            }
+        }
         if try dirs.contains(where: { try io.stat($0)?.isDirectory != true }) {
             try locked { for dir in dirs { try io.mkdir(dir, existingOK: true) } }
         }

@@ -131,8 +131,33 @@ struct NonRegularFileTests {
         } catch let e as LnoteError {
             #expect(e.path == paths.pages && e.message == "not a directory (symlink)", "\(e)")
         }
-        _ = docID
-        ReliabilityReport.record(family: "files", detail: "NonRegularFileTests.directories (pages/ as a symlink)", cases: 1)
+        // Opening the document does not go through it either (O_NOFOLLOW guards only the
+        // last name of a path: the directories are checked on their own).
+        let nb = try await openNotebook(folder)
+        do {
+            let d = try await nb.openDocument(docID)
+            try? await d.close()
+            Issue.record("a package whose pages/ is a symlink was opened")
+        } catch let e as LnoteError {
+            #expect(e.code == .corrupt && e.path == paths.pages && e.message == "not a directory (symlink)", "\(e)")
+        }
+        // The package itself as a symlink to a package elsewhere.
+        try FileManager.default.removeItem(atPath: paths.pages)
+        try FileManager.default.moveItem(atPath: dir.sub("elsewhere"), toPath: paths.pages)
+        try FileManager.default.moveItem(atPath: paths.root, toPath: dir.sub("package-elsewhere"))
+        #expect(symlink(dir.sub("package-elsewhere"), paths.root) == 0)
+        do {
+            let d = try await nb.openDocument(docID)
+            try? await d.close()
+            Issue.record("a package that is a symlink was opened")
+        } catch let e as LnoteError {
+            #expect(e.code == .corrupt && e.path == paths.root && e.message == "not a directory (symlink)", "\(e)")
+        }
+        try await nb.close()
+        let report2 = try Verify.run(folder: folder)
+        #expect(report2.problems.contains { $0.kind == .notRegularFile && $0.path == paths.root }, "\(report2.problems)")
+        ReliabilityReport.record(family: "files", detail: "NonRegularFileTests.directories (pages/, the package as symlinks; open and verify)",
+                                 cases: 4)
     }
 
     @Test("[PKG-22] the seam opens no FIFO for reading or writing, and follows no symlink")
