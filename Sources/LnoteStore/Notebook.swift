@@ -124,7 +124,7 @@ public actor Notebook {
                 try Notebook.removeTemporaries(in: abs, io: io)
             }
             return Opened(path: abs, replica: found.replica, change: found.change, previous: found.previous,
-                          fingerprint: found.fingerprint, recovery: found.recovery)
+                          fingerprint: found.fingerprint, recovery: found.recovery, unsaved: found.unsaved)
         }
         self.executor = executor
         self.io = io
@@ -135,7 +135,7 @@ public actor Notebook {
         self.replicaFileRecovery = opened.recovery
         self.identity = ReplicaIdentity(file: DurableFile.join(DurableFile.join(opened.path, ".lnote"), "replica.json"),
                                         fingerprint: opened.fingerprint, current: opened.replica, previous: opened.previous,
-                                        change: opened.change, io: io, lock: notebookLock)
+                                        change: opened.change, unsaved: opened.unsaved, io: io, lock: notebookLock)
     }
 
     private struct Opened: Sendable {
@@ -145,6 +145,7 @@ public actor Notebook {
         var previous: [ReplicaID]
         var fingerprint: ReplicaFile.Fingerprint
         var recovery: ReplicaFileRecovery?
+        var unsaved: [UInt8]?
     }
 
     isolated deinit {
@@ -205,7 +206,8 @@ public actor Notebook {
     /// folder is not where (or on the machine) it was ([PKG-60]).
     static func identity(folder: String, meta: String, machineIDPath: String, newReplica: ReplicaID? = nil,
                          newFolder: Bool = false, io: Syscalls) throws -> (replica: ReplicaID, change: ReplicaChange?, previous: [ReplicaID],
-                                                  fingerprint: ReplicaFile.Fingerprint, recovery: ReplicaFileRecovery?) {
+                                                  fingerprint: ReplicaFile.Fingerprint, recovery: ReplicaFileRecovery?,
+                                                  unsaved: [UInt8]?) {
         let file = DurableFile.join(meta, "replica.json")
         let here = try fingerprint(folder: folder, machineIDPath: machineIDPath, io: io)
         var damage: LnoteError?
@@ -216,7 +218,7 @@ public actor Notebook {
             damage = e
         case .valid(let r, let id):
             let previous = r.previous.compactMap { ReplicaID(hex: $0) }
-            if r.fingerprint == here { return (id, nil, previous, here, nil) }
+            if r.fingerprint == here { return (id, nil, previous, here, nil, nil) }
             var reasons: [String] = []
             if r.fingerprint.path != here.path { reasons.append("path \(r.fingerprint.path) → \(here.path)") }
             if r.fingerprint.device != here.device || r.fingerprint.inode != here.inode { reasons.append("different directory (device/inode)") }
@@ -225,8 +227,8 @@ public actor Notebook {
             while fresh == id || previous.contains(fresh) { fresh = ReplicaID.random() }
             let all = previous + [id]
             let out = ReplicaFile(format: 1, replica: fresh.description, fingerprint: here, previous: all.map(\.description))
-            try DurableFile.replace(file, with: try StoreJSON.encode(out), io: io)
-            return (fresh, ReplicaChange(old: id, new: fresh, reason: reasons.joined(separator: "; ")), all, here, nil)
+            let unsaved = try writeReplicaFile(file, try StoreJSON.encode(out), io: io)
+            return (fresh, ReplicaChange(old: id, new: fresh, reason: reasons.joined(separator: "; ")), all, here, nil, unsaved)
         }
         // [PKG-66] Missing or damaged: a new random id. A damaged file is renamed aside first
         // (`replica.json.corrupt-<n>`, evidence for a person; nothing is read from it: an id
@@ -241,11 +243,23 @@ public actor Notebook {
         }
         let fresh = newReplica ?? ReplicaID.random()
         let out = ReplicaFile(format: 1, replica: fresh.description, fingerprint: here, previous: [])
-        try DurableFile.replace(file, with: try StoreJSON.encode(out), io: io)
+        let unsaved = try writeReplicaFile(file, try StoreJSON.encode(out), io: io)
         // A `.lnote` this opening just made is a new notebook, not a recovery.
         let recovery = newFolder && damage == nil
             ? nil : ReplicaFileRecovery(minted: fresh, problem: damage?.description ?? "missing", setAside: setAside)
-        return (fresh, nil, [], here, recovery)
+        return (fresh, nil, [], here, recovery, unsaved)
+    }
+
+    /// Writes a minted replica.json by durable replace. On a full disk (ENOSPC, EDQUOT) the
+    /// bytes are returned instead, for `ReplicaIdentity.writable()` to write before the first
+    /// operation made under the new id ([PKG-24]): reading needs no id on disk.
+    static func writeReplicaFile(_ file: String, _ bytes: [UInt8], io: Syscalls) throws -> [UInt8]? {
+        do {
+            try DurableFile.replace(file, with: bytes, io: io)
+            return nil
+        } catch let e as LnoteError where e.isDiskFull {
+            return bytes
+        }
     }
 
     enum ReplicaFileRead {
@@ -366,7 +380,7 @@ public actor Notebook {
     public func createDocument(title: String, firstPage: CanvasSize? = .a4) async throws -> Document {
         try checkOpen()
         let docID = DocumentID()
-        let ops = try Document.initialOperations(id: docID, title: title, firstPage: firstPage, replica: replica,
+        let ops = try Document.initialOperations(id: docID, title: title, firstPage: firstPage, replica: try identity.writable(),
                                                  now: options.now())
         origins.registerCreated(docID, origin: .local)
         _ = try Document.createPackage(folder: path, id: docID, ops: ops, io: io, notebookLock: notebookLock)

@@ -290,6 +290,58 @@ struct FullDiskTests {
                                  cases: cases)
     }
 
+    /// [PKG-24] [PKG-60] [PKG-66] A folder that must mint a replica id (copied to another
+    /// machine; its replica.json damaged) opens and reads on a full disk; the new id is
+    /// written before the first operation made under it, and an edit fails while it cannot be.
+    @Test("[PKG-24] minting a replica id on a full disk: reads work, the first write waits for the file")
+    func mintOnFullDisk() async throws {
+        let elsewhere = try TempDir("machine")
+        defer { elsewhere.remove() }
+        try writeFile(elsewhere.sub("machine-id"), Array("another-machine\n".utf8))
+        var cases = 0
+        for damage in ["other machine", "damaged replica.json"] {
+            let disk = try SmallDisk("fulldisk-mint")
+            defer { disk.remove() }
+            let folder = disk.path + "/nb"
+            let nb0 = try await openNotebook(folder)
+            let d0 = try await nb0.createDocument(title: "moved")
+            let p = try #require(await d0.pageList.first?.id)
+            try await d0.addStroke(stroke(4), to: p)
+            try await d0.close()
+            try await nb0.close()
+            let file = folder + "/.lnote/replica.json"
+            if damage == "damaged replica.json" { try writeFile(file, Array("{\"format\": 1, \"rep".utf8)) }
+            disk.fill()
+            let onDisk = fileBytes(file)
+
+            let nb = try await openNotebook(folder, machineID: damage == "other machine" ? elsewhere.sub("machine-id") : "/etc/machine-id")
+            #expect(nb.replica != nb0.replica, "\(damage)")
+            #expect(nb.replicaChange != nil || nb.replicaFileRecovery != nil, "\(damage)")
+            let d = try await nb.openDocument(d0.id)
+            #expect(try await d.elements(p).count == 1, "\(damage)")
+            // No room for replica.json: the edit fails before anything is made under the id.
+            await #expect(throws: LnoteError(.io)) { _ = try await d.addStroke(stroke(5, x: 40), to: p) }
+            #expect(fileBytes(file) == (damage == "other machine" ? onDisk : nil), "\(damage): replica.json as it was")
+            // Room again: the first edit writes replica.json, then stamps with its id.
+            try disk.grow()
+            let e = try await d.addStroke(stroke(5, x: 40), to: p)
+            #expect(e.replica == nb.replica, "\(damage)")
+            try await d.close()
+            try await nb.close()
+            let written = try StoreJSON.decode(Notebook.ReplicaFile.self, try #require(fileBytes(file)), path: file)
+            #expect(written.replica == nb.replica.description, "\(damage)")
+            let nb2 = try await openNotebook(folder, machineID: damage == "other machine" ? elsewhere.sub("machine-id") : "/etc/machine-id")
+            #expect(nb2.replica == nb.replica && nb2.replicaChange == nil && nb2.replicaFileRecovery == nil, "\(damage)")
+            let d2 = try await nb2.openDocument(d0.id)
+            #expect(try await d2.elements(p).count == 2, "\(damage)")
+            try await d2.close()
+            try await nb2.close()
+            cases += 1
+        }
+        ReliabilityReport.record(family: "full disk", detail: "FullDiskTests.mintOnFullDisk (copied folder, damaged replica.json on a full tmpfs)",
+                                 cases: cases)
+    }
+
     /// [PKG-23] Imports on a real full disk with a little room left: each is reported done
     /// exactly when its strokes are durable, and a retry of a failed one adds them once.
     @Test("[PKG-23] imports on a nearly full tmpfs: done means there once; a retry never duplicates")
