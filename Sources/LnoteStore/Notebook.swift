@@ -309,7 +309,10 @@ public actor Notebook {
     /// `list` without opening the notebook (no lock: it only reads manifests), for tools
     /// that run while an app has the folder open.
     public static func list(at path: String, includeDeleted: Bool = false) throws -> [DocumentSummary] {
-        try list(folder: path, includeDeleted: includeDeleted, io: .live)
+        // The folder a user names may be reached through a symlink; inside it none is
+        // followed ([PKG-22]).
+        let resolved = Syscalls.live.fileType(atPath: path) == "symlink" ? (try? Syscalls.live.realpath(path)) ?? path : path
+        return try list(folder: resolved, includeDeleted: includeDeleted, io: .live)
     }
 
     static func list(folder path: String, includeDeleted: Bool, io: Syscalls) throws -> [DocumentSummary] {

@@ -110,7 +110,10 @@ public enum Verify {
     /// exist yet is checked without it (nothing written under the lock since it was created).
     /// Waiting for a lock lasts at most `lockTimeout`.
     public static func run(folder: String, lockTimeout: Duration = .seconds(10)) throws -> VerifyReport {
-        try run(folder: folder, io: .live, lockTimeout: lockTimeout)
+        // The folder a user names may be reached through a symlink; inside it none is
+        // followed ([PKG-22]).
+        let resolved = Syscalls.live.fileType(atPath: folder) == "symlink" ? (try? Syscalls.live.realpath(folder)) ?? folder : folder
+        return try run(folder: resolved, io: .live, lockTimeout: lockTimeout)
     }
 
     static func run(folder: String, io: Syscalls, lockTimeout: Duration = .seconds(10)) throws -> VerifyReport {

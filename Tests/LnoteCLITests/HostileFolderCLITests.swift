@@ -117,6 +117,12 @@ struct HostileFolderCLITests {
         #expect(ls.code == 0 && ls.out.contains("kept") && ls.err.contains("replica.json was missing"), "\(ls)")
         #expect(FileManager.default.fileExists(atPath: sb.sub("nb/.lnote/replica.json")))
         try FileManager.default.createDirectory(atPath: sb.sub("plain"), withIntermediateDirectories: false)
+        // A notebook named through a symlink is still one: only links inside it are refused.
+        #expect(symlink(sb.sub("nb"), sb.sub("link")) == 0)
+        for args in [["ls", "link"], ["verify", "link"], ["show", "link", doc]] {
+            let r = try await sb.run(args)
+            #expect(r.code == 0 && !r.err.contains("symlink"), "\(r)")
+        }
         let plain = try await sb.run("ls", "plain")
         #expect(plain.code != 0 && plain.err.contains("not a notebook folder"), "\(plain)")
         #expect(!FileManager.default.fileExists(atPath: sb.sub("plain/.lnote")), "a refused folder is not made a notebook")
