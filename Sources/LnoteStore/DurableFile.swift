@@ -112,6 +112,11 @@ extension LnoteError {
         return Int32(u.dropFirst(6).prefix { $0.isNumber })
     }
 
+    /// The seam's refusal of a name that is not a regular file or directory ([PKG-22]).
+    public var isNotRegularFile: Bool {
+        code == .corrupt && (message.hasPrefix("not a regular file (") || message.hasPrefix("not a directory ("))
+    }
+
     /// An `.io` error that a full disk or quota caused (ENOSPC, EDQUOT).
     var isDiskFull: Bool { errnoCode == ENOSPC || errnoCode == EDQUOT }
 

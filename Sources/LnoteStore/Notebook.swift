@@ -51,6 +51,10 @@ public actor Notebook {
     /// `.lnote/lock` ([PKG-83]): held for each write in `.lnote/`.
     nonisolated let notebookLock: FileLock
     var isOpenFlag = true
+    /// Documents a clock computation (`logClocks`, hence a sync) left out because a name in
+    /// their package is a symlink, FIFO, socket, device or a misplaced directory ([PKG-22]),
+    /// with the error naming it. A sync neither reads nor serves them.
+    public internal(set) var refusedDocuments: [DocumentID: LnoteError] = [:]
     /// Documents open in this notebook, each with its leases ([PKG-94]).
     private var documents: [DocumentID: OpenDocument] = [:]
     /// The origin of this process's document operations, for `changes` (see `OriginRegistry`).

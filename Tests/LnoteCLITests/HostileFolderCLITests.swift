@@ -51,13 +51,11 @@ struct HostileFolderCLITests {
             #expect(show.code != 0 && show.err.contains(what) && show.err.contains(URL(fileURLWithPath: log).lastPathComponent), "\(show)")
             let verify = try await sb.run("verify", "B")
             #expect(verify.code == 1 && verify.out.contains(what), "\(verify)")
+            // The refused document is skipped by name; the healthy one still reaches A.
             let sync = try await sb.run("sync", "A", "B")
-            #expect(sync.err.contains(what), "\(sync)")
-            // The healthy document still reaches A when sync goes on past the refused one.
-            if sync.code == 0 {
-                let ls = try await sb.ok("ls", "A")
-                #expect(ls.contains("good"), "\(ls)")
-            }
+            #expect(sync.code == 0 && sync.err.contains("skipped document \(bad)") && sync.err.contains(what), "\(sync)")
+            let ls = try await sb.ok("ls", "A")
+            #expect(ls.contains("good") && !ls.contains("bad"), "\(ls)")
             let found = Self.holders(Self.secret, under: sb.sub("A")) + Self.holders(Self.secret, under: sb.sub("B"))
             #expect(found.isEmpty, "\(kind): the private file was copied: \(found)")
             if !found.isEmpty { leaked += 1 }
