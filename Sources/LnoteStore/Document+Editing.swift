@@ -318,7 +318,7 @@ extension Document {
             let before = lp.replica.clock
             let ops: [Op]
             do {
-                ops = try build(&lp.replica, replica, now())
+                ops = try build(&lp.replica, try identity.writable(), now())
             } catch {
                 // A builder that failed after applying part of its work leaves the state ahead
                 // of the log: forget the page (its next use reloads it), or an id applied here
@@ -448,7 +448,7 @@ extension Document {
         let op = try locked { () -> Op in
             try checkUsable()
             var next = doc
-            let op = try next.make(try body(), by: replica, wallTime: now())
+            let op = try next.make(try body(), by: try identity.writable(), wallTime: now())
             origins?.register([op.id], document: id, origin: .local)
             do {
                 try docLog.write(encoded: [OperationCodec.encode(op)])  // truncated back on failure: nothing changed

@@ -113,7 +113,7 @@ extension Document {
         /// The folder's id as [PKG-84] step 1 read it under the lock: another process may have
         /// minted one since this call began ([PKG-89]).
         func currentReplica() throws -> ReplicaID {
-            let me = replica
+            let me = try identity.writable()
             guard ops.allSatisfy({ $0.id.replica != me }) else {
                 throw LnoteError(.invalidState, "the forked replica \(me) is still this folder's id: mint a new one first",
                                  path: paths.root)

@@ -31,12 +31,11 @@ extension Document {
         }
         let state = lp.replica.state
         let bytes = PageSnapshot.encode(state, coveredLogOffset: coveredOffset, logIncarnation: lp.log.incarnation)
-        do {
-            try DurableFile.replace(paths.content(lp.id), with: bytes, io: io)
-        } catch {
-            // The old or the new file may be in place: read it again when needed.
+        guard try writeCache(paths.content(lp.id), bytes) else {
+            // [PKG-23] Deferred: the page stays dirty and its log holds everything. The old
+            // or the new file may be in place: read it again when needed.
             snapshotCounts[lp.id] = nil
-            throw error
+            return
         }
         snapshotCounts[lp.id] = PageCounts(state)
         writeThumbnailAfterSnapshot(state)
@@ -44,6 +43,23 @@ extension Document {
         lp.framesSinceSnapshot = lp.pendingOffsets.count
         lp.dirty = false
         lp.othersSinceSnapshot = false
+    }
+
+    /// Writes a cache of the logs — a page snapshot, `document.json`, `manifest.json` — by
+    /// durable replace ([PKG-20]). Returns false, keeping the error in `deferredSave`, when
+    /// the write failed with an I/O error (a full disk: ENOSPC, EDQUOT; EIO): the old file is
+    /// intact, the logs hold everything the file would have held ([PKG-13]), and a later save
+    /// or compaction writes it ([PKG-23]). So an edit, an import or a sync whose operations
+    /// are durable in their log is reported as done, and is not repeated by a caller that
+    /// would otherwise retry it. A simulated crash (tests) still throws.
+    func writeCache(_ path: String, _ bytes: [UInt8]) throws -> Bool {
+        do {
+            try DurableFile.replace(path, with: bytes, io: io)
+            return true
+        } catch let e as LnoteError where e.code == .io && io.faults?.hasCrashed != true {
+            deferredSave = e
+            return false
+        }
     }
 
     /// The summary of a page's snapshot on disk, nil when it has none or it is not one.
@@ -118,7 +134,8 @@ extension Document {
             let bytes = try StoreJSON.encode(file)
             documentOnDisk = nil  // unknown until the replace succeeds
             documentIdentity = []
-            try DurableFile.replace(paths.document, with: bytes, io: io)
+            // [PKG-23] Deferred: the manifest, derived from document.json on disk, waits too.
+            guard try writeCache(paths.document, bytes) else { return }
             documentOnDisk = key
             documentSource = ManifestFile.fingerprint(bytes)
             documentIdentity = try fileIdentity(paths.document)
@@ -145,7 +162,7 @@ extension Document {
             if bytes != manifestBytesAtOpen {
                 manifestOnDisk = nil
                 manifestIdentity = []
-                try DurableFile.replace(paths.manifest, with: bytes, io: io)
+                guard try writeCache(paths.manifest, bytes) else { return }  // [PKG-23]
                 manifestIdentity = try fileIdentity(paths.manifest)
             }
             manifestOnDisk = manifest
@@ -187,6 +204,7 @@ extension Document {
     /// document snapshot and the manifest.
     func autosave() throws {
         firstUnsaved = nil
+        deferredSave = nil
         for lp in pages.values where lp.dirty
             && (lp.bytesSinceSnapshot >= options.compactAfterBytes || lp.framesSinceSnapshot >= options.compactAfterFrames) {
             try snapshot(lp)
@@ -200,6 +218,7 @@ extension Document {
         try checkUsable()
         try locked {
             firstUnsaved = nil
+            deferredSave = nil
             for lp in pages.values where lp.dirty { try snapshot(lp) }
             try saveDocumentFiles()
         }
@@ -238,6 +257,7 @@ extension Document {
         if broken == nil {
             do {
                 try locked {
+                    deferredSave = nil
                     for lp in pages.values where lp.dirty { try snapshot(lp) }
                     try removeOrphanAssets()
                     try saveDocumentFiles()

@@ -109,6 +109,9 @@ public actor Document {
     var lastEdit: ContinuousClock.Instant?
     var firstUnsaved: ContinuousClock.Instant?
     var autosaveFailure: LnoteError?
+    /// The last cache write (snapshot, document.json, manifest.json) that failed and waits
+    /// for a later save ([PKG-23]); cleared when a flush, autosave or close starts.
+    var deferredSave: LnoteError?
 
     // Group commit.
     var syncWaiters: [LogKey: [CheckedContinuation<Void, Error>]] = [:]
@@ -163,6 +166,13 @@ public actor Document {
             throw LnoteError(.notFound, "no document package", path: paths.root)
         }
         let dirs = [paths.pages, paths.assets, paths.thumbnails]
+        // [PKG-22] O_NOFOLLOW guards only a path's last name: a package or one of its
+        // directories that is a symlink would lead every open below it elsewhere.
+        for dir in [paths.root] + dirs {
+            if let kind = io.fileType(atPath: dir), kind != "directory" {
+                throw Syscalls.notRegular(dir, kind: kind, wantsDirectory: true)
+            }
+        }
         if try dirs.contains(where: { try io.stat($0)?.isDirectory != true }) {
             try locked { for dir in dirs { try io.mkdir(dir, existingOK: true) } }
         }
@@ -709,6 +719,10 @@ public actor Document {
 
     /// The last background autosave failure, if any (it is retried by `flush()`/`close()`).
     public var lastAutosaveFailure: LnoteError? { autosaveFailure }
+    /// Set when the last save could not write a snapshot, document.json or manifest.json (a
+    /// full disk): the edits are durable in the logs and the write is retried by the next
+    /// save ([PKG-23]). Still readable after `close()`.
+    public var deferredSaveFailure: LnoteError? { deferredSave }
 
     /// Concurrent writes to the title, page order, canvas or deletion, and pages deleted while
     /// edited elsewhere ([MERGE-65]).

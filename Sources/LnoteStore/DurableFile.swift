@@ -61,8 +61,9 @@ enum DurableFile {
     }
 
     /// The whole content of a file.
-    static func read(_ path: String, io: Syscalls) throws -> [UInt8] {
-        let fd = try io.open(path, O_RDONLY)
+    /// `followingSymlinks`: only for system files outside notebooks (see `Syscalls.open`).
+    static func read(_ path: String, io: Syscalls, followingSymlinks: Bool = false) throws -> [UInt8] {
+        let fd = try io.open(path, O_RDONLY, followingSymlinks: followingSymlinks)
         let bytes: [UInt8]
         do {
             bytes = try io.readToEnd(fd)
@@ -75,9 +76,9 @@ enum DurableFile {
     }
 
     /// The content of a file, or nil when it does not exist.
-    static func readIfExists(_ path: String, io: Syscalls) throws -> [UInt8]? {
+    static func readIfExists(_ path: String, io: Syscalls, followingSymlinks: Bool = false) throws -> [UInt8]? {
         do {
-            return try read(path, io: io)
+            return try read(path, io: io, followingSymlinks: followingSymlinks)
         } catch let e as LnoteError where e.isNotFound {
             return nil
         }
@@ -105,6 +106,20 @@ enum DurableFile {
 }
 
 extension LnoteError {
+    /// The errno of an `.io` error the seam made (`underlying` "errno 28 (…)"), else nil.
+    var errnoCode: Int32? {
+        guard code == .io, let u = underlying, u.hasPrefix("errno ") else { return nil }
+        return Int32(u.dropFirst(6).prefix { $0.isNumber })
+    }
+
+    /// The seam's refusal of a name that is not a regular file or directory ([PKG-22]).
+    public var isNotRegularFile: Bool {
+        code == .corrupt && (message.hasPrefix("not a regular file (") || message.hasPrefix("not a directory ("))
+    }
+
+    /// An `.io` error that a full disk or quota caused (ENOSPC, EDQUOT).
+    var isDiskFull: Bool { errnoCode == ENOSPC || errnoCode == EDQUOT }
+
     /// An `.io` error whose cause is ENOENT.
     var isNotFound: Bool {
         code == .notFound || (code == .io && underlying?.hasPrefix("errno \(ENOENT) ") == true)

@@ -42,6 +42,7 @@ extension Notebook {
         let cached = loadClockCache()
         var cache = ClockCache()
         for docID in try documentIDs() {
+          do {
             let paths = PackagePaths(folder: path, id: docID)
             // The files each log's clock depends on; when none changed and the document is
             // not open (an open one may hold unsaved state), the cached clocks are used.
@@ -98,6 +99,11 @@ extension Notebook {
                 guard let was = before[key], was.prefix(4) == after.prefix(4) else { continue }
                 cache.entries[key] = ClockCache.Entry(files: after, clock: c, digests: digests)
             }
+          } catch let e as LnoteError where e.isNotRegularFile {
+            // [PKG-22] A package holding a symlink, FIFO… is left out, with its reason: the
+            // rest of the folder still syncs.
+            refusedDocuments[docID] = e
+          }
         }
         if cache != cached { saveClockCache(cache) }
         return out

@@ -31,6 +31,9 @@ public actor Notebook {
     /// Set when the folder's recorded location no longer matched and a new replica id was
     /// minted (the folder was copied or moved) ([PKG-60]).
     public nonisolated let replicaChange: ReplicaChange?
+    /// Set when opening found `.lnote/replica.json` missing or damaged and minted a new
+    /// replica id ([PKG-60], [PKG-66]); a caller tells its user.
+    public nonisolated let replicaFileRecovery: ReplicaFileRecovery?
     /// Replica ids this folder wrote under before (oldest first).
     public nonisolated var previousReplicas: [ReplicaID] { identity.previous }
     /// Every replica id change since the notebook was opened, in order: the one opening made
@@ -48,6 +51,10 @@ public actor Notebook {
     /// `.lnote/lock` ([PKG-83]): held for each write in `.lnote/`.
     nonisolated let notebookLock: FileLock
     var isOpenFlag = true
+    /// Documents a clock computation (`logClocks`, hence a sync) left out because a name in
+    /// their package is a symlink, FIFO, socket, device or a misplaced directory ([PKG-22]),
+    /// with the error naming it. A sync neither reads nor serves them.
+    public internal(set) var refusedDocuments: [DocumentID: LnoteError] = [:]
     /// Documents open in this notebook, each with its leases ([PKG-94]).
     private var documents: [DocumentID: OpenDocument] = [:]
     /// The origin of this process's document operations, for `changes` (see `OriginRegistry`).
@@ -98,13 +105,18 @@ public actor Notebook {
             }
             let abs = try io.realpath(path)
             let meta = DurableFile.join(abs, ".lnote")
-            if try io.stat(meta) == nil {
+            var newFolder = false
+            if io.fileType(atPath: meta) == nil {
                 try io.mkdir(meta, existingOK: true)
                 try DurableFile.syncDirectory(abs, io: io)
+                newFolder = true
+            } else if let kind = io.fileType(atPath: meta), kind != "directory" {
+                throw Syscalls.notRegular(meta, kind: kind, wantsDirectory: true)
             }
             let lock = FileLock.notebook(abs, io: io, timeout: timeout)
             let found = try lock.withLock {
-                try Notebook.identity(folder: abs, meta: meta, machineIDPath: machineIDPath, newReplica: newReplica, io: io)
+                try Notebook.identity(folder: abs, meta: meta, machineIDPath: machineIDPath, newReplica: newReplica,
+                                      newFolder: newFolder, io: io)
             }
             if let held = try lock.tryAcquire() {
                 defer { held.release() }
@@ -116,7 +128,7 @@ public actor Notebook {
                 try Notebook.removeTemporaries(in: abs, io: io)
             }
             return Opened(path: abs, replica: found.replica, change: found.change, previous: found.previous,
-                          fingerprint: found.fingerprint)
+                          fingerprint: found.fingerprint, recovery: found.recovery, unsaved: found.unsaved)
         }
         self.executor = executor
         self.io = io
@@ -124,9 +136,10 @@ public actor Notebook {
         self.path = opened.path
         self.notebookLock = FileLock.notebook(opened.path, io: io, timeout: timeout)
         self.replicaChange = opened.change
+        self.replicaFileRecovery = opened.recovery
         self.identity = ReplicaIdentity(file: DurableFile.join(DurableFile.join(opened.path, ".lnote"), "replica.json"),
                                         fingerprint: opened.fingerprint, current: opened.replica, previous: opened.previous,
-                                        change: opened.change, io: io, lock: notebookLock)
+                                        change: opened.change, unsaved: opened.unsaved, io: io, lock: notebookLock)
     }
 
     private struct Opened: Sendable {
@@ -135,6 +148,8 @@ public actor Notebook {
         var change: ReplicaChange?
         var previous: [ReplicaID]
         var fingerprint: ReplicaFile.Fingerprint
+        var recovery: ReplicaFileRecovery?
+        var unsaved: [UInt8]?
     }
 
     isolated deinit {
@@ -184,7 +199,7 @@ public actor Notebook {
     static func fingerprint(folder: String, machineIDPath: String, io: Syscalls) throws -> ReplicaFile.Fingerprint {
         guard let st = try io.stat(folder) else { throw LnoteError(.notFound, "notebook folder vanished", path: folder) }
         var machine: String?
-        if let bytes = try? DurableFile.readIfExists(machineIDPath, io: io) {
+        if let bytes = try? DurableFile.readIfExists(machineIDPath, io: io, followingSymlinks: true) {
             let s = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
             if !s.isEmpty { machine = s }
         }
@@ -194,17 +209,20 @@ public actor Notebook {
     /// Reads `.lnote/replica.json`, minting a replica id when there is none or when the
     /// folder is not where (or on the machine) it was ([PKG-60]).
     static func identity(folder: String, meta: String, machineIDPath: String, newReplica: ReplicaID? = nil,
-                         io: Syscalls) throws -> (replica: ReplicaID, change: ReplicaChange?, previous: [ReplicaID],
-                                                  fingerprint: ReplicaFile.Fingerprint) {
+                         newFolder: Bool = false, io: Syscalls) throws -> (replica: ReplicaID, change: ReplicaChange?, previous: [ReplicaID],
+                                                  fingerprint: ReplicaFile.Fingerprint, recovery: ReplicaFileRecovery?,
+                                                  unsaved: [UInt8]?) {
         let file = DurableFile.join(meta, "replica.json")
         let here = try fingerprint(folder: folder, machineIDPath: machineIDPath, io: io)
-        if let bytes = try DurableFile.readIfExists(file, io: io) {
-            let r = try StoreJSON.decode(ReplicaFile.self, bytes, path: file)
-            guard r.format == 1, r.replica.count == 16, let id = ReplicaID(hex: r.replica), id.rawValue != 0 else {
-                throw LnoteError(r.format > 1 ? .unsupportedVersion : .corrupt, "bad replica.json", path: file)
-            }
+        var damage: LnoteError?
+        switch try readReplicaFile(file, io: io) {
+        case .missing:
+            break
+        case .damaged(let e):
+            damage = e
+        case .valid(let r, let id):
             let previous = r.previous.compactMap { ReplicaID(hex: $0) }
-            if r.fingerprint == here { return (id, nil, previous, here) }
+            if r.fingerprint == here { return (id, nil, previous, here, nil, nil) }
             var reasons: [String] = []
             if r.fingerprint.path != here.path { reasons.append("path \(r.fingerprint.path) → \(here.path)") }
             if r.fingerprint.device != here.device || r.fingerprint.inode != here.inode { reasons.append("different directory (device/inode)") }
@@ -213,13 +231,73 @@ public actor Notebook {
             while fresh == id || previous.contains(fresh) { fresh = ReplicaID.random() }
             let all = previous + [id]
             let out = ReplicaFile(format: 1, replica: fresh.description, fingerprint: here, previous: all.map(\.description))
-            try DurableFile.replace(file, with: try StoreJSON.encode(out), io: io)
-            return (fresh, ReplicaChange(old: id, new: fresh, reason: reasons.joined(separator: "; ")), all, here)
+            let unsaved = try writeReplicaFile(file, try StoreJSON.encode(out), io: io)
+            return (fresh, ReplicaChange(old: id, new: fresh, reason: reasons.joined(separator: "; ")), all, here, nil, unsaved)
+        }
+        // [PKG-66] Missing or damaged: a new random id. A damaged file is renamed aside first
+        // (`replica.json.corrupt-<n>`, evidence for a person; nothing is read from it: an id
+        // it seems to hold cannot be proved to be this folder's).
+        var setAside: String?
+        if let damage {
+            var n = 1
+            while io.fileType(atPath: "\(file).corrupt-\(n)") != nil { n += 1 }
+            let aside = "\(file).corrupt-\(n)"
+            try io.rename(file, aside)
+            setAside = aside
         }
         let fresh = newReplica ?? ReplicaID.random()
         let out = ReplicaFile(format: 1, replica: fresh.description, fingerprint: here, previous: [])
-        try DurableFile.replace(file, with: try StoreJSON.encode(out), io: io)
-        return (fresh, nil, [], here)
+        let unsaved = try writeReplicaFile(file, try StoreJSON.encode(out), io: io)
+        // A `.lnote` this opening just made is a new notebook, not a recovery.
+        let recovery = newFolder && damage == nil
+            ? nil : ReplicaFileRecovery(minted: fresh, problem: damage?.description ?? "missing", setAside: setAside)
+        return (fresh, nil, [], here, recovery, unsaved)
+    }
+
+    /// Writes a minted replica.json by durable replace. On a full disk (ENOSPC, EDQUOT) the
+    /// bytes are returned instead, for `ReplicaIdentity.writable()` to write before the first
+    /// operation made under the new id ([PKG-24]): reading needs no id on disk.
+    static func writeReplicaFile(_ file: String, _ bytes: [UInt8], io: Syscalls) throws -> [UInt8]? {
+        do {
+            try DurableFile.replace(file, with: bytes, io: io)
+            return nil
+        } catch let e as LnoteError where e.isDiskFull {
+            return bytes
+        }
+    }
+
+    enum ReplicaFileRead {
+        case missing
+        case damaged(LnoteError)
+        case valid(ReplicaFile, ReplicaID)
+    }
+
+    /// Reads and checks `.lnote/replica.json` ([PKG-66]). Damaged: not a regular file, not
+    /// JSON, wrong types or fields, a number out of range, a replica id that is not 16 hex
+    /// digits or is zero, a format below 1. A well-formed file of a newer format (a valid
+    /// object with `format` > 1) throws `unsupportedVersion` and is left alone.
+    static func readReplicaFile(_ file: String, io: Syscalls) throws -> ReplicaFileRead {
+        let bytes: [UInt8]
+        do {
+            guard let b = try DurableFile.readIfExists(file, io: io) else { return .missing }
+            bytes = b
+        } catch let e as LnoteError where e.code == .corrupt {
+            return .damaged(e)  // a symlink, FIFO, directory… ([PKG-22])
+        }
+        let r: ReplicaFile
+        do {
+            r = try StoreJSON.decode(ReplicaFile.self, bytes, path: file)
+        } catch let e as LnoteError where e.code != .io {
+            return .damaged(e)
+        }
+        if r.format > 1 {
+            throw LnoteError(.unsupportedVersion, "replica.json of format \(r.format) (this build reads 1)", path: file)
+        }
+        guard r.format == 1 else { return .damaged(LnoteError(.corrupt, "replica.json: format \(r.format)", path: file)) }
+        guard r.replica.count == 16, let id = ReplicaID(hex: r.replica), id.rawValue != 0 else {
+            return .damaged(LnoteError(.corrupt, "replica.json: replica is not 16 hex digits of a non-zero id", path: file))
+        }
+        return .valid(r, id)
     }
 
     // MARK: - Library
@@ -235,7 +313,10 @@ public actor Notebook {
     /// `list` without opening the notebook (no lock: it only reads manifests), for tools
     /// that run while an app has the folder open.
     public static func list(at path: String, includeDeleted: Bool = false) throws -> [DocumentSummary] {
-        try list(folder: path, includeDeleted: includeDeleted, io: .live)
+        // The folder a user names may be reached through a symlink; inside it none is
+        // followed ([PKG-22]).
+        let resolved = Syscalls.live.fileType(atPath: path) == "symlink" ? (try? Syscalls.live.realpath(path)) ?? path : path
+        return try list(folder: resolved, includeDeleted: includeDeleted, io: .live)
     }
 
     static func list(folder path: String, includeDeleted: Bool, io: Syscalls) throws -> [DocumentSummary] {
@@ -306,7 +387,7 @@ public actor Notebook {
     public func createDocument(title: String, firstPage: CanvasSize? = .a4) async throws -> Document {
         try checkOpen()
         let docID = DocumentID()
-        let ops = try Document.initialOperations(id: docID, title: title, firstPage: firstPage, replica: replica,
+        let ops = try Document.initialOperations(id: docID, title: title, firstPage: firstPage, replica: try identity.writable(),
                                                  now: options.now())
         origins.registerCreated(docID, origin: .local)
         _ = try Document.createPackage(folder: path, id: docID, ops: ops, io: io, notebookLock: notebookLock)
@@ -470,6 +551,22 @@ public actor Notebook {
 }
 
 /// A replica id change found when opening a copied or moved folder.
+/// What opening a notebook did about a missing or damaged `.lnote/replica.json` ([PKG-66]).
+public struct ReplicaFileRecovery: Sendable, Hashable, CustomStringConvertible {
+    /// The id minted for this folder.
+    public var minted: ReplicaID
+    /// "missing", or what was wrong with the file.
+    public var problem: String
+    /// Where the damaged file was kept (`.lnote/replica.json.corrupt-<n>`); nil when missing.
+    public var setAside: String?
+    public var description: String {
+        if let setAside {
+            return "replica.json was damaged (\(problem)); kept as \(setAside); this folder now writes under a new replica id \(minted)"
+        }
+        return "replica.json was missing; this folder now writes under a new replica id \(minted)"
+    }
+}
+
 public struct ReplicaChange: Sendable, Hashable, CustomStringConvertible {
     public var old: ReplicaID
     public var new: ReplicaID

@@ -29,9 +29,13 @@ public final class ReplicaIdentity: Sendable {
     /// The identity (inode, size, modification time) of the replica.json this object last
     /// read or wrote: another one means another process minted an id ([PKG-89]).
     private let seen: Mutex<[UInt64]>
+    /// A minted replica.json that opening could not write (a full disk, [PKG-24]): written
+    /// by `writable()` before the id stamps anything.
+    private let unsaved: Mutex<[UInt8]?>
 
     init(file: String, fingerprint: Notebook.ReplicaFile.Fingerprint, current: ReplicaID, previous: [ReplicaID],
-         change: ReplicaChange?, io: Syscalls, lock: FileLock) {
+         change: ReplicaChange?, unsaved: [UInt8]? = nil, io: Syscalls, lock: FileLock) {
+        self.unsaved = Mutex(unsaved)
         self.file = file
         self.fingerprint = fingerprint
         self.io = io
@@ -66,6 +70,9 @@ public final class ReplicaIdentity: Sendable {
             throw LnoteError(r.format > 1 ? .unsupportedVersion : .corrupt, "bad replica.json", path: file)
         }
         let previous = r.previous.compactMap { ReplicaID(hex: $0) }
+        if unsaved.withLock({ $0 }) != nil && id != state.withLock({ $0.current }) {
+            unsaved.withLock { $0 = nil }  // another process minted and wrote one: ours was never used
+        }
         state.withLock { s in
             if s.current != id {
                 s.changes.append(ReplicaChange(old: s.current, new: id, reason: "another process of this folder minted it"))
@@ -75,6 +82,22 @@ public final class ReplicaIdentity: Sendable {
         }
         seen.withLock { $0 = ident }
         return id
+    }
+
+    /// The id to stamp a new operation with. When opening minted an id it could not write
+    /// (a full disk), replica.json is written first, under the notebook lock: no operation
+    /// is made under an id the folder's file does not hold ([PKG-24], [PKG-60]).
+    ///
+    /// - Throws: `io` when replica.json still cannot be written; nothing is made then.
+    func writable() throws -> ReplicaID {
+        guard unsaved.withLock({ $0 }) != nil else { return current }
+        try lock.withLock {
+            guard let bytes = unsaved.withLock({ $0 }) else { return }
+            try DurableFile.replace(file, with: bytes, io: io)
+            unsaved.withLock { $0 = nil }
+            seen.withLock { $0 = ReplicaIdentity.identity(of: file, io: io) }
+        }
+        return current
     }
 
     /// The id this folder writes under now.
@@ -110,6 +133,7 @@ public final class ReplicaIdentity: Sendable {
                 let out = Notebook.ReplicaFile(format: 1, replica: fresh.description, fingerprint: fingerprint,
                                                previous: previous.map(\.description))
                 try DurableFile.replace(file, with: try StoreJSON.encode(out), io: io)
+                unsaved.withLock { $0 = nil }
                 seen.withLock { $0 = ReplicaIdentity.identity(of: file, io: io) }
                 let change = ReplicaChange(old: s.current, new: fresh, reason: reason)
                 s.current = fresh

@@ -103,16 +103,77 @@ final class Syscalls: Sendable {
 
     // MARK: Files
 
-    /// `open(2)` with `O_CLOEXEC` added.
-    func open(_ path: String, _ flags: Int32, mode: mode_t = 0o644) throws -> FileDescriptor {
+    /// `open(2)` of a file inside a notebook ([PKG-22]): `O_CLOEXEC`, `O_NOFOLLOW` and
+    /// `O_NONBLOCK` added, and only a regular file accepted (a directory with `O_DIRECTORY`).
+    ///
+    /// A symlink is never followed: whatever it points to (a private file elsewhere) is
+    /// neither read nor copied into the notebook. `O_NONBLOCK` keeps a FIFO from blocking
+    /// the open (it has no effect on a regular file); the descriptor's type is then checked
+    /// with `fstat` (not a recorded call), so a FIFO, socket or device is closed again
+    /// unread. Each is refused with `corrupt` "not a regular file (symlink)" naming the path.
+    ///
+    /// - Parameter followingSymlinks: only for files outside any notebook that the system
+    ///   owns (`/etc/machine-id`): the final symlink is followed; the type is still checked.
+    func open(_ path: String, _ flags: Int32, mode: mode_t = 0o644, followingSymlinks: Bool = false) throws -> FileDescriptor {
         let f = try enter(.open, path)
-        let fd = try retrying("open", path, injected: f) { Glibc.open(path, flags | O_CLOEXEC, mode) }
+        let wantsDirectory = flags & O_DIRECTORY != 0
+        let extra = O_CLOEXEC | O_NONBLOCK | (followingSymlinks ? 0 : O_NOFOLLOW)
+        let fd: Int32
+        do {
+            fd = try retrying("open", path, injected: f) { Glibc.open(path, flags | extra, mode) }
+        } catch let e as LnoteError {
+            // ELOOP: a final symlink (O_NOFOLLOW); ENXIO: a FIFO without a reader opened for
+            // writing, or a socket; EISDIR, ENOTDIR, EEXIST (O_EXCL over a dangling link):
+            // the name holds something other than what was asked for.
+            if let e2 = e.errnoCode, [ELOOP, ENXIO, EISDIR, ENOTDIR, EEXIST, EOPNOTSUPP].contains(e2),
+               let kind = fileType(atPath: path), kind != (wantsDirectory ? "directory" : "regular file") {
+                throw Syscalls.notRegular(path, kind: kind, wantsDirectory: wantsDirectory)
+            }
+            throw e
+        }
+        var st = StatBuffer()
+        if Glibc.fstat(fd, &st) == 0 {
+            let kind = Syscalls.typeName(st.st_mode)
+            if kind != (wantsDirectory ? "directory" : "regular file") {
+                _ = Glibc.close(fd)
+                throw Syscalls.notRegular(path, kind: kind, wantsDirectory: wantsDirectory)
+            }
+        }
         return FileDescriptor(raw: fd, path: path, io: self)
     }
 
-    /// Opens a directory read-only (for `fsync` and `flock`).
+    /// Opens a directory read-only (for `fsync` and `flock`), never through a symlink.
     func openDirectory(_ path: String) throws -> FileDescriptor {
         try open(path, O_RDONLY | O_DIRECTORY)
+    }
+
+    /// `corrupt`: "not a regular file (symlink)" / "not a directory (FIFO)" ([PKG-22]).
+    static func notRegular(_ path: String, kind: String, wantsDirectory: Bool = false,
+                           file: StaticString = #fileID, line: UInt = #line) -> LnoteError {
+        LnoteError(.corrupt, "not a \(wantsDirectory ? "directory" : "regular file") (\(kind))", path: path,
+                   file: file, line: line)
+    }
+
+    /// What `lstat` says the name is (a final symlink is not followed): "regular file",
+    /// "directory", "symlink", "FIFO", "socket", "character device", "block device"; nil
+    /// when it does not exist or cannot be examined. Not a recorded call.
+    func fileType(atPath path: String) -> String? {
+        var st = StatBuffer()
+        guard sysLstat(path, &st) == 0 else { return nil }
+        return Syscalls.typeName(st.st_mode)
+    }
+
+    static func typeName(_ mode: mode_t) -> String {
+        switch mode & S_IFMT {
+        case S_IFREG: "regular file"
+        case S_IFDIR: "directory"
+        case S_IFLNK: "symlink"
+        case S_IFIFO: "FIFO"
+        case S_IFSOCK: "socket"
+        case S_IFCHR: "character device"
+        case S_IFBLK: "block device"
+        default: "unknown file type"
+        }
     }
 
     /// Reads from the current position to end of file.
@@ -269,6 +330,9 @@ final class Syscalls: Sendable {
             _ = try retrying("stat", path, injected: f) { sysStat(path, &st) }
         } catch let e as LnoteError where e.underlying?.hasPrefix("errno \(ENOENT) ") == true
             || e.underlying?.hasPrefix("errno \(ENOTDIR) ") == true {
+            // A dangling symlink is not an absent file: nothing may be created through it,
+            // nor may it be taken for a missing log and replaced quietly ([PKG-22]).
+            if fileType(atPath: path) == "symlink" { throw Syscalls.notRegular(path, kind: "symlink") }
             return nil
         }
         return FileStat(st)
@@ -429,12 +493,22 @@ final class Syscalls: Sendable {
     func listDirectory(_ path: String) throws -> [String] {
         let f = try enter(.opendir, path)
         if case .fail(let e)? = f, e != EINTR { throw Syscalls.error("opendir", path: path, errno: e) }
+        // O_NOFOLLOW|O_DIRECTORY, then fdopendir: a symlink is never listed through ([PKG-22]).
         var dir: OpaquePointer?
         while true {
-            dir = Glibc.opendir(path)
-            if dir != nil { break }
+            let fd = Glibc.open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+            if fd >= 0 {
+                dir = Glibc.fdopendir(fd)
+                if dir != nil { break }
+                let e = errno
+                _ = Glibc.close(fd)
+                throw Syscalls.error("fdopendir", path: path, errno: e)
+            }
             let e = errno
             if e == EINTR { continue }
+            if e == ELOOP || e == ENOTDIR, let kind = fileType(atPath: path), kind != "directory" {
+                throw Syscalls.notRegular(path, kind: kind, wantsDirectory: true)
+            }
             throw Syscalls.error("opendir", path: path, errno: e)
         }
         defer { Glibc.closedir(dir!) }

@@ -40,6 +40,10 @@ public struct VerifyProblem: Sendable, Hashable, CustomStringConvertible {
         case unpairedSnapshot
         /// A file the format does not define.
         case unknownFile
+        /// A name in the notebook that holds a symlink, FIFO, socket, device, or a directory
+        /// where a file is expected (or the reverse): never opened, followed or copied
+        /// ([PKG-22]).
+        case notRegularFile
         /// A log file is missing while its snapshot exists (`pages/<page>.log` beside its
         /// `.content`, or `document.log` beside `document.json`): the snapshot's operations
         /// cannot be served to peers until they are received again ([PKG-55]).
@@ -106,7 +110,10 @@ public enum Verify {
     /// exist yet is checked without it (nothing written under the lock since it was created).
     /// Waiting for a lock lasts at most `lockTimeout`.
     public static func run(folder: String, lockTimeout: Duration = .seconds(10)) throws -> VerifyReport {
-        try run(folder: folder, io: .live, lockTimeout: lockTimeout)
+        // The folder a user names may be reached through a symlink; inside it none is
+        // followed ([PKG-22]).
+        let resolved = Syscalls.live.fileType(atPath: folder) == "symlink" ? (try? Syscalls.live.realpath(folder)) ?? folder : folder
+        return try run(folder: resolved, io: .live, lockTimeout: lockTimeout)
     }
 
     static func run(folder: String, io: Syscalls, lockTimeout: Duration = .seconds(10)) throws -> VerifyReport {
@@ -115,7 +122,9 @@ public enum Verify {
             throw LnoteError(.notFound, "no notebook folder", path: folder)
         }
         let meta = DurableFile.join(folder, ".lnote")
-        if try io.stat(meta) != nil {
+        if let kind = io.fileType(atPath: meta), kind != "directory" {
+            report.problems.append(.init(.notRegularFile, meta, "not a directory (\(kind))"))
+        } else if try io.stat(meta) != nil {
             for name in try io.listDirectory(meta) where DurableFile.isTemporaryName(name) {
                 report.problems.append(.init(.temporaryFile, DurableFile.join(meta, name), "left by an interrupted write"))
             }
@@ -132,7 +141,7 @@ public enum Verify {
                 report.problems.append(.init(e.kind == .fork ? .knownFork : .quarantinedOperation, p, what))
             }
             let rp = DurableFile.join(meta, "replica.json")
-            if let bytes = try DurableFile.readIfExists(rp, io: io) {
+            if let bytes = try readFile(rp, io: io, into: &report) {
                 report.files += 1
                 do { _ = try StoreJSON.decode(Notebook.ReplicaFile.self, bytes, path: rp) } catch let e as LnoteError {
                     report.problems.append(.init(.undecodable, rp, e.message))
@@ -145,6 +154,10 @@ public enum Verify {
                 report.problems.append(.init(.temporaryFile, p, "left by an interrupted write"))
             } else if let id = PackagePaths.documentID(fromName: name) {
                 report.documents += 1
+                if let kind = io.fileType(atPath: p), kind != "directory" {
+                    report.problems.append(.init(.notRegularFile, p, "not a directory (\(kind))"))
+                    continue
+                }
                 let paths = PackagePaths(folder: folder, id: id)
                 let held = try FileLock.document(paths, io: io, timeout: lockTimeout).acquire(create: false)
                 defer { held?.release() }
@@ -158,7 +171,7 @@ public enum Verify {
         var pageIDs = Set<PageID>()
         var docCoverage: (offset: UInt64, incarnation: UInt64)?
         var docState: DocumentState?
-        let docBytes = try DurableFile.readIfExists(paths.document, io: io)
+        let docBytes = try readFile(paths.document, io: io, into: &report)
         if let docBytes {
             report.files += 1
             do {
@@ -172,7 +185,7 @@ public enum Verify {
             }
         }
         // Manifest.
-        if let m = try DurableFile.readIfExists(paths.manifest, io: io) {
+        if let m = try readFile(paths.manifest, io: io, into: &report) {
             report.files += 1
             do {
                 let manifest = try ManifestFile.decode(m, path: paths.manifest)
@@ -193,12 +206,12 @@ public enum Verify {
             } catch let e as LnoteError {
                 report.problems.append(.init(.undecodable, paths.manifest, e.message))
             }
-        } else {
+        } else if io.fileType(atPath: paths.manifest) == nil {
             report.problems.append(.init(.missingFile, paths.manifest, "no manifest (rebuilt by reconcile or open)"))
         }
         // Document log.
         var referenced = Set<AssetID>()
-        if let log = try DurableFile.readIfExists(paths.documentLog, io: io) {
+        if let log = try readFile(paths.documentLog, io: io, into: &report) {
             report.files += 1
             let (ops, facts) = checkLog(log, path: paths.documentLog, kind: .document, owner: paths.id.uuid, into: &report)
             if let c = docCoverage, let facts,
@@ -207,6 +220,8 @@ public enum Verify {
             }
             if let docState, let facts { reportMissing(docState.clock, held: facts.held, base: nil, log: paths.documentLog, into: &report) }
             for op in ops { if case .addPage(let p, _, _) = op.body { pageIDs.insert(p) } }
+        } else if io.fileType(atPath: paths.documentLog) != nil {
+            // Not a regular file: reported by readFile.
         } else if docBytes == nil {
             report.problems.append(.init(.missingFile, paths.root, "neither document.json nor document.log"))
         } else {
@@ -214,7 +229,7 @@ public enum Verify {
             report.problems.append(.init(.missingLog, paths.documentLog, "document.log is missing while document.json exists"))
             if let docState { reportMissing(docState.clock, held: [:], base: nil, log: paths.documentLog, into: &report) }
         }
-        if let bytes = try DurableFile.readIfExists(paths.documentMissing, io: io) {
+        if let bytes = try readFile(paths.documentMissing, io: io, into: &report) {
             report.files += 1
             do { _ = try OpRanges.decode(bytes, path: paths.documentMissing) } catch let e as LnoteError {
                 report.problems.append(.init(.undecodable, paths.documentMissing, e.message, offset: e.offset))
@@ -224,9 +239,13 @@ public enum Verify {
         var logs: [PageID: LogFacts] = [:]
         var bases: [PageID: VectorClock] = [:]
         var snapshots: [(PageID, String)] = []
-        if try io.stat(paths.pages) != nil {
+        if try directoryExists(paths.pages, io: io, into: &report) {
             for name in try io.listDirectory(paths.pages).sorted() {
                 let p = DurableFile.join(paths.pages, name)
+                if let kind = io.fileType(atPath: p), kind != "regular file" {
+                    report.problems.append(.init(.notRegularFile, p, "not a regular file (\(kind))"))
+                    continue
+                }
                 if DurableFile.isTemporaryName(name) {
                     report.problems.append(.init(.temporaryFile, p, "left by an interrupted write"))
                     continue
@@ -292,9 +311,13 @@ public enum Verify {
         }
         // Assets.
         var present = Set<AssetID>()
-        if try io.stat(paths.assets) != nil {
+        if try directoryExists(paths.assets, io: io, into: &report) {
             for name in try io.listDirectory(paths.assets) {
                 let p = DurableFile.join(paths.assets, name)
+                if let kind = io.fileType(atPath: p), kind != "regular file" {
+                    report.problems.append(.init(.notRegularFile, p, "not a regular file (\(kind))"))
+                    continue
+                }
                 if DurableFile.isTemporaryName(name) {
                     report.problems.append(.init(.temporaryFile, p, "left by an interrupted write"))
                     continue
@@ -316,7 +339,7 @@ public enum Verify {
         for a in referenced.subtracting(present).sorted() {
             report.problems.append(.init(.missingAsset, paths.asset(a), "referenced by an image but not stored"))
         }
-        if try io.stat(paths.thumbnails) != nil {
+        if try directoryExists(paths.thumbnails, io: io, into: &report) {
             for name in try io.listDirectory(paths.thumbnails) where DurableFile.isTemporaryName(name) {
                 report.problems.append(.init(.temporaryFile, DurableFile.join(paths.thumbnails, name), "left by an interrupted write"))
             }
@@ -324,6 +347,34 @@ public enum Verify {
         for name in try io.listDirectory(paths.root) where DurableFile.isTemporaryName(name) {
             report.problems.append(.init(.temporaryFile, DurableFile.join(paths.root, name), "left by an interrupted write"))
         }
+    }
+
+    /// The bytes of a file of the notebook, nil when it does not exist. A name that holds a
+    /// symlink, FIFO, socket, device or directory is reported (`notRegularFile`, [PKG-22])
+    /// and nil returned: it is never opened (a FIFO would block) nor followed.
+    static func readFile(_ path: String, io: Syscalls, into report: inout VerifyReport) throws -> [UInt8]? {
+        if let kind = io.fileType(atPath: path), kind != "regular file" {
+            report.problems.append(.init(.notRegularFile, path, "not a regular file (\(kind))"))
+            return nil
+        }
+        do {
+            return try DurableFile.readIfExists(path, io: io)
+        } catch let e as LnoteError where e.code == .corrupt && e.path == path {
+            // Replaced by a symlink or a FIFO since the lstat: the seam refused it.
+            report.problems.append(.init(.notRegularFile, path, e.message))
+            return nil
+        }
+    }
+
+    /// True when `path` is a directory (not a symlink to one); a name that holds anything
+    /// else is reported (`notRegularFile`, [PKG-22]).
+    static func directoryExists(_ path: String, io: Syscalls, into report: inout VerifyReport) throws -> Bool {
+        guard let kind = io.fileType(atPath: path) else { return false }
+        guard kind == "directory" else {
+            report.problems.append(.init(.notRegularFile, path, "not a directory (\(kind))"))
+            return false
+        }
+        return true
     }
 
     /// [PKG-51] Reports the operations a snapshot holds (`clock`) that its log does not

@@ -15,6 +15,9 @@ func withNotebook<T>(_ folder: String, console: Console,
                      _ body: (Notebook) async throws -> T) async throws -> T {
     try requireNotebook(folder)
     let nb = try await Notebook.open(at: folder)
+    if let recovery = nb.replicaFileRecovery {
+        console.err("lnote: note: \(recovery)")
+    }
     if let change = nb.replicaChange {
         console.err("lnote: note: this folder was copied or moved: \(change)")
     }
@@ -29,14 +32,17 @@ func withNotebook<T>(_ folder: String, console: Console,
     return result
 }
 
-/// Throws `notFound` unless `folder` holds `.lnote/replica.json`.
+/// Throws `notFound` unless `folder` holds a `.lnote` directory ([PKG-66]): what marks a
+/// notebook folder. A missing or damaged `.lnote/replica.json` is recovered by opening.
 func requireNotebook(_ folder: String) throws {
     var isDir: ObjCBool = false
     guard FileManager.default.fileExists(atPath: folder, isDirectory: &isDir), isDir.boolValue else {
         throw LnoteError(.notFound, "no notebook folder (create one with lnote init)", path: folder)
     }
-    guard FileManager.default.fileExists(atPath: folder + "/.lnote/replica.json") else {
-        throw LnoteError(.notFound, "not a notebook folder (no .lnote/replica.json; create one with lnote init)", path: folder)
+    // lstat: a `.lnote` that is a symlink does not make a notebook.
+    var st = stat()
+    guard lstat(folder + "/.lnote", &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR else {
+        throw LnoteError(.notFound, "not a notebook folder (no .lnote directory; create one with lnote init)", path: folder)
     }
 }
 
@@ -56,6 +62,10 @@ func withDocument<T>(_ nb: Notebook, _ name: String, console: Console,
     }
     for r in await d.recoveryReports { console.err("lnote: recovered: \(r)") }
     try await d.close()
+    if let e = await d.deferredSaveFailure {
+        // [PKG-23] The change is durable in the logs: success, with a word about the cache.
+        console.err("lnote: note: saved in the logs; a snapshot could not be written (\(e)); the next save writes it")
+    }
     return result
 }
 

@@ -70,6 +70,7 @@ enum SyncRunner {
                          console: Console, quiet: Bool, http: HTTPRemote? = nil, pushOnly: Bool = false) async throws -> SyncReport {
         try requireNotebook(folder)
         let notebook = try await openWaiting(folder)
+        if let recovery = notebook.replicaFileRecovery { console.err("lnote: note: \(recovery)") }
         if let change = notebook.replicaChange { console.err("lnote: note: this folder was copied or moved: \(change)") }
         do {
             let report: SyncReport
@@ -91,11 +92,18 @@ enum SyncRunner {
                     let remote = LocalRemote(key: other.path, endpoint: NotebookEndpoint(notebook: other),
                                              cursorsOutliveProcess: false)
                     report = try await SyncSession(notebook: notebook, remote: remote).run(progress: progress)
+                    for (id, e) in await other.refusedDocuments.sorted(by: { $0.key.description < $1.key.description }) {
+                        console.err("lnote sync: skipped document \(id): \(e)")  // [PKG-22]
+                    }
                     try await other.close()
                 } catch {
                     try? await other.close()
                     throw error
                 }
+            }
+            // [PKG-22] Documents left out of the sync, on either side, and why.
+            for (id, e) in await notebook.refusedDocuments.sorted(by: { $0.key.description < $1.key.description }) {
+                console.err("lnote sync: skipped document \(id): \(e)")
             }
             // Ids minted while the sync opened documents ([PKG-56]) are reported with the sync's.
             var out = report

@@ -70,9 +70,10 @@ struct VerifyTests {
         let r = try Verify.run(folder: dir.path)
         let kinds = Set(r.problems.map(\.kind))
         // missingLog, quarantinedOperation and knownFork: TrustStoreTests (a deleted log, the
-        // quarantine of a sync).
+        // quarantine of a sync); notRegularFile: NonRegularFileTests.
         for k in VerifyProblem.Kind.allCases
-        where ![.missingFile, .snapshotMismatch, .unpairedSnapshot, .missingLog, .quarantinedOperation, .knownFork].contains(k) {
+        where ![.missingFile, .snapshotMismatch, .unpairedSnapshot, .missingLog, .quarantinedOperation, .knownFork,
+                .notRegularFile].contains(k) {
             #expect(kinds.contains(k), "\(k) not reported: \(r.problems)")
         }
         let frame = try #require(r.problems(.corruptFrame).first)

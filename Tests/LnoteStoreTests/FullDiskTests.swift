@@ -1,0 +1,395 @@
+import Foundation
+import Synchronization
+import Testing
+import LnoteModel
+import LnoteTestSupport
+@testable import LnoteStore
+
+/// A tmpfs of `size` mounted on a fresh directory, unmounted by `remove()` (root only: a test
+/// that cannot mount fails and says why, it does not skip).
+struct SmallDisk {
+    let dir: TempDir
+    var path: String { dir.path }
+
+    init(_ label: String, size: String = "2m") throws {
+        dir = try TempDir(label)
+        let r = try Self.sh("/bin/mount", ["-t", "tmpfs", "-o", "size=\(size)", "tmpfs", dir.path])
+        guard r == 0 else {
+            dir.remove()
+            throw LnoteError(.invalidState, "cannot mount a tmpfs (mount exited \(r); these tests need root): no full disk to test on",
+                             path: dir.path)
+        }
+    }
+
+    func grow(_ size: String = "40m") throws {
+        #expect(try Self.sh("/bin/mount", ["-o", "remount,size=\(size)", path]) == 0)
+    }
+
+    func remove() {
+        _ = try? Self.sh("/bin/umount", [path])
+        dir.remove()
+    }
+
+    /// Fills the disk with `filler` until a write fails with ENOSPC; returns its size.
+    @discardableResult
+    func fill() -> Int {
+        let fd = open(path + "/filler", O_WRONLY | O_CREAT | O_APPEND, 0o644)
+        defer { close(fd) }
+        var total = 0
+        for chunk in [1 << 16, 4096, 512, 1] {
+            let buf = [UInt8](repeating: 0xAB, count: chunk)
+            while true {
+                let n = buf.withUnsafeBytes { write(fd, $0.baseAddress, chunk) }
+                if n <= 0 { break }
+                total += n
+            }
+        }
+        return total
+    }
+
+    /// Frees `bytes` of the filler.
+    func free(_ bytes: Int) {
+        var st = stat()
+        guard stat(path + "/filler", &st) == 0 else { return }
+        _ = truncate(path + "/filler", max(0, st.st_size - off_t(bytes)))
+    }
+
+    static func sh(_ tool: String, _ args: [String]) throws -> Int32 {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: tool)
+        p.arguments = args
+        try p.run()
+        p.waitUntilExit()
+        return p.terminationStatus
+    }
+}
+
+/// Every regular file under `dir` with its bytes (no link followed).
+func treeSnapshot(_ dir: String) -> [String: [UInt8]] {
+    var out: [String: [UInt8]] = [:]
+    let e = FileManager.default.enumerator(atPath: dir)
+    while let name = e?.nextObject() as? String {
+        var st = stat()
+        guard lstat(dir + "/" + name, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { continue }
+        out[name] = fileBytes(dir + "/" + name)
+    }
+    return out
+}
+
+@Suite("Full disk: durable edits are successes, reads never write", .serialized)
+struct FullDiskTests {
+    /// [PKG-23] ENOSPC at each mutating call of "add strokes, then close" (the CLI's import):
+    /// an addition reported done is there exactly once after reopening; one reported failed
+    /// is not there, so a retry never duplicates strokes.
+    @Test("[PKG-23] ENOSPC at every write of an import: success iff the strokes are durable, never twice")
+    func importFaults() async throws {
+        var step = 0, cases = 0, lost = 0, duplicated = 0, unknownOutcome = 0
+        while step < 400 {
+            let dir = try TempDir("enospc")
+            defer { dir.remove() }
+            let nb0 = try await openNotebook(dir.path)
+            let d0 = try await nb0.createDocument(title: "T")
+            let p = try #require(await d0.pageList.first?.id)
+            try await d0.addStrokes([stroke(3)], to: p)
+            try await d0.close()
+            try await nb0.close()
+
+            let seen = Mutex(0)
+            let at = step
+            let failedCall = Mutex("")
+            let plan = FaultPlan { e in
+                guard e.kind.mutates || (e.kind == .open && e.path.contains(".tmp-")) else { return nil }
+                let i = seen.withLock { s -> Int in
+                    defer { s += 1 }
+                    return s
+                }
+                if i == at { failedCall.withLock { $0 = e.description } }
+                return i == at ? .fail(errno: ENOSPC) : nil
+            }
+            let io = Syscalls(faults: plan)
+            let batch = [stroke(4, x: 100), stroke(5, x: 200)]
+            var reported = false
+            do {
+                let nb = try await openNotebook(dir.path, io: io)
+                do {
+                    let d = try await nb.openDocument(d0.id)
+                    do {
+                        _ = try await d.addStrokes(batch, to: p)
+                        try await d.close()
+                        reported = true
+                    } catch {
+                        try? await d.close()
+                    }
+                } catch {}
+                try? await nb.close()
+            } catch {}
+            let triggered = seen.withLock { $0 } > step
+
+            // Reopen with a healthy disk: count the batch's strokes.
+            func count() async throws -> Int {
+                let nb = try await openNotebook(dir.path)
+                let d = try await nb.openDocument(d0.id)
+                let n = try await d.elements(p).count - 1
+                try await d.close()
+                try await nb.close()
+                return n
+            }
+            let n = try await count()
+            if reported {
+                #expect(n == 2, "step \(step): reported done, \(n) of 2 strokes after reopening")
+                if n != 2 { lost += 1 }
+            } else {
+                #expect(n == 0 || n == 2, "step \(step): half an import")
+                let call = failedCall.withLock { $0 }
+                if n == 2 && call.contains(" fdatasync ") && call.hasSuffix(".log 0") {
+                    // [PKG-23] A failed fdatasync of the log: the append's outcome is unknown
+                    // (its bytes may be read back later). Reported as failed; counted as a
+                    // possible duplicate on retry in the evidence, not hidden.
+                    unknownOutcome += 1
+                } else if n == 2 {
+                    duplicated += 1
+                    Issue.record("step \(step): ENOSPC at \(call) was reported as a failure, but the strokes are durable")
+                }
+            }
+            #expect(try Verify.run(folder: dir.path).problems.filter { $0.kind != .orphanAsset && $0.kind != .tornTail }.isEmpty,
+                    "step \(step)")
+            cases += 1
+            if !triggered { break }
+            step += 1
+        }
+        #expect(step > 10, "the import made \(step) mutating calls")
+        #expect(duplicated == 0, "\(duplicated) steps reported failure with the strokes durable")
+        ReliabilityReport.record(family: "full disk", detail: "FullDiskTests.importFaults (ENOSPC at each mutating call of import + close)",
+                                 cases: cases, lost: lost, corrupted: duplicated + unknownOutcome)
+    }
+
+    /// [PKG-23] ENOSPC at each mutating call of a sync's receipt (`pushAll`: frames in,
+    /// `Notebook.receive`, close): a receipt whose operations are durable in the log is
+    /// reported done; a retry after a failure converges with every stroke once.
+    @Test("[PKG-23] ENOSPC at every write of a sync's receipt: durable means done, a retry converges once")
+    func receiveFaults() async throws {
+        var step = 0, cases = 0, bad = 0
+        while step < 400 {
+            let dir = try TempDir("enospc-sync")
+            defer { dir.remove() }
+            let a = try await openNotebook(dir.sub("a"))
+            let da = try await a.createDocument(title: "S")
+            let p = try #require(await da.pageList.first?.id)
+            try await da.addStrokes([stroke(3)], to: p)
+            let b0 = try await openNotebook(dir.sub("b"))
+            try await pushAll(from: a, to: b0)
+            try await b0.close()
+            try await da.addStrokes([stroke(4, x: 50), stroke(5, x: 90)], to: p)
+
+            let seen = Mutex(0)
+            let at = step
+            let failedCall = Mutex("")
+            let plan = FaultPlan { e in
+                guard e.kind.mutates || (e.kind == .open && e.path.contains(".tmp-")) else { return nil }
+                let i = seen.withLock { s -> Int in
+                    defer { s += 1 }
+                    return s
+                }
+                if i == at { failedCall.withLock { $0 = e.description } }
+                return i == at ? .fail(errno: ENOSPC) : nil
+            }
+            var reported = false
+            do {
+                let b = try await openNotebook(dir.sub("b"), io: Syscalls(faults: plan))
+                do {
+                    try await pushAll(from: a, to: b)
+                    try await b.close()
+                    reported = true
+                } catch { try? await b.close() }
+            } catch {}
+            let triggered = seen.withLock { $0 } > step
+            let call = failedCall.withLock { $0 }
+
+            let b = try await openNotebook(dir.sub("b"))
+            let db = try await b.openDocument(da.id)
+            let n = try await db.elements(p).count
+            try await db.close()
+            if reported {
+                #expect(n == 3, "step \(step) (\(call)): reported done, \(n) of 3 strokes")
+                if n != 3 { bad += 1 }
+            } else if n == 3 && !(call.contains(" fdatasync ") && call.hasSuffix(".log 0")) && !call.contains("/.lnote/") {
+                // Durable in the log but reported failed (a cache write after it failed).
+                // Bookkeeping in .lnote/ (clock cache, remotes) may fail a sync after the
+                // receipt: harmless, the next sync sends nothing twice.
+                Issue.record("step \(step): ENOSPC at \(call) failed a receipt that was durable")
+                bad += 1
+            }
+            try await pushAll(from: a, to: b)  // the retry
+            let db2 = try await b.openDocument(da.id)
+            #expect(try await db2.elements(p).count == 3, "step \(step): after the retry")
+            try await db2.close()
+            try await b.close()
+            try await a.close()
+            #expect(try Verify.run(folder: dir.sub("b")).problems.filter { $0.kind != .orphanAsset && $0.kind != .tornTail }.isEmpty,
+                    "step \(step)")
+            cases += 1
+            if !triggered { break }
+            step += 1
+        }
+        #expect(step > 5, "the receipt made \(step) mutating calls")
+        ReliabilityReport.record(family: "full disk", detail: "FullDiskTests.receiveFaults (ENOSPC at each mutating call of a receipt + close)",
+                                 cases: cases, corrupted: bad)
+    }
+
+    /// [PKG-23] [PKG-24] On a really full tmpfs: opening, reading, listing, verifying and
+    /// closing a notebook whose caches are stale (no manifest, no page snapshot, no
+    /// thumbnail) all work and change no file; once space is back, the next open writes them.
+    @Test("[PKG-24] read-only work on a full disk (tmpfs) writes nothing and fails nothing")
+    func readsOnFullDisk() async throws {
+        let disk = try SmallDisk("fulldisk-read")
+        defer { disk.remove() }
+        let folder = disk.path + "/nb"
+        let nb0 = try await openNotebook(folder)
+        let d0 = try await nb0.createDocument(title: "full")
+        let p = try #require(await d0.pageList.first?.id)
+        for i in 0..<5 { try await d0.addStroke(stroke(6, x: Int32(i * 10)), to: p) }
+        try await d0.close()
+        try await nb0.close()
+        let paths = PackagePaths(folder: try Syscalls.live.realpath(folder), id: d0.id)
+        // Stale caches: every opening wants to write these.
+        try FileManager.default.removeItem(atPath: paths.manifest)
+        try FileManager.default.removeItem(atPath: paths.content(p))
+        for t in listNames(paths.root + "/thumbnails") { try FileManager.default.removeItem(atPath: paths.root + "/thumbnails/" + t) }
+        disk.fill()
+        let before = treeSnapshot(folder)
+
+        var cases = 0
+        let nb = try await Notebook.open(at: folder, options: testOptions())
+        let listed = try await nb.list()
+        #expect(listed.count == 1); cases += 1
+        let d = try await nb.openDocument(d0.id)
+        #expect(try await d.elements(p).count == 5); cases += 1
+        #expect(await d.title == "full")
+        try await d.close(); cases += 1
+        let deferred = await d.deferredSaveFailure
+        #expect(deferred?.isDiskFull == true, "\(String(describing: deferred))")
+        let report = try Verify.run(folder: folder); cases += 1
+        #expect(report.problems.contains { $0.kind == .missingFile && $0.path == paths.manifest })
+        _ = try await nb.logClocks(); cases += 1
+        try await nb.close()
+        #expect(treeSnapshot(folder) == before, "a read on a full disk changed files")
+        #expect(!listNames(paths.pages).contains { $0.contains(".tmp-") })
+
+        // Space again: the deferred writes happen at the next opening.
+        try disk.grow()
+        try FileManager.default.removeItem(atPath: disk.path + "/filler")
+        let nb2 = try await Notebook.open(at: folder, options: testOptions())
+        let d2 = try await nb2.openDocument(d0.id)
+        #expect(try await d2.elements(p).count == 5)
+        try await d2.close()
+        #expect(await d2.deferredSaveFailure == nil)
+        try await nb2.close()
+        #expect(fileBytes(paths.manifest) != nil && fileBytes(paths.content(p)) != nil)
+        #expect(try Verify.run(folder: folder).problems.filter { $0.kind != .orphanAsset }.isEmpty)
+        ReliabilityReport.record(family: "full disk", detail: "FullDiskTests.readsOnFullDisk (open, list, read, close, verify, clocks on a full tmpfs)",
+                                 cases: cases)
+    }
+
+    /// [PKG-24] [PKG-60] [PKG-66] A folder that must mint a replica id (copied to another
+    /// machine; its replica.json damaged) opens and reads on a full disk; the new id is
+    /// written before the first operation made under it, and an edit fails while it cannot be.
+    @Test("[PKG-24] minting a replica id on a full disk: reads work, the first write waits for the file")
+    func mintOnFullDisk() async throws {
+        let elsewhere = try TempDir("machine")
+        defer { elsewhere.remove() }
+        try writeFile(elsewhere.sub("machine-id"), Array("another-machine\n".utf8))
+        var cases = 0
+        for damage in ["other machine", "damaged replica.json"] {
+            let disk = try SmallDisk("fulldisk-mint")
+            defer { disk.remove() }
+            let folder = disk.path + "/nb"
+            let nb0 = try await openNotebook(folder)
+            let d0 = try await nb0.createDocument(title: "moved")
+            let p = try #require(await d0.pageList.first?.id)
+            try await d0.addStroke(stroke(4), to: p)
+            try await d0.close()
+            try await nb0.close()
+            let file = folder + "/.lnote/replica.json"
+            if damage == "damaged replica.json" { try writeFile(file, Array("{\"format\": 1, \"rep".utf8)) }
+            disk.fill()
+            let onDisk = fileBytes(file)
+
+            let nb = try await openNotebook(folder, machineID: damage == "other machine" ? elsewhere.sub("machine-id") : "/etc/machine-id")
+            #expect(nb.replica != nb0.replica, "\(damage)")
+            #expect(nb.replicaChange != nil || nb.replicaFileRecovery != nil, "\(damage)")
+            let d = try await nb.openDocument(d0.id)
+            #expect(try await d.elements(p).count == 1, "\(damage)")
+            // No room for replica.json: the edit fails before anything is made under the id.
+            await #expect(throws: LnoteError(.io)) { _ = try await d.addStroke(stroke(5, x: 40), to: p) }
+            #expect(fileBytes(file) == (damage == "other machine" ? onDisk : nil), "\(damage): replica.json as it was")
+            // Room again: the first edit writes replica.json, then stamps with its id.
+            try disk.grow()
+            let e = try await d.addStroke(stroke(5, x: 40), to: p)
+            #expect(e.replica == nb.replica, "\(damage)")
+            try await d.close()
+            try await nb.close()
+            let written = try StoreJSON.decode(Notebook.ReplicaFile.self, try #require(fileBytes(file)), path: file)
+            #expect(written.replica == nb.replica.description, "\(damage)")
+            let nb2 = try await openNotebook(folder, machineID: damage == "other machine" ? elsewhere.sub("machine-id") : "/etc/machine-id")
+            #expect(nb2.replica == nb.replica && nb2.replicaChange == nil && nb2.replicaFileRecovery == nil, "\(damage)")
+            let d2 = try await nb2.openDocument(d0.id)
+            #expect(try await d2.elements(p).count == 2, "\(damage)")
+            try await d2.close()
+            try await nb2.close()
+            cases += 1
+        }
+        ReliabilityReport.record(family: "full disk", detail: "FullDiskTests.mintOnFullDisk (copied folder, damaged replica.json on a full tmpfs)",
+                                 cases: cases)
+    }
+
+    /// [PKG-23] Imports on a real full disk with a little room left: each is reported done
+    /// exactly when its strokes are durable, and a retry of a failed one adds them once.
+    @Test("[PKG-23] imports on a nearly full tmpfs: done means there once; a retry never duplicates")
+    func importsOnFullDisk() async throws {
+        var cases = 0, bad = 0
+        for room in [0, 512, 4096, 8192, 16384, 65536] {
+            let disk = try SmallDisk("fulldisk-import")
+            defer { disk.remove() }
+            let folder = disk.path + "/nb"
+            let nb0 = try await openNotebook(folder)
+            let d0 = try await nb0.createDocument(title: "T")
+            let p = try #require(await d0.pageList.first?.id)
+            try await d0.addStroke(stroke(3), to: p)
+            try await d0.close()
+            try await nb0.close()
+            disk.fill()
+            disk.free(room)
+            let batch = (0..<20).map { stroke(8, x: Int32($0)) }
+            var done = false
+            do {
+                let nb = try await Notebook.open(at: folder, options: testOptions())
+                do {
+                    let d = try await nb.openDocument(d0.id)
+                    do {
+                        _ = try await d.addStrokes(batch, to: p)
+                        try await d.close()
+                        done = true
+                    } catch { try? await d.close() }
+                } catch {}
+                try? await nb.close()
+            } catch {}
+            try disk.grow()
+            try FileManager.default.removeItem(atPath: disk.path + "/filler")
+            let nb = try await Notebook.open(at: folder, options: testOptions())
+            let d = try await nb.openDocument(d0.id)
+            var n = try await d.elements(p).count - 1
+            if !done {
+                #expect(n == 0, "room \(room): reported failed, \(n) strokes durable")
+                _ = try await d.addStrokes(batch, to: p)  // the user's retry
+                n = try await d.elements(p).count - 1
+            }
+            #expect(n == 20, "room \(room): \(n) strokes after import (done: \(done))")
+            if n != 20 { bad += 1 }
+            try await d.close()
+            try await nb.close()
+            cases += 1
+        }
+        ReliabilityReport.record(family: "full disk", detail: "FullDiskTests.importsOnFullDisk (tmpfs, 0 B to 64 KiB left)",
+                                 cases: cases, corrupted: bad)
+    }
+}
