@@ -62,6 +62,8 @@ let package = Package(
                           path: "Examples/TwoMachines"),
         // Load with restarts (scripts/load.sh): clients syncing with an `lnote relay` that is SIGKILLed.
         .executableTarget(name: "lnote-load", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteSQLite", "LnoteTestSupport"]),
+        // Writes RELIABILITY.md from the rows the reliability runs recorded (scripts/reliability.sh).
+        .executableTarget(name: "lnote-reliability"),
         .executableTarget(name: "lnote-bench", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer", "LnoteSQLite", "CLnoteZlib"]),
 
         // Helpers shared by test targets (child processes without blocking Swift's threads).
