@@ -81,11 +81,13 @@ else
        "1,000 SIGKILL rounds ~20 min, fuzzing $n_fuzz × $fuzz_seconds s plus its build ~$(( n_fuzz * fuzz_seconds / 60 + 10 )) min," \
        "load ~5 min: about $(( minutes / 60 )) h $(( minutes % 60 )) min" >&2
   skip='LnoteReplicationTests\.ConvergenceTests|LnoteStoreTests\.KillTests'
-  for f in "${test_families[@]}"; do note "$f" "LNOTE_REPORT_DIR=DIR scripts/test.sh --skip '$skip'${extra:+ $extra}"; done
+  for f in "${test_families[@]}"; do
+    note "$f" "LNOTE_REPORT_DIR=DIR LNOTE_SYNC_CRASH_STRIDE=1 scripts/test.sh --skip '$skip'${extra:+ $extra}"
+  done
   note "convergence seeds" "LNOTE_SEEDS=10000 swift test --skip-build --no-parallel --filter 'LnoteReplicationTests\.ConvergenceTests'"
   note "sigkill rounds" "LNOTE_KILL_ROUNDS=500 swift test --skip-build --no-parallel --filter 'LnoteStoreTests\.KillTests'"
   note "load with restarts" "scripts/load.sh ${load_args[*]}"
-  eval "step scripts/test.sh --skip '$skip' $extra"
+  LNOTE_SYNC_CRASH_STRIDE=1 eval "step scripts/test.sh --skip '$skip' $extra"
   LNOTE_SEEDS=10000 step swift test --skip-build --no-parallel --filter 'LnoteReplicationTests\.ConvergenceTests'
   LNOTE_KILL_ROUNDS=500 step swift test --skip-build --no-parallel --filter 'LnoteStoreTests\.KillTests'
 fi
