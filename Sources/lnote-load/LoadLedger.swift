@@ -12,6 +12,8 @@ final class LoadLedger: Sendable {
         var made: [OpSet]
         var acked: [OpSet]
         var latencies: [Double] = []
+        /// Successful rounds during which the relay stayed up (no kill, no downtime).
+        var latenciesUp: [Double] = []
         var rounds = 0
         var failuresWhileDown = 0
         var failuresWhileUp: [String] = []
@@ -60,6 +62,7 @@ final class LoadLedger: Sendable {
             switch outcome {
             case .ok(let pushed, let anomaly):
                 s.latencies.append(ms)
+                if started.up && s.relayUp && started.generation == s.generation { s.latenciesUp.append(ms) }
                 s.acked[client].merge(pushed)
                 if let anomaly { s.anomalies.append("client \(client): \(anomaly)") }
             case .failed(let message):

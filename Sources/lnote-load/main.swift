@@ -68,6 +68,10 @@ do {
 }
 let s = ledger.state.withLock { $0 }
 let lat = s.latencies.sorted()
+let latUp = s.latenciesUp.sorted()
+func percentiles(_ v: [Double]) -> String {
+    "p50 \(ms(percentile(v, 50))) p90 \(ms(percentile(v, 90))) p99 \(ms(percentile(v, 99))) max \(ms(v.last ?? 0))"
+}
 say("""
     rounds \(s.rounds): \(lat.count) succeeded, \(s.failuresWhileDown) failed while the relay was down or killed (expected), \
     \(s.failuresWhileUp.count) failed while it was up
@@ -75,8 +79,8 @@ say("""
     operations made \(outcome.made), acknowledged \(outcome.acked), on the relay \(outcome.relayOps)
     lost \(outcome.lost) (at kills \(outcome.lostAtKills)), unexpected \(outcome.unexpected), divergent clients \(outcome.divergent), \
     corrupted \(outcome.corrupted.count), hung \(outcome.hung.count)
-    sync latency ms (successful rounds): p50 \(ms(percentile(lat, 50))) p90 \(ms(percentile(lat, 90))) \
-    p99 \(ms(percentile(lat, 99))) max \(ms(lat.last ?? 0))
+    sync latency ms (successful rounds): \(percentiles(lat))
+    sync latency ms (\(latUp.count) successful rounds the relay was up throughout): \(percentiles(latUp))
     """)
 for line in outcome.losses + outcome.problems + outcome.corrupted + outcome.crashes + outcome.hung { say("  - \(line)") }
 
