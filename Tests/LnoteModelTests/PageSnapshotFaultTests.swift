@@ -1,11 +1,13 @@
 import Testing
 import LnoteModel
+import LnoteTestSupport
 
 @Suite("Page snapshot faults")
 struct PageSnapshotFaultTests {
     /// [SNAP-4] [SNAP-5] A snapshot cut at any byte throws `truncated` (or `corrupt` when
     /// the cut falls inside the magic's look-alike) with an offset, and never crashes.
     @Test func truncationAtEveryOffset() {
+        var cases = 0, undetected = 0
         for seed in testSeeds(0xFA17_0001, count: 12) {
             var m = RandomModel(seed: seed)
             let bytes = PageSnapshot.encode(m.pageState(maxElements: 5), coveredLogOffset: 99, logIncarnation: 5)
@@ -14,13 +16,17 @@ struct PageSnapshotFaultTests {
                     _ = try PageSnapshot.decode(Array(bytes[0..<cut]))
                 }
                 if let e, e.offset != cut { Issue.record("seed \(seed) cut at \(cut): offset \(String(describing: e.offset))") }
+                cases += 1
+                if !isExpectedFailure(e, [.truncated]) || e?.offset != cut { undetected += 1 }
             }
         }
+        ReliabilityReport.record(family: "every-byte cuts", detail: "page snapshot cut at every byte (PageSnapshotFaultTests)",
+                                 cases: cases, corrupted: undetected)
     }
 
     /// [SNAP-6] Flipped bits anywhere are caught (by the length check or the CRC).
     @Test func bitFlipsAreDetected() {
-        var cases = 0
+        var cases = 0, undetected = 0
         for seed in testSeeds(0xFA17_0002, count: 40) {
             var m = RandomModel(seed: seed)
             let original = PageSnapshot.encode(m.pageState(), coveredLogOffset: m.u64(), logIncarnation: m.u64())
@@ -33,10 +39,13 @@ struct PageSnapshotFaultTests {
                 }
                 guard b != original else { continue }
                 cases += 1
-                expectDecodeFailure([.corrupt, .truncated], "seed \(seed), \(flips) changes") { _ = try PageSnapshot.decode(b) }
+                let e = expectDecodeFailure([.corrupt, .truncated], "seed \(seed), \(flips) changes") { _ = try PageSnapshot.decode(b) }
+                if !isExpectedFailure(e, [.corrupt, .truncated]) { undetected += 1 }
             }
         }
         #expect(cases > 3000)
+        ReliabilityReport.record(family: "bit flips", detail: "page snapshot, 1-4 changed bytes (PageSnapshotFaultTests)",
+                                 cases: cases, corrupted: undetected)
     }
 
     /// [SNAP-27] [SNAP-28] Structure-aware fuzzing: change bytes *inside* the CRC-protected

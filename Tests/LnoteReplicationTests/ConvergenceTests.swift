@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import LnoteTestSupport
 import LnoteModel
 @testable import LnoteReplication
 
@@ -186,22 +187,32 @@ import LnoteModel
     @Test("[MERGE-1] [MERGE-12] [MERGE-42] with hostile replicas too, the state is a function of the operations held")
     func hostileSchedulesConverge() async throws {
         let first = Self.firstSeed
+        var cases = 0, diverged = 0
         for seed in first..<(first + UInt64(max(1, Self.seedCount / 2))) {
             await Task.yield()
             let failure = try Self.run(seed: seed, hostile: true)
             #expect(failure == nil, "hostile seed \(seed): \(failure ?? "") — rerun with LNOTE_SEED=\(seed) LNOTE_SEEDS=1")
+            cases += 1
+            if failure != nil { diverged += 1 }
             if failure != nil, ProcessInfo.processInfo.environment["LNOTE_ALL"] == nil { break }
         }
+        ReliabilityReport.record(family: "convergence seeds", detail: "merge with hostile replicas, in memory (ConvergenceTests, from seed \(first))",
+                                 cases: cases, corrupted: diverged)
     }
 
     @Test("[MERGE-1] a replica's state is a function of the operations it holds, however they came")
     func randomSchedulesConverge() async throws {
         let first = Self.firstSeed
+        var cases = 0, diverged = 0
         for seed in first..<(first + UInt64(Self.seedCount)) {
             await Task.yield()  // CPU-bound: let other tests' tasks run between seeds
             let failure = try Self.run(seed: seed)
             #expect(failure == nil, "seed \(seed): \(failure ?? "") — rerun with LNOTE_SEED=\(seed) LNOTE_SEEDS=1")
+            cases += 1
+            if failure != nil { diverged += 1 }
             if failure != nil, ProcessInfo.processInfo.environment["LNOTE_ALL"] == nil { break }
         }
+        ReliabilityReport.record(family: "convergence seeds", detail: "merge, random schedules, in memory (ConvergenceTests, from seed \(first))",
+                                 cases: cases, corrupted: diverged)
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import LnoteTestSupport
 import LnoteModel
 @testable import LnoteScenario
 
@@ -27,6 +28,8 @@ enum ScenarioFiles {
         let scenario = try Scenario.load(contentsOf: ScenarioFiles.directory.appendingPathComponent(file))
         let result = try await ScenarioRunner(transport: MemoryTransport()).run(scenario)
         #expect(result.passed, "\(file): \(result.failures.joined(separator: "\n"))")
+        ReliabilityReport.record(family: "convergence seeds", detail: "scenarios over the memory transport (ScenarioTests)",
+                                 cases: 1, corrupted: result.passed ? 0 : 1)
     }
 
     @Test(arguments: ScenarioFiles.names)
@@ -36,6 +39,8 @@ enum ScenarioFiles {
         let result = try await ScenarioRunner(transport: transport).run(scenario)
         try await transport.close()
         #expect(result.passed, "\(file): \(result.failures.joined(separator: "\n"))")
+        ReliabilityReport.record(family: "convergence seeds", detail: "scenarios over the folder transport (ScenarioTests)",
+                                 cases: 1, corrupted: result.passed ? 0 : 1)
     }
 
     @Test(arguments: ScenarioFiles.names)
@@ -45,17 +50,24 @@ enum ScenarioFiles {
         let result = try await ScenarioRunner(transport: transport).run(scenario)
         try await transport.close()
         #expect(result.passed, "\(file): \(result.failures.joined(separator: "\n"))")
+        ReliabilityReport.record(family: "convergence seeds", detail: "scenarios over the HTTP transport (ScenarioTests)",
+                                 cases: 1, corrupted: result.passed ? 0 : 1)
     }
 
     /// Shuffled deliveries use a seed: every seed must give the expected outcome.
     @Test func shuffledScenariosHoldForManySeeds() async throws {
+        var cases = 0, failed = 0
         for file in ScenarioFiles.names where (try? String(contentsOf: ScenarioFiles.directory.appendingPathComponent(file), encoding: .utf8))?.contains("shuffled") == true {
             let scenario = try Scenario.load(contentsOf: ScenarioFiles.directory.appendingPathComponent(file))
             for seed in UInt64(1)...20 {
                 let result = try await ScenarioRunner(transport: MemoryTransport(), seed: seed).run(scenario)
                 #expect(result.passed, "\(file) seed \(seed): \(result.failures.joined(separator: "\n"))")
+                cases += 1
+                if !result.passed { failed += 1 }
             }
         }
+        ReliabilityReport.record(family: "convergence seeds", detail: "shuffled scenarios, 20 seeds each, memory transport (ScenarioTests)",
+                                 cases: cases, corrupted: failed)
     }
 
     @Test func wrongExpectationsAreReported() async throws {

@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import Testing
+import LnoteTestSupport
 import LnoteModel
 import LnoteReplication
 @testable import LnoteStore
@@ -32,6 +33,7 @@ struct CrashConsistencyTests {
     @Test("[PKG-52] a crash at each step of compaction reopens to the same content")
     func crashDuringCompaction() async throws {
         var step = 0
+        var lost = 0, corrupted = 0
         while true {
             let dir = try TempDir("cc")
             defer { dir.remove() }
@@ -55,16 +57,21 @@ struct CrashConsistencyTests {
 
             let nb2 = try await openNotebook(dir.path)
             let d2 = try await nb2.openDocument(d.id)
-            #expect(try await d2.pageState(p0) == s0, "step \(step)")
-            #expect(try await d2.pageState(p1) == s1, "step \(step)")
-            #expect(await d2.state == docState, "step \(step)")
-            #expect(await d2.recoveryReports.allSatisfy { !$0.hasDamage }, "step \(step)")
+            let got0 = try await d2.pageState(p0), got1 = try await d2.pageState(p1), gotDoc = await d2.state
+            let same = got0 == s0 && got1 == s1 && gotDoc == docState
+            #expect(same, "step \(step)")
+            let undamaged = await d2.recoveryReports.allSatisfy { !$0.hasDamage }
+            #expect(undamaged, "step \(step)")
             try await nb2.close()
-            #expect(try Verify.run(folder: dir.path).problems.filter { $0.kind != .orphanAsset }.isEmpty, "step \(step)")
+            let verified = try Verify.run(folder: dir.path).problems.filter { $0.kind != .orphanAsset }.isEmpty
+            #expect(verified, "step \(step)")
+            if !same { lost += 1 } else if !undamaged || !verified { corrupted += 1 }
             if completed { break }
             step += 1
         }
         #expect(step >= 8, "flush wrote two snapshots, document.json and manifest.json")
+        ReliabilityReport.record(family: "syscall faults", detail: "crash at each disk mutation of compaction (CrashConsistencyTests)",
+                                 cases: step + 1, lost: lost, corrupted: corrupted)
     }
 
     /// [PKG-34][PKG-52] A scenario of every kind of edit, crashed at each of its disk
@@ -74,6 +81,7 @@ struct CrashConsistencyTests {
     func crashAnywhere() async throws {
         var step = 0
         var total = Int.max
+        var cases = 0, lost = 0, corrupted = 0
         while step < total {
             let dir = try TempDir("ca")
             defer { dir.remove() }
@@ -90,21 +98,36 @@ struct CrashConsistencyTests {
             }
             let nb = try await openNotebook(dir.path)
             let d = try await nb.openDocument(docID)
-            #expect(await d.recoveryReports.allSatisfy { !$0.hasDamage }, "step \(step)")
+            let undamaged = await d.recoveryReports.allSatisfy { !$0.hasDamage }
+            #expect(undamaged, "step \(step)")
+            var missing = false, unexpected = !undamaged
             let title = await d.title
-            if let t = acked.title { #expect(title == t || title == acked.pendingTitle, "step \(step)") }
+            if let t = acked.title {
+                #expect(title == t || title == acked.pendingTitle, "step \(step)")
+                if title != t && title != acked.pendingTitle { missing = true }
+            }
             let pageIDs = Set(await d.state.pages.map(\.id))
-            for p in acked.pages { #expect(pageIDs.contains(p), "step \(step)") }
+            for p in acked.pages {
+                #expect(pageIDs.contains(p), "step \(step)")
+                if !pageIDs.contains(p) { missing = true }
+            }
             for (p, ids) in acked.live {
                 let have = Set(try await d.elements(p).map(\.id))
                 #expect(ids.subtracting(acked.maybe).isSubset(of: have), "step \(step): acknowledged elements missing")
+                if !ids.subtracting(acked.maybe).isSubset(of: have) { missing = true }
                 let extra = have.subtracting(ids).subtracting(acked.maybe)
                 #expect(extra.isEmpty || (extra.count == 1 && acked.addInFlight == p), "step \(step): unexpected elements")
+                if !(extra.isEmpty || (extra.count == 1 && acked.addInFlight == p)) { unexpected = true }
             }
             try await nb.close()
+            cases += 1
+            if missing { lost += 1 } else if unexpected { corrupted += 1 }
             step += 1
         }
         #expect(total > 30)
+        ReliabilityReport.record(family: "syscall faults",
+                                 detail: "crash at each disk mutation of create/append/erase/title/save (CrashConsistencyTests)",
+                                 cases: cases, lost: lost, corrupted: corrupted)
     }
 
     struct Model {

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import LnoteTestSupport
 import LnoteModel
 @testable import LnoteStore
 
@@ -37,6 +38,7 @@ struct DurableFileTests {
             ("ENOSPC", .fail(errno: ENOSPC)), ("EIO", .fail(errno: EIO)),
             ("short", .short(3)), ("EINTR", .fail(errno: EINTR)), ("crash", .crash(afterBytes: 5)),
         ]
+        var cases = 0, lost = 0, corrupted = 0
         for step in 0..<steps {
             for (name, fault) in faults {
                 let target = dir.sub("file")
@@ -45,34 +47,46 @@ struct DurableFileTests {
                 let rec = SyscallRecorder()
                 let io = Syscalls(faults: plan, recorder: rec)
                 var failed = false
+                var clear = true
                 do {
                     try DurableFile.replace(target, with: new, io: io)
                 } catch let e as LnoteError {
                     failed = true
+                    clear = e.code == .io
                     #expect(e.code == .io, "step \(step) \(name): \(e)")
                     if name != "crash" { #expect(e.underlying?.hasPrefix("errno ") == true, "\(e)") }
                 }
                 let renamed = rec.all.contains { $0.kind == .rename && $0.sequence < step }
                     || (name != "crash" && !failed)
                 let now = fileBytes(target)
+                let expected: [UInt8]
                 switch name {
                 case "short", "EINTR":
                     // Retried or looped: the replace succeeds.
                     #expect(!failed, "step \(step) \(name)")
                     #expect(now == new)
+                    expected = new
                 default:
                     if renamed { #expect(now == new, "step \(step) \(name)") } else { #expect(now == old, "step \(step) \(name)") }
+                    expected = renamed ? new : old
                 }
+                cases += 1
+                if now != expected { now == old || now == new ? (lost += 1) : (corrupted += 1) }
                 let temps = listNames(dir.path).filter(DurableFile.isTemporaryName)
                 if name == "crash" {
                     // A crashed process cannot clean up; the next open does.
                     try DurableFile.removeTemporaryFiles(in: dir.path, io: .live)
                 } else {
                     #expect(temps.isEmpty, "step \(step) \(name): temp files left \(temps)")
+                    if !temps.isEmpty { clear = false }
                 }
                 #expect(listNames(dir.path) == ["file", "probe"], "step \(step) \(name)")
+                if now == expected && (!clear || listNames(dir.path) != ["file", "probe"]) { corrupted += 1 }
             }
         }
+        ReliabilityReport.record(family: "syscall faults",
+                                 detail: "durable replace: ENOSPC, EIO, short write, EINTR, crash at each of its \(steps) calls (DurableFileTests)",
+                                 cases: cases, lost: lost, corrupted: corrupted)
     }
 
     @Test("errors carry path and errno text")

@@ -61,24 +61,36 @@ struct KillTests {
     /// each its own notebook; a third of the kills soon after the start, the others after the
     /// writer's first acknowledged edit of the round), reopening after every kill: every edit
     /// the writer printed is there, nothing is damaged (a torn tail at most), verify finds no
-    /// broken file.
+    /// broken file. `LNOTE_KILL_ROUNDS` sets the rounds per lane (scripts/reliability.sh:
+    /// 500, for 1,000 kills); `LNOTE_SOAK=1` makes them 1,000.
     @Test("[PKG-52] SIGKILL at random instants, reopen and check, 200 times")
     func killRepeatedly() async throws {
-        let soak = ProcessInfo.processInfo.environment["LNOTE_SOAK"] == "1"
-        let rounds = soak ? 1000 : 100
+        let env = ProcessInfo.processInfo.environment
+        let rounds = env["LNOTE_KILL_ROUNDS"].flatMap(Int.init) ?? (env["LNOTE_SOAK"] == "1" ? 1000 : 100)
         let binary = try crashtestBinary()
         let seed = testSeed()
-        try await withThrowingTaskGroup(of: Int.self) { group in
+        let tally = try await withThrowingTaskGroup(of: Tally.self) { group in
             for lane in 0..<2 {
                 group.addTask { try await KillTests.lane(binary: binary, seed: seed &+ UInt64(lane), rounds: rounds) }
             }
-            var kills = 0
-            for try await k in group { kills += k }
-            #expect(kills == 2 * rounds)
+            var sum = Tally()
+            for try await t in group { sum.add(t) }
+            return sum
+        }
+        #expect(tally.rounds == 2 * rounds)
+        ReliabilityReport.record(family: "sigkill rounds", detail: "lnote-crashtest writer SIGKILLed, reopened, checked (KillTests, seed \(seed))",
+                                 cases: tally.rounds, lost: tally.lost, corrupted: tally.corrupted, crashed: tally.crashed, hung: tally.hung)
+    }
+
+    /// What a lane's rounds ended as; a round counts once, under its worst outcome.
+    struct Tally: Sendable {
+        var rounds = 0, lost = 0, corrupted = 0, crashed = 0, hung = 0
+        mutating func add(_ t: Tally) {
+            rounds += t.rounds; lost += t.lost; corrupted += t.corrupted; crashed += t.crashed; hung += t.hung
         }
     }
 
-    static func lane(binary: String, seed: UInt64, rounds: Int) async throws -> Int {
+    static func lane(binary: String, seed: UInt64, rounds: Int) async throws -> Tally {
         let dir = try TempDir("kill")
         defer { dir.remove() }
         let folder = dir.sub("nb")
@@ -86,7 +98,14 @@ struct KillTests {
         var acked = Acknowledged()
         var docID: DocumentID?
         var totalLines = 0
+        var tally = Tally()
         for round in 0..<rounds {
+            tally.rounds += 1
+            var hung = false, crashed = false, lost = false, corrupted = false
+            defer {
+                if lost { tally.lost += 1 } else if corrupted { tally.corrupted += 1 } else if crashed { tally.crashed += 1 }
+                else if hung { tally.hung += 1 }
+            }
             let context = "seed \(seed) round \(round)"
             // The child runs and is reaped without blocking a Swift cooperative thread
             // (LnoteTestSupport.Subprocess): two lanes of this test must not starve others.
@@ -99,6 +118,7 @@ struct KillTests {
             if !early {
                 let acknowledging = await child.waitForOutput("\n", seconds: 120)
                 #expect(acknowledging, "\(context): the writer acknowledged no edit within 120 s")
+                hung = !acknowledging
             }
             let delay = early ? Int.random(in: 2_000...60_000, using: &rng) : Int.random(in: 0...30_000, using: &rng)
             try await Task.sleep(for: .microseconds(delay))
@@ -107,6 +127,7 @@ struct KillTests {
             let data = result.out
             #expect(result.signal == SIGKILL || result.status == 0,
                     "\(context): the writer failed on its own (status \(result.code))")
+            crashed = !(result.signal == SIGKILL || result.status == 0)
             try acked.parse(String(decoding: data, as: UTF8.self))
             totalLines = acked.lines
 
@@ -116,34 +137,39 @@ struct KillTests {
             if docID == nil { docID = list.first?.id }
             guard let docID else {
                 #expect(acked.lines == 0, "\(context): edits printed but no document")
+                lost = acked.lines != 0
                 try await nb.close()
                 continue
             }
             let d = try await nb.openDocument(docID)
             let pageIDs = Set(await d.allPageIDs)
             #expect(acked.pages.isSubset(of: pageIDs), "\(context): acknowledged page missing")
+            if !acked.pages.isSubset(of: pageIDs) { lost = true }
             for (page, ids) in acked.added {
                 let live = Set(try await d.elements(page).map(\.id))
                 let expected = ids.subtracting(acked.erased[page] ?? []).subtracting(acked.erasing[page] ?? [])
                 let missing = expected.subtracting(live)
                 #expect(missing.isEmpty, "\(context): acknowledged strokes missing on \(page): \(missing.sorted().prefix(5))")
                 #expect((acked.erased[page] ?? []).isDisjoint(with: live), "\(context): an acknowledged erase was undone")
+                if !missing.isEmpty || !(acked.erased[page] ?? []).isDisjoint(with: live) { lost = true }
             }
             if let t = acked.titles.last {
                 let title = await d.title
                 #expect(title == t || title.hasPrefix("title "), "\(context): title \(title)")
+                if !(title == t || title.hasPrefix("title ")) { corrupted = true }
             }
             for r in await d.recoveryReports {
                 #expect(!r.hasDamage, "\(context): \(r)")
+                if r.hasDamage { corrupted = true }
             }
             try await nb.close()
             let v = try Verify.run(folder: folder)
             let bad = v.problems.filter { ![.tornTail, .orphanAsset].contains($0.kind) }
             #expect(bad.isEmpty, "\(context): \(bad)")
-            if !bad.isEmpty { break }
+            if !bad.isEmpty { corrupted = true; break }
         }
         // Not a speed check: the waiting rounds alone guarantee this many acknowledged lines.
         #expect(totalLines >= rounds - (rounds + 2) / 3, "the writer acknowledged edits in most rounds (\(totalLines) lines)")
-        return rounds
+        return tally
     }
 }

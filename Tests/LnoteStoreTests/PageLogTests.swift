@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import LnoteTestSupport
 import LnoteModel
 @testable import LnoteStore
 
@@ -70,13 +71,15 @@ struct PageLogTests {
         let frameEnds = ends
         let cuts = Array(LogHeader.size...fullBytes.count)
         let owner = self.owner
-        // Two workers (two cores); each cut gets its own file.
-        try await withThrowingTaskGroup(of: Void.self) { group in
+        // Two workers (two cores); each cut gets its own file. Each counts its cuts, those that
+        // lost a whole frame and those replayed wrongly otherwise (RELIABILITY.md).
+        let tally = try await withThrowingTaskGroup(of: (cases: Int, lost: Int, corrupted: Int).self) { group in
             for worker in 0..<2 {
                 group.addTask {
                     let dir = try TempDir("cut")
                     defer { dir.remove() }
                     let path = dir.sub("p.log")
+                    var cases = 0, lost = 0, corrupted = 0
                     for cut in cuts where cut % 2 == worker {
                         let complete = frameEnds.lastIndex { $0 <= cut }!
                         // Replay from a snapshot-like offset up to 20 frames back (how a page
@@ -90,21 +93,32 @@ struct PageLogTests {
                             && replay.start == UInt64(frameEnds[first])
                         #expect(ok, "cut \(cut) seed \(seed)")
                         #expect(replay.report.problems.isEmpty, "cut \(cut) seed \(seed)")
-                        #expect((replay.report.tornTail != nil) == (boundaries[cut] == nil), "cut \(cut)")
+                        let tornAsExpected = (replay.report.tornTail != nil) == (boundaries[cut] == nil)
+                        #expect(tornAsExpected, "cut \(cut)")
                         let extra = Frame(type: 9, payload: [0xEE, UInt8(cut & 0xff)])
                         try log.append([extra])
                         try log.close()
                         let (again, replay2) = try PageLog.open(path: path, kind: .page, owner: owner, from: UInt64(frameEnds[first]),
                                                                 incarnation: header.incarnation, create: false, io: fastIO)
                         #expect(replay2.report.isClean, "cut \(cut)")
-                        #expect(replay2.frames.map(\.frame) == Array(frames[first..<complete]) + [extra], "cut \(cut) seed \(seed)")
+                        let appended = replay2.frames.map(\.frame) == Array(frames[first..<complete]) + [extra]
+                        #expect(appended, "cut \(cut) seed \(seed)")
                         try again.close()
-                        if !ok { return }
+                        cases += 1
+                        if !ok || !appended { lost += 1 } else if !replay.report.problems.isEmpty || !tornAsExpected || !replay2.report.isClean {
+                            corrupted += 1
+                        }
+                        if !ok { break }
                     }
+                    return (cases, lost, corrupted)
                 }
             }
-            try await group.waitForAll()
+            var sum = (cases: 0, lost: 0, corrupted: 0)
+            for try await t in group { sum = (sum.cases + t.cases, sum.lost + t.lost, sum.corrupted + t.corrupted) }
+            return sum
         }
+        ReliabilityReport.record(family: "every-byte cuts", detail: "page log cut at every byte, reopened and appended (PageLogTests)",
+                                 cases: tally.cases, lost: tally.lost, corrupted: tally.corrupted)
     }
 
     /// [PKG-37][PKG-38] Flip every bit of a sample of frames (length, CRC, type, payload):
@@ -126,6 +140,7 @@ struct PageLogTests {
         let dir = try TempDir("flip")
         defer { dir.remove() }
         let path = dir.sub("p.log")
+        var cases = 0, lost = 0, corrupted = 0
         var sample = [0, 1, frames.count / 2, frames.count - 2, frames.count - 1]
         while sample.count < 10 { sample.append(Int.random(in: 0..<frames.count, using: &rng)) }
         for victim in Set(sample).sorted() {
@@ -156,11 +171,16 @@ struct PageLogTests {
                 }
                 try log.close()
                 let (again, clean) = try PageLog.open(path: path, kind: .page, owner: owner, create: false, io: fastIO)
-                #expect(clean.report.isClean && clean.frames.map(\.frame) == expected, "\(context)")
+                let reopened = clean.report.isClean && clean.frames.map(\.frame) == expected
+                #expect(reopened, "\(context)")
                 try again.close()
                 for n in listNames(dir.path) where n != "p.log" { try FileManager.default.removeItem(atPath: dir.sub(n)) }
+                cases += 1
+                if !expected.allSatisfy(got.contains) { lost += 1 } else if got != expected || !reopened { corrupted += 1 }
             }
         }
+        ReliabilityReport.record(family: "bit flips", detail: "page log, every bit of 10 frames flipped (PageLogTests)",
+                                 cases: cases, lost: lost, corrupted: corrupted)
     }
 
     @Test("[PKG-38] a damaged header is reported and the frames behind it are salvaged")

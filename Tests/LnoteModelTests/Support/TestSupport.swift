@@ -16,6 +16,13 @@ func testSeeds(_ base: UInt64, count: Int, soakFactor: Int = 20) -> [UInt64] {
     return (0..<n).map { _ in g.next() }
 }
 
+/// True when `expectDecodeFailure` found what it wanted: an error of one of `codes` with an
+/// offset. Tests count the cases where it did not for RELIABILITY.md (`ReliabilityReport`).
+func isExpectedFailure(_ e: LnoteError?, _ codes: Set<LnoteError.Code>) -> Bool {
+    guard let e else { return false }
+    return codes.contains(e.code) && e.offset != nil
+}
+
 var isSoak: Bool { ProcessInfo.processInfo.environment["LNOTE_SOAK"] == "1" }
 
 /// Runs `body`, which must throw an `LnoteError` whose code is in `codes` and which

@@ -1,0 +1,130 @@
+import Foundation
+import LnoteModel
+import LnoteStore
+import LnoteSync
+
+/// One client of the run: its own notebook folder and replica, its own HTTP remote and token
+/// (device `client-N`), and its own seeded randomness. Used by one task at a time.
+final class LoadClient: @unchecked Sendable {
+    let index: Int
+    let folder: String
+    let notebook: Notebook
+    let remote: HTTPRemote
+    private var rng: SplitMix64
+    private var handwriting: HandwritingGenerator
+    private var documentsMade = 0
+
+    static var storeOptions: StoreOptions {
+        var o = StoreOptions()
+        o.autosave = false
+        return o
+    }
+
+    init(index: Int, folder: String, url: String, token: String, seed: UInt64) async throws {
+        self.index = index
+        self.folder = folder
+        rng = SplitMix64(seed: seed)
+        handwriting = HandwritingGenerator(seed: seed ^ 0x5EED)
+        notebook = try await Notebook.open(at: folder, create: true, options: Self.storeOptions)
+        var options = HTTPRemote.Options(token: token)
+        // As `lnote sync`: a few attempts per request, each bounded; the run's own rounds retry the rest.
+        options.retry.maxAttempts = 3
+        options.connectTimeout = .seconds(5)
+        options.requestTimeout = .seconds(30)
+        do {
+            remote = try HTTPRemote(url: url, options: options)
+        } catch {
+            try? await notebook.close()
+            throw error
+        }
+    }
+
+    func close() async throws {
+        try remote.close()
+        try await notebook.close()
+    }
+
+    /// The replica ids this client's operations were made under (one, unless it was reminted).
+    var ownReplicas: Set<ReplicaID> {
+        var s: Set<ReplicaID> = [notebook.replica]
+        for c in notebook.replicaChanges { s.insert(c.old); s.insert(c.new) }
+        return s
+    }
+
+    /// The operations this client made, read from its logs' clocks.
+    func ownOperations() async throws -> OpSet {
+        OpSet(try await notebook.logClocks()).restricted(to: ownReplicas)
+    }
+
+    /// How many edits before the next sync round (1…3).
+    func editsPerRound() -> Int { rng.int(in: 1...3) }
+
+    func pause(_ range: ClosedRange<Int>) async throws {
+        try await Task.sleep(for: .milliseconds(rng.int(in: range)))
+    }
+
+    /// One random edit: strokes mostly, sometimes an erase, a move, a page, a title or a new
+    /// document, on any document the client holds (its own or received).
+    func edit() async throws {
+        let ids = try await notebook.documentIDs()
+        if ids.isEmpty || (documentsMade < 3 && rng.chance(0.02)) {
+            documentsMade += 1
+            let d = try await notebook.createDocument(title: "client \(index) document \(documentsMade)")
+            _ = try await d.addStrokes(handwriting.strokes(2), to: await d.pageList[0].id)
+            return
+        }
+        let d = try await notebook.openDocument(ids[rng.int(in: 0...(ids.count - 1))])
+        let pages = await d.pageList
+        guard !pages.isEmpty else {
+            _ = try await d.addPage()
+            return
+        }
+        let page = pages[rng.int(in: 0...(pages.count - 1))].id
+        let r = rng.unit()
+        if r < 0.12 || r >= 0.97 {
+            if r < 0.12, let e = try await randomElement(d, page) {
+                try await d.erase([e], on: page)
+            } else if r >= 0.97 {
+                try await d.setTitle("client \(index) title \(rng.int(in: 0...999))")
+            } else {
+                _ = try await d.addStrokes(handwriting.strokes(1), to: page)
+            }
+        } else if r < 0.24 {
+            if let e = try await randomElement(d, page) {
+                try await d.move([e], dx: Int32(rng.int(in: -50...50)), dy: Int32(rng.int(in: -50...50)), on: page)
+            } else {
+                _ = try await d.addStrokes(handwriting.strokes(1), to: page)
+            }
+        } else if r < 0.30 {
+            _ = try await d.addPage()
+        } else {
+            _ = try await d.addStrokes(handwriting.strokes(rng.int(in: 1...3)), to: page)
+        }
+    }
+
+    private func randomElement(_ d: Document, _ page: PageID) async throws -> ElementID? {
+        let elements = try await d.elements(page)
+        guard !elements.isEmpty else { return nil }
+        return elements[rng.int(in: 0...(elements.count - 1))].id
+    }
+
+    /// One sync round with the relay.
+    func sync() async throws -> SyncReport {
+        try await SyncSession(notebook: notebook, remote: remote).run()
+    }
+
+    /// What a report shows that should never happen in this run: forks, quarantined
+    /// operations, operations lost from logs, checkpoint failures.
+    static func anomaly(_ r: SyncReport) -> String? {
+        var parts: [String] = []
+        if !r.forks.isEmpty { parts.append("\(r.forks.count) forks: \(r.forks.map(\.description).prefix(2))") }
+        if !r.quarantined.isEmpty { parts.append("\(r.quarantined.count) quarantined: \(r.quarantined.map(\.reason).prefix(2))") }
+        if !r.missingOperations.isEmpty { parts.append("\(r.missingOperations.count) logs missing operations") }
+        if !r.checkpointFailures.isEmpty { parts.append("checkpoint failures: \(r.checkpointFailures.prefix(2))") }
+        return parts.isEmpty ? nil : parts.joined(separator: "; ")
+    }
+
+    static func moved(_ r: SyncReport) -> Bool {
+        r.opsSent + r.opsReceived + r.assetsSent + r.assetsReceived + r.checkpointsInstalled > 0
+    }
+}

@@ -1,0 +1,62 @@
+import Foundation
+
+/// `lnote-load`'s command line: `--clients K --seconds T --kills N --seed S [--lnote PATH] [--keep]`.
+struct LoadOptions: Sendable {
+    var clients = 4
+    var seconds = 20
+    var kills = 3
+    var seed: UInt64 = UInt64.random(in: 1...999_999_999)
+    /// The `lnote` binary that runs the relay; default: the one next to `lnote-load`.
+    var lnote: String?
+    /// Keep the temporary directory (clients' folders, relay database and log) at the end.
+    var keep = false
+    /// Checks the checker: at the first kill, delete one acknowledged operation from the
+    /// relay's database while the relay is down (a relay that lost an acknowledged write). The
+    /// run must then report a loss and fail. Not in the usage text: for the smoke test.
+    var injectLoss = false
+
+    static let usage = """
+        usage: lnote-load [--clients K] [--seconds T] [--kills N] [--seed S] [--lnote PATH] [--keep]
+          K clients (default 4) make random edits and sync with one `lnote relay` for T seconds
+          (default 20) while the relay is SIGKILLed N times (default 3) at random moments and
+          restarted on the same database and port; then every client syncs until nothing
+          moves, and the run is checked: every acknowledged operation on every client and on
+          the relay, nothing no client made, all clients' canonical JSON identical.
+          Exit status 0: all held; 1: a check failed; 2: usage.
+        """
+
+    struct UsageError: Error, CustomStringConvertible { var description: String }
+
+    init(_ arguments: [String]) throws {
+        var i = 0
+        func value(_ name: String) throws -> String {
+            i += 1
+            guard i < arguments.count else { throw UsageError(description: "\(name) needs a value") }
+            return arguments[i]
+        }
+        func number(_ name: String, _ range: ClosedRange<Int>) throws -> Int {
+            let v = try value(name)
+            guard let n = Int(v), range.contains(n) else {
+                throw UsageError(description: "\(name) must be a whole number in \(range.lowerBound)...\(range.upperBound), not \(v)")
+            }
+            return n
+        }
+        while i < arguments.count {
+            switch arguments[i] {
+            case "--clients": clients = try number("--clients", 1...256)
+            case "--seconds": seconds = try number("--seconds", 1...86_400)
+            case "--kills": kills = try number("--kills", 0...10_000)
+            case "--seed":
+                let v = try value("--seed")
+                guard let s = UInt64(v) else { throw UsageError(description: "--seed must be an unsigned integer, not \(v)") }
+                seed = s
+            case "--lnote": lnote = try value("--lnote")
+            case "--keep": keep = true
+            case "--inject-loss": injectLoss = true
+            case "-h", "--help": throw UsageError(description: "")
+            default: throw UsageError(description: "unknown argument \(arguments[i])")
+            }
+            i += 1
+        }
+    }
+}

@@ -1,0 +1,308 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import LnoteModel
+import LnoteStore
+import LnoteSync
+
+/// One run of the load: setup, the edit phase with kills, convergence, then the checks.
+struct LoadRun {
+    let options: LoadOptions
+    let lnote: String
+    let dir: String
+
+    /// What the run found; `failed` is true when anything here is not zero or empty.
+    struct Outcome {
+        var lost: UInt64 = 0
+        var lostAtKills: UInt64 = 0
+        var killsWithLoss = 0
+        var unexpected: UInt64 = 0
+        var divergent = 0
+        var corrupted: [String] = []
+        var crashes: [String] = []
+        var hung: [String] = []
+        var problems: [String] = []
+        /// What was lost, where (the counts are in `lost` and `lostAtKills`).
+        var losses: [String] = []
+        var kills = 0
+        var made: UInt64 = 0
+        var acked: UInt64 = 0
+        var relayOps = 0
+        var passes = 0
+
+        var failed: Bool {
+            lost + lostAtKills + unexpected > 0 || divergent > 0 || !corrupted.isEmpty || !crashes.isEmpty
+                || !hung.isEmpty || !problems.isEmpty
+        }
+    }
+
+    func run() async throws -> (Outcome, LoadLedger) {
+        let K = options.clients
+        var rng = SplitMix64(seed: options.seed)
+        let db = dir + "/relay.sqlite"
+        let notebook = try await Tool.output(lnote, ["relay", "notebook", "create", "--db", db])
+        var tokens: [String] = []
+        for i in 0..<K {
+            tokens.append(try await Tool.output(lnote, ["relay", "token", "create", "--db", db, "--notebook", notebook,
+                                                        "--device", "client-\(i)"]))
+        }
+        let relay = RelayProcess(lnote: lnote, db: db, dir: dir)
+        let ledger = LoadLedger(clients: K)
+        var outcome = Outcome()
+        try await relay.start()
+        ledger.relayServing()
+        defer { relay.kill(SIGKILL) }
+        let url = relay.baseURL + "/v1/notebooks/" + notebook
+
+        var clients: [LoadClient] = []
+        for i in 0..<K {
+            clients.append(try await LoadClient(index: i, folder: dir + "/client-\(i)", url: url, token: tokens[i],
+                                                seed: rng.next()))
+        }
+        let start = ContinuousClock.now
+        let end = start + .seconds(options.seconds)
+        // Kill moments spread over the edit phase (5 %…90 % of it), each followed by a downtime.
+        let span = Double(options.seconds)
+        let killTimes = (0..<options.kills).map { _ in rng.double(0.05 * span, 0.9 * span) }.sorted()
+        let downtimes = (0..<options.kills).map { _ in rng.int(in: 20...1500) }
+
+        let killer = Task { () -> (kills: Int, lostAtKills: UInt64, killsWithLoss: Int, crashes: [String], problems: [String], losses: [String]) in
+            var kills = 0, lostAtKills: UInt64 = 0, killsWithLoss = 0
+            var crashes: [String] = [], problems: [String] = [], losses: [String] = []
+            var next = 0
+            while ContinuousClock.now < end || next < killTimes.count {
+                if !relay.isRunning {
+                    // Not a kill of ours: the relay ended by itself.
+                    crashes.append("relay ended by itself (\(relay.ending ?? "?")): \(relay.tail())")
+                    ledger.relayKilled()
+                    do { try await relay.start(); ledger.relayServing() } catch {
+                        problems.append("relay could not be restarted after it ended: \(error)")
+                        break
+                    }
+                }
+                // --inject-loss needs an acknowledged operation to delete: its first kill waits for one.
+                let waitForAck = options.injectLoss && kills == 0 && ledger.ackedUnion.count == 0
+                if next < killTimes.count, !waitForAck, ContinuousClock.now >= start + .milliseconds(Int64(killTimes[next] * 1000)) {
+                    // Everything acknowledged before the signal must be in the database after it.
+                    let acked = ledger.ackedUnion
+                    relay.kill(SIGKILL)
+                    ledger.relayKilled()
+                    guard await relay.waitForExit() else {
+                        problems.append("relay did not end 30 s after SIGKILL")
+                        break
+                    }
+                    kills += 1
+                    if options.injectLoss && kills == 1 {
+                        do {
+                            if let (log, op) = try RelayContents.deleteOne(of: acked, db: db) {
+                                FileHandle.standardOutput.write(Data("lnote-load: --inject-loss: deleted acknowledged operation \(op) of \(log) from the relay's database\n".utf8))
+                            }
+                        } catch {
+                            problems.append("--inject-loss failed: \(error)")
+                        }
+                    }
+                    do {
+                        let held = try RelayContents(db: db).held
+                        let lost = acked.missing(from: held)
+                        if lost > 0 {
+                            lostAtKills += lost
+                            killsWithLoss += 1
+                            losses.append("kill \(kills): the relay's database lacks \(lost) acknowledged operations: "
+                                            + acked.describeMissing(from: held))
+                        }
+                    } catch {
+                        problems.append("kill \(kills): the relay's database could not be read: \(error)")
+                    }
+                    try? await Task.sleep(for: .milliseconds(downtimes[next]))
+                    do { try await relay.start(); ledger.relayServing() } catch {
+                        problems.append("relay could not be restarted after kill \(kills): \(error)")
+                        break
+                    }
+                    next += 1
+                    continue
+                }
+                try? await Task.sleep(for: .milliseconds(20))
+            }
+            return (kills, lostAtKills, killsWithLoss, crashes, problems, losses)
+        }
+
+        // The edit phase: each client edits, pauses, syncs, until the end.
+        await withTaskGroup(of: Void.self) { group in
+            for c in clients {
+                group.addTask {
+                    while ContinuousClock.now < end {
+                        do {
+                            for _ in 0..<c.editsPerRound() { try await c.edit() }
+                            ledger.recordMade(try await c.ownOperations(), client: c.index)
+                        } catch {
+                            ledger.recordEditFailure("client \(c.index): \(error)")
+                            return
+                        }
+                        try? await c.pause(10...300)
+                        await Self.round(c, ledger)
+                    }
+                }
+            }
+        }
+        let k = await killer.value
+        outcome.kills = k.kills
+        outcome.lostAtKills = k.lostAtKills
+        outcome.killsWithLoss = k.killsWithLoss
+        outcome.crashes += k.crashes
+        outcome.problems += k.problems
+        outcome.losses += k.losses
+        outcome.problems += ledger.state.withLock { $0.editFailures }
+        if !relay.isRunning {
+            do { try await relay.start(); ledger.relayServing() } catch { outcome.problems.append("relay did not restart: \(error)") }
+        }
+
+        // Convergence: the relay is up for good; every client syncs until a whole pass moves nothing.
+        var settled = false
+        for pass in 1...12 where !settled && relay.isRunning {
+            outcome.passes = pass
+            var moved = false
+            for c in clients {
+                var report: SyncReport?
+                for attempt in 1...3 where report == nil {
+                    let before = ledger.relay
+                    let t0 = ContinuousClock.now
+                    do {
+                        let pushed = try await c.ownOperations()
+                        let r = try await c.sync()
+                        ledger.recordRound(client: c.index, started: before, duration: ContinuousClock.now - t0,
+                                           .ok(pushed: pushed, anomaly: LoadClient.anomaly(r)))
+                        report = r
+                    } catch {
+                        ledger.recordRound(client: c.index, started: before, duration: ContinuousClock.now - t0,
+                                           .failed("\(error)"))
+                        if attempt < 3 { try? await Task.sleep(for: .milliseconds(200)) }
+                    }
+                }
+                if let report, LoadClient.moved(report) { moved = true }
+            }
+            settled = !moved
+        }
+        if !settled { outcome.hung.append("clients still moved operations after \(outcome.passes) passes of syncs") }
+
+        // The checks.
+        var made = OpSet(), acked = OpSet()
+        var canonical: [String] = []
+        for c in clients {
+            let own = try await c.ownOperations()
+            let recorded = ledger.state.withLock { $0.made[c.index] }
+            if own != recorded {
+                outcome.problems.append("client \(c.index): its logs hold own operations \(own.count), its edits made \(recorded.count)")
+            }
+            made.merge(own)
+            acked.merge(ledger.state.withLock { $0.acked[c.index] })
+        }
+        outcome.made = made.count
+        outcome.acked = acked.count
+        for c in clients {
+            let held = OpSet(try await c.notebook.logClocks())
+            let lost = acked.missing(from: held)
+            if lost > 0 {
+                outcome.lost += lost
+                outcome.losses.append("client \(c.index) lacks \(lost) acknowledged operations: \(acked.describeMissing(from: held))")
+            }
+            let extra = held.missing(from: made)
+            if extra > 0 {
+                outcome.unexpected += extra
+                outcome.problems.append("client \(c.index) holds \(extra) operations no client made: \(held.describeMissing(from: made))")
+            }
+            let missing = try await c.notebook.missingOperations()
+            if !missing.isEmpty { outcome.corrupted.append("client \(c.index): \(missing.count) logs lack operations their state holds") }
+            let verify = try await c.notebook.verify()
+            if !verify.isClean { outcome.corrupted.append("client \(c.index): verify: \(verify.problems.prefix(3).map(\.description))") }
+            canonical.append(try await Self.canonicalJSON(c.notebook))
+        }
+        for (i, text) in canonical.enumerated() where text != canonical[0] {
+            outcome.divergent += 1
+            outcome.problems.append("client \(i)'s canonical JSON differs from client 0's (\(text.utf8.count) vs \(canonical[0].utf8.count) bytes)")
+        }
+        for c in clients { try await c.close() }
+
+        // The relay: stopped cleanly (SIGTERM, exit 0), then its database read.
+        relay.kill(SIGTERM)
+        if !(await relay.waitForExit()) {
+            outcome.hung.append("the relay did not stop within 30 s of SIGTERM")
+            relay.kill(SIGKILL)
+            _ = await relay.waitForExit()
+        } else if relay.ending != "exit 0" {
+            outcome.crashes.append("the relay ended with \(relay.ending ?? "?") on SIGTERM: \(relay.tail())")
+        }
+        let contents = try RelayContents(db: db)
+        outcome.relayOps = contents.rows
+        let relayLost = acked.missing(from: contents.held)
+        if relayLost > 0 {
+            outcome.lost += relayLost
+            outcome.losses.append("the relay lacks \(relayLost) acknowledged operations: \(acked.describeMissing(from: contents.held))")
+        }
+        let relayExtra = contents.unexpected(given: made)
+        if relayExtra > 0 {
+            outcome.unexpected += UInt64(relayExtra)
+            outcome.problems.append("the relay holds \(relayExtra) operations no client made")
+        }
+        // Everything made reached the relay once the clients settled (not only what was acknowledged).
+        let notRelayed = made.missing(from: contents.held)
+        if notRelayed > 0 {
+            outcome.problems.append("\(notRelayed) operations made never reached the relay: \(made.describeMissing(from: contents.held))")
+        }
+        let s = ledger.state.withLock { $0 }
+        outcome.problems += s.failuresWhileUp.prefix(5).map { "a sync failed while the relay was up: \($0)" }
+        if s.failuresWhileUp.count > 5 { outcome.problems.append("… \(s.failuresWhileUp.count - 5) more sync failures while up") }
+        outcome.corrupted += s.anomalies
+        if s.slowRounds > 0 { outcome.hung.append("\(s.slowRounds) sync rounds took longer than \(LoadLedger.roundBound)") }
+        return (outcome, ledger)
+    }
+
+    /// One edit-phase sync round; the client's own operations before it are what it pushes.
+    static func round(_ c: LoadClient, _ ledger: LoadLedger) async {
+        let before = ledger.relay
+        let t0 = ContinuousClock.now
+        do {
+            let pushed = try await c.ownOperations()
+            let r = try await c.sync()
+            ledger.recordRound(client: c.index, started: before, duration: ContinuousClock.now - t0,
+                               .ok(pushed: pushed, anomaly: LoadClient.anomaly(r)))
+        } catch {
+            ledger.recordRound(client: c.index, started: before, duration: ContinuousClock.now - t0, .failed("\(error)"))
+        }
+    }
+
+    /// The canonical JSON of every document (as `lnote show --json` prints one), in id order.
+    static func canonicalJSON(_ nb: Notebook) async throws -> String {
+        var out = ""
+        for id in try await nb.documentIDs() {
+            let d = try await nb.openDocument(id)
+            var states: [PageID: PageState] = [:]
+            for p in await d.state.pages { states[p.id] = try await d.pageState(p.id) }
+            out += await d.state.canonicalJSON(pages: states, style: .compact) + "\n"
+        }
+        return out
+    }
+}
+
+/// Running `lnote` subcommands to completion (setup only).
+enum Tool {
+    static func output(_ lnote: String, _ arguments: [String]) async throws -> String {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: lnote)
+        p.arguments = arguments
+        let out = Pipe(), err = Pipe()
+        p.standardOutput = out
+        p.standardError = err
+        p.standardInput = FileHandle.nullDevice
+        try p.run()
+        // Small outputs: reading to the end returns when the child closes its end.
+        let o = out.fileHandleForReading.readDataToEndOfFile()
+        let e = err.fileHandleForReading.readDataToEndOfFile()
+        while p.isRunning { try await Task.sleep(for: .milliseconds(5)) }
+        guard p.terminationReason == .exit, p.terminationStatus == 0 else {
+            throw LnoteError(.invalidState, "lnote \(arguments.prefix(3).joined(separator: " ")) failed: "
+                             + String(decoding: e, as: UTF8.self))
+        }
+        return String(decoding: o, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+}
