@@ -199,11 +199,8 @@ public actor Notebook {
         let file = DurableFile.join(meta, "replica.json")
         let here = try fingerprint(folder: folder, machineIDPath: machineIDPath, io: io)
         if let bytes = try DurableFile.readIfExists(file, io: io) {
-            let r = try StoreJSON.decode(ReplicaFile.self, bytes, path: file)
-            guard r.format == 1, r.replica.count == 16, let id = ReplicaID(hex: r.replica), id.rawValue != 0 else {
-                throw LnoteError(r.format > 1 ? .unsupportedVersion : .corrupt, "bad replica.json", path: file)
-            }
-            let previous = r.previous.compactMap { ReplicaID(hex: $0) }
+            let v = try ReplicaFile.decodeValidated(bytes, path: file)
+            let (r, id, previous) = (v.file, v.replica, v.previous)
             if r.fingerprint == here { return (id, nil, previous, here) }
             var reasons: [String] = []
             if r.fingerprint.path != here.path { reasons.append("path \(r.fingerprint.path) → \(here.path)") }
