@@ -15,7 +15,8 @@ import LnoteReplication
 /// times and edit concurrently.
 ///
 /// `run` then delivers every operation made to two fresh replicas in two orders — the order
-/// made, and a permutation the remaining bytes choose (causal gaps wait in the buffer) — plus
+/// made, and a permutation in batches of 1 to 4 chosen from a hash of the input (causal gaps
+/// wait in the buffer) — plus
 /// every operation again to the first (duplicates), and checks [MERGE-1]: same state, same
 /// conflicts, nothing left pending; and that the three authors, once each has received
 /// everything, hold that same state.
@@ -109,14 +110,22 @@ public struct MergeScript {
         return (all, authors)
     }
 
-    /// A permutation of `ops` chosen by the bytes left (a Fisher–Yates shuffle; the bytes, read
-    /// past their end, read as 0).
-    mutating func shuffled(_ ops: [Op]) -> [Op] {
-        var out = ops
-        guard out.count > 1 else { return out }
-        for i in stride(from: out.count - 1, to: 0, by: -1) {
-            let j = (Int(next()) << 8 | Int(next())) % (i + 1)
-            out.swapAt(i, j)
+    /// A permutation of `ops` in batches, chosen by a generator seeded with a hash of the whole
+    /// input (the script usually reads every byte, so the order must come from all of them).
+    func shuffledBatches(_ ops: [Op]) -> [[Op]] {
+        var h: UInt64 = 0xCBF2_9CE4_8422_2325  // FNV-1a
+        for b in bytes { h = (h ^ UInt64(b)) &* 0x100_0000_01B3 }
+        var g = SplitMix64(seed: h)
+        var order = ops
+        if order.count > 1 {
+            for i in stride(from: order.count - 1, to: 0, by: -1) { order.swapAt(i, g.int(in: 0...i)) }
+        }
+        var out: [[Op]] = []
+        var at = 0
+        while at < order.count {
+            let n = min(order.count - at, g.int(in: 1...4))
+            out.append(Array(order[at..<(at + n)]))
+            at += n
         }
         return out
     }
@@ -132,8 +141,7 @@ public struct MergeScript {
             try first.receive(ops)
             // Delivered again: duplicates change nothing ([MERGE-40]).
             try first.receive(ops.reversed())
-            let order = script.shuffled(ops)
-            for op in order { try second.receive([op]) }
+            for batch in script.shuffledBatches(ops) { try second.receive(batch) }
         } catch {
             return "a valid operation was refused: \(error)"
         }
