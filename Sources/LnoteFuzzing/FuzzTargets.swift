@@ -138,9 +138,29 @@ public enum FuzzTargets {
         check((try? SyncCodec.decodeResponse(SyncCodec.encode(s))) == s, "a sync response does not survive re-encoding")
     }
 
-    /// The import's line parser and quantizer.
+    /// The import's line parser and quantizer; the file read in chunks (of a size the first
+    /// byte chooses) gives the same lines, or the same error, as read whole ([IMP-9]).
     static func importLines(_ data: [UInt8]) {
-        guard let lines = try? StrokeImport.parse(data) else { return }
+        let whole = Result { try StrokeImport.parse(data) }
+        let size = 1 + Int(data.first ?? 0) % 17
+        var at = 0
+        let chunked = Result {
+            try StrokeImport.parse(chunks: {
+                guard at < data.count else { return nil }
+                defer { at = min(data.count, at + size) }
+                return Array(data[at..<min(data.count, at + size)])
+            })
+        }
+        switch (whole, chunked) {
+        case (.success(let a), .success(let b)):
+            check(a == b, "the file read in chunks of \(size) gives other lines than read whole")
+        case (.failure(let a as LnoteError), .failure(let b as LnoteError)):
+            check(a.code == b.code && a.message == b.message && a.offset == b.offset && a.index == b.index,
+                  "the file read in chunks of \(size) fails otherwise: \(b) against \(a)")
+        default:
+            check(false, "the file read in chunks of \(size) and whole: one accepted, one refused")
+        }
+        guard case .success(let lines) = whole else { return }
         for line in lines.prefix(64) { _ = try? Stroke(samples: line.samples) }
     }
 

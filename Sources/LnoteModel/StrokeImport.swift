@@ -55,8 +55,11 @@ public enum StrokeImport {
     }
 
     /// The lines of a file given a chunk at a time (`next` gives nil at its end): the path
-    /// `strokes(contentsOf:)` takes, without the file.
-    static func parse(chunks next: @escaping () throws -> [UInt8]?, path: String? = nil) throws -> [Line] {
+    /// `strokes(contentsOf:)` takes, without the file. No size limit is applied here.
+    ///
+    /// - Throws: `invalidArgument` naming the line for the first bad line ([IMP-7]), and
+    ///   whatever `next` throws.
+    public static func parse(chunks next: @escaping () throws -> [UInt8]?, path: String? = nil) throws -> [Line] {
         var reader = ImportLineReader(ImportByteStream(refill: next), path: path)
         var out: [Line] = []
         while let line = try reader.next() { out.append(line) }
