@@ -13,8 +13,8 @@
 #   {"target":"op","seconds":180,"execs":123456,"crashes":0,"corpus":97,"commit":"…","date":"…"}
 # seconds: the time asked for; execs: inputs run (libFuzzer's number_of_executed_units);
 # crashes: inputs this run wrote to Fuzz/crashes/TARGET (crash, leak, timeout, out of memory);
-# corpus: inputs in the corpus at the end (libFuzzer's last `corp:`); commit: HEAD, with
-# "-dirty" when the worktree had changes; date: the end of the run, UTC.
+# corpus: inputs in the corpus at the end (libFuzzer's last `corp:`); commit: HEAD when the
+# binary was built, with "-dirty" when the worktree had changes; date: the end of the run, UTC.
 # Exits 1 when the run found a crash (with `all`: when any did, after running every target).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,6 +29,9 @@ fi
 case " ${targets[*]} " in *" $target "*) ;; *) echo "usage: scripts/fuzz.sh {${targets[*]}|all} SECONDS" >&2; exit 2 ;; esac
 case "$seconds" in ''|*[!0-9]*) echo "fuzz.sh: SECONDS must be a whole number" >&2; exit 2 ;; esac
 
+# The commit the binary is built from (what the summary names), "-dirty" with local changes.
+commit=$(git rev-parse HEAD)
+if [ -n "$(git status --porcelain --untracked-files=no)" ]; then commit="$commit-dirty"; fi
 swift build --scratch-path .build/fuzz --product lnote-fuzz -Xswiftc -sanitize=fuzzer,address -Xswiftc -DLNOTE_FUZZ -Xswiftc -use-ld=lld >&2
 bin=".build/fuzz/debug/lnote-fuzz"
 # Instrumented code has libFuzzer's inline 8-bit counters (the __sancov_cntrs section).
@@ -57,8 +60,6 @@ fi
 found=$(comm -13 "$tmp/before" <(ls -A "$crashes" | sort) | wc -l)
 execs=$(sed -n 's/^stat::number_of_executed_units: *\([0-9]*\).*/\1/p' "$tmp/log" | tail -n 1)
 corpus=$(grep -o 'corp: [0-9]*' "$tmp/log" | tail -n 1 | grep -o '[0-9]*$' || true)
-commit=$(git rev-parse HEAD)
-if [ -n "$(git status --porcelain --untracked-files=no)" ]; then commit="$commit-dirty"; fi
 printf '{"target":"%s","seconds":%d,"execs":%d,"crashes":%d,"corpus":%d,"commit":"%s","date":"%s"}\n' \
   "$target" "$seconds" "${execs:-0}" "$found" "${corpus:-0}" "$commit" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" > "Fuzz/runs/$target.json"
 cat "Fuzz/runs/$target.json" >&2
