@@ -6,6 +6,9 @@ struct ImportByteStream {
     /// Offset in the file of `chunk[0]`.
     private var base = 0
     private var refill: (() throws -> [UInt8]?)?
+    /// Where `mark()` was called in `chunk`, and the bytes since then in chunks already gone.
+    private var markAt: Int?
+    private var carried: [UInt8] = []
 
     init(bytes: [UInt8]) {
         chunk = bytes
@@ -37,11 +40,30 @@ struct ImportByteStream {
                 refill = nil
                 return nil
             }
+            if let m = markAt {
+                carried += chunk[m...]
+                markAt = 0
+            }
             base += chunk.count
             chunk = next
             i = 0
         }
         return chunk[i]
+    }
+
+    /// Starts keeping the bytes read from here on, for `marked()` (a number's text).
+    mutating func mark() {
+        markAt = i
+        carried.removeAll(keepingCapacity: true)
+    }
+
+    /// The bytes read since `mark()`, as text. Without a copy when they are in one chunk (a
+    /// short string is then stored inline: no allocation per number).
+    mutating func marked() -> String {
+        defer { markAt = nil }
+        guard let m = markAt else { return "" }
+        if carried.isEmpty { return String(decoding: chunk[m..<i], as: UTF8.self) }
+        return String(decoding: carried + chunk[m..<i], as: UTF8.self)
     }
 
     /// Skips `prefix` when the bytes start with it (the caller is at the file's start).
@@ -248,7 +270,7 @@ struct ImportLineReader {
         case UInt8(ascii: "\"")?:
             return String(decoding: try string(keep: .max), as: UTF8.self)
         case UInt8(ascii: "-")?, (UInt8(ascii: "0")...UInt8(ascii: "9"))?:
-            return String(decoding: try number().text, as: UTF8.self)
+            return try number().text
         default:
             try skipValue(depth: 1)
             throw Problem.line("\"page\" must be a string or a number")
@@ -336,32 +358,32 @@ struct ImportLineReader {
 
     /// `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`, to the nearest binary64
     /// (ties to even); a magnitude too large for binary64 is refused, a tiny one is 0.
-    private mutating func number() throws -> (value: Double, text: [UInt8]) {
+    private mutating func number() throws -> (value: Double, text: String) {
         let start = s.offset
-        var text: [UInt8] = []
-        func take() throws { text.append(try s.peek()!); s.advance() }
-        if try s.peek() == UInt8(ascii: "-") { try take() }
+        s.mark()
+        func take() { s.advance() }
+        if try s.peek() == UInt8(ascii: "-") { take() }
         guard try isDigit() else { throw Problem.json("expected a digit", at: s.offset) }
         if try s.peek() == UInt8(ascii: "0") {
-            try take()
+            take()
             if try isDigit() { throw Problem.json("number with a leading zero", at: start) }
         } else {
-            while try isDigit() { try take() }
+            while try isDigit() { take() }
         }
         if try s.peek() == UInt8(ascii: ".") {
-            try take()
+            take()
             guard try isDigit() else { throw Problem.json("expected a digit after '.'", at: s.offset) }
-            while try isDigit() { try take() }
+            while try isDigit() { take() }
         }
         if let c = try s.peek(), c == UInt8(ascii: "e") || c == UInt8(ascii: "E") {
-            try take()
-            if let c = try s.peek(), c == UInt8(ascii: "+") || c == UInt8(ascii: "-") { try take() }
+            take()
+            if let c = try s.peek(), c == UInt8(ascii: "+") || c == UInt8(ascii: "-") { take() }
             guard try isDigit() else { throw Problem.json("expected a digit in the exponent", at: s.offset) }
-            while try isDigit() { try take() }
+            while try isDigit() { take() }
         }
-        let string = String(decoding: text, as: UTF8.self)
-        guard let v = Double(string), v.isFinite else {
-            throw Problem.json("number \(string) is too large", at: start)
+        let text = s.marked()
+        guard let v = Double(text), v.isFinite else {
+            throw Problem.json("number \(text) is too large", at: start)
         }
         return (v, text)
     }
