@@ -55,7 +55,7 @@ let package = Package(
         .target(name: "LnoteScenario", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer"]),
         .executableTarget(name: "lnote", dependencies: ["CLnoteSyscalls", "LnoteModel", "LnoteReplication", "LnoteRender", "LnoteStore", "LnoteSync", "LnoteServer", "LnoteSQLite", "LnoteScenario", "LnoteExport"]),
         // A writer that the store's crash tests kill with SIGKILL.
-        .target(name: "LnoteFuzzing", dependencies: ["LnoteModel", "LnoteReplication", "LnoteSync"]),
+        .target(name: "LnoteFuzzing", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync"]),
         .executableTarget(name: "lnote-fuzz", dependencies: ["LnoteFuzzing"]),
         .executableTarget(name: "lnote-crashtest", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore"]),
         .executableTarget(name: "two-machines", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer"],

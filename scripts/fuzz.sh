@@ -1,22 +1,37 @@
 #!/usr/bin/env bash
 # Fuzzes one decoder (or the merge) with libFuzzer and AddressSanitizer.
-#   scripts/fuzz.sh TARGET SECONDS     targets: frame op snapshot checkpoint sync-request sync-response import merge
+#   scripts/fuzz.sh TARGET SECONDS     one target (the list: scripts/fuzz.sh with no argument)
 #   scripts/fuzz.sh all SECONDS        each target in turn
 # Builds lnote-fuzz with -sanitize=fuzzer,address (in .build/fuzz, apart from the normal
 # build), checks that the binary really is instrumented, runs from the seed corpus in
 # Fuzz/corpus/TARGET (new inputs go to a temporary directory, not the repository), and keeps
 # any crashing input in Fuzz/crashes/TARGET/: commit it, and FuzzCorpusTests replays it on
 # every test run from then on.
+#
+# Each run writes one line of JSON to Fuzz/runs/TARGET.json, which scripts/reliability.sh
+# reads:
+#   {"target":"op","seconds":180,"execs":123456,"crashes":0,"corpus":97,"commit":"…","date":"…"}
+# seconds: the time asked for; execs: inputs run (libFuzzer's number_of_executed_units);
+# crashes: inputs this run wrote to Fuzz/crashes/TARGET (crash, leak, timeout, out of memory);
+# corpus: inputs in the corpus at the end (libFuzzer's last `corp:`); commit: HEAD when the
+# binary was built, with "-dirty" when the worktree had changes; date: the end of the run, UTC.
+# Exits 1 when the run found a crash (with `all`: when any did, after running every target).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+targets=(frame op snapshot checkpoint sync-request sync-response import merge merge-ops
+         document-json manifest-json replica-json devices-json quarantine-json)
 target="${1:-}"; seconds="${2:-30}"
-targets=(frame op snapshot checkpoint sync-request sync-response import merge)
 if [ "$target" = all ]; then
-  for t in "${targets[@]}"; do "$0" "$t" "$seconds"; done
-  exit 0
+  status=0
+  for t in "${targets[@]}"; do "$0" "$t" "$seconds" || status=1; done
+  exit "$status"
 fi
 case " ${targets[*]} " in *" $target "*) ;; *) echo "usage: scripts/fuzz.sh {${targets[*]}|all} SECONDS" >&2; exit 2 ;; esac
+case "$seconds" in ''|*[!0-9]*) echo "fuzz.sh: SECONDS must be a whole number" >&2; exit 2 ;; esac
 
+# The commit the binary is built from (what the summary names), "-dirty" with local changes.
+commit=$(git rev-parse HEAD)
+if [ -n "$(git status --porcelain --untracked-files=no)" ]; then commit="$commit-dirty"; fi
 swift build --scratch-path .build/fuzz --product lnote-fuzz -Xswiftc -sanitize=fuzzer,address -Xswiftc -DLNOTE_FUZZ -Xswiftc -use-ld=lld >&2
 bin=".build/fuzz/debug/lnote-fuzz"
 # Instrumented code has libFuzzer's inline 8-bit counters (the __sancov_cntrs section).
@@ -24,9 +39,31 @@ if [ "$(nm "$bin" | grep -c '__start___sancov_cntrs')" -eq 0 ]; then
   echo "fuzz.sh: $bin has no coverage instrumentation (no __sancov_cntrs section)" >&2
   exit 1
 fi
-work="$(mktemp -d)"; trap 'rm -rf "$work"' EXIT
-mkdir -p "Fuzz/crashes/$target" "Fuzz/corpus/$target"
+tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
+work="$tmp/corpus"; mkdir "$work"
+crashes="Fuzz/crashes/$target"
+mkdir -p "$crashes" "Fuzz/corpus/$target" Fuzz/runs
+ls -A "$crashes" | sort > "$tmp/before"
 echo "fuzz.sh: $target for ${seconds}s" >&2
+set +e
 LNOTE_FUZZ_TARGET="$target" "$bin" "$work" "Fuzz/corpus/$target" \
   -max_total_time="$seconds" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
-  -artifact_prefix="Fuzz/crashes/$target/" -print_final_stats=1 2>&1 | tail -n 25
+  -artifact_prefix="$crashes/" -print_final_stats=1 > "$tmp/log" 2>&1
+fuzzer=$?
+set -e
+tail -n 25 "$tmp/log" >&2
+# The start-up line must show coverage counters: an uninstrumented target shows none.
+if ! grep -q 'INITED cov: ' "$tmp/log"; then
+  echo "fuzz.sh: libFuzzer did not report coverage (no 'INITED cov:' line); exit status $fuzzer" >&2
+  exit 1
+fi
+found=$(comm -13 "$tmp/before" <(ls -A "$crashes" | sort) | wc -l)
+execs=$(sed -n 's/^stat::number_of_executed_units: *\([0-9]*\).*/\1/p' "$tmp/log" | tail -n 1)
+corpus=$(grep -o 'corp: [0-9]*' "$tmp/log" | tail -n 1 | grep -o '[0-9]*$' || true)
+printf '{"target":"%s","seconds":%d,"execs":%d,"crashes":%d,"corpus":%d,"commit":"%s","date":"%s"}\n' \
+  "$target" "$seconds" "${execs:-0}" "$found" "${corpus:-0}" "$commit" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" > "Fuzz/runs/$target.json"
+cat "Fuzz/runs/$target.json" >&2
+if [ "$found" -gt 0 ] || [ "$fuzzer" -ne 0 ]; then
+  echo "fuzz.sh: $target: $found crashing input(s) in $crashes/ (libFuzzer exit status $fuzzer)" >&2
+  exit 1
+fi

@@ -130,7 +130,13 @@ enum ExportSource {
                 let eid = e.id.description
                 switch e.content {
                 case .stroke(let s):
-                    let blobs = try PointBlob.encode(s.points, element: eid)
+                    let blobs: (points: [UInt8], radii: [UInt8])
+                    do { blobs = try PointBlob.encode(s.points, element: eid) } catch var e as LnoteError {
+                        // [EXP-23] The refusal names the stroke where it lives: document, page, element, point.
+                        e.message = "document \(docID), page \(pid): \(e.message)"
+                        if e.path == nil { e.path = d.paths.content(pid) }
+                        throw e
+                    }
                     page.strokes.append(StrokeRow(
                         pageID: page.row.id, elementID: eid, z: z, createdMs: e.wallTime,
                         tool: s.style.tool.description, color: s.style.color.description,

@@ -1,6 +1,7 @@
 import Foundation
 import LnoteModel
 import LnoteReplication
+import LnoteStore
 import LnoteSync
 
 /// The decoders and the merge, as fuzzing targets ([issue: hardening]): each takes any bytes,
@@ -12,7 +13,15 @@ import LnoteSync
 /// normally, replays files; `FuzzCorpusTests` replays the corpus and every crash kept in
 /// `Fuzz/` on each test run.
 public enum FuzzTargets {
-    public static let names = ["frame", "op", "snapshot", "checkpoint", "sync-request", "sync-response", "import", "merge"]
+    public static let names = ["frame", "op", "snapshot", "checkpoint", "sync-request", "sync-response", "import", "merge",
+                               "merge-ops"] + jsonTargets.keys.sorted()
+
+    /// The JSON files a notebook reads, by target name: each fed to the store's own decoding
+    /// and validation of that file (`NotebookJSONFiles`).
+    public static let jsonTargets: [String: NotebookJSONFiles.Kind] = [
+        "document-json": .document, "manifest-json": .manifest, "replica-json": .replica,
+        "devices-json": .devices, "quarantine-json": .quarantine,
+    ]
 
     /// Runs target `name` on `data`.
     public static func run(_ name: String, _ data: [UInt8]) {
@@ -24,7 +33,9 @@ public enum FuzzTargets {
         case "sync-request": syncRequest(data)
         case "sync-response": syncResponse(data)
         case "import": importLines(data)
-        case "merge": merge(data)
+        case "merge": mergeScript(data)
+        case "merge-ops": merge(data)
+        case let json where jsonTargets[json] != nil: jsonFile(jsonTargets[json]!, data)
         default: preconditionFailure("unknown fuzz target \(name); known: \(names.joined(separator: ", "))")
         }
     }
@@ -127,14 +138,50 @@ public enum FuzzTargets {
         check((try? SyncCodec.decodeResponse(SyncCodec.encode(s))) == s, "a sync response does not survive re-encoding")
     }
 
-    /// The import's line parser and quantizer.
+    /// The import's line parser and quantizer; the file read in chunks (of a size the first
+    /// byte chooses) gives the same lines, or the same error, as read whole ([IMP-9]).
     static func importLines(_ data: [UInt8]) {
-        guard let lines = try? StrokeImport.parse(data) else { return }
+        let whole = Result { try StrokeImport.parse(data) }
+        let size = 1 + Int(data.first ?? 0) % 17
+        var at = 0
+        let chunked = Result {
+            try StrokeImport.parse(chunks: {
+                guard at < data.count else { return nil }
+                defer { at = min(data.count, at + size) }
+                return Array(data[at..<min(data.count, at + size)])
+            })
+        }
+        switch (whole, chunked) {
+        case (.success(let a), .success(let b)):
+            check(a == b, "the file read in chunks of \(size) gives other lines than read whole")
+        case (.failure(let a as LnoteError), .failure(let b as LnoteError)):
+            check(a.code == b.code && a.message == b.message && a.offset == b.offset && a.index == b.index,
+                  "the file read in chunks of \(size) fails otherwise: \(b) against \(a)")
+        default:
+            check(false, "the file read in chunks of \(size) and whole: one accepted, one refused")
+        }
+        guard case .success(let lines) = whole else { return }
         for line in lines.prefix(64) { _ = try? Stroke(samples: line.samples) }
     }
 
-    /// The merge: the operations that decode from the bytes, fed to two page replicas in two
-    /// orders, give equal states and conflicts ([MERGE-1]); the state survives its snapshot.
+    /// A JSON file of a notebook: the store's decoder and checks never trap, and what they
+    /// accept survives being written back by the store and read again.
+    static func jsonFile(_ kind: NotebookJSONFiles.Kind, _ data: [UInt8]) {
+        let problem: String?
+        do { problem = try NotebookJSONFiles.roundTripProblem(kind, data) } catch { return }  // refused: fine
+        if let problem { check(false, problem) }
+    }
+
+    /// The merge, structure-aware: the bytes are a script of edits by three replicas with
+    /// partial syncs (`MergeScript`); every operation made, delivered in two orders, gives
+    /// equal states and conflicts, and the authors converge to it ([MERGE-1]).
+    static func mergeScript(_ data: [UInt8]) {
+        if let problem = MergeScript.run(data) { check(false, "\(problem) (script of \(data.count) bytes)") }
+    }
+
+    /// The merge on decoded operations: the operations that decode from the bytes, fed to two
+    /// page replicas in two orders, give equal states and conflicts ([MERGE-1]); the state
+    /// survives its snapshot.
     static func merge(_ data: [UInt8]) {
         // One content per id: two contents under one id are a fork, which the doors refuse
         // before the merge sees it ([SYNC-51]); the merge itself keeps the first it applies.

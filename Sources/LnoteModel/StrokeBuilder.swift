@@ -29,7 +29,8 @@ extension Stroke {
     ///   interpolated, held outside the known ones, 500 when none is known;
     /// - radius: `width × (500 + pressure) / 2000` tenths, rounded half away from zero.
     /// - Throws: `.invalidArgument` for no samples, NaN or infinite values, coordinates or
-    ///   times out of range, or a stroke longer than `UInt32.max` ms; `.limitExceeded` for
+    ///   times out of range, or a stroke longer than `ContentBounds.maxStrokeDuration`
+    ///   (24 h, [LOG-23]); `.limitExceeded` for
     ///   more than `Stroke.maxPoints` samples.
     public init(samples: [InputSample], style: InkStyle = InkStyle()) throws {
         guard !samples.isEmpty else { throw LnoteError(.invalidArgument, "a stroke needs at least one point") }
@@ -68,8 +69,11 @@ extension Stroke {
         var previous: Int64 = 0
         for i in samples.indices {
             let ms = max(previous, absolute[i] - absolute[0])
-            guard ms <= Int64(UInt32.max) else {
-                throw LnoteError(.invalidArgument, "point \(i): the stroke lasts longer than \(UInt32.max) ms", index: i)
+            // [IMP-4] The longest stroke an operation may carry ([LOG-23]): a longer one would
+            // be refused by every door after the import accepted it.
+            guard ms <= Int64(ContentBounds.maxStrokeDuration) else {
+                throw LnoteError(.invalidArgument,
+                                 "point \(i): the stroke lasts \(ms) ms, longer than \(ContentBounds.maxStrokeDuration) ms (24 h)", index: i)
             }
             previous = ms
             let p = UInt16(pressures[i])

@@ -20,16 +20,8 @@ extension Notebook {
     /// The device name of each replica id a relay has named; empty when none is known. A
     /// damaged file reads as empty (it is a cache).
     public func deviceNames() throws -> [ReplicaID: String] {
-        guard let bytes = try DurableFile.readIfExists(devicesPath, io: io),
-              let file = try? StoreJSON.decode(DevicesFile.self, bytes, path: devicesPath), file.format == 1 else { return [:] }
-        var out: [ReplicaID: String] = [:]
-        for e in file.devices {
-            // A cache another folder or a backup may have written: only printable names.
-            if e.replica.count == 16, let r = ReplicaID(hex: e.replica), PrintableText.deviceNameProblem(e.device) == nil {
-                out[r] = e.device
-            }
-        }
-        return out
+        guard let bytes = try DurableFile.readIfExists(devicesPath, io: io) else { return [:] }
+        return DevicesFile.names(bytes, path: devicesPath)
     }
 
     /// Records device names learnt from a remote, by durable replace, when they change

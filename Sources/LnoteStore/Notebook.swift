@@ -284,20 +284,12 @@ public actor Notebook {
         } catch let e as LnoteError where e.code == .corrupt {
             return .damaged(e)  // a symlink, FIFO, directory… ([PKG-22])
         }
-        let r: ReplicaFile
         do {
-            r = try StoreJSON.decode(ReplicaFile.self, bytes, path: file)
-        } catch let e as LnoteError where e.code != .io {
+            let v = try ReplicaFile.decodeValidated(bytes, path: file)
+            return .valid(v.file, v.replica)
+        } catch let e as LnoteError where e.code != .io && e.code != .unsupportedVersion {
             return .damaged(e)
         }
-        if r.format > 1 {
-            throw LnoteError(.unsupportedVersion, "replica.json of format \(r.format) (this build reads 1)", path: file)
-        }
-        guard r.format == 1 else { return .damaged(LnoteError(.corrupt, "replica.json: format \(r.format)", path: file)) }
-        guard r.replica.count == 16, let id = ReplicaID(hex: r.replica), id.rawValue != 0 else {
-            return .damaged(LnoteError(.corrupt, "replica.json: replica is not 16 hex digits of a non-zero id", path: file))
-        }
-        return .valid(r, id)
     }
 
     // MARK: - Library

@@ -65,11 +65,8 @@ public final class ReplicaIdentity: Sendable {
     private func adoptFile() throws -> ReplicaID {
         let ident = ReplicaIdentity.identity(of: file, io: io)
         let bytes = try DurableFile.read(file, io: io)
-        let r = try StoreJSON.decode(Notebook.ReplicaFile.self, bytes, path: file)
-        guard r.format == 1, r.replica.count == 16, let id = ReplicaID(hex: r.replica), id.rawValue != 0 else {
-            throw LnoteError(r.format > 1 ? .unsupportedVersion : .corrupt, "bad replica.json", path: file)
-        }
-        let previous = r.previous.compactMap { ReplicaID(hex: $0) }
+        let v = try Notebook.ReplicaFile.decodeValidated(bytes, path: file)
+        let (id, previous) = (v.replica, v.previous)
         if unsaved.withLock({ $0 }) != nil && id != state.withLock({ $0.current }) {
             unsaved.withLock { $0 = nil }  // another process minted and wrote one: ours was never used
         }

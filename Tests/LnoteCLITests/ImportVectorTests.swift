@@ -50,7 +50,7 @@ struct ImportVectorTests {
     }
 
     /// [IMP-7] [IMP-3] [IMP-4] Values the quantizer refuses (a coordinate beyond ±10,000,000 pt,
-    /// a stroke longer than 2³² − 1 ms) reject the whole file: exit 1, the line, the point
+    /// a stroke longer than 24 h, the limit of [LOG-23]) reject the whole file: exit 1, the line, the point
     /// and the file named, the line's byte offset in the error, nothing added.
     @Test func rejectedValuesImportNothing() async throws {
         let seed = testSeed()
@@ -62,7 +62,9 @@ struct ImportVectorTests {
         let good = strokeLines(count: 2, rng: &rng)
         let before = try await sb.ok("show", "nb", d, "--json", "--points")
         let cases = [("{\"points\": [[0, 0], [10000000.05, 1]]}", "point 1", "out of range"),
-                     ("{\"points\": [[0, 0, 5, 0.5], [0, 0, 4294967301, 0.5]]}", "point 1", "longer than 4294967295 ms"),
+                     ("{\"points\": [[0, 0, 5, 0.5], [0, 0, 4294967301, 0.5]]}", "point 1", "longer than 86400000 ms"),
+                     // [IMP-4] 24 h and 1 ms, the first duration beyond what operations carry ([LOG-23]).
+                     ("{\"points\": [[0, 0, 5, 0.5], [1, 1], [0, 0, 86400006, 0.5]]}", "point 2", "lasts 86400001 ms, longer than 86400000 ms"),
                      ("{\"points\": [[0, 0, -9e15]]}", "point 0", "out of range")]
         for (i, (bad, point, what)) in cases.enumerated() {
             let text = good + "\n" + bad + "\n" + good

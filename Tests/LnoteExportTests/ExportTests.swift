@@ -262,6 +262,21 @@ import LnoteTestSupport
         let file = dir.sub("far.sqlite")
         await #expect(throws: LnoteError(.limitExceeded)) { try await SQLiteExport.export(folder: dir.sub("nb"), to: file) }
         #expect(dir.entries() == ["nb"])
+        // A stroke an import accepts (24 h at most, [IMP-4]) but lasting more than 2^24 ms: the
+        // refusal names the document, the page, the stroke and the point, so it can be found.
+        let nb2 = try await Notebook.open(at: dir.sub("nb2"), create: true)
+        let d2 = try await nb2.createDocument(title: "long")
+        let p2 = await d2.pageList[0].id
+        let long = try await d2.addStroke(try Stroke(samples: [InputSample(x: 0, y: 0, t: 0), InputSample(x: 1, y: 1, t: 16_777_217)]), to: p2)
+        try await nb2.close()
+        do {
+            try await SQLiteExport.export(folder: dir.sub("nb2"), to: dir.sub("long.sqlite"))
+            Issue.record("a stroke of 2^24 + 1 ms exported")
+        } catch let e as LnoteError {
+            #expect(e.code == .limitExceeded && e.index == 1, "\(e)")
+            #expect(e.message.contains("document \(d2.id)") && e.message.contains("page \(p2)") && e.message.contains("stroke \(long)"), "\(e)")
+            #expect(e.path?.hasSuffix("\(p2).content") == true, "\(e)")
+        }
     }
 
     /// [EXP-6] A missing directory and a directory as target fail without writing; a folder

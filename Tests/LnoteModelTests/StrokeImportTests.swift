@@ -61,7 +61,7 @@ enum ReferenceImport {
         var last: Int128 = 0
         for i in 0..<n {
             let t = max(times[i] - times[0], last)
-            guard t <= Int128(UInt32.max) else { throw Rejected() }
+            guard t <= 86_400_000 else { throw Rejected() }  // [IMP-4] step 4
             last = t
             let r = div(Int128(width) * (500 + pressures[i]), 2000)
             out.append(StrokePoint(x: xs[i], y: ys[i], pressure: UInt16(pressures[i]), radius: Int32(r), t: UInt32(t)))
@@ -245,10 +245,22 @@ struct StrokeImportTests {
                                       InputSample(x: 0, y: 0, t: 4.5)]).points.map(\.t)
         #expect(ts == [0, 2, 6])
         // The range of relative times.
-        let long = [InputSample(x: 0, y: 0, t: 0), InputSample(x: 0, y: 0, t: 4_294_967_295)]
-        #expect(try Stroke(samples: long).points.last?.t == UInt32.max)
-        let tooLong = [InputSample(x: 0, y: 0, t: 0), InputSample(x: 0, y: 0, t: 4_294_967_296)]
-        #expect(throws: LnoteError(.invalidArgument)) { try Stroke(samples: tooLong) }
+        // [IMP-4] At most 24 h, what an operation may carry ([LOG-23]): 86,400,000 ms is
+        // accepted, one more is not, whatever the origin of the times.
+        let long = [InputSample(x: 0, y: 0, t: 1e9), InputSample(x: 0, y: 0, t: 1e9 + 86_400_000)]
+        #expect(try Stroke(samples: long).points.last?.t == ContentBounds.maxStrokeDuration)
+        #expect(ContentBounds.problem(.stroke(try Stroke(samples: long))) == nil)
+        for tooLong in [[InputSample(x: 0, y: 0, t: 0), InputSample(x: 0, y: 0, t: 86_400_001)],
+                        [InputSample(x: 0, y: 0, t: 0), InputSample(x: 0, y: 0, t: 4_294_967_296)],
+                        // Rounded times count: −86,400,000.5 is −86,400,001 ms, 0.4 is 0.
+                        [InputSample(x: 0, y: 0, t: -86_400_000.5), InputSample(x: 0, y: 0, t: 0.4)]] {
+            do {
+                _ = try Stroke(samples: tooLong)
+                Issue.record("a stroke of more than 24 h accepted")
+            } catch let e as LnoteError {
+                #expect(e.code == .invalidArgument && e.index == 1 && e.message.contains("longer than 86400000 ms"), "\(e)")
+            }
+        }
         // Far-apart known times interpolate without overflow.
         let far = try Stroke(samples: [InputSample(x: 0, y: 0, t: 8e15), InputSample(x: 0, y: 0),
                                        InputSample(x: 0, y: 0, t: -8e15), InputSample(x: 0, y: 0),
