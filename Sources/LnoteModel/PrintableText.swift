@@ -29,3 +29,41 @@ public enum PrintableText {
         return nil
     }
 }
+
+extension PrintableText {
+    /// True for the characters `escaped` writes as escapes: C0 controls, DEL, C1 controls,
+    /// U+2028 and U+2029 (they break lines or reach a terminal as commands), and the
+    /// bidirectional formatting characters U+061C, U+200E, U+200F, U+202A…U+202E and
+    /// U+2066…U+2069 (they reorder what a terminal shows after them, so a line can show text
+    /// in another order than it holds).
+    public static func needsEscape(_ u: Unicode.Scalar) -> Bool {
+        switch u.value {
+        case 0..<0x20, 0x7F...0x9F, 0x2028, 0x2029, 0x061C, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069: true
+        default: false
+        }
+    }
+
+    /// `text` made safe to print on one line of a terminal or a log, whoever chose it: each
+    /// character `needsEscape` names is written as `\n`, `\r` or `\t` for those three, else
+    /// as `\u{XX}` (its code point in upper-case hex, as in Swift source). Everything else,
+    /// backslashes included, is kept as is, so ordinary text reads unchanged; text that holds
+    /// no such character is returned as it was.
+    public static func escaped(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: needsEscape) else { return text }
+        var out = String.UnicodeScalarView()
+        for u in text.unicodeScalars {
+            guard needsEscape(u) else {
+                out.append(u)
+                continue
+            }
+            let s: String = switch u {
+            case "\n": "\\n"
+            case "\r": "\\r"
+            case "\t": "\\t"
+            default: "\\u{\(String(u.value, radix: 16, uppercase: true))}"
+            }
+            out.append(contentsOf: s.unicodeScalars)
+        }
+        return String(out)
+    }
+}

@@ -4,7 +4,7 @@ import LnoteSQLite
 
 extension RelayStore {
     /// `PRAGMA user_version` of the schema below. A file with a greater version is refused.
-    public static let schemaVersion: Int64 = 2
+    public static let schemaVersion: Int64 = 3
     /// `PRAGMA application_id`: "LNRY", marks the file as a relay store.
     public static let applicationID: Int64 = 0x4C4E_5259
 
@@ -96,6 +96,13 @@ extension RelayStore {
         ) WITHOUT ROWID;
         """
 
+    /// Version 3 over version 2: `tokens.expires`, when a token stops opening its notebook
+    /// ([SYNC-29]), in milliseconds since 1970; NULL (every token made before version 3):
+    /// never.
+    static let upgradeV2toV3 = """
+        ALTER TABLE tokens ADD COLUMN expires INTEGER;
+        """
+
     /// Why every notebook got a new epoch when the store was opened ([SYNC-58]).
     public enum RestoreSign: Sendable, Equatable, CustomStringConvertible {
         /// The file's change sequence is below the high-water mark: it was restored from
@@ -163,6 +170,7 @@ extension RelayStore {
             }
             report.upgradedFrom = version
             if version < 2 { report.checkpointsDropped = try upgradeToV2() }
+            if version < 3 { try db.execute(Self.upgradeV2toV3) }
             try db.execute("PRAGMA user_version = \(Self.schemaVersion)")
         }
     }

@@ -129,6 +129,13 @@ public struct SyncHTTPService: Sendable {
         return json(r.reason.status, body)
     }
 
+    /// `2026-03-01T12:00:00Z` for milliseconds since 1970.
+    static func utcDate(milliseconds: Int64) -> String {
+        let f = ISO8601DateFormatter()
+        f.timeZone = TimeZone(identifier: "UTC")
+        return f.string(from: Date(timeIntervalSince1970: Double(milliseconds) / 1000))
+    }
+
     static func bearer(_ headers: HTTPHeaders) -> String? {
         guard let v = headers["Authorization"] else { return nil }
         let parts = v.split(separator: " ", maxSplits: 1)
@@ -181,6 +188,9 @@ public struct SyncHTTPService: Sendable {
         switch access.result {
         case .ok: break
         case .unauthorized: return .answer(Self.error(.unauthorized, "missing or wrong token"))
+        case .expired(let at):
+            return .answer(Self.error(.tokenExpired, "this token expired at \(Self.utcDate(milliseconds: at)); ask the relay's operator "
+                                      + "for a new one (lnote relay token create)"))
         case .forbidden: return .answer(Self.error(.forbidden, "this token does not open notebook \(notebook)"))
         }
         do {

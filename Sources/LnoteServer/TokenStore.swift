@@ -22,6 +22,23 @@ public enum RelayToken {
     /// The digest stored for `token`: SHA-256 of its UTF-8 text.
     public static func digest(_ token: String) -> [UInt8] { SHA256.hash(Array(token.utf8)) }
 
+    /// [SYNC-28] The fewest hex digits a token chosen by hand may have: 32 (128 bits).
+    public static let minimumHexDigits = 32
+    /// The most bytes a token presented to a server may have (longer ones are refused
+    /// unread).
+    public static let maximumBytes = 256
+
+    /// [SYNC-28] What makes `token` too weak for a server to accept it as its token (`lnote
+    /// serve --token`): anything but 32 to 256 hex digits (either case). nil when it is
+    /// strong enough. The message says how to make one.
+    public static func strengthProblem(_ token: String) -> String? {
+        let digits = token.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) || (0x41...0x46).contains($0) }
+        if digits && (minimumHexDigits...maximumBytes).contains(token.utf8.count) { return nil }
+        let what = digits ? "\(token.utf8.count) hex digits" : "\(token.utf8.count) characters, not all hex digits"
+        return "a token of \(what): a server token must be \(minimumHexDigits) to \(maximumBytes) hex digits "
+            + "(at least 128 bits); make one with `openssl rand -hex 32`, or give none and one is generated and printed"
+    }
+
     /// Whether `token` has the form tokens are issued in (64 lowercase hex digits).
     public static func isWellFormed(_ token: String) -> Bool {
         token.utf8.count == 64 && token.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
@@ -39,6 +56,26 @@ public enum RelayToken {
     }
 
     static let unnamedPrefix = "token-"
+
+    /// The longest lifetime a token may be given: 100 years.
+    public static let maximumLifetimeSeconds: Int64 = 100 * 366 * 86_400
+
+    /// [SYNC-29] A lifetime written as a positive whole number and a unit: `90m` (minutes),
+    /// `12h` (hours), `30d` (days), `2w` (weeks). nil for anything else, or over 100 years.
+    public static func parseLifetime(_ text: String) -> Duration? {
+        guard let unit = text.last, let n = Int64(text.dropLast()), n > 0, text.first?.isNumber == true else { return nil }
+        let scale: Int64
+        switch unit {
+        case "m": scale = 60
+        case "h": scale = 3600
+        case "d": scale = 86_400
+        case "w": scale = 7 * 86_400
+        default: return nil
+        }
+        let (seconds, overflow) = n.multipliedReportingOverflow(by: scale)
+        guard !overflow, seconds <= maximumLifetimeSeconds else { return nil }
+        return .seconds(seconds)
+    }
 
     /// The device of a token made without one: `token-` and the first 8 hex digits of its
     /// digest.
@@ -60,6 +97,9 @@ public enum AuthResult: Sendable, Equatable {
     case unauthorized
     /// A valid token of another notebook (HTTP 403): nothing is read or written.
     case forbidden
+    /// A token the relay knows whose time ran out ([SYNC-29]): HTTP 401 `token_expired`,
+    /// nothing read or written.
+    case expired(at: Int64)
 }
 
 /// What a request's token opens, and for which device ([SYNC-57]).
@@ -88,6 +128,12 @@ public struct TokenInfo: Sendable, Equatable {
     public var deviceNamed: Bool
     /// Milliseconds since 1970.
     public var created: Int64
+    /// When the token stops opening its notebook ([SYNC-29]), in milliseconds since 1970;
+    /// nil: never.
+    public var expires: Int64?
+
+    /// True when the token has expired at `now` (milliseconds since 1970).
+    public func isExpired(at now: Int64) -> Bool { expires.map { now >= $0 } ?? false }
 }
 
 extension RelayStore {
@@ -98,17 +144,30 @@ extension RelayStore {
     ///   - device: the device the token belongs to ([SYNC-57]); several tokens may name the
     ///     same device (a token replaced). Without one, the token is its own unnamed device,
     ///     `token-<8 hex>`, as tokens made before devices existed.
+    ///   - expiresIn: how long the token opens the notebook, from now ([SYNC-29]); nil:
+    ///     until it is revoked.
     /// - Throws: `.notFound` for an unknown notebook; `.invalidArgument` for a label over
-    ///   1,024 bytes or a device name `RelayToken.checkDeviceName` refuses.
-    public func createToken(notebook: NotebookID, label: String, device: String? = nil) throws -> String {
+    ///   1,024 bytes, a device name `RelayToken.checkDeviceName` refuses, or a lifetime that
+    ///   is not positive or is over 100 years.
+    public func createToken(notebook: NotebookID, label: String, device: String? = nil,
+                            expiresIn: Duration? = nil) throws -> String {
         guard label.utf8.count <= 1024 else { throw LnoteError(.invalidArgument, "token label over 1024 bytes") }
         if let device { try RelayToken.checkDeviceName(device) }
+        let created = Self.now()
+        var expires: Int64?
+        if let expiresIn {
+            let (seconds, attoseconds) = expiresIn.components
+            guard expiresIn > .zero, seconds <= RelayToken.maximumLifetimeSeconds else {
+                throw LnoteError(.invalidArgument, "a token lifetime must be positive and at most 100 years, not \(expiresIn)")
+            }
+            expires = created + seconds * 1000 + attoseconds / 1_000_000_000_000_000
+        }
         let token = RelayToken.generate()
         try db.transaction {
             let (nb, _) = try row(of: notebook)
-            try db.execute("INSERT INTO tokens (digest, nb, label, created, device) VALUES (?1, ?2, ?3, ?4, ?5)",
-                           [.blob(RelayToken.digest(token)), .integer(nb), .text(label), .integer(Self.now()),
-                            device.map { .text($0) } ?? .null])
+            try db.execute("INSERT INTO tokens (digest, nb, label, created, device, expires) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                           [.blob(RelayToken.digest(token)), .integer(nb), .text(label), .integer(created),
+                            device.map { .text($0) } ?? .null, expires.map { .integer($0) } ?? .null])
         }
         return token
     }
@@ -121,22 +180,25 @@ extension RelayStore {
     /// digest, which says nothing about any token.
     /// A notebook that does not exist gives `.forbidden` to a valid token (of another
     /// notebook) and `.unauthorized` to an unknown one: it never reveals more than a
-    /// wrong notebook would.
+    /// wrong notebook would. A known token past its expiry gives `.expired` ([SYNC-29])
+    /// whatever notebook it is presented for: only its holder can present it.
     public func authorize(token: String?, notebook: NotebookID) throws -> AuthResult {
         try access(token: token, notebook: notebook).result
     }
 
     /// `authorize`, with the token's device ([SYNC-57]) when access is granted.
     public func access(token: String?, notebook: NotebookID) throws -> Access {
-        guard let token, !token.isEmpty, token.utf8.count <= 256 else { return Access(.unauthorized) }
+        guard let token, !token.isEmpty, token.utf8.count <= RelayToken.maximumBytes else { return Access(.unauthorized) }
         let digest = RelayToken.digest(token)
+        let now = Self.now()
         return try db.transaction(.deferred) {
             let rows = try db.query("""
-                SELECT t.digest, n.id, t.device FROM tokens t JOIN notebooks n ON n.nb = t.nb WHERE t.digest = ?1
+                SELECT t.digest, n.id, t.device, t.expires FROM tokens t JOIN notebooks n ON n.nb = t.nb WHERE t.digest = ?1
                 """, [.blob(digest)])
             guard let r = rows.first, let stored = r[0].bytes, RelayToken.constantTimeEqual(stored, digest) else {
                 return Access(.unauthorized)
             }
+            if let expires = r[3].int64, now >= expires { return Access(.expired(at: expires)) }
             guard r[1].string == notebook.description else { return Access(.forbidden) }
             return Access(.ok, device: r[2].string ?? RelayToken.unnamedDevice(digest: stored))
         }
@@ -146,12 +208,13 @@ extension RelayStore {
     public func listTokens(notebook: NotebookID) throws -> [TokenInfo] {
         try db.transaction(.deferred) {
             let (nb, _) = try row(of: notebook)
-            return try db.query("SELECT digest, label, created, device FROM tokens WHERE nb = ?1 ORDER BY created, rowid",
-                                [.integer(nb)]).map { r in
+            return try db.query("""
+                SELECT digest, label, created, device, expires FROM tokens WHERE nb = ?1 ORDER BY created, rowid
+                """, [.integer(nb)]).map { r in
                 let digest = r[0].bytes ?? []
                 return TokenInfo(id: String(hexString(digest).prefix(16)), notebook: notebook,
                                  label: r[1].string ?? "", device: r[3].string ?? RelayToken.unnamedDevice(digest: digest),
-                                 deviceNamed: r[3].string != nil, created: r[2].int64 ?? 0)
+                                 deviceNamed: r[3].string != nil, created: r[2].int64 ?? 0, expires: r[4].int64)
             }
         }
     }

@@ -8,6 +8,8 @@ public enum SyncErrorCode: String, Sendable, CaseIterable {
     case badRequest = "bad_request"
     /// 401: a missing or wrong token.
     case unauthorized
+    /// 401: a token the relay knows, whose time ran out ([SYNC-29]).
+    case tokenExpired = "token_expired"
     /// 403: a token of another notebook, or a push holding new operations of a replica that
     /// another device owns ([SYNC-57]).
     case forbidden
@@ -36,7 +38,7 @@ public enum SyncErrorCode: String, Sendable, CaseIterable {
     public var status: Int {
         switch self {
         case .badRequest, .badCheckpoint: 400
-        case .unauthorized: 401
+        case .unauthorized, .tokenExpired: 401
         case .forbidden: 403
         case .notFound: 404
         case .methodNotAllowed: 405
@@ -54,7 +56,7 @@ public enum SyncErrorCode: String, Sendable, CaseIterable {
     public var clientCode: LnoteError.Code {
         switch self {
         case .badRequest, .badCheckpoint, .methodNotAllowed: .invalidArgument
-        case .unauthorized, .forbidden: .unauthorized
+        case .unauthorized, .tokenExpired, .forbidden: .unauthorized
         // An asset the operation names does not exist there, as [PKG-14] says of a
         // package that lacks one.
         case .notFound, .assetMissing: .notFound

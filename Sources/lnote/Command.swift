@@ -2,17 +2,34 @@ import Foundation
 import LnoteModel
 
 /// Where a command writes: results on stdout, diagnostics on stderr.
+///
+/// Every human-readable line goes through `PrintableText.escaped`: titles, device names,
+/// server messages and paths may come from another machine, and a control character in
+/// them (an escape sequence, a newline, a bidi override) would reach the terminal as a
+/// command or fake a line. `out` and `err` write exactly one line each: a newline in `s` is
+/// printed as `\n`. Text of the program's own with several lines (help) goes through
+/// `outLines`/`errLines`. `raw` is for JSON, whose encoder escapes control characters.
 struct Console: Sendable {
-    func out(_ s: String) { FileHandle.standardOutput.write(Data((s + "\n").utf8)) }
-    func err(_ s: String) { FileHandle.standardError.write(Data((s + "\n").utf8)) }
-    /// Writes `s` to stdout as is (canonical JSON already ends with its newline).
+    /// One line on stdout, every control character in it escaped.
+    func out(_ s: String) { FileHandle.standardOutput.write(Data((PrintableText.escaped(s) + "\n").utf8)) }
+    /// One line on stderr, every control character in it escaped.
+    func err(_ s: String) { FileHandle.standardError.write(Data((PrintableText.escaped(s) + "\n").utf8)) }
+    /// Lines of the program's own text (help, usage) on stdout: split at its newlines, each
+    /// line escaped like `out`.
+    func outLines(_ s: String) { FileHandle.standardOutput.write(Data((Self.lines(s) + "\n").utf8)) }
+    /// `outLines` on stderr.
+    func errLines(_ s: String) { FileHandle.standardError.write(Data((Self.lines(s) + "\n").utf8)) }
+    static func lines(_ s: String) -> String {
+        s.split(separator: "\n", omittingEmptySubsequences: false).map { PrintableText.escaped(String($0)) }.joined(separator: "\n")
+    }
+    /// Writes `s` to stdout as is: JSON only (canonical JSON already ends with its newline).
     func raw(_ s: String) { FileHandle.standardOutput.write(Data(s.utf8)) }
     /// True when stderr is a terminal (progress lines are drawn only then).
     var isTerminal: Bool { isatty(2) == 1 }
     /// Rewrites the current terminal line (progress).
     func progress(_ s: String) {
         guard isTerminal else { return }
-        FileHandle.standardError.write(Data("\r\u{1B}[K\(s)".utf8))
+        FileHandle.standardError.write(Data("\r\u{1B}[K\(PrintableText.escaped(s))".utf8))
     }
     func endProgress() {
         guard isTerminal else { return }

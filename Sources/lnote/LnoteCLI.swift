@@ -25,8 +25,8 @@ struct LnoteCLI {
         let console = Console()
         if args.isEmpty || args == ["--help"] || args == ["-h"] || args == ["help"] {
             // Asked for: stdout, exit 0. Nothing given: a usage error (stderr, exit 2).
-            if args.isEmpty { console.err(usage()); return Exit.usage }
-            console.out(usage())
+            if args.isEmpty { console.errLines(usage()); return Exit.usage }
+            console.outLines(usage())
             return Exit.ok
         }
         if args == ["--version"] {
@@ -47,11 +47,11 @@ struct LnoteCLI {
                 let helpAsked = args.count == 2 && (args[1] == "--help" || args[1] == "-h")
                 let lines = group.map { "  \($0.synopsis)\n      \($0.summary)" }.joined(separator: "\n")
                 if helpAsked {
-                    console.out("commands of lnote \(args[0]):\n\(lines)")
+                    console.outLines("commands of lnote \(args[0]):\n\(lines)")
                     return Exit.ok
                 }
                 let what = args.count > 1 ? "unknown command \"\(args[0]) \(args[1])\"" : "\"\(args[0])\" needs a subcommand"
-                console.err("lnote: \(what); one of:\n\(lines)")
+                console.errLines("lnote: \(what); one of:\n\(lines)")
                 return Exit.usage
             }
             console.err("lnote: unknown command \"\(args[0])\"; run lnote --help")
@@ -61,7 +61,7 @@ struct LnoteCLI {
         do {
             let parsed = try Arguments(rest, options: command.options, flags: command.flags.union(["help"]))
             if parsed.flag("help") {
-                console.out(command.help)
+                console.outLines(command.help)
                 return Exit.ok
             }
             return try await command.run(parsed, console)

@@ -84,15 +84,19 @@ extension CommandTable {
 
     static let relayTokenCreate = Command(
         name: "relay token create",
-        synopsis: "lnote relay token create --db FILE.sqlite --notebook ID --device NAME [--label TEXT]",
+        synopsis: "lnote relay token create --db FILE.sqlite --notebook ID --device NAME [--label TEXT] [--expires DURATION]",
         summary: "Create a bearer token for one device of a notebook; prints the token (only its hash is stored)",
         details: """
         The device owns the replica ids it pushes its own work under: another device's push of
         new operations authored under them is refused (403). Several tokens may name one device
         (a replaced token). Tokens made before devices existed act as the device
         token-<first 8 hex digits of their hash>.
+
+        With --expires (a whole number and a unit: 90m, 12h, 30d, 2w), the token stops working
+        that long from now: the relay answers it 401 token_expired. Without it, the token works
+        until it is revoked.
         """,
-        options: ["db", "notebook", "label", "device"],
+        options: ["db", "notebook", "label", "device", "expires"],
         run: { args, console in
             try args.expect(0, "no positional arguments")
             guard let db = args.option("db") else { throw Arguments.UsageError(message: "--db FILE is required") }
@@ -103,16 +107,24 @@ extension CommandTable {
                 throw Arguments.UsageError(message: "--device NAME is required (the device this token belongs to)")
             }
             try RelayToken.checkDeviceName(device)
+            var lifetime: Duration?
+            if let text = args.option("expires") {
+                guard let d = RelayToken.parseLifetime(text) else {
+                    throw Arguments.UsageError(message: "--expires needs a whole number and a unit m, h, d or w (90m, 12h, 30d, 2w), "
+                                               + "at most 100 years; got \"\(text)\"")
+                }
+                lifetime = d
+            }
             let store = try RelayStore(path: db)
             defer { try? store.close() }
-            console.out(try store.createToken(notebook: id, label: args.option("label") ?? "", device: device))
+            console.out(try store.createToken(notebook: id, label: args.option("label") ?? "", device: device, expiresIn: lifetime))
             return Exit.ok
         })
 
     static let relayTokenList = Command(
         name: "relay token list",
         synopsis: "lnote relay token list --db FILE.sqlite --notebook ID",
-        summary: "List a notebook's tokens: id, device, creation date (UTC), label; never the tokens",
+        summary: "List a notebook's tokens: id, device, creation date, expiry (UTC), label; never the tokens",
         options: ["db", "notebook"],
         run: { args, console in
             guard let db = args.option("db") else { throw Arguments.UsageError(message: "--db FILE is required") }
@@ -121,9 +133,12 @@ extension CommandTable {
             }
             let store = try RelayStore(path: db)
             defer { try? store.close() }
+            let now = Int64((Date().timeIntervalSince1970 * 1000).rounded())
             for t in try store.listTokens(notebook: id) {
                 let device = t.deviceNamed ? t.device : "\(t.device) (unnamed)"
-                console.out("\(t.id)  \(device)  \(utcDate(milliseconds: t.created))" + (t.label.isEmpty ? "" : "  \(t.label)"))
+                let expiry = t.expires.map { (t.isExpired(at: now) ? "expired " : "expires ") + utcDate(milliseconds: $0) } ?? "never expires"
+                console.out("\(t.id)  \(device)  created \(utcDate(milliseconds: t.created))  \(expiry)"
+                            + (t.label.isEmpty ? "" : "  \(t.label)"))
             }
             return Exit.ok
         })

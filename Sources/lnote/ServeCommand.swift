@@ -49,12 +49,13 @@ extension CommandTable {
 
     static let serve = Command(
         name: "serve",
-        synopsis: "lnote serve FOLDER [--token T] [--port N] [--bind ADDR] [--tls-cert PEM --tls-key PEM] [--max-connections N]",
+        synopsis: "lnote serve FOLDER [--token HEX] [--port N] [--bind ADDR] [--tls-cert PEM --tls-key PEM] [--max-connections N]",
         summary: "Serve a notebook folder so another machine can sync with it directly",
         details: """
         Binds to 127.0.0.1 (port 0: any free port) unless --bind says otherwise, and serves
         HTTPS with --tls-cert/--tls-key. Requests need the bearer token: give one with --token
-        (or $LNOTE_TOKEN), or one is generated and printed. Prints the notebook URL to pass to
+        (or $LNOTE_TOKEN), or one is generated and printed. A token given must be 32 to 256
+        hex digits (at least 128 bits; make one with `openssl rand -hex 32`). Prints the notebook URL to pass to
         `lnote sync`: its notebook id comes from the folder's replica id, so it is the same at
         every start (a copied or moved folder gets a new one); a client using another id gets
         404 not_found. The folder owns its replica id: a push holding a new operation authored
@@ -71,7 +72,13 @@ extension CommandTable {
             let signals = Signals.trap()
             var token = args.option("token") ?? ProcessInfo.processInfo.environment["LNOTE_TOKEN"] ?? ""
             let generated = token.isEmpty
-            if generated { token = RelayToken.generate() }
+            if generated {
+                token = RelayToken.generate()
+            } else if let problem = RelayToken.strengthProblem(token) {
+                // [SYNC-28] A short token can be guessed over the network.
+                let source = args.option("token") != nil ? "--token" : "$LNOTE_TOKEN"
+                throw Arguments.UsageError(message: "\(source): \(problem)")
+            }
             try requireNotebook(args.positionals[0])
             let notebook = try await Notebook.open(at: args.positionals[0])
             let server: PeerServer

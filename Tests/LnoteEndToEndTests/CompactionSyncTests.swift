@@ -46,7 +46,7 @@ import LnoteTestSupport
         let dir = try TempDir()
         _ = try await Fixture.notebook(at: dir.sub("A"), strokes: 2)
         for (args, sig) in [(["relay", "--db", dir.sub("r.sqlite")], SIGTERM), (["relay", "--db", dir.sub("r.sqlite")], SIGINT),
-                            (["serve", dir.sub("A"), "--token", "t0ken"], SIGTERM), (["serve", dir.sub("A")], SIGINT)] {
+                            (["serve", dir.sub("A"), "--token", String(repeating: "7e", count: 16)], SIGTERM), (["serve", dir.sub("A")], SIGINT)] {
             let child = try Subprocess.start(Subprocess.product("lnote"), args)
             // It serves once it has printed its URL (signal handlers are installed by then).
             #expect(await child.waitForOutput("url: "), "\(args[0]) did not start")

@@ -39,9 +39,9 @@ import LnoteTestSupport
             .split(separator: "\n").map(String.init)
         let year = Calendar(identifier: .gregorian).component(.year, from: Date())
         #expect(listed.count == 2)
-        #expect(listed[0].hasPrefix(String(hexString(RelayToken.digest(token)).prefix(16)) + "  laptop  \(year)-"), "\(listed)")
-        #expect(listed[0].hasSuffix("Z  work"), "\(listed)")
-        #expect(listed[1].contains("  token-\(hexString(RelayToken.digest(legacy)).prefix(8)) (unnamed)  \(year)-"), "\(listed)")
+        #expect(listed[0].hasPrefix(String(hexString(RelayToken.digest(token)).prefix(16)) + "  laptop  created \(year)-"), "\(listed)")
+        #expect(listed[0].hasSuffix("Z  never expires  work"), "\(listed)")
+        #expect(listed[1].contains("  token-\(hexString(RelayToken.digest(legacy)).prefix(8)) (unnamed)  created \(year)-"), "\(listed)")
 
         // The laptop syncs a folder: it owns the folder's replica id.
         _ = try await Fixture.notebook(at: dir.sub("A"), strokes: 2)

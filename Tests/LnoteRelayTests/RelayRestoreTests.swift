@@ -369,7 +369,7 @@ struct RelayRestoreTests {
             #expect(r2.digests?.first?.entries.first?.digest == RelayTrustTests.chain(ops.map(RelayTrustTests.contentHash)))
             let raw = try SQLiteDatabase(path: path, options: .init(create: false, readOnly: true))
             defer { try? raw.close() }
-            #expect(try raw.query("PRAGMA user_version").first?.first?.int64 == 2)
+            #expect(try raw.query("PRAGMA user_version").first?.first?.int64 == RelayStore.schemaVersion)
         }
     }
 }
