@@ -44,6 +44,7 @@ extension CommandTable {
                 try? store.close()
                 throw error
             }
+            ServerLog(console: console, prefix: "lnote relay").attach(to: server.http)
             console.out("url: \(server.http.baseURL)")
             console.err("lnote relay: serving \(db); notebook URLs are \(server.http.baseURL)/v1/notebooks/<id>; Ctrl-C stops")
             let signal = await signals.wait()

@@ -3,6 +3,7 @@ import LnoteModel
 import LnoteStore
 import LnoteSync
 import LnoteServer
+import Synchronization
 
 extension CommandTable {
     static let serverOptions: Set<String> = ["port", "bind", "tls-cert", "tls-key", "max-body-mb", "max-connections",
@@ -86,6 +87,7 @@ extension CommandTable {
                 try? await notebook.close()
                 throw error
             }
+            ServerLog(console: console, prefix: "lnote serve").attach(to: server.http)
             console.out("url: \(server.url)")
             if generated { console.out("token: \(token)") }
             console.err("lnote serve: serving \(notebook.path) (replica \(notebook.replica)); Ctrl-C stops")
@@ -101,3 +103,39 @@ extension CommandTable {
 /// `RLIMIT_NOFILE` as `getrlimit` takes it.
 let RLIMIT_NOFILE_RESOURCE = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
 #endif
+
+/// The server's log on stderr ([SYNC-81]: the details of a 500 stay on the server, with the
+/// incident id the client was given), each line escaped by `Console` (libmicrohttpd's
+/// messages quote what clients sent). At most `perSecond` lines a second: a client that
+/// makes the server log cannot flood the operator's terminal or log file; what was left out
+/// is counted on the next line that goes through.
+final class ServerLog: Sendable {
+    private let console: Console
+    private let prefix: String
+    private let perSecond: Int
+    private let window = Mutex<(start: ContinuousClock.Instant, printed: Int, dropped: Int)>((.now, 0, 0))
+
+    init(console: Console, prefix: String, perSecond: Int = 20) {
+        self.console = console
+        self.prefix = prefix
+        self.perSecond = perSecond
+    }
+
+    func attach(to server: HTTPServer) {
+        server.setLogHandler { [self] message in self.log(message) }
+    }
+
+    func log(_ message: String) {
+        let now = ContinuousClock.now
+        let (print, dropped): (Bool, Int) = window.withLock { w in
+            if now - w.start >= .seconds(1) { w.start = now; w.printed = 0 }
+            guard w.printed < perSecond else { w.dropped += 1; return (false, 0) }
+            w.printed += 1
+            defer { w.dropped = 0 }
+            return (true, w.dropped)
+        }
+        guard print else { return }
+        let trimmed = message.hasSuffix("\n") ? String(message.dropLast()) : message
+        console.err("\(prefix): \(trimmed)" + (dropped > 0 ? " (\(dropped) earlier server messages not shown)" : ""))
+    }
+}
