@@ -323,14 +323,17 @@ extension Notebook {
     /// nobody else took a lease meanwhile (an app's handle is never closed under it).
     func withDocument<T>(_ docID: DocumentID, _ body: (Document) async throws -> T) async throws -> T {
         let d = try await acquire(docID, external: false)
+        let r: T
         do {
-            let r = try await body(d)
-            try await release(docID, external: false)
-            return r
+            r = try await body(d)
         } catch {
             try? await release(docID, external: false)
             throw error
         }
+        // Given back once, also when closing fails: a second release would take another
+        // holder's lease and close the handle under it.
+        try await release(docID, external: false)
+        return r
     }
 }
 

@@ -73,8 +73,10 @@ public actor Notebook {
         var external = 0
         /// Leases of this notebook's own work (`withDocument`: sync, delete, restore…).
         var internalLeases = 0
-        /// Set while the last lease's close runs: an `openDocument` meanwhile waits for it.
-        var closing: Task<Void, Never>?
+        /// Set, in the same turn of the actor that gave back the last lease, while the close
+        /// runs: an `acquire` meanwhile waits for it. The task removes this entry from
+        /// `documents` before it completes, so whoever it wakes finds the entry gone.
+        var closing: Task<Void, Error>?
         init(task: Task<Document, Error>) { self.task = task }
     }
 
@@ -399,7 +401,15 @@ public actor Notebook {
     /// the table before the first suspension, so concurrent calls share it.
     func acquire(_ docID: DocumentID, external: Bool) async throws -> Document {
         try checkOpen()
-        while let e = documents[docID], let closing = e.closing { await closing.value }
+        // Awaiting a finished task does not suspend: were the entry still here once its close
+        // is done, this loop would spin on the notebook's thread, never letting the job that
+        // removes it run. The closing task removes it before completing; removing it here too
+        // keeps the loop finite whatever completes first.
+        while let e = documents[docID], let closing = e.closing {
+            _ = await closing.result
+            if documents[docID] === e { documents[docID] = nil }
+        }
+        try checkOpen()
         if let e = documents[docID] {
             if external { e.external += 1 } else { e.internalLeases += 1 }
             do {
@@ -433,28 +443,48 @@ public actor Notebook {
     }
 
     /// Gives a lease back. When it was the last, the document is closed (its files
-    /// released); otherwise a caller's lease (`Document.close()`) saves what changed.
+    /// released); otherwise a caller's lease (`Document.close()`) first saves what changed,
+    /// still holding its lease: the handle cannot be closed under that save by another
+    /// holder giving back the last lease meanwhile.
+    ///
+    /// The last lease's close starts in the same turn of the actor that counts zero leases
+    /// (no suspension between): an `acquire` then either took its lease before (and the
+    /// document stays open) or waits for the close and opens the document again.
     func release(_ docID: DocumentID, external: Bool) async throws {
         guard let e = documents[docID], e.closing == nil else { return }
         if external {
             guard e.external > 0 else { return }  // closed more often than opened: nothing to give back
-            e.external -= 1
-        } else {
-            e.internalLeases = max(0, e.internalLeases - 1)
-        }
-        let d = try await e.task.value
-        guard e.external == 0 && e.internalLeases == 0 else {
-            if external { try await d.flush() }
+        } else if e.internalLeases == 0 {
             return
         }
-        let result = Mutex<Error?>(nil)
-        let closing = Task<Void, Never> {
-            do { try await d.closeNow() } catch { result.withLock { $0 = error } }
+        var failure: Error?
+        if external && e.external + e.internalLeases > 1 {
+            do { try await e.task.value.flush() } catch { failure = error }
+            // Our lease kept the entry open; only `Notebook.close()` may have closed it since.
+            guard documents[docID] === e, e.closing == nil else {
+                if let failure { throw failure }
+                return
+            }
+        }
+        if external { e.external -= 1 } else { e.internalLeases -= 1 }
+        if e.external == 0 && e.internalLeases == 0 {
+            let closing = startClosing(docID, e)
+            if case .failure(let error) = await closing.result { failure = failure ?? error }
+        }
+        if let failure { throw failure }
+    }
+
+    /// Closes the document of an entry nobody holds a lease on, then removes the entry (on
+    /// this actor, before the task completes).
+    private func startClosing(_ docID: DocumentID, _ e: OpenDocument) -> Task<Void, Error> {
+        let closing = Task { [self] in
+            var failure: Error?
+            do { try await e.task.value.closeNow() } catch { failure = error }
+            if documents[docID] === e { documents[docID] = nil }
+            if let failure { throw failure }
         }
         e.closing = closing
-        await closing.value
-        if documents[docID] === e { documents[docID] = nil }
-        if let error = result.withLock({ $0 }) { throw error }
+        return closing
     }
 
     /// True when this notebook has the document open (another process may have it open too).
@@ -501,7 +531,7 @@ public actor Notebook {
         var failure: Error?
         for (_, e) in documents {
             if let closing = e.closing {
-                await closing.value
+                _ = await closing.result
                 continue
             }
             do {
