@@ -188,6 +188,9 @@ func timestamp(_ ms: Int64) -> String {
 
 /// Left-aligned columns separated by two spaces (the last column is not padded).
 func table(_ rows: [[String]]) -> [String] {
+    // Escaped before measuring, so that a cell with control characters (printed escaped by
+    // Console, which leaves escaped text as it is) keeps its columns aligned.
+    let rows = rows.map { $0.map(PrintableText.escaped) }
     guard let n = rows.map(\.count).max() else { return [] }
     var widths = Array(repeating: 0, count: n)
     for r in rows { for (i, c) in r.enumerated() { widths[i] = max(widths[i], c.count) } }
