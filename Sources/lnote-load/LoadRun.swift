@@ -165,19 +165,8 @@ struct LoadRun {
             for c in clients {
                 var report: SyncReport?
                 for attempt in 1...3 where report == nil {
-                    let before = ledger.relay
-                    let t0 = ContinuousClock.now
-                    do {
-                        let pushed = try await c.ownOperations()
-                        let r = try await c.sync()
-                        ledger.recordRound(client: c.index, started: before, duration: ContinuousClock.now - t0,
-                                           .ok(pushed: pushed, anomaly: LoadClient.anomaly(r)))
-                        report = r
-                    } catch {
-                        ledger.recordRound(client: c.index, started: before, duration: ContinuousClock.now - t0,
-                                           .failed("\(error)"))
-                        if attempt < 3 { try? await Task.sleep(for: .milliseconds(200)) }
-                    }
+                    report = await Self.round(c, ledger)
+                    if report == nil && attempt < 3 { try? await Task.sleep(for: .milliseconds(200)) }
                 }
                 if let report, LoadClient.moved(report) { moved = true }
             }
@@ -257,8 +246,10 @@ struct LoadRun {
         return (outcome, ledger)
     }
 
-    /// One edit-phase sync round; the client's own operations before it are what it pushes.
-    static func round(_ c: LoadClient, _ ledger: LoadLedger) async {
+    /// One sync round, recorded in the ledger; the client's own operations before it are what
+    /// it pushes. Returns the sync's report, nil when the round failed.
+    @discardableResult
+    static func round(_ c: LoadClient, _ ledger: LoadLedger) async -> SyncReport? {
         let before = ledger.relay
         let t0 = ContinuousClock.now
         do {
@@ -266,8 +257,10 @@ struct LoadRun {
             let r = try await c.sync()
             ledger.recordRound(client: c.index, started: before, duration: ContinuousClock.now - t0,
                                .ok(pushed: pushed, anomaly: LoadClient.anomaly(r)))
+            return r
         } catch {
             ledger.recordRound(client: c.index, started: before, duration: ContinuousClock.now - t0, .failed("\(error)"))
+            return nil
         }
     }
 
