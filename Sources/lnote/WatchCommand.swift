@@ -49,7 +49,9 @@ extension CommandTable {
                 }
                 let printing = Task {
                     for await change in stream {
-                        console.out(json ? WatchLine.json(change) : WatchLine.text(change))
+                        // JSON goes out as JSON (its encoder escapes what JSON must; `out`'s escapes
+                        // would not be JSON); the text form is escaped like every line.
+                        if json { console.raw(WatchLine.json(change) + "\n") } else { console.out(WatchLine.text(change)) }
                         if let d = document, change.kind == .pageAdded || change.kind == .pageChanged
                             || change.kind == .reloaded, let p = change.page {
                             _ = try? await d.openPage(p)

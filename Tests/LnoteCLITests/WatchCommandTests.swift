@@ -18,7 +18,8 @@ import LnoteTestSupport
             live = await watch.waitForOutput("ping \(i)", seconds: 0.5)
         }
         #expect(live, "\(watch.outputSoFar)")
-        let second = try await sb.ok("new", "nb", "--title", "Second")
+        // A right-to-left override in a title: JSON holds it as it is (the text form escapes it).
+        let second = try await sb.ok("new", "nb", "--title", "Second \u{202E}fdp.exe")
         #expect(await watch.waitForOutput(second, seconds: 10), "\(watch.outputSoFar)")
         try await sb.ok("rm", "nb", second)
         #expect(await watch.waitForOutput("documentDeleted", seconds: 10), "\(watch.outputSoFar)")
@@ -31,7 +32,7 @@ import LnoteTestSupport
             let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], "\(line)")
             #expect(object["kind"] is String && object["origin"] as? String == "otherProcess", "\(line)")
             if object["kind"] as? String == "documentCreated", object["document"] as? String == second {
-                created = object["title"] as? String == "Second"
+                created = object["title"] as? String == "Second \u{202E}fdp.exe"
             }
         }
         #expect(created, "\(r.outText)")
