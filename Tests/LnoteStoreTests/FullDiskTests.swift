@@ -76,6 +76,29 @@ func treeSnapshot(_ dir: String) -> [String: [UInt8]] {
     return out
 }
 
+/// ENOSPC at the `at`-th mutating call (a temporary file's creation included), remembering
+/// which call it was.
+final class ENOSPCAt: Sendable {
+    let at: Int
+    private let seen = Mutex(0)
+    private let failed = Mutex("")
+    init(_ at: Int) { self.at = at }
+    var failedCall: String { failed.withLock { $0 } }
+    /// Whether the run reached the failing call.
+    var triggered: Bool { seen.withLock { $0 } > at }
+    var plan: FaultPlan {
+        FaultPlan { [self] e in
+            guard e.kind.mutates || (e.kind == .open && e.path.contains(".tmp-")) else { return nil }
+            let i = seen.withLock { s -> Int in
+                defer { s += 1 }
+                return s
+            }
+            if i == at { failed.withLock { $0 = e.description } }
+            return i == at ? .fail(errno: ENOSPC) : nil
+        }
+    }
+}
+
 @Suite("Full disk: durable edits are successes, reads never write", .serialized)
 struct FullDiskTests {
     /// [PKG-23] ENOSPC at each mutating call of "add strokes, then close" (the CLI's import):
@@ -94,18 +117,8 @@ struct FullDiskTests {
             try await d0.close()
             try await nb0.close()
 
-            let seen = Mutex(0)
-            let at = step
-            let failedCall = Mutex("")
-            let plan = FaultPlan { e in
-                guard e.kind.mutates || (e.kind == .open && e.path.contains(".tmp-")) else { return nil }
-                let i = seen.withLock { s -> Int in
-                    defer { s += 1 }
-                    return s
-                }
-                if i == at { failedCall.withLock { $0 = e.description } }
-                return i == at ? .fail(errno: ENOSPC) : nil
-            }
+            let enospc = ENOSPCAt(step)
+            let plan = enospc.plan
             let io = Syscalls(faults: plan)
             let batch = [stroke(4, x: 100), stroke(5, x: 200)]
             var reported = false
@@ -123,7 +136,7 @@ struct FullDiskTests {
                 } catch {}
                 try? await nb.close()
             } catch {}
-            let triggered = seen.withLock { $0 } > step
+            let triggered = enospc.triggered
 
             // Reopen with a healthy disk: count the batch's strokes.
             func count() async throws -> Int {
@@ -140,7 +153,7 @@ struct FullDiskTests {
                 if n != 2 { lost += 1 }
             } else {
                 #expect(n == 0 || n == 2, "step \(step): half an import")
-                let call = failedCall.withLock { $0 }
+                let call = enospc.failedCall
                 if n == 2 && call.contains(" fdatasync ") && call.hasSuffix(".log 0") {
                     // [PKG-23] A failed fdatasync of the log: the append's outcome is unknown
                     // (its bytes may be read back later). Reported as failed; counted as a
@@ -181,18 +194,8 @@ struct FullDiskTests {
             try await b0.close()
             try await da.addStrokes([stroke(4, x: 50), stroke(5, x: 90)], to: p)
 
-            let seen = Mutex(0)
-            let at = step
-            let failedCall = Mutex("")
-            let plan = FaultPlan { e in
-                guard e.kind.mutates || (e.kind == .open && e.path.contains(".tmp-")) else { return nil }
-                let i = seen.withLock { s -> Int in
-                    defer { s += 1 }
-                    return s
-                }
-                if i == at { failedCall.withLock { $0 = e.description } }
-                return i == at ? .fail(errno: ENOSPC) : nil
-            }
+            let enospc = ENOSPCAt(step)
+            let plan = enospc.plan
             var reported = false
             do {
                 let b = try await openNotebook(dir.sub("b"), io: Syscalls(faults: plan))
@@ -202,8 +205,8 @@ struct FullDiskTests {
                     reported = true
                 } catch { try? await b.close() }
             } catch {}
-            let triggered = seen.withLock { $0 } > step
-            let call = failedCall.withLock { $0 }
+            let triggered = enospc.triggered
+            let call = enospc.failedCall
 
             let b = try await openNotebook(dir.sub("b"))
             let db = try await b.openDocument(da.id)
