@@ -15,7 +15,8 @@
 # suite runs once (scripts/test.sh) with LNOTE_REPORT_DIR set, so every family's tests report,
 # including those of other families than the ones named here; a family nobody recorded shows
 # "not run". Exit status 1 when a step failed (the report is still written).
-# Knobs: LNOTE_FUZZ_SECONDS (seconds per fuzzer; 600 full, 20 quick; 0 skips fuzzing),
+# Knobs: LNOTE_FUZZ_SECONDS (seconds per fuzzer; 600 full; 0 skips fuzzing; --quick without it
+# runs each fuzzer's fixed CI budget from a fixed seed, `scripts/fuzz.sh all --ci`),
 # LNOTE_LOAD (arguments of scripts/load.sh), LNOTE_TEST_ARGS (more arguments for the test run,
 # e.g. "--filter 'KillTests|FrameTests'" to run only some suites; the report names them).
 set -uo pipefail
@@ -66,11 +67,11 @@ test_families=("every-byte cuts" "bit flips" "syscall faults" "sigkill rounds" "
 extra="${LNOTE_TEST_ARGS:-}"
 
 if [ "$mode" = quick ]; then
-  fuzz_seconds="${LNOTE_FUZZ_SECONDS:-20}"
+  fuzz_seconds="${LNOTE_FUZZ_SECONDS:---ci}"
   load_args=(${LNOTE_LOAD:---clients 4 --seconds 20 --kills 3})
   for f in "${test_families[@]}"; do note "$f" "LNOTE_REPORT_DIR=DIR scripts/test.sh${extra:+ $extra}"; done
   note "load with restarts" "scripts/load.sh ${load_args[*]}"
-  echo "reliability: quick run (test suite, $fuzz_seconds s per fuzzer, load ${load_args[*]}); about 15 minutes on 2 cores" >&2
+  echo "reliability: quick run (test suite, fuzzers: $fuzz_seconds, load ${load_args[*]}); about 20 minutes on 2 cores" >&2
   eval "step scripts/test.sh $extra"
 else
   fuzz_seconds="${LNOTE_FUZZ_SECONDS:-600}"
@@ -91,7 +92,7 @@ else
   LNOTE_SEEDS=10000 step swift test --skip-build --no-parallel --filter 'LnoteReplicationTests\.ConvergenceTests'
   LNOTE_KILL_ROUNDS=500 step swift test --skip-build --no-parallel --filter 'LnoteStoreTests\.KillTests'
 fi
-if [ "$fuzz_seconds" -gt 0 ]; then
+if [ "$fuzz_seconds" != 0 ]; then
   note fuzz "scripts/fuzz.sh all $fuzz_seconds"
   step scripts/fuzz.sh all "$fuzz_seconds"
 else
@@ -100,4 +101,10 @@ fi
 step scripts/load.sh "${load_args[@]}"
 step render "$dir" "$mode"
 echo "reliability: evidence in $dir; report in $out" >&2
+if [ -s "$dir/failures.txt" ]; then
+  # Repeated here, at the end, where a log cut to its last lines still shows it.
+  echo "reliability: what failed, as the failing steps reported it:" >&2
+  cat "$dir/failures.txt" >&2
+fi
+if [ "$status" -ne 0 ]; then echo "reliability: FAILED (see the lines starting with 'reliability: FAILED' above)" >&2; fi
 exit $status

@@ -1,8 +1,25 @@
 #!/usr/bin/env bash
 # Runs the whole test suite (XCTest and Swift Testing) in one invocation.
+# When a test fails and $LNOTE_REPORT_DIR is set (scripts/reliability.sh), the failure lines
+# (Swift Testing's ✘ lines, XCTest's "error:" lines, fatal errors) are also appended to
+# $LNOTE_REPORT_DIR/failures.txt, which reliability.sh prints again at its end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 swift build --build-tests -Xswiftc -index-ignore-system-modules
 # Tests run one at a time: Swift's cooperative pool has one thread per core (two here), and
 # CPU-heavy tests running side by side starve the async waits of the network tests.
-swift test --skip-build --no-parallel "$@"
+if [ -z "${LNOTE_REPORT_DIR:-}" ]; then
+  exec swift test --skip-build --no-parallel "$@"
+fi
+log="$(mktemp)"; trap 'rm -f "$log"' EXIT
+set +e
+swift test --skip-build --no-parallel "$@" 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+set -e
+if [ "$status" -ne 0 ]; then
+  {
+    echo "test.sh: the test run failed (exit status $status):"
+    grep -E '✘|error: |Fatal error' "$log" | head -n 80
+  } >> "$LNOTE_REPORT_DIR/failures.txt"
+fi
+exit "$status"
