@@ -57,12 +57,21 @@ fi
 # The commit the binary is built from (what the summary names), "-dirty" with local changes.
 commit=$(git rev-parse HEAD)
 if [ -n "$(git status --porcelain --untracked-files=no)" ]; then commit="$commit-dirty"; fi
-swift build --scratch-path .build/fuzz --product lnote-fuzz -Xswiftc -sanitize=fuzzer,address -Xswiftc -DLNOTE_FUZZ -Xswiftc -use-ld=lld >&2
+fail() {  # MESSAGE: say it, and leave it for reliability.sh's summary
+  echo "fuzz.sh: $target FAILED: $1" >&2
+  if [ -n "${LNOTE_REPORT_DIR:-}" ]; then echo "fuzz.sh: $target FAILED: $1" >> "$LNOTE_REPORT_DIR/failures.txt"; fi
+  exit 1
+}
+blog="$(mktemp)"
+if ! swift build --scratch-path .build/fuzz --product lnote-fuzz -Xswiftc -sanitize=fuzzer,address -Xswiftc -DLNOTE_FUZZ -Xswiftc -use-ld=lld > "$blog" 2>&1; then
+  cat "$blog" >&2
+  fail "the instrumented build failed: $(grep -m 3 -E 'error' "$blog" | tr '\n' ' ')"
+fi
+cat "$blog" >&2; rm -f "$blog"
 bin=".build/fuzz/debug/lnote-fuzz"
 # Instrumented code has libFuzzer's inline 8-bit counters (the __sancov_cntrs section).
 if [ "$(nm "$bin" | grep -c '__start___sancov_cntrs')" -eq 0 ]; then
-  echo "fuzz.sh: $bin has no coverage instrumentation (no __sancov_cntrs section)" >&2
-  exit 1
+  fail "$bin has no coverage instrumentation (no __sancov_cntrs section)"
 fi
 tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 work="$tmp/corpus"; mkdir "$work"
@@ -88,8 +97,7 @@ if [ "$ci" = 1 ]; then seconds=$(( $(date +%s) - started )); fi
 tail -n 25 "$tmp/log" >&2
 # The start-up line must show coverage counters: an uninstrumented target shows none.
 if ! grep -q 'INITED cov: ' "$tmp/log"; then
-  echo "fuzz.sh: libFuzzer did not report coverage (no 'INITED cov:' line); exit status $fuzzer" >&2
-  exit 1
+  fail "libFuzzer did not report coverage (no 'INITED cov:' line); exit status $fuzzer; its last lines: $(tail -n 5 "$tmp/log" | tr '\n' ' ')"
 fi
 found=$(comm -13 "$tmp/before" <(ls -A "$crashes" | sort) | wc -l)
 execs=$(sed -n 's/^stat::number_of_executed_units: *\([0-9]*\).*/\1/p' "$tmp/log" | tail -n 1)
