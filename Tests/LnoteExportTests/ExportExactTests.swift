@@ -73,7 +73,8 @@ func specFloatsAreExact(_ p: StrokePoint) -> Bool {
     /// binary32 cannot hold (20 hours long, 9,000,000.3 pt away) exports, verifies, and reads
     /// back exactly: the file is format 2, those two strokes carry an `exact` BLOB laid out as
     /// the spec says (decoded here independently), every other stroke has NULL, and `points`
-    /// still holds the nearest floats (within 0.5 pt and 4 ms of the truth here).
+    /// still holds the nearest floats (within 0.5 pt and 4 ms of the truth here). `lnote
+    /// export` says so on stderr.
     @Test func exactSamplesSurviveTheExport() async throws {
         let dir = try TempDir()
         defer { dir.remove() }
@@ -124,6 +125,14 @@ func specFloatsAreExact(_ p: StrokePoint) -> Bool {
         #expect(le32(long[2].bytes ?? [], 16 * 4 + 12) == 72_000_000)
         let far = try #require(rows.first { $0[0].string == f.far.description })
         #expect(le32(far[2].bytes ?? [], 16) == 9_000_000)
+
+        // The CLI: the summary line on stdout as always, the note on stderr (section 6).
+        let cli = try await runCLI(Subprocess.product("lnote"), ["export", f.folder, "--sqlite", dir.sub("cli.sqlite")])
+        #expect(cli.code == 0, "\(cli.errText)")
+        #expect(cli.outText == "exported 1 documents, 1 pages, \(f.strokes.count) strokes (\(summary.counts.points) points), 0 images, 0 assets, "
+                + "\(try ExportFiles.size(dir.sub("cli.sqlite"))) bytes to \(dir.sub("cli.sqlite"))\n", "\(cli.outText)")
+        #expect(cli.errText == "lnote: note: 2 strokes hold values 32-bit floats cannot (beyond 2^20 pt or 2^24 ms): their exact samples "
+                + "are in strokes.exact, and the file is format 2 (readers of format 1 refuse it)\n", "\(cli.errText)")
     }
 
     /// [EXP-27] the test vector of Protocol/sqlite-export.md: x 9,000,000.3 pt, y −4.5 pt,
