@@ -203,10 +203,11 @@ import LnoteTestSupport
             switch self {
             case .deleteStroke: "DELETE FROM strokes WHERE rowid = (SELECT MAX(rowid) FROM strokes)"
             // The replaced byte always differs from the one it replaces, whatever the seed made.
-            case .flipPointByte: "UPDATE strokes SET points = substr(points, 1, 20) || (CASE WHEN substr(points, 21, 1) = x'7F' THEN x'80' ELSE x'7F' END) || substr(points, 22) WHERE rowid = (SELECT MIN(rowid) FROM strokes)"
+            // `||` makes TEXT in SQLite: splices cast back to BLOB, so that the byte is what differs.
+            case .flipPointByte: "UPDATE strokes SET points = CAST(substr(points, 1, 20) || (CASE WHEN substr(points, 21, 1) = x'7F' THEN x'80' ELSE x'7F' END) || substr(points, 22) AS BLOB) WHERE rowid = (SELECT MIN(rowid) FROM strokes)"
             case .truncatePoints: "UPDATE strokes SET points = substr(points, 1, length(points) - 16), point_count = point_count - 1 WHERE rowid = 3"
             case .moveToTop: "UPDATE strokes SET z = z + 1000 WHERE rowid = (SELECT MIN(rowid) FROM strokes)"
-            case .changeAssetByte: "UPDATE assets SET bytes = (CASE WHEN substr(bytes, 1, 1) = x'00' THEN x'01' ELSE x'00' END) || substr(bytes, 2)"
+            case .changeAssetByte: "UPDATE assets SET bytes = CAST((CASE WHEN substr(bytes, 1, 1) = x'00' THEN x'01' ELSE x'00' END) || substr(bytes, 2) AS BLOB)"
             case .dropPage: "PRAGMA foreign_keys = OFF; DELETE FROM pages WHERE position = 0"
             case .extraDocument: "INSERT INTO documents VALUES ('X', 'x', 0, 0, 0)"
             case .changeTitle: "UPDATE documents SET title = title || ' '"
@@ -238,6 +239,7 @@ import LnoteTestSupport
         let file = dir.sub("out.sqlite")
         let error = await #expect(throws: LnoteError(.corrupt)) { try await SQLiteExport.export(folder: f.folder, to: file, options: options) }
         #expect(error?.message.hasPrefix("export verification failed") == true, "\(String(describing: error))")
+        #expect(error?.message.contains("must be BLOBs") == false, "the tampering changed a type, not the bytes: \(String(describing: error))")
         #expect(dir.entries() == ["notebook"], "seed \(seed)")
         // Over an existing export: it stays as it was.
         try await SQLiteExport.export(folder: f.folder, to: file, options: fixedOptions())
