@@ -53,6 +53,8 @@ struct StrokeRow: Hashable {
     var points: [UInt8]
     var radii: [UInt8]
     var erased: String
+    /// The `exact` BLOB, nil (NULL) unless a value is not exact in binary32 ([EXP-28]).
+    var exact: [UInt8]?
 }
 
 struct ImageRow: Hashable {
@@ -130,19 +132,14 @@ enum ExportSource {
                 let eid = e.id.description
                 switch e.content {
                 case .stroke(let s):
-                    let blobs: (points: [UInt8], radii: [UInt8])
-                    do { blobs = try PointBlob.encode(s.points, element: eid) } catch var e as LnoteError {
-                        // [EXP-23] The refusal names the stroke where it lives: document, page, element, point.
-                        e.message = "document \(docID), page \(pid): \(e.message)"
-                        if e.path == nil { e.path = d.paths.content(pid) }
-                        throw e
-                    }
+                    // [EXP-28] nearest floats always, the exact integers beside them when needed.
+                    let blobs = PointBlob.encode(s.points)
                     page.strokes.append(StrokeRow(
                         pageID: page.row.id, elementID: eid, z: z, createdMs: e.wallTime,
                         tool: s.style.tool.description, color: s.style.color.description,
                         widthPt: Quantization.points(s.style.width), transform: TransformColumns(e.transform.value),
                         pointCount: s.points.count, points: blobs.points, radii: blobs.radii,
-                        erased: erasedJSON(e.erased)))
+                        erased: erasedJSON(e.erased), exact: blobs.exact))
                     page.sourcePoints[eid] = s.points
                 case .image(let i):
                     assetIDs.insert(i.asset)

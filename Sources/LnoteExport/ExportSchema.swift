@@ -1,7 +1,23 @@
 /// The schema of an exported database (Protocol/sqlite-export.md, section 3).
 enum ExportSchema {
-    /// `PRAGMA user_version` and `meta.format_version` ([EXP-3]).
+    /// `PRAGMA user_version` and `meta.format_version` ([EXP-3]) of a file whose strokes all
+    /// fit binary32 exactly: the original format, byte for byte.
     static let version: Int64 = 1
+    /// The version of a file with at least one `exact` BLOB: format 1 plus the nullable
+    /// `strokes.exact` column ([EXP-3], [EXP-28]). A reader that knows only format 1 refuses it
+    /// rather than read approximate points as exact ones.
+    static let exactVersion: Int64 = 2
+
+    /// Turns a format-1 database into format 2, inside the export's transaction: the column
+    /// is appended (rows already written read NULL), then the version is bumped.
+    static let addExactColumn = "ALTER TABLE strokes ADD COLUMN exact BLOB"
+
+    /// The `strokes` columns of each version, in order ([EXP-41] checks them).
+    static func strokeColumns(version: Int64) -> [String] {
+        let v1 = ["page_id", "element_id", "z", "created_ms", "tool", "color", "width_pt", "a", "b", "c", "d",
+                  "tx_pt", "ty_pt", "point_count", "points", "radii", "erased"]
+        return version == exactVersion ? v1 + ["exact"] : v1
+    }
     /// `PRAGMA application_id`: "lnot" ([EXP-4]).
     static let applicationID: Int64 = 0x6C6E_6F74
 

@@ -7,6 +7,8 @@ final class ExportVerifier {
     let db: SQLiteDatabase
     /// The final path, for messages.
     let target: String
+    /// The format the writer produced ([EXP-3]): the file must say so and have its columns.
+    let version: Int64
     private(set) var counts = ExportCounts()
     private var checkedAssets = Set<AssetID>()
     private let selectDocument: SQLiteDatabase.Statement
@@ -15,9 +17,18 @@ final class ExportVerifier {
     private let selectImages: SQLiteDatabase.Statement
     private let selectAsset: SQLiteDatabase.Statement
 
-    init(_ db: SQLiteDatabase, target: String) throws {
+    init(_ db: SQLiteDatabase, target: String, version: Int64) throws {
         self.db = db
         self.target = target
+        self.version = version
+        // [EXP-41] the strokes table has the columns of its version (format 2 adds `exact`),
+        // checked before any statement names them.
+        let columns = try db.query("PRAGMA table_info(strokes)").map { $0[1].string ?? "" }
+        let want = ExportSchema.strokeColumns(version: version)
+        guard columns == want else {
+            throw LnoteError(.corrupt, "export verification failed: strokes has columns \(columns), format \(version) has \(want)",
+                             path: target)
+        }
         selectDocument = try db.prepare("SELECT id, title, created_ms, modified_ms, deleted FROM documents WHERE id = ?1")
         selectPages = try db.prepare("""
             SELECT id, document_id, position, width_pt, height_pt, created_ms, modified_ms, deleted
@@ -25,7 +36,7 @@ final class ExportVerifier {
             """)
         selectStrokes = try db.prepare("""
             SELECT page_id, element_id, z, created_ms, tool, color, width_pt, a, b, c, d, tx_pt, ty_pt,
-                   point_count, points, radii, erased
+                   point_count, points, radii, erased, \(version == ExportSchema.exactVersion ? "exact" : "NULL")
             FROM strokes WHERE page_id = ?1 ORDER BY z
             """)
         selectImages = try db.prepare("""
@@ -50,7 +61,8 @@ final class ExportVerifier {
         guard integrity == ["ok"] else { throw fail("integrity_check: \(integrity.prefix(5).joined(separator: "; "))") }
         let fk = try db.query("PRAGMA foreign_key_check")
         guard fk.isEmpty else { throw fail("\(fk.count) rows violate foreign keys (first: \(fk[0]))") }
-        guard try db.query("PRAGMA user_version").first?.first?.int64 == ExportSchema.version else { throw fail("user_version") }
+        let userVersion = try db.query("PRAGMA user_version").first?.first?.int64
+        guard userVersion == version else { throw fail("user_version is \(userVersion.map(String.init) ?? "?"), expected \(version)") }
         guard try db.query("PRAGMA application_id").first?.first?.int64 == ExportSchema.applicationID else { throw fail("application_id") }
         guard try db.query("PRAGMA journal_mode").first?.first?.string?.lowercased() == "delete" else { throw fail("journal_mode is not delete") }
         let meta = try db.query("SELECT key, value FROM meta ORDER BY key").map { "\($0[0].string ?? "")=\($0[1].string ?? "")" }
@@ -101,31 +113,50 @@ final class ExportVerifier {
 
     private func check(_ page: SourcePage) throws {
         let pid = page.row.id
-        let strokes = try selectStrokes.rows([.text(pid)]).map { v in
-            StrokeRow(pageID: v[0].string ?? "", elementID: v[1].string ?? "", z: Int(v[2].int64 ?? -1), createdMs: v[3].int64 ?? -1,
-                      tool: v[4].string ?? "", color: v[5].string ?? "", widthPt: v[6].double ?? .nan,
-                      transform: Self.transform(v, 7), pointCount: Int(v[13].int64 ?? -1),
-                      points: v[14].bytes ?? [], radii: v[15].bytes ?? [], erased: v[16].string ?? "")
+        let rows = try selectStrokes.rows([.text(pid)])
+        guard rows.count == page.strokes.count else {
+            throw fail("page \(pid) has \(rows.count) strokes, the notebook \(page.strokes.count)")
         }
-        guard strokes.count == page.strokes.count else {
-            throw fail("page \(pid) has \(strokes.count) strokes, the notebook \(page.strokes.count)")
-        }
-        for (want, got) in zip(page.strokes, strokes) {
+        for (want, v) in zip(page.strokes, rows) {
+            let pointCount = v[13].int64 ?? -1
+            // [EXP-24] [EXP-29] decode the row as any reader must, before comparing it: a
+            // malformed BLOB is reported with its row and byte offset.
+            let points: [StrokePoint]
+            do {
+                guard case .blob(let pb) = v[14], case .blob(let rb) = v[15] else {
+                    throw LnoteError(.corrupt, "points and radii must be BLOBs")
+                }
+                let exact: [UInt8]?
+                switch v[17] {
+                case .null: exact = nil
+                case .blob(let b): exact = b
+                default: throw LnoteError(.corrupt, "exact must be a BLOB or NULL, not \(v[17])")
+                }
+                guard let n = Int(exactly: pointCount), n >= 0 else { throw LnoteError(.corrupt, "point_count is \(pointCount)") }
+                points = try PointBlob.decode(points: pb, radii: rb, exact: exact, pointCount: n)
+            } catch var e as LnoteError {
+                e.message = "export verification failed: strokes row (page_id \(v[0].string ?? "?"), element_id \(v[1].string ?? "?")): \(e.message)"
+                e.path = target
+                throw e
+            }
+            let got = StrokeRow(pageID: v[0].string ?? "", elementID: v[1].string ?? "", z: Int(v[2].int64 ?? -1), createdMs: v[3].int64 ?? -1,
+                                tool: v[4].string ?? "", color: v[5].string ?? "", widthPt: v[6].double ?? .nan,
+                                transform: Self.transform(v, 7), pointCount: Int(pointCount),
+                                points: v[14].bytes ?? [], radii: v[15].bytes ?? [], erased: v[16].string ?? "", exact: v[17].bytes)
             guard got == want else {
-                throw fail("stroke \(want.elementID) on page \(pid) differs (z \(got.z) vs \(want.z), \(got.points.count) vs \(want.points.count) point bytes)")
+                throw fail("stroke \(want.elementID) on page \(pid) differs (z \(got.z) vs \(want.z), \(got.points.count) vs \(want.points.count) point bytes, exact \(got.exact?.count.description ?? "NULL") vs \(want.exact?.count.description ?? "NULL") bytes)")
             }
-            // [EXP-43] decode what was read and compare with the notebook's points.
-            let samples = try PointBlob.decodePoints(got.points)
-            let radii = try PointBlob.decodeRadii(got.radii)
+            // [EXP-43] what was read, decoded, is the notebook's points.
             let source = page.sourcePoints[want.elementID] ?? []
-            guard samples.count == source.count, radii.count == source.count, got.pointCount == source.count else {
-                throw fail("stroke \(want.elementID): \(samples.count) points and \(radii.count) radii, the notebook has \(source.count)")
+            guard points.count == source.count else {
+                throw fail("stroke \(want.elementID): \(points.count) points, the notebook has \(source.count)")
             }
-            for i in source.indices where PointBlob.quantized(samples[i], radius: radii[i]) != source[i] {
-                throw fail("stroke \(want.elementID): point \(i) decodes to \(samples[i]) radius \(radii[i]), the notebook has \(source[i])")
+            if let i = source.indices.first(where: { points[$0] != source[$0] }) {
+                throw fail("stroke \(want.elementID): point \(i) decodes to \(points[i]), the notebook has \(source[i])")
             }
             counts.strokes += 1
             counts.points += source.count
+            if want.exact != nil { counts.exactStrokes += 1 }
         }
         let images = try selectImages.rows([.text(pid)]).map { v in
             ImageRow(pageID: v[0].string ?? "", elementID: v[1].string ?? "", z: Int(v[2].int64 ?? -1), createdMs: v[3].int64 ?? -1,
@@ -178,5 +209,7 @@ public struct ExportCounts: Sendable, Hashable {
     public var points = 0
     /// Bytes of all assets.
     public var assetBytes = 0
+    /// Strokes with an `exact` BLOB: a value binary32 cannot hold ([EXP-28]).
+    public var exactStrokes = 0
     public init() {}
 }

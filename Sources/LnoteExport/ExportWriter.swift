@@ -10,6 +10,10 @@ final class ExportWriter {
     private let insertImage: SQLiteDatabase.Statement
     private let insertAsset: SQLiteDatabase.Statement
     private(set) var writtenAssets = Set<AssetID>()
+    /// 1 until a stroke needs an `exact` BLOB, then 2 ([EXP-3], [EXP-28]).
+    private(set) var version = ExportSchema.version
+    /// Prepared when the `exact` column is added.
+    private var insertExactStroke: SQLiteDatabase.Statement?
 
     /// Creates the schema and prepares the inserts.
     init(_ db: SQLiteDatabase) throws {
@@ -55,9 +59,12 @@ final class ExportWriter {
             try insertPage.run([.text(p.id), .text(p.documentID), .integer(Int64(p.position)), .real(p.widthPt), .real(p.heightPt),
                                 .integer(p.createdMs), .integer(p.modifiedMs), .integer(p.deleted ? 1 : 0)])
             for s in page.strokes {
-                try insertStroke.run([.text(s.pageID), .text(s.elementID), .integer(Int64(s.z)), .integer(s.createdMs),
-                                      .text(s.tool), .text(s.color), .real(s.widthPt)] + Self.values(s.transform)
-                                     + [.integer(Int64(s.pointCount)), .blob(s.points), .blob(s.radii), .text(s.erased)])
+                let values = Self.values(s)
+                if let exact = s.exact {
+                    try exactStrokeInsert().run(values + [.blob(exact)])
+                } else {
+                    try insertStroke.run(values)
+                }
             }
             for i in page.images {
                 try insertImage.run([.text(i.pageID), .text(i.elementID), .integer(Int64(i.z)), .integer(i.createdMs),
@@ -67,11 +74,38 @@ final class ExportWriter {
         }
     }
 
+    /// The insert with the `exact` column, adding the column and moving the file to format 2
+    /// the first time a stroke needs it.
+    private func exactStrokeInsert() throws -> SQLiteDatabase.Statement {
+        if let s = insertExactStroke { return s }
+        try insertStroke.reset()
+        try db.execute(ExportSchema.addExactColumn)
+        try db.execute("PRAGMA user_version = \(ExportSchema.exactVersion)")
+        try db.execute("UPDATE meta SET value = '\(ExportSchema.exactVersion)' WHERE key = 'format_version'")
+        guard db.changes == 1 else { throw LnoteError(.invalidState, "the export's meta has no format_version row") }
+        let s = try db.prepare("""
+            INSERT INTO strokes (page_id, element_id, z, created_ms, tool, color, width_pt, a, b, c, d, tx_pt, ty_pt,
+                                 point_count, points, radii, erased, exact)
+            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)
+            """)
+        insertExactStroke = s
+        version = ExportSchema.exactVersion
+        return s
+    }
+
+    /// A stroke's 17 format-1 columns, in `insertStroke`'s order.
+    static func values(_ s: StrokeRow) -> [SQLiteValue] {
+        [.text(s.pageID), .text(s.elementID), .integer(Int64(s.z)), .integer(s.createdMs), .text(s.tool), .text(s.color),
+         .real(s.widthPt)] + values(s.transform) + [.integer(Int64(s.pointCount)), .blob(s.points), .blob(s.radii), .text(s.erased)]
+    }
+
     static func values(_ t: TransformColumns) -> [SQLiteValue] {
         [.real(t.a), .real(t.b), .real(t.c), .real(t.d), .real(t.txPt), .real(t.tyPt)]
     }
 
     func finalize() {
-        for s in [insertDocument, insertPage, insertStroke, insertImage, insertAsset] { s.finalize() }
+        for s in [insertDocument, insertPage, insertStroke, insertImage, insertAsset] + [insertExactStroke].compactMap({ $0 }) {
+            s.finalize()
+        }
     }
 }

@@ -1,21 +1,26 @@
 import LnoteModel
 
-/// The `points` and `radii` BLOBs of the `strokes` table ([EXP-20] … [EXP-24]).
+/// The `points`, `radii` and `exact` BLOBs of the `strokes` table ([EXP-20] … [EXP-29]).
 ///
 /// `points`: 16 bytes per sample, little-endian IEEE 754 binary32:
 /// `x` (pt), `y` (pt), `pressure` (0…1), `t` (ms since the stroke's first point).
 /// `radii`: 4 bytes per sample, binary32, the drawn radius in pt.
+/// `exact`: 20 bytes per sample, the store's quantized integers, written only for a stroke
+/// with a value that binary32 cannot hold exactly ([EXP-27], [EXP-28]).
 ///
-/// The quantized integers of the store convert to these floats by one division each, and a
-/// writer refuses any value whose float does not convert back to the same integer
-/// ([EXP-23]), so the BLOBs lose nothing.
+/// The quantized integers of the store convert to these floats by one division each. Most
+/// strokes convert back exactly; one that does not (a coordinate beyond 2^20 pt, a time
+/// beyond 2^24 ms) gets the `exact` BLOB beside its nearest floats, so the export loses
+/// nothing and a float-only reader still sees an approximation.
 public enum PointBlob {
     /// Bytes per sample in `points`.
     public static let pointSize = 16
     /// Bytes per sample in `radii`.
     public static let radiusSize = 4
+    /// Bytes per sample in `exact` ([EXP-27]).
+    public static let exactSize = 20
 
-    /// One decoded sample, as the BLOB stores it.
+    /// One decoded sample, as the `points` BLOB stores it.
     public struct Sample: Hashable, Sendable {
         public var x: Float
         public var y: Float
@@ -24,6 +29,14 @@ public enum PointBlob {
         public init(x: Float, y: Float, pressure: Float, t: Float) {
             self.x = x; self.y = y; self.pressure = pressure; self.t = t
         }
+    }
+
+    /// A stroke's BLOBs as the exporter writes them.
+    public struct Encoded: Hashable, Sendable {
+        public var points: [UInt8]
+        public var radii: [UInt8]
+        /// nil when every value of every sample converts back from its float exactly ([EXP-28]).
+        public var exact: [UInt8]?
     }
 
     /// The float a quantized coordinate or radius (tenths of a point) is stored as.
@@ -37,28 +50,93 @@ public enum PointBlob {
         return Int64(d)
     }
 
-    /// Encodes a stroke's points and radii.
-    ///
-    /// - Throws: `limitExceeded` ([EXP-23]) naming the point when a value would not survive
-    ///   the conversion to binary32 (a coordinate or radius of 1,048,576 pt or more, a time beyond
-    ///   2^24 ms): the export refuses rather than lose it.
-    public static func encode(_ points: [StrokePoint], element: String = "") throws -> (points: [UInt8], radii: [UInt8]) {
+    /// The floats a quantized point is written as in `points` and `radii` ([EXP-21]).
+    static func floats(_ p: StrokePoint) -> (sample: Sample, radius: Float) {
+        (Sample(x: float(tenths: p.x), y: float(tenths: p.y), pressure: float(pressure: p.pressure), t: float(ms: p.t)),
+         float(tenths: p.radius))
+    }
+
+    /// True when the floats of `p` convert back to `p` ([EXP-23]): no `exact` record needed.
+    public static func floatsAreExact(_ p: StrokePoint) -> Bool {
+        let f = floats(p)
+        return quantized(f.sample, radius: f.radius) == p
+    }
+
+    /// Encodes a stroke's points: `points` and `radii` always (nearest floats, [EXP-21]),
+    /// `exact` only when some value's float does not convert back to it ([EXP-28]).
+    public static func encode(_ points: [StrokePoint]) -> Encoded {
         var p: [UInt8] = []
         var r: [UInt8] = []
         p.reserveCapacity(points.count * pointSize)
         r.reserveCapacity(points.count * radiusSize)
-        for (i, s) in points.enumerated() {
-            let sample = Sample(x: float(tenths: s.x), y: float(tenths: s.y), pressure: float(pressure: s.pressure), t: float(ms: s.t))
-            let radius = float(tenths: s.radius)
-            guard quantized(sample, radius: radius) == s else {
-                throw LnoteError(.limitExceeded,
-                                 "stroke \(element): point \(i) (x \(s.x), y \(s.y), radius \(s.radius) tenths of a pt, t \(s.t) ms) does not fit 32-bit floats exactly",
-                                 index: i)
-            }
-            for f in [sample.x, sample.y, sample.pressure, sample.t] { append(f, to: &p) }
-            append(radius, to: &r)
+        var allExact = true
+        for s in points {
+            let (sample, radius) = floats(s)
+            if allExact && quantized(sample, radius: radius) != s { allExact = false }
+            for f in [sample.x, sample.y, sample.pressure, sample.t] { append(f.bitPattern, to: &p) }
+            append(radius.bitPattern, to: &r)
         }
-        return (p, r)
+        guard !allExact else { return Encoded(points: p, radii: r, exact: nil) }
+        var e: [UInt8] = []
+        e.reserveCapacity(points.count * exactSize)
+        for s in points {
+            // [EXP-27] x, y, pressure, t, radius: 32-bit little-endian integers.
+            for v in [UInt32(bitPattern: s.x), UInt32(bitPattern: s.y), UInt32(s.pressure), s.t, UInt32(bitPattern: s.radius)] {
+                append(v, to: &e)
+            }
+        }
+        return Encoded(points: p, radii: r, exact: e)
+    }
+
+    /// Decodes a stroke's BLOBs as a reader of the export must ([EXP-24], [EXP-29]): the
+    /// store's quantized points, from `exact` when present, else from `points` and `radii`.
+    ///
+    /// - Throws: `corrupt` with the byte offset in the BLOB it names when a length is not a
+    ///   multiple of its record size or disagrees with `pointCount`; when a float sample is
+    ///   off the store's grid (no `exact`); when an `exact` record holds a pressure above
+    ///   1000; or when a `points` or `radii` record is not the nearest float of its `exact`
+    ///   record. `index` is the sample's index when one sample is at fault.
+    public static func decode(points: [UInt8], radii: [UInt8], exact: [UInt8]?, pointCount: Int) throws -> [StrokePoint] {
+        let samples = try decodePoints(points)
+        let rads = try decodeRadii(radii)
+        guard samples.count == pointCount else {
+            throw LnoteError(.corrupt, "points BLOB holds \(samples.count) samples, point_count is \(pointCount)",
+                             offset: pointSize * min(samples.count, pointCount))
+        }
+        guard rads.count == pointCount else {
+            throw LnoteError(.corrupt, "radii BLOB holds \(rads.count) radii, point_count is \(pointCount)",
+                             offset: radiusSize * min(rads.count, pointCount))
+        }
+        guard let exact else {
+            return try samples.indices.map { i in
+                guard let q = quantized(samples[i], radius: rads[i]) else {
+                    throw LnoteError(.corrupt, "points record \(i) (\(samples[i]), radius \(rads[i])) is not a value of the store",
+                                     offset: pointSize * i, index: i)
+                }
+                return q
+            }
+        }
+        let out = try decodeExact(exact)
+        guard out.count == pointCount else {
+            throw LnoteError(.corrupt, "exact BLOB holds \(out.count) records, point_count is \(pointCount)",
+                             offset: exactSize * min(out.count, pointCount))
+        }
+        // [EXP-29] `points` and `radii` are the nearest floats of the exact values: a float-only
+        // reader must not see something else.
+        for (i, q) in out.enumerated() {
+            let (s, r) = floats(q)
+            let fields = [s.x, s.y, s.pressure, s.t]
+            let got = [samples[i].x, samples[i].y, samples[i].pressure, samples[i].t]
+            if let k = (0..<4).first(where: { fields[$0].bitPattern != got[$0].bitPattern }) {
+                throw LnoteError(.corrupt, "points record \(i) is not the nearest binary32 of exact record \(i) (\(q))",
+                                 offset: pointSize * i + 4 * k, index: i)
+            }
+            guard r.bitPattern == rads[i].bitPattern else {
+                throw LnoteError(.corrupt, "radii record \(i) is not the nearest binary32 of exact record \(i) (\(q))",
+                                 offset: radiusSize * i, index: i)
+            }
+        }
+        return out
     }
 
     /// Decodes a `points` BLOB.
@@ -90,6 +168,32 @@ public enum PointBlob {
         return stride(from: 0, to: bytes.count, by: radiusSize).map { float(bytes, $0) }
     }
 
+    /// Decodes an `exact` BLOB ([EXP-27]).
+    ///
+    /// - Throws: `corrupt` when its length is not a multiple of 20 (offset: the start of the
+    ///   partial record), or a pressure is above 1000 (offset: that field).
+    public static func decodeExact(_ bytes: [UInt8]) throws -> [StrokePoint] {
+        guard bytes.count % exactSize == 0 else {
+            throw LnoteError(.corrupt, "exact BLOB of \(bytes.count) bytes is not a multiple of \(exactSize)",
+                             offset: bytes.count - bytes.count % exactSize)
+        }
+        var out: [StrokePoint] = []
+        out.reserveCapacity(bytes.count / exactSize)
+        var at = 0
+        while at < bytes.count {
+            let pressure = u32(bytes, at + 8)
+            guard pressure <= 1000 else {
+                throw LnoteError(.corrupt, "exact record \(out.count) has pressure \(pressure) (at most 1000)",
+                                 offset: at + 8, index: out.count)
+            }
+            out.append(StrokePoint(x: Int32(bitPattern: u32(bytes, at)), y: Int32(bitPattern: u32(bytes, at + 4)),
+                                   pressure: UInt16(pressure), radius: Int32(bitPattern: u32(bytes, at + 16)),
+                                   t: u32(bytes, at + 12)))
+            at += exactSize
+        }
+        return out
+    }
+
     /// The store's quantized point a decoded sample and radius stand for, or nil when a value
     /// is not one a writer could have produced (out of range, not finite, not on the grid
     /// within float precision).
@@ -105,16 +209,18 @@ public enum PointBlob {
         return q
     }
 
-    private static func append(_ f: Float, to out: inout [UInt8]) {
-        let v = f.bitPattern
+    private static func append(_ v: UInt32, to out: inout [UInt8]) {
         out.append(UInt8(truncatingIfNeeded: v))
         out.append(UInt8(truncatingIfNeeded: v >> 8))
         out.append(UInt8(truncatingIfNeeded: v >> 16))
         out.append(UInt8(truncatingIfNeeded: v >> 24))
     }
 
-    /// The binary32 at `at`; the caller has checked `at + 4 <= bytes.count`.
-    private static func float(_ b: [UInt8], _ at: Int) -> Float {
-        Float(bitPattern: UInt32(b[at]) | UInt32(b[at + 1]) << 8 | UInt32(b[at + 2]) << 16 | UInt32(b[at + 3]) << 24)
+    /// The little-endian 32-bit word at `at`; the caller has checked `at + 4 <= bytes.count`.
+    private static func u32(_ b: [UInt8], _ at: Int) -> UInt32 {
+        UInt32(b[at]) | UInt32(b[at + 1]) << 8 | UInt32(b[at + 2]) << 16 | UInt32(b[at + 3]) << 24
     }
+
+    /// The binary32 at `at`; the caller has checked `at + 4 <= bytes.count`.
+    private static func float(_ b: [UInt8], _ at: Int) -> Float { Float(bitPattern: u32(b, at)) }
 }

@@ -33,6 +33,8 @@ public enum SQLiteExport {
         public var sourceReplica: ReplicaID
         /// Set when opening the folder found it copied or moved (a new replica id was minted).
         public var replicaChange: ReplicaChange?
+        /// The file's format ([EXP-3]): 1, or 2 when `counts.exactStrokes` > 0 ([EXP-28]).
+        public var formatVersion: Int64
 
         public var description: String {
             "\(counts.documents) documents, \(counts.pages) pages, \(counts.strokes) strokes (\(counts.points) points), "
@@ -45,8 +47,7 @@ public enum SQLiteExport {
     ///
     /// - Throws: `notFound` for a missing folder or target directory; `invalidArgument` when
     ///   `target` is a directory; `invalidState` when another process has the notebook open;
-    ///   `limitExceeded` for a point that 32-bit floats cannot hold exactly; `corrupt` when
-    ///   verification fails; `database` and `io` for SQLite and file failures. Nothing is
+    ///   `corrupt` when verification fails; `database` and `io` for SQLite and file failures. Nothing is
     ///   left at `target` (or its previous content is untouched) when it throws.
     @discardableResult
     public static func export(folder: String, to target: String, options: Options = Options()) async throws -> Summary {
@@ -75,21 +76,26 @@ public enum SQLiteExport {
         guard ExportFiles.isDirectory(dir) else { throw LnoteError(.notFound, "no directory for the export", path: dir) }
         let temp = try ExportFiles.temporaryPath(for: target)
         let docIDs = try await nb.documentIDs()
-        let meta: [(String, String)] = [
-            ("format_version", String(ExportSchema.version)),
-            ("exported_at_ms", String(options.now())),
+        // format_version is 1 when the rows are written; the writer moves it to 2 with the first
+        // `exact` BLOB ([EXP-28]), and the verifier expects what the writer ended with.
+        let exportedAt = options.now()
+        let meta = { (version: Int64) -> [(String, String)] in [
+            ("format_version", String(version)),
+            ("exported_at_ms", String(exportedAt)),
             ("source_folder", nb.path),
             ("source_replica", nb.replica.description),
             ("include_deleted", options.includeDeleted ? "1" : "0"),
             ("generator", "lnote"),
-        ]
+        ] }
         do {
-            try await write(nb, docIDs, meta: meta, to: temp, options: options)
-            let counts = try await verify(nb, docIDs, meta: meta, temp: temp, target: target, options: options)
+            let version = try await write(nb, docIDs, meta: meta(ExportSchema.version), to: temp, options: options)
+            let counts = try await verify(nb, docIDs, version: version, meta: meta(version), temp: temp, target: target,
+                                          options: options)
             try ExportFiles.sync(temp, directory: false)
             try ExportFiles.rename(temp, target)
             try ExportFiles.sync(dir, directory: true)
-            return Summary(counts: counts, fileBytes: try ExportFiles.size(target), sourceReplica: nb.replica)
+            return Summary(counts: counts, fileBytes: try ExportFiles.size(target), sourceReplica: nb.replica,
+                           formatVersion: version)
         } catch {
             try? ExportFiles.unlinkIfPresent(temp)
             try? ExportFiles.unlinkIfPresent(temp + "-journal")
@@ -97,9 +103,10 @@ public enum SQLiteExport {
         }
     }
 
-    /// Pass 1: schema and every row in one transaction ([EXP-2]).
+    /// Pass 1: schema and every row in one transaction ([EXP-2]). Returns the file's format
+    /// version ([EXP-3]).
     private static func write(_ nb: Notebook, _ docIDs: [DocumentID], meta: [(String, String)],
-                              to temp: String, options: Options) async throws {
+                              to temp: String, options: Options) async throws -> Int64 {
         let db = try SQLiteDatabase(path: temp, options: .init(create: true, journalMode: .delete, synchronous: .full))
         do {
             try db.execute("BEGIN IMMEDIATE")
@@ -114,6 +121,7 @@ public enum SQLiteExport {
             try db.execute("COMMIT")
             try options.beforeVerification?(db)
             try db.close()
+            return writer.version
         } catch {
             if db.isInTransaction { try? db.execute("ROLLBACK") }
             try? db.close()
@@ -122,11 +130,11 @@ public enum SQLiteExport {
     }
 
     /// Pass 2: a fresh read-only connection, compared with a fresh read of the notebook.
-    private static func verify(_ nb: Notebook, _ docIDs: [DocumentID], meta: [(String, String)],
+    private static func verify(_ nb: Notebook, _ docIDs: [DocumentID], version: Int64, meta: [(String, String)],
                                temp: String, target: String, options: Options) async throws -> ExportCounts {
         let db = try SQLiteDatabase(path: temp, options: .init(create: false, readOnly: true))
         do {
-            let verifier = try ExportVerifier(db, target: target)
+            let verifier = try ExportVerifier(db, target: target, version: version)
             try verifier.checkFile(meta: meta)
             var verified = Set<AssetID>()
             for docID in docIDs {

@@ -13,6 +13,9 @@ extension CommandTable {
         compared with the notebook (every row, every stroke's points, every asset's bytes), and
         only then renamed to FILE, replacing it. When anything fails, FILE is left as it was.
         The file is self-contained (no -wal beside it). Format: Protocol/sqlite-export.md.
+        Points are 32-bit floats; a stroke with a value they cannot hold exactly (a coordinate
+        beyond 2^20 pt, a time beyond 2^24 ms) also gets its exact integers (strokes.exact),
+        which makes the file format 2, and a note on stderr says how many.
         --include-deleted   also export deleted documents and pages (marked deleted = 1)
         """,
         options: ["sqlite"],
@@ -26,6 +29,10 @@ extension CommandTable {
             let summary = try await SQLiteExport.export(folder: args.positionals[0], to: file, options: options)
             if let change = summary.replicaChange {
                 console.err("lnote: note: this folder was copied or moved: \(change)")
+            }
+            if summary.counts.exactStrokes > 0 {
+                console.err("lnote: note: \(summary.counts.exactStrokes) strokes hold values 32-bit floats cannot (beyond 2^20 pt or 2^24 ms): "
+                            + "their exact samples are in strokes.exact, and the file is format \(summary.formatVersion) (readers of format 1 refuse it)")
             }
             console.out("exported \(summary) to \(file)")
             return Exit.ok
