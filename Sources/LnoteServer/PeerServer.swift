@@ -27,11 +27,15 @@ public final class PeerServer: Sendable {
     public let notebookID: UUID
 
     /// Starts serving.
-    /// - Parameter changes: what tells that the notebook may have gained operations (default:
-    ///   its folder's logs, `FolderLogSignal`); started here, stopped by `close()`.
-    /// - Throws: what `HTTPServer` throws; what `changes.start` throws.
+    /// - Parameters:
+    ///   - token: the bearer token requests must carry: 32 to 256 hex digits ([SYNC-28]).
+    ///   - changes: what tells that the notebook may have gained operations (default: its
+    ///     folder's logs, `FolderLogSignal`); started here, stopped by `close()`.
+    /// - Throws: `.invalidArgument` for a weak token (`RelayToken.checkServerToken`), before
+    ///   anything starts; what `HTTPServer` throws; what `changes.start` throws.
     public init(notebook: Notebook, token: String, configuration: HTTPServer.Configuration = .init(),
                 changes: (any ChangeSignal)? = nil) throws {
+        try RelayToken.checkServerToken(token)
         let endpoint = NotebookEndpoint(notebook: notebook)
         let digest = TokenDigest(token: token)
         let id = Self.notebookID(replica: notebook.replica)

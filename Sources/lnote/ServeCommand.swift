@@ -75,10 +75,13 @@ extension CommandTable {
             let generated = token.isEmpty
             if generated {
                 token = RelayToken.generate()
-            } else if let problem = RelayToken.strengthProblem(token) {
-                // [SYNC-28] A short token can be guessed over the network.
-                let source = args.option("token") != nil ? "--token" : "$LNOTE_TOKEN"
-                throw Arguments.UsageError(message: "\(source): \(problem)")
+            } else {
+                // [SYNC-28] A short token can be guessed over the network: refused before the
+                // folder is opened, by the check PeerServer makes too, as a usage error (exit 2).
+                do { try RelayToken.checkServerToken(token) } catch let e as LnoteError {
+                    let source = args.option("token") != nil ? "--token" : "$LNOTE_TOKEN"
+                    throw Arguments.UsageError(message: "\(source): \(e.message), or give none and one is generated and printed")
+                }
             }
             try requireNotebook(args.positionals[0])
             let notebook = try await Notebook.open(at: args.positionals[0])
