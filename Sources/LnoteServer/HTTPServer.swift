@@ -260,6 +260,10 @@ public final class HTTPServer: Sendable {
     /// failures), the abuse limits', and the details of failures answered 500 (`logEntry`).
     public var recentLog: [String] { context.log.withLock { $0 } }
 
+    /// Adds `message` to the server's log (`recentLog`, the log handler): what the service
+    /// above the HTTP layer has to tell the operator.
+    func log(_ message: String) { context.record(message) }
+
     /// Gives every message of the server's log to `handler` as well, as it is logged (on the
     /// thread that logs it: keep it short): how a process puts incidents ([SYNC-81]) on its
     /// stderr. nil stops.

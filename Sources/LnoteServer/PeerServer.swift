@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import LnoteModel
 import LnoteReplication
 import LnoteStore
@@ -27,15 +28,21 @@ public final class PeerServer: Sendable {
     public let notebookID: UUID
 
     /// Starts serving.
-    /// - Parameter changes: what tells that the notebook may have gained operations (default:
-    ///   its folder's logs, `FolderLogSignal`); started here, stopped by `close()`.
-    /// - Throws: what `HTTPServer` throws; what `changes.start` throws.
+    /// - Parameters:
+    ///   - token: the bearer token requests must carry: 32 to 256 hex digits ([SYNC-28]).
+    ///   - changes: what tells that the notebook may have gained operations (default: its
+    ///     folder's logs, `FolderLogSignal`); started here, stopped by `close()`.
+    /// - Throws: `.invalidArgument` for a weak token (`RelayToken.checkServerToken`), before
+    ///   anything starts; what `HTTPServer` throws; what `changes.start` throws.
     public init(notebook: Notebook, token: String, configuration: HTTPServer.Configuration = .init(),
                 changes: (any ChangeSignal)? = nil) throws {
+        try RelayToken.checkServerToken(token)
         let endpoint = NotebookEndpoint(notebook: notebook)
         let digest = TokenDigest(token: token)
         let id = Self.notebookID(replica: notebook.replica)
-        let owned = SerialEndpoint(inner: OwnReplicaEndpoint(inner: endpoint, notebook: notebook))
+        let refusals = RefusedDocumentsLog()
+        let owned = SerialEndpoint(inner: ReportingEndpoint(inner: OwnReplicaEndpoint(inner: endpoint, notebook: notebook),
+                                                            notebook: notebook, log: refusals))
         let polls = LongPolls()
         let service = SyncHTTPService(kind: "peer", maxBodyBytes: configuration.maxRequestBodyBytes, longPolls: polls,
                                       authorize: { t, _ in
@@ -56,6 +63,8 @@ public final class PeerServer: Sendable {
             signal.stop()
             throw error
         }
+        let http = self.http
+        refusals.connect { http.log($0) }
     }
 
     /// [SYNC-11] The replica id as 8 bytes little-endian, then the ASCII bytes `lnotepee`,
@@ -99,6 +108,66 @@ struct SerialEndpoint: SyncEndpoint {
     }
     func getAsset(_ id: AssetID, document: DocumentID) async throws -> [UInt8] {
         try await lock.run { try await inner.getAsset(id, document: document) }
+    }
+}
+
+/// [SYNC-83] Puts each document the served folder leaves out ([PKG-22]: its package holds a
+/// symlink, FIFO… where a file belongs) on the server's log, the first time a sync finds it
+/// and again only when the reason changes: one line per document and reason, however many
+/// requests meet it. The operator learns why a document does not travel; the client is told
+/// nothing of it ([SYNC-81]).
+struct ReportingEndpoint: SyncEndpoint {
+    let inner: any SyncEndpoint
+    let notebook: Notebook
+    let log: RefusedDocumentsLog
+
+    func sync(_ request: SyncRequest) async throws -> SyncResponse {
+        do {
+            let answer = try await inner.sync(request)
+            log.report(await notebook.refusedDocuments)
+            return answer
+        } catch {
+            log.report(await notebook.refusedDocuments)
+            throw error
+        }
+    }
+
+    func missingAssets(_ ids: [AssetID], document: DocumentID) async throws -> [AssetID] {
+        try await inner.missingAssets(ids, document: document)
+    }
+
+    @discardableResult
+    func putAsset(_ bytes: [UInt8], id: AssetID, document: DocumentID) async throws -> Bool {
+        try await inner.putAsset(bytes, id: id, document: document)
+    }
+
+    func getAsset(_ id: AssetID, document: DocumentID) async throws -> [UInt8] {
+        try await inner.getAsset(id, document: document)
+    }
+}
+
+/// The documents `ReportingEndpoint` has logged, with their reasons, and where it logs.
+final class RefusedDocumentsLog: Sendable {
+    private let state = Mutex<(reported: [DocumentID: String], sink: (@Sendable (String) -> Void)?)>(([:], nil))
+
+    /// Sets where lines go (the server's log, once it exists).
+    func connect(_ sink: @escaping @Sendable (String) -> Void) {
+        state.withLock { $0.sink = sink }
+    }
+
+    /// Logs the documents of `refused` not logged yet with the same reason, in id order.
+    func report(_ refused: [DocumentID: LnoteError]) {
+        guard !refused.isEmpty else { return }
+        let (lines, sink) = state.withLock { s -> ([String], (@Sendable (String) -> Void)?) in
+            var lines: [String] = []
+            for (id, e) in refused.sorted(by: { $0.key < $1.key }) where s.reported[id] != e.description {
+                s.reported[id] = e.description
+                lines.append("skipped document \(id): \(e.description)")
+            }
+            return (lines, s.sink)
+        }
+        guard let sink else { return }
+        for line in lines { sink(line) }
     }
 }
 

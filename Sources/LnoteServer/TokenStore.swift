@@ -28,15 +28,19 @@ public enum RelayToken {
     /// unread).
     public static let maximumBytes = 256
 
-    /// [SYNC-28] What makes `token` too weak for a server to accept it as its token (`lnote
-    /// serve --token`): anything but 32 to 256 hex digits (either case). nil when it is
-    /// strong enough. The message says how to make one.
-    public static func strengthProblem(_ token: String) -> String? {
+    /// [SYNC-28] Throws unless `token` is strong enough for a server to accept it as its
+    /// token: 32 to 256 hex digits (either case), at least 128 bits when random. The one
+    /// check of the rule: `PeerServer.init` runs it, and `lnote serve` on `--token` or
+    /// `$LNOTE_TOKEN` before it opens the folder.
+    /// - Throws: `.invalidArgument` naming the rule, what the token is instead, and how to
+    ///   make a good one.
+    public static func checkServerToken(_ token: String) throws {
         let digits = token.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) || (0x41...0x46).contains($0) }
-        if digits && (minimumHexDigits...maximumBytes).contains(token.utf8.count) { return nil }
+        if digits && (minimumHexDigits...maximumBytes).contains(token.utf8.count) { return }
         let what = digits ? "\(token.utf8.count) hex digits" : "\(token.utf8.count) characters, not all hex digits"
-        return "a token of \(what): a server token must be \(minimumHexDigits) to \(maximumBytes) hex digits "
-            + "(at least 128 bits); make one with `openssl rand -hex 32`, or give none and one is generated and printed"
+        throw LnoteError(.invalidArgument, "a token of \(what): a server token must be \(minimumHexDigits) to \(maximumBytes) "
+                         + "hex digits (at least 128 bits, [SYNC-28]); "
+                         + "make one with `openssl rand -hex 32`")
     }
 
     /// Whether `token` has the form tokens are issued in (64 lowercase hex digits).

@@ -75,10 +75,13 @@ extension CommandTable {
             let generated = token.isEmpty
             if generated {
                 token = RelayToken.generate()
-            } else if let problem = RelayToken.strengthProblem(token) {
-                // [SYNC-28] A short token can be guessed over the network.
-                let source = args.option("token") != nil ? "--token" : "$LNOTE_TOKEN"
-                throw Arguments.UsageError(message: "\(source): \(problem)")
+            } else {
+                // [SYNC-28] A short token can be guessed over the network: refused before the
+                // folder is opened, by the check PeerServer makes too, as a usage error (exit 2).
+                do { try RelayToken.checkServerToken(token) } catch let e as LnoteError {
+                    let source = args.option("token") != nil ? "--token" : "$LNOTE_TOKEN"
+                    throw Arguments.UsageError(message: "\(source): \(e.message), or give none and one is generated and printed")
+                }
             }
             try requireNotebook(args.positionals[0])
             let notebook = try await Notebook.open(at: args.positionals[0])
@@ -112,13 +115,12 @@ let RLIMIT_NOFILE_RESOURCE = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
 final class ServerLog: Sendable {
     private let console: Console
     private let prefix: String
-    private let perSecond: Int
-    private let window = Mutex<(start: ContinuousClock.Instant, printed: Int, dropped: Int)>((.now, 0, 0))
+    private let limit: Mutex<LogRateLimit>
 
     init(console: Console, prefix: String, perSecond: Int = 20) {
         self.console = console
         self.prefix = prefix
-        self.perSecond = perSecond
+        limit = Mutex(LogRateLimit(perSecond: perSecond))
     }
 
     func attach(to server: HTTPServer) {
@@ -127,14 +129,7 @@ final class ServerLog: Sendable {
 
     func log(_ message: String) {
         let now = ContinuousClock.now
-        let (print, dropped): (Bool, Int) = window.withLock { w in
-            if now - w.start >= .seconds(1) { w.start = now; w.printed = 0 }
-            guard w.printed < perSecond else { w.dropped += 1; return (false, 0) }
-            w.printed += 1
-            defer { w.dropped = 0 }
-            return (true, w.dropped)
-        }
-        guard print else { return }
+        guard let dropped = limit.withLock({ $0.admit(at: now) }) else { return }
         let trimmed = message.hasSuffix("\n") ? String(message.dropLast()) : message
         console.err("\(prefix): \(trimmed)" + (dropped > 0 ? " (\(dropped) earlier server messages not shown)" : ""))
     }

@@ -99,10 +99,10 @@ import LnoteTestSupport
         let (a, s, c) = (dir.sub("A"), dir.sub("S"), dir.sub("C"))
         let (doc, images) = try await Self.documentWithImages(at: a, seed: seed)
         let served = try await Notebook.open(at: s, create: true, options: Fixture.quiet)
-        let server = try PeerServer(notebook: served, token: "peer-token")
-        let up = try await Fixture.sync(a, server.url, token: "peer-token")
+        let server = try PeerServer(notebook: served, token: Fixture.peerToken)
+        let up = try await Fixture.sync(a, server.url, token: Fixture.peerToken)
         #expect(up.assetsSent == 2 && up.opsAccepted == up.opsSent && up.opsSent > 0, "seed \(seed): \(up)")
-        let down = try await Fixture.sync(c, server.url, token: "peer-token")
+        let down = try await Fixture.sync(c, server.url, token: Fixture.peerToken)
         #expect(down.assetsReceived == 2, "seed \(seed): \(down)")
         try server.close()
         try await served.close()
@@ -177,7 +177,7 @@ import LnoteTestSupport
     func assetStatuses() async throws {
         let dir = try TempDir()
         let served = try await Notebook.open(at: dir.sub("S"), create: true, options: Fixture.quiet)
-        let peer = try PeerServer(notebook: served, token: "peer-token")
+        let peer = try PeerServer(notebook: served, token: Fixture.peerToken)
         let relay = try LocalRelay(dir: dir)
         defer { relay.close() }
         let client = try HTTPClient()
@@ -186,7 +186,7 @@ import LnoteTestSupport
         let bytes = (0..<1000).map { _ in UInt8.random(in: 0...255, using: &rng) }
         let id = AssetID.of(bytes)
         let doc = DocumentID()
-        for (name, base, token) in [("peer", peer.url, "peer-token"), ("relay", relay.url, relay.token)] {
+        for (name, base, token) in [("peer", peer.url, Fixture.peerToken), ("relay", relay.url, relay.token)] {
             func send(_ method: String, _ path: String, _ body: [UInt8] = []) async throws -> HTTPResponse {
                 var r = HTTPRequest(method: method, url: base + path, headers: [:], body: body)
                 r.setBearerToken(token)
@@ -215,7 +215,7 @@ import LnoteTestSupport
     func assetMissing() async throws {
         let dir = try TempDir()
         let served = try await Notebook.open(at: dir.sub("S"), create: true, options: Fixture.quiet)
-        let peer = try PeerServer(notebook: served, token: "peer-token")
+        let peer = try PeerServer(notebook: served, token: Fixture.peerToken)
         let relay = try LocalRelay(dir: dir)
         defer { relay.close() }
         let client = try HTTPClient()
@@ -231,7 +231,7 @@ import LnoteTestSupport
         let request = SyncRequest(replica: me, epoch: 0, cursor: 0, have: [],
                                   push: [LogBatch(log: LogRef(document: doc), ops: docOps),
                                          LogBatch(log: LogRef(document: doc, page: page), ops: [image])])
-        for (name, url, token) in [("peer", peer.url, "peer-token"), ("relay", relay.url, relay.token)] {
+        for (name, url, token) in [("peer", peer.url, Fixture.peerToken), ("relay", relay.url, relay.token)] {
             var raw = HTTPRequest.post(url + "/sync", body: SyncCodec.encode(request))
             raw.setBearerToken(token)
             let r = try await client.send(raw)
@@ -269,9 +269,9 @@ import LnoteTestSupport
         #expect(try await Fixture.sync(a, relay.url, token: relay.token).checkpointsSent == 1)
         #expect(try await Fixture.sync(b, relay.url, token: relay.token).checkpointsInstalled == 1)
         let served = try await Notebook.open(at: b, options: Fixture.quiet)
-        let peer = try PeerServer(notebook: served, token: "peer-token")
+        let peer = try PeerServer(notebook: served, token: Fixture.peerToken)
         do {
-            try await Fixture.sync(c, peer.url, token: "peer-token")
+            try await Fixture.sync(c, peer.url, token: Fixture.peerToken)
             Issue.record("a replica lacking history served a tail")
         } catch let e as LnoteError {
             #expect(e.code == .invalidState, "\(e)")
@@ -282,7 +282,7 @@ import LnoteTestSupport
         let client = try HTTPClient()
         defer { try? client.close() }
         var raw = HTTPRequest.post(peer.url + "/sync", body: SyncCodec.encode(SyncRequest(replica: ReplicaID(9), epoch: 0, cursor: 0, have: [])))
-        raw.setBearerToken("peer-token")
+        raw.setBearerToken(Fixture.peerToken)
         let r = try await client.send(raw)
         #expect(r.status == 409)
         let body = try JSONSerialization.jsonObject(with: Data(r.body)) as? [String: Any]
@@ -302,14 +302,14 @@ import LnoteTestSupport
         _ = try await Fixture.notebook(at: dir.sub("S"), strokes: 3)
         let served = try await Notebook.open(at: dir.sub("S"), options: Fixture.quiet)
         let replica = served.replicaID
-        let server = try PeerServer(notebook: served, token: "peer-token")
+        let server = try PeerServer(notebook: served, token: Fixture.peerToken)
         #expect(server.notebookID == PeerServer.notebookID(replica: replica))
         #expect(server.url.hasSuffix("/v1/notebooks/\(server.notebookID.uuidString)"))
         let before: [NotebookLogClock] = try await served.logClocks()
         let other = server.url.replacingOccurrences(of: server.notebookID.uuidString, with: UUID().uuidString)
         _ = try await Self.documentWithImages(at: dir.sub("C"), seed: 606)
         do {
-            try await Fixture.sync(dir.sub("C"), other, token: "peer-token")
+            try await Fixture.sync(dir.sub("C"), other, token: Fixture.peerToken)
             Issue.record("a peer served another notebook id")
         } catch let e as LnoteError {
             #expect(e.code == .notFound, "\(e)")
@@ -322,9 +322,9 @@ import LnoteTestSupport
         await #expect(throws: LnoteError(.unauthorized)) { try await Fixture.sync(dir.sub("C"), other, token: "nope") }
         try server.close()
         // Restarted on the same folder: the same URL.
-        let again = try PeerServer(notebook: served, token: "peer-token")
+        let again = try PeerServer(notebook: served, token: Fixture.peerToken)
         #expect(again.notebookID == server.notebookID)
-        try await Fixture.sync(dir.sub("D"), again.url, token: "peer-token")
+        try await Fixture.sync(dir.sub("D"), again.url, token: Fixture.peerToken)
         try again.close()
         try await served.close()
         #expect(try await Fixture.canonical(dir.sub("S")) == Fixture.canonical(dir.sub("D")))

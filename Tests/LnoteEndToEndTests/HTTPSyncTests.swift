@@ -43,8 +43,8 @@ import LnoteTestSupport
         let dir = try TempDir()
         _ = try await Fixture.notebook(at: dir.sub("A"), strokes: 12)
         let served = try await Notebook.open(at: dir.sub("A"), options: Fixture.quiet)
-        let server = try PeerServer(notebook: served, token: "secret-token")
-        try await Fixture.sync(dir.sub("B"), server.url, token: "secret-token")
+        let server = try PeerServer(notebook: served, token: Fixture.peerToken)
+        try await Fixture.sync(dir.sub("B"), server.url, token: Fixture.peerToken)
         await #expect(throws: LnoteError(.unauthorized)) {
             try await Fixture.sync(dir.sub("C"), server.url, token: "wrong")
         }

@@ -126,9 +126,9 @@ import LnoteServer
         let dir = try TempDir()
         _ = try await Fixture.notebook(at: dir.sub("P"), strokes: 3)
         let served = try await Notebook.open(at: dir.sub("P"), options: Fixture.quiet)
-        let server = try PeerServer(notebook: served, token: "peer-token")
+        let server = try PeerServer(notebook: served, token: Fixture.peerToken)
         do {
-            try await attack(Target(name: "peer", url: server.url, token: "peer-token", holds: {
+            try await attack(Target(name: "peer", url: server.url, token: Fixture.peerToken, holds: {
                 let clocks: [LogClock] = try await served.logClocks()
                 let docs = try await served.documentIDs()
                 return "\(docs.sorted { $0.description < $1.description }) \(clocks.map { "\($0.log) \($0.clock)" })"

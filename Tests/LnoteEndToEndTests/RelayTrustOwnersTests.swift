@@ -144,28 +144,28 @@ import LnoteServer
         _ = try await Fixture.notebook(at: dir.sub("P"), strokes: 4)
         let p = try await Self.firstPage(dir.sub("P"))
         let served = try await Notebook.open(at: dir.sub("P"), options: Fixture.quiet)
-        let server = try PeerServer(notebook: served, token: "peer-token")
+        let server = try PeerServer(notebook: served, token: Fixture.peerToken)
         let client = try HTTPClient()
         let clocks: [LogClock] = try await served.logClocks()
 
         let forged = try Self.newStroke(on: (p.log, p.state), by: p.replica, seed: 3)
-        let r = try await Self.post(client, server.url, token: "peer-token",
+        let r = try await Self.post(client, server.url, token: Fixture.peerToken,
                                     SyncRequest(replica: ReplicaID(0xB0B), epoch: 0, cursor: 0, push: [LogBatch(log: p.log, ops: [forged])]))
         #expect(r.status == 403)
         #expect(r.json["error"] as? String == "forbidden" && r.json["replica"] as? String == p.replica.description)
         #expect((r.json["message"] as? String ?? "").contains(forged.id.description))
         #expect(try await served.logClocks() == clocks, "nothing stored")
         // What it holds, byte for byte, goes through as duplicates.
-        let dup = try await Self.post(client, server.url, token: "peer-token",
+        let dup = try await Self.post(client, server.url, token: Fixture.peerToken,
                                       SyncRequest(replica: ReplicaID(0xB0B), epoch: 0, cursor: 0, push: [LogBatch(log: p.log, frames: p.frames)]))
         #expect(dup.status == 200)
         #expect(try SyncCodec.decodeResponse(dup.body).accepted == 0)
         // A peer keeps no devices.
-        #expect(try await Self.devices(client, server.url, token: "peer-token").0 == 404)
+        #expect(try await Self.devices(client, server.url, token: Fixture.peerToken).0 == 404)
         // A folder syncing its own work with it is unaffected.
-        try await Fixture.sync(dir.sub("B"), server.url, token: "peer-token")
+        try await Fixture.sync(dir.sub("B"), server.url, token: Fixture.peerToken)
         try await RelayTrustRestoreTests.draw(dir.sub("B"), 2, seed: 4)
-        let rb = try await Fixture.sync(dir.sub("B"), server.url, token: "peer-token")
+        let rb = try await Fixture.sync(dir.sub("B"), server.url, token: Fixture.peerToken)
         #expect(rb.opsAccepted == 2)
         try? client.close()
         try server.close()

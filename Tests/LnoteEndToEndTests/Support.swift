@@ -19,6 +19,10 @@ final class TempDir: @unchecked Sendable {
 }
 
 enum Fixture {
+    /// A token a `PeerServer` accepts ([SYNC-28]): 64 random hex digits, new for each run of
+    /// the tests.
+    static let peerToken = RelayToken.generate()
+
     static var quiet: StoreOptions {
         var o = StoreOptions()
         o.autosave = false

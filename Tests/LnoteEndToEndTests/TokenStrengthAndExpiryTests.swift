@@ -12,22 +12,51 @@ import LnoteTestSupport
 @Suite struct TokenStrengthAndExpiryTests {
     let lnote = Subprocess.product("lnote")
 
-    /// [SYNC-28] The rule itself: 32 to 256 hex digits, either case; anything else is named
-    /// and the message says how to make a good one.
+    /// [SYNC-28] The rule itself: 32 to 256 hex digits, either case; anything else is
+    /// `.invalidArgument` naming the rule, and the message says how to make a good one.
     @Test func serverTokenStrengthRule() {
         let weak = ["abcde", "t0ken", "", String(repeating: "a", count: 31), String(repeating: "g", count: 40),
                     String(repeating: "a", count: 31) + " ", String(repeating: "a", count: 257),
                     "correct horse battery staple and more words"]
         for t in weak {
-            let p = RelayToken.strengthProblem(t)
-            #expect(p?.contains("32 to 256 hex digits") == true, "\(t): \(p ?? "accepted")")
-            #expect(p?.contains("openssl rand -hex 32") == true, "\(t)")
+            #expect(throws: LnoteError(.invalidArgument), "\(t)") { try RelayToken.checkServerToken(t) }
+            do { try RelayToken.checkServerToken(t) } catch let e as LnoteError {
+                #expect(e.message.contains("32 to 256 hex digits") && e.message.contains("[SYNC-28]"), "\(t): \(e.message)")
+                #expect(e.message.contains("openssl rand -hex 32"), "\(t)")
+            } catch { Issue.record("\(t): \(error)") }
         }
         for t in [String(repeating: "a", count: 32), String(repeating: "F", count: 64), RelayToken.generate(),
                   String(repeating: "0", count: 256)] {
-            #expect(RelayToken.strengthProblem(t) == nil, "\(t)")
+            #expect(throws: Never.self, "\(t)") { try RelayToken.checkServerToken(t) }
         }
         ReliabilityReport.record(family: "abuse", detail: "TokenStrengthAndExpiryTests.serverTokenStrengthRule: weak server tokens",
+                                 cases: weak.count)
+    }
+
+    /// [SYNC-28] The library enforces the rule too: `PeerServer` refuses a weak token with
+    /// `.invalidArgument` before it binds a port (so the folder it was given is not served),
+    /// and serves with a strong one.
+    @Test func peerServerRefusesAWeakToken() async throws {
+        let dir = try TempDir()
+        _ = try await Fixture.notebook(at: dir.sub("A"), strokes: 2)
+        let served = try await Notebook.open(at: dir.sub("A"), options: Fixture.quiet)
+        let weak = ["abc", String(repeating: "7", count: 31), String(repeating: "z", count: 40),
+                    String(repeating: "ab", count: 16) + "-", String(repeating: "c", count: 257)]
+        for t in weak {
+            do {
+                let server = try PeerServer(notebook: served, token: t)
+                Issue.record("PeerServer accepted the token \"\(t)\" (\(t.utf8.count) bytes)")
+                try server.close()
+            } catch let e as LnoteError {
+                #expect(e.code == .invalidArgument, "\(t): \(e)")
+                #expect(e.message.contains("32 to 256 hex digits") && e.message.contains("[SYNC-28]"), "\(t): \(e.message)")
+            }
+        }
+        let server = try PeerServer(notebook: served, token: String(repeating: "A1", count: 16))
+        #expect(try await Fixture.sync(dir.sub("B"), server.url, token: String(repeating: "A1", count: 16)).opsReceived > 0)
+        try server.close()
+        try await served.close()
+        ReliabilityReport.record(family: "abuse", detail: "TokenStrengthAndExpiryTests.peerServerRefusesAWeakToken: weak tokens given to PeerServer",
                                  cases: weak.count)
     }
 

@@ -58,7 +58,7 @@ import Glibc
                 _ = try await doc.addStrokes(generator.strokes(8), to: page)
                 try await made.close()
                 let served = try await Notebook.open(at: dir + "/served", options: options)
-                token = "peer-token-for-abuse"
+                token = RelayToken.generate()
                 let server = try PeerServer(notebook: served, token: token, configuration: configuration)
                 http = server.http
                 url = server.url
