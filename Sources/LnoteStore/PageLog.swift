@@ -156,8 +156,16 @@ final class PageLog {
     /// writing), so `sync()` syncs before they are served or covered by a snapshot.
     private(set) var othersUnsynced = false
     /// Set when a sync failed: the kernel may have dropped the dirty pages, so nothing
-    /// written since the last good sync can be trusted. Reopen to recover from disk.
+    /// written since the last good sync can be trusted. Reopen to recover from disk, unless
+    /// `cutAfterFailedSync` removed this process's unsynced frames ([PKG-36]).
     private(set) var poisoned: LnoteError?
+    /// Where this process's first frame not yet synced starts (nil when all it wrote is
+    /// synced): what a failed sync cuts ([PKG-36]).
+    private(set) var ownUnsyncedStart: UInt64?
+    /// True when frames of another process were read past `ownUnsyncedStart` (it appended
+    /// while a group commit of this process waited): cutting this process's frames would cut
+    /// theirs too, so a failed sync cannot be undone ([PKG-36]).
+    private(set) var othersAfterOwnUnsynced = false
 
     var kind: LogKind { header.kind }
     var incarnation: UInt64 { header.incarnation }
@@ -265,7 +273,10 @@ final class PageLog {
         }
         if commit {
             end = scan.goodEnd
-            if !scan.frames.isEmpty { othersUnsynced = true }
+            if !scan.frames.isEmpty {
+                othersUnsynced = true
+                if ownUnsyncedStart != nil { othersAfterOwnUnsynced = true }
+            }
         }
         return scan.frames.isEmpty ? .unchanged : .grew(scan.frames)
     }
@@ -273,7 +284,10 @@ final class PageLog {
     /// Moves `end` to `offset`, a frame boundary past it that `catchUp(commit: false)` found.
     func advance(to offset: UInt64) {
         precondition(offset >= end)
-        if offset > end { othersUnsynced = true }
+        if offset > end {
+            othersUnsynced = true
+            if ownUnsyncedStart != nil { othersAfterOwnUnsynced = true }
+        }
         end = offset
     }
 
@@ -336,6 +350,7 @@ final class PageLog {
             bytes.reserveCapacity(frames.reduce(0) { $0 + $1.count })
             for f in frames { bytes.append(contentsOf: f) }
         }
+        let start = end
         do {
             try io.pwrite(fd, bytes, at: end)
         } catch {
@@ -345,6 +360,7 @@ final class PageLog {
         }
         end += UInt64(bytes.count)
         unsyncedFrames += frames.count
+        if ownUnsyncedStart == nil { ownUnsyncedStart = start }
         return end
     }
 
@@ -354,6 +370,11 @@ final class PageLog {
     func rollBack(to offset: UInt64) {
         guard let fd, offset >= UInt64(LogHeader.size), offset < end else { return }
         end = offset
+        if let own = ownUnsyncedStart, offset <= own {
+            ownUnsyncedStart = nil
+            othersAfterOwnUnsynced = false
+            unsyncedFrames = 0
+        }
         needsTruncate = (try? io.ftruncate(fd, to: offset)) == nil
     }
 
@@ -371,7 +392,9 @@ final class PageLog {
         }
     }
 
-    /// Makes every written frame durable. A failure poisons the log ([PKG-36]).
+    /// Makes every written frame durable. A failure poisons the log ([PKG-36]); the holder of
+    /// the document lock then calls `cutAfterFailedSync` so that the failure it reports means
+    /// the frames are not in the log.
     func sync() throws {
         if isAbsent && !isClosed { return }
         let fd = try descriptor()
@@ -384,6 +407,68 @@ final class PageLog {
         }
         unsyncedFrames = 0
         othersUnsynced = false
+        ownUnsyncedStart = nil
+        othersAfterOwnUnsynced = false
+    }
+
+    /// What `cutAfterFailedSync` did.
+    enum FailedSyncOutcome: Equatable {
+        /// This process's unsynced frames were cut: the file ends at `offset` again, and the
+        /// log is usable (`durable`: the truncation was synced too).
+        case cut(frames: Int, offset: UInt64, durable: Bool)
+        /// Nothing of this process was waiting: the failed sync covered only frames read from
+        /// another process, which are never cut.
+        case nothingOwn
+        /// The frames could not be cut (another process appended after them, the file was
+        /// replaced, or the truncation failed): the log stays poisoned and what a reopening
+        /// reads of them is unknown, as after a power cut. `reason` says why.
+        case kept(reason: String)
+    }
+
+    /// After a failed `sync`, under the document lock: truncates the file back to where this
+    /// process's unsynced frames begin ([PKG-36]), so that the failure reported to their
+    /// writers is definite. Frames other processes wrote before them (`othersUnsynced`) are
+    /// never cut: their writers synced them or never acknowledged them. The truncation is
+    /// then synced; if that fails the cut stays (every reader now sees the shorter file) but
+    /// the log stays poisoned.
+    func cutAfterFailedSync() -> FailedSyncOutcome {
+        guard poisoned != nil, let fd else { return .kept(reason: "the log is not poisoned or not open") }
+        guard let start = ownUnsyncedStart else { return .nothingOwn }
+        guard !othersAfterOwnUnsynced else {
+            return .kept(reason: "another process appended after this process's unsynced frames")
+        }
+        do {
+            let st = try io.fstat(fd)
+            guard let onPath = try io.stat(path), onPath.inode == st.inode, onPath.device == st.device else {
+                return .kept(reason: "the log file was replaced")
+            }
+            if st.size > end {
+                // Bytes past `end` are a failed write of this process's (not yet truncated) or
+                // frames another process appended since the lock was last released here.
+                let past = LogScanner.scan(try io.pread(fd, count: Int(st.size - end), at: end), base: end)
+                guard past.frames.isEmpty else { return .kept(reason: "another process appended after this process's unsynced frames") }
+            } else if st.size < end {
+                return .kept(reason: "the log is shorter than this process wrote")
+            }
+            try io.ftruncate(fd, to: start)
+        } catch {
+            return .kept(reason: "the truncation failed: \(error)")
+        }
+        let frames = unsyncedFrames
+        end = start
+        needsTruncate = false
+        unsyncedFrames = 0
+        ownUnsyncedStart = nil
+        othersAfterOwnUnsynced = false
+        do {
+            try io.fdatasync(fd)
+        } catch {
+            return .cut(frames: frames, offset: start, durable: false)
+        }
+        // Frames read from other processes before ours keep `othersUnsynced`: the next sync
+        // syncs them again before they are served or covered by a snapshot.
+        poisoned = nil
+        return .cut(frames: frames, offset: start, durable: true)
     }
 
     /// Reads the frames in `[from, end)`. Offsets before `end` were validated when written
@@ -457,6 +542,8 @@ final class PageLog {
         needsTruncate = false
         unsyncedFrames = 0
         othersUnsynced = other.othersUnsynced
+        ownUnsyncedStart = nil
+        othersAfterOwnUnsynced = false
         poisoned = nil
         if let old, old.isOpen { try old.close() }
     }
