@@ -115,7 +115,9 @@ extension Document {
         // those its clock does not cover wait.
         pending = pending.filter { !live.clock.covers($0.key) }
         let author = replica
-        if pending.keys.contains(where: { $0.replica == author }) {
+        // [PKG-24] While a salvage waits for space nothing is written (no edit either): the new
+        // id is minted when the salvage is made (`salvagePage`).
+        if pending.keys.contains(where: { $0.replica == author }) && sources.log.pendingSalvage == nil {
             // [PKG-56] Operations of this replica wait for one of its own the log lost (damage):
             // the next edit would take the lost one's id.
             do {

@@ -166,6 +166,19 @@ final class PageLog {
     /// while a group commit of this process waited): cutting this process's frames would cut
     /// theirs too, so a failed sync cannot be undone ([PKG-36]).
     private(set) var othersAfterOwnUnsynced = false
+    /// Set when a salvage could not be written for lack of space or a read-only file system
+    /// ([PKG-38], [PKG-24]): the file is the damaged one, left as it is, and this object holds
+    /// the valid frames the salvage would keep (at their offsets in that file). Reads are served
+    /// from them; writes are refused; the holder of the lock retries the salvage first
+    /// (`catchUp(underLock: true)` reports `.damaged` while this is set).
+    var pendingSalvage: PendingSalvage?
+
+    /// What a salvage that could not be written left in memory.
+    struct PendingSalvage {
+        var frames: [LoggedFrame]
+        /// Why the salvage could not be written (ENOSPC, EDQUOT, EROFS).
+        var cause: LnoteError
+    }
 
     var kind: LogKind { header.kind }
     var incarnation: UInt64 { header.incarnation }
@@ -250,6 +263,14 @@ final class PageLog {
             return .unchanged
         }
         let fd = try descriptor()
+        if pendingSalvage != nil {
+            // The damaged file, read whole when this object was made: any change to it is
+            // another process's salvage (or a salvage of it) and means reading it again.
+            let st = try io.fstat(fd)
+            guard let onPath = try io.stat(path), onPath.inode == st.inode, onPath.device == st.device,
+                  st.size == end else { return .replaced }
+            return underLock ? .damaged : .unchanged
+        }
         if needsTruncate {
             // This process's own failed write left bytes past `end`: never read them as frames.
             guard underLock else { return .unchanged }
@@ -339,6 +360,7 @@ final class PageLog {
     @discardableResult
     func write(encoded frames: [[UInt8]]) throws -> UInt64 {
         let fd = try descriptor()
+        if let pending = pendingSalvage { throw pending.refusal(path: path) }
         guard !frames.isEmpty else { return end }
         if needsTruncate {
             try io.ftruncate(fd, to: end)
@@ -398,6 +420,7 @@ final class PageLog {
     func sync() throws {
         if isAbsent && !isClosed { return }
         let fd = try descriptor()
+        if pendingSalvage != nil { return }  // nothing written; the damaged file stays as it is
         guard unsyncedFrames > 0 || othersUnsynced else { return }
         do {
             try io.fdatasync(fd)  // the file's data, whoever wrote it
@@ -481,6 +504,7 @@ final class PageLog {
             throw LnoteError(.invalidArgument, "offset \(from) outside the log (end \(end))", path: path,
                              offset: Int(clamping: from))
         }
+        if let pending = pendingSalvage { return pending.frames.filter { $0.offset >= from } }
         let bytes = try io.pread(fd, count: Int(end - from), at: from)
         let scan = LogScanner.scan(bytes, base: from)
         if let d = scan.damage.first {
@@ -497,6 +521,12 @@ final class PageLog {
     /// - Throws: `corrupt` when no valid frame starts there.
     func readFrame(at offset: UInt64) throws -> Frame {
         let fd = try descriptor()
+        if let pending = pendingSalvage {
+            guard let f = pending.frames.first(where: { $0.offset == offset }) else {
+                throw LnoteError(.corrupt, "no frame at offset \(offset)", path: path, offset: Int(clamping: offset))
+            }
+            return f.frame
+        }
         guard offset >= UInt64(LogHeader.size), offset + UInt64(Frame.headerSize) < end else {
             throw LnoteError(.invalidArgument, "offset \(offset) outside the log (end \(end))", path: path, offset: Int(clamping: offset))
         }
@@ -544,6 +574,7 @@ final class PageLog {
         othersUnsynced = other.othersUnsynced
         ownUnsyncedStart = nil
         othersAfterOwnUnsynced = false
+        pendingSalvage = other.pendingSalvage
         poisoned = nil
         if let old, old.isOpen { try old.close() }
     }
@@ -551,6 +582,15 @@ final class PageLog {
     /// Gives the descriptor to recovery code.
     func withDescriptor<T>(_ body: (FileDescriptor) throws -> T) throws -> T {
         try body(try descriptor())
+    }
+}
+
+extension PageLog.PendingSalvage {
+    /// The error a write gets while the salvage waits ([PKG-24]).
+    func refusal(path: String) -> LnoteError {
+        LnoteError(.io, "this log is damaged and its salvage could not be written (\(cause.message)): "
+                   + "nothing is written to it until the salvage can be; free space and try again",
+                   path: path, underlying: cause.underlying)
     }
 }
 

@@ -500,6 +500,105 @@ struct FullDiskTests {
         try await nb2.close()
     }
 
+    /// [PKG-24] [PKG-38] A page log damaged in the middle, opened on a full disk (every write
+    /// and temporary file fails with ENOSPC, the quarantine copy `.corrupt-1` included): reads
+    /// show the frames a salvage would keep, the report says the salvage is pending, a write is
+    /// refused with a clear error, and no file changes. Once space is back, the next write of
+    /// the same handle makes the salvage first and succeeds.
+    @Test("[PKG-24] [PKG-38] a damaged log on a full disk: reads work, nothing changes, the salvage waits for space")
+    func damagedLogOnFullDisk() async throws {
+        var cases = 0, bad = 0
+        let top = try TempDir("fulldisk-salvage")
+        defer { top.remove() }
+        struct Folder { let path: String }
+        let dir = Folder(path: top.sub("nb"))
+        let nb0 = try await openNotebook(dir.path)
+        let d0 = try await nb0.createDocument(title: "D")
+        let p = try #require(await d0.pageList.first?.id)
+        for i in 0..<5 { try await d0.addStroke(stroke(4, x: Int32(i * 30)), to: p) }
+        try await d0.close()
+        try await nb0.close()
+        let paths = PackagePaths(folder: try Syscalls.live.realpath(dir.path), id: d0.id)
+        // No snapshot: opening replays the whole log and meets the damage.
+        try FileManager.default.removeItem(atPath: paths.content(p))
+        var bytes = try #require(fileBytes(paths.log(p)))
+        let frames = LogScanner.scan(Array(bytes.dropFirst(LogHeader.size)), base: UInt64(LogHeader.size)).frames
+        #expect(frames.count == 5)
+        bytes[Int(frames[2].offset) + Frame.headerSize + 3] ^= 0x40  // frame 2's payload: its CRC fails
+        try DurableFile.replace(paths.log(p), with: bytes, io: .live)
+        let before = treeSnapshot(dir.path)
+        // The oracle: what a salvage on a healthy disk keeps (a copy of the folder, which
+        // opens under a replica id of its own).
+        try FileManager.default.copyItem(atPath: dir.path, toPath: top.sub("oracle"))
+        let nbO = try await openNotebook(top.sub("oracle"))
+        let dO = try await nbO.openDocument(d0.id)
+        let expected = try await dO.elements(p).map(\.id)
+        #expect(expected.count == 2, "frames 3 and 4 wait for the damaged frame 2")
+        #expect(await dO.recoveryReports.contains { $0.newIncarnation != nil && $0.salvagedFrames == 4 })
+        try await dO.close()
+        try await nbO.close()
+
+        let full = Mutex(true)
+        let plan = FaultPlan { ev in
+            guard full.withLock({ $0 }) else { return nil }
+            return ev.kind == .write || (ev.kind == .open && ev.path.contains(".tmp-")) ? .fail(errno: ENOSPC) : nil
+        }
+        let nb = try await openNotebook(dir.path, io: Syscalls(faults: plan))
+        let d = try await nb.openDocument(d0.id)
+        // What `lnote show` reads: what the salvage keeps.
+        #expect(try await d.elements(p).map(\.id) == expected)
+        let pending = await d.recoveryReports.first { $0.salvagePending != nil }
+        #expect(pending?.salvagedFrames == 4 && pending?.quarantinedCopy == nil && pending?.problems.first?.offset == Int(frames[2].offset),
+                "\(String(describing: pending))")
+        #expect(pending?.description.contains("salvage pending") == true)
+        // What `lnote log` reads: every frame of the log, from memory.
+        #expect(try await d.operations(page: p, notCoveredBy: VectorClock()).count == 4)
+        do {
+            _ = try await d.addStroke(stroke(4, x: 500), to: p)
+            Issue.record("a write to a log whose salvage is pending succeeded")
+            bad += 1
+        } catch let e as LnoteError {
+            #expect(e.code == .io && e.message.contains("salvage could not be written") && e.path == paths.log(p), "\(e)")
+        }
+        #expect(try await d.elements(p).map(\.id) == expected)
+        #expect(treeSnapshot(dir.path) == before, "a file changed while the disk was full")
+        cases += 1
+
+        // Space is back: the same handle's next write salvages first, then appends.
+        full.withLock { $0 = false }
+        _ = try await d.addStroke(stroke(4, x: 600), to: p)
+        #expect(try await d.elements(p).count == expected.count + 1)
+        #expect(fileBytes(paths.log(p) + ".corrupt-1") == bytes, "the damaged log preserved as it was")
+        let salvaged = await d.recoveryReports.last { $0.newIncarnation != nil }
+        #expect(salvaged?.salvagedFrames == 4 && salvaged?.quarantinedCopy == paths.log(p) + ".corrupt-1")
+        try await d.close()
+        try await nb.close()
+        let nb2 = try await openNotebook(dir.path)
+        let d2 = try await nb2.openDocument(d0.id)
+        let n = try await d2.elements(p).count
+        #expect(n == expected.count + 1)
+        #expect(await d2.recoveryReports.allSatisfy { !$0.hasDamage }, "the salvaged log reopens without damage")
+        if n != expected.count + 1 { bad += 1 }
+        try await d2.close()
+        try await nb2.close()
+
+        // Closing while the disk is still full leaves every file as it was too.
+        try FileManager.default.removeItem(atPath: paths.log(p) + ".corrupt-1")
+        try FileManager.default.removeItem(atPath: paths.content(p))  // of the salvaged incarnation
+        try DurableFile.replace(paths.log(p), with: bytes, io: .live)
+        let again = treeSnapshot(dir.path)
+        full.withLock { $0 = true }
+        let nb3 = try await openNotebook(dir.path, io: Syscalls(faults: plan))
+        let d3 = try await nb3.openDocument(d0.id)
+        #expect(try await d3.elements(p).map(\.id) == expected)
+        try? await d3.close()
+        try? await nb3.close()
+        #expect(treeSnapshot(dir.path) == again, "closing on a full disk changed a file")
+        cases += 1
+        ReliabilityReport.record(family: "full disk", detail: "FullDiskTests.damagedLogOnFullDisk (a damaged page log opened, read, written and closed on a full disk, then space back)",
+                                 cases: cases, corrupted: bad)
+    }
+
     /// [PKG-35] [PKG-36] Group commit: two concurrent appends share one fdatasync, which fails:
     /// both fail, both are cut, a retry of each stores it once.
     @Test("[PKG-35] [PKG-36] a failed group-commit fdatasync fails and cuts every append it covered")
