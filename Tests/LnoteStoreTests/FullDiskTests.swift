@@ -599,6 +599,44 @@ struct FullDiskTests {
                                  cases: cases, corrupted: bad)
     }
 
+    /// [PKG-24] [PKG-38] The same on a really full tmpfs: the damaged log's salvage cannot be
+    /// written, reads work and change nothing; once space is back a write salvages first.
+    @Test("[PKG-24] a damaged log on a full tmpfs: reads work and change nothing; a write after space is back salvages")
+    func damagedLogOnFullTmpfs() async throws {
+        let disk = try SmallDisk("fulldisk-salvage-tmpfs")
+        defer { disk.remove() }
+        let folder = disk.path + "/nb"
+        let nb0 = try await openNotebook(folder)
+        let d0 = try await nb0.createDocument(title: "D")
+        let p = try #require(await d0.pageList.first?.id)
+        for i in 0..<5 { try await d0.addStroke(stroke(40, x: Int32(i * 30)), to: p) }
+        try await d0.close()
+        try await nb0.close()
+        let paths = PackagePaths(folder: try Syscalls.live.realpath(folder), id: d0.id)
+        try FileManager.default.removeItem(atPath: paths.content(p))
+        var bytes = try #require(fileBytes(paths.log(p)))
+        let frames = LogScanner.scan(Array(bytes.dropFirst(LogHeader.size)), base: UInt64(LogHeader.size)).frames
+        bytes[Int(frames[2].offset) + Frame.headerSize + 3] ^= 0x40
+        try DurableFile.replace(paths.log(p), with: bytes, io: .live)
+        disk.fill()
+        let before = treeSnapshot(folder)
+        let nb = try await Notebook.open(at: folder, options: testOptions())
+        let d = try await nb.openDocument(d0.id)
+        #expect(try await d.elements(p).count == 2, "frames 0 and 1 (3 and 4 wait for the damaged 2)")
+        #expect(await d.recoveryReports.contains { $0.salvagePending?.errnoCode == ENOSPC && $0.salvagedFrames == 4 })
+        await #expect(throws: LnoteError(.io)) { _ = try await d.addStroke(stroke(4), to: p) }
+        #expect(treeSnapshot(folder) == before, "a file changed on the full disk")
+        try disk.grow()
+        try FileManager.default.removeItem(atPath: disk.path + "/filler")
+        _ = try await d.addStroke(stroke(4, x: 700), to: p)
+        #expect(try await d.elements(p).count == 3)
+        #expect(fileBytes(paths.log(p) + ".corrupt-1") == bytes)
+        try await d.close()
+        try await nb.close()
+        ReliabilityReport.record(family: "full disk", detail: "FullDiskTests.damagedLogOnFullTmpfs (a damaged page log read on a full tmpfs, then space back)",
+                                 cases: 1)
+    }
+
     /// [PKG-35] [PKG-36] Group commit: two concurrent appends share one fdatasync, which fails:
     /// both fail, both are cut, a retry of each stores it once.
     @Test("[PKG-35] [PKG-36] a failed group-commit fdatasync fails and cuts every append it covered")
