@@ -115,7 +115,9 @@ extension Document {
         // those its clock does not cover wait.
         pending = pending.filter { !live.clock.covers($0.key) }
         let author = replica
-        if pending.keys.contains(where: { $0.replica == author }) {
+        // [PKG-24] While a salvage waits for space nothing is written (no edit either): the new
+        // id is minted when the salvage is made (`salvagePage`).
+        if pending.keys.contains(where: { $0.replica == author }) && sources.log.pendingSalvage == nil {
             // [PKG-56] Operations of this replica wait for one of its own the log lost (damage):
             // the next edit would take the lost one's id.
             do {
@@ -338,15 +340,73 @@ extension Document {
     /// Writes operations at the end of a loaded page's log, under the document lock; makes
     /// them durable at once unless group commit is on (then `finishAppend` waits for it).
     /// Makes what was just written to the document log durable, unless group commit defers
-    /// it ([PKG-35]). A failed sync leaves the handle unusable until it is reopened ([PKG-36])
-    /// and forgets the origins registered for `ops` (no event tells what may not be on disk).
+    /// it ([PKG-35]). A failed sync cuts the frames and reads the document again, or leaves
+    /// the handle unusable until it is reopened ([PKG-36], `syncLog`), and forgets the origins
+    /// registered for `ops` (no event tells what is not on disk).
     func syncDocumentLog(forgetting ops: [OpID]) throws {
         guard options.groupCommit == nil else { return }
         do {
-            try docLog.sync()
-        } catch let e as LnoteError {
-            broken = e
+            try syncLog(.document, docLog)
+        } catch {
             origins?.forget(ops, document: id)
+            throw error
+        }
+    }
+
+    /// After a failed wait for the durability of `document.log`: the handle is unusable unless
+    /// the failed sync's frames were cut and the document read again ([PKG-36]).
+    func documentLogFailed(_ e: LnoteError) {
+        if broken == nil && docLog.poisoned != nil { broken = e }
+    }
+
+    /// Syncs `log` ([PKG-34]). When the `fdatasync` fails, the frames this process wrote since
+    /// its last good sync are cut from the file under the document lock (`cutAfterFailedSync`,
+    /// [PKG-36]), so that the failure reported to their writers is definite, and the state in
+    /// memory forgets them: a page is unloaded (its next use reads it from disk), the document
+    /// is read again from its files. When they cannot be cut, the page is unloaded too, and a
+    /// document whose `document.log` failed is unusable until reopened.
+    ///
+    /// - Throws: the sync's error, its message saying what became of the frames.
+    func syncLog(_ key: LogKey, _ log: PageLog) throws {
+        let wasPoisoned = log.poisoned != nil
+        do {
+            try log.sync()
+        } catch var e as LnoteError where !wasPoisoned && log.poisoned != nil {
+            let outcome: PageLog.FailedSyncOutcome
+            if lockDepth > 0 {
+                outcome = log.cutAfterFailedSync()
+            } else if let held = try? lock.acquire() {
+                // A group commit syncs outside the section that wrote: take the lock for the cut
+                // only (no catch-up: the cut checks the file itself).
+                lockDepth = 1
+                outcome = log.cutAfterFailedSync()
+                lockDepth = 0
+                held.release()
+            } else {
+                outcome = .kept(reason: "the document lock could not be taken")
+            }
+            switch outcome {
+            case .cut(let n, let offset, let durable):
+                e.message += "; the \(n) frame\(n == 1 ? "" : "s") written since the last good sync \(n == 1 ? "was" : "were") cut "
+                    + "from the log at offset \(offset): not stored" + (durable ? "" : " (the cut itself could not be synced)")
+            case .nothingOwn:
+                e.message += "; nothing of this process was waiting for the sync"
+            case .kept(let reason):
+                e.message += "; the frames written since the last good sync could not be cut (\(reason)): "
+                    + "reopening reads what the disk kept of them"
+            }
+            switch key {
+            case .page(let pid):
+                if let lp = pages[pid], lp.log === log { unload(lp, failing: e) }
+            case .document:
+                if log === docLog {
+                    if log.poisoned == nil, case .cut = outcome {
+                        do { try reloadDocument() } catch { broken = e }
+                    } else {
+                        broken = e
+                    }
+                }
+            }
             throw e
         }
     }
@@ -386,7 +446,7 @@ extension Document {
         noteEdit()
         if options.groupCommit == nil {
             do {
-                try lp.log.sync()
+                try syncLog(.page(lp.id), lp.log)
             } catch {
                 unload(lp, failing: error)
                 throw error
@@ -465,7 +525,7 @@ extension Document {
             do {
                 try await makeDurable(.document, docLog)
             } catch let e as LnoteError {
-                broken = e
+                documentLogFailed(e)
                 origins?.forget([op.id], document: id)
                 throw e
             }
@@ -485,7 +545,7 @@ extension Document {
     /// commit window, sharing one `fdatasync` with the appends of the same window ([PKG-35]).
     func makeDurable(_ key: LogKey, _ log: PageLog) async throws {
         guard let gc = options.groupCommit else {
-            try log.sync()
+            try syncLog(key, log)
             return
         }
         if log.unsyncedFrames >= gc.maxFrames {
@@ -522,7 +582,7 @@ extension Document {
         syncTimers.removeValue(forKey: key)?.cancel()
         let waiters = syncWaiters.removeValue(forKey: key) ?? []
         do {
-            try log.sync()
+            try syncLog(key, log)
         } catch {
             for w in waiters { w.resume(throwing: error) }
             throw error

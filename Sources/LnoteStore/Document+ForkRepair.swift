@@ -157,7 +157,7 @@ extension Document {
                     do {
                         try await makeDurable(.document, docLog)
                     } catch let e as LnoteError {
-                        broken = e
+                        documentLogFailed(e)
                         throw e
                     }
                 }

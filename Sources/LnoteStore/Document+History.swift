@@ -47,6 +47,8 @@ extension Document {
     func settleMissing(_ lp: LoadedPage, frames: [LoggedFrame]) throws {
         let base = try baseClock(page: lp.id)
         lp.missing = OpRanges(clock: lp.replica.clock, held: Document.heldCounters(frames), base: base)
+        // [PKG-24] A salvage not written yet: known in memory, written with the salvage.
+        guard lp.log.pendingSalvage == nil else { return }
         try writeMissing(lp.missing, to: paths.missing(lp.id))
     }
 

@@ -18,6 +18,9 @@ extension Document {
     func snapshot(_ lp: LoadedPage) throws {
         precondition(lockDepth > 0, "snapshots need the document lock")
         guard try refreshPage(lp) else { return }
+        // [PKG-24] A log whose salvage could not be written (refreshPage retried it): no
+        // snapshot of a log that is about to be rewritten; the page stays unsaved.
+        guard lp.log.pendingSalvage == nil else { return }
         try syncNow(.page(lp.id), lp.log)
         let coveredOffset = min(lp.log.end, lp.pendingOffsets.values.min() ?? .max)
         if lp.othersSinceSnapshot, let s = try? snapshotSummary(lp.id), s.logIncarnation == lp.log.incarnation,
@@ -378,6 +381,12 @@ extension Document {
             let applied = try Document.feed(replay.frames, kind: .page, fromStart: true, path: lp.log.path,
                                             report: &report, pending: &pending) { try lp.replica.receive($0) }
             lp.pendingOffsets = pending.filter { !lp.replica.clock.covers($0.key) }
+            if lp.log.pendingSalvage == nil, lp.pendingOffsets.keys.contains(where: { $0.replica == replica }) {
+                // [PKG-56] As on loading: operations of this replica wait for one of its own the
+                // damage took, whose id the next edit would take again.
+                report.mintedReplica = try identity.remint(reason: "operations of this replica in \(lp.log.path) wait for "
+                    + "one of its own that the log lost")
+            }
             lp.covered = nil
             lp.framesSinceSnapshot = replay.frames.count
             lp.dirty = true

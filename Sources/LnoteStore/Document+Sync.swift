@@ -291,7 +291,7 @@ extension Document {
             do {
                 try await makeDurable(.document, docLog)
             } catch let e as LnoteError {
-                broken = e
+                documentLogFailed(e)
                 origins?.forget(staged.incoming.map(\.id), document: id)
                 throw e
             }

@@ -34,6 +34,10 @@ public struct RecoveryReport: Sendable, CustomStringConvertible {
     /// Set when `lostOwnOperations` made this folder mint a new replica id, so that its next
     /// edits do not reuse the lost operations' ids ([PKG-56]).
     public var mintedReplica: ReplicaChange?
+    /// Set when the salvage could not be written (a full disk, a read-only file system,
+    /// [PKG-24]): the damaged file is left as it is, `salvagedFrames` valid frames were read
+    /// from it, and writes to the log wait until the salvage is made. The cause.
+    public var salvagePending: LnoteError?
 
     public init(path: String) { self.path = path }
 
@@ -65,6 +69,10 @@ public struct RecoveryReport: Sendable, CustomStringConvertible {
         for p in problems { parts.append(p.description) }
         if let q = quarantinedCopy { parts.append("damaged file preserved as \(q)") }
         if newIncarnation != nil { parts.append("rewritten with \(salvagedFrames) valid frames (\(droppedBytes) bytes dropped)") }
+        if let p = salvagePending {
+            parts.append("salvage pending (\(p.message)\(p.underlying.map { " [\($0)]" } ?? "")): \(salvagedFrames) valid frames read from "
+                         + "the damaged file, left as it is; writes to it wait until the salvage can be written")
+        }
         for u in undecodable { parts.append(u.description) }
         if let m = mintedReplica { parts.append("new \(m)") }
         return parts.isEmpty ? "\(path): clean" : "\(path): " + parts.joined(separator: "; ")
@@ -250,6 +258,12 @@ extension PageLog {
 
     /// Preserves a damaged log as `<path>.corrupt-<n>` and rewrites it durably with only
     /// its valid frames, under a new incarnation ([PKG-38]).
+    ///
+    /// When a page log's copy or rewrite cannot be written for lack of space or because the
+    /// file system is read-only (ENOSPC, EDQUOT, EROFS), nothing on disk is changed (a copy
+    /// already made is removed) and the log is returned in the pending state ([PKG-24]): the
+    /// same frames, read from the damaged file, held in memory; writes refused until a later
+    /// salvage succeeds.
     static func salvage(path: String, kind: LogKind, owner: UUID, headerValid: Bool, report initial: RecoveryReport,
                         io: Syscalls) throws -> (PageLog, LogReplay) {
         var report = initial
@@ -275,13 +289,6 @@ extension PageLog {
                 report.tornTail = (t.lowerBound, Int(t.upperBound - t.lowerBound))
             }
         }
-        if !bytes.isEmpty {
-            var n = 1
-            while try io.stat("\(path).corrupt-\(n)") != nil { n += 1 }
-            let copy = "\(path).corrupt-\(n)"
-            try DurableFile.replace(copy, with: bytes, io: io)
-            report.quarantinedCopy = copy
-        }
         let header = LogHeader(kind: kind, owner: owner)
         var w = ByteWriter(capacity: bytes.count)
         w.append(header.encoded)
@@ -292,7 +299,19 @@ extension PageLog {
             let lo = Int(f.offset), hi = Int(f.end)
             w.append(bytes[lo..<hi])
         }
-        try DurableFile.replace(path, with: w.bytes, io: io)
+        do {
+            if !bytes.isEmpty {
+                var n = 1
+                while try io.stat("\(path).corrupt-\(n)") != nil { n += 1 }
+                let copy = "\(path).corrupt-\(n)"
+                try DurableFile.replace(copy, with: bytes, io: io)
+                report.quarantinedCopy = copy
+            }
+            try DurableFile.replace(path, with: w.bytes, io: io)
+        } catch let e as LnoteError where kind == .page && (e.isDiskFull || e.errnoCode == EROFS) {
+            return try pending(path: path, bytes: bytes, scan: scan, kind: kind, owner: owner, headerValid: headerValid,
+                               report: report, cause: e, io: io)
+        }
         report.salvagedFrames = frames.count
         report.newIncarnation = header.incarnation
         let fd = try io.open(path, O_RDWR)
@@ -301,6 +320,30 @@ extension PageLog {
     }
 }
 
+
+extension PageLog {
+    /// The read-only outcome of a salvage that could not be written ([PKG-24]): the damaged
+    /// file (`bytes`, as read) stays; a copy already made of it is removed; the log object holds
+    /// the frames `scan` found, which are the ones a written salvage keeps.
+    static func pending(path: String, bytes: [UInt8], scan: LogScan, kind: LogKind, owner: UUID, headerValid: Bool,
+                        report initial: RecoveryReport, cause: LnoteError, io: Syscalls) throws -> (PageLog, LogReplay) {
+        var report = initial
+        if let copy = report.quarantinedCopy {
+            // The rewrite failed after the copy: take the copy back, so that nothing changed.
+            try? io.unlink(copy, missingOK: true)
+            try? DurableFile.syncDirectory(DurableFile.split(copy).dir, io: io)
+            report.quarantinedCopy = nil
+        }
+        report.salvagePending = cause
+        report.salvagedFrames = scan.frames.count
+        let fd = try io.open(path, O_RDONLY)
+        let header = (headerValid ? try? LogHeader.decode(bytes, path: path) : nil)
+            ?? LogHeader(kind: kind, owner: owner, incarnation: 0)
+        let log = PageLog(path: path, io: io, header: header, end: UInt64(bytes.count), fd: fd)
+        log.pendingSalvage = PendingSalvage(frames: scan.frames, cause: cause)
+        return (log, LogReplay(frames: scan.frames, start: UInt64(LogHeader.size), fromBeginning: true, report: report))
+    }
+}
 
 extension PageLog {
     /// Rewrites the log with only `keep` (frames it holds, in their order) under a new

@@ -156,8 +156,29 @@ final class PageLog {
     /// writing), so `sync()` syncs before they are served or covered by a snapshot.
     private(set) var othersUnsynced = false
     /// Set when a sync failed: the kernel may have dropped the dirty pages, so nothing
-    /// written since the last good sync can be trusted. Reopen to recover from disk.
+    /// written since the last good sync can be trusted. Reopen to recover from disk, unless
+    /// `cutAfterFailedSync` removed this process's unsynced frames ([PKG-36]).
     private(set) var poisoned: LnoteError?
+    /// Where this process's first frame not yet synced starts (nil when all it wrote is
+    /// synced): what a failed sync cuts ([PKG-36]).
+    private(set) var ownUnsyncedStart: UInt64?
+    /// True when frames of another process were read past `ownUnsyncedStart` (it appended
+    /// while a group commit of this process waited): cutting this process's frames would cut
+    /// theirs too, so a failed sync cannot be undone ([PKG-36]).
+    private(set) var othersAfterOwnUnsynced = false
+    /// Set when a salvage could not be written for lack of space or a read-only file system
+    /// ([PKG-38], [PKG-24]): the file is the damaged one, left as it is, and this object holds
+    /// the valid frames the salvage would keep (at their offsets in that file). Reads are served
+    /// from them; writes are refused; the holder of the lock retries the salvage first
+    /// (`catchUp(underLock: true)` reports `.damaged` while this is set).
+    var pendingSalvage: PendingSalvage?
+
+    /// What a salvage that could not be written left in memory.
+    struct PendingSalvage {
+        var frames: [LoggedFrame]
+        /// Why the salvage could not be written (ENOSPC, EDQUOT, EROFS).
+        var cause: LnoteError
+    }
 
     var kind: LogKind { header.kind }
     var incarnation: UInt64 { header.incarnation }
@@ -242,6 +263,14 @@ final class PageLog {
             return .unchanged
         }
         let fd = try descriptor()
+        if pendingSalvage != nil {
+            // The damaged file, read whole when this object was made: any change to it is
+            // another process's salvage (or a salvage of it) and means reading it again.
+            let st = try io.fstat(fd)
+            guard let onPath = try io.stat(path), onPath.inode == st.inode, onPath.device == st.device,
+                  st.size == end else { return .replaced }
+            return underLock ? .damaged : .unchanged
+        }
         if needsTruncate {
             // This process's own failed write left bytes past `end`: never read them as frames.
             guard underLock else { return .unchanged }
@@ -265,7 +294,10 @@ final class PageLog {
         }
         if commit {
             end = scan.goodEnd
-            if !scan.frames.isEmpty { othersUnsynced = true }
+            if !scan.frames.isEmpty {
+                othersUnsynced = true
+                if ownUnsyncedStart != nil { othersAfterOwnUnsynced = true }
+            }
         }
         return scan.frames.isEmpty ? .unchanged : .grew(scan.frames)
     }
@@ -273,7 +305,10 @@ final class PageLog {
     /// Moves `end` to `offset`, a frame boundary past it that `catchUp(commit: false)` found.
     func advance(to offset: UInt64) {
         precondition(offset >= end)
-        if offset > end { othersUnsynced = true }
+        if offset > end {
+            othersUnsynced = true
+            if ownUnsyncedStart != nil { othersAfterOwnUnsynced = true }
+        }
         end = offset
     }
 
@@ -325,6 +360,7 @@ final class PageLog {
     @discardableResult
     func write(encoded frames: [[UInt8]]) throws -> UInt64 {
         let fd = try descriptor()
+        if let pending = pendingSalvage { throw pending.refusal(path: path) }
         guard !frames.isEmpty else { return end }
         if needsTruncate {
             try io.ftruncate(fd, to: end)
@@ -336,6 +372,7 @@ final class PageLog {
             bytes.reserveCapacity(frames.reduce(0) { $0 + $1.count })
             for f in frames { bytes.append(contentsOf: f) }
         }
+        let start = end
         do {
             try io.pwrite(fd, bytes, at: end)
         } catch {
@@ -345,6 +382,7 @@ final class PageLog {
         }
         end += UInt64(bytes.count)
         unsyncedFrames += frames.count
+        if ownUnsyncedStart == nil { ownUnsyncedStart = start }
         return end
     }
 
@@ -354,6 +392,11 @@ final class PageLog {
     func rollBack(to offset: UInt64) {
         guard let fd, offset >= UInt64(LogHeader.size), offset < end else { return }
         end = offset
+        if let own = ownUnsyncedStart, offset <= own {
+            ownUnsyncedStart = nil
+            othersAfterOwnUnsynced = false
+            unsyncedFrames = 0
+        }
         needsTruncate = (try? io.ftruncate(fd, to: offset)) == nil
     }
 
@@ -371,10 +414,13 @@ final class PageLog {
         }
     }
 
-    /// Makes every written frame durable. A failure poisons the log ([PKG-36]).
+    /// Makes every written frame durable. A failure poisons the log ([PKG-36]); the holder of
+    /// the document lock then calls `cutAfterFailedSync` so that the failure it reports means
+    /// the frames are not in the log.
     func sync() throws {
         if isAbsent && !isClosed { return }
         let fd = try descriptor()
+        if pendingSalvage != nil { return }  // nothing written; the damaged file stays as it is
         guard unsyncedFrames > 0 || othersUnsynced else { return }
         do {
             try io.fdatasync(fd)  // the file's data, whoever wrote it
@@ -384,6 +430,68 @@ final class PageLog {
         }
         unsyncedFrames = 0
         othersUnsynced = false
+        ownUnsyncedStart = nil
+        othersAfterOwnUnsynced = false
+    }
+
+    /// What `cutAfterFailedSync` did.
+    enum FailedSyncOutcome: Equatable {
+        /// This process's unsynced frames were cut: the file ends at `offset` again, and the
+        /// log is usable (`durable`: the truncation was synced too).
+        case cut(frames: Int, offset: UInt64, durable: Bool)
+        /// Nothing of this process was waiting: the failed sync covered only frames read from
+        /// another process, which are never cut.
+        case nothingOwn
+        /// The frames could not be cut (another process appended after them, the file was
+        /// replaced, or the truncation failed): the log stays poisoned and what a reopening
+        /// reads of them is unknown, as after a power cut. `reason` says why.
+        case kept(reason: String)
+    }
+
+    /// After a failed `sync`, under the document lock: truncates the file back to where this
+    /// process's unsynced frames begin ([PKG-36]), so that the failure reported to their
+    /// writers is definite. Frames other processes wrote before them (`othersUnsynced`) are
+    /// never cut: their writers synced them or never acknowledged them. The truncation is
+    /// then synced; if that fails the cut stays (every reader now sees the shorter file) but
+    /// the log stays poisoned.
+    func cutAfterFailedSync() -> FailedSyncOutcome {
+        guard poisoned != nil, let fd else { return .kept(reason: "the log is not poisoned or not open") }
+        guard let start = ownUnsyncedStart else { return .nothingOwn }
+        guard !othersAfterOwnUnsynced else {
+            return .kept(reason: "another process appended after this process's unsynced frames")
+        }
+        do {
+            let st = try io.fstat(fd)
+            guard let onPath = try io.stat(path), onPath.inode == st.inode, onPath.device == st.device else {
+                return .kept(reason: "the log file was replaced")
+            }
+            if st.size > end {
+                // Bytes past `end` are a failed write of this process's (not yet truncated) or
+                // frames another process appended since the lock was last released here.
+                let past = LogScanner.scan(try io.pread(fd, count: Int(st.size - end), at: end), base: end)
+                guard past.frames.isEmpty else { return .kept(reason: "another process appended after this process's unsynced frames") }
+            } else if st.size < end {
+                return .kept(reason: "the log is shorter than this process wrote")
+            }
+            try io.ftruncate(fd, to: start)
+        } catch {
+            return .kept(reason: "the truncation failed: \(error)")
+        }
+        let frames = unsyncedFrames
+        end = start
+        needsTruncate = false
+        unsyncedFrames = 0
+        ownUnsyncedStart = nil
+        othersAfterOwnUnsynced = false
+        do {
+            try io.fdatasync(fd)
+        } catch {
+            return .cut(frames: frames, offset: start, durable: false)
+        }
+        // Frames read from other processes before ours keep `othersUnsynced`: the next sync
+        // syncs them again before they are served or covered by a snapshot.
+        poisoned = nil
+        return .cut(frames: frames, offset: start, durable: true)
     }
 
     /// Reads the frames in `[from, end)`. Offsets before `end` were validated when written
@@ -396,6 +504,7 @@ final class PageLog {
             throw LnoteError(.invalidArgument, "offset \(from) outside the log (end \(end))", path: path,
                              offset: Int(clamping: from))
         }
+        if let pending = pendingSalvage { return pending.frames.filter { $0.offset >= from } }
         let bytes = try io.pread(fd, count: Int(end - from), at: from)
         let scan = LogScanner.scan(bytes, base: from)
         if let d = scan.damage.first {
@@ -412,6 +521,12 @@ final class PageLog {
     /// - Throws: `corrupt` when no valid frame starts there.
     func readFrame(at offset: UInt64) throws -> Frame {
         let fd = try descriptor()
+        if let pending = pendingSalvage {
+            guard let f = pending.frames.first(where: { $0.offset == offset }) else {
+                throw LnoteError(.corrupt, "no frame at offset \(offset)", path: path, offset: Int(clamping: offset))
+            }
+            return f.frame
+        }
         guard offset >= UInt64(LogHeader.size), offset + UInt64(Frame.headerSize) < end else {
             throw LnoteError(.invalidArgument, "offset \(offset) outside the log (end \(end))", path: path, offset: Int(clamping: offset))
         }
@@ -457,6 +572,9 @@ final class PageLog {
         needsTruncate = false
         unsyncedFrames = 0
         othersUnsynced = other.othersUnsynced
+        ownUnsyncedStart = nil
+        othersAfterOwnUnsynced = false
+        pendingSalvage = other.pendingSalvage
         poisoned = nil
         if let old, old.isOpen { try old.close() }
     }
@@ -464,6 +582,15 @@ final class PageLog {
     /// Gives the descriptor to recovery code.
     func withDescriptor<T>(_ body: (FileDescriptor) throws -> T) throws -> T {
         try body(try descriptor())
+    }
+}
+
+extension PageLog.PendingSalvage {
+    /// The error a write gets while the salvage waits ([PKG-24]).
+    func refusal(path: String) -> LnoteError {
+        LnoteError(.io, "this log is damaged and its salvage could not be written (\(cause.message)): "
+                   + "nothing is written to it until the salvage can be; free space and try again",
+                   path: path, underlying: cause.underlying)
     }
 }
 

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 import LnoteTestSupport
 import LnoteModel
@@ -266,6 +267,81 @@ struct PageLogTests {
         // What the failed sync covered may or may not be on disk after a power loss; here the
         // page cache still has it.
         #expect(replay.frames.count <= 1)
+        try again.close()
+    }
+
+    /// [PKG-36] After a failed fdatasync the writer cuts exactly its own unsynced frames:
+    /// frames another process wrote before them (read by catchUp) stay, the log is usable
+    /// again, and a reopening reads it without the cut frames.
+    @Test("[PKG-36] a failed fdatasync cuts this process's unsynced frames, never another's before them")
+    func failedSyncCutsOwnFrames() throws {
+        let dir = try TempDir("sync-cut")
+        defer { dir.remove() }
+        let path = dir.sub("p.log")
+        var rng = SeededRNG(seed: 36)
+        let frames = testFrames(6, &rng)
+        let armed = Mutex(false)
+        // Fails the armed process's first fdatasync only.
+        let plan = FaultPlan { e in
+            guard e.kind == .fdatasync else { return nil }
+            return armed.withLock { a in defer { a = false }; return a } ? .fail(errno: ENOSPC) : nil
+        }
+        let (mine, _) = try PageLog.open(path: path, kind: .page, owner: owner, create: true, io: Syscalls(faults: plan))
+        try mine.append([frames[0]])                      // synced: stays
+        let (other, _) = try PageLog.open(path: path, kind: .page, owner: owner, create: false, io: .live)
+        try other.write([frames[1]])                     // another process's, not synced
+        guard case .grew = try mine.catchUp(underLock: true) else { Issue.record("no growth seen"); return }
+        let othersEnd = mine.end
+        try mine.write([frames[2], frames[3]])            // ours, in two calls (one group)
+        try mine.write([frames[4]])
+        armed.withLock { $0 = true }
+        #expect(throws: LnoteError(.io)) { try mine.sync() }
+        #expect(mine.cutAfterFailedSync() == .cut(frames: 3, offset: othersEnd, durable: true))
+        #expect(fileBytes(path)?.count == Int(othersEnd), "cut back to the end of the other process's frame")
+        #expect(mine.poisoned == nil)
+        try mine.append([frames[5]])                      // usable again
+        try mine.close()
+        try other.close()
+        let (again, replay) = try PageLog.open(path: path, kind: .page, owner: owner, create: false, io: .live)
+        #expect(replay.report.isClean)
+        #expect(replay.frames.map(\.frame) == [frames[0], frames[1], frames[5]])
+        try again.close()
+    }
+
+    /// [PKG-36] A failed fdatasync whose frames another process appended after (a group
+    /// commit's window): nothing is cut, the log stays refused.
+    @Test("[PKG-36] frames another process appended after ours: a failed sync cuts nothing")
+    func failedSyncKeepsInterleavedFrames() throws {
+        let dir = try TempDir("sync-keep")
+        defer { dir.remove() }
+        let path = dir.sub("p.log")
+        var rng = SeededRNG(seed: 37)
+        let frames = testFrames(4, &rng)
+        let (mine, _) = try PageLog.open(path: path, kind: .page, owner: owner, create: true,
+                                          io: Syscalls(faults: .failing(.fdatasync, with: .fail(errno: EIO))))
+        try mine.write([frames[0]])                      // ours, waiting for a group commit
+        let (other, _) = try PageLog.open(path: path, kind: .page, owner: owner, create: false, io: .live)
+        try other.append([frames[1]])                    // another process appends after it
+        let size = fileBytes(path)?.count
+        // Not read yet by this process: the cut finds the other process's frame past its end.
+        #expect(throws: LnoteError(.io)) { try mine.sync() }
+        guard case .kept = mine.cutAfterFailedSync() else { Issue.record("cut another process's frame"); return }
+        #expect(fileBytes(path)?.count == size)
+        #expect(throws: LnoteError(.invalidState)) { try mine.write([frames[2]]) }
+        try? mine.close()
+        // Read by catchUp before the sync: the same.
+        let (mine2, _) = try PageLog.open(path: path, kind: .page, owner: owner, create: false,
+                                           io: Syscalls(faults: .failing(.fdatasync, nth: 0, with: .fail(errno: EIO))))
+        try mine2.write([frames[2]])
+        _ = try other.catchUp(underLock: true)           // as a writer does under the lock
+        try other.append([frames[3]])
+        _ = try mine2.catchUp(underLock: true)
+        #expect(throws: LnoteError(.io)) { try mine2.sync() }
+        guard case .kept = mine2.cutAfterFailedSync() else { Issue.record("cut another process's frame"); return }
+        try? mine2.close()
+        try other.close()
+        let (again, replay) = try PageLog.open(path: path, kind: .page, owner: owner, create: false, io: .live)
+        #expect(replay.frames.map(\.frame) == frames)
         try again.close()
     }
 
