@@ -24,7 +24,7 @@
 # number_of_executed_units); crashes: inputs this run wrote to Fuzz/crashes/TARGET (crash,
 # leak, timeout, out of memory); corpus: inputs in the corpus at the end (libFuzzer's last
 # `corp:`); seed: libFuzzer's -seed; commit: HEAD when the binary was built, with "-dirty" when
-# the worktree had changes; date: the end of the run, UTC.
+# the worktree had changes (other than Fuzz/runs, which runs rewrite); date: the end of the run, UTC.
 # Exits 1 when the run found a crash (with `all`: when any did, after running every target).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -56,7 +56,7 @@ fi
 
 # The commit the binary is built from (what the summary names), "-dirty" with local changes.
 commit=$(git rev-parse HEAD)
-if [ -n "$(git status --porcelain --untracked-files=no)" ]; then commit="$commit-dirty"; fi
+if [ -n "$(git status --porcelain --untracked-files=no -- . ':(exclude)Fuzz/runs')" ]; then commit="$commit-dirty"; fi
 fail() {  # MESSAGE: say it, and leave it for reliability.sh's summary
   echo "fuzz.sh: $target FAILED: $1" >&2
   if [ -n "${LNOTE_REPORT_DIR:-}" ]; then echo "fuzz.sh: $target FAILED: $1" >> "$LNOTE_REPORT_DIR/failures.txt"; fi
