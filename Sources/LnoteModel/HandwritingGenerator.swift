@@ -52,9 +52,13 @@ public struct SplitMix64: RandomNumberGenerator, Sendable {
     }
 }
 
-/// Produces realistic handwriting for tests and benchmarks, deterministically from a seed.
+/// Produces handwriting for tests and benchmarks, deterministically from a seed, in one of
+/// two profiles (`Options.profile`):
 ///
-/// Each stroke is a pen-down of cursive writing sampled at 240 Hz (like an Apple Pencil):
+/// - `.smooth` (the default, and what every existing seed produces): smooth cursive, see below.
+/// - `.pen`: ink with the statistics of real pen recordings (issue 15), see `nextPenSamples()`.
+///
+/// In the smooth profile, each stroke is a pen-down of cursive writing sampled at 240 Hz (like an Apple Pencil):
 /// the pen drifts along a text line at 20–60 pt/s while oscillating at 3.5–6 Hz with a few
 /// points of amplitude (the Hollerbach oscillation model of handwriting), frequency and
 /// amplitude wander slowly, and a little digitizer noise is added. Pressure ramps in over
@@ -67,7 +71,19 @@ public struct SplitMix64: RandomNumberGenerator, Sendable {
 /// with `sin`, `cos`, `log` from the platform's math library: bit-identical on one platform,
 /// and in practice across the platforms lnote builds on).
 public struct HandwritingGenerator: Sendable {
+    /// What kind of ink to produce.
+    public enum Profile: String, Sendable, Hashable, CaseIterable {
+        /// Smooth cursive at 240 Hz, 20–400 points a stroke, every channel present.
+        case smooth
+        /// Pen recordings as they are exported: 60–240 Hz, coordinates on a digitizer grid,
+        /// short strokes, channels missing (`nextPenSamples()`).
+        case pen
+    }
+
     public struct Options: Sendable, Hashable {
+        /// `.smooth` (the default) or `.pen`. The other options below apply to `.smooth`
+        /// only, but for the page size and line spacing, which both use.
+        public var profile: Profile = .smooth
         /// Samples per second.
         public var sampleRate: Double = 240
         /// Points per stroke, chosen uniformly in this range.
@@ -84,16 +100,28 @@ public struct HandwritingGenerator: Sendable {
     }
 
     public let options: Options
-    public private(set) var rng: SplitMix64
+    public internal(set) var rng: SplitMix64
     /// Where the next stroke starts.
-    private var penX: Double
-    private var penY: Double
+    var penX: Double
+    var penY: Double
+
+    /// The recording's device, for the `.pen` profile (nil for `.smooth`).
+    public let recording: PenRecording?
+    /// The pen profile's clock, in ms since the recording started.
+    var clock: Double = 0
+    /// The pen profile's current ink.
+    var penStyle: InkStyle? = nil
 
     public init(seed: UInt64, options: Options = Options()) {
         self.options = options
         self.rng = SplitMix64(seed: seed)
         penX = 40
         penY = 60
+        if options.profile == .pen {
+            recording = PenRecording(&rng)
+        } else {
+            recording = nil
+        }
     }
 
     /// `count` strokes from `seed`.
@@ -110,6 +138,7 @@ public struct HandwritingGenerator: Sendable {
     }
 
     public mutating func nextStroke() -> Stroke {
+        if options.profile == .pen { return nextPenStroke() }
         let o = options
         let style = nextStyle()
         let n = rng.int(in: o.pointsPerStroke)
@@ -175,7 +204,7 @@ public struct HandwritingGenerator: Sendable {
         return Stroke(style: style, points: points)
     }
 
-    private mutating func nextStyle() -> InkStyle {
+    mutating func nextStyle() -> InkStyle {
         // Mostly a black pen; sometimes another tool or colour.
         let roll = rng.unit()
         if roll < 0.7 { return InkStyle(tool: .pen, color: .black, width: Int32(rng.int(in: 12...24))) }

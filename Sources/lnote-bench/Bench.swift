@@ -8,8 +8,8 @@ final class Bench {
     let ws: Workspace
     let source: StrokeSource
     var results: Results
-    /// Built by the first of cases 4 and 9 that runs.
-    var fixture: OpenPageFixture?
+    /// Built by the first of cases 4 and 9 that needs each (case 9 opens the smooth one).
+    var fixtures: [InkProfile: OpenPageFixture] = [:]
 
     static let titles = [
         1: "density", 2: "SQLite case", 3: "append to a big page", 4: "open a page", 5: "save one page",
@@ -27,7 +27,7 @@ final class Bench {
 
     func runCase(_ n: Int) async throws {
         switch n {
-        case 1: try caseDensity()
+        case 1: try await caseDensity()
         case 2: try await caseSQLite()
         case 3: try await caseAppend()
         case 4: try await caseOpenPage()

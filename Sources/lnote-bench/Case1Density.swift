@@ -3,38 +3,73 @@ import LnoteModel
 import LnoteReplication
 
 extension Bench {
-    /// 1. Density: bytes per point of a page snapshot and of journal frames, against the
-    /// naive 16 B/point encoding and zlib of it.
-    func caseDensity() throws {
+    /// 1. Density: bytes per point of a page snapshot, of journal frames and of the point
+    /// codec alone, against the naive 16 B/point encoding and zlib of it; and the point
+    /// codec's encode and decode time per point against the naive encoding's, timed in the
+    /// same interleaved loop. For both ink profiles (smooth and pen), and the file's strokes
+    /// with `--strokes`.
+    func caseDensity() async throws {
         let count = options.size(2000, quick: 300)
         var pages: [(label: String, strokes: [Stroke])] = []
-        pages.append(("generated page, \(formatCount(count)) strokes", HandwritingGenerator.strokes(seed: source.seed &+ 1, count: count)))
+        pages.append(("smooth ink, \(formatCount(count)) strokes", HandwritingGenerator.strokes(seed: source.seed &+ 1, count: count)))
+        pages.append(("pen ink, \(formatCount(count)) strokes", source.pen(count, stream: 1)))
         if let real = source.realStrokes {
             pages.append(("real strokes (\(formatCount(real.count)) from the file)", real))
         }
         for (label, strokes) in pages {
             let d = try density(strokes)
             let lossless = d.roundTrips
+            let perStroke = Double(d.snapshotBytes - d.pointStreamBytes) / Double(strokes.count)
             results.rows.append(Row(1, "snapshot, \(label)", measured: d.snapshotPerPoint, unit: .bytesPerPoint,
                                     baselineName: "naive 16 B/pt", baseline: 16,
                                     target: .condition("≤ 3 B/pt, lossless at 0.1 pt", d.snapshotPerPoint <= 3 && lossless),
-                                    note: "\(formatCount(d.points)) points, \(formatCount(d.snapshotBytes)) snapshot bytes; "
+                                    note: "\(formatCount(d.points)) points in \(formatCount(strokes.count)) strokes "
+                                        + "(median \(d.medianPoints) points), \(formatCount(d.snapshotBytes)) snapshot bytes, of which "
+                                        + String(format: "%.1f", perStroke) + " B per element besides its point stream; "
                                         + (lossless ? "decoded snapshot equals the page (every quantized point, 0.1 pt / 0.001 pressure / 1 ms steps)"
                                                     : "DECODED SNAPSHOT DIFFERS FROM THE PAGE")))
             results.rows.append(Row(1, "snapshot vs zlib, \(label)", measured: d.snapshotPerPoint, unit: .bytesPerPoint,
                                     baselineName: "zlib -6 of naive", baseline: d.zlibPerPoint, target: .report))
             results.rows.append(Row(1, "journal frames, \(label)", measured: d.framesPerPoint, unit: .bytesPerPoint,
-                                    baselineName: "naive 16 B/pt", baseline: 16, target: .report,
+                                    baselineName: "naive 16 B/pt", baseline: 16,
+                                    target: .valueAtMost(4, "≤ 4 B/pt (issue 15)"),
                                     note: "one add-stroke frame per stroke: \(formatCount(d.frameBytes)) bytes, "
                                         + String(format: "%.0f", Double(d.frameBytes - d.pointStreamBytes) / Double(strokes.count))
                                         + " B of frame header, ids, clock and style per stroke"))
             results.rows.append(Row(1, "journal frames vs zlib, \(label)", measured: d.framesPerPoint, unit: .bytesPerPoint,
                                     baselineName: "zlib -6 of naive", baseline: d.zlibPerPoint, target: .report))
+            results.rows.append(Row(1, "point codec alone, \(label)", measured: d.pointStreamPerPoint, unit: .bytesPerPoint,
+                                    baselineName: "naive 16 B/pt", baseline: 16, target: .report,
+                                    note: "StrokeCodec.encodedPoints of each stroke, summed: \(formatCount(d.pointStreamBytes)) bytes"))
+
+            // The point codec's time, against the naive encoding, interleaved. A pass over a
+            // 2,000-stroke page takes well under a millisecond: each timed run repeats it.
+            let w = CodecBench.Workload(label, strokes)
+            try CodecBench.check(w)
+            let repeats = max(1, 400_000 / max(1, w.points))
+            var checksum = 0
+            let kinds: [CodecBench.Kind] = [.encode, .naiveEncode, .decode, .naiveDecode]
+            let t = try await measure(kinds.map { kind in
+                Variant(name: kind.rawValue, body: {
+                    for _ in 0..<repeats { checksum &+= try CodecBench.pass(kind, w) }
+                })
+            }, runs: options.runs)
+            let ns = t.map { $0.median * 1e9 / Double(repeats * w.points) }
+            guard checksum != 0 else { throw LnoteError(.invalidState, "case 1: the codec passes did nothing") }
+            results.rows.append(Row(1, "point codec encode, \(label)", measured: ns[0], unit: .nanosecondsPerPoint,
+                                    baselineName: "naive 16 B/pt encode", baseline: ns[1], target: .report,
+                                    note: "StrokeCodec.encodedPoints of every stroke; each timed run passes over the page \(repeats) time(s); "
+                                        + "naive: four Float32 per point (the SQLite baseline's BLOBs)",
+                                    measuredRuns: t[0].runs, baselineRuns: t[1].runs))
+            results.rows.append(Row(1, "point codec decode, \(label)", measured: ns[2], unit: .nanosecondsPerPoint,
+                                    baselineName: "naive 16 B/pt decode", baseline: ns[3], target: .report,
+                                    measuredRuns: t[2].runs, baselineRuns: t[3].runs))
         }
     }
 
     struct Density {
         var points: Int
+        var medianPoints: Int
         var snapshotBytes: Int
         var frameBytes: Int
         var pointStreamBytes: Int
@@ -42,6 +77,7 @@ extension Bench {
         var roundTrips: Bool
         var snapshotPerPoint: Double { Double(snapshotBytes) / Double(points) }
         var framesPerPoint: Double { Double(frameBytes) / Double(points) }
+        var pointStreamPerPoint: Double { Double(pointStreamBytes) / Double(points) }
         var zlibPerPoint: Double { Double(zlibBytes) / Double(points) }
     }
 
@@ -60,7 +96,9 @@ extension Bench {
         var naive: [UInt8] = []
         naive.reserveCapacity(state.pointCount * Naive.bytesPerPoint)
         for s in strokes { naive += Naive.encode(s.points) }
-        return Density(points: state.pointCount, snapshotBytes: snapshot.count,
+        let lengths = strokes.map(\.points.count).sorted()
+        return Density(points: state.pointCount, medianPoints: lengths.isEmpty ? 0 : lengths[lengths.count / 2],
+                       snapshotBytes: snapshot.count,
                        frameBytes: ops.reduce(0) { $0 + OperationCodec.encode($1).count },
                        pointStreamBytes: strokes.reduce(0) { $0 + StrokeCodec.encodedPoints($1.points).count },
                        zlibBytes: try Naive.zlibSize(naive), roundTrips: roundTrips)

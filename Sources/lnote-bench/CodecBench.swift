@@ -2,7 +2,8 @@ import Foundation
 import LnoteModel
 
 /// `lnote-bench --codec`: the point codec alone (no I/O), on the strokes of case 2
-/// (100 × 3,400 points) and case 4 (2,000 handwriting strokes of 20-400 points), `StrokeCodec`
+/// (100 × 3,400 points) and the two pages of case 4 (2,000 strokes of smooth ink, 20-400
+/// points each, and 2,000 of pen ink, median about 15 points), `StrokeCodec`
 /// side by side with the naive 16 B/point encoding of cases 2 and 4's SQLite baselines
 /// (`Naive`: four little-endian Float32 per point) in one interleaved loop: median ns/point
 /// and MB/s of the encoded bytes. (Codec work compares instruction counts of two builds
@@ -43,7 +44,10 @@ enum CodecBench {
         let source = try StrokeSource(seed: options.seed, strokesPath: options.strokesPath)
         var out: [Workload] = []
         if only != 4 { out.append(Workload("case 2: 100 × 3,400 pts", source.generated(100, points: 3400, stream: 2))) }
-        if only != 2 { out.append(Workload("case 4: 2,000 strokes", source.handwriting(2000, stream: 4))) }
+        if only != 2 {
+            out.append(Workload("case 4, \(InkProfile.smooth.label(source)): 2,000 strokes", source.handwriting(2000, stream: 4)))
+            out.append(Workload("case 4, \(InkProfile.pen.label(source)): 2,000 strokes", source.pen(2000, stream: 4)))
+        }
         return out
     }
 

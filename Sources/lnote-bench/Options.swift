@@ -36,7 +36,7 @@ struct BenchOptions: Sendable {
           --seed N           seed of the handwriting generator (default \(0x1A0E_2024))
 
         lnote-bench --codec [--runs N]      the point codec alone against the naive 16 B/point encoding, ns/point
-                                            on the strokes of cases 2 and 4 (default 21 runs)
+                                            on the strokes of cases 2 and 4, both inks (default 21 runs)
         lnote-bench --codec-loop KIND[:2|:4] [--runs N]
                                             run one codec path N times untimed, for valgrind; KIND is
                                             encode, decode, naive-encode or naive-decode

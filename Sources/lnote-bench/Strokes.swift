@@ -53,6 +53,24 @@ struct StrokeSource: Sendable {
         return HandwritingGenerator.strokes(seed: seed &+ stream &* 0x9E37_79B9, count: count)
     }
 
+    /// `count` strokes of the generator's `.pen` profile (issue 15: pen recordings at
+    /// 60–240 Hz on a digitizer grid, short strokes, missing channels), from `seed + stream`:
+    /// always generated, even with a file of real strokes.
+    func pen(_ count: Int, stream: UInt64) -> [Stroke] {
+        var o = HandwritingGenerator.Options()
+        o.profile = .pen
+        return HandwritingGenerator.strokes(seed: seed &+ stream &* 0x9E37_79B9, count: count, options: o)
+    }
+
+    /// The strokes of one ink profile of the benchmark: `.smooth` is `handwriting` (the
+    /// file's strokes when one was given), `.pen` is `pen`.
+    func strokes(_ profile: InkProfile, _ count: Int, stream: UInt64) -> [Stroke] {
+        switch profile {
+        case .smooth: handwriting(count, stream: stream)
+        case .pen: pen(count, stream: stream)
+        }
+    }
+
     /// `count` generated strokes of exactly `points` points each (always generated: a file's
     /// strokes have their own lengths).
     func generated(_ count: Int, points: Int, stream: UInt64) -> [Stroke] {
@@ -66,6 +84,23 @@ struct StrokeSource: Sendable {
         var o = HandwritingGenerator.Options()
         o.pointsPerStroke = points
         return HandwritingGenerator.strokes(seed: seed &+ stream &* 0x9E37_79B9, count: count, options: o)
+    }
+}
+
+/// The two kinds of ink cases 1 and 4 and `--codec` report side by side.
+enum InkProfile: String, CaseIterable, Sendable {
+    /// The generator's smooth cursive (240 Hz, 20–400 points a stroke), or the real strokes
+    /// of `--strokes`.
+    case smooth
+    /// The generator's pen-recording profile (issue 15).
+    case pen
+
+    /// How a row names the ink (`real` when the smooth ink is replaced by a file's strokes).
+    func label(_ source: StrokeSource) -> String {
+        switch self {
+        case .smooth: source.realStrokes == nil ? "smooth ink" : "real strokes"
+        case .pen: "pen ink"
+        }
     }
 }
 
