@@ -90,6 +90,28 @@ public final class PeerServer: Sendable {
     }
 }
 
+/// An endpoint that changes how `sync` is answered and passes the asset calls on to the one
+/// it wraps unchanged.
+protocol SyncEndpointWrapper: SyncEndpoint {
+    /// The endpoint the asset calls go to.
+    var wrapped: any SyncEndpoint { get }
+}
+
+extension SyncEndpointWrapper {
+    func missingAssets(_ ids: [AssetID], document: DocumentID) async throws -> [AssetID] {
+        try await wrapped.missingAssets(ids, document: document)
+    }
+
+    @discardableResult
+    func putAsset(_ bytes: [UInt8], id: AssetID, document: DocumentID) async throws -> Bool {
+        try await wrapped.putAsset(bytes, id: id, document: document)
+    }
+
+    func getAsset(_ id: AssetID, document: DocumentID) async throws -> [UInt8] {
+        try await wrapped.getAsset(id, document: document)
+    }
+}
+
 /// A served folder answers one request at a time: held long polls look again at each
 /// change, and a notebook's sync calls open and close its documents, so two requests
 /// interleaved at their `await`s could close a document under each other. Requests are
@@ -116,8 +138,9 @@ struct SerialEndpoint: SyncEndpoint {
 /// and again only when the reason changes: one line per document and reason, however many
 /// requests meet it. The operator learns why a document does not travel; the client is told
 /// nothing of it ([SYNC-81]).
-struct ReportingEndpoint: SyncEndpoint {
+struct ReportingEndpoint: SyncEndpointWrapper {
     let inner: any SyncEndpoint
+    var wrapped: any SyncEndpoint { inner }
     let notebook: Notebook
     let log: RefusedDocumentsLog
 
@@ -132,18 +155,6 @@ struct ReportingEndpoint: SyncEndpoint {
         }
     }
 
-    func missingAssets(_ ids: [AssetID], document: DocumentID) async throws -> [AssetID] {
-        try await inner.missingAssets(ids, document: document)
-    }
-
-    @discardableResult
-    func putAsset(_ bytes: [UInt8], id: AssetID, document: DocumentID) async throws -> Bool {
-        try await inner.putAsset(bytes, id: id, document: document)
-    }
-
-    func getAsset(_ id: AssetID, document: DocumentID) async throws -> [UInt8] {
-        try await inner.getAsset(id, document: document)
-    }
 }
 
 /// The documents `ReportingEndpoint` has logged, with their reasons, and where it logs.
@@ -176,8 +187,9 @@ final class RefusedDocumentsLog: Sendable {
 /// `forbidden`), since only the folder itself writes under its id. Operations it holds
 /// (their ids are covered by its clock of their log) go through as duplicates: the
 /// notebook drops them, or reports a fork ([SYNC-51]) and stores nothing.
-struct OwnReplicaEndpoint: SyncEndpoint {
+struct OwnReplicaEndpoint: SyncEndpointWrapper {
     let inner: NotebookEndpoint
+    var wrapped: any SyncEndpoint { inner }
     /// The notebook `inner` serves.
     let notebook: any SyncableNotebook
     /// Who the refusal names as the owner.
@@ -205,18 +217,6 @@ struct OwnReplicaEndpoint: SyncEndpoint {
         return try await inner.sync(request)
     }
 
-    func missingAssets(_ ids: [AssetID], document: DocumentID) async throws -> [AssetID] {
-        try await inner.missingAssets(ids, document: document)
-    }
-
-    @discardableResult
-    func putAsset(_ bytes: [UInt8], id: AssetID, document: DocumentID) async throws -> Bool {
-        try await inner.putAsset(bytes, id: id, document: document)
-    }
-
-    func getAsset(_ id: AssetID, document: DocumentID) async throws -> [UInt8] {
-        try await inner.getAsset(id, document: document)
-    }
 }
 
 /// `lnote relay`: a store-and-forward sync server for many notebooks, keeping operations,
