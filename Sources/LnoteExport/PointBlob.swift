@@ -139,14 +139,20 @@ public enum PointBlob {
         return out
     }
 
+    /// Throws `corrupt`, with the offset of the partial record, when a BLOB's length is not
+    /// a whole number of records ([EXP-24], [EXP-29]).
+    private static func requireWholeRecords(_ bytes: [UInt8], of size: Int, in column: String) throws {
+        guard bytes.count % size == 0 else {
+            throw LnoteError(.corrupt, "\(column) BLOB of \(bytes.count) bytes is not a multiple of \(size)",
+                             offset: bytes.count - bytes.count % size)
+        }
+    }
+
     /// Decodes a `points` BLOB.
     ///
     /// - Throws: `corrupt` when its length is not a multiple of 16.
     public static func decodePoints(_ bytes: [UInt8]) throws -> [Sample] {
-        guard bytes.count % pointSize == 0 else {
-            throw LnoteError(.corrupt, "points BLOB of \(bytes.count) bytes is not a multiple of \(pointSize)",
-                             offset: bytes.count - bytes.count % pointSize)
-        }
+        try requireWholeRecords(bytes, of: pointSize, in: "points")
         var out: [Sample] = []
         out.reserveCapacity(bytes.count / pointSize)
         var at = 0
@@ -161,10 +167,7 @@ public enum PointBlob {
     ///
     /// - Throws: `corrupt` when its length is not a multiple of 4.
     public static func decodeRadii(_ bytes: [UInt8]) throws -> [Float] {
-        guard bytes.count % radiusSize == 0 else {
-            throw LnoteError(.corrupt, "radii BLOB of \(bytes.count) bytes is not a multiple of \(radiusSize)",
-                             offset: bytes.count - bytes.count % radiusSize)
-        }
+        try requireWholeRecords(bytes, of: radiusSize, in: "radii")
         return stride(from: 0, to: bytes.count, by: radiusSize).map { float(bytes, $0) }
     }
 
@@ -173,10 +176,7 @@ public enum PointBlob {
     /// - Throws: `corrupt` when its length is not a multiple of 20 (offset: the start of the
     ///   partial record), or a pressure is above 1000 (offset: that field).
     public static func decodeExact(_ bytes: [UInt8]) throws -> [StrokePoint] {
-        guard bytes.count % exactSize == 0 else {
-            throw LnoteError(.corrupt, "exact BLOB of \(bytes.count) bytes is not a multiple of \(exactSize)",
-                             offset: bytes.count - bytes.count % exactSize)
-        }
+        try requireWholeRecords(bytes, of: exactSize, in: "exact")
         var out: [StrokePoint] = []
         out.reserveCapacity(bytes.count / exactSize)
         var at = 0
