@@ -9,7 +9,10 @@
 #   scripts/reliability.sh --quick          a small version of every row (about 15 minutes)
 #   options: --out FILE (default RELIABILITY.md), --report-dir DIR (keep the evidence there;
 #            default a temporary directory), --render-only DIR (write the report from DIR's
-#            evidence without running anything)
+#            evidence without running anything). A report put together from goal-scale runs made
+#            one by one: put their rows.jsonl lines and commands.tsv lines in DIR, write
+#            "assembled" to DIR/mode and what was run to DIR/provenance.txt (one line each),
+#            touch DIR/started older than the fuzz runs to include, then --render-only DIR.
 # The evidence: tests and lnote-load call ReliabilityReport.record, which appends to
 # $LNOTE_REPORT_DIR/rows.jsonl; scripts/fuzz.sh leaves Fuzz/runs/TARGET.json. The whole test
 # suite runs once (scripts/test.sh) with LNOTE_REPORT_DIR set, so every family's tests report,
