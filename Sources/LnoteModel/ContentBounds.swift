@@ -47,7 +47,10 @@ public enum ContentBounds {
     /// What puts a transform out of bounds, or nil.
     public static func problem(_ t: Transform) -> String? {
         guard coordinate(t.tx), coordinate(t.ty) else { return "a translation beyond ±\(coordinateLimit) tenths of a point" }
-        guard [t.a, t.b, t.c, t.d].allSatisfy({ abs(Int64($0)) <= Int64(maxMatrixCoefficient) }) else {
+        // Four plain comparisons, not an array of the coefficients (an allocation on every
+        // element decoded).
+        @inline(__always) func inRange(_ v: Int32) -> Bool { abs(Int64(v)) <= Int64(maxMatrixCoefficient) }
+        guard inRange(t.a), inRange(t.b), inRange(t.c), inRange(t.d) else {
             return "a matrix coefficient beyond ±\(maxMatrixCoefficient) (256.0)"
         }
         return nil

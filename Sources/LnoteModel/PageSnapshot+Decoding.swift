@@ -138,11 +138,15 @@ extension PageSnapshot {
             guard indexSeen || elementStarts.isEmpty else {
                 throw r.error(.corrupt, "section elementIndex is missing", at: crcAt)
             }
-            // [SNAP-24] No id is both live and erased.
-            var live = Set<OpID>()
-            for e in state.elements { live.insert(e.id) }
-            for (i, t) in state.tombstones.enumerated() where live.contains(t.id) {
-                throw LnoteError(.corrupt, "tombstone \(t.id) is also a live element", path: path, offset: crcAt, index: i)
+            // [SNAP-24] No id is both live and erased: a set of the live ids when there are
+            // tombstones to look up (a page without erasures, the usual one, needs none; the
+            // set is sized once rather than grown insert by insert).
+            if !state.tombstones.isEmpty {
+                var live = Set<OpID>(minimumCapacity: state.elements.count)
+                for e in state.elements { live.insert(e.id) }
+                for (i, t) in state.tombstones.enumerated() where live.contains(t.id) {
+                    throw LnoteError(.corrupt, "tombstone \(t.id) is also a live element", path: path, offset: crcAt, index: i)
+                }
             }
             return Contents(state: state, coveredLogOffset: coveredLogOffset, logIncarnation: logIncarnation)
         } catch var e as LnoteError where e.code == .truncated || e.code == .limitExceeded {

@@ -47,11 +47,22 @@ public struct ZKey: Hashable, Sendable, CustomStringConvertible {
     /// What makes the key invalid, or nil.
     public var validityProblem: String? {
         guard path.count <= ZKey.maxDepth else { return "z key path of \(path.count) steps (at most \(ZKey.maxDepth))" }
-        for (i, f) in (path.map(\.fraction) + [fraction]).enumerated() {
-            if f.count > ZKey.maxFractionBytes { return "z key fraction of \(f.count) bytes (at most \(ZKey.maxFractionBytes))" }
-            if f.last == 0 { return "z key fraction ends in a zero byte" }
-            if i > 0 && f.isEmpty { return "z key step \(i + 1) has an empty fraction" }
+        // The path's fractions, then the final one: checked in place (this runs for every
+        // element a snapshot or an operation carries; gathering the fractions into a new
+        // array cost two allocations each time).
+        for i in 0...path.count {
+            if let problem = Self.fractionProblem(i < path.count ? path[i].fraction : fraction, step: i) { return problem }
         }
+        return nil
+    }
+
+    /// What is wrong with the fraction of step `i` (0-based; the final fraction is step
+    /// `path.count`), or nil.
+    @inline(__always)
+    private static func fractionProblem(_ f: [UInt8], step i: Int) -> String? {
+        if f.count > maxFractionBytes { return "z key fraction of \(f.count) bytes (at most \(maxFractionBytes))" }
+        if f.last == 0 { return "z key fraction ends in a zero byte" }
+        if i > 0 && f.isEmpty { return "z key step \(i + 1) has an empty fraction" }
         return nil
     }
 

@@ -23,17 +23,24 @@ public struct PageReplica: Sendable {
 
     /// Starts from a snapshot's state; `pending` are operations that were waiting when it
     /// was taken (they are re-offered to the causal buffer).
-    public init(state: PageState, pending: [Op] = []) {
+    ///
+    /// The state is consumed: when the caller hands over the only reference to its
+    /// elements (`PageReplica(state: consume s)`), each record moves into the table instead
+    /// of being copied, which saves touching the reference counts of every record's arrays
+    /// twice (a copy, then the release of the state). A shared state is copied as before.
+    public init(state: consuming PageState, pending: [Op] = []) {
         page = state.page
         clock = state.clock
         maxLamport = state.maxLamport
         modified = state.modified
         contexts = state.contexts
+        var elements: [ElementRecord] = []
+        swap(&elements, &state.elements)
+        order = elements.map(\.id)
         // Built in place (no intermediate array of pairs), with room for some growth.
-        var records = [ElementID: ElementRecord](minimumCapacity: state.elements.count + state.elements.count / 4 + 16)
-        for e in state.elements { records[e.id] = e }
+        var records = [ElementID: ElementRecord](minimumCapacity: elements.count + elements.count / 4 + 16)
+        while let e = elements.popLast() { records[e.id] = e }
         self.records = records
-        order = state.elements.map(\.id)
         tombstones = Dictionary(uniqueKeysWithValues: state.tombstones.map { ($0.id, $0) })
         for op in pending where !clock.covers(op.id) { _ = buffer.insert(op) }
     }

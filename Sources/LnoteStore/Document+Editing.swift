@@ -67,7 +67,9 @@ extension Document {
             frames = replay.frames
             report = replay.report
         }
-        var live = PageReplica(state: base)
+        // The images of the base, before the state moves into the replica (without a copy).
+        let baseAssets = base.elements.compactMap(\.content.image?.asset)
+        var live = PageReplica(state: consume base)
         var pending: [OpID: UInt64] = [:]
         let applied: [Op]
         do {
@@ -88,7 +90,7 @@ extension Document {
         lp.covered = covered
         lp.framesSinceSnapshot = frames.count
         lp.dirty = !applied.isEmpty || fromBase
-        noteAssets(of: base.elements.lazy.map(\.content), page: pid)
+        noteAssets(Set(baseAssets), page: pid)
         noteAssets(of: applied.lazy.compactMap(\.addedContent), page: pid)
         return lp
     }
