@@ -319,7 +319,7 @@ public enum SyncCodec {
     }
 
     static func decodeRanges(_ r: inout ByteReader, withHashes: Bool) throws -> [HashRange] {
-        let n = try r.count("range count", max: maxRanges, minSize: 28)
+        let n = try r.count("range count", max: maxRanges, minSize: 27)  // LogRef 17, replica 8, two varints
         var out: [HashRange] = []
         out.reserveCapacity(n)
         for _ in 0..<n {
@@ -357,7 +357,7 @@ public enum SyncCodec {
     }
 
     static func decodeForks(_ r: inout ByteReader) throws -> [ForkReport] {
-        let n = try r.count("fork count", max: maxRanges, minSize: 59)
+        let n = try r.count("fork count", max: maxRanges, minSize: 58)  // LogRef 17, OpID 8 + 1, hash 32
         var out: [ForkReport] = []
         out.reserveCapacity(n)
         for _ in 0..<n {

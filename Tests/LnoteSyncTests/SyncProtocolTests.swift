@@ -5,6 +5,7 @@ import LnoteModel
 import LnoteReplication
 @testable import LnoteSync
 @testable import LnoteScenario
+import LnoteTestSupport
 
 /// A remote that runs the endpoint but can fail on the way back, as a cut connection does
 /// after the server has already stored the push.
@@ -172,6 +173,30 @@ final class FlakyRemote: SyncRemote {
                 #expect(e.code == .corrupt && e.offset != nil && e.message.contains("pass the last counter"), "\(e)")
             }
         }
+    }
+
+    /// [SYNC-51] [SYNC-53] Lists of the smallest items our own encoder writes decode again: a
+    /// fork report is at least 58 bytes (document log, one-byte counter), an asked hash range
+    /// and an answered empty one 27. The decoders' "cannot fit" bounds once said 59 and 28, so a
+    /// response with several small forks (found by `fuzz.sh sync-response --ci` on CI), or a
+    /// request whose ranges ended the body, was refused as corrupt.
+    @Test func smallestForksAndRangesDecode() throws {
+        let log = LogRef(document: doc)
+        for n in [1, 2, 3, 64] {
+            let forks = (1...n).map { ForkReport(log: log, id: OpID(replica: ReplicaID(UInt64($0)), counter: 1),
+                                                held: [UInt8](repeating: UInt8($0 % 256), count: 32)) }
+            let response = SyncResponse(epoch: 1, cursor: 1, accepted: 0, pull: [], forks: forks,
+                                        hashes: (1...n).map { HashRange(log: log, replica: ReplicaID(UInt64($0)), from: 1, to: 0) })
+            #expect(try SyncCodec.decodeResponse(SyncCodec.encode(response)) == response, "\(n) forks")
+            let ranges = (1...n).map { HashRange(log: log, replica: ReplicaID(UInt64($0)), from: 1, to: 1) }
+            let request = SyncRequest(replica: ReplicaID(9), epoch: 1, cursor: 1, hashRanges: ranges)
+            #expect(try SyncCodec.decodeRequest(SyncCodec.encode(request)) == request, "\(n) ranges")
+        }
+        // The input the fuzzer kept: two forks of 58 and 59 bytes that re-encode shorter.
+        let kept = SpecVectors.packageRoot.appendingPathComponent("Fuzz/crashes/sync-response/crash-943d5de2a361ee9aa466a48d561209a03429e3c5")
+        let decoded = try SyncCodec.decodeResponse(Array(try Data(contentsOf: kept)))
+        #expect(decoded.forks.count == 2)
+        #expect(try SyncCodec.decodeResponse(SyncCodec.encode(decoded)) == decoded)
     }
 
     /// [SYNC-8] Assets go up before the operations that reference them and come down
