@@ -3,11 +3,14 @@
 #   scripts/fuzz.sh TARGET SECONDS     one target for SECONDS, exploring (a new random seed each
 #                                      run, printed: rerun with LNOTE_FUZZ_SEED=N)
 #   scripts/fuzz.sh all SECONDS        each target in turn
-#   scripts/fuzz.sh TARGET --ci        the same fixed seed and a fixed number of inputs (the
-#   scripts/fuzz.sh all --ci           target's CI budget below, about 20 s each on 2 cores),
-#                                      with Swift's hashing made deterministic: the same inputs
-#                                      on every machine, so CI passes or fails the same way
-#                                      everywhere. Exploration is the timed form's job.
+#   scripts/fuzz.sh TARGET --ci        a fixed seed and a fixed number of inputs (the target's
+#   scripts/fuzz.sh all --ci           CI budget below, about 20 s each on 2 cores), with Swift's
+#                                      hashing made deterministic: a bounded run that does not
+#                                      depend on the machine's speed. It is not the same path on
+#                                      every machine (libFuzzer's choices also follow the order
+#                                      in which the file system lists the corpus): a crash it
+#                                      finds is a real bug, printed with its input so that it can
+#                                      be kept and replayed. Long exploration is the timed form's.
 # Builds lnote-fuzz with -sanitize=fuzzer,address (in .build/fuzz, apart from the normal
 # build), checks that the binary really is instrumented, runs from the seed corpus in
 # Fuzz/corpus/TARGET (new inputs go to a temporary directory, not the repository), and keeps
