@@ -510,28 +510,14 @@ struct FullDiskTests {
         var cases = 0, bad = 0
         let top = try TempDir("fulldisk-salvage")
         defer { top.remove() }
-        struct Folder { let path: String }
-        let dir = Folder(path: top.sub("nb"))
-        let nb0 = try await openNotebook(dir.path)
-        let d0 = try await nb0.createDocument(title: "D")
-        let p = try #require(await d0.pageList.first?.id)
-        for i in 0..<5 { try await d0.addStroke(stroke(4, x: Int32(i * 30)), to: p) }
-        try await d0.close()
-        try await nb0.close()
-        let paths = PackagePaths(folder: try Syscalls.live.realpath(dir.path), id: d0.id)
-        // No snapshot: opening replays the whole log and meets the damage.
-        try FileManager.default.removeItem(atPath: paths.content(p))
-        var bytes = try #require(fileBytes(paths.log(p)))
-        let frames = LogScanner.scan(Array(bytes.dropFirst(LogHeader.size)), base: UInt64(LogHeader.size)).frames
-        #expect(frames.count == 5)
-        bytes[Int(frames[2].offset) + Frame.headerSize + 3] ^= 0x40  // frame 2's payload: its CRC fails
-        try DurableFile.replace(paths.log(p), with: bytes, io: .live)
-        let before = treeSnapshot(dir.path)
+        let dir = top.sub("nb")
+        let (doc, p, paths, bytes, frames) = try await damagedLog(in: dir, pointsPerStroke: 4)
+        let before = treeSnapshot(dir)
         // The oracle: what a salvage on a healthy disk keeps (a copy of the folder, which
         // opens under a replica id of its own).
-        try FileManager.default.copyItem(atPath: dir.path, toPath: top.sub("oracle"))
+        try FileManager.default.copyItem(atPath: dir, toPath: top.sub("oracle"))
         let nbO = try await openNotebook(top.sub("oracle"))
-        let dO = try await nbO.openDocument(d0.id)
+        let dO = try await nbO.openDocument(doc)
         let expected = try await dO.elements(p).map(\.id)
         #expect(expected.count == 2, "frames 3 and 4 wait for the damaged frame 2")
         #expect(await dO.recoveryReports.contains { $0.newIncarnation != nil && $0.salvagedFrames == 4 })
@@ -543,8 +529,8 @@ struct FullDiskTests {
             guard full.withLock({ $0 }) else { return nil }
             return ev.kind == .write || (ev.kind == .open && ev.path.contains(".tmp-")) ? .fail(errno: ENOSPC) : nil
         }
-        let nb = try await openNotebook(dir.path, io: Syscalls(faults: plan))
-        let d = try await nb.openDocument(d0.id)
+        let nb = try await openNotebook(dir, io: Syscalls(faults: plan))
+        let d = try await nb.openDocument(doc)
         // What `lnote show` reads: what the salvage keeps.
         #expect(try await d.elements(p).map(\.id) == expected)
         let pending = await d.recoveryReports.first { $0.salvagePending != nil }
@@ -561,7 +547,7 @@ struct FullDiskTests {
             #expect(e.code == .io && e.message.contains("salvage could not be written") && e.path == paths.log(p), "\(e)")
         }
         #expect(try await d.elements(p).map(\.id) == expected)
-        #expect(treeSnapshot(dir.path) == before, "a file changed while the disk was full")
+        #expect(treeSnapshot(dir) == before, "a file changed while the disk was full")
         cases += 1
 
         // Space is back: the same handle's next write salvages first, then appends.
@@ -573,8 +559,8 @@ struct FullDiskTests {
         #expect(salvaged?.salvagedFrames == 4 && salvaged?.quarantinedCopy == paths.log(p) + ".corrupt-1")
         try await d.close()
         try await nb.close()
-        let nb2 = try await openNotebook(dir.path)
-        let d2 = try await nb2.openDocument(d0.id)
+        let nb2 = try await openNotebook(dir)
+        let d2 = try await nb2.openDocument(doc)
         let n = try await d2.elements(p).count
         #expect(n == expected.count + 1)
         #expect(await d2.recoveryReports.allSatisfy { !$0.hasDamage }, "the salvaged log reopens without damage")
@@ -586,17 +572,39 @@ struct FullDiskTests {
         try FileManager.default.removeItem(atPath: paths.log(p) + ".corrupt-1")
         try FileManager.default.removeItem(atPath: paths.content(p))  // of the salvaged incarnation
         try DurableFile.replace(paths.log(p), with: bytes, io: .live)
-        let again = treeSnapshot(dir.path)
+        let again = treeSnapshot(dir)
         full.withLock { $0 = true }
-        let nb3 = try await openNotebook(dir.path, io: Syscalls(faults: plan))
-        let d3 = try await nb3.openDocument(d0.id)
+        let nb3 = try await openNotebook(dir, io: Syscalls(faults: plan))
+        let d3 = try await nb3.openDocument(doc)
         #expect(try await d3.elements(p).map(\.id) == expected)
         try? await d3.close()
         try? await nb3.close()
-        #expect(treeSnapshot(dir.path) == again, "closing on a full disk changed a file")
+        #expect(treeSnapshot(dir) == again, "closing on a full disk changed a file")
         cases += 1
         ReliabilityReport.record(family: "full disk", detail: "FullDiskTests.damagedLogOnFullDisk (a damaged page log opened, read, written and closed on a full disk, then space back)",
                                  cases: cases, corrupted: bad)
+    }
+
+    /// A notebook at `folder` with one document of five strokes on its first page, whose page
+    /// has no snapshot (opening replays the whole log and meets the damage) and whose log has
+    /// a byte of frame 2's payload flipped (its CRC fails). Returns the document, the page,
+    /// the package's paths, the damaged log's bytes and its frames as written.
+    private func damagedLog(in folder: String, pointsPerStroke: Int) async throws
+        -> (doc: DocumentID, page: PageID, paths: PackagePaths, log: [UInt8], frames: [LoggedFrame]) {
+        let nb0 = try await openNotebook(folder)
+        let d0 = try await nb0.createDocument(title: "D")
+        let p = try #require(await d0.pageList.first?.id)
+        for i in 0..<5 { try await d0.addStroke(stroke(pointsPerStroke, x: Int32(i * 30)), to: p) }
+        try await d0.close()
+        try await nb0.close()
+        let paths = PackagePaths(folder: try Syscalls.live.realpath(folder), id: d0.id)
+        try FileManager.default.removeItem(atPath: paths.content(p))
+        var bytes = try #require(fileBytes(paths.log(p)))
+        let frames = LogScanner.scan(Array(bytes.dropFirst(LogHeader.size)), base: UInt64(LogHeader.size)).frames
+        #expect(frames.count == 5)
+        bytes[Int(frames[2].offset) + Frame.headerSize + 3] ^= 0x40  // frame 2's payload: its CRC fails
+        try DurableFile.replace(paths.log(p), with: bytes, io: .live)
+        return (d0.id, p, paths, bytes, frames)
     }
 
     /// [PKG-24] [PKG-38] The same on a really full tmpfs: the damaged log's salvage cannot be
@@ -606,22 +614,11 @@ struct FullDiskTests {
         let disk = try SmallDisk("fulldisk-salvage-tmpfs")
         defer { disk.remove() }
         let folder = disk.path + "/nb"
-        let nb0 = try await openNotebook(folder)
-        let d0 = try await nb0.createDocument(title: "D")
-        let p = try #require(await d0.pageList.first?.id)
-        for i in 0..<5 { try await d0.addStroke(stroke(40, x: Int32(i * 30)), to: p) }
-        try await d0.close()
-        try await nb0.close()
-        let paths = PackagePaths(folder: try Syscalls.live.realpath(folder), id: d0.id)
-        try FileManager.default.removeItem(atPath: paths.content(p))
-        var bytes = try #require(fileBytes(paths.log(p)))
-        let frames = LogScanner.scan(Array(bytes.dropFirst(LogHeader.size)), base: UInt64(LogHeader.size)).frames
-        bytes[Int(frames[2].offset) + Frame.headerSize + 3] ^= 0x40
-        try DurableFile.replace(paths.log(p), with: bytes, io: .live)
+        let (doc, p, paths, bytes, _) = try await damagedLog(in: folder, pointsPerStroke: 40)
         disk.fill()
         let before = treeSnapshot(folder)
         let nb = try await Notebook.open(at: folder, options: testOptions())
-        let d = try await nb.openDocument(d0.id)
+        let d = try await nb.openDocument(doc)
         #expect(try await d.elements(p).count == 2, "frames 0 and 1 (3 and 4 wait for the damaged 2)")
         #expect(await d.recoveryReports.contains { $0.salvagePending?.errnoCode == ENOSPC && $0.salvagedFrames == 4 })
         await #expect(throws: LnoteError(.io)) { _ = try await d.addStroke(stroke(4), to: p) }
