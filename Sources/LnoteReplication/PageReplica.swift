@@ -14,10 +14,8 @@ public struct PageReplica: Sendable {
     public private(set) var maxLamport: UInt64
     private var modified: Int64
     private var contexts: [ReplicaContext]
-    /// Live elements by id.
-    private var records: [ElementID: ElementRecord]
-    /// Live element ids, bottom to top.
-    private var order: [ElementID]
+    /// Live elements, by id and bottom to top.
+    private var records: ElementTable
     private var tombstones: [ElementID: Tombstone]
     private var buffer = CausalBuffer()
 
@@ -25,9 +23,8 @@ public struct PageReplica: Sendable {
     /// was taken (they are re-offered to the causal buffer).
     ///
     /// The state is consumed: when the caller hands over the only reference to its
-    /// elements (`PageReplica(state: consume s)`), each record moves into the table instead
-    /// of being copied, which saves touching the reference counts of every record's arrays
-    /// twice (a copy, then the release of the state). A shared state is copied as before.
+    /// elements (`PageReplica(state: consume s)`), their array moves into the table whole,
+    /// without a record copied (`ElementTable`). A shared state is shared until written.
     public init(state: consuming PageState, pending: [Op] = []) {
         page = state.page
         clock = state.clock
@@ -36,11 +33,7 @@ public struct PageReplica: Sendable {
         contexts = state.contexts
         var elements: [ElementRecord] = []
         swap(&elements, &state.elements)
-        order = elements.map(\.id)
-        // Built in place (no intermediate array of pairs), with room for some growth.
-        var records = [ElementID: ElementRecord](minimumCapacity: elements.count + elements.count / 4 + 16)
-        while let e = elements.popLast() { records[e.id] = e }
-        self.records = records
+        records = ElementTable(ordered: elements)
         tombstones = Dictionary(uniqueKeysWithValues: state.tombstones.map { ($0.id, $0) })
         for op in pending where !clock.covers(op.id) { _ = buffer.insert(op) }
     }
@@ -51,7 +44,7 @@ public struct PageReplica: Sendable {
     /// the clock and the replica contexts.
     public var state: PageState {
         PageState(page: page, clock: clock, maxLamport: maxLamport, modified: modified,
-                  elements: order.map { records[$0]! },
+                  elements: records.ordered,
                   tombstones: tombstones.values.sorted { $0.id < $1.id }, contexts: contexts)
     }
 
@@ -59,7 +52,7 @@ public struct PageReplica: Sendable {
     public var pending: [Op] { buffer.operations }
 
     /// Live elements, bottom to top.
-    public var elements: [ElementRecord] { order.map { records[$0]! } }
+    public var elements: [ElementRecord] { records.ordered }
 
     public func element(_ id: ElementID) -> ElementRecord? { records[id] }
 
@@ -67,7 +60,7 @@ public struct PageReplica: Sendable {
     public func contains(_ id: OpID) -> Bool { clock.covers(id) || buffer.contains(id) }
 
     /// True when `id` names an element that was added here and later erased whole.
-    public func wasErased(_ id: ElementID) -> Bool { records[id] == nil && clock.covers(id) }
+    public func wasErased(_ id: ElementID) -> Bool { !records.contains(id) && clock.covers(id) }
 
     // MARK: - Local edits
 
@@ -111,15 +104,15 @@ public struct PageReplica: Sendable {
     /// `id` as this replica sees it ([MERGE-13]). `tag` is the element being placed: the id
     /// of the next local operation for a new element, the element itself for a reorder.
     public func key(adjacentTo id: ElementID, above: Bool, for tag: ElementID) throws -> ZKey {
-        guard let i = order.firstIndex(of: id) else {
+        guard let i = records.position(of: id) else {
             throw LnoteError(.invalidArgument, "no live element \(id) on page \(page)")
         }
         func bound(_ j: Int) -> (key: ZKey, tag: OpID)? {
-            guard j >= 0, j < order.count else { return nil }
-            let other = order[j]
+            guard j >= 0, j < records.count else { return nil }
+            let other = records.record(atPosition: j)
             // An element placed next to its own neighbour skips itself.
-            if other == tag { return bound(j + (above ? 1 : -1)) }
-            return (records[other]!.z.value, other)
+            if other.id == tag { return bound(j + (above ? 1 : -1)) }
+            return (other.z.value, other.id)
         }
         let top = topLayer
         let me = (key: records[id]!.z.value, tag: id)
@@ -177,11 +170,11 @@ public struct PageReplica: Sendable {
     }
 
     private func sortedByZ(_ ids: [ElementID]) throws -> [ElementID] {
-        for id in ids where records[id] == nil {
+        for id in ids where !records.contains(id) {
             throw LnoteError(.invalidArgument, "no live element \(id) on page \(page)")
         }
         let set = Set(ids)
-        return order.filter { set.contains($0) }
+        return records.orderedIDs.filter { set.contains($0) }
     }
 
     private func validateLocal(_ op: Op) throws {
@@ -249,9 +242,8 @@ public struct PageReplica: Sendable {
         switch op.body {
         case .add(let content, let z):
             // [MERGE-10] [MERGE-11] A new element goes where its position (its key, its id as the last tag) puts it.
-            let r = ElementRecord(id: op.id, lamport: op.lamport, wallTime: op.wallTime, content: content, z: LWWRegister(z))
-            records[op.id] = r
-            insertInOrder(op.id)
+            records.insert(ElementRecord(id: op.id, lamport: op.lamport, wallTime: op.wallTime, content: content,
+                                         z: LWWRegister(z)))
         case .erase(let ids):
             for id in Set(ids).sorted() { erase(id, by: op) }
         case .eraseRange(let id, let ranges):
@@ -271,13 +263,14 @@ public struct PageReplica: Sendable {
             // [MERGE-15] Last writer wins per element; the element keeps its id as its position's last tag.
             var seen = Set<ElementID>()
             for z in zs where seen.insert(z.element).inserted {
-                guard records[z.element] != nil, op.context.covers(z.element) else {
+                guard records.contains(z.element), op.context.covers(z.element) else {
                     edit(z.element, by: op) { _ in }
                     continue
                 }
-                removeFromOrder(z.element)
-                edit(z.element, by: op) { r in write(&r.z, z.z, by: op) }
-                insertInOrder(z.element)
+                records.reposition(z.element) { r in
+                    write(&r.z, z.z, by: op)
+                    advance(&r.frontier, with: op)
+                }
             }
         default:
             throw LnoteError(.invalidArgument, "\(op.body.name) is not a page operation")
@@ -290,11 +283,11 @@ public struct PageReplica: Sendable {
     /// had seen it erased, is ignored for that element ([MERGE-42]).
     private mutating func edit(_ id: ElementID, by op: Op, _ change: (inout ElementRecord) -> Void) {
         guard op.context.covers(id) else { return }
-        if var r = records[id] {
+        let live = records.update(id) { r in
             change(&r)
             advance(&r.frontier, with: op)
-            records[id] = r
-        } else if var t = tombstones[id], !t.hasSeenAnErasure(op) {
+        }
+        if !live, var t = tombstones[id], !t.hasSeenAnErasure(op) {
             advance(&t.frontier, with: op)
             tombstones[id] = t
         }
@@ -305,8 +298,7 @@ public struct PageReplica: Sendable {
     private mutating func erase(_ id: ElementID, by op: Op) {
         guard op.context.covers(id) else { return }
         let erasure = Erasure(ref: op.ref, clock: op.context)
-        if let r = records.removeValue(forKey: id) {
-            removeFromOrder(id, record: r)
+        if let r = records.remove(id) {
             tombstones[id] = Tombstone(id: id, erasures: [erasure], frontier: r.frontier)
         } else if var t = tombstones[id], !t.hasSeenAnErasure(op) {
             // Concurrent erases: all are kept ([MERGE-52]).
@@ -314,39 +306,6 @@ public struct PageReplica: Sendable {
             t.erasures.insert(erasure, at: i)
             tombstones[id] = t
         }
-    }
-
-    // MARK: - Z order maintenance
-
-    private func less(_ a: ElementID, _ b: ElementID) -> Bool {
-        ElementRecord.zLess(records[a]!, records[b]!)
-    }
-
-    private mutating func insertInOrder(_ id: ElementID) {
-        // Fast path: the usual case is a new element on top.
-        if let last = order.last, !less(id, last) {
-            order.append(id)
-            return
-        }
-        var lo = 0, hi = order.count
-        while lo < hi {
-            let mid = (lo + hi) / 2
-            if less(order[mid], id) { lo = mid + 1 } else { hi = mid }
-        }
-        order.insert(id, at: lo)
-    }
-
-    private mutating func removeFromOrder(_ id: ElementID, record: ElementRecord? = nil) {
-        guard let r = record ?? records[id] else { return }
-        // Binary search to the first element not below r, then scan the (tiny) run of equal keys.
-        var lo = 0, hi = order.count
-        while lo < hi {
-            let mid = (lo + hi) / 2
-            let m = order[mid] == id ? r : records[order[mid]]!
-            if ElementRecord.zLess(m, r) { lo = mid + 1 } else { hi = mid }
-        }
-        if lo < order.count, order[lo] == id { order.remove(at: lo); return }
-        if let i = order.firstIndex(of: id) { order.remove(at: i) }
     }
 
     // MARK: - Conflicts

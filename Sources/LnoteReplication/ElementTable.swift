@@ -1,0 +1,127 @@
+import LnoteModel
+
+/// A page's live elements: what `PageReplica` looks them up by (id) and lists them in (z
+/// order, bottom to top).
+///
+/// The records sit in one dense array (`slots`) that never has holes: a removed record's slot
+/// takes the last record. An id finds its slot through `slotOf`. The z order is `order`, a
+/// list of slots bottom to top, or nil when the slots already are in z order. That is the
+/// usual case (a snapshot's records come in z order, new strokes go on top), and then
+/// building the table moves the snapshot's array in without copying a record and `ordered`
+/// hands the array out without copying one either: opening a page and listing its elements
+/// costs one small hash entry per element instead of a record moved into a dictionary and
+/// copied out again. An erase or a reorder gives the table an explicit order; slots move by
+/// at most one record per removal, so no operation costs more than a scan of 4-byte slot
+/// numbers.
+struct ElementTable: Sendable {
+    private(set) var slots: [ElementRecord]
+    private var slotOf: [ElementID: Int32]
+    /// Slots bottom to top; nil when that is `0 ..< slots.count`.
+    private var order: [Int32]?
+
+    /// A table of `ordered`, which MUST be sorted by `ElementRecord.zLess` with unique ids.
+    init(ordered: consuming [ElementRecord]) {
+        var records: [ElementRecord] = []
+        swap(&records, &ordered)
+        var slotOf = [ElementID: Int32](minimumCapacity: records.count + records.count / 4 + 16)
+        for (i, r) in records.enumerated() { slotOf[r.id] = Int32(i) }
+        self.slots = records
+        self.slotOf = slotOf
+        self.order = nil
+    }
+
+    var count: Int { slots.count }
+
+    subscript(id: ElementID) -> ElementRecord? {
+        guard let s = slotOf[id] else { return nil }
+        return slots[Int(s)]
+    }
+
+    func contains(_ id: ElementID) -> Bool { slotOf[id] != nil }
+
+    /// The records bottom to top. Without a copy when the slots are in z order.
+    var ordered: [ElementRecord] {
+        guard let order else { return slots }
+        return order.map { slots[Int($0)] }
+    }
+
+    /// The ids bottom to top.
+    var orderedIDs: [ElementID] {
+        guard let order else { return slots.map(\.id) }
+        return order.map { slots[Int($0)].id }
+    }
+
+    /// The z position (0 = bottom) of a live element.
+    func position(of id: ElementID) -> Int? {
+        guard let s = slotOf[id] else { return nil }
+        guard let order else { return Int(s) }
+        return order.firstIndex(of: s)
+    }
+
+    /// The record at z position `i` (0 = bottom).
+    func record(atPosition i: Int) -> ElementRecord {
+        guard let order else { return slots[i] }
+        return slots[Int(order[i])]
+    }
+
+    /// Changes a live record in place (its id and z key MUST NOT change: use `reposition`).
+    /// False when `id` is not live.
+    @discardableResult
+    mutating func update(_ id: ElementID, _ change: (inout ElementRecord) -> Void) -> Bool {
+        guard let s = slotOf[id] else { return false }
+        change(&slots[Int(s)])
+        return true
+    }
+
+    /// Inserts a record whose id is not live, where its position puts it.
+    mutating func insert(_ r: ElementRecord) {
+        let s = Int32(slots.count)
+        let onTop = slots.isEmpty || !ElementRecord.zLess(r, record(atPosition: slots.count - 1))
+        slots.append(r)
+        slotOf[r.id] = s
+        if onTop {
+            order?.append(s)
+            return
+        }
+        var o = order ?? Array(0 ..< s)
+        var lo = 0, hi = o.count
+        while lo < hi {
+            let mid = (lo + hi) / 2
+            if ElementRecord.zLess(slots[Int(o[mid])], r) { lo = mid + 1 } else { hi = mid }
+        }
+        o.insert(s, at: lo)
+        order = o
+    }
+
+    /// Removes a live record and returns it; nil when `id` is not live.
+    mutating func remove(_ id: ElementID) -> ElementRecord? {
+        guard let s = slotOf.removeValue(forKey: id) else { return nil }
+        let last = Int32(slots.count - 1)
+        if order == nil && s == last {
+            return slots.removeLast()
+        }
+        var o = order ?? Array(0 ... last)
+        order = nil
+        // Take the slot out of the order, then let the last record fill its slot.
+        o.remove(at: o.firstIndex(of: s)!)
+        let removed: ElementRecord
+        if s == last {
+            removed = slots.removeLast()
+        } else {
+            let moved = slots.removeLast()
+            removed = slots[Int(s)]
+            slots[Int(s)] = moved
+            slotOf[moved.id] = s
+            o[o.firstIndex(of: last)!] = s
+        }
+        order = o.elementsEqual(0 ..< Int32(o.count)) ? nil : o
+        return removed
+    }
+
+    /// Changes a live record in a way that may move it in z order.
+    mutating func reposition(_ id: ElementID, _ change: (inout ElementRecord) -> Void) {
+        guard var r = remove(id) else { return }
+        change(&r)
+        insert(r)
+    }
+}

@@ -1,0 +1,88 @@
+import Foundation
+import Testing
+import LnoteModel
+@testable import LnoteReplication
+
+/// `ElementTable` keeps records in dense slots with an explicit z order only once an erase
+/// or a reorder needs one. Checked against the plainest model of what it must be: an array
+/// kept sorted by position, searched linearly.
+@Suite struct ElementTableTests {
+    static func record(_ id: ElementID, layer: Int64, fraction: [UInt8] = []) -> ElementRecord {
+        ElementRecord(id: id, lamport: id.counter, wallTime: 0,
+                      content: .stroke(Stroke(points: [StrokePoint(x: 1, y: 2, t: 0)])),
+                      z: LWWRegister(ZKey(layer: layer, fraction: fraction)))
+    }
+
+    @Test("random inserts, removals, repositions and updates keep the table equal to a sorted reference")
+    func matchesSortedReference() {
+        for seed: UInt64 in 1...40 {
+            var rng = SplitMix64(seed: seed)
+            // Start from a snapshot-like ordered array (sometimes empty).
+            var reference: [ElementRecord] = []
+            var next: UInt64 = 1
+            let initial = Int(rng.next() % 50)
+            for _ in 0..<initial {
+                reference.append(Self.record(OpID(replica: ReplicaID(1 + rng.next() % 3), counter: next), layer: Int64(next)))
+                next += 1
+            }
+            reference.sort(by: ElementRecord.zLess)
+            var table = ElementTable(ordered: reference)
+            for step in 0..<300 {
+                let roll = rng.next() % 100
+                if roll < 45 || reference.isEmpty {
+                    // Mostly on top, sometimes anywhere (a layer below the top, or a fraction).
+                    let layer = roll < 30 ? Int64(next) : Int64(rng.next() % (next + 1)) - Int64(next / 2)
+                    let fraction: [UInt8] = rng.next() % 3 == 0 ? [UInt8(1 + rng.next() % 250)] : []
+                    let r = Self.record(OpID(replica: ReplicaID(1 + rng.next() % 3), counter: next), layer: layer, fraction: fraction)
+                    next += 1
+                    table.insert(r)
+                    reference.append(r)
+                    reference.sort(by: ElementRecord.zLess)
+                } else if roll < 70 {
+                    let i = Int(rng.next() % UInt64(reference.count))
+                    let removed = table.remove(reference[i].id)
+                    #expect(removed == reference[i], "seed \(seed) step \(step): removed the wrong record")
+                    reference.remove(at: i)
+                } else if roll < 85 {
+                    let i = Int(rng.next() % UInt64(reference.count))
+                    let layer = Int64(rng.next() % (next + 1)) - Int64(next / 2)
+                    let id = reference[i].id
+                    table.reposition(id) { $0.z = LWWRegister(ZKey(layer: layer)) }
+                    reference[i].z = LWWRegister(ZKey(layer: layer))
+                    reference.sort(by: ElementRecord.zLess)
+                } else {
+                    let i = Int(rng.next() % UInt64(reference.count))
+                    let w = Int64(rng.next() % 1000)
+                    #expect(table.update(reference[i].id) { $0.wallTime = w }, "seed \(seed) step \(step)")
+                    reference[i].wallTime = w
+                }
+                // A removed or unknown id is not found, and updating it does nothing.
+                let unknown = OpID(replica: ReplicaID(99), counter: next + 7)
+                #expect(table[unknown] == nil && !table.update(unknown) { $0.wallTime = -1 } && table.remove(unknown) == nil)
+
+                #expect(table.ordered == reference, "seed \(seed) step \(step): order differs from the reference")
+                #expect(table.orderedIDs == reference.map(\.id), "seed \(seed) step \(step)")
+                #expect(table.count == reference.count, "seed \(seed) step \(step)")
+                for (position, r) in reference.enumerated() where rng.next() % 4 == 0 {
+                    #expect(table[r.id] == r, "seed \(seed) step \(step): lookup of \(r.id)")
+                    #expect(table.position(of: r.id) == position, "seed \(seed) step \(step): position of \(r.id)")
+                    #expect(table.record(atPosition: position) == r, "seed \(seed) step \(step)")
+                }
+            }
+        }
+    }
+
+    @Test("a table built from records in z order hands the same array back, and appends on top keep it")
+    func orderedArrayIsSharedUntilOrderChanges() {
+        let records = (1...10).map { Self.record(OpID(replica: ReplicaID(1), counter: UInt64($0)), layer: Int64($0)) }
+        var table = ElementTable(ordered: records)
+        table.insert(Self.record(OpID(replica: ReplicaID(1), counter: 11), layer: 11))
+        #expect(table.ordered == records + [Self.record(OpID(replica: ReplicaID(1), counter: 11), layer: 11)])
+        // Removing the top record keeps slots in order; removing one below gives an explicit order.
+        _ = table.remove(OpID(replica: ReplicaID(1), counter: 11))
+        #expect(table.ordered == records)
+        _ = table.remove(OpID(replica: ReplicaID(1), counter: 3))
+        #expect(table.ordered == records.filter { $0.id.counter != 3 })
+        #expect(table.position(of: OpID(replica: ReplicaID(1), counter: 10)) == 8)
+    }
+}
