@@ -24,7 +24,10 @@ struct ElementTable: Sendable {
         var records: [ElementRecord] = []
         swap(&records, &ordered)
         var slotOf = [ElementID: Int32](minimumCapacity: records.count + records.count / 4 + 16)
-        for (i, r) in records.enumerated() { slotOf[r.id] = Int32(i) }
+        // Through the buffer: reading an id does not copy (retain and release) its record.
+        records.withUnsafeBufferPointer { b in
+            for i in b.indices { slotOf[b[i].id] = Int32(i) }
+        }
         self.slots = records
         self.slotOf = slotOf
         self.order = nil
@@ -73,10 +76,17 @@ struct ElementTable: Sendable {
         return true
     }
 
+    /// True when `r` goes above the record at z position `i` (compared in place, without a
+    /// copy of that record).
+    private func isAbove(_ r: ElementRecord, position i: Int) -> Bool {
+        let s = order.map { Int($0[i]) } ?? i
+        return slots.withUnsafeBufferPointer { b in ElementRecord.zLess(b[s], r) }
+    }
+
     /// Inserts a record whose id is not live, where its position puts it.
     mutating func insert(_ r: ElementRecord) {
         let s = Int32(slots.count)
-        let onTop = slots.isEmpty || !ElementRecord.zLess(r, record(atPosition: slots.count - 1))
+        let onTop = slots.isEmpty || isAbove(r, position: slots.count - 1)
         slots.append(r)
         slotOf[r.id] = s
         if onTop {
@@ -85,9 +95,11 @@ struct ElementTable: Sendable {
         }
         var o = order ?? Array(0 ..< s)
         var lo = 0, hi = o.count
-        while lo < hi {
-            let mid = (lo + hi) / 2
-            if ElementRecord.zLess(slots[Int(o[mid])], r) { lo = mid + 1 } else { hi = mid }
+        slots.withUnsafeBufferPointer { b in
+            while lo < hi {
+                let mid = (lo + hi) / 2
+                if ElementRecord.zLess(b[Int(o[mid])], r) { lo = mid + 1 } else { hi = mid }
+            }
         }
         o.insert(s, at: lo)
         order = o

@@ -162,3 +162,39 @@ extension Bench {
                                 measuredRuns: t[3].runs, baselineRuns: t[0].runs))
     }
 }
+
+extension Bench {
+    /// `--open-loop PROFILE`: case 4's open (restore the files, open the document, list the
+    /// page's elements, close) `--runs` times (200 by default), untimed, so that a profiler
+    /// sees the open often. Closing snapshots the page and renders its thumbnail: a profile
+    /// of the open looks at what runs under `Document.elements`.
+    func openLoop(_ name: String) async -> Int32 {
+        defer { ws.remove() }
+        guard let profile = InkProfile(rawValue: name) else {
+            progress("--open-loop takes one of: \(InkProfile.allCases.map(\.rawValue).joined(separator: ", "))")
+            return 2
+        }
+        do {
+            let f = try await openPageFixture(profile)
+            var storeOptions = StoreOptions()
+            storeOptions.autosave = false
+            storeOptions.compactAfterBytes = .max
+            storeOptions.compactAfterFrames = .max
+            let notebook = try await Notebook.open(at: f.notebookPath, options: storeOptions)
+            let runs = options.runs
+            var shown = 0
+            for _ in 0..<runs {
+                try f.restore()
+                let doc = try await notebook.openDocument(f.document)
+                shown &+= try await doc.elements(f.page).count
+                try await doc.close()
+            }
+            try await notebook.close()
+            print("opened the \(profile.rawValue) page \(runs) times (\(shown) elements shown in all)")
+            return 0
+        } catch {
+            progress("\(error)")
+            return 1
+        }
+    }
+}

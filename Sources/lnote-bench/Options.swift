@@ -24,6 +24,8 @@ struct BenchOptions: Sendable {
     var codec = false
     /// `--codec-loop KIND[:CASE]`: run one codec path untimed, for valgrind.
     var codecLoop: String? = nil
+    /// `--open-loop PROFILE`: open case 4's page untimed, for perf.
+    var openLoop: String? = nil
 
     static let usage = """
         usage: lnote-bench [--quick] [--runs N] [--only N[,M...]] [--json FILE] [--strokes FILE.jsonl] [--seed N]
@@ -41,6 +43,9 @@ struct BenchOptions: Sendable {
                                             run one codec path N times untimed, for valgrind; KIND is
                                             encode, decode, naive-encode or naive-decode
                                             (valgrind --tool=callgrind --toggle-collect='*CodecBench*pass*')
+        lnote-bench --open-loop smooth|pen [--runs N]
+                                            open case 4's page N times (default 200), for a profiler:
+                                            perf record -g lnote-bench --open-loop pen
         """
 
     static func parse(_ args: [String]) throws -> BenchOptions {
@@ -73,6 +78,7 @@ struct BenchOptions: Sendable {
                 o.seed = n
             case "--codec": o.codec = true
             case "--codec-loop": o.codecLoop = try value(a)
+            case "--open-loop": o.openLoop = try value(a)
             case "--child":
                 o.child = Array(args[(i + 1)...])
                 return o
@@ -85,6 +91,7 @@ struct BenchOptions: Sendable {
         }
         if o.quick && !runsGiven { o.runs = 3 }
         if o.codec && !runsGiven { o.runs = 21 }
+        if o.openLoop != nil && !runsGiven { o.runs = 200 }
         return o
     }
 

@@ -17,6 +17,16 @@ do {
 if options.codec { exit(CodecBench.run(options)) }
 if let loop = options.codecLoop { exit(CodecBench.loop(loop, options)) }
 
+if let profile = options.openLoop {
+    do {
+        let bench = try Bench(options)
+        exit(await bench.openLoop(profile))
+    } catch {
+        FileHandle.standardError.write(Data("lnote-bench: \(error)\n".utf8))
+        exit(1)
+    }
+}
+
 if let child = options.child {
     if child.first == "append" { exit(await ConcurrentAppendChild.run(child)) }
     exit(await Child.run(child))
