@@ -755,8 +755,9 @@ public actor Document {
                      receive: ([Op]) throws -> [Op]) throws -> [Op] {
         var ops: [Op] = []
         ops.reserveCapacity(frames.count)
-        var offsets: [OpID: UInt64] = [:]
-        offsets.reserveCapacity(frames.count)
+        // The offset of each operation's frame (no table by id: a clean replay never needs one).
+        var opOffsets: [UInt64] = []
+        opOffsets.reserveCapacity(frames.count)
         let decoded = decode(frames, path: path)
         for (i, lf) in frames.enumerated() {
             do {
@@ -764,7 +765,7 @@ public actor Document {
                 guard op.body.isPageOperation == (kind == .page) else {
                     throw LnoteError(.corrupt, "\(op.body.name) operation in a \(kind) log", path: path, offset: Int(lf.offset))
                 }
-                if offsets[op.id] == nil { offsets[op.id] = lf.offset }
+                opOffsets.append(lf.offset)
                 ops.append(op)
             } catch let e as LnoteError {
                 var m = e
@@ -782,18 +783,18 @@ public actor Document {
         } catch {
             // One operation the engine refuses must not keep the others out: apply one by one.
             applied = []
-            for op in ops {
+            for (op, offset) in zip(ops, opOffsets) {
                 do {
                     applied += try receive([op])
                 } catch let e as LnoteError {
                     report.undecodable.append(LnoteError(.corrupt, "operation \(op.id) refused: \(e.message)", path: path,
-                                                         offset: offsets[op.id].map { Int($0) }))
+                                                         offset: Int(offset)))
                 }
             }
         }
         let done = Set(applied.map(\.id))
-        for (id, off) in offsets where !done.contains(id) {
-            pending[id] = min(pending[id] ?? off, off)
+        for (op, off) in zip(ops, opOffsets) where !done.contains(op.id) {
+            pending[op.id] = min(pending[op.id] ?? off, off)
         }
         return applied
     }
