@@ -326,10 +326,16 @@ final class Syscalls: Sendable {
     func stat(_ path: String) throws -> FileStat? {
         let f = try enter(.stat, path)
         var st = StatBuffer()
-        do {
-            _ = try retrying("stat", path, injected: f) { sysStat(path, &st) }
-        } catch let e as LnoteError where e.underlying?.hasPrefix("errno \(ENOENT) ") == true
-            || e.underlying?.hasPrefix("errno \(ENOTDIR) ") == true {
+        // An absent file is the usual answer (a page's missing-operations file): told by its
+        // errno, without building an error first.
+        var failure: Int32 = 0
+        let r = try retrying("stat", path, injected: f, ignoring: [ENOENT, ENOTDIR]) { () -> Int32 in
+            let r = sysStat(path, &st)
+            failure = r == -1 ? errno : 0
+            return r
+        }
+        if r == -1 {
+            guard failure == ENOENT || failure == ENOTDIR else { throw Syscalls.error("stat", path: path, errno: failure) }
             // A dangling symlink is not an absent file: nothing may be created through it,
             // nor may it be taken for a missing log and replaced quietly ([PKG-22]).
             if fileType(atPath: path) == "symlink" { throw Syscalls.notRegular(path, kind: "symlink") }
