@@ -282,12 +282,14 @@ final class Syscalls: Sendable {
     func fsync(_ fd: FileDescriptor) throws {
         let f = try enter(.fsync, fd.path)
         guard performsSync else { return }
+        SyncCallCount.add()
         _ = try retrying("fsync", fd.path, injected: f) { Glibc.fsync(fd.raw) }
     }
 
     func fdatasync(_ fd: FileDescriptor) throws {
         let f = try enter(.fdatasync, fd.path)
         guard performsSync else { return }
+        SyncCallCount.add()
         #if os(Linux)
         _ = try retrying("fdatasync", fd.path, injected: f) { Glibc.fdatasync(fd.raw) }
         #else
@@ -588,6 +590,16 @@ final class Syscalls: Sendable {
             throw Syscalls.error("close", path: path, errno: e)
         }
     }
+}
+
+/// How many `fsync` and `fdatasync` calls every seam of this process has made (files and
+/// directories alike): what a benchmark reports beside a time, since on a real disk those
+/// calls, not the bytes, are what a batch of small writes costs.
+public enum SyncCallCount {
+    private static let count = Atomic<Int>(0)
+    static func add() { count.add(1, ordering: .relaxed) }
+    /// The calls made so far.
+    public static var value: Int { count.load(ordering: .relaxed) }
 }
 
 /// The calls the seam makes, as seen by recorders and fault plans.
