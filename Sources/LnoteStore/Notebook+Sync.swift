@@ -202,6 +202,75 @@ extension Notebook {
         }
     }
 
+    /// Creates the documents of `docs` that this folder does not hold, all made durable
+    /// together ([PKG-96]): each package is staged whole in its own temporary directory
+    /// (created, with its lock file held, under the notebook lock as in [PKG-90]), every file
+    /// of every staged package is written, then synced, then the staged directories, and only
+    /// then are the packages renamed into place and the folder synced once. A first sync of a
+    /// notebook then costs about one journal commit per batch instead of several per file.
+    ///
+    /// Documents left out go through `receive`, one log at a time: those held already (or
+    /// created meanwhile by another process, whose package is kept), and those
+    /// `Document.prepareReceived` leaves out (an operation the validator refuses, an id twice,
+    /// an image).
+    ///
+    /// - Returns: per document created, the operations its logs received; they are durable
+    ///   when this returns.
+    public func createReceived(_ docs: [ReceivedDocument]) async throws -> [DocumentID: Int] {
+        let held = Set(try documentIDs())
+        let prepared = docs.filter { !held.contains($0.id) }.compactMap(Document.prepareReceived)
+        var created: [DocumentID: Int] = [:]
+        var start = 0
+        while start < prepared.count {
+            // A bounded number of staged packages (and of their lock files held open) at once.
+            let chunk = Array(prepared[start..<min(prepared.count, start + DurableBatch.maxPackages)])
+            start += chunk.count
+            for p in chunk { origins.registerCreated(p.id, origin: .merge) }
+            for id in try Notebook.createBatch(chunk, folder: path, io: io, notebookLock: notebookLock) {
+                created[id] = chunk.first { $0.id == id }!.operationCount
+                pokeFollowing(id)
+            }
+        }
+        return created
+    }
+
+    /// Stages, syncs and publishes one batch of packages ([PKG-96]). Returns those published.
+    private static func createBatch(_ chunk: [PreparedPackage], folder path: String, io: Syscalls,
+                                    notebookLock: FileLock) throws -> [DocumentID] {
+        let batch = DurableBatch(io: io)
+        var locks: [FileLock.Held] = []
+        var staged: [(id: DocumentID, paths: PackagePaths, final: String)] = []
+        defer { for l in locks { l.release() } }
+        do {
+            try notebookLock.withLock {
+                for p in chunk {
+                    let final = PackagePaths(folder: path, id: p.id).root
+                    guard try io.stat(final) == nil else { continue }
+                    let tmp = DurableFile.join(path, DurableFile.temporaryName(for: "\(p.id)\(PackagePaths.suffix)"))
+                    let paths = PackagePaths(folder: path, id: p.id, root: tmp)
+                    try io.mkdir(tmp)
+                    staged.append((p.id, paths, final))
+                    batch.addDirectory(tmp)
+                    guard let l = try FileLock(path: paths.lock, io: io, timeout: notebookLock.timeout).tryAcquire() else {
+                        throw LnoteError(.invalidState, "a new package's lock is held", path: paths.lock)
+                    }
+                    locks.append(l)
+                }
+            }
+            for (p, s) in zip(chunk.filter { id in staged.contains { $0.id == id.id } }, staged) {
+                try Document.stage(p, at: s.paths, final: s.final, batch: batch)
+            }
+            try batch.sync()
+            let (done, refused) = try batch.publish()
+            // Created meanwhile by another process: its package stays, the logs go to `receive`.
+            for r in refused { try? io.removeTree(r.from) }
+            return staged.filter { s in done.contains { $0.to == s.final } }.map(\.id)
+        } catch {
+            for s in staged where (try? io.stat(s.paths.root)) != nil { try? io.removeTree(s.paths.root) }
+            throw error
+        }
+    }
+
     /// Keeps the received version of a forked operation in the quarantine ([PKG-48]): a known
     /// fork, listed by `verify` until its author repairs it.
     public func quarantineFork(_ f: ReceivedFork, document docID: DocumentID, page: PageID?, remote: String) throws {

@@ -55,9 +55,21 @@ extension Notebook: SyncableNotebook {
     /// in the quarantine ([SYNC-60]) and the rest stored. With `recordForks` (a server
     /// receiving a push), forks are kept in the quarantine too ([PKG-48]); a client decides
     /// about them itself.
+    ///
+    /// Documents this folder does not hold yet (a first sync, a push into an empty folder)
+    /// are created together, their packages made durable as one batch ([PKG-96]).
     public func receive(checked logs: [CheckedLog], remote: String, recordForks: Bool) async throws -> Receipt {
         var out = Receipt()
-        for l in logs.sorted(by: { $0.log < $1.log }) where !l.ops.isEmpty {
+        let held = Set(try documentIDs())
+        var new: [DocumentID: ReceivedDocument] = [:]
+        for l in logs where !held.contains(l.log.document) && !l.ops.isEmpty {
+            var r = new[l.log.document] ?? ReceivedDocument(id: l.log.document, documentOps: [], pages: [:])
+            if let p = l.log.page { r.pages[p, default: []] += l.ops } else { r.documentOps += l.ops }
+            new[l.log.document] = r
+        }
+        let created = new.isEmpty ? [:] : try await createReceived(new.values.sorted { $0.id < $1.id })
+        out.appended = created.values.reduce(0, +)
+        for l in logs.sorted(by: { $0.log < $1.log }) where !l.ops.isEmpty && created[l.log.document] == nil {
             let label: String? = recordForks ? remote : nil
             do {
                 out.add(try await receive(l.ops, document: l.log.document, page: l.log.page, remote: label), log: l.log)
