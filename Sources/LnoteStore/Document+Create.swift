@@ -133,6 +133,9 @@ struct PreparedPackage {
     var documentLog: [UInt8]
     var documentFile: [UInt8]
     var state: DocumentState
+    /// What each log holds and applied: the clocks `Notebook.logClocks` would read back
+    /// (nil key: the document log), cached once the package is in place ([PKG-64]).
+    var clocks: [PageID?: VectorClock]
     /// Per page: its log, and its snapshot (and thumbnail) when the document knows the page.
     var pages: [(page: PageID, log: [UInt8], snapshot: [UInt8]?, thumbnail: [UInt8]?)]
 }
@@ -163,9 +166,11 @@ extension Document {
         let file = DocumentFile(state: d.state, coveredOffset: covered, incarnation: header.incarnation, assets: [:])
         guard let docBytes = try? StoreJSON.encode(file) else { return nil }
         var pages: [(PageID, [UInt8], [UInt8]?, [UInt8]?)] = []
+        var clocks: [PageID?: VectorClock] = [nil: d.clock]
         for (pid, ops) in r.pages.sorted(by: { $0.key < $1.key }) {
             var replica = PageReplica(page: pid)
             do { _ = try replica.receive(ops) } catch { return nil }
+            clocks[pid] = replica.clock
             let header = LogHeader(kind: .page, owner: pid.uuid)
             let (log, covered) = encodeLog(header, ops, waiting: { !replica.clock.covers($0) })
             guard let record = d.state.pages.first(where: { $0.id == pid }) else {
@@ -178,7 +183,7 @@ extension Document {
             pages.append((pid, log, snapshot, png))
         }
         return PreparedPackage(id: r.id, operationCount: r.operationCount, documentLog: log, documentFile: docBytes,
-                               state: d.state, pages: pages.map { (page: $0.0, log: $0.1, snapshot: $0.2, thumbnail: $0.3) })
+                               state: d.state, clocks: clocks, pages: pages.map { (page: $0.0, log: $0.1, snapshot: $0.2, thumbnail: $0.3) })
     }
 
     /// A log's bytes, header then frames, and the offset up to which a snapshot may cover

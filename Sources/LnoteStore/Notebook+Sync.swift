@@ -226,12 +226,31 @@ extension Notebook {
             let chunk = Array(prepared[start..<min(prepared.count, start + DurableBatch.maxPackages)])
             start += chunk.count
             for p in chunk { origins.registerCreated(p.id, origin: .merge) }
-            for id in try Notebook.createBatch(chunk, folder: path, io: io, notebookLock: notebookLock) {
+            let published = try Notebook.createBatch(chunk, folder: path, io: io, notebookLock: notebookLock)
+            for id in published {
                 created[id] = chunk.first { $0.id == id }!.operationCount
                 pokeFollowing(id)
             }
+            try cacheClocks(of: chunk.filter { published.contains($0.id) })
         }
         return created
+    }
+
+    /// Records the clocks of packages just created in the clock cache ([PKG-64]), with the
+    /// identities of the files they were computed from, so the sync's next `logClocks` (what
+    /// to push) does not open every new document to read back what it just wrote. A cache:
+    /// an entry whose files changed since is ignored, and a failure to write it costs only time.
+    private func cacheClocks(of packages: [PreparedPackage]) throws {
+        guard !packages.isEmpty else { return }
+        var cache = loadClockCache()
+        for p in packages {
+            let paths = PackagePaths(folder: path, id: p.id)
+            for (page, clock) in p.clocks {
+                let files = try fileIdentity(Notebook.clockFiles(paths, page: page))
+                cache.entries[ClockCache.Key(document: p.id, page: page)] = ClockCache.Entry(files: files, clock: clock)
+            }
+        }
+        saveClockCache(cache)
     }
 
     /// Stages, syncs and publishes one batch of packages ([PKG-96]). Returns those published.
@@ -260,7 +279,7 @@ extension Notebook {
             for (p, s) in zip(chunk.filter { id in staged.contains { $0.id == id.id } }, staged) {
                 try Document.stage(p, at: s.paths, final: s.final, batch: batch)
             }
-            try batch.sync()
+            try batch.sync(folder: path)
             let (done, refused) = try batch.publish()
             // Created meanwhile by another process: its package stays, the logs go to `receive`.
             for r in refused { try? io.removeTree(r.from) }

@@ -297,6 +297,18 @@ final class Syscalls: Sendable {
         #endif
     }
 
+    /// `syncfs(2)`: every file and directory of the file system holding `fd` made durable, as
+    /// if each were `fsync`ed (Linux; writeback errors are reported since 5.8). Recorded and
+    /// faulted as an `fsync` of `fd`'s path. Returns false where the system has no such call:
+    /// the caller then syncs each file.
+    func syncFileSystem(_ fd: FileDescriptor) throws -> Bool {
+        let f = try enter(.fsync, fd.path)
+        guard performsSync else { return true }
+        SyncCallCount.add()
+        let r = try retrying("syncfs", fd.path, injected: f, ignoring: [ENOSYS]) { lnote_sync_file_system(fd.raw) }
+        return r != -1
+    }
+
     /// Starts writing `count` bytes at `offset` back to the device without waiting (Linux
     /// `sync_file_range(SYNC_FILE_RANGE_WRITE)`; nothing elsewhere), so that a later
     /// `fdatasync` has less left to write. Makes nothing durable. A file system or kernel

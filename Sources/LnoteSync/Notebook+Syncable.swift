@@ -69,6 +69,7 @@ extension Notebook: SyncableNotebook {
         }
         let created = new.isEmpty ? [:] : try await createReceived(new.values.sorted { $0.id < $1.id })
         out.appended = created.values.reduce(0, +)
+        out.created = Set(created.keys)
         for l in logs.sorted(by: { $0.log < $1.log }) where !l.ops.isEmpty && created[l.log.document] == nil {
             let label: String? = recordForks ? remote : nil
             do {

@@ -491,6 +491,14 @@ public struct SyncSession: Sendable {
         }
         tell(.applying, report)
         let receipt = try await notebook.receive(checked: checked, remote: remote.key, recordForks: false)
+        run.createdHashes = [:]
+        for l in checked where receipt.created.contains(l.log.document) {
+            var byReplica: [ReplicaID: [UInt64: [UInt8]]] = [:]
+            for op in l.ops where byReplica[op.id.replica]?[op.id.counter] == nil {
+                byReplica[op.id.replica, default: [:]][op.id.counter] = Array(ContentHash.of(op).prefix(16))
+            }
+            run.createdHashes[l.log] = byReplica
+        }
         report.opsApplied += receipt.appended
         report.opsHealed += receipt.healed
         report.quarantined += receipt.quarantined

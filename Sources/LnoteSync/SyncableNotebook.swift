@@ -101,6 +101,9 @@ public struct Receipt: Sendable {
     public var forks: [(log: LogRef, fork: ReceivedFork)] = []
     /// Operations the merge refused: kept in the quarantine, not applied ([SYNC-60]).
     public var quarantined: [QuarantineEntry] = []
+    /// Documents this receipt created whole, each of whose logs holds exactly the operations
+    /// received for it, in the order received ([PKG-96]).
+    public var created: Set<DocumentID> = []
     public init() {}
 }
 
