@@ -142,6 +142,29 @@ extension Notebook {
         return try await withDocument(docID) { try await $0.framesForPeer(page: page, notCoveredBy: clock) }
     }
 
+    /// `frames(document:page:notCoveredBy:)` for several logs of one document, opened once
+    /// for all of them. In the order given.
+    public func frames(document docID: DocumentID, logs: [(page: PageID?, clock: VectorClock)]) async throws -> [[Frame]] {
+        guard try documentIDs().contains(docID) else { return logs.map { _ in [] } }
+        return try await withDocument(docID) { d in
+            var out: [[Frame]] = []
+            for l in logs { out.append(try await d.frames(page: l.page, notCoveredBy: l.clock)) }
+            return out
+        }
+    }
+
+    /// `framesForPeer` for several logs of one document, opened once for all of them (a first
+    /// contact asks for every log of every document: one opening per log would sync the
+    /// document log again at each, [PKG-44]). In the order given.
+    public func framesForPeer(document docID: DocumentID, logs: [(page: PageID?, clock: VectorClock)]) async throws -> [PeerFrames] {
+        guard try documentIDs().contains(docID) else { return logs.map { _ in .frames([]) } }
+        return try await withDocument(docID) { d in
+            var out: [PeerFrames] = []
+            for l in logs { out.append(try await d.framesForPeer(page: l.page, notCoveredBy: l.clock)) }
+            return out
+        }
+    }
+
     /// Appends and applies received operations to one log, creating the document package
     /// when it does not exist ([PKG-45]). Returns what `Document.receive` did.
     ///

@@ -21,6 +21,47 @@ extension Notebook: SyncableNotebook {
         }
     }
 
+    /// Each document opened once for all its logs asked for.
+    public func frames(in logs: [(log: LogRef, clock: VectorClock)]) async throws -> [[Frame]] {
+        var out: [[Frame]] = []
+        for group in Self.byDocument(logs) {
+            out += try await frames(document: group[0].log.document, logs: group.map { (page: $0.log.page, clock: $0.clock) })
+        }
+        return out
+    }
+
+    /// Runs of consecutive logs of one document.
+    static func byDocument(_ logs: [(log: LogRef, clock: VectorClock)]) -> [[(log: LogRef, clock: VectorClock)]] {
+        var out: [[(log: LogRef, clock: VectorClock)]] = []
+        for l in logs {
+            if out.last?.last?.log.document == l.log.document { out[out.count - 1].append(l) } else { out.append([l]) }
+        }
+        return out
+    }
+
+    /// Each document opened once for all its logs asked for.
+    public func framesForPeer(in logs: [(log: LogRef, clock: VectorClock)]) async throws -> [[Frame]] {
+        var out: [[Frame]] = []
+        var i = 0
+        while i < logs.count {
+            let doc = logs[i].log.document
+            var j = i
+            while j < logs.count && logs[j].log.document == doc { j += 1 }
+            let group = Array(logs[i..<j])
+            let answers = try await framesForPeer(document: doc, logs: group.map { (page: $0.log.page, clock: $0.clock) })
+            for (l, a) in zip(group, answers) {
+                switch a {
+                case .frames(let frames):
+                    out.append(frames)
+                case .historyNotHeld(let gap):
+                    throw SyncRefusal(.historyNotHeld(log: l.log, operation: gap.missing), message: gap.description, path: gap.path)
+                }
+            }
+            i = j
+        }
+        return out
+    }
+
     /// Receives each document's log before its pages' logs, so that pages exist (their
     /// `addPage` applied) before their operations arrive.
     public func receive(_ batches: [LogBatch]) async throws -> Int {

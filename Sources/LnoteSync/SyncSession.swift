@@ -395,14 +395,15 @@ public struct SyncSession: Sendable {
 
     /// Operations in local logs that the remote is not known to hold.
     private func pendingPush(_ state: RemoteState) async throws -> [LogBatch] {
-        var out: [LogBatch] = []
+        var wanted: [(log: LogRef, clock: VectorClock)] = []
         for lc in try await notebook.logClocks() {
             let known = state.known[lc.log] ?? VectorClock()
-            guard !known.covers(lc.clock) else { continue }
-            let frames = try await notebook.frames(in: lc.log, notCoveredBy: known)
-            if !frames.isEmpty { out.append(LogBatch(log: lc.log, frames: frames)) }
+            if !known.covers(lc.clock) { wanted.append((lc.log, known)) }
         }
-        return out
+        // Asked together: the notebook reads the logs of each document in one opening.
+        return zip(wanted, try await notebook.frames(in: wanted)).compactMap { w, frames in
+            frames.isEmpty ? nil : LogBatch(log: w.log, frames: frames)
+        }
     }
 
     /// Sends the assets referenced by pushed operations that the remote lacks.
