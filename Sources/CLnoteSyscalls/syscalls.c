@@ -19,6 +19,16 @@ int lnote_start_writeback(int fd, int64_t offset, int64_t count) {
 #endif
 }
 
+int lnote_sync_file_system(int fd) {
+#if defined(__linux__)
+    return syncfs(fd);
+#else
+    (void)fd;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
 static volatile int lnote_signal_fd = -1;
 
 static void lnote_signal_handler(int sig) {

@@ -1,6 +1,7 @@
 import Foundation
 import LnoteModel
 import LnoteReplication
+import LnoteRender
 
 extension Document {
     /// Creates a package atomically ([PKG-2]): everything is written and synced inside a
@@ -103,5 +104,118 @@ extension PackagePaths {
     init(folder: String, id: DocumentID, root: String) {
         self.id = id
         self.root = root
+    }
+}
+
+/// The logs of a document this folder does not hold yet, as a sync received them: created
+/// together with others in one batch (`Notebook.createReceived`, [PKG-96]).
+public struct ReceivedDocument: Sendable {
+    public var id: DocumentID
+    /// The document log's operations.
+    public var documentOps: [Op]
+    /// Each page log's operations.
+    public var pages: [PageID: [Op]]
+
+    public init(id: DocumentID, documentOps: [Op], pages: [PageID: [Op]]) {
+        self.id = id
+        self.documentOps = documentOps
+        self.pages = pages
+    }
+
+    /// Operations in all its logs.
+    public var operationCount: Int { pages.values.reduce(documentOps.count) { $0 + $1.count } }
+}
+
+/// A received document checked and encoded, ready to be staged: every file of its package.
+struct PreparedPackage {
+    var id: DocumentID
+    var operationCount: Int
+    var documentLog: [UInt8]
+    var documentFile: [UInt8]
+    var state: DocumentState
+    /// What each log holds and applied: the clocks `Notebook.logClocks` would read back
+    /// (nil key: the document log), cached once the package is in place ([PKG-64]).
+    var clocks: [PageID?: VectorClock]
+    /// Per page: its log, and its snapshot (and thumbnail) when the document knows the page.
+    var pages: [(page: PageID, log: [UInt8], snapshot: [UInt8]?, thumbnail: [UInt8]?)]
+}
+
+extension Document {
+    /// Checks a received document's operations with the merge's validator (the document's
+    /// and each page's replica, as `receive` does) and encodes its package: `document.log`
+    /// and each page log hold exactly the operations received, in the order received;
+    /// `document.json` and each known page's snapshot cover their log up to the first
+    /// operation still waiting for its dependencies ([PKG-41]); thumbnails are rendered from
+    /// the snapshots ([PKG-17]).
+    ///
+    /// Returns nil when the document must take the one-log-at-a-time path (`receive`), which
+    /// reports and quarantines what it refuses: an operation the validator refuses, an id
+    /// twice in a log (a duplicate or a fork, [PKG-58]), or an image (its asset is staged
+    /// apart, [SYNC-10], and moved into the package by `receive`).
+    static func prepareReceived(_ r: ReceivedDocument) -> PreparedPackage? {
+        for ops in [r.documentOps] + Array(r.pages.values) {
+            guard Set(ops.lazy.map(\.id)).count == ops.count else { return nil }
+            guard !ops.contains(where: { if case .add(.image, _) = $0.body { true } else { false } }) else { return nil }
+        }
+        guard r.documentOps.allSatisfy({ !$0.body.isPageOperation }),
+              r.pages.values.allSatisfy({ $0.allSatisfy(\.body.isPageOperation) }) else { return nil }
+        var d = DocumentReplica(id: r.id)
+        do { try d.receive(r.documentOps) } catch { return nil }
+        let header = LogHeader(kind: .document, owner: r.id.uuid)
+        let (log, covered) = encodeLog(header, r.documentOps, waiting: { !d.clock.covers($0) })
+        let file = DocumentFile(state: d.state, coveredOffset: covered, incarnation: header.incarnation, assets: [:])
+        guard let docBytes = try? StoreJSON.encode(file) else { return nil }
+        var pages: [(PageID, [UInt8], [UInt8]?, [UInt8]?)] = []
+        var clocks: [PageID?: VectorClock] = [nil: d.clock]
+        for (pid, ops) in r.pages.sorted(by: { $0.key < $1.key }) {
+            var replica = PageReplica(page: pid)
+            do { _ = try replica.receive(ops) } catch { return nil }
+            clocks[pid] = replica.clock
+            let header = LogHeader(kind: .page, owner: pid.uuid)
+            let (log, covered) = encodeLog(header, ops, waiting: { !replica.clock.covers($0) })
+            guard let record = d.state.pages.first(where: { $0.id == pid }) else {
+                pages.append((pid, log, nil, nil))
+                continue
+            }
+            let state = replica.state
+            let snapshot = PageSnapshot.encode(state, coveredLogOffset: covered, logIncarnation: header.incarnation)
+            let png = ThumbnailRenderer.render(state, canvas: record.canvas.value, maxSide: Document.thumbnailSide).png()
+            pages.append((pid, log, snapshot, png))
+        }
+        return PreparedPackage(id: r.id, operationCount: r.operationCount, documentLog: log, documentFile: docBytes,
+                               state: d.state, clocks: clocks, pages: pages.map { (page: $0.0, log: $0.1, snapshot: $0.2, thumbnail: $0.3) })
+    }
+
+    /// A log's bytes, header then frames, and the offset up to which a snapshot may cover
+    /// it: the first frame whose operation is waiting, else the end ([PKG-41]).
+    private static func encodeLog(_ header: LogHeader, _ ops: [Op], waiting: (OpID) -> Bool) -> ([UInt8], UInt64) {
+        var w = ByteWriter()
+        w.append(header.encoded)
+        var firstWaiting: Int?
+        for op in ops {
+            if firstWaiting == nil && waiting(op.id) { firstWaiting = w.count }
+            OperationCodec.frame(op).encode(into: &w)
+        }
+        return (w.bytes, UInt64(firstWaiting ?? w.count))
+    }
+
+    /// Writes a prepared package's files into its staged directory `staged.root` through
+    /// `batch` (no file is synced here: `batch.sync()` does), and queues its rename to `final`.
+    static func stage(_ p: PreparedPackage, at staged: PackagePaths, final: String, batch: DurableBatch) throws {
+        try batch.makeDirectory(staged.pages)
+        // Empty: its entry is made durable by the staged root's sync.
+        try batch.io.mkdir(staged.assets)
+        try batch.makeDirectory(staged.thumbnails)
+        try batch.write(staged.documentLog, p.documentLog)
+        for page in p.pages {
+            try batch.write(staged.log(page.page), page.log)
+            if let s = page.snapshot { try batch.write(staged.content(page.page), s) }
+            if let t = page.thumbnail { try batch.write("\(staged.thumbnails)/\(page.page).png", t) }
+        }
+        try batch.write(staged.document, p.documentFile)
+        // After the snapshots, which the manifest counts ([PKG-13]).
+        let manifest = try ManifestFile.expected(paths: staged, documentBytes: p.documentFile, state: p.state, io: batch.io)
+        try batch.write(staged.manifest, try StoreJSON.encode(manifest))
+        batch.rename(staged.root, to: final)
     }
 }

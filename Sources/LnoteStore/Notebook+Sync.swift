@@ -142,6 +142,29 @@ extension Notebook {
         return try await withDocument(docID) { try await $0.framesForPeer(page: page, notCoveredBy: clock) }
     }
 
+    /// `frames(document:page:notCoveredBy:)` for several logs of one document, opened once
+    /// for all of them. In the order given.
+    public func frames(document docID: DocumentID, logs: [(page: PageID?, clock: VectorClock)]) async throws -> [[Frame]] {
+        guard try documentIDs().contains(docID) else { return logs.map { _ in [] } }
+        return try await withDocument(docID) { d in
+            var out: [[Frame]] = []
+            for l in logs { out.append(try await d.frames(page: l.page, notCoveredBy: l.clock)) }
+            return out
+        }
+    }
+
+    /// `framesForPeer` for several logs of one document, opened once for all of them (a first
+    /// contact asks for every log of every document: one opening per log would sync the
+    /// document log again at each, [PKG-44]). In the order given.
+    public func framesForPeer(document docID: DocumentID, logs: [(page: PageID?, clock: VectorClock)]) async throws -> [PeerFrames] {
+        guard try documentIDs().contains(docID) else { return logs.map { _ in .frames([]) } }
+        return try await withDocument(docID) { d in
+            var out: [PeerFrames] = []
+            for l in logs { out.append(try await d.framesForPeer(page: l.page, notCoveredBy: l.clock)) }
+            return out
+        }
+    }
+
     /// Appends and applies received operations to one log, creating the document package
     /// when it does not exist ([PKG-45]). Returns what `Document.receive` did.
     ///
@@ -199,6 +222,94 @@ extension Notebook {
                 for f in outcome.forks { try quarantineFork(f, document: docID, page: page, remote: remote) }
             }
             return outcome
+        }
+    }
+
+    /// Creates the documents of `docs` that this folder does not hold, all made durable
+    /// together ([PKG-96]): each package is staged whole in its own temporary directory
+    /// (created, with its lock file held, under the notebook lock as in [PKG-90]), every file
+    /// of every staged package is written, then synced, then the staged directories, and only
+    /// then are the packages renamed into place and the folder synced once. A first sync of a
+    /// notebook then costs about one journal commit per batch instead of several per file.
+    ///
+    /// Documents left out go through `receive`, one log at a time: those held already (or
+    /// created meanwhile by another process, whose package is kept), and those
+    /// `Document.prepareReceived` leaves out (an operation the validator refuses, an id twice,
+    /// an image).
+    ///
+    /// - Returns: per document created, the operations its logs received; they are durable
+    ///   when this returns.
+    public func createReceived(_ docs: [ReceivedDocument]) async throws -> [DocumentID: Int] {
+        let held = Set(try documentIDs())
+        let prepared = docs.filter { !held.contains($0.id) }.compactMap(Document.prepareReceived)
+        var created: [DocumentID: Int] = [:]
+        var start = 0
+        while start < prepared.count {
+            // A bounded number of staged packages (and of their lock files held open) at once.
+            let chunk = Array(prepared[start..<min(prepared.count, start + DurableBatch.maxPackages)])
+            start += chunk.count
+            for p in chunk { origins.registerCreated(p.id, origin: .merge) }
+            let published = try Notebook.createBatch(chunk, folder: path, io: io, notebookLock: notebookLock)
+            for id in published {
+                created[id] = chunk.first { $0.id == id }!.operationCount
+                pokeFollowing(id)
+            }
+            try cacheClocks(of: chunk.filter { published.contains($0.id) })
+        }
+        return created
+    }
+
+    /// Records the clocks of packages just created in the clock cache ([PKG-64]), with the
+    /// identities of the files they were computed from, so the sync's next `logClocks` (what
+    /// to push) does not open every new document to read back what it just wrote. A cache:
+    /// an entry whose files changed since is ignored, and a failure to write it costs only time.
+    private func cacheClocks(of packages: [PreparedPackage]) throws {
+        guard !packages.isEmpty else { return }
+        var cache = loadClockCache()
+        for p in packages {
+            let paths = PackagePaths(folder: path, id: p.id)
+            for (page, clock) in p.clocks {
+                let files = try fileIdentity(Notebook.clockFiles(paths, page: page))
+                cache.entries[ClockCache.Key(document: p.id, page: page)] = ClockCache.Entry(files: files, clock: clock)
+            }
+        }
+        saveClockCache(cache)
+    }
+
+    /// Stages, syncs and publishes one batch of packages ([PKG-96]). Returns those published.
+    private static func createBatch(_ chunk: [PreparedPackage], folder path: String, io: Syscalls,
+                                    notebookLock: FileLock) throws -> [DocumentID] {
+        let batch = DurableBatch(io: io)
+        var locks: [FileLock.Held] = []
+        var staged: [(id: DocumentID, paths: PackagePaths, final: String)] = []
+        defer { for l in locks { l.release() } }
+        do {
+            try notebookLock.withLock {
+                for p in chunk {
+                    let final = PackagePaths(folder: path, id: p.id).root
+                    guard try io.stat(final) == nil else { continue }
+                    let tmp = DurableFile.join(path, DurableFile.temporaryName(for: "\(p.id)\(PackagePaths.suffix)"))
+                    let paths = PackagePaths(folder: path, id: p.id, root: tmp)
+                    try io.mkdir(tmp)
+                    staged.append((p.id, paths, final))
+                    batch.addDirectory(tmp)
+                    guard let l = try FileLock(path: paths.lock, io: io, timeout: notebookLock.timeout).tryAcquire() else {
+                        throw LnoteError(.invalidState, "a new package's lock is held", path: paths.lock)
+                    }
+                    locks.append(l)
+                }
+            }
+            for (p, s) in zip(chunk.filter { id in staged.contains { $0.id == id.id } }, staged) {
+                try Document.stage(p, at: s.paths, final: s.final, batch: batch)
+            }
+            try batch.sync(folder: path)
+            let (done, refused) = try batch.publish()
+            // Created meanwhile by another process: its package stays, the logs go to `receive`.
+            for r in refused { try? io.removeTree(r.from) }
+            return staged.filter { s in done.contains { $0.to == s.final } }.map(\.id)
+        } catch {
+            for s in staged where (try? io.stat(s.paths.root)) != nil { try? io.removeTree(s.paths.root) }
+            throw error
         }
     }
 

@@ -21,6 +21,47 @@ extension Notebook: SyncableNotebook {
         }
     }
 
+    /// Each document opened once for all its logs asked for.
+    public func frames(in logs: [(log: LogRef, clock: VectorClock)]) async throws -> [[Frame]] {
+        var out: [[Frame]] = []
+        for group in Self.byDocument(logs) {
+            out += try await frames(document: group[0].log.document, logs: group.map { (page: $0.log.page, clock: $0.clock) })
+        }
+        return out
+    }
+
+    /// Runs of consecutive logs of one document.
+    static func byDocument(_ logs: [(log: LogRef, clock: VectorClock)]) -> [[(log: LogRef, clock: VectorClock)]] {
+        var out: [[(log: LogRef, clock: VectorClock)]] = []
+        for l in logs {
+            if out.last?.last?.log.document == l.log.document { out[out.count - 1].append(l) } else { out.append([l]) }
+        }
+        return out
+    }
+
+    /// Each document opened once for all its logs asked for.
+    public func framesForPeer(in logs: [(log: LogRef, clock: VectorClock)]) async throws -> [[Frame]] {
+        var out: [[Frame]] = []
+        var i = 0
+        while i < logs.count {
+            let doc = logs[i].log.document
+            var j = i
+            while j < logs.count && logs[j].log.document == doc { j += 1 }
+            let group = Array(logs[i..<j])
+            let answers = try await framesForPeer(document: doc, logs: group.map { (page: $0.log.page, clock: $0.clock) })
+            for (l, a) in zip(group, answers) {
+                switch a {
+                case .frames(let frames):
+                    out.append(frames)
+                case .historyNotHeld(let gap):
+                    throw SyncRefusal(.historyNotHeld(log: l.log, operation: gap.missing), message: gap.description, path: gap.path)
+                }
+            }
+            i = j
+        }
+        return out
+    }
+
     /// Receives each document's log before its pages' logs, so that pages exist (their
     /// `addPage` applied) before their operations arrive.
     public func receive(_ batches: [LogBatch]) async throws -> Int {
@@ -55,9 +96,22 @@ extension Notebook: SyncableNotebook {
     /// in the quarantine ([SYNC-60]) and the rest stored. With `recordForks` (a server
     /// receiving a push), forks are kept in the quarantine too ([PKG-48]); a client decides
     /// about them itself.
+    ///
+    /// Documents this folder does not hold yet (a first sync, a push into an empty folder)
+    /// are created together, their packages made durable as one batch ([PKG-96]).
     public func receive(checked logs: [CheckedLog], remote: String, recordForks: Bool) async throws -> Receipt {
         var out = Receipt()
-        for l in logs.sorted(by: { $0.log < $1.log }) where !l.ops.isEmpty {
+        let held = Set(try documentIDs())
+        var new: [DocumentID: ReceivedDocument] = [:]
+        for l in logs where !held.contains(l.log.document) && !l.ops.isEmpty {
+            var r = new[l.log.document] ?? ReceivedDocument(id: l.log.document, documentOps: [], pages: [:])
+            if let p = l.log.page { r.pages[p, default: []] += l.ops } else { r.documentOps += l.ops }
+            new[l.log.document] = r
+        }
+        let created = new.isEmpty ? [:] : try await createReceived(new.values.sorted { $0.id < $1.id })
+        out.appended = created.values.reduce(0, +)
+        out.created = Set(created.keys)
+        for l in logs.sorted(by: { $0.log < $1.log }) where !l.ops.isEmpty && created[l.log.document] == nil {
             let label: String? = recordForks ? remote : nil
             do {
                 out.add(try await receive(l.ops, document: l.log.document, page: l.log.page, remote: label), log: l.log)

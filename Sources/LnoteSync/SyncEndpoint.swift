@@ -93,10 +93,12 @@ public actor NotebookEndpoint: SyncEndpoint {
         var pull: [LogBatch] = []
         if let have = request.have {
             let theirs = Dictionary(have.map { ($0.log, $0.clock) }, uniquingKeysWith: { $0.merged($1) })
-            for log in current.keys.sorted() where !(theirs[log]?.covers(current[log]!) ?? current[log]!.isEmpty) {
-                if let b = try await batch(log, notCoveredBy: theirs[log] ?? VectorClock(), skipping: pushed[log]) {
-                    pull.append(b)
-                }
+            // Asked together: the notebook reads the logs of each document in one opening.
+            let wanted = current.keys.sorted().filter { !(theirs[$0]?.covers(current[$0]!) ?? current[$0]!.isEmpty) }
+            let answers = try await notebook.framesForPeer(in: wanted.map { (log: $0, clock: theirs[$0] ?? VectorClock()) })
+            for (log, found) in zip(wanted, answers) {
+                let frames = found.filter { !(pushed[log]?.contains($0) ?? false) }
+                if !frames.isEmpty { pull.append(LogBatch(log: log, frames: frames)) }
             }
             let clocks = current.keys.sorted().map { LogClock(log: $0, clock: current[$0]!) }
             // [SYNC-52] Digests answer digests: ours, at the clocks just answered.

@@ -23,6 +23,10 @@ struct SyncRun {
     var remakes: [ForkRemoval] = []
     var needsComparison = false
     var resyncs = 0
+    /// Per replica and counter, the content hashes (16 bytes) of the operations received into
+    /// logs of documents the last receipt created ([PKG-96]): such a log holds exactly them,
+    /// so the digest check reads them from here rather than opening every new document.
+    var createdHashes: [LogRef: [ReplicaID: [UInt64: [UInt8]]]] = [:]
 }
 
 /// A fork as found, before it is reported and handled.
@@ -78,7 +82,20 @@ extension SyncSession {
                 }
                 // Counters differ: this side's chain at the remote's counter, when it holds that far.
                 guard (m?.counter ?? 0) > e.counter || touched.contains(d.log) else { continue }
-                let hashes = try await notebook.contentHashes(in: d.log, replica: e.replica, from: 1, to: e.counter)
+                let hashes: [[UInt8]]
+                if let created = run.createdHashes[d.log] {
+                    // What `contentHashes` would read back from the log the receipt created.
+                    let byCounter = created[e.replica] ?? [:]
+                    var c: UInt64 = 1
+                    var list: [[UInt8]] = []
+                    while c <= e.counter, let h = byCounter[c] {
+                        list.append(h)
+                        c += 1
+                    }
+                    hashes = list
+                } else {
+                    hashes = try await notebook.contentHashes(in: d.log, replica: e.replica, from: 1, to: e.counter)
+                }
                 guard UInt64(hashes.count) == e.counter else { continue }  // e.counter is the remote's: never Int(...)
                 let chain = hashes.reduce(ContentHash.emptyChain) { ContentHash.chain($0, $1) }
                 if chain != e.digest { run.askRanges.append(HashRange(log: d.log, replica: e.replica, from: 1, to: e.counter)) }

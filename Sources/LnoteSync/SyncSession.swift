@@ -395,14 +395,15 @@ public struct SyncSession: Sendable {
 
     /// Operations in local logs that the remote is not known to hold.
     private func pendingPush(_ state: RemoteState) async throws -> [LogBatch] {
-        var out: [LogBatch] = []
+        var wanted: [(log: LogRef, clock: VectorClock)] = []
         for lc in try await notebook.logClocks() {
             let known = state.known[lc.log] ?? VectorClock()
-            guard !known.covers(lc.clock) else { continue }
-            let frames = try await notebook.frames(in: lc.log, notCoveredBy: known)
-            if !frames.isEmpty { out.append(LogBatch(log: lc.log, frames: frames)) }
+            if !known.covers(lc.clock) { wanted.append((lc.log, known)) }
         }
-        return out
+        // Asked together: the notebook reads the logs of each document in one opening.
+        return zip(wanted, try await notebook.frames(in: wanted)).compactMap { w, frames in
+            frames.isEmpty ? nil : LogBatch(log: w.log, frames: frames)
+        }
     }
 
     /// Sends the assets referenced by pushed operations that the remote lacks.
@@ -491,6 +492,14 @@ public struct SyncSession: Sendable {
         }
         tell(.applying, report)
         let receipt = try await notebook.receive(checked: checked, remote: remote.key, recordForks: false)
+        run.createdHashes = [:]
+        for l in checked where receipt.created.contains(l.log.document) {
+            var byReplica: [ReplicaID: [UInt64: [UInt8]]] = [:]
+            for op in l.ops where byReplica[op.id.replica]?[op.id.counter] == nil {
+                byReplica[op.id.replica, default: [:]][op.id.counter] = Array(ContentHash.of(op).prefix(16))
+            }
+            run.createdHashes[l.log] = byReplica
+        }
         report.opsApplied += receipt.appended
         report.opsHealed += receipt.healed
         report.quarantined += receipt.quarantined

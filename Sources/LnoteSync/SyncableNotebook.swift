@@ -18,10 +18,16 @@ public protocol SyncableNotebook: Sendable {
     /// Operations held in `log` (applied or waiting) whose ids `clock` does not cover, as
     /// frames in the order the log holds them.
     func frames(in log: LogRef, notCoveredBy clock: VectorClock) async throws -> [Frame]
+    /// `frames(in:notCoveredBy:)` for several logs, in the order given (a storage may read
+    /// the logs of one document together).
+    func frames(in logs: [(log: LogRef, clock: VectorClock)]) async throws -> [[Frame]]
     /// `frames(in:notCoveredBy:)` for serving a peer: a storage that cannot give every
     /// operation `clock` lacks (a page installed from a checkpoint) throws `SyncRefusal`
     /// (`historyNotHeld`, [SYNC-43]) rather than an error the peer could not tell apart.
     func framesForPeer(in log: LogRef, notCoveredBy clock: VectorClock) async throws -> [Frame]
+    /// `framesForPeer(in:notCoveredBy:)` for several logs, in the order given (a storage may
+    /// read the logs of one document together).
+    func framesForPeer(in logs: [(log: LogRef, clock: VectorClock)]) async throws -> [[Frame]]
     /// Appends and applies received operations (those already held are skipped). Returns
     /// how many were new. Documents and pages that did not exist are created.
     func receive(_ batches: [LogBatch]) async throws -> Int
@@ -101,6 +107,9 @@ public struct Receipt: Sendable {
     public var forks: [(log: LogRef, fork: ReceivedFork)] = []
     /// Operations the merge refused: kept in the quarantine, not applied ([SYNC-60]).
     public var quarantined: [QuarantineEntry] = []
+    /// Documents this receipt created whole, each of whose logs holds exactly the operations
+    /// received for it, in the order received ([PKG-96]).
+    public var created: Set<DocumentID> = []
     public init() {}
 }
 
@@ -113,6 +122,16 @@ extension SyncableNotebook {
 
     public func framesForPeer(in log: LogRef, notCoveredBy clock: VectorClock) async throws -> [Frame] {
         try await frames(in: log, notCoveredBy: clock)
+    }
+    public func frames(in logs: [(log: LogRef, clock: VectorClock)]) async throws -> [[Frame]] {
+        var out: [[Frame]] = []
+        for l in logs { out.append(try await frames(in: l.log, notCoveredBy: l.clock)) }
+        return out
+    }
+    public func framesForPeer(in logs: [(log: LogRef, clock: VectorClock)]) async throws -> [[Frame]] {
+        var out: [[Frame]] = []
+        for l in logs { out.append(try await framesForPeer(in: l.log, notCoveredBy: l.clock)) }
+        return out
     }
     public func holdsNoDocuments() async throws -> Bool { false }
     public func installCheckpoint(document: DocumentID, pages: [PageState], assets: [[UInt8]]) async throws {

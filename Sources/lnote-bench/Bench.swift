@@ -15,6 +15,7 @@ final class Bench {
         1: "density", 2: "SQLite case", 3: "append to a big page", 4: "open a page", 5: "save one page",
         6: "merge", 7: "sync over HTTP", 8: "library listing", 9: "peak memory of opening a page",
         10: "live sync: long polls and watchers", 11: "concurrent appends from two processes",
+        12: "first sync of a new folder",
     ]
 
     init(_ options: BenchOptions) throws {
@@ -38,6 +39,7 @@ final class Bench {
         case 9: try await caseMemory()
         case 10: try await caseLive()
         case 11: try await caseConcurrent()
+        case 12: try await caseFirstSync()
         default: break
         }
     }

@@ -10,30 +10,40 @@ import LnoteModel
 /// printed as `\n`. Text of the program's own with several lines (help) goes through
 /// `outLines`/`errLines`. `raw` is for JSON, whose encoder escapes control characters.
 struct Console: Sendable {
+    /// Standard output's buffer (`StandardOutput`): flushed before anything goes to stderr
+    /// and when the command ends.
+    var stdout: StandardOutput { .shared }
     /// One line on stdout, every control character in it escaped.
-    func out(_ s: String) { FileHandle.standardOutput.write(Data((PrintableText.escaped(s) + "\n").utf8)) }
+    func out(_ s: String) { stdout.write(PrintableText.escaped(s) + "\n") }
     /// One line on stderr, every control character in it escaped.
-    func err(_ s: String) { FileHandle.standardError.write(Data((PrintableText.escaped(s) + "\n").utf8)) }
+    func err(_ s: String) { toStderr(PrintableText.escaped(s) + "\n") }
     /// Lines of the program's own text (help, usage) on stdout: split at its newlines, each
     /// line escaped like `out`.
-    func outLines(_ s: String) { FileHandle.standardOutput.write(Data((Self.lines(s) + "\n").utf8)) }
+    func outLines(_ s: String) { stdout.write(Self.lines(s) + "\n") }
     /// `outLines` on stderr.
-    func errLines(_ s: String) { FileHandle.standardError.write(Data((Self.lines(s) + "\n").utf8)) }
+    func errLines(_ s: String) { toStderr(Self.lines(s) + "\n") }
     static func lines(_ s: String) -> String {
         s.split(separator: "\n", omittingEmptySubsequences: false).map { PrintableText.escaped(String($0)) }.joined(separator: "\n")
     }
     /// Writes `s` to stdout as is: JSON only (canonical JSON already ends with its newline).
-    func raw(_ s: String) { FileHandle.standardOutput.write(Data(s.utf8)) }
+    func raw(_ s: String) { stdout.write(s) }
+    /// Writes out what stdout holds.
+    func flush() { stdout.flush() }
     /// True when stderr is a terminal (progress lines are drawn only then).
     var isTerminal: Bool { isatty(2) == 1 }
     /// Rewrites the current terminal line (progress).
     func progress(_ s: String) {
         guard isTerminal else { return }
-        FileHandle.standardError.write(Data("\r\u{1B}[K\(PrintableText.escaped(s))".utf8))
+        toStderr("\r\u{1B}[K\(PrintableText.escaped(s))")
     }
     func endProgress() {
         guard isTerminal else { return }
-        FileHandle.standardError.write(Data("\r\u{1B}[K".utf8))
+        toStderr("\r\u{1B}[K")
+    }
+    /// Stderr is not buffered; stdout's lines made before go out first.
+    private func toStderr(_ s: String) {
+        stdout.flush()
+        FileHandle.standardError.write(Data(s.utf8))
     }
 }
 

@@ -23,6 +23,8 @@ struct LnoteCLI {
 
     static func run(_ args: [String]) async -> Int32 {
         let console = Console()
+        // Every way out (a result, a usage error, a failure) writes out what stdout holds.
+        defer { console.flush() }
         if args.isEmpty || args == ["--help"] || args == ["-h"] || args == ["help"] {
             // Asked for: stdout, exit 0. Nothing given: a usage error (stderr, exit 2).
             if args.isEmpty { console.errLines(usage()); return Exit.usage }

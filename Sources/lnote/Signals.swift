@@ -16,6 +16,8 @@ final class Signals: Sendable {
     private let fired = Mutex<(signal: Int32?, waiter: CheckedContinuation<Int32, Never>?)>((nil, nil))
 
     static func trap() -> Signals {
+        // A command that waits for a signal runs for long: its lines go out as they are made.
+        StandardOutput.shared.flushEachLine()
         let s = Signals()
         var fds: [Int32] = [0, 0]
         guard pipe(&fds) == 0, lnote_trap_signals(fds[1]) == 0 else {

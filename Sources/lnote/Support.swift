@@ -159,10 +159,13 @@ enum Units {
                    height: try positive(args, "height") ?? CanvasSize.a4.height)
     }
 
-    /// Tenths of a point as points, e.g. `12.3`.
+    /// Tenths of a point as points, e.g. `12.3`, `-0.5`, `7` (what `%.1f`, or `%.0f` for a
+    /// whole number, prints of `Quantization.points(q)`), from the integer: `show --points`
+    /// prints four of these per point, and `String(format:)` was half of its time.
     static func pt(_ q: Int32) -> String {
-        let v = Quantization.points(q)
-        return v == v.rounded() ? String(format: "%.0f", v) : String(format: "%.1f", v)
+        let a = abs(Int64(q))
+        let whole = (q < 0 ? "-" : "") + String(a / 10)
+        return a % 10 == 0 ? whole : whole + "." + String(a % 10)
     }
 }
 

@@ -10,6 +10,11 @@
 // nothing durable. Returns 0, or -1 with errno set.
 int lnote_start_writeback(int fd, int64_t offset, int64_t count);
 
+// Makes every file and directory of the file system holding fd durable: syncfs(2) on Linux
+// (which reports writeback errors since 5.8). Elsewhere returns -1 with errno ENOSYS: the
+// caller syncs each file instead. Returns 0, or -1 with errno set.
+int lnote_sync_file_system(int fd);
+
 // Installs a handler for SIGINT and SIGTERM that writes the signal's number, one byte, to
 // fd (the write end of a pipe), and nothing else: async-signal-safe, and in place when it
 // returns, so no signal that arrives afterwards is lost. Returns 0, or -1 with errno set.

@@ -1,0 +1,46 @@
+import Foundation
+import Testing
+import LnoteModel
+import LnoteStore
+
+/// `lnote`'s standard output is buffered (one `write(2)` per 64 KiB, flushed at exit and before
+/// anything goes to stderr): output many times the buffer's size comes out whole and in order.
+@Suite struct BufferedOutputTests {
+    /// A page of `strokes` generated strokes, made through the library; its document id, page
+    /// id and state.
+    static func page(_ sb: Sandbox, strokes: Int, seed: UInt64) async throws -> (doc: String, page: String, state: PageState) {
+        var o = StoreOptions()
+        o.autosave = false
+        let nb = try await Notebook.open(at: sb.sub("nb"), create: true, options: o)
+        let d = try await nb.createDocument(title: "many points")
+        let p = await d.pageList[0].id
+        var gen = HandwritingGenerator(seed: seed)
+        _ = try await d.addStrokes(gen.strokes(strokes), to: p)
+        let state = try await d.pageState(p)
+        try await nb.close()
+        return (d.id.description, p.description, state)
+    }
+
+    @Test func showPointsOfALargePagePrintsEveryPointOnceInOrder() async throws {
+        let seed = UInt64.random(in: 0...UInt64(UInt32.max))
+        let sb = try Sandbox("buffered")
+        defer { sb.remove() }
+        let (doc, page, state) = try await Self.page(sb, strokes: 400, seed: seed)
+        let r = try await sb.run("show", "nb", doc, page, "--points")
+        #expect(r.code == 0, "\(r) (seed \(seed))")
+        #expect(r.out.utf8.count > 4 * 64 * 1024, "the output spans several buffers (seed \(seed))")
+        #expect(r.out.hasSuffix("\n"), "the last line is written whole at exit (seed \(seed))")
+        // Every point line, in element order: the same count, and each stroke's points in order
+        // (their times never go back within a stroke).
+        let pointLines = r.lines.filter { $0.hasPrefix("    ") }
+        let expected = state.elements.reduce(0) { n, e in
+            if case .stroke(let s) = e.content { return n + s.points.count }
+            return n
+        }
+        #expect(pointLines.count == expected, "\(pointLines.count) point lines for \(expected) points (seed \(seed))")
+        #expect(pointLines.allSatisfy { $0.split(separator: " ").count == 5 }, "a point line was cut (seed \(seed))")
+        // Two runs print the same bytes.
+        let again = try await sb.run("show", "nb", doc, page, "--points")
+        #expect(again.out == r.out, "seed \(seed)")
+    }
+}
