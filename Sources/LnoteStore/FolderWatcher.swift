@@ -30,8 +30,13 @@ final class FolderWatcher: Sendable {
 
     /// What changes in a directory, and the directory itself removed or moved (told as its
     /// own path).
+    /// What changes a file or directory: a write (IN_MODIFY: appends, truncations), entries
+    /// made, renamed or removed, the directory itself going. Not IN_CLOSE_WRITE: a process
+    /// that opens a log for writing and closes it unchanged (a server reading it to answer a
+    /// sync) changed nothing, and telling it as a change woke every watcher, and every long
+    /// poll, once per log read.
     static let mask = UInt32(IN_MODIFY) | UInt32(IN_CREATE) | UInt32(IN_MOVED_TO) | UInt32(IN_MOVED_FROM)
-        | UInt32(IN_DELETE) | UInt32(IN_CLOSE_WRITE) | UInt32(IN_DELETE_SELF) | UInt32(IN_MOVE_SELF)
+        | UInt32(IN_DELETE) | UInt32(IN_DELETE_SELF) | UInt32(IN_MOVE_SELF)
 
     init(io: Syscalls, directories: [String], pollInterval: Duration, forcePolling: Bool = false,
          onChange: @escaping @Sendable (Set<String>?) -> Void) {

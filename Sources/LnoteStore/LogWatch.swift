@@ -20,8 +20,9 @@ public final class LogWatch: Sendable {
     private let io: Syscalls
     /// Set once, right after the watcher is made (its callback needs `self`).
     private let watcher = Mutex<FolderWatcher?>(nil)
-    /// The last fingerprint of every folder, for polling and for events the kernel dropped.
-    private let last = Mutex<Int>(0)
+    /// The last fingerprint of every folder, for polling and for events the kernel dropped;
+    /// nil once an event was told (no fingerprint equals it).
+    private let last = Mutex<Int?>(nil)
     private let onChange: @Sendable () -> Void
 
     /// Starts watching.
@@ -98,7 +99,10 @@ public final class LogWatch: Sendable {
             }
         }
         if fire {
-            last.withLock { $0 = Self.fingerprint(folders: folders) }
+            // The fingerprint is only compared by polls and after dropped events: leave it
+            // stale (the next such comparison then tells a change once, which callers
+            // coalesce) rather than rescan the whole folder on every event.
+            last.withLock { $0 = nil }
             onChange()
         }
     }

@@ -312,4 +312,42 @@ struct ChangesTests {
         #expect(calls.withLock { $0 } == m, "closed: no more calls")
         #expect(throws: LnoteError.self) { try LogWatch(folders: [dir.path + "/missing"]) {} }
     }
+
+    /// A log opened for writing and closed unchanged (what a server answering a sync does to
+    /// every log it serves) is no change: it woke every watcher and long poll once per log
+    /// read, and made the watch rescan the whole folder each time.
+    @Test("[PKG-87] a log opened for writing and closed without a write is not a change", arguments: [false, true])
+    func logOpenedAndClosedUnchangedIsNoChange(polling: Bool) async throws {
+        let dir = try TempDir("logwatch-open")
+        defer { dir.remove() }
+        let folder = dir.path + "/nb"
+        let package = folder + "/" + UUID().uuidString + ".lnote"
+        try FileManager.default.createDirectory(atPath: package + "/pages", withIntermediateDirectories: true)
+        let log = package + "/pages/p.log"
+        FileManager.default.createFile(atPath: log, contents: Data([1, 2, 3]))
+        let calls = Mutex(0)
+        let watch = try LogWatch(folders: [folder], pollInterval: .milliseconds(20), forcePolling: polling) {
+            calls.withLock { $0 += 1 }
+        }
+        defer { watch.close() }
+        try await Task.sleep(for: .milliseconds(100))
+        let before = calls.withLock { $0 }
+        for _ in 0..<20 {
+            let fd = open(log, O_RDWR)
+            #expect(fd >= 0)
+            close(fd)
+        }
+        try await Task.sleep(for: .milliseconds(150))
+        #expect(calls.withLock { $0 } == before, "opening and closing a log changed nothing")
+        // An append still is a change.
+        let fd = open(log, O_WRONLY | O_APPEND)
+        #expect(write(fd, [UInt8(4)], 1) == 1)
+        close(fd)
+        var told = false
+        for _ in 0..<300 where !told {
+            try await Task.sleep(for: .milliseconds(10))
+            told = calls.withLock { $0 } > before
+        }
+        #expect(told, "an append is a change")
+    }
 }
