@@ -6,13 +6,16 @@
 /// | Offset | Size | Description |
 /// |---|---|---|
 /// | 0 | 8 | magic `LNOTEPG\0` |
-/// | 8 | 2 | format version, u16 LE (1) |
+/// | 8 | 2 | format version, u16 LE (2; version 1 is still read) |
 /// | 10 | 2 | flags, u16 LE (0) |
 /// | 12 | 8 | file length L in bytes, u64 LE (the whole file, CRC included) |
 /// | 20 | 16 | page id (UUID bytes) |
 /// | 36 | 8 | covered log offset, u64 LE |
 /// | 44 | 8 | log incarnation, u64 LE |
 /// | 52 | L−56 | sections: tag u16 LE, length u32 LE, body; tags strictly increasing |
+///
+/// Version 2 differs only in the elements section: records coded against the previous one of
+/// their chunk of 64, points in `StrokeCodecV2`'s stream (`PageSnapshot+ElementsV2.swift`).
 /// | L−4 | 4 | CRC-32C (u32 LE) of bytes 0..<L−4 |
 ///
 /// The bytes are a deterministic function of the state: `encode` first puts every set in
