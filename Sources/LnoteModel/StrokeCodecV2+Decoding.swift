@@ -131,7 +131,7 @@ extension StrokeCodecV2 {
                         throw fail("bad code in channel \(ch)", bit: bits.consumed)
                     }
                     let low = min(first[ch], summary.low), high = max(first[ch], summary.high)
-                    let largest = summary.largest, divisor = summary.divisor, any = summary.any
+                    let largest = summary.largest
                     c.secondState[ch] = state
                     c.grid[ch] = g
                     // Steps of at most 2^33 (so nothing above wrapped), values in range.
@@ -141,8 +141,9 @@ extension StrokeCodecV2 {
                     }
                     // [PT2-3] Canonical: a channel with equal steps is linear; the grid is
                     // the greatest common divisor of the steps (1 when all are 0).
-                    guard ch < pressure || any != 0 else { throw fail("channel \(ch) has equal steps but is not linear", bit: channelAt) }
-                    guard divisor == 1 || (divisor == 0 && g == 1) else {
+                    let steps = stepsCheck(words, count: n, channel: ch, grid: g)
+                    guard ch < pressure || steps.varies else { throw fail("channel \(ch) has equal steps but is not linear", bit: channelAt) }
+                    guard steps.greatest else {
                         throw fail("channel \(ch)'s grid \(g) is not the greatest common divisor of its steps", bit: channelAt)
                     }
                 }
@@ -179,18 +180,18 @@ extension StrokeCodecV2 {
     /// codes, or nil for a bad code. The hot loop of decoding: the bit buffer lives in locals.
     static func secondDifferences(_ bits: inout BitReader, count n: Int, grid g: Int64, step: Int64, value: Int64,
                                   state: inout UInt32, into words: UnsafeMutableRawPointer, channel ch: Int)
-        -> (low: Int64, high: Int64, largest: UInt64, divisor: UInt64, any: UInt64)? {
+        -> (low: Int64, high: Int64, largest: UInt64)? {
         var buffer = bits.buffer, count = bits.count, position = bits.position
         let base = bits.base, end = bits.end
         var m = state
         var q = step, v = value
         var low = v, high = v
-        var largest = q.magnitude, divisor = q.magnitude
-        var any: UInt64 = 0
-        let byteOffset = ch == pressure ? 8 : 4 &* ch
-        let wide = ch != pressure
-        var i = 2
-        while i < n {
+        var largest = q.magnitude
+        // Every channel as a 32-bit word at byte 4·ch of the point's 20 (pressure's high half
+        // is the struct's padding), from point 2 on.
+        var out = words + (40 &+ 4 &* ch)
+        let stop = words + (20 &* n &+ 4 &* ch)
+        while out < stop {
             if count < 56 {
                 if end &- position >= 8 {
                     let word = UInt64(littleEndian: UnsafeRawPointer(base + position).loadUnaligned(as: UInt64.self))
@@ -219,23 +220,45 @@ extension StrokeCodecV2 {
                 u = e
             }
             m = m &+ UInt32(truncatingIfNeeded: min(u, stateCap)) &- (m &>> 4)
-            any |= u
             q &+= unzigzag(u)
             v &+= g &* q
-            if wide {
-                words.storeBytes(of: UInt32(truncatingIfNeeded: v), toByteOffset: 20 &* i &+ byteOffset, as: UInt32.self)
-            } else {
-                words.storeBytes(of: UInt16(truncatingIfNeeded: v), toByteOffset: 20 &* i &+ 8, as: UInt16.self)
-            }
+            out.storeBytes(of: UInt32(truncatingIfNeeded: v), as: UInt32.self)
+            out += 20
             low = min(low, v)
             high = max(high, v)
             largest = max(largest, q.magnitude)
-            if divisor != 1 { divisor = gcd(divisor, q.magnitude) }
-            i &+= 1
         }
         bits.buffer = buffer; bits.count = count; bits.position = position
         state = m
-        return (low, high, largest, divisor, any)
+        return (low, high, largest)
+    }
+
+    /// For a channel whose values (all in range) are stored: whether some step differs from
+    /// the first, and whether `g` is the greatest common divisor of the steps (0 → 1). Both
+    /// usually settle within a few points.
+    static func stepsCheck(_ words: UnsafeMutableRawPointer, count n: Int, channel ch: Int, grid g: UInt64)
+        -> (varies: Bool, greatest: Bool) {
+        @inline(__always) func value(_ i: Int) -> Int64 {
+            let w = words.load(fromByteOffset: 20 &* i &+ 4 &* ch, as: UInt32.self)
+            switch ch {
+            case pressure: return Int64(w & 0xFFFF)
+            case time: return Int64(w)
+            default: return Int64(Int32(bitPattern: w))
+            }
+        }
+        let first = value(1) - value(0)
+        var varies = false
+        var divisor = first.magnitude
+        var previous = value(1)
+        for i in 2..<n {
+            let v = value(i)
+            let d = v - previous
+            previous = v
+            if d != first { varies = true }
+            if divisor != g { divisor = gcd(divisor, d.magnitude) }
+            if varies && divisor == g { break }
+        }
+        return (varies, divisor == g || (divisor == 0 && g == 1))
     }
 
     @inline(__always) static func store(_ words: UnsafeMutableRawPointer, _ i: Int, _ ch: Int, _ v: Int64) {
