@@ -14,7 +14,10 @@ extension PageSnapshot {
         static let image: UInt8 = 0x08
         /// A stroke with the previous stroke's style (no tool, color, width).
         static let sameStyle: UInt8 = 0x10
-        static let known: UInt8 = 0x1F
+        /// The z key is the previous record's layer plus one, with no path and an empty
+        /// fraction (what an element added on top gets): no z fields.
+        static let nextLayer: UInt8 = 0x20
+        static let known: UInt8 = 0x3F
     }
 
     /// What a record is coded against: the previous record of its chunk ([SNAP-35]).
@@ -24,8 +27,9 @@ extension PageSnapshot {
         /// Lamport minus counter (modulo 2⁶⁴).
         var lead: UInt64 = 0
         var wallTime: Int64 = 0
-        /// The previous z key's version-1 encoding (2.4).
+        /// The previous z key's version-1 encoding (2.4), and its layer.
         var z: [UInt8] = []
+        var layer: Int64?
         var style: InkStyle?
         var points = StrokeCodecV2.Context()
     }
@@ -59,6 +63,9 @@ extension PageSnapshot {
         if plain { flags |= RecordFlag.plainTransform }
         let noHistory = e.z.frontier.isEmpty && e.erased.isEmpty && e.frontier.isEmpty
         if noHistory { flags |= RecordFlag.noHistory }
+        let zValue = e.z.value
+        let nextLayer = zValue.path.isEmpty && zValue.fraction.isEmpty && c.layer.map { $0 != .max && zValue.layer == $0 + 1 } == true
+        if nextLayer { flags |= RecordFlag.nextLayer }
         var style: InkStyle?
         switch e.content {
         case .image: flags |= RecordFlag.image
@@ -86,11 +93,13 @@ extension PageSnapshot {
         var zw = ByteWriter()
         ElementCodec.encode(e.z.value, into: &zw)
         let z = zw.bytes
-        var shared = 0
-        while shared < min(z.count, c.z.count) && z[shared] == c.z[shared] { shared += 1 }
-        b.varint(UInt64(shared))
-        b.varint(UInt64(z.count - shared))
-        b.append(z[shared...])
+        if !nextLayer {
+            var shared = 0
+            while shared < min(z.count, c.z.count) && z[shared] == c.z[shared] { shared += 1 }
+            b.varint(UInt64(shared))
+            b.varint(UInt64(z.count - shared))
+            b.append(z[shared...])
+        }
         if !noHistory {
             encodeRefs(e.z.frontier, into: &b)
             b.varint(UInt64(e.erased.count))
@@ -120,12 +129,43 @@ extension PageSnapshot {
         c.lead = lead
         c.wallTime = e.wallTime
         c.z = z
+        c.layer = zValue.layer
         if let style { c.style = style }
     }
 
     /// One version-2 element record ([SNAP-34]), without the checks that involve its
     /// neighbours but those of its coding against the previous record (`context`).
     /// `r.shortestVarints` must be set: version 2 is canonical throughout.
+    /// A z key as a prefix of `previous` and the bytes after it ([SNAP-34]): the key and its
+    /// encoding.
+    static func decodeZV2(_ r: inout ByteReader, previous: [UInt8]) throws -> (ZKey, [UInt8]) {
+        let zAt = r.offset
+        let shared = try r.varint("z prefix")
+        guard let s = Int(exactly: shared), s <= previous.count else {
+            throw r.error(.corrupt, "z prefix of \(shared) bytes, the previous key has \(previous.count)", at: zAt)
+        }
+        let rest = try r.count("z bytes", max: r.remaining)
+        let restBytes = try r.skip(rest, "z bytes")
+        if rest > 0 && s < previous.count && r.bytes[restBytes.lowerBound] == previous[s] {
+            throw r.error(.corrupt, "z prefix shorter than what the keys share", at: zAt)
+        }
+        var z = Array(previous[0..<s])
+        z.append(contentsOf: r.bytes[restBytes])
+        var zr = ByteReader(z, path: r.path)
+        zr.shortestVarints = true
+        let zKey: ZKey
+        do {
+            zKey = try ElementCodec.decodeZKey(&zr)
+        } catch let e as LnoteError {
+            throw r.error(.corrupt, "z key: \(e.message)", at: zAt)
+        }
+        guard zr.isAtEnd else { throw r.error(.corrupt, "bytes after the z key", at: zAt) }
+        var zw = ByteWriter(capacity: z.count)
+        ElementCodec.encode(zKey, into: &zw)
+        guard zw.bytes == z else { throw r.error(.corrupt, "z key not in its canonical encoding", at: zAt) }
+        return (zKey, z)
+    }
+
     static func decodeElementV2(_ r: inout ByteReader, replicas: ReplicaTable,
                                 context c: inout RecordContext) throws -> ElementRecord {
         let at = r.offset
@@ -169,31 +209,24 @@ extension PageSnapshot {
                 throw r.error(.corrupt, "identity transform written in full", at: tAt)
             }
         }
-        // The z key: a prefix shared with the previous record's, then the rest.
-        let zAt = r.offset
-        let shared = try r.varint("z prefix")
-        guard let s = Int(exactly: shared), s <= c.z.count else {
-            throw r.error(.corrupt, "z prefix of \(shared) bytes, the previous key has \(c.z.count)", at: zAt)
-        }
-        let rest = try r.count("z bytes", max: r.remaining)
-        let restBytes = try r.skip(rest, "z bytes")
-        if rest > 0 && s < c.z.count && r.bytes[restBytes.lowerBound] == c.z[s] {
-            throw r.error(.corrupt, "z prefix shorter than what the keys share", at: zAt)
-        }
-        var z = Array(c.z[0..<s])
-        z.append(contentsOf: r.bytes[restBytes])
-        var zr = ByteReader(z, path: r.path)
-        zr.shortestVarints = true
+        // The z key: the next layer, or a prefix shared with the previous record's and the rest.
         let zKey: ZKey
-        do {
-            zKey = try ElementCodec.decodeZKey(&zr)
-        } catch let e as LnoteError {
-            throw r.error(.corrupt, "z key: \(e.message)", at: zAt)
+        let z: [UInt8]
+        if flags & RecordFlag.nextLayer != 0 {
+            guard let layer = c.layer, layer != .max else {
+                throw r.error(.corrupt, "next layer without a previous layer", at: at)
+            }
+            zKey = ZKey(layer: layer + 1, path: [], fraction: [])
+            var zw = ByteWriter(capacity: 12)
+            ElementCodec.encode(zKey, into: &zw)
+            z = zw.bytes
+        } else {
+            (zKey, z) = try decodeZV2(&r, previous: c.z)
+            // [SNAP-34] Canonical: the next layer is written with its flag.
+            if zKey.path.isEmpty && zKey.fraction.isEmpty, let layer = c.layer, layer != .max, zKey.layer == layer + 1 {
+                throw r.error(.corrupt, "the next layer written in full", at: at)
+            }
         }
-        guard zr.isAtEnd else { throw r.error(.corrupt, "bytes after the z key", at: zAt) }
-        var zw = ByteWriter(capacity: z.count)
-        ElementCodec.encode(zKey, into: &zw)
-        guard zw.bytes == z else { throw r.error(.corrupt, "z key not in its canonical encoding", at: zAt) }
         var zFrontier: [OpRef] = [], erased: [PointRange] = [], editFrontier: [OpRef] = []
         if flags & RecordFlag.noHistory == 0 {
             let hAt = r.offset
@@ -239,6 +272,7 @@ extension PageSnapshot {
         c.lead = lead
         c.wallTime = wallTime
         c.z = z
+        c.layer = zKey.layer
         return ElementRecord(id: OpID(replica: replica, counter: counter), lamport: lamport, wallTime: wallTime,
                              content: content, transform: transform, z: LWWRegister(zKey, frontier: zFrontier),
                              erased: erased, frontier: editFrontier)

@@ -194,7 +194,7 @@ struct PageSnapshotV2Tests {
     /// [SNAP-33] [SNAP-34] [SNAP-35] Version 2 round-trips random pages and pages of both
     /// profiles (more than 64 elements: chunks and the element index), and decodes serially
     /// and in parallel alike.
-    @Test("[SNAP-33] [SNAP-34] [SNAP-35] version 2 round trips")
+    @Test("[SNAP-33] [SNAP-34] [SNAP-35] version 2 round trips (next-layer keys and fraction keys)")
     func roundTrips() throws {
         for seed in testSeeds(0x5A9_2003, count: 30) {
             let state = PageSnapshot.canonicalized(Self.page(seed: seed))
@@ -206,7 +206,10 @@ struct PageSnapshotV2Tests {
         }
         var pen = HandwritingGenerator.Options()
         pen.profile = .pen
-        for strokes in [HandwritingGenerator.strokes(seed: 7, count: 150, options: pen), HandwritingGenerator.strokes(seed: 8, count: 70)] {
+        // The pen page's keys are fractions of layer 0; the smooth page's are layers 1, 2, 3 …
+        // (what lnote gives elements added on top: the *next layer* flag).
+        for (layered, strokes) in [(false, HandwritingGenerator.strokes(seed: 7, count: 150, options: pen)),
+                                   (true, HandwritingGenerator.strokes(seed: 8, count: 70))] {
             var replica = PageState(page: PageID())
             replica.clock = VectorClock([(ReplicaID(0xB0), UInt64(strokes.count))])
             replica.maxLamport = UInt64(strokes.count)
@@ -216,7 +219,8 @@ struct PageSnapshotV2Tests {
                 fraction = i % 100 == 99 ? fraction + [0x80] : [UInt8](fraction.dropLast()) + [fraction.last! + 1]
                 replica.elements.append(ElementRecord(id: OpID(replica: ReplicaID(0xB0), counter: UInt64(i + 1)), lamport: UInt64(i + 1),
                                                       wallTime: 1_700_000_000_000 + Int64(i) * 900, content: .stroke(s),
-                                                      z: LWWRegister(ZKey(layer: 0, path: [], fraction: fraction))))
+                                                      z: LWWRegister(layered ? ZKey(layer: Int64(i + 1), path: [], fraction: [])
+                                                                             : ZKey(layer: 0, path: [], fraction: fraction))))
             }
             try PageSnapshot.validate(replica)
             let bytes = PageSnapshot.encode(replica, coveredLogOffset: 40, logIncarnation: 1)
