@@ -13,7 +13,7 @@ import LnoteSync
 /// normally, replays files; `FuzzCorpusTests` replays the corpus and every crash kept in
 /// `Fuzz/` on each test run.
 public enum FuzzTargets {
-    public static let names = ["frame", "op", "snapshot", "checkpoint", "sync-request", "sync-response", "import", "merge",
+    public static let names = ["frame", "op", "snapshot", "points-v2", "checkpoint", "sync-request", "sync-response", "import", "merge",
                                "merge-ops"] + jsonTargets.keys.sorted()
 
     /// The JSON files a notebook reads, by target name: each fed to the store's own decoding
@@ -29,6 +29,7 @@ public enum FuzzTargets {
         case "frame": frame(data)
         case "op": operations(data)
         case "snapshot": snapshot(resealed(data))
+        case "points-v2": pointsV2(data)
         case "checkpoint": checkpoint(data); checkpoint(withCRC(data))
         case "sync-request": syncRequest(data)
         case "sync-response": syncResponse(data)
@@ -94,6 +95,37 @@ public enum FuzzTargets {
         return b
     }
 
+    /// Whether every section of a whole snapshot (length and CRC checked) has a tag this
+    /// version knows.
+    static func onlyKnownSections(_ data: [UInt8]) -> Bool {
+        var at = PageSnapshot.headerSize
+        let end = data.count - PageSnapshot.trailerSize
+        while at + PageSnapshot.sectionHeaderSize <= end {
+            let tag = UInt16(data[at]) | UInt16(data[at + 1]) << 8
+            let size = Int(UInt32(data[at + 2]) | UInt32(data[at + 3]) << 8 | UInt32(data[at + 4]) << 16 | UInt32(data[at + 5]) << 24)
+            guard PageSnapshot.Section(rawValue: tag) != nil else { return false }
+            at += PageSnapshot.sectionHeaderSize + size
+        }
+        return true
+    }
+
+    /// Point streams of version 2 ([PT2-7]): the first two bytes are an ink width (Int16, little
+    /// endian), then up to 64 streams coded one after the other in one context, as a chunk of
+    /// snapshot records codes them. Whatever decodes re-encodes, in a fresh context, to exactly
+    /// the bytes read.
+    static func pointsV2(_ data: [UInt8]) {
+        guard data.count >= 2 else { return }
+        let width = Int32(Int16(bitPattern: UInt16(data[0]) | UInt16(data[1]) << 8))
+        var r = ByteReader(data, range: 2..<data.count)
+        var decoding = StrokeCodecV2.Context(), encoding = StrokeCodecV2.Context()
+        var w = ByteWriter()
+        for _ in 0..<64 where !r.isAtEnd {
+            guard let points = try? StrokeCodecV2.decodePoints(&r, width: width, context: &decoding) else { break }
+            StrokeCodecV2.encodePoints(points, width: width, context: &encoding, into: &w)
+            check(w.bytes == Array(data[2..<r.position]), "a version-2 point stream is not canonical")
+        }
+    }
+
     /// A page snapshot: what decodes re-encodes to bytes that decode to the same state and
     /// re-encode to themselves ([SNAP-2]; a reader may accept longer varints, [SHR-1]).
     static func snapshot(_ data: [UInt8]) {
@@ -101,6 +133,12 @@ public enum FuzzTargets {
         let bytes = PageSnapshot.encode(c)
         let again = try? PageSnapshot.decode(bytes)
         check(again == c, "a decoded snapshot does not survive re-encoding")
+        // [SNAP-36] Version 2 is canonical: what a reader accepts is what the writer writes,
+        // but for what a reader skips by design (compatible flags, [SNAP-8]; non-critical
+        // sections it does not know, [SNAP-11]).
+        if data[8] == 2 && data[9] == 0 && data[10] == 0 && data[11] == 0 && onlyKnownSections(data) {
+            check(bytes == data, "a version-2 snapshot the reader accepts is not canonical")
+        }
         check(again.map(PageSnapshot.encode) == bytes, "a snapshot's encoding is not a function of its state")
         // Whatever a reader accepts, local editing on top of it never traps ([SNAP-19]): the
         // next Lamport timestamp, keys on top, below and beside every element, an add, a move.

@@ -57,7 +57,7 @@ extension PageSnapshot {
 
         // [SNAP-7] [SNAP-8] Version and flags.
         guard versionField != 0 else { throw failure(.corrupt, "snapshot version 0", at: 8) }
-        guard versionField <= version else {
+        guard versionField <= version else {  // [SNAP-7] versions 1 and 2 are read
             throw failure(.unsupportedVersion, "snapshot format version \(versionField) is newer than \(version)", at: 8)
         }
         guard flags & incompatibleFlags == 0 else {
@@ -100,6 +100,8 @@ extension PageSnapshot {
                 }
                 seen.insert(known)
                 var s = ByteReader(bytes, range: body, path: path)
+                // [SNAP-36] Version 2 is canonical throughout: shortest varints everywhere.
+                s.shortestVarints = versionField >= 2
                 switch known {
                 case .page:
                     let clockAt = s.offset
@@ -115,7 +117,8 @@ extension PageSnapshot {
                     }
                     state.modified = try s.svarint("modified")
                 case .elements:
-                    (state.elements, elementStarts) = try decodeElements(&s, index: parallel ? peekElementIndex(r) : nil)
+                    (state.elements, elementStarts) = try decodeElements(&s, index: parallel ? peekElementIndex(r) : nil,
+                                                                         version: versionField, clock: state.clock)
                 case .tombstones:
                     state.tombstones = try decodeTombstones(&s)
                 case .contexts:
@@ -182,14 +185,23 @@ extension PageSnapshot {
     /// the records pass the order and uniqueness checks; on any failure the section is
     /// decoded serially, so that results and errors never depend on the index or the core
     /// count.
-    static func decodeElements(_ r: inout ByteReader, index: [Int]?) throws -> (elements: [ElementRecord], starts: [Int]) {
+    ///
+    /// Version 2 records ([SNAP-35]) are coded against the previous record of their chunk of
+    /// 64, so each chunk starts from a fresh `RecordContext`; every varint of the section
+    /// must be in its shortest form.
+    static func decodeElements(_ r: inout ByteReader, index: [Int]?, version: UInt16 = 1,
+                               clock: VectorClock = VectorClock()) throws -> (elements: [ElementRecord], starts: [Int]) {
         let bodyStart = r.offset
-        // An element takes at least 9 (id) + 1 + 1 (lamport, wall time) + 3 + 1 (transform
-        // and frontier) + 2 + 1 (z and frontier) + 1 + 1 (erased, erase frontier) + 8 (an
-        // empty stroke): 28 bytes.
-        let n = try r.count("element count", minSize: 28)
+        // A version-1 element takes at least 9 (id) + 1 + 1 (lamport, wall time) + 3 + 1
+        // (transform and frontier) + 2 + 1 (z and frontier) + 1 + 1 (erased, erase frontier)
+        // + 8 (an empty stroke): 28 bytes. A version-2 record at least 7 ([SNAP-34]): flags,
+        // counter, lamport, wall time, z prefix and length, point count.
+        let v2 = version >= 2
+        if v2 { r.shortestVarints = true }
+        let n = try r.count("element count", minSize: v2 ? 7 : 28)
+        let replicas = ReplicaTable(v2 ? clock : VectorClock())
         if let index, r.remaining >= parallelSectionBytes, Parallel.processors > 1,
-           let done = decodeElementsInParallel(r, count: n, bodyStart: bodyStart, index: index) {
+           let done = decodeElementsInParallel(r, count: n, bodyStart: bodyStart, index: index, v2: v2, replicas: replicas) {
             _ = try r.skip(r.remaining)
             return (done, index)
         }
@@ -198,11 +210,15 @@ extension PageSnapshot {
         var starts: [Int] = []
         starts.reserveCapacity(n / elementIndexStride)
         var ids = Set<OpID>(minimumCapacity: n)
+        var context = RecordContext()
         for i in 0..<n {
             let at = r.offset
-            if i > 0 && i % elementIndexStride == 0 { starts.append(at - bodyStart) }
+            if i % elementIndexStride == 0 {
+                if i > 0 { starts.append(at - bodyStart) }
+                context = RecordContext()
+            }
             do {
-                let e = try decodeElement(&r)
+                let e = v2 ? try decodeElementV2(&r, replicas: replicas, context: &context) : try decodeElement(&r)
                 // [SNAP-20] Canonical z order, [SNAP-22] unique ids.
                 if let last = out.last, !ElementRecord.canonicalLess(last, e) {
                     throw r.error(.corrupt, "element \(e.id) is not above the previous one in z order", at: at)
@@ -222,7 +238,8 @@ extension PageSnapshot {
 
     /// The parallel path of `decodeElements`, or nil when anything does not hold (the
     /// caller then decodes serially and reports what is wrong). `r` is just past the count.
-    static func decodeElementsInParallel(_ r: ByteReader, count n: Int, bodyStart: Int, index: [Int]) -> [ElementRecord]? {
+    static func decodeElementsInParallel(_ r: ByteReader, count n: Int, bodyStart: Int, index: [Int], v2: Bool,
+                                         replicas: ReplicaTable) -> [ElementRecord]? {
         let stride = elementIndexStride
         guard n > stride, index.count == (n - 1) / stride else { return nil }
         // Chunk k holds records k·64 ..< (k+1)·64 and starts at starts[k].
@@ -239,11 +256,17 @@ extension PageSnapshot {
         let decoded = Parallel.map(groups) { g -> [ElementRecord]? in
             let first = chunks * g / groups, last = chunks * (g + 1) / groups
             var reader = ByteReader(bytes, range: bounds[first]..<bounds[last], base: base, path: path)
+            reader.shortestVarints = v2
             let records = min(n, last * stride) - first * stride
             var out: [ElementRecord] = []
             out.reserveCapacity(records)
+            var context = RecordContext()
             do {
-                for _ in 0..<records { out.append(try decodeElement(&reader)) }
+                for k in 0..<records {
+                    // Groups start at a chunk boundary: the context starts afresh there.
+                    if k % stride == 0 { context = RecordContext() }
+                    out.append(v2 ? try decodeElementV2(&reader, replicas: replicas, context: &context) : try decodeElement(&reader))
+                }
             } catch {
                 return nil
             }

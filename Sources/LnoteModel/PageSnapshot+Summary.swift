@@ -144,7 +144,9 @@ extension PageSnapshot {
             throw m
         }
         let left = elementsBody.upperBound - c.offset
-        guard let count = Int(exactly: v), count <= left / 28 else {
+        // [SNAP-31] 28 bytes per version-1 record, 7 per version-2 record ([SNAP-34]).
+        let minimumRecord = versionField >= 2 ? 7 : 28
+        guard let count = Int(exactly: v), count <= left / minimumRecord else {
             throw failure(.corrupt, "element count \(v) cannot fit in the \(left) bytes left", at: countAt)
         }
         return Summary(page: page, coveredLogOffset: coveredLogOffset, logIncarnation: logIncarnation,

@@ -6,13 +6,16 @@
 /// | Offset | Size | Description |
 /// |---|---|---|
 /// | 0 | 8 | magic `LNOTEPG\0` |
-/// | 8 | 2 | format version, u16 LE (1) |
+/// | 8 | 2 | format version, u16 LE (2; version 1 is still read) |
 /// | 10 | 2 | flags, u16 LE (0) |
 /// | 12 | 8 | file length L in bytes, u64 LE (the whole file, CRC included) |
 /// | 20 | 16 | page id (UUID bytes) |
 /// | 36 | 8 | covered log offset, u64 LE |
 /// | 44 | 8 | log incarnation, u64 LE |
 /// | 52 | L−56 | sections: tag u16 LE, length u32 LE, body; tags strictly increasing |
+///
+/// Version 2 differs only in the elements section: records coded against the previous one of
+/// their chunk of 64, points in `StrokeCodecV2`'s stream (`PageSnapshot+ElementsV2.swift`).
 /// | L−4 | 4 | CRC-32C (u32 LE) of bytes 0..<L−4 |
 ///
 /// The bytes are a deterministic function of the state: `encode` first puts every set in
@@ -20,8 +23,10 @@
 public enum PageSnapshot {
     /// `LNOTEPG\0`
     public static let magic: [UInt8] = Array("LNOTEPG".utf8) + [0]
-    /// The major format version this build writes and reads.
-    public static let version: UInt16 = 1
+    /// The major format version this build writes, and the newest it reads.
+    public static let version: UInt16 = 2
+    /// The oldest version this build reads ([SNAP-7]): version 1 stays readable.
+    public static let oldestVersion: UInt16 = 1
     /// Bytes before the first section.
     public static let headerSize = 52
     /// The trailing CRC.
@@ -72,6 +77,13 @@ public enum PageSnapshot {
     /// id, a zero replica id, …) still encodes, but `decode` will reject the result: call
     /// `validate(_:)` first when the state comes from an untrusted computation.
     public static func encode(_ state: PageState, coveredLogOffset: UInt64, logIncarnation: UInt64) -> [UInt8] {
+        encode(state, coveredLogOffset: coveredLogOffset, logIncarnation: logIncarnation, version: version)
+    }
+
+    /// `encode` in format `version` (1 or 2): tests write version 1 to check that it stays
+    /// readable ([SNAP-7]); lnote itself writes only the current version.
+    public static func encode(_ state: PageState, coveredLogOffset: UInt64, logIncarnation: UInt64, version: UInt16) -> [UInt8] {
+        precondition(version == 1 || version == 2, "no snapshot format version \(version)")
         let s = canonicalized(state)
         var w = ByteWriter(capacity: 256 + s.pointCount * 2 + s.elements.count * 48)
         w.append(magic)
@@ -91,9 +103,22 @@ public enum PageSnapshot {
         var indexOffsets: [Int] = []
         section(.elements, into: &w) { b in
             b.varint(UInt64(s.elements.count))
-            for (i, e) in s.elements.enumerated() {
-                if i > 0 && i % elementIndexStride == 0 { indexOffsets.append(b.count) }
-                encode(e, into: &b)
+            if version == 1 {
+                for (i, e) in s.elements.enumerated() {
+                    if i > 0 && i % elementIndexStride == 0 { indexOffsets.append(b.count) }
+                    encode(e, into: &b)
+                }
+            } else {
+                // [SNAP-35] Each record against the previous one of its chunk of 64.
+                let replicas = ReplicaTable(s.clock)
+                var context = RecordContext()
+                for (i, e) in s.elements.enumerated() {
+                    if i % elementIndexStride == 0 {
+                        if i > 0 { indexOffsets.append(b.count) }
+                        context = RecordContext()
+                    }
+                    encodeV2(e, replicas: replicas, context: &context, into: &b)
+                }
             }
         }
         section(.tombstones, into: &w) { b in

@@ -38,9 +38,13 @@ extension Bench {
                                         + " B of frame header, ids, clock and style per stroke"))
             results.rows.append(Row(1, "journal frames vs zlib, \(label)", measured: d.framesPerPoint, unit: .bytesPerPoint,
                                     baselineName: "zlib -6 of naive", baseline: d.zlibPerPoint, target: .report))
+            results.rows.append(Row(1, "snapshot vs version 1, \(label)", measured: d.snapshotPerPoint, unit: .bytesPerPoint,
+                                    baselineName: "snapshot version 1", baseline: d.snapshotV1PerPoint, target: .report,
+                                    note: "the same state in format version 1 (still readable): \(formatCount(d.snapshotV1Bytes)) bytes"))
             results.rows.append(Row(1, "point codec alone, \(label)", measured: d.pointStreamPerPoint, unit: .bytesPerPoint,
-                                    baselineName: "naive 16 B/pt", baseline: 16, target: .report,
-                                    note: "StrokeCodec.encodedPoints of each stroke, summed: \(formatCount(d.pointStreamBytes)) bytes"))
+                                    baselineName: "point stream v1", baseline: d.pointStreamV1PerPoint, target: .report,
+                                    note: "StrokeCodecV2 over the strokes in chunks of 64 (as a snapshot codes them): "
+                                        + "\(formatCount(d.pointStreamBytes)) bytes; StrokeCodec (v1, journal frames): \(formatCount(d.pointStreamV1Bytes))"))
 
             // The point codec's time, against the naive encoding, interleaved. A pass over a
             // 2,000-stroke page takes well under a millisecond: each timed run repeats it.
@@ -48,7 +52,7 @@ extension Bench {
             try CodecBench.check(w)
             let repeats = max(1, 400_000 / max(1, w.points))
             var checksum = 0
-            let kinds: [CodecBench.Kind] = [.encode, .naiveEncode, .decode, .naiveDecode]
+            let kinds: [CodecBench.Kind] = [.encode, .naiveEncode, .decode, .naiveDecode, .decodeV1]
             let t = try await measure(kinds.map { kind in
                 Variant(name: kind.rawValue, body: {
                     for _ in 0..<repeats { checksum &+= try CodecBench.pass(kind, w) }
@@ -58,12 +62,16 @@ extension Bench {
             guard checksum != 0 else { throw LnoteError(.invalidState, "case 1: the codec passes did nothing") }
             results.rows.append(Row(1, "point codec encode, \(label)", measured: ns[0], unit: .nanosecondsPerPoint,
                                     baselineName: "naive 16 B/pt encode", baseline: ns[1], target: .report,
-                                    note: "StrokeCodec.encodedPoints of every stroke; each timed run passes over the page \(repeats) time(s); "
+                                    note: "StrokeCodecV2 over every stroke (chunks of 64); each timed run passes over the page \(repeats) time(s); "
                                         + "naive: four Float32 per point (the SQLite baseline's BLOBs)",
                                     measuredRuns: t[0].runs, baselineRuns: t[1].runs))
             results.rows.append(Row(1, "point codec decode, \(label)", measured: ns[2], unit: .nanosecondsPerPoint,
                                     baselineName: "naive 16 B/pt decode", baseline: ns[3], target: .report,
                                     measuredRuns: t[2].runs, baselineRuns: t[3].runs))
+            results.rows.append(Row(1, "point codec decode vs v1, \(label)", measured: ns[2], unit: .nanosecondsPerPoint,
+                                    baselineName: "point stream v1 decode", baseline: ns[4],
+                                    target: .condition("not slower per point than v1", ns[2] <= ns[4]),
+                                    measuredRuns: t[2].runs, baselineRuns: t[4].runs))
         }
     }
 
@@ -71,13 +79,17 @@ extension Bench {
         var points: Int
         var medianPoints: Int
         var snapshotBytes: Int
+        var snapshotV1Bytes: Int
         var frameBytes: Int
         var pointStreamBytes: Int
+        var pointStreamV1Bytes: Int
         var zlibBytes: Int
         var roundTrips: Bool
         var snapshotPerPoint: Double { Double(snapshotBytes) / Double(points) }
         var framesPerPoint: Double { Double(frameBytes) / Double(points) }
         var pointStreamPerPoint: Double { Double(pointStreamBytes) / Double(points) }
+        var pointStreamV1PerPoint: Double { Double(pointStreamV1Bytes) / Double(points) }
+        var snapshotV1PerPoint: Double { Double(snapshotV1Bytes) / Double(points) }
         var zlibPerPoint: Double { Double(zlibBytes) / Double(points) }
     }
 
@@ -99,8 +111,10 @@ extension Bench {
         let lengths = strokes.map(\.points.count).sorted()
         return Density(points: state.pointCount, medianPoints: lengths.isEmpty ? 0 : lengths[lengths.count / 2],
                        snapshotBytes: snapshot.count,
+                       snapshotV1Bytes: PageSnapshot.encode(state, coveredLogOffset: 40, logIncarnation: 1, version: 1).count,
                        frameBytes: ops.reduce(0) { $0 + OperationCodec.encode($1).count },
-                       pointStreamBytes: strokes.reduce(0) { $0 + StrokeCodec.encodedPoints($1.points).count },
+                       pointStreamBytes: CodecBench.encodeV2(strokes.map(\.points), strokes.map(\.style.width)).count,
+                       pointStreamV1Bytes: strokes.reduce(0) { $0 + StrokeCodec.encodedPoints($1.points).count },
                        zlibBytes: try Naive.zlibSize(naive), roundTrips: roundTrips)
     }
 }

@@ -14,13 +14,19 @@ import LnoteModel
 ///
 ///     valgrind --tool=callgrind --toggle-collect='*CodecBench*pass*' lnote-bench --codec-loop encode:2 --runs 3
 ///
-/// (KIND: encode, decode, naive-encode, naive-decode; `:2` or `:4` keeps one workload). Instructions per point are the
+/// (KIND: encode, decode (point stream version 2), encode-v1, decode-v1, naive-encode, naive-decode; `:2` or `:4` keeps one workload). Instructions per point are the
 /// collected total over `points × runs`, both printed.
 enum CodecBench {
     struct Workload {
         let name: String
         let strokes: [[StrokePoint]]
+        /// The ink width of each stroke (the version-2 stream derives radii from it).
+        let widths: [Int32]
+        /// Version 1 (section 3): one stream per stroke.
         let encoded: [[UInt8]]
+        /// Version 2 (section 3a): the strokes one after the other, the context starting
+        /// afresh every 64 strokes as in a snapshot's chunks.
+        let encodedV2: [UInt8]
         let naive: [[UInt8]]
         let points: Int
         let bytes: Int
@@ -28,15 +34,41 @@ enum CodecBench {
         init(_ name: String, _ strokes: [Stroke]) {
             self.name = name
             self.strokes = strokes.map(\.points)
+            widths = strokes.map(\.style.width)
             encoded = self.strokes.map { StrokeCodec.encodedPoints($0) }
+            encodedV2 = CodecBench.encodeV2(self.strokes, widths)
             naive = self.strokes.map { Naive.encode($0) }
             points = self.strokes.reduce(0) { $0 + $1.count }
-            bytes = encoded.reduce(0) { $0 + $1.count }
+            bytes = encodedV2.count
         }
+        var bytesV1: Int { encoded.reduce(0) { $0 + $1.count } }
+    }
+
+    /// Points of every stroke in stream version 2, in chunks of 64 strokes.
+    static func encodeV2(_ strokes: [[StrokePoint]], _ widths: [Int32]) -> [UInt8] {
+        var w = ByteWriter(capacity: strokes.reduce(0) { $0 + $1.count } * 2)
+        var context = StrokeCodecV2.Context()
+        for (i, s) in strokes.enumerated() {
+            if i % 64 == 0 { context = StrokeCodecV2.Context() }
+            StrokeCodecV2.encodePoints(s, width: widths[i], context: &context, into: &w)
+        }
+        return w.bytes
+    }
+
+    static func decodeV2(_ w: Workload) throws -> Int {
+        var r = ByteReader(w.encodedV2)
+        var context = StrokeCodecV2.Context()
+        var sum = 0
+        for i in w.widths.indices {
+            if i % 64 == 0 { context = StrokeCodecV2.Context() }
+            sum &+= try StrokeCodecV2.decodePoints(&r, width: w.widths[i], context: &context).count
+        }
+        return sum
     }
 
     enum Kind: String, CaseIterable {
-        case encode, decode, naiveEncode = "naive-encode", naiveDecode = "naive-decode"
+        case encode, decode, encodeV1 = "encode-v1", decodeV1 = "decode-v1", naiveEncode = "naive-encode",
+             naiveDecode = "naive-decode"
     }
 
     /// The workloads of cases 2 and 4 (`only`: just one of them).
@@ -57,10 +89,14 @@ enum CodecBench {
         var sum = 0
         switch kind {
         case .encode:
+            sum &+= encodeV2(w.strokes, w.widths).count
+        case .decode:
+            sum &+= try decodeV2(w)
+        case .encodeV1:
             for s in w.strokes { sum &+= StrokeCodec.encodedPoints(s).count }
         case .naiveEncode:
             for s in w.strokes { sum &+= Naive.encode(s).count }
-        case .decode:
+        case .decodeV1:
             for b in w.encoded {
                 var r = ByteReader(b)
                 sum &+= try StrokeCodec.decodePoints(&r).count
@@ -73,6 +109,14 @@ enum CodecBench {
 
     /// The codec must give back every stroke before anything is timed.
     static func check(_ w: Workload) throws {
+        var r2 = ByteReader(w.encodedV2)
+        var context = StrokeCodecV2.Context()
+        for (i, s) in w.strokes.enumerated() {
+            if i % 64 == 0 { context = StrokeCodecV2.Context() }
+            guard try StrokeCodecV2.decodePoints(&r2, width: w.widths[i], context: &context) == s else {
+                throw LnoteError(.invalidState, "\(w.name): the version-2 codec does not give back stroke \(i)")
+            }
+        }
         for (s, b) in zip(w.strokes, w.encoded) {
             var r = ByteReader(b)
             guard try StrokeCodec.decodePoints(&r) == s else {
@@ -86,11 +130,12 @@ enum CodecBench {
         do {
             let runs = options.runs
             print("Point codec, median of \(runs) interleaved runs (ns per point; MB/s of encoded bytes)")
+            print("Point stream version 2 (snapshots); v1 rows: section 3's stream (operation frames, version-1 snapshots)")
             print("| workload | points | bytes/pt | path | naive 16 B/pt ns/pt | lnote ns/pt | lnote / naive | lnote MB/s |")
             print("|---|---|---|---|---|---|---|---|")
             for w in try workloads(options) {
                 try check(w)
-                let kinds: [Kind] = [.naiveEncode, .encode, .naiveDecode, .decode]
+                let kinds: [Kind] = [.naiveEncode, .encode, .naiveDecode, .decode, .encodeV1, .decodeV1]
                 var times = [[Double]](repeating: [], count: kinds.count)
                 let clock = ContinuousClock()
                 var checksum = 0
@@ -104,8 +149,9 @@ enum CodecBench {
                     }
                 }
                 let ns = times.map { Timing.median($0) * 1e9 / Double(w.points) }
-                let perPoint = Double(w.bytes) / Double(w.points)
-                for (path, naive, lnote) in [("encode", ns[0], ns[1]), ("decode", ns[2], ns[3])] {
+                let perPointV2 = Double(w.bytes) / Double(w.points), perPointV1 = Double(w.bytesV1) / Double(w.points)
+                for (path, naive, lnote, perPoint) in [("encode", ns[0], ns[1], perPointV2), ("decode", ns[2], ns[3], perPointV2),
+                                                       ("encode v1", ns[0], ns[4], perPointV1), ("decode v1", ns[2], ns[5], perPointV1)] {
                     let mbs = perPoint / lnote * 1e3
                     print("| \(w.name) | \(w.points) | \(String(format: "%.3f", perPoint)) | \(path) | "
                           + "\(String(format: "%.2f", naive)) | \(String(format: "%.2f", lnote)) | "

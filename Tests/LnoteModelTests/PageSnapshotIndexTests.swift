@@ -67,9 +67,11 @@ struct PageSnapshotIndexTests {
             var ir = ByteReader(bytes, range: index.body)
             let offsets = try PageSnapshot.elementIndexOffsets(&ir)
             var er = ByteReader(bytes, range: elements.body)
-            let count = try er.count("element count", minSize: 28)
+            er.shortestVarints = true
+            let count = try er.count("element count", minSize: 7)
             let parallel = PageSnapshot.decodeElementsInParallel(er, count: count, bodyStart: elements.body.lowerBound,
-                                                                   index: offsets)
+                                                                   index: offsets, v2: true,
+                                                                   replicas: .init(PageSnapshot.canonicalized(state).clock))
             #expect(parallel == state.elements, "n \(n)")
         }
     }

@@ -48,8 +48,11 @@ import LnoteTestSupport
         var replica = PageReplica(page: Self.page)
         try replica.receive(ops)
         // The snapshot covers a log holding the six frames after its 40-byte header.
+        // 4.7 shows version 1 (still readable, [SNAP-7]); 4.8 the same page as version 2 ([SNAP-37]).
         let snapshot = PageSnapshot.encode(replica.state, coveredLogOffset: UInt64(40 + frames.count),
-                                           logIncarnation: Self.incarnation)
+                                           logIncarnation: Self.incarnation, version: 1)
+        let snapshotV2 = PageSnapshot.encode(replica.state, coveredLogOffset: UInt64(40 + frames.count),
+                                             logIncarnation: Self.incarnation)
         let json = replica.state.canonicalJSON()
         if ProcessInfo.processInfo.environment["LNOTE_RECORD_GOLDEN"] == "1" {
             print("tiny-page-ops:\n\(SpecVectors.hexDump(frames))\n")
@@ -67,6 +70,8 @@ import LnoteTestSupport
         #expect(fromSpec.state == replica.state)
         #expect(try SpecVectors.bytes("tiny-page", in: "page-snapshot.md") == snapshot,
                 "the spec's snapshot differs; actual:\n\(SpecVectors.hexDump(snapshot))")
+        #expect(try SpecVectors.bytes("tiny-page-v2", in: "page-snapshot.md") == snapshotV2,
+                "the spec's version-2 snapshot differs; actual:\n\(SpecVectors.hexDump(snapshotV2))")
         #expect(try SpecVectors.text("tiny-page-json", in: "page-snapshot.md") == json,
                 "the spec's JSON differs; actual:\n\(json)")
         // What the vector shows: T between S and the image, S erased with a conflict.

@@ -1,0 +1,235 @@
+/// Version 2 of the point stream, the one snapshot format version 2 writes
+/// (`Protocol/page-snapshot.md` section 3a, [PT2-1] … [PT2-9]).
+///
+/// Built for real pen recordings (issue 15): short strokes, points 1 to 5 pt apart on a
+/// digitizer grid, channels that are often absent. In short:
+///
+/// - a varint point count `n`, then (for `n ≥ 1`) a varint byte length `L` and `L` bytes of a
+///   bit stream, least significant bit first;
+/// - in the bits: whether the radius is the one the import derives from pressure and width
+///   (then it is not stored); for `n ≥ 3` a mode per channel: the channel's grid (the
+///   greatest common divisor of its steps: the same as the previous stroke's, 1, or given),
+///   or, for pressure, radius and time, "linear" (every step equal to the first: an absent
+///   time channel, a constant pressure);
+/// - the first point as differences from the previous stroke's first point, the first step,
+///   then the second differences of each channel's steps divided by its grid, channel after
+///   channel;
+/// - every value in an adaptive Rice code whose parameter follows a running mean of the
+///   values of its kind (one state per channel and kind, carried from stroke to stroke).
+///
+/// The previous stroke, the grids and the Rice states are the `Context`: a snapshot starts a
+/// new one at every 64th element record so that chunks of records decode independently.
+///
+/// Decoding reads 64 bits at a time and takes a few operations per value, with no
+/// allocation but the points. The encoding is canonical: every point list has exactly one
+/// encoding in a given context, and the decoder rejects every other bit string, so
+/// `encode(decode(b)) == b` whenever `decode(b)` succeeds.
+public enum StrokeCodecV2 {
+    /// Channels in stream order.
+    static let x = 0, y = 1, pressure = 2, radius = 3, time = 4
+
+    /// A unary run this long is an escape: 40 raw bits follow ([PT2-5]).
+    static let escapeRun = 24
+    static let escapeBits = 40
+    /// How far one value moves a Rice state (so that one huge jump does not make the next
+    /// hundred values expensive).
+    static let stateCap: UInt64 = 1 << 16
+    /// Initial Rice states (16 × an expected mean) for first-point differences, first steps
+    /// and second differences.
+    static let initialFirst: UInt32 = 16 * 64
+    static let initialStep: UInt32 = 16 * 16
+    static let initialSecond: UInt32 = 16 * 4
+
+    /// What a stroke's stream is coded against: the previous stroke of the same chunk.
+    public struct Context: Sendable, Hashable {
+        /// The previous stroke's first point, per channel.
+        var first: SIMD8<Int64> = [0, 0, 500, 0, 0, 0, 0, 0]
+        /// The grid each channel used last (1 before any).
+        var grid: SIMD8<UInt64> = SIMD8(repeating: 1)
+        /// Rice states: first-point differences, first steps, second differences.
+        var firstState = SIMD8<UInt32>(repeating: StrokeCodecV2.initialFirst)
+        var stepState = SIMD8<UInt32>(repeating: StrokeCodecV2.initialStep)
+        var secondState = SIMD8<UInt32>(repeating: StrokeCodecV2.initialSecond)
+        public init() {}
+    }
+
+    /// Channel modes, two bits each ([PT2-3]).
+    enum Mode: UInt64 {
+        case sameGrid = 0, unitGrid = 1, givenGrid = 2, linear = 3
+    }
+
+    @inline(__always) static func values(_ p: StrokePoint) -> SIMD8<Int64> {
+        [Int64(p.x), Int64(p.y), Int64(p.pressure), Int64(p.radius), Int64(p.t), 0, 0, 0]
+    }
+
+    /// The Rice parameter of a state: about log2 of the running mean.
+    @inline(__always) static func parameter(_ m: UInt32) -> Int {
+        let bits = 32 - m.leadingZeroBitCount
+        return bits > 5 ? bits - 5 : 0
+    }
+
+    @inline(__always) static func update(_ m: inout UInt32, _ u: UInt64) {
+        m = m &+ UInt32(truncatingIfNeeded: min(u, stateCap)) &- (m &>> 4)
+    }
+
+    /// `Stroke.radius(width:pressure:)` ([IMP-6]), with a division by a constant for the
+    /// usual non-negative width.
+    @inline(__always) static func derivedRadius(_ width: Int32, _ pressure: UInt16) -> Int32 {
+        guard width >= 0 else { return Stroke.radius(width: width, pressure: pressure) }
+        return Int32(clamping: (Int64(width) &* (500 &+ Int64(pressure)) &+ 1000) / 2000)
+    }
+
+    static func gcd(_ a: UInt64, _ b: UInt64) -> UInt64 {
+        var a = a, b = b
+        while b != 0 { (a, b) = (b, a % b) }
+        return a
+    }
+
+    // MARK: Encoding
+
+    /// Appends the stream of `points` (a stroke of ink `width`) to `w`, coded against and
+    /// then advancing `context`. A deterministic function of the points, width and context.
+    public static func encodePoints(_ points: [StrokePoint], width: Int32, context c: inout Context,
+                                    into w: inout ByteWriter) {
+        let n = points.count
+        w.varint(UInt64(n))
+        guard n > 0 else { return }
+        var bits = BitWriter()
+        let derived = points.allSatisfy { $0.radius == derivedRadius(width, $0.pressure) }
+        bits.put(derived ? 1 : 0, 1)
+        let v0 = values(points[0])
+        // Each coded channel's steps, once.
+        var steps = [[Int64]](repeating: [], count: 5)
+        var modes = [Mode](repeating: .unitGrid, count: 5)
+        var grids = [UInt64](repeating: 1, count: 5)
+        for ch in 0..<5 where !(derived && ch == radius) && n >= 2 {
+            var d = [Int64](repeating: 0, count: n - 1)
+            var previous = channel(points[0], ch)
+            for i in 1..<n {
+                let v = channel(points[i], ch)
+                d[i - 1] = v - previous
+                previous = v
+            }
+            steps[ch] = d
+        }
+        if n >= 3 {
+            for ch in 0..<5 where !steps[ch].isEmpty {
+                let d = steps[ch]
+                if ch >= pressure && d.allSatisfy({ $0 == d[0] }) {
+                    modes[ch] = .linear
+                    bits.put(Mode.linear.rawValue, 2)
+                    continue
+                }
+                var g: UInt64 = 0
+                for s in d where g != 1 { g = gcd(g, s.magnitude) }
+                if g == 0 { g = 1 }
+                grids[ch] = g
+                if g == c.grid[ch] {
+                    modes[ch] = .sameGrid
+                    bits.put(Mode.sameGrid.rawValue, 2)
+                } else if g == 1 {
+                    modes[ch] = .unitGrid
+                    bits.put(Mode.unitGrid.rawValue, 2)
+                } else {
+                    modes[ch] = .givenGrid
+                    bits.put(Mode.givenGrid.rawValue, 2)
+                    bits.gamma(g - 1)
+                }
+            }
+        }
+        for ch in 0..<5 where !(derived && ch == radius) {
+            bits.rice(zigzag(v0[ch] &- c.first[ch]), &c.firstState[ch])
+        }
+        for ch in 0..<5 where !steps[ch].isEmpty {
+            let step = n >= 3 && modes[ch] != .linear ? steps[ch][0] / Int64(grids[ch]) : steps[ch][0]
+            bits.rice(zigzag(step), &c.stepState[ch])
+        }
+        if n >= 3 {
+            for ch in 0..<5 where !steps[ch].isEmpty && modes[ch] != .linear {
+                let g = Int64(grids[ch])
+                var state = c.secondState[ch]
+                steps[ch].withUnsafeBufferPointer { d in
+                    if g == 1 {
+                        for i in 1..<d.count { bits.rice(zigzag(d[i] &- d[i - 1]), &state) }
+                    } else {
+                        var previous = d[0] / g
+                        for i in 1..<d.count {
+                            let q = d[i] / g
+                            bits.rice(zigzag(q &- previous), &state)
+                            previous = q
+                        }
+                    }
+                }
+                c.secondState[ch] = state
+                c.grid[ch] = grids[ch]
+            }
+        }
+        c.first = v0
+        let stream = bits.finish()
+        w.varint(UInt64(stream.count))
+        w.append(stream)
+    }
+
+    @inline(__always) static func channel(_ p: StrokePoint, _ ch: Int) -> Int64 {
+        switch ch {
+        case x: Int64(p.x)
+        case y: Int64(p.y)
+        case pressure: Int64(p.pressure)
+        case radius: Int64(p.radius)
+        default: Int64(p.t)
+        }
+    }
+
+    /// A bit stream written least significant bit first.
+    struct BitWriter {
+        var bytes: [UInt8] = []
+        var buffer: UInt64 = 0
+        var count = 0
+
+        /// The low `n` bits of `v` (n ≤ 56).
+        @inline(__always) mutating func put(_ v: UInt64, _ n: Int) {
+            buffer |= v &<< UInt64(count)
+            count &+= n
+            if count >= 32 {
+                bytes.append(UInt8(truncatingIfNeeded: buffer))
+                bytes.append(UInt8(truncatingIfNeeded: buffer &>> 8))
+                bytes.append(UInt8(truncatingIfNeeded: buffer &>> 16))
+                bytes.append(UInt8(truncatingIfNeeded: buffer &>> 24))
+                buffer &>>= 32
+                count &-= 32
+            }
+        }
+
+        /// `v ≥ 1` as Elias gamma: `b − 1` zeros, a one, then the low `b − 1` bits of `v`,
+        /// where `b` is its bit length.
+        mutating func gamma(_ v: UInt64) {
+            let b = 64 - v.leadingZeroBitCount
+            put(1 << UInt64(b - 1), b)
+            if b > 1 { put(v & ((1 << UInt64(b - 1)) - 1), b - 1) }
+        }
+
+        /// `u` in the adaptive Rice code of state `m` ([PT2-5]), then the state updated.
+        @inline(__always) mutating func rice(_ u: UInt64, _ m: inout UInt32) {
+            let k = StrokeCodecV2.parameter(m)
+            let q = u >> UInt64(k)
+            if q < UInt64(StrokeCodecV2.escapeRun) {
+                put(1 << q, Int(q) + 1)
+                if k > 0 { put(u & ((1 << UInt64(k)) - 1), k) }
+            } else {
+                put(1 << UInt64(StrokeCodecV2.escapeRun), StrokeCodecV2.escapeRun + 1)
+                put(u & ((1 << 20) - 1), 20)
+                put(u >> 20, StrokeCodecV2.escapeBits - 20)
+            }
+            StrokeCodecV2.update(&m, u)
+        }
+
+        mutating func finish() -> [UInt8] {
+            while count > 0 {
+                bytes.append(UInt8(truncatingIfNeeded: buffer))
+                buffer >>= 8
+                count -= 8
+            }
+            return bytes
+        }
+    }
+}

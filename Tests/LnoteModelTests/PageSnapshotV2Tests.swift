@@ -1,0 +1,329 @@
+import Foundation
+import Testing
+@testable import LnoteModel
+import LnoteTestSupport
+
+/// Snapshot format version 2 and its point stream (`Protocol/page-snapshot.md` 3a and 4.8).
+@Suite("Page snapshot version 2")
+struct PageSnapshotV2Tests {
+    /// Strokes coded one after the other in one context, as a chunk of records codes them.
+    static func roundTrip(_ strokes: [Stroke], _ context: String) throws {
+        var w = ByteWriter()
+        var c = StrokeCodecV2.Context()
+        for s in strokes { StrokeCodecV2.encodePoints(s.points, width: s.style.width, context: &c, into: &w) }
+        var r = ByteReader(w.bytes)
+        var d = StrokeCodecV2.Context()
+        for (i, s) in strokes.enumerated() {
+            let points = try StrokeCodecV2.decodePoints(&r, width: s.style.width, context: &d)
+            #expect(points == s.points, "stroke \(i) of \(strokes.count): \(context)")
+        }
+        #expect(r.isAtEnd, "bytes left: \(context)")
+        #expect(c == d, "contexts differ: \(context)")
+    }
+
+    static func stroke(_ points: [StrokePoint], width: Int32 = 20) -> Stroke {
+        Stroke(style: InkStyle(tool: .pen, color: RGBA(r: 0, g: 0, b: 0, a: 255), width: width), points: points)
+    }
+
+    /// Adversarial strokes: extremes, jumps, decreasing times, tiny strokes, constant and
+    /// linear channels, coordinates on offset grids that are not integer grids.
+    static func adversarial(_ g: inout SplitMix64) -> [Stroke] {
+        var out: [Stroke] = []
+        let extremes: [Int32] = [.min, .max, 0, -1, 1, .min + 1, .max - 1]
+        for n in 1...3 {
+            out.append(stroke((0..<n).map { _ in
+                StrokePoint(x: extremes[Int(g.below(7))], y: extremes[Int(g.below(7))], pressure: UInt16(g.below(1001)),
+                            radius: extremes[Int(g.below(7))], t: UInt32(truncatingIfNeeded: g.next()))
+            }))
+        }
+        // Int32.min to Int32.max and back, times decreasing, pressure at its bounds.
+        out.append(stroke([StrokePoint(x: .min, y: .max, pressure: 0, radius: .min, t: .max),
+                           StrokePoint(x: .max, y: .min, pressure: 1000, radius: .max, t: 0),
+                           StrokePoint(x: .min, y: .max, pressure: 0, radius: .min, t: .max),
+                           StrokePoint(x: .max, y: .min, pressure: 1000, radius: .max, t: 1)]))
+        // Constant channels, a still pen, a linear time and pressure.
+        out.append(stroke((0..<40).map { i in StrokePoint(x: 100, y: 200, pressure: 500, radius: 7, t: UInt32(4 * i)) }))
+        var linear: [StrokePoint] = []
+        for i in 0..<40 {
+            let p = UInt16(100 + 10 * i)
+            linear.append(StrokePoint(x: Int32(i * 13), y: 5, pressure: p, radius: Stroke.radius(width: 20, pressure: p), t: 0))
+        }
+        out.append(stroke(linear))
+        // A grid of 0.75 pt with an offset, quantized: steps of 7 and 8 tenths.
+        var x = 0.31, y = 0.62
+        out.append(stroke((0..<60).map { i in
+            x += 0.75 * Double(Int(g.below(5)) - 1); y += 0.75 * Double(Int(g.below(3)))
+            return StrokePoint(x: Int32((x * 10).rounded()), y: Int32((y * 10).rounded()),
+                               pressure: UInt16(10 * g.below(101)), radius: Int32(g.below(50)), t: UInt32(i * 8 + Int(g.below(2))))
+        }, width: 13))
+        // An exact grid of 25 tenths, then the same grid again (the "same grid" mode), then 1.
+        for _ in 0..<3 {
+            out.append(stroke((0..<20).map { i in
+                StrokePoint(x: Int32(25 * g.below(100)) - 1000, y: Int32(25 * i), pressure: 500, radius: 10, t: UInt32(i))
+            }))
+        }
+        // Huge jumps inside a stroke, and a negative width (radius never derived by division).
+        var jumps: [StrokePoint] = []
+        for i in 0..<30 {
+            let x: Int32 = i % 7 == 0 ? Int32.min + Int32(i) : Int32(i)
+            let y: Int32 = i % 5 == 0 ? Int32.max : -Int32(i)
+            let p = UInt16(g.below(1001))
+            let r = Int32(truncatingIfNeeded: g.next())
+            jumps.append(StrokePoint(x: x, y: y, pressure: p, radius: r, t: UInt32(1000 * i)))
+        }
+        out.append(stroke(jumps, width: -30))
+        return out
+    }
+
+    /// [PT2-1] … [PT2-9] Any points round-trip, in any context: both generator profiles and
+    /// adversarial strokes, coded one after the other as a chunk codes them.
+    @Test("[PT2-1] [PT2-3] [PT2-4] [PT2-5] [PT2-6] [PT2-9] point stream v2 round trips")
+    func pointStreamRoundTrips() throws {
+        for seed in testSeeds(0x5A9_2001, count: 8) {
+            var g = SplitMix64(seed: seed)
+            var pen = HandwritingGenerator.Options()
+            pen.profile = .pen
+            try Self.roundTrip(HandwritingGenerator.strokes(seed: seed, count: 80, options: pen), "pen, seed \(seed)")
+            try Self.roundTrip(HandwritingGenerator.strokes(seed: seed, count: 10), "smooth, seed \(seed)")
+            var strokes = Self.adversarial(&g)
+            // Shuffled, so that each comes after different contexts.
+            for i in strokes.indices.reversed() { strokes.swapAt(i, Int(g.below(UInt64(i + 1)))) }
+            try Self.roundTrip(strokes, "adversarial, seed \(seed)")
+        }
+    }
+
+    /// [PT2-2] [PT2-7] [PT2-8] Canonical: every byte string that decodes re-encodes to itself;
+    /// every other is `corrupt` or `truncated` at an offset inside it. Each byte of a chunk of
+    /// streams is replaced by several values, and the streams are cut at every byte.
+    @Test("[PT2-2] [PT2-7] [PT2-8] mutated and cut point streams are rejected or canonical")
+    func mutatedStreams() throws {
+        var cases = 0, wrong = 0
+        for seed in testSeeds(0x5A9_2002, count: 3) {
+            var g = SplitMix64(seed: seed)
+            var pen = HandwritingGenerator.Options()
+            pen.profile = .pen
+            let strokes = HandwritingGenerator.strokes(seed: seed, count: 6, options: pen) + Self.adversarial(&g).prefix(4)
+            var w = ByteWriter()
+            var c = StrokeCodecV2.Context()
+            for s in strokes { StrokeCodecV2.encodePoints(s.points, width: s.style.width, context: &c, into: &w) }
+            let bytes = w.bytes
+            func check(_ b: [UInt8], _ what: String) {
+                cases += 1
+                var r = ByteReader(b)
+                var d = StrokeCodecV2.Context(), e = StrokeCodecV2.Context()
+                var again = ByteWriter()
+                do {
+                    for s in strokes {
+                        let p = try StrokeCodecV2.decodePoints(&r, width: s.style.width, context: &d)
+                        StrokeCodecV2.encodePoints(p, width: s.style.width, context: &e, into: &again)
+                    }
+                    if again.bytes != Array(b[0..<r.position]) {
+                        wrong += 1
+                        Issue.record("not canonical: \(what), seed \(seed)")
+                    }
+                } catch let error as LnoteError {
+                    guard [.corrupt, .truncated].contains(error.code), let o = error.offset, o >= 0, o <= b.count else {
+                        wrong += 1
+                        Issue.record("\(error) for \(what), seed \(seed)")
+                        return
+                    }
+                } catch {
+                    wrong += 1
+                    Issue.record("\(error) for \(what), seed \(seed)")
+                }
+            }
+            for i in bytes.indices {
+                for v in [bytes[i] ^ 0x01, bytes[i] ^ 0x80, bytes[i] &+ 1, 0x00, 0xFF, UInt8(truncatingIfNeeded: g.next())] where v != bytes[i] {
+                    var b = bytes
+                    b[i] = v
+                    check(b, "byte \(i) = \(v)")
+                }
+                check(Array(bytes[0..<i]), "cut at \(i)")
+            }
+        }
+        ReliabilityReport.record(family: "bit flips", detail: "point stream v2, every byte replaced and cut (PageSnapshotV2Tests)",
+                                 cases: cases, corrupted: wrong)
+    }
+
+    /// [PT2-8] Hand-made faults: a stored radius that is the derived one, a linear channel
+    /// coded in full, a grid that is not the greatest, a count the bits cannot hold.
+    @Test("[PT2-2] [PT2-3] [PT2-8] specific rejections")
+    func specificRejections() {
+        // n = 1000 in 2 bytes of bits: more points than bits.
+        expectDecodeFailure([.corrupt], "count") {
+            var r = ByteReader([0xE8, 0x07, 0x02, 0x00, 0x00])
+            var c = StrokeCodecV2.Context()
+            _ = try StrokeCodecV2.decodePoints(&r, width: 20, context: &c)
+        }
+        // L beyond the bytes.
+        expectDecodeFailure([.truncated], "length") {
+            var r = ByteReader([0x01, 0x05, 0x00])
+            var c = StrokeCodecV2.Context()
+            _ = try StrokeCodecV2.decodePoints(&r, width: 20, context: &c)
+        }
+        // One point whose radius is the derived one, coded as stored: bit 0 clear.
+        let p = StrokePoint(x: 0, y: 0, pressure: 500, radius: Stroke.radius(width: 20, pressure: 500), t: 0)
+        var w = ByteWriter()
+        var c = StrokeCodecV2.Context()
+        StrokeCodecV2.encodePoints([p], width: 20, context: &c, into: &w)
+        var b = w.bytes
+        #expect(b[2] & 1 == 1)
+        b[2] &= 0xFE
+        expectDecodeFailure([.corrupt], "derived radius stored") {
+            var r = ByteReader(b)
+            var c = StrokeCodecV2.Context()
+            _ = try StrokeCodecV2.decodePoints(&r, width: 20, context: &c)
+        }
+        // A trailing zero byte in the bits.
+        var longer = w.bytes
+        longer[1] += 1
+        longer.append(0)
+        expectDecodeFailure([.corrupt], "trailing byte") {
+            var r = ByteReader(longer)
+            var c = StrokeCodecV2.Context()
+            _ = try StrokeCodecV2.decodePoints(&r, width: 20, context: &c)
+        }
+    }
+
+    /// A page of strokes, images and history, made by the random model.
+    static func page(seed: UInt64, elements: Int = 12) -> PageState {
+        var m = RandomModel(seed: seed)
+        return m.pageState(maxElements: elements, maxTombstones: 3)
+    }
+
+    /// [SNAP-33] [SNAP-34] [SNAP-35] Version 2 round-trips random pages and pages of both
+    /// profiles (more than 64 elements: chunks and the element index), and decodes serially
+    /// and in parallel alike.
+    @Test("[SNAP-33] [SNAP-34] [SNAP-35] version 2 round trips (next-layer keys and fraction keys)")
+    func roundTrips() throws {
+        for seed in testSeeds(0x5A9_2003, count: 30) {
+            let state = PageSnapshot.canonicalized(Self.page(seed: seed))
+            let bytes = PageSnapshot.encode(state, coveredLogOffset: 5, logIncarnation: 6)
+            #expect(bytes[8] == 2, "version field, seed \(seed)")
+            let back = try PageSnapshot.decode(bytes)
+            #expect(back.state == state, "seed \(seed)")
+            #expect(PageSnapshot.encode(back) == bytes, "seed \(seed)")
+        }
+        var pen = HandwritingGenerator.Options()
+        pen.profile = .pen
+        // The pen page's keys are fractions of layer 0; the smooth page's are layers 1, 2, 3 …
+        // (what lnote gives elements added on top: the *next layer* flag).
+        for (layered, strokes) in [(false, HandwritingGenerator.strokes(seed: 7, count: 150, options: pen)),
+                                   (true, HandwritingGenerator.strokes(seed: 8, count: 70))] {
+            var replica = PageState(page: PageID())
+            replica.clock = VectorClock([(ReplicaID(0xB0), UInt64(strokes.count))])
+            replica.maxLamport = UInt64(strokes.count)
+            replica.contexts = [ReplicaContext(replica: ReplicaID(0xB0), clock: replica.clock, lamports: [LamportRun(from: 1, offset: 0)])]
+            var fraction: [UInt8] = [0x80]
+            for (i, s) in strokes.enumerated() {
+                fraction = i % 100 == 99 ? fraction + [0x80] : [UInt8](fraction.dropLast()) + [fraction.last! + 1]
+                replica.elements.append(ElementRecord(id: OpID(replica: ReplicaID(0xB0), counter: UInt64(i + 1)), lamport: UInt64(i + 1),
+                                                      wallTime: 1_700_000_000_000 + Int64(i) * 900, content: .stroke(s),
+                                                      z: LWWRegister(layered ? ZKey(layer: Int64(i + 1), path: [], fraction: [])
+                                                                             : ZKey(layer: 0, path: [], fraction: fraction))))
+            }
+            try PageSnapshot.validate(replica)
+            let bytes = PageSnapshot.encode(replica, coveredLogOffset: 40, logIncarnation: 1)
+            #expect(try PageSnapshot.decode(bytes, path: nil, parallel: false).state == replica)
+            #expect(try PageSnapshot.decode(bytes, path: nil, parallel: true).state == replica)
+            let v1 = PageSnapshot.encode(replica, coveredLogOffset: 40, logIncarnation: 1, version: 1)
+            #expect(bytes.count < v1.count)
+        }
+    }
+
+    /// [SNAP-36] The reader accepts only the writer's output: every byte of a version-2 file
+    /// replaced (CRC resealed) either decodes to a state that encodes back to the same bytes
+    /// or is rejected as `corrupt`/`truncated`/`unsupportedVersion` at an offset inside the file.
+    @Test("[SNAP-36] mutated version-2 snapshots are rejected or canonical")
+    func mutatedSnapshots() throws {
+        var cases = 0, wrong = 0
+        for seed in testSeeds(0x5A9_2004, count: 4) {
+            var g = SplitMix64(seed: seed)
+            let state = Self.page(seed: seed, elements: 8)
+            let bytes = PageSnapshot.encode(state, coveredLogOffset: 5, logIncarnation: 6)
+            for i in 52..<(bytes.count - 4) {
+                for v in [bytes[i] ^ 0x01, bytes[i] &+ 1, UInt8(truncatingIfNeeded: g.next())] where v != bytes[i] {
+                    var b = bytes
+                    b[i] = v
+                    b = PageSnapshotTests.reseal(b)
+                    cases += 1
+                    do {
+                        let c = try PageSnapshot.decode(b)
+                        if PageSnapshot.encode(c) != b {
+                            wrong += 1
+                            Issue.record("byte \(i) = \(v) decodes but is not canonical, seed \(seed)")
+                        }
+                    } catch let e as LnoteError {
+                        if !isExpectedFailure(e, [.corrupt, .truncated, .unsupportedVersion]) || e.offset! > b.count {
+                            wrong += 1
+                            Issue.record("byte \(i) = \(v): \(e), seed \(seed)")
+                        }
+                    }
+                }
+            }
+        }
+        ReliabilityReport.record(family: "bit flips", detail: "snapshot v2, every byte replaced and resealed (PageSnapshotV2Tests)",
+                                 cases: cases, corrupted: wrong)
+    }
+
+    /// [SNAP-34] A version-2 element count its section cannot hold (7 bytes a record) is
+    /// `corrupt` at the count.
+    @Test("[SNAP-34] version-2 element counts are checked against their section")
+    func countsAreCheckedAgainstTheirSection() throws {
+        let state = PageSnapshot.canonicalized(Self.page(seed: 3, elements: 4))
+        let bytes = PageSnapshot.encode(state, coveredLogOffset: 5, logIncarnation: 6)
+        // The page section's size, then the elements section header and its count.
+        let pageSize = Int(bytes[54]) | Int(bytes[55]) << 8
+        let elementsHeader = 52 + 6 + pageSize
+        #expect(bytes[elementsHeader] == 2)
+        var b = bytes
+        // 16383 records cannot fit in a section of fewer than 7 × 16383 bytes.
+        b.replaceSubrange((elementsHeader + 6)...(elementsHeader + 6), with: [0xFF, 0x7F])
+        b[elementsHeader + 2] &+= 1
+        let e = expectDecodeFailure([.corrupt], "count 16383") { _ = try PageSnapshot.decode(PageSnapshotTests.reseal(b)) }
+        #expect(e?.offset == elementsHeader + 6)
+    }
+
+    /// [SNAP-7] [SNAP-37] Version 1 stays readable: snapshots written by lnote before version 2
+    /// (a two-replica page with moves, erasures, an image and more than 64 elements, and the
+    /// tiny page of 4.7) open, print the JSON they printed then, and re-encode as version 2
+    /// to an equal state.
+    @Test("[SNAP-7] [SNAP-37] version-1 fixtures open and re-encode as version 2")
+    func versionOneFixtures() throws {
+        let v1 = try [UInt8](Data(contentsOf: fixturesDirectory.appendingPathComponent("v1-two-replicas.content")))
+        #expect(v1[8] == 1)
+        let old = try PageSnapshot.decode(v1, path: "v1-two-replicas.content")
+        let json = try String(contentsOf: fixturesDirectory.appendingPathComponent("v1-two-replicas.json"), encoding: .utf8)
+        #expect(old.state.canonicalJSON() == json)
+        #expect(old.state.elements.count > 64)
+        #expect(PageSnapshot.encode(old, version: 1) == v1, "the version-1 writer is today's")
+        let v2 = PageSnapshot.encode(old)
+        #expect(v2[8] == 2)
+        #expect(try PageSnapshot.decode(v2) == old)
+        #expect(v2.count < v1.count)
+        #expect(try PageSnapshot.summary(prefix: v2).elementCount == old.state.elements.count)
+        #expect(try PageSnapshot.summary(prefix: v1).elementCount == old.state.elements.count)
+
+        let tiny = try #require(parseHexDump(try String(contentsOf: fixturesDirectory
+            .appendingPathComponent("tiny-page.content.hex"), encoding: .utf8)))
+        let tinyState = try PageSnapshot.decode(tiny)
+        #expect(try PageSnapshot.decode(PageSnapshot.encode(tinyState)) == tinyState)
+    }
+
+    /// [SNAP-37] The spec's version-2 vector: the tiny page of 4.7 as version 2, byte for byte.
+    @Test("[SNAP-37] the tiny page as version 2")
+    func tinyPageVector() throws {
+        let bytes = PageSnapshot.encode(TinyPage.state, coveredLogOffset: TinyPage.coveredLogOffset,
+                                        logIncarnation: TinyPage.logIncarnation)
+        let fromSpec = try #require(parseHexDump(try specVector("tiny-page-v2")))
+        #expect(fromSpec == bytes, "the spec's vector differs; actual:\n\(hexDump(bytes))")
+        #expect(try PageSnapshot.decode(fromSpec).state == PageSnapshot.canonicalized(TinyPage.state))
+    }
+}
+
+extension PageSnapshot {
+    /// `encode(c.state, …, version:)`.
+    static func encode(_ c: Contents, version: UInt16) -> [UInt8] {
+        encode(c.state, coveredLogOffset: c.coveredLogOffset, logIncarnation: c.logIncarnation, version: version)
+    }
+}
