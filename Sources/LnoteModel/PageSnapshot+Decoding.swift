@@ -206,7 +206,7 @@ extension PageSnapshot {
             return (done, index)
         }
         var out: [ElementRecord] = []
-        out.reserveCapacity(n)
+        out.reserveCapacity(n + spareElements(n))
         var starts: [Int] = []
         starts.reserveCapacity(n / elementIndexStride)
         var ids = Set<OpID>(minimumCapacity: n)
@@ -220,7 +220,8 @@ extension PageSnapshot {
             do {
                 let e = v2 ? try decodeElementV2(&r, replicas: replicas, context: &context) : try decodeElement(&r)
                 // [SNAP-20] Canonical z order, [SNAP-22] unique ids.
-                if let last = out.last, !ElementRecord.canonicalLess(last, e) {
+                let above = out.withUnsafeBufferPointer { b in b.isEmpty || ElementRecord.canonicalLess(b[b.count - 1], e) }
+                if !above {
                     throw r.error(.corrupt, "element \(e.id) is not above the previous one in z order", at: at)
                 }
                 guard ids.insert(e.id).inserted else { throw r.error(.corrupt, "duplicate element id \(e.id)", at: at) }
@@ -235,6 +236,10 @@ extension PageSnapshot {
 
     /// Sections at least this big are worth decoding on several cores.
     static let parallelSectionBytes = 64 * 1024
+
+    /// Room left in the decoded array of `n` elements for strokes added later (a log tail
+    /// replayed onto the snapshot, new strokes): growing it moves every record to new memory.
+    static func spareElements(_ n: Int) -> Int { n / 4 + 64 }
 
     /// The parallel path of `decodeElements`, or nil when anything does not hold (the
     /// caller then decodes serially and reports what is wrong). `r` is just past the count.
@@ -253,46 +258,61 @@ extension PageSnapshot {
         let chunks = index.count + 1
         let groups = min(chunks, Parallel.processors * 4)
         let bytes = r.bytes, path = r.path, base = r.base, bounds = starts
-        let decoded = Parallel.map(groups) { g -> [ElementRecord]? in
-            let first = chunks * g / groups, last = chunks * (g + 1) / groups
-            var reader = ByteReader(bytes, range: bounds[first]..<bounds[last], base: base, path: path)
-            reader.shortestVarints = v2
-            let records = min(n, last * stride) - first * stride
-            var out: [ElementRecord] = []
-            out.reserveCapacity(records)
-            var context = RecordContext()
-            do {
-                for k in 0..<records {
-                    // Groups start at a chunk boundary: the context starts afresh there.
-                    if k % stride == 0 { context = RecordContext() }
-                    out.append(v2 ? try decodeElementV2(&reader, replicas: replicas, context: &context) : try decodeElement(&reader))
+        // Each group decodes its records straight into their slots of the result (moved, never
+        // copied); a group that fails says how many it had initialized, so they are undone.
+        var complete = false
+        let all = [ElementRecord](unsafeUninitializedCapacity: n + spareElements(n)) { buffer, initialized in
+            let slots = Slots(base: buffer.baseAddress!)
+            let outcomes = Parallel.map(groups) { g -> (decoded: Int, ok: Bool) in
+                let first = chunks * g / groups, last = chunks * (g + 1) / groups
+                var reader = ByteReader(bytes, range: bounds[first]..<bounds[last], base: base, path: path)
+                reader.shortestVarints = v2
+                let records = min(n, last * stride) - first * stride
+                let into = slots.base + first * stride
+                var context = RecordContext()
+                var k = 0
+                do {
+                    while k < records {
+                        // Groups start at a chunk boundary: the context starts afresh there.
+                        if k % stride == 0 { context = RecordContext() }
+                        (into + k).initialize(to: v2 ? try decodeElementV2(&reader, replicas: replicas, context: &context)
+                                                     : try decodeElement(&reader))
+                        k += 1
+                    }
+                } catch {
+                    return (k, false)
                 }
-            } catch {
-                return nil
+                return (k, reader.isAtEnd)
             }
-            return reader.isAtEnd ? out : nil
+            if outcomes.allSatisfy(\.ok) {
+                initialized = n
+                complete = true
+            } else {
+                for (g, o) in outcomes.enumerated() { (slots.base + chunks * g / groups * stride).deinitialize(count: o.decoded) }
+                initialized = 0
+            }
         }
-        var all: [ElementRecord] = []
-        all.reserveCapacity(n)
+        guard complete else { return nil }
+        // [SNAP-20] as the serial path checks it, in place.
         var ids: [OpID] = []
         ids.reserveCapacity(n)
-        for group in decoded {
-            guard let group else { return nil }
-            // [SNAP-20] as the serial path checks it (without copying records).
-            for i in group.indices {
-                if i > group.startIndex {
-                    guard ElementRecord.canonicalLess(group[i - 1], group[i]) else { return nil }
-                } else if let last = all.last {
-                    guard ElementRecord.canonicalLess(last, group[i]) else { return nil }
-                }
-                ids.append(group[i].id)
+        let ordered = all.withUnsafeBufferPointer { b -> Bool in
+            for i in b.indices {
+                if i > 0, !ElementRecord.canonicalLess(b[i - 1], b[i]) { return false }
+                ids.append(b[i].id)
             }
-            all.append(contentsOf: group)
+            return true
         }
+        guard ordered else { return nil }
         // [SNAP-22] Unique ids: sorting plain integers is cheaper than hashing each one.
         ids.sort()
         for i in ids.indices.dropFirst() where ids[i] == ids[i - 1] { return nil }
         return all
+    }
+
+    /// Where the groups of `decodeElementsInParallel` write: each its own slots.
+    private struct Slots: @unchecked Sendable {
+        let base: UnsafeMutablePointer<ElementRecord>
     }
 
     /// One element record ([SNAP-14]), without the checks that involve its neighbours.

@@ -19,10 +19,13 @@ struct ElementTable: Sendable {
     /// Slots bottom to top; nil when that is `0 ..< slots.count`.
     private var order: [Int32]?
 
-    /// A table of `ordered`, which MUST be sorted by `ElementRecord.zLess` with unique ids.
-    init(ordered: consuming [ElementRecord]) {
+    /// A table of `ordered`, which MUST be sorted by `ElementRecord.zLess` with unique ids,
+    /// with room for `reserving` more records (those a log tail is about to add: growing the
+    /// array later moves every record to new memory).
+    init(ordered: consuming [ElementRecord], reserving: Int = 0) {
         var records: [ElementRecord] = []
         swap(&records, &ordered)
+        if records.capacity < records.count + reserving { records.reserveCapacity(records.count + reserving) }
         var slotOf = [ElementID: Int32](minimumCapacity: records.count + records.count / 4 + 16)
         // Through the buffer: reading an id does not copy (retain and release) its record.
         records.withUnsafeBufferPointer { b in

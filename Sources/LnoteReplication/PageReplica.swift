@@ -25,7 +25,10 @@ public struct PageReplica: Sendable {
     /// The state is consumed: when the caller hands over the only reference to its
     /// elements (`PageReplica(state: consume s)`), their array moves into the table whole,
     /// without a record copied (`ElementTable`). A shared state is shared until written.
-    public init(state: consuming PageState, pending: [Op] = []) {
+    ///
+    /// `reservingAdds`: how many elements the caller is about to add (the operations of a log
+    /// tail), so that their room is made once.
+    public init(state: consuming PageState, pending: [Op] = [], reservingAdds: Int = 0) {
         page = state.page
         clock = state.clock
         maxLamport = state.maxLamport
@@ -33,7 +36,7 @@ public struct PageReplica: Sendable {
         contexts = state.contexts
         var elements: [ElementRecord] = []
         swap(&elements, &state.elements)
-        records = ElementTable(ordered: elements)
+        records = ElementTable(ordered: elements, reserving: reservingAdds)
         tombstones = Dictionary(uniqueKeysWithValues: state.tombstones.map { ($0.id, $0) })
         for op in pending where !clock.covers(op.id) { _ = buffer.insert(op) }
     }

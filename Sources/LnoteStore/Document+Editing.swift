@@ -69,7 +69,7 @@ extension Document {
         }
         // The images of the base, before the state moves into the replica (without a copy).
         let baseAssets = base.elements.compactMap(\.content.image?.asset)
-        var live = PageReplica(state: consume base)
+        var live = PageReplica(state: consume base, reservingAdds: Document.addFrames(frames))
         var pending: [OpID: UInt64] = [:]
         let applied: [Op]
         do {
@@ -95,6 +95,12 @@ extension Document {
         return lp
     }
 
+    /// How many of `frames` say they add an element (by their type byte): the room a replay
+    /// makes at once. No more than applying them would take.
+    static func addFrames(_ frames: [LoggedFrame]) -> Int {
+        frames.reduce(0) { $0 + ($1.frame.type == OperationCodec.Kind.add.rawValue ? 1 : 0) }
+    }
+
     /// Loads a page under the document lock, making the repairs it needs ([PKG-42],
     /// [PKG-47], [PKG-51], [PKG-55], [PKG-56]).
     func loadPageLocked(_ pid: PageID) throws -> LoadedPage {
@@ -102,7 +108,7 @@ extension Document {
         if let p = pages[pid], try refreshPage(p) { return p }
         let sources = try pageSources(pid)
         var logReport = sources.replay.report
-        var live = PageReplica(state: sources.base)
+        var live = PageReplica(state: sources.base, reservingAdds: Document.addFrames(sources.replay.frames))
         var pending: [OpID: UInt64] = [:]
         let applied: [Op]
         do {
