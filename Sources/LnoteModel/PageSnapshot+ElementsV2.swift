@@ -102,13 +102,7 @@ extension PageSnapshot {
         }
         if !noHistory {
             encodeRefs(e.z.frontier, into: &b)
-            b.varint(UInt64(e.erased.count))
-            var previousEnd: UInt32 = 0
-            for r in e.erased {
-                b.varint(UInt64(r.from - previousEnd))
-                b.varint(UInt64(r.to - r.from))
-                previousEnd = r.to
-            }
+            encodeRanges(e.erased, into: &b)
             encodeRefs(e.frontier, into: &b)
         }
         switch e.content {

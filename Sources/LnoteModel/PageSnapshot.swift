@@ -193,13 +193,7 @@ public enum PageSnapshot {
         encodeRefs(e.transform.frontier, into: &b)
         ElementCodec.encode(e.z.value, into: &b)
         encodeRefs(e.z.frontier, into: &b)
-        b.varint(UInt64(e.erased.count))
-        var previousEnd: UInt32 = 0
-        for r in e.erased {
-            b.varint(UInt64(r.from - previousEnd))
-            b.varint(UInt64(r.to - r.from))
-            previousEnd = r.to
-        }
+        encodeRanges(e.erased, into: &b)
         encodeRefs(e.frontier, into: &b)
         ElementCodec.encode(e.content, into: &b)
     }
@@ -207,6 +201,17 @@ public enum PageSnapshot {
     static func encodeRefs(_ refs: [OpRef], into b: inout ByteWriter) {
         b.varint(UInt64(refs.count))
         for r in refs { ElementCodec.encode(r, into: &b) }
+    }
+
+    /// A range list ([SNAP-14]): the count, then each range as (gap, length).
+    static func encodeRanges(_ ranges: [PointRange], into b: inout ByteWriter) {
+        b.varint(UInt64(ranges.count))
+        var previousEnd: UInt32 = 0
+        for r in ranges {
+            b.varint(UInt64(r.from - previousEnd))
+            b.varint(UInt64(r.to - r.from))
+            previousEnd = r.to
+        }
     }
 
     // MARK: Canonical form

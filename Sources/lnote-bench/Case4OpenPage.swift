@@ -30,6 +30,16 @@ struct OpenPageFixture {
         for p in packages { try Files.restoreTree(p.copy, to: p.live) }
     }
 
+    /// How cases 4 and 9 open the notebook: no autosave, no compaction (the page keeps its
+    /// snapshot and its log tail as built).
+    static var storeOptions: StoreOptions {
+        var o = StoreOptions()
+        o.autosave = false
+        o.compactAfterBytes = .max
+        o.compactAfterFrames = .max
+        return o
+    }
+
     var contentPath: String { PackagePaths(folder: notebookPath, id: document).content(page) }
     var logPath: String { PackagePaths(folder: notebookPath, id: document).log(page) }
 }
@@ -41,11 +51,7 @@ extension Bench {
         let total = options.size(2000, quick: 500)
         let journal = options.size(500, quick: 125)
         let dir = try ws.directory(Self.openPageDirectory(profile))
-        var storeOptions = StoreOptions()
-        storeOptions.autosave = false
-        storeOptions.compactAfterBytes = .max
-        storeOptions.compactAfterFrames = .max
-        let notebook = try await Notebook.open(at: dir + "/notebook", create: true, options: storeOptions)
+        let notebook = try await Notebook.open(at: dir + "/notebook", create: true, options: OpenPageFixture.storeOptions)
         let warm = try await notebook.createDocument(title: "warm-up")
         let warmPage = await warm.pageList[0].id
         try await warm.addStrokes(source.handwriting(20, stream: 40), to: warmPage)
@@ -83,11 +89,7 @@ extension Bench {
 
     func caseOpenPage(_ profile: InkProfile) async throws {
         let f = try await openPageFixture(profile)
-        var storeOptions = StoreOptions()
-        storeOptions.autosave = false
-        storeOptions.compactAfterBytes = .max
-        storeOptions.compactAfterFrames = .max
-        let notebook = try await Notebook.open(at: f.notebookPath, options: storeOptions)
+        let notebook = try await Notebook.open(at: f.notebookPath, options: OpenPageFixture.storeOptions)
         var doc: Document? = nil
         var shown = 0
         let open = Variant(name: "lnote page open", setup: {
@@ -176,11 +178,7 @@ extension Bench {
         }
         do {
             let f = try await openPageFixture(profile)
-            var storeOptions = StoreOptions()
-            storeOptions.autosave = false
-            storeOptions.compactAfterBytes = .max
-            storeOptions.compactAfterFrames = .max
-            let notebook = try await Notebook.open(at: f.notebookPath, options: storeOptions)
+            let notebook = try await Notebook.open(at: f.notebookPath, options: OpenPageFixture.storeOptions)
             let runs = options.runs
             var shown = 0
             for _ in 0..<runs {
