@@ -192,18 +192,20 @@ extension StrokeCodecV2 {
         var out = words + (40 &+ 4 &* ch)
         let stop = words + (20 &* n &+ 4 &* ch)
         while out < stop {
-            if count < 56 {
-                if end &- position >= 8 {
-                    let word = UInt64(littleEndian: UnsafeRawPointer(base + position).loadUnaligned(as: UInt64.self))
-                    buffer |= word &<< UInt64(count)
-                    let taken = (63 &- count) &>> 3
-                    position &+= taken
-                    count &+= taken &<< 3
-                } else {
-                    bits.buffer = buffer; bits.count = count; bits.position = position
-                    bits.refill()
-                    buffer = bits.buffer; count = bits.count; position = bits.position
-                }
+            // Away from the end, a word is loaded whatever the buffer holds (no branch on its
+            // fill, which the processor cannot predict): the bytes already counted land on
+            // themselves (bits above `count` are the stream's own next bits or zeros), and
+            // none is counted when 56 or more bits are.
+            if end &- position >= 8 {
+                let word = UInt64(littleEndian: UnsafeRawPointer(base + position).loadUnaligned(as: UInt64.self))
+                buffer |= word &<< UInt64(count)
+                let taken = (63 &- count) &>> 3
+                position &+= taken
+                count &+= taken &<< 3
+            } else if count < 56 {
+                bits.buffer = buffer; bits.count = count; bits.position = position
+                bits.refill()
+                buffer = bits.buffer; count = bits.count; position = bits.position
             }
             let k = UInt64(parameter(m))
             let z = buffer.trailingZeroBitCount
