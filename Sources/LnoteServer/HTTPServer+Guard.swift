@@ -89,8 +89,8 @@ final class ConnectionGuard: Sendable {
         guard excess > 0 else { return }
         waiting.sort { $0.since < $1.since }
         for victim in waiting.prefix(excess) {
+            evicted.add(1, ordering: .relaxed)  // counted before the cut, as in `sweep`
             Self.cut(&entries, victim.key)
-            evicted.add(1, ordering: .relaxed)
         }
     }
 
@@ -128,8 +128,9 @@ final class ConnectionGuard: Sendable {
     func sweep(now: ContinuousClock.Instant = .now) {
         entries.withLock { entries in
             for (key, entry) in entries where isLate(entry.phase, now: now) {
-                Self.cut(&entries, key)
+                // Counted before the cut: whoever sees the connection closed sees it counted.
                 timedOut.add(1, ordering: .relaxed)
+                Self.cut(&entries, key)
             }
         }
     }
