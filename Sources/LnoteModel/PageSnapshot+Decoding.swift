@@ -200,7 +200,7 @@ extension PageSnapshot {
         if v2 { r.shortestVarints = true }
         let n = try r.count("element count", minSize: v2 ? 7 : 28)
         let replicas = ReplicaTable(v2 ? clock : VectorClock())
-        if let index, r.remaining >= parallelSectionBytes, Parallel.processors > 1,
+        if let index, r.remaining >= parallelSectionBytes(version: version), Parallel.processors > 1,
            let done = decodeElementsInParallel(r, count: n, bodyStart: bodyStart, index: index, v2: v2, replicas: replicas) {
             _ = try r.skip(r.remaining)
             return (done, index)
@@ -234,8 +234,10 @@ extension PageSnapshot {
         return (out, starts)
     }
 
-    /// Sections at least this big are worth decoding on several cores.
-    static let parallelSectionBytes = 64 * 1024
+    /// Sections at least this big are worth decoding on several cores: 64 KiB of version-1
+    /// records, 16 KiB of version-2 ones (which pack the same strokes in two to four times
+    /// fewer bytes and cost more to decode per byte: a 2,000-stroke page of pen ink is 60 KiB).
+    static func parallelSectionBytes(version: UInt16) -> Int { version >= 2 ? 16 * 1024 : 64 * 1024 }
 
     /// Room left in the decoded array of `n` elements for strokes added later (a log tail
     /// replayed onto the snapshot, new strokes): growing it moves every record to new memory.

@@ -36,7 +36,8 @@ public struct PageReplica: Sendable {
         contexts = state.contexts
         var elements: [ElementRecord] = []
         swap(&elements, &state.elements)
-        records = ElementTable(ordered: elements, reserving: reservingAdds)
+        // Handed over (not copied): the table may grow the array in place.
+        records = ElementTable(ordered: consume elements, reserving: reservingAdds)
         tombstones = Dictionary(uniqueKeysWithValues: state.tombstones.map { ($0.id, $0) })
         for op in pending where !clock.covers(op.id) { _ = buffer.insert(op) }
     }

@@ -113,7 +113,8 @@ struct PageSnapshotIndexTests {
         let state = Self.page(seed: 21, count: 400)
         let bytes = PageSnapshot.encode(state, coveredLogOffset: 40, logIncarnation: 9)
         let elements = Self.sections(bytes).first { $0.tag == 0x0002 }!
-        #expect(elements.body.count >= PageSnapshot.parallelSectionBytes, "the page must be big enough to go parallel")
+        #expect(elements.body.count >= PageSnapshot.parallelSectionBytes(version: PageSnapshot.version),
+                "the page must be big enough to go parallel")
         for seed in testSeeds(0x51A31, count: 60) {
             var rng = SplitMix64(seed: seed)
             var b = bytes
