@@ -57,16 +57,11 @@ final class DurableBatch {
     /// it is synced by `sync()`.
     func write(_ path: String, _ bytes: [UInt8]) throws {
         precondition(!isSynced, "a synced batch takes no more writes")
-        let fd = try io.open(path, O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
-        do {
+        try io.open(path, O_WRONLY | O_CREAT | O_EXCL, mode: 0o644).closing { fd in
             try io.write(fd, bytes)
             // The kernel starts writing now, while the rest of the batch is encoded.
             try io.startWriteback(fd, offset: 0, count: bytes.count)
-        } catch {
-            try? fd.close()
-            throw error
         }
-        try fd.close()
         files.append(path)
     }
 
@@ -90,30 +85,12 @@ final class DurableBatch {
     ///   notebook folder: the renames of `publish` stay inside it).
     func sync(folder: String) throws {
         if files.count >= DurableBatch.fileSystemSyncThreshold {
-            let fd = try io.openDirectory(folder)
-            let done: Bool
-            do {
-                done = try io.syncFileSystem(fd)
-            } catch {
-                try? fd.close()
-                throw error
-            }
-            try fd.close()
-            if done {
+            if try io.openDirectory(folder).closing({ try io.syncFileSystem($0) }) {
                 isSynced = true
                 return
             }
         }
-        for path in files {
-            let fd = try io.open(path, O_RDONLY)
-            do {
-                try io.fsync(fd)
-            } catch {
-                try? fd.close()
-                throw error
-            }
-            try fd.close()
-        }
+        for path in files { try io.open(path, O_RDONLY).closing { try io.fsync($0) } }
         for dir in directories.reversed() { try DurableFile.syncDirectory(dir, io: io) }
         isSynced = true
     }

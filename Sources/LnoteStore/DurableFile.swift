@@ -50,29 +50,13 @@ enum DurableFile {
 
     /// `fsync` of a directory, making renames and creations in it durable.
     static func syncDirectory(_ dir: String, io: Syscalls) throws {
-        let fd = try io.openDirectory(dir)
-        do {
-            try io.fsync(fd)
-        } catch {
-            try? fd.close()
-            throw error
-        }
-        try fd.close()
+        try io.openDirectory(dir).closing { try io.fsync($0) }
     }
 
     /// The whole content of a file.
     /// `followingSymlinks`: only for system files outside notebooks (see `Syscalls.open`).
     static func read(_ path: String, io: Syscalls, followingSymlinks: Bool = false) throws -> [UInt8] {
-        let fd = try io.open(path, O_RDONLY, followingSymlinks: followingSymlinks)
-        let bytes: [UInt8]
-        do {
-            bytes = try io.readToEnd(fd)
-        } catch {
-            try? fd.close()
-            throw error
-        }
-        try fd.close()
-        return bytes
+        try io.open(path, O_RDONLY, followingSymlinks: followingSymlinks).closing { try io.readToEnd($0) }
     }
 
     /// The content of a file, or nil when it does not exist.

@@ -767,6 +767,20 @@ final class FileDescriptor {
         try io.closeRaw(fd, path: path)
     }
 
+    /// `body(self)`, then `close()`. When `body` throws, the descriptor is closed too and
+    /// `body`'s error is the one reported (a failed close after it adds nothing).
+    func closing<T>(_ body: (FileDescriptor) throws -> T) throws -> T {
+        let result: T
+        do {
+            result = try body(self)
+        } catch {
+            if isOpen { try? close() }
+            throw error
+        }
+        try close()
+        return result
+    }
+
     deinit {
         if raw >= 0 {
             assertionFailure("leaked file descriptor \(raw) for \(path): call close()")

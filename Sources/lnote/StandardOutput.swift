@@ -20,24 +20,19 @@ final class StandardOutput: Sendable {
     }
     private let state = Mutex(State())
 
-    /// Appends `s`; writes the buffer out when it is full or lines are not held.
+    /// Appends `s`; writes the buffer out when it is full or lines are not held. Written
+    /// under the lock, so that lines from several threads come out in the order they were
+    /// appended.
     func write(_ s: String) {
-        let out = state.withLock { st -> [UInt8]? in
+        state.withLock { st in
             st.bytes.append(contentsOf: s.utf8)
-            guard st.eachLine || st.bytes.count >= StandardOutput.capacity else { return nil }
-            defer { st.bytes.removeAll(keepingCapacity: true) }
-            return st.bytes
+            if st.eachLine || st.bytes.count >= StandardOutput.capacity { Self.writeOut(&st.bytes) }
         }
-        if let out { Self.writeOut(out) }
     }
 
     /// Writes out what is held.
     func flush() {
-        let out = state.withLock { st -> [UInt8] in
-            defer { st.bytes.removeAll(keepingCapacity: true) }
-            return st.bytes
-        }
-        Self.writeOut(out)
+        state.withLock { Self.writeOut(&$0.bytes) }
     }
 
     /// From now on each write goes out at once (long-running commands); what is held goes now.
@@ -46,8 +41,9 @@ final class StandardOutput: Sendable {
         flush()
     }
 
-    private static func writeOut(_ bytes: [UInt8]) {
+    private static func writeOut(_ bytes: inout [UInt8]) {
         guard !bytes.isEmpty else { return }
         FileHandle.standardOutput.write(Data(bytes))
+        bytes.removeAll(keepingCapacity: true)
     }
 }

@@ -261,6 +261,14 @@ struct ChangesTests {
         try await b.close()
     }
 
+    /// A notebook folder `nb` in `dir` holding one package with its `pages/`, for `LogWatch`.
+    static func notebookFolder(in dir: TempDir) throws -> (folder: String, package: String) {
+        let folder = dir.path + "/nb"
+        let package = folder + "/" + UUID().uuidString + ".lnote"
+        try FileManager.default.createDirectory(atPath: package + "/pages", withIntermediateDirectories: true)
+        return (folder, package)
+    }
+
     /// `LogWatch` on its own ([PKG-87], sync-protocol.md [SYNC-72]): appends to a page log
     /// and a document log are reported, also in a package that appeared after it started;
     /// a file that is no log is not; the folder removed is; `close` stops it. Through
@@ -270,9 +278,7 @@ struct ChangesTests {
     func logWatch(polling: Bool) async throws {
         let dir = try TempDir("logwatch")
         defer { dir.remove() }
-        let folder = dir.path + "/nb"
-        let package = folder + "/" + UUID().uuidString + ".lnote"
-        try FileManager.default.createDirectory(atPath: package + "/pages", withIntermediateDirectories: true)
+        let (folder, package) = try Self.notebookFolder(in: dir)
         let calls = Mutex(0)
         let watch = try LogWatch(folders: [folder], pollInterval: .milliseconds(20), forcePolling: polling) {
             calls.withLock { $0 += 1 }
@@ -320,9 +326,7 @@ struct ChangesTests {
     func logOpenedAndClosedUnchangedIsNoChange(polling: Bool) async throws {
         let dir = try TempDir("logwatch-open")
         defer { dir.remove() }
-        let folder = dir.path + "/nb"
-        let package = folder + "/" + UUID().uuidString + ".lnote"
-        try FileManager.default.createDirectory(atPath: package + "/pages", withIntermediateDirectories: true)
+        let (folder, package) = try Self.notebookFolder(in: dir)
         let log = package + "/pages/p.log"
         FileManager.default.createFile(atPath: log, contents: Data([1, 2, 3]))
         let calls = Mutex(0)
