@@ -94,70 +94,90 @@ public enum StrokeCodecV2 {
         let n = points.count
         w.varint(UInt64(n))
         guard n > 0 else { return }
-        var bits = BitWriter()
         let derived = points.allSatisfy { $0.radius == derivedRadius(width, $0.pressure) }
+        // Each coded channel's n − 1 steps, channel after channel, in one scratch buffer (on
+        // the stack for short strokes): no allocation per channel.
+        let stream = withUnsafeTemporaryAllocation(of: Int64.self, capacity: max(1, 5 * (n - 1))) { scratch in
+            encodeBits(points, derived: derived, steps: scratch.baseAddress!, context: &c)
+        }
+        w.varint(UInt64(stream.count))
+        w.append(stream)
+    }
+
+    /// The bits of `encodePoints` ([PT2-1] 3a.2), with `steps` room for 5 × (n − 1) values.
+    static func encodeBits(_ points: [StrokePoint], derived: Bool, steps: UnsafeMutablePointer<Int64>,
+                           context c: inout Context) -> [UInt8] {
+        let n = points.count
+        var bits = BitWriter()
+        bits.bytes.reserveCapacity(8 + n * 3)
         bits.put(derived ? 1 : 0, 1)
         let v0 = values(points[0])
-        // Each coded channel's steps, once.
-        var steps = [[Int64]](repeating: [], count: 5)
-        var modes = [Mode](repeating: .unitGrid, count: 5)
-        var grids = [UInt64](repeating: 1, count: 5)
-        for ch in 0..<5 where !(derived && ch == radius) && n >= 2 {
-            var d = [Int64](repeating: 0, count: n - 1)
-            var previous = channel(points[0], ch)
-            for i in 1..<n {
-                let v = channel(points[i], ch)
-                d[i - 1] = v - previous
-                previous = v
+        var modes = SIMD8<UInt64>(repeating: Mode.unitGrid.rawValue)
+        var grids = SIMD8<UInt64>(repeating: 1)
+        let coded = SIMD8<Int64>(1, 1, 1, derived ? 0 : 1, 1, 0, 0, 0) .== 1
+        let hasSteps = n >= 2
+        @inline(__always) func row(_ ch: Int) -> UnsafeMutablePointer<Int64> { steps + ch * (n - 1) }
+        if hasSteps {
+            points.withUnsafeBufferPointer { p in
+                for ch in 0..<5 where coded[ch] {
+                    let d = row(ch)
+                    var previous = channel(p[0], ch)
+                    for i in 1..<n {
+                        let v = channel(p[i], ch)
+                        d[i - 1] = v - previous
+                        previous = v
+                    }
+                }
             }
-            steps[ch] = d
         }
         if n >= 3 {
-            for ch in 0..<5 where !steps[ch].isEmpty {
-                let d = steps[ch]
-                if ch >= pressure && d.allSatisfy({ $0 == d[0] }) {
-                    modes[ch] = .linear
+            for ch in 0..<5 where coded[ch] {
+                let d = row(ch)
+                if ch >= pressure && (1..<(n - 1)).allSatisfy({ d[$0] == d[0] }) {
+                    modes[ch] = Mode.linear.rawValue
                     bits.put(Mode.linear.rawValue, 2)
                     continue
                 }
                 var g: UInt64 = 0
-                for s in d where g != 1 { g = gcd(g, s.magnitude) }
+                for i in 0..<(n - 1) where g != 1 { g = gcd(g, d[i].magnitude) }
                 if g == 0 { g = 1 }
                 grids[ch] = g
                 if g == c.grid[ch] {
-                    modes[ch] = .sameGrid
+                    modes[ch] = Mode.sameGrid.rawValue
                     bits.put(Mode.sameGrid.rawValue, 2)
                 } else if g == 1 {
-                    modes[ch] = .unitGrid
+                    modes[ch] = Mode.unitGrid.rawValue
                     bits.put(Mode.unitGrid.rawValue, 2)
                 } else {
-                    modes[ch] = .givenGrid
+                    modes[ch] = Mode.givenGrid.rawValue
                     bits.put(Mode.givenGrid.rawValue, 2)
                     bits.gamma(g - 1)
                 }
             }
         }
-        for ch in 0..<5 where !(derived && ch == radius) {
+        for ch in 0..<5 where coded[ch] {
             bits.rice(zigzag(v0[ch] &- c.first[ch]), &c.firstState[ch])
         }
-        for ch in 0..<5 where !steps[ch].isEmpty {
-            let step = n >= 3 && modes[ch] != .linear ? steps[ch][0] / Int64(grids[ch]) : steps[ch][0]
-            bits.rice(zigzag(step), &c.stepState[ch])
+        if hasSteps {
+            for ch in 0..<5 where coded[ch] {
+                let first = row(ch)[0]
+                let step = n >= 3 && modes[ch] != Mode.linear.rawValue ? first / Int64(grids[ch]) : first
+                bits.rice(zigzag(step), &c.stepState[ch])
+            }
         }
         if n >= 3 {
-            for ch in 0..<5 where !steps[ch].isEmpty && modes[ch] != .linear {
+            for ch in 0..<5 where coded[ch] && modes[ch] != Mode.linear.rawValue {
+                let d = row(ch)
                 let g = Int64(grids[ch])
                 var state = c.secondState[ch]
-                steps[ch].withUnsafeBufferPointer { d in
-                    if g == 1 {
-                        for i in 1..<d.count { bits.rice(zigzag(d[i] &- d[i - 1]), &state) }
-                    } else {
-                        var previous = d[0] / g
-                        for i in 1..<d.count {
-                            let q = d[i] / g
-                            bits.rice(zigzag(q &- previous), &state)
-                            previous = q
-                        }
+                if g == 1 {
+                    for i in 1..<(n - 1) { bits.rice(zigzag(d[i] &- d[i - 1]), &state) }
+                } else {
+                    var previous = d[0] / g
+                    for i in 1..<(n - 1) {
+                        let q = d[i] / g
+                        bits.rice(zigzag(q &- previous), &state)
+                        previous = q
                     }
                 }
                 c.secondState[ch] = state
@@ -165,9 +185,7 @@ public enum StrokeCodecV2 {
             }
         }
         c.first = v0
-        let stream = bits.finish()
-        w.varint(UInt64(stream.count))
-        w.append(stream)
+        return bits.finish()
     }
 
     @inline(__always) static func channel(_ p: StrokePoint, _ ch: Int) -> Int64 {
