@@ -412,4 +412,131 @@ struct StrokeCodecV2ReferenceTests {
         #expect(expected.subtracting(rules).isEmpty, "rules never met: \(expected.subtracting(rules).sorted())")
         #expect(cases > 3_000)
     }
+
+    // MARK: Element records, version 2
+
+    /// [SNAP-16] The Lamport runs of one replica's operations `(counter, lamport)`, by counter
+    /// from 1: where the running maximum's `lamport − counter` changes.
+    static func runs(_ ops: [(UInt64, UInt64)]) -> [LamportRun] {
+        var out: [LamportRun] = []
+        var greatest: UInt64 = 0
+        for (c, l) in ops.sorted(by: { $0.0 < $1.0 }) {
+            greatest = max(greatest, l)
+            if out.last?.offset != greatest - c { out.append(LamportRun(from: c, offset: greatest - c)) }
+        }
+        return out
+    }
+
+    /// Pages written by lnote: random pages (strokes, images, history), and pages of more than
+    /// 64 strokes of both generator profiles, with next-layer keys or fraction keys.
+    static func pages(_ seed: UInt64) -> [PageState] {
+        var out = [PageSnapshot.canonicalized(PageSnapshotV2Tests.page(seed: seed, elements: 12))]
+        var g = SplitMix64(seed: seed)
+        var options = HandwritingGenerator.Options()
+        options.profile = g.chance(0.5) ? .pen : .smooth
+        options.pointsPerStroke = 3...40
+        let strokes = HandwritingGenerator.strokes(seed: seed, count: 65 + Int(g.below(80)), options: options)
+        let layered = g.chance(0.5)
+        let replicas = [ReplicaID(0xB0), ReplicaID(0x1C3)]
+        var page = PageState(page: PageID())
+        var counters = [UInt64](repeating: 0, count: 2)
+        var fraction: [UInt8] = [0x80]
+        for (i, s) in strokes.enumerated() {
+            let who = g.chance(0.8) ? 0 : 1
+            counters[who] += 1
+            fraction = i % 100 == 99 ? fraction + [0x80] : [UInt8](fraction.dropLast()) + [fraction.last! + 1]
+            page.elements.append(ElementRecord(
+                id: OpID(replica: replicas[who], counter: counters[who]), lamport: UInt64(i + 1),
+                wallTime: 1_700_000_000_000 + Int64(i) * Int64(g.below(2000)), content: .stroke(s),
+                z: LWWRegister(layered ? ZKey(layer: Int64(i + 1), path: [], fraction: []) : ZKey(layer: 0, path: [], fraction: fraction))))
+        }
+        page.clock = VectorClock(zip(replicas, counters).filter { $0.1 > 0 })
+        page.maxLamport = UInt64(strokes.count)
+        page.contexts = page.clock.replicas.map { r in
+            let own = page.elements.filter { $0.id.replica == r }
+            return ReplicaContext(replica: r, clock: page.clock,
+                                  lamports: Self.runs(own.map { ($0.id.counter, $0.lamport) }))
+        }
+        out.append(page)
+        return out
+    }
+
+    /// [SNAP-33] [SNAP-34] [SNAP-35] [SNAP-37] A reader of version-2 element records written
+    /// from the spec (`ReferenceElementsV2`) reads the spec's vector and every page lnote
+    /// writes (chunks of 64 records, each from the initial context) to lnote's elements.
+    @Test("[SNAP-33] [SNAP-34] [SNAP-35] [SNAP-37] element records v2 read by a reference reader")
+    func elementRecordsMatchReference() throws {
+        let vector = try #require(parseHexDump(try specVector("tiny-page-v2")))
+        let (body, replicas) = try ReferenceElementsV2.elementsSection(of: vector)
+        #expect(try ReferenceElementsV2.decode(vector, range: body, replicas: replicas) == PageSnapshot.decode(vector).state.elements)
+        var chunked = 0
+        for seed in testSeeds(0x5EED_0306, count: 12) {
+            for state in Self.pages(seed) {
+                do {
+                    try PageSnapshot.validate(state)
+                } catch {
+                    Issue.record("seed \(seed): the test's page is invalid: \(error)")
+                    continue
+                }
+                let file = PageSnapshot.encode(state, coveredLogOffset: 1, logIncarnation: 2)
+                let (body, replicas) = try ReferenceElementsV2.elementsSection(of: file)
+                do {
+                    let mine = try ReferenceElementsV2.decode(file, range: body, replicas: replicas)
+                    #expect(mine == state.elements, "seed \(seed), \(state.elements.count) elements")
+                    if mine.count > 64 { chunked += 1 }
+                } catch {
+                    Issue.record("seed \(seed): the reference rejects lnote's page: \(error)")
+                }
+            }
+        }
+        #expect(chunked >= 10)
+    }
+
+    /// [SNAP-34] [SNAP-36] Every byte of the elements section of some pages replaced (the file
+    /// resealed): whatever lnote accepts, the reference reads to the same elements; whatever
+    /// the reference rejects by a rule of [SNAP-34] … [SNAP-36], lnote rejects as `corrupt`
+    /// at that offset or before it (the reference does not check 4.4's invariants).
+    @Test("[SNAP-34] [SNAP-35] [SNAP-36] mutated element records: lnote and the reference agree")
+    func mutatedElementRecords() throws {
+        let log = Differences("element records v2")
+        var accepted = 0, rejectedByRule = 0
+        for seed in testSeeds(0x5EED_0307, count: 2) {
+            var g = SplitMix64(seed: seed)
+            let state = PageSnapshot.canonicalized(PageSnapshotV2Tests.page(seed: seed, elements: 8))
+            let file = PageSnapshot.encode(state, coveredLogOffset: 1, logIncarnation: 2)
+            let (body, replicas) = try ReferenceElementsV2.elementsSection(of: file)
+            // The bytes of the records but their point streams (the tests above mutate those).
+            var streams: [Range<Int>] = []
+            _ = try ReferenceElementsV2.decode(file, range: body, replicas: replicas, streams: &streams)
+            for i in body where !streams.contains(where: { $0.dropFirst(2).contains(i) }) {
+                for v in [file[i] ^ 0x01, UInt8(truncatingIfNeeded: g.next())] where v != file[i] {
+                    var b = file
+                    b[i] = v
+                    b = PageSnapshotTests.reseal(b)
+                    let production: Result<[ElementRecord], LnoteError> = Result { try PageSnapshot.decode(b).state.elements }
+                        .mapError { $0 as? LnoteError ?? LnoteError(.invalidState, "\($0)") }
+                    let mine = Result { try ReferenceElementsV2.decode(b, range: body, replicas: replicas) }
+                    switch (production, mine) {
+                    case let (.success(p), .success(m)):
+                        accepted += 1
+                        if p != m { log.record("byte \(i) = \(v): lnote and the reference read different elements, seed \(seed)") }
+                    case let (.success, .failure(e)):
+                        log.record("byte \(i) = \(v): lnote accepts, the reference rejects: \(e), seed \(seed)")
+                    case let (.failure(e), .failure(f as ReferenceElementsV2.Fault))
+                        where f.message.hasPrefix("[SNAP-34]") || f.message.hasPrefix("[SNAP-35]") || f.message.hasPrefix("[SNAP-36]"):
+                        rejectedByRule += 1
+                        // lnote may find an earlier fault that this reader does not look for
+                        // (the invariants of 4.4), never a later one.
+                        if e.code != .corrupt || (e.offset ?? .max) > f.offset {
+                            log.record("byte \(i) = \(v): lnote \(e.code) at \(e.offset ?? -1) (\(e.message)), reference \(f.message) at \(f.offset), seed \(seed)")
+                        }
+                    default:
+                        break
+                    }
+                }
+            }
+        }
+        log.finish()
+        #expect(accepted > 0 && rejectedByRule > 0, "\(accepted) accepted, \(rejectedByRule) rejected by a rule of SNAP-34 … 36")
+    }
 }
