@@ -34,13 +34,14 @@ enum ReferenceElementsV2 {
     /// Reads the body `bytes[range]` (its first byte at absolute offset `base + range.lowerBound`)
     /// given the replicas of the page clock in increasing order.
     static func decode(_ bytes: [UInt8], range: Range<Int>, base: Int = 0, replicas: [ReplicaID]) throws -> [ElementRecord] {
-        var streams: [Range<Int>] = []
-        return try decode(bytes, range: range, base: base, replicas: replicas, streams: &streams)
+        var streams: [Range<Int>] = [], prefixes: [Int] = []
+        return try decode(bytes, range: range, base: base, replicas: replicas, streams: &streams, prefixes: &prefixes)
     }
 
-    /// `decode`, also giving where each point stream lies (absolute offsets).
+    /// `decode`, also giving where each point stream lies (absolute offsets) and each
+    /// record's z prefix `p` (−1 for a next-layer record).
     static func decode(_ bytes: [UInt8], range: Range<Int>, base: Int = 0, replicas: [ReplicaID],
-                       streams: inout [Range<Int>]) throws -> [ElementRecord] {
+                       streams: inout [Range<Int>], prefixes: inout [Int]) throws -> [ElementRecord] {
         var r = ByteReader(bytes, range: range, base: base)
         r.shortestVarints = true
         func fault(_ message: String, at offset: Int) -> Fault { Fault(message: message, offset: offset) }
@@ -103,10 +104,12 @@ enum ReferenceElementsV2 {
                 guard let layer = previous.layer, layer < Int64.max else { throw fault("[SNAP-35] next layer first in chunk", at: recordAt) }
                 z = ZKey(layer: layer + 1)
                 zEncoding = encoding(z)
+                prefixes.append(-1)
             } else {
                 let zAt = r.offset
                 let p = try r.varint("z prefix")
                 guard p <= UInt64(previous.zEncoding.count) else { throw fault("[SNAP-34] z prefix \(p)", at: zAt) }
+                prefixes.append(Int(p))
                 let sAt = r.offset
                 let s = try r.varint("z suffix")
                 guard s <= UInt64(r.remaining) else { throw fault("[SNAP-34] z suffix \(s)", at: sAt) }
