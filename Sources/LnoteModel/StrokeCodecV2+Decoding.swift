@@ -217,7 +217,9 @@ extension StrokeCodecV2 {
                 count &-= Int(used)
             } else {
                 bits.buffer = buffer; bits.count = count; bits.position = position
-                guard let e = bits.escape(k: Int(k), run: z) else { return nil }
+                // [PT2-8] 2: a bad code is reported where it begins, so the reader stays there.
+                let atCode = bits
+                guard let e = bits.escape(k: Int(k), run: z) else { bits = atCode; return nil }
                 buffer = bits.buffer; count = bits.count; position = bits.position
                 u = e
             }

@@ -287,9 +287,7 @@ enum ReferenceStrokeCodecV2 {
             return v
         }
 
-        /// [PT2-5] A Rice value in state `m`; [PT2-8] 2 at the byte where the code begins,
-        /// but for an escape of a second difference whose `u >> k` is below 24: at the byte
-        /// that holds the first bit after the escape.
+        /// [PT2-5] A Rice value in state `m`; [PT2-8] 2 at the byte where the code begins.
         mutating func rice(_ m: inout UInt32, secondDifference: Bool) throws -> UInt64 {
             let codeAt = byteAt
             let k = ReferenceStrokeCodecV2.riceParameter(m)
@@ -307,7 +305,7 @@ enum ReferenceStrokeCodecV2 {
                 u = try bits(40)
                 guard u >> UInt64(k) >= 24 else {
                     throw Fault(code: .corrupt, message: "[PT2-8] 2 escape\(secondDifference ? " dd" : ""): \(u) with k \(k)",
-                                offset: secondDifference ? byteAt : codeAt)
+                                offset: codeAt)
                 }
             }
             ReferenceStrokeCodecV2.update(&m, u)

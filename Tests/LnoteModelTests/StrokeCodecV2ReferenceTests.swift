@@ -556,13 +556,11 @@ struct StrokeCodecV2ReferenceTests {
         #expect(accepted > 0 && rejectedByRule > 0, "\(accepted) accepted, \(rejectedByRule) rejected by a rule of SNAP-34 … 36")
     }
 
-    /// [PT2-8] 2 A needless escape of a second difference is reported at the byte of the first
-    /// bit after it; when its 40 bits run past the stream's bits (read as zeros) that byte is
-    /// past the stream, here 4 bytes past the end of the input. The reference agrees with lnote
-    /// (the spec says so); the known issue is lnote's: an error offset should name a byte of
-    /// the input (reported to the lead; reporting at the code's first byte, as for every
-    /// other bad code, would fix it, with 3a's PT2-8 2 changed to match).
-    @Test("[PT2-8] a needless escape that runs past the bits: offset past the input (known issue)")
+    /// [PT2-8] 2 A needless escape of a second difference whose 40 bits run past the stream's
+    /// bits (read as zeros) is reported, like every bad code, at the byte where it begins: an
+    /// error offset always names a byte of the input. (lnote once reported the byte after the
+    /// escape's bits, up to 5 bytes past the input.)
+    @Test("[PT2-8] a needless escape that runs past the bits is reported where it begins")
     func escapePastTheEnd() {
         var w = Ref.BitWriter()
         var c = Ref.Context()
@@ -571,6 +569,7 @@ struct StrokeCodecV2ReferenceTests {
         for ch in [Ref.x, Ref.y, Ref.pressure, Ref.t] { Ref.writeRice(0, state: &c.firstState[ch], to: &w) }
         for ch in [Ref.x, Ref.y, Ref.pressure, Ref.t] { Ref.writeRice(Ref.zigzag(1), state: &c.stepState[ch], to: &w) }
         // x's second difference: an escape whose 40 bits are all past the bits.
+        let codeBit = w.bits.count
         for _ in 0..<24 { w.write(false) }
         w.write(true)
         let stream = [3, UInt8(w.bytes.count)] + w.bytes
@@ -578,11 +577,10 @@ struct StrokeCodecV2ReferenceTests {
         let lnote = Self.outcome(stream, widths: [0], base: 100, path: "e", reference: false).0
         let reference = Self.outcome(stream, widths: [0], base: 100, path: "e", reference: true).0
         #expect(lnote == reference)
-        #expect(lnote == .failure(.corrupt, offset: 100 + 2 + (w.bits.count + 40) / 8, path: "e", stroke: 0))
-        withKnownIssue("lnote reports a bad escape of a second difference past the end of the input") {
-            if case let .failure(_, offset?, _, _) = lnote {
-                #expect(offset <= end, "offset \(offset), input ends at \(end)")
-            }
+        // [PT2-8] 2: at the byte where the code begins, inside the input.
+        #expect(lnote == .failure(.corrupt, offset: 100 + 2 + codeBit / 8, path: "e", stroke: 0))
+        if case let .failure(_, offset?, _, _) = lnote {
+            #expect(offset < end, "offset \(offset), input ends at \(end)")
         }
     }
 }
