@@ -94,4 +94,39 @@ import LnoteReplication
         let report = try Verify.run(folder: dir.sub("b"))
         #expect(report.isClean, "\(report.problems)")
     }
+    @Test("[PKG-64] [PKG-96] received documents' clocks and chain digests are cached: a comparison after the install opens none")
+    func installCachesClocksAndDigests() async throws {
+        let dir = try TempDir("firstsync")
+        defer { dir.remove() }
+        let a = try await openNotebook(dir.sub("a"))
+        var received: [ReceivedDocument] = []
+        for i in 0..<3 {
+            let d = try await a.createDocument(title: "d\(i)")
+            let p0 = await d.pageList[0].id
+            _ = try await d.addStrokes([stroke(3 + i), stroke(2)], to: p0)
+            var pages = [p0: try await d.operations(page: p0, notCoveredBy: VectorClock())]
+            if i == 1 {
+                let p1 = try await d.addPage()
+                _ = try await d.addStroke(stroke(4), to: p1)
+                pages[p1] = try await d.operations(page: p1, notCoveredBy: VectorClock())
+            }
+            received.append(ReceivedDocument(id: d.id, documentOps: try await d.operations(notCoveredBy: VectorClock()), pages: pages))
+            try await d.close()
+        }
+        let expected = try await a.logClocksAndDigests()
+        try await a.close()
+
+        let b = try await openNotebook(dir.sub("b"))
+        #expect(try await b.createReceived(received).count == 3)
+        try await b.close()
+        let recorder = SyscallRecorder()
+        let again = try await openNotebook(dir.sub("b"), io: Syscalls(recorder: recorder))
+        recorder.reset()
+        let got = try await again.logClocksAndDigests()
+        try await again.close()
+        #expect(got == expected, "the cached clocks and digests are those the logs give")
+        #expect(got.allSatisfy { $0.digests?.isEmpty == false })
+        let opened = recorder.pathsOpened.filter { $0.contains(".lnote/") && !$0.contains("/.lnote/") }
+        #expect(opened.isEmpty, "no package file read: \(opened)")
+    }
 }
