@@ -1,7 +1,6 @@
 import Foundation
 import LnoteModel
 import LnoteReplication
-import LnoteRender
 
 extension Document {
     /// Creates a package atomically ([PKG-2]): everything is written and synced inside a
@@ -136,8 +135,12 @@ struct PreparedPackage {
     /// What each log holds and applied: the clocks `Notebook.logClocks` would read back
     /// (nil key: the document log), cached once the package is in place ([PKG-64]).
     var clocks: [PageID?: VectorClock]
-    /// Per page: its log, and its snapshot (and thumbnail) when the document knows the page.
-    var pages: [(page: PageID, log: [UInt8], snapshot: [UInt8]?, thumbnail: [UInt8]?)]
+    /// The chain digests at those clocks ([SYNC-52]), as `Document.logClockAndDigests` would
+    /// compute them from the logs, cached with the clocks: the clock comparison that follows
+    /// a push into an empty folder then opens none of the new documents.
+    var digests: [PageID?: [ChainDigest]]
+    /// Per page: its log, and its snapshot when the document knows the page.
+    var pages: [(page: PageID, log: [UInt8], snapshot: [UInt8]?)]
 }
 
 extension Document {
@@ -145,8 +148,9 @@ extension Document {
     /// and each page's replica, as `receive` does) and encodes its package: `document.log`
     /// and each page log hold exactly the operations received, in the order received;
     /// `document.json` and each known page's snapshot cover their log up to the first
-    /// operation still waiting for its dependencies ([PKG-41]); thumbnails are rendered from
-    /// the snapshots ([PKG-17]).
+    /// operation still waiting for its dependencies ([PKG-41]). No thumbnail is rendered: a
+    /// received page gets one on demand (`thumbnail(page:)`) or with its next snapshot
+    /// ([PKG-97]); rendering every page here was a large part of a first sync.
     ///
     /// Returns nil when the document must take the one-log-at-a-time path (`receive`), which
     /// reports and quarantines what it refuses: an operation the validator refuses, an id
@@ -162,55 +166,60 @@ extension Document {
         var d = DocumentReplica(id: r.id)
         do { try d.receive(r.documentOps) } catch { return nil }
         let header = LogHeader(kind: .document, owner: r.id.uuid)
-        let (log, covered) = encodeLog(header, r.documentOps, waiting: { !d.clock.covers($0) })
+        let (log, covered, docHashes) = encodeLog(header, r.documentOps, waiting: { !d.clock.covers($0) })
         let file = DocumentFile(state: d.state, coveredOffset: covered, incarnation: header.incarnation, assets: [:])
         guard let docBytes = try? StoreJSON.encode(file) else { return nil }
-        var pages: [(PageID, [UInt8], [UInt8]?, [UInt8]?)] = []
+        var pages: [(PageID, [UInt8], [UInt8]?)] = []
         var clocks: [PageID?: VectorClock] = [nil: d.clock]
+        var digests: [PageID?: [ChainDigest]] = [nil: Document.chainDigests(docHashes, at: d.clock)]
         for (pid, ops) in r.pages.sorted(by: { $0.key < $1.key }) {
             var replica = PageReplica(page: pid)
             do { _ = try replica.receive(ops) } catch { return nil }
             clocks[pid] = replica.clock
             let header = LogHeader(kind: .page, owner: pid.uuid)
-            let (log, covered) = encodeLog(header, ops, waiting: { !replica.clock.covers($0) })
-            guard let record = d.state.pages.first(where: { $0.id == pid }) else {
-                pages.append((pid, log, nil, nil))
+            let (log, covered, hashes) = encodeLog(header, ops, waiting: { !replica.clock.covers($0) })
+            digests[pid] = Document.chainDigests(hashes, at: replica.clock)
+            guard d.state.pages.contains(where: { $0.id == pid }) else {
+                pages.append((pid, log, nil))
                 continue
             }
-            let state = replica.state
-            let snapshot = PageSnapshot.encode(state, coveredLogOffset: covered, logIncarnation: header.incarnation)
-            let png = ThumbnailRenderer.render(state, canvas: record.canvas.value, maxSide: Document.thumbnailSide).png()
-            pages.append((pid, log, snapshot, png))
+            let snapshot = PageSnapshot.encode(replica.state, coveredLogOffset: covered, logIncarnation: header.incarnation)
+            pages.append((pid, log, snapshot))
         }
         return PreparedPackage(id: r.id, operationCount: r.operationCount, documentLog: log, documentFile: docBytes,
-                               state: d.state, clocks: clocks, pages: pages.map { (page: $0.0, log: $0.1, snapshot: $0.2, thumbnail: $0.3) })
+                               state: d.state, clocks: clocks, digests: digests, pages: pages.map { (page: $0.0, log: $0.1, snapshot: $0.2) })
     }
 
-    /// A log's bytes, header then frames, and the offset up to which a snapshot may cover
-    /// it: the first frame whose operation is waiting, else the end ([PKG-41]).
-    private static func encodeLog(_ header: LogHeader, _ ops: [Op], waiting: (OpID) -> Bool) -> ([UInt8], UInt64) {
+    /// A log's bytes, header then frames, the offset up to which a snapshot may cover it
+    /// (the first frame whose operation is waiting, else the end, [PKG-41]), and the first
+    /// 16 bytes of each operation's content hash ([SYNC-50]), as `logHashes` reads them back.
+    private static func encodeLog(_ header: LogHeader, _ ops: [Op], waiting: (OpID) -> Bool)
+        -> ([UInt8], UInt64, [ReplicaID: [UInt64: [UInt8]]]) {
         var w = ByteWriter()
         w.append(header.encoded)
         var firstWaiting: Int?
+        var hashes: [ReplicaID: [UInt64: [UInt8]]] = [:]
         for op in ops {
             if firstWaiting == nil && waiting(op.id) { firstWaiting = w.count }
-            OperationCodec.frame(op).encode(into: &w)
+            let frame = OperationCodec.frame(op)
+            frame.encode(into: &w)
+            hashes[op.id.replica, default: [:]][op.id.counter] = Array(ContentHash.of(frame).prefix(16))
         }
-        return (w.bytes, UInt64(firstWaiting ?? w.count))
+        return (w.bytes, UInt64(firstWaiting ?? w.count), hashes)
     }
 
     /// Writes a prepared package's files into its staged directory `staged.root` through
     /// `batch` (no file is synced here: `batch.sync()` does), and queues its rename to `final`.
     static func stage(_ p: PreparedPackage, at staged: PackagePaths, final: String, batch: DurableBatch) throws {
         try batch.makeDirectory(staged.pages)
-        // Empty: its entry is made durable by the staged root's sync.
+        // Empty (no thumbnail is written on install, [PKG-97]): their entries are made durable
+        // by the staged root's sync.
         try batch.io.mkdir(staged.assets)
-        try batch.makeDirectory(staged.thumbnails)
+        try batch.io.mkdir(staged.thumbnails)
         try batch.write(staged.documentLog, p.documentLog)
         for page in p.pages {
             try batch.write(staged.log(page.page), page.log)
             if let s = page.snapshot { try batch.write(staged.content(page.page), s) }
-            if let t = page.thumbnail { try batch.write("\(staged.thumbnails)/\(page.page).png", t) }
         }
         try batch.write(staged.document, p.documentFile)
         // After the snapshots, which the manifest counts ([PKG-13]).

@@ -587,6 +587,17 @@ extension Document {
 
     /// Syncs `log` now and releases everyone waiting on it (with the sync's outcome).
     func syncNow(_ key: LogKey, _ log: PageLog) throws {
+        // [PKG-44] Frames a snapshot covers were synced by its writer before it wrote the
+        // snapshot ([PKG-41]): only frames past it cost an `fdatasync` here. A first sync serves
+        // (and opens and closes) every log of the folder: one sync per log otherwise.
+        switch key {
+        case .document:
+            if let k = documentOnDisk { log.noteDurable(through: k.coveredOffset, incarnation: k.incarnation) }
+        case .page(let pid):
+            if let c = pages[pid]?.covered, pages[pid]?.log === log {
+                log.noteDurable(through: c.offset, incarnation: c.incarnation)
+            }
+        }
         syncTimers.removeValue(forKey: key)?.cancel()
         let waiters = syncWaiters.removeValue(forKey: key) ?? []
         do {

@@ -31,6 +31,27 @@ extension Document {
 }
 
 extension Document {
+    /// A page's thumbnail as a library shows it ([PKG-17], [PKG-97]): the stored
+    /// `thumbnails/<page>.png` when there is one, else the page rendered now from its current
+    /// state and stored (by durable replace, best-effort: a failure to store it still returns
+    /// the picture). A page installed by a first sync has none until it is asked for here or
+    /// its next snapshot is written: absent means "not rendered yet", never an empty page.
+    /// - Throws: `notFound` when the document has no such page; what reading the page throws.
+    public func thumbnail(page pid: PageID) throws -> [UInt8] {
+        try checkUsable()
+        if let stored = try? DurableFile.readIfExists(thumbnailPath(pid), io: io), !stored.isEmpty { return stored }
+        let png = try renderThumbnail(pid).png()
+        do {
+            // Under the document lock, as every write in the package ([PKG-92]).
+            try locked { try DurableFile.replace(thumbnailPath(pid), with: png, io: io) }
+        } catch {
+            // Derived data ([PKG-17]): the picture is returned all the same.
+        }
+        return png
+    }
+}
+
+extension Document {
     /// Renders a page's current state (deleted pages included) as a thumbnail whose longer
     /// side is `maxSide` pixels, in the page's canvas aspect ratio. Writes nothing.
     /// - Throws: `notFound` when the document has no such page.

@@ -259,9 +259,10 @@ extension Notebook {
         return created
     }
 
-    /// Records the clocks of packages just created in the clock cache ([PKG-64]), with the
-    /// identities of the files they were computed from, so the sync's next `logClocks` (what
-    /// to push) does not open every new document to read back what it just wrote. A cache:
+    /// Records the clocks of packages just created, and their chain digests ([SYNC-52]), in the
+    /// clock cache ([PKG-64]), with the identities of the files they were computed from, so the
+    /// sync's next `logClocks` (what to push) and a clock comparison after a push into an empty
+    /// folder do not open every new document to read back what it just wrote. A cache:
     /// an entry whose files changed since is ignored, and a failure to write it costs only time.
     private func cacheClocks(of packages: [PreparedPackage]) throws {
         guard !packages.isEmpty else { return }
@@ -270,7 +271,8 @@ extension Notebook {
             let paths = PackagePaths(folder: path, id: p.id)
             for (page, clock) in p.clocks {
                 let files = try fileIdentity(Notebook.clockFiles(paths, page: page))
-                cache.entries[ClockCache.Key(document: p.id, page: page)] = ClockCache.Entry(files: files, clock: clock)
+                cache.entries[ClockCache.Key(document: p.id, page: page)] = ClockCache.Entry(files: files, clock: clock,
+                                                                                            digests: p.digests[page])
             }
         }
         saveClockCache(cache)

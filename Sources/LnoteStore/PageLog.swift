@@ -434,6 +434,18 @@ final class PageLog {
         othersAfterOwnUnsynced = false
     }
 
+    /// Notes that the log's frames up to `offset` of incarnation `incarnation` are durable
+    /// without syncing them here: a snapshot (or `document.json`) covering them exists, and
+    /// its writer synced the log before writing it ([PKG-41], [PKG-44]). When that is every
+    /// frame this object holds and nothing of this process waits for a sync, `sync()` has
+    /// nothing left to do. Any other case (another incarnation, frames past `offset`, this
+    /// process's own frames in flight, a poisoned log) leaves the log as it was.
+    func noteDurable(through offset: UInt64, incarnation: UInt64) {
+        guard incarnation == header.incarnation, offset == end, unsyncedFrames == 0, ownUnsyncedStart == nil,
+              poisoned == nil, pendingSalvage == nil, !needsTruncate else { return }
+        othersUnsynced = false
+    }
+
     /// What `cutAfterFailedSync` did.
     enum FailedSyncOutcome: Equatable {
         /// This process's unsynced frames were cut: the file ends at `offset` again, and the
