@@ -50,7 +50,7 @@ public enum FuzzTargets {
         guard let frames = try? Frame.decodeAll(data) else { return }
         for f in frames {
             guard let op = try? OperationCodec.decode(f) else { continue }
-            check(OperationCodec.frame(op) == f, "operation \(op.id) does not re-encode to its frame")
+            checkForms(op, f)
             check(OpValidator.violation(of: op) == nil, "decode let through an invalid operation")
         }
     }
@@ -73,8 +73,20 @@ public enum FuzzTargets {
     static func operations(_ data: [UInt8]) {
         for f in chunks(data) {
             guard let op = try? OperationCodec.decode(f) else { continue }
-            check(OperationCodec.frame(op) == f, "operation \(op.id) does not re-encode to its frame")
+            checkForms(op, f)
         }
+    }
+
+    /// [LOG-22], [LOG-24] A decoded operation re-encodes to its frame in the frame's form
+    /// (an `add` is the hash form, an `addStroke` the written form); its other form decodes
+    /// to the same operation; and both forms have one content hash ([SYNC-50]).
+    static func checkForms(_ op: Op, _ f: Frame) {
+        let form: OperationCodec.Form = f.type == OperationCodec.Kind.addStroke.rawValue ? .written : .hash
+        check(OperationCodec.frame(op, form: form) == f, "operation \(op.id) does not re-encode to its frame")
+        let other = OperationCodec.frame(op, form: form == .hash ? .written : .hash)
+        check((try? OperationCodec.decode(other)) == op, "operation \(op.id) does not round-trip in its other form")
+        check(ContentHash.of(other) == ContentHash.of(f) && ContentHash.of(op) == ContentHash.of(f),
+              "operation \(op.id) has two content hashes")
     }
 
     /// The bytes with a snapshot's length field and CRC made right, so that mutations reach

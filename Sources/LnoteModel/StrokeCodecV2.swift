@@ -51,6 +51,19 @@ public enum StrokeCodecV2 {
         var stepState = SIMD8<UInt32>(repeating: StrokeCodecV2.initialStep)
         var secondState = SIMD8<UInt32>(repeating: StrokeCodecV2.initialSecond)
         public init() {}
+
+        /// The context of a stroke coded alone, in an `addStroke` operation frame
+        /// (`Protocol/operation-log.md` [LOG-24]): the default first point and grids, and
+        /// Rice states tuned for one stroke with nothing before it. The first point is coded
+        /// against (0, 0, 500, 0, 0), so its x and y are page coordinates (a few thousand
+        /// tenths); its time is always 0.
+        public static let standalone: Context = {
+            var c = Context()
+            // x, y, pressure, radius, t: 16 × the expected magnitude of each value.
+            c.firstState = [16 * 4096, 16 * 4096, 16 * 256, 16 * 16, 16, 16, 16, 16]
+            c.stepState = [16 * 8, 16 * 8, 16 * 16, 16 * 4, 16 * 8, 16, 16, 16]
+            return c
+        }()
     }
 
     /// Channel modes, two bits each ([PT2-3]).

@@ -2,17 +2,33 @@ import LnoteModel
 
 /// What tells two operations with one id apart ([SYNC-50], [SYNC-52]).
 public enum ContentHash {
-    /// An operation's content hash: the SHA-256 of its frame's type byte followed by its
-    /// payload (the frame without its length and CRC). Operations have one encoding
-    /// ([LOG-22]), so equal operations have equal hashes wherever they are stored.
+    /// An operation's content hash ([SYNC-50]): the SHA-256 of the type byte and payload of
+    /// its frame in hash form (`OperationCodec.Form.hash`). Every frame but an `addStroke` is
+    /// its own hash form and is hashed as it is; an `addStroke` is decoded and its operation
+    /// re-encoded as an `add` (0x01), so an operation has the same hash in either form
+    /// ([LOG-22]). An `addStroke` that does not decode (refused at every door anyway) is hashed
+    /// as it is: no valid operation's hash starts from the type byte 0x06, so it never equals one.
     public static func of(_ frame: Frame) -> [UInt8] {
+        guard frame.type == OperationCodec.Kind.addStroke.rawValue else { return raw(frame) }
+        guard let op = try? OperationCodec.decode(frame) else { return raw(frame) }
+        return of(op)
+    }
+
+    /// The content hash of `frame`, already decoded to `op`: no second decode of an
+    /// `addStroke`.
+    public static func of(_ frame: Frame, decoded op: Op) -> [UInt8] {
+        frame.type == OperationCodec.Kind.addStroke.rawValue ? of(op) : raw(frame)
+    }
+
+    public static func of(_ op: Op) -> [UInt8] { raw(OperationCodec.frame(op, form: .hash)) }
+
+    /// SHA-256 of the type byte followed by the payload.
+    static func raw(_ frame: Frame) -> [UInt8] {
         var h = SHA256()
         h.update([frame.type])
         h.update(frame.payload)
         return h.finalize()
     }
-
-    public static func of(_ op: Op) -> [UInt8] { of(OperationCodec.frame(op)) }
 
     /// The chain digest of a replica's operations in one log, 16 bytes: `d₀` is 16 zero
     /// bytes and `dₖ = SHA-256(dₖ₋₁ ‖ first 16 bytes of the content hash of operation k)`,

@@ -3,9 +3,15 @@ import LnoteModel
 
 /// Turns operations into frames and back. The layouts are specified byte by byte in
 /// `Protocol/operation-log.md`; the frame `type` byte is the operation kind.
+///
+/// An add of a stroke has two encodings ([LOG-22]): `addStroke` (0x06, compact: point stream
+/// v2, no Lamport timestamp, the usual z key implied), which writers write, and `add` (0x01),
+/// the *hash form*, which content hashes are taken over ([SYNC-50]) and which logs written
+/// before `addStroke` hold. Every other operation has one encoding, the same in both forms.
 public enum OperationCodec {
     public enum Kind: UInt8, CaseIterable, Sendable {
         case add = 0x01, erase = 0x02, eraseRange = 0x03, move = 0x04, reorder = 0x05
+        case addStroke = 0x06
         case createDocument = 0x20, setTitle = 0x21, addPage = 0x22, deletePage = 0x23
         case restorePage = 0x24, movePage = 0x25, setCanvas = 0x26
         case deleteDocument = 0x27, restoreDocument = 0x28
@@ -30,25 +36,59 @@ public enum OperationCodec {
         }
     }
 
-    public static func frame(_ op: Op) -> Frame {
-        var w = ByteWriter(capacity: 64)
-        encodePayload(op, into: &w)
-        return Frame(type: kind(of: op.body).rawValue, payload: w.bytes)
+    /// Which of an operation's encodings to write ([LOG-22]).
+    public enum Form: Sendable, Hashable {
+        /// What writers write: an add of a stroke as `addStroke` (0x06), everything else in
+        /// its one encoding.
+        case written
+        /// The encoding content hashes are taken over ([SYNC-50]): an add of a stroke as
+        /// `add` (0x01), everything else as in `written`.
+        case hash
     }
 
-    /// The bytes of `op`'s frame, its payload written in place (what logs store).
-    public static func encode(_ op: Op) -> [UInt8] {
-        Frame.encoded(type: kind(of: op.body).rawValue, payloadCapacity: payloadSizeGuess(op)) { encodePayload(op, into: &$0) }
+    /// The frame type `op` is written with in `form`.
+    public static func type(of op: Op, form: Form = .written) -> UInt8 {
+        if form == .written, case .add(.stroke, _) = op.body { return Kind.addStroke.rawValue }
+        return kind(of: op.body).rawValue
+    }
+
+    /// `op`'s frame as writers write it (`Form.written`).
+    public static func frame(_ op: Op) -> Frame { frame(op, form: .written) }
+
+    public static func frame(_ op: Op, form: Form) -> Frame {
+        var w = ByteWriter(capacity: payloadSizeGuess(op))
+        let type = type(of: op, form: form)
+        encodePayload(op, type: type, into: &w)
+        return Frame(type: type, payload: w.bytes)
+    }
+
+    /// The bytes of `op`'s frame in `form`, its payload written in place (what logs store).
+    public static func encode(_ op: Op) -> [UInt8] { encode(op, form: .written) }
+
+    public static func encode(_ op: Op, form: Form) -> [UInt8] {
+        let type = type(of: op, form: form)
+        return Frame.encoded(type: type, payloadCapacity: payloadSizeGuess(op)) { encodePayload(op, type: type, into: &$0) }
     }
 
     /// About the size of `op`'s payload: its header and clock, plus two bytes a point (the
-    /// point stream takes 1.5 to 2 on handwriting).
+    /// point stream takes 1.5 to 4 on handwriting).
     static func payloadSizeGuess(_ op: Op) -> Int {
         var size = 32 + 12 * op.context.entries.count
         if case .add(let content, _) = op.body { size += 64 + 2 * content.pointCount }
         return size
     }
 
+    /// The payload of `op` in the frame type `type`: `addStroke` for an add of a stroke,
+    /// else the operation's kind.
+    static func encodePayload(_ op: Op, type: UInt8, into w: inout ByteWriter) {
+        if type == Kind.addStroke.rawValue, case .add(.stroke(let s), let z) = op.body {
+            encodeAddStroke(op, s, z, into: &w)
+        } else {
+            encodePayload(op, into: &w)
+        }
+    }
+
+    /// The payload in hash form (the operation's `Kind`, never `addStroke`).
     /// Header: replica u64, counter varint, lamport varint, wall time svarint, context
     /// (without the author's own entry, which is implied: counter − 1). Then the body.
     public static func encodePayload(_ op: Op, into w: inout ByteWriter) {
@@ -140,8 +180,9 @@ public enum OperationCodec {
         guard replica != 0, counter != 0 else {
             throw r.error(.corrupt, "zero replica id or counter", at: counterAt)
         }
-        let lamportAt = r.offset
-        let lamport = try r.varint("lamport")
+        var lamportAt = r.offset
+        // [LOG-24] An addStroke carries no Lamport timestamp: it is the one [LOG-4] gives.
+        let written: UInt64? = kind == .addStroke ? nil : try r.varint("lamport")
         let wall = try r.svarint("wall time")
         let contextAt = r.offset
         var context = try ElementCodec.decodeClock(&r)
@@ -149,8 +190,20 @@ public enum OperationCodec {
             throw r.error(.corrupt, "context names the author itself", at: contextAt)
         }
         context[ReplicaID(replica)] = counter - 1
+        let lamport: UInt64
+        if let written {
+            lamport = written
+        } else {
+            lamportAt = contextAt
+            guard let l = OpValidator.lamport(id: OpID(replica: ReplicaID(replica), counter: counter), context: context) else {
+                throw r.error(.corrupt, "its context covers more than \(OpValidator.maxLamport) operations", at: contextAt)
+            }
+            lamport = l
+        }
         let body: Op.Body
         switch kind {
+        case .addStroke:
+            body = try decodeAddStrokeBody(&r, lamport: lamport)
         case .add:
             let z = try ElementCodec.decodeZKey(&r)
             body = .add(try ElementCodec.decodeContent(&r), z: z)

@@ -75,7 +75,7 @@ extension RelayStore {
                 guard op.id.counter <= UInt64(Int64.max) else {
                     throw LnoteError(.invalidArgument, "operation counter \(op.id.counter) out of range", path: "push", index: i)
                 }
-                incoming.append(Incoming(log: batch.log, op: op, frame: batch.frames[i], hash: ContentHash.of(batch.frames[i])))
+                incoming.append(Incoming(log: batch.log, op: op, frame: batch.frames[i], hash: ContentHash.of(batch.frames[i], decoded: op)))
                 pushed.insert(LoggedOpID(log: batch.log, id: op.id))
             }
         }

@@ -98,7 +98,7 @@ extension Document {
     /// How many of `frames` say they add an element (by their type byte): the room a replay
     /// makes at once. No more than applying them would take.
     static func addFrames(_ frames: [LoggedFrame]) -> Int {
-        frames.reduce(0) { $0 + ($1.frame.type == OperationCodec.Kind.add.rawValue ? 1 : 0) }
+        frames.reduce(0) { $0 + ($1.frame.type == OperationCodec.Kind.add.rawValue || $1.frame.type == OperationCodec.Kind.addStroke.rawValue ? 1 : 0) }
     }
 
     /// Loads a page under the document lock, making the repairs it needs ([PKG-42],

@@ -130,7 +130,8 @@ import LnoteServer
                                     SyncRequest(replica: a.replica, epoch: 0, cursor: 0, push: [LogBatch(log: a.log, ops: [fork])]))
         #expect(r.status == 200)
         let answer = try SyncCodec.decodeResponse(r.body)
-        let f = a.frames.last!
+        // [SYNC-50] The hash of the held frame's hash form (it is an addStroke on disk).
+        let f = OperationCodec.frame(try OperationCodec.decode(a.frames.last!), form: .hash)
         #expect(answer.accepted == 0)
         #expect(answer.forks == [ForkReport(log: a.log, id: fork.id, held: SHA256.hash([f.type] + f.payload))])
         let b = try await Fixture.sync(dir.sub("B"), relay.url, token: relay.token)

@@ -216,10 +216,12 @@ struct RelayRestoreTests {
 
     /// A frame whose CRC is right and whose operation the validator refuses: its Lamport
     /// timestamp (the byte after the replica and a one-byte counter) is changed.
+    /// `op` as an older relay stored it (an `add`, the form with a Lamport timestamp at
+    /// payload byte 9), its timestamp replaced.
     static func badFrame(_ op: Op, lamport: UInt8) -> [UInt8] {
-        var payload = OperationCodec.frame(op).payload
+        var payload = OperationCodec.frame(op, form: .hash).payload
         payload[9] = lamport
-        return Frame(type: OperationCodec.frame(op).type, payload: payload).encoded
+        return Frame(type: OperationCodec.frame(op, form: .hash).type, payload: payload).encoded
     }
 
     /// Stores a row straight into the file, as an older relay could have.

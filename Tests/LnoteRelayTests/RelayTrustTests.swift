@@ -14,9 +14,10 @@ struct RelayTrustTests {
 
     static func clock(_ entries: (ReplicaID, UInt64)...) -> VectorClock { VectorClock(entries) }
 
-    /// The content hash as [SYNC-50] words it, computed here from the frame's bytes.
+    /// The content hash as [SYNC-50] words it, computed here from the bytes of the frame in
+    /// hash form (an add of a stroke as type 0x01, not the `addStroke` writers write).
     static func contentHash(_ op: Op) -> [UInt8] {
-        let f = OperationCodec.frame(op)
+        let f = OperationCodec.frame(op, form: .hash)
         return SHA256.hash([f.type] + f.payload)
     }
 

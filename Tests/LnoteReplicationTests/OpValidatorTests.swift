@@ -21,7 +21,9 @@ import LnoteModel
     static func expectRefused(_ op: Op, _ rule: OpValidator.Violation.Rule, _ what: String,
                               sourceLocation: SourceLocation = #_sourceLocation) {
         #expect(OpValidator.violation(of: op)?.rule == rule, "\(what)", sourceLocation: sourceLocation)
-        let frames = try? Frame.decodeAll(OperationCodec.encode(op))
+        // The hash form carries every field (an addStroke cannot even state a wrong Lamport
+        // timestamp, [LOG-24]).
+        let frames = try? Frame.decodeAll(OperationCodec.encode(op, form: .hash))
         if let f = frames?.first {
             do {
                 _ = try OperationCodec.decode(f, base: 9, path: "x.log")

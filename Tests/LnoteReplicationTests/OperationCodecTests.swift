@@ -113,3 +113,35 @@ import LnoteModel
         #expect(throws: LnoteError(.corrupt)) { try OperationCodec.decode(Frame(type: 0x7f, payload: [])) }
     }
 }
+
+extension OperationCodecTests {
+    /// [LOG-24] [SYNC-50] The spec's addStroke vector and its hash form, byte for byte, read
+    /// out of `Protocol/operation-log.md`; both decode to one operation with one hash.
+    @Test func addStrokeVector() throws {
+        let me = ReplicaID(0xB0)
+        let points = [StrokePoint(x: 1000, y: 2000, pressure: 500, radius: 0, t: 0),
+                      StrokePoint(x: 1020, y: 2015, pressure: 520, radius: 0, t: 8),
+                      StrokePoint(x: 1045, y: 2028, pressure: 540, radius: 0, t: 16)]
+        let op = Op(id: OpID(replica: me, counter: 2), lamport: 2, context: VectorClock([(me, UInt64(1))]),
+                    wallTime: 1_700_000_000_900,
+                    body: .add(.stroke(Stroke(style: InkStyle(tool: .pen, color: .black, width: 20), points: points)), z: ZKey(layer: 2)))
+        #expect(OpValidator.violation(of: op) == nil)
+        let compact = OperationCodec.encode(op), hashForm = OperationCodec.encode(op, form: .hash)
+        if ProcessInfo.processInfo.environment["PRINT_VECTORS"] != nil { print("VECTOR \(hexString(compact)) \(hexString(hashForm))") }
+        let spec = try String(contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../../Protocol/operation-log.md").standardized, encoding: .utf8)
+        let blocks = spec.components(separatedBy: "```").enumerated().filter { $0.offset % 2 == 1 }.map(\.element)
+        func bytes(_ block: String) -> String {
+            block.split(separator: "\n").map { line in line.split(separator: " ", omittingEmptySubsequences: true)
+                .prefix { $0.allSatisfy(\.isHexDigit) }.joined() }.joined()
+        }
+        let specCompact = try #require(blocks.first { bytes($0).hasPrefix(hexString(compact.prefix(9))) })
+        let specAdd = try #require(blocks.first { bytes($0).hasPrefix(hexString(hashForm.prefix(9))) })
+        #expect(bytes(specCompact) == hexString(compact))
+        #expect(bytes(specAdd) == hexString(hashForm))
+        #expect(compact[8] == 0x06 && hashForm[8] == 0x01)
+        let f1 = try Frame.decodeAll(compact)[0], f2 = try Frame.decodeAll(hashForm)[0]
+        #expect(try OperationCodec.decode(f1) == op && OperationCodec.decode(f2) == op)
+        #expect(ContentHash.of(f1) == SHA256.hash([0x01] + f2.payload) && ContentHash.of(f2) == ContentHash.of(f1))
+    }
+}

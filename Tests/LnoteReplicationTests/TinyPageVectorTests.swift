@@ -6,7 +6,9 @@ import LnoteTestSupport
 
 /// [SNAP-30] The tiny page of `Protocol/page-snapshot.md` §4.7 comes from real operations:
 /// the six frames of the spec's `tiny-page-ops` block, made here through the merge's own
-/// API by two replicas, are the bytes the codec writes; applying them, decoded from the
+/// API by two replicas, are the bytes the codec writes in hash form (the form lnote wrote
+/// before `addStroke`, which readers keep accepting: operation-log.md [LOG-22]; today's
+/// writer writes the two stroke adds as `addStroke`); applying them, decoded from the
 /// spec, to an empty page gives exactly the spec's snapshot (`tiny-page`) and canonical
 /// JSON (`tiny-page-json`). `LNOTE_RECORD_GOLDEN=1` prints the three blocks instead of
 /// comparing, after an intended change.
@@ -44,7 +46,7 @@ import LnoteTestSupport
     @Test("[SNAP-30] [LOG-22] the tiny page is what its operations give, byte for byte")
     func tinyPageFromOperations() throws {
         let ops = try Self.operations()
-        let frames = ops.flatMap(OperationCodec.encode)
+        let frames = ops.flatMap { OperationCodec.encode($0, form: .hash) }
         var replica = PageReplica(page: Self.page)
         try replica.receive(ops)
         // The snapshot covers a log holding the six frames after its 40-byte header.
@@ -56,7 +58,7 @@ import LnoteTestSupport
         let json = replica.state.canonicalJSON()
         if ProcessInfo.processInfo.environment["LNOTE_RECORD_GOLDEN"] == "1" {
             print("tiny-page-ops:\n\(SpecVectors.hexDump(frames))\n")
-            for op in ops { print("  \(OperationCodec.encode(op).count) bytes: \(op)") }
+            for op in ops { print("  \(OperationCodec.encode(op, form: .hash).count) bytes: \(op)") }
             print("tiny-page:\n\(SpecVectors.hexDump(snapshot))\n\ntiny-page-json:\n\(json)")
             return
         }

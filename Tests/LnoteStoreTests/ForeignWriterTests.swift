@@ -90,11 +90,12 @@ private enum ForeignFrame {
         return length + le32(crc) + [type] + payload
     }
 
-    /// The frame's bytes of `op` (add: type 0x01, operation-log.md §3); the payload bytes
-    /// come from `OperationCodec`.
+    /// The frame's bytes of `op` (add: type 0x01, operation-log.md §3, which readers keep
+    /// accepting beside lnote's own `addStroke`, [LOG-22]); the payload bytes come from
+    /// `OperationCodec`'s hash form, the add encoding.
     static func encode(_ op: Op) -> [UInt8] {
         guard case .add = op.body else { fatalError("the foreign writer only adds") }
-        return encode(type: 0x01, payload: OperationCodec.frame(op).payload)
+        return encode(type: 0x01, payload: OperationCodec.frame(op, form: .hash).payload)
     }
 
     /// The length of the valid frame at `p`, or nil.
@@ -510,10 +511,12 @@ struct ForeignWriterTests {
         // operation-log.md §3's move vector: the frame built from its payload bytes.
         let payload = unhex("b200000000000000 01 02 e8a7abfef962 01 a100000000000000 01 01 a100000000000000 01 00 64 00")
         #expect(hex(ForeignFrame.encode(type: 0x04, payload: payload)) == "28000000" + "169e641c" + "04" + hex(payload))
-        // And the foreign frames are byte for byte what lnote writes for the same operation.
+        // And the foreign frames are byte for byte lnote's add form of the same operation
+        // (lnote itself writes the addStroke form; both decode to the operation).
         let op = Op(id: OpID(replica: ReplicaID(0xA1), counter: 3), lamport: 3, context: VectorClock([(ReplicaID(0xA1), UInt64(2))]),
                     wallTime: 1_700_000_000_000, body: .add(.stroke(marked(7)), z: ZKey(layer: 3)))
-        #expect(ForeignFrame.encode(op) == OperationCodec.encode(op))
+        #expect(ForeignFrame.encode(op) == OperationCodec.encode(op, form: .hash))
+        #expect(try OperationCodec.decode(Frame.decodeAll(ForeignFrame.encode(op))[0]) == op)
     }
 
     @Test("[PKG-84] [PKG-80] [PKG-87] a foreign writer appends under the document lock; lnote's next read shows its operations with their ids, and lnote's next counter follows them")

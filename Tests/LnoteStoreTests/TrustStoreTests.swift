@@ -615,7 +615,7 @@ struct TrustStoreTests {
         let page = try #require(all.first { $0.page == s.page })
         var d = [UInt8](repeating: 0, count: 16)
         for op in s.pageOps {
-            let frame = OperationCodec.frame(op)
+            let frame = OperationCodec.frame(op, form: .hash)  // [SYNC-50] hash form
             let content = SHA256.hash([frame.type] + frame.payload)
             d = Array(SHA256.hash(d + Array(content.prefix(16))).prefix(16))
         }

@@ -115,7 +115,7 @@ final class TamperingNotebook: SyncableNotebook {
         bad.lamport += 1
         var w = ByteWriter()
         OperationCodec.encodePayload(bad, into: &w)
-        return Frame(type: OperationCodec.frame(op).type, payload: w.bytes)
+        return Frame(type: OperationCodec.frame(op, form: .hash).type, payload: w.bytes)  // the form with a timestamp
     }
 
     /// [SYNC-60] [PKG-48] A pull holding an operation the validator refuses, and one of the
