@@ -121,8 +121,7 @@ public enum StrokeCodecV2 {
     static func encodeBits(_ points: [StrokePoint], derived: Bool, steps: UnsafeMutablePointer<Int64>,
                            context c: inout Context) -> [UInt8] {
         let n = points.count
-        var bits = BitWriter()
-        bits.bytes.reserveCapacity(8 + n * 3)
+        var bits = RiceWriter(capacity: 16 + n * 3)
         bits.put(derived ? 1 : 0, 1)
         let v0 = values(points[0])
         var modes = SIMD8<UInt64>(repeating: Mode.unitGrid.rawValue)
@@ -132,15 +131,20 @@ public enum StrokeCodecV2 {
         @inline(__always) func row(_ ch: Int) -> UnsafeMutablePointer<Int64> { steps + ch * (n - 1) }
         if hasSteps {
             points.withUnsafeBufferPointer { p in
-                for ch in 0..<5 where coded[ch] {
-                    let d = row(ch)
-                    var previous = channel(p[0], ch)
+                // One loop per channel, so that no point pays a switch on the channel.
+                @inline(__always) func differences(_ d: UnsafeMutablePointer<Int64>, _ value: (StrokePoint) -> Int64) {
+                    var previous = value(p[0])
                     for i in 1..<n {
-                        let v = channel(p[i], ch)
-                        d[i - 1] = v - previous
+                        let v = value(p[i])
+                        d[i - 1] = v &- previous
                         previous = v
                     }
                 }
+                differences(row(x)) { Int64($0.x) }
+                differences(row(y)) { Int64($0.y) }
+                differences(row(pressure)) { Int64($0.pressure) }
+                if coded[radius] { differences(row(radius)) { Int64($0.radius) } }
+                differences(row(time)) { Int64($0.t) }
             }
         }
         if n >= 3 {
@@ -184,14 +188,10 @@ public enum StrokeCodecV2 {
                 let g = Int64(grids[ch])
                 var state = c.secondState[ch]
                 if g == 1 {
-                    for i in 1..<(n - 1) { bits.rice(zigzag(d[i] &- d[i - 1]), &state) }
+                    bits.riceRun(count: n - 2, state: &state) { zigzag(d[$0 &+ 1] &- d[$0]) }
                 } else {
-                    var previous = d[0] / g
-                    for i in 1..<(n - 1) {
-                        let q = d[i] / g
-                        bits.rice(zigzag(q &- previous), &state)
-                        previous = q
-                    }
+                    // Exact quotients: every step is a multiple of the grid.
+                    bits.riceRun(count: n - 2, state: &state) { zigzag(d[$0 &+ 1] / g &- d[$0] / g) }
                 }
                 c.secondState[ch] = state
                 c.grid[ch] = grids[ch]
@@ -211,23 +211,19 @@ public enum StrokeCodecV2 {
         }
     }
 
-    /// A bit stream written least significant bit first.
-    struct BitWriter {
-        var bytes: [UInt8] = []
-        var buffer: UInt64 = 0
-        var count = 0
+    /// A bit stream written least significant bit first, over the module's `BitWriter`:
+    /// pending bits in a register, 8-byte stores, no array appends.
+    struct RiceWriter: ~Copyable {
+        var writer: BitWriter
 
-        /// The low `n` bits of `v` (n ≤ 56).
+        init(capacity: Int) { writer = BitWriter(capacity: capacity) }
+
+        /// The low `n` bits of `v` (n ≤ 32; fewer than 32 bits wait between calls).
         @inline(__always) mutating func put(_ v: UInt64, _ n: Int) {
-            buffer |= v &<< UInt64(count)
-            count &+= n
-            if count >= 32 {
-                bytes.append(UInt8(truncatingIfNeeded: buffer))
-                bytes.append(UInt8(truncatingIfNeeded: buffer &>> 8))
-                bytes.append(UInt8(truncatingIfNeeded: buffer &>> 16))
-                bytes.append(UInt8(truncatingIfNeeded: buffer &>> 24))
-                buffer &>>= 32
-                count &-= 32
+            writer.cursor.append(v, count: UInt64(n))
+            if writer.cursor.filled >= 32 {
+                writer.reserve(8)
+                writer.flush()
             }
         }
 
@@ -244,8 +240,14 @@ public enum StrokeCodecV2 {
             let k = StrokeCodecV2.parameter(m)
             let q = u >> UInt64(k)
             if q < UInt64(StrokeCodecV2.escapeRun) {
-                put(1 << q, Int(q) + 1)
-                if k > 0 { put(u & ((1 << UInt64(k)) - 1), k) }
+                let low = u & ((1 << UInt64(k)) &- 1)
+                let n = Int(q) &+ 1 &+ k
+                if n <= 32 {
+                    put((1 << q) | low &<< (q &+ 1), n)
+                } else {
+                    put(1 << q, Int(q) + 1)
+                    put(low, k)
+                }
             } else {
                 put(1 << UInt64(StrokeCodecV2.escapeRun), StrokeCodecV2.escapeRun + 1)
                 put(u & ((1 << 20) - 1), 20)
@@ -254,13 +256,36 @@ public enum StrokeCodecV2 {
             StrokeCodecV2.update(&m, u)
         }
 
-        mutating func finish() -> [UInt8] {
-            while count > 0 {
-                bytes.append(UInt8(truncatingIfNeeded: buffer))
-                buffer >>= 8
-                count -= 8
+        /// `rice(value(i), &m)` for `i` in `0..<count`: the hot loop of encoding, with the
+        /// pending bits in locals.
+        @inline(__always) mutating func riceRun(count: Int, state m: inout UInt32, _ value: (Int) -> UInt64) {
+            var acc = writer.cursor.acc, filled = writer.cursor.filled
+            for i in 0..<count {
+                let u = value(i)
+                let k = UInt64(StrokeCodecV2.parameter(m))
+                let q = u &>> k
+                let n = q &+ 1 &+ k
+                if q < UInt64(StrokeCodecV2.escapeRun) && n <= 32 {
+                    acc |= ((1 &<< q) | (u & ((1 &<< k) &- 1)) &<< (q &+ 1)) &<< filled
+                    filled &+= n
+                    if filled >= 32 {
+                        writer.cursor.acc = acc; writer.cursor.filled = filled
+                        writer.reserve(8)
+                        writer.flush()
+                        acc = writer.cursor.acc; filled = writer.cursor.filled
+                    }
+                    StrokeCodecV2.update(&m, u)
+                } else {
+                    writer.cursor.acc = acc; writer.cursor.filled = filled
+                    rice(u, &m)
+                    acc = writer.cursor.acc; filled = writer.cursor.filled
+                }
             }
-            return bytes
+            writer.cursor.acc = acc; writer.cursor.filled = filled
+        }
+
+        mutating func finish() -> [UInt8] {
+            writer.finish { Array($0) }
         }
     }
 }
