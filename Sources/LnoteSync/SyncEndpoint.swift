@@ -64,7 +64,10 @@ public actor NotebookEndpoint: SyncEndpoint {
     public func sync(_ request: SyncRequest) async throws -> SyncResponse {
         // Validate everything before writing anything: frames were CRC-checked by the
         // codec; now each must decode, belong in its log, and name assets we hold.
-        var pushed: [LogRef: Set<Frame>] = [:]
+        // What the client just pushed, by operation id, so that none is sent back to it: not
+        // by frame bytes, since an operation has two forms ([LOG-22]) and a log keeps the
+        // one it writes, whichever the client pushed ([SYNC-50]).
+        var pushed: [LogRef: Set<OpID>] = [:]
         var checked: [CheckedLog] = []
         for batch in request.push {
             let ops = try batch.ops(path: "push")
@@ -76,7 +79,7 @@ public actor NotebookEndpoint: SyncEndpoint {
                     throw SyncRefusal.assetMissing(asset, operation: op.id, log: batch.log)
                 }
             }
-            pushed[batch.log, default: []].formUnion(batch.frames)
+            pushed[batch.log, default: []].formUnion(ops.map(\.id))
             checked.append(CheckedLog(log: batch.log, ops: ops))
         }
         // [SYNC-51] An operation whose id is held with other content is not stored; the rest is.
@@ -84,6 +87,8 @@ public actor NotebookEndpoint: SyncEndpoint {
         if !checked.isEmpty { receipt = try await notebook.receive(checked: checked, remote: "replica \(request.replica)", recordForks: true) }
         let accepted = UInt64(receipt.appended)
         let forks = receipt.forks.map { ForkReport(log: $0.log, id: $0.fork.id, held: $0.fork.held) }
+        // A forked id's content here is not what the client pushed: it is sent like any other.
+        for f in receipt.forks { pushed[f.log]?.remove(f.fork.id) }
         // [SYNC-52] Digests read every log whole, which finds damage a log hides behind its
         // snapshot and lowers that log's clock ([PKG-49]): computed before the clocks answered.
         let computed = request.have != nil && request.digests != nil ? try await notebook.logClocksAndDigests() : nil
@@ -97,7 +102,7 @@ public actor NotebookEndpoint: SyncEndpoint {
             let wanted = current.keys.sorted().filter { !(theirs[$0]?.covers(current[$0]!) ?? current[$0]!.isEmpty) }
             let answers = try await notebook.framesForPeer(in: wanted.map { (log: $0, clock: theirs[$0] ?? VectorClock()) })
             for (log, found) in zip(wanted, answers) {
-                let frames = found.filter { !(pushed[log]?.contains($0) ?? false) }
+                let frames = found.filter { !NotebookEndpoint.isPushed($0, pushed[log]) }
                 if !frames.isEmpty { pull.append(LogBatch(log: log, frames: frames)) }
             }
             let clocks = current.keys.sorted().map { LogClock(log: $0, clock: current[$0]!) }
@@ -144,9 +149,15 @@ public actor NotebookEndpoint: SyncEndpoint {
 
     /// The operations of `log` not covered by `clock`, less those the client just pushed.
     /// - Throws: `SyncRefusal` (`historyNotHeld`) when the notebook cannot give them all.
-    private func batch(_ log: LogRef, notCoveredBy clock: VectorClock, skipping: Set<Frame>?) async throws -> LogBatch? {
-        let frames = try await notebook.framesForPeer(in: log, notCoveredBy: clock).filter { !(skipping?.contains($0) ?? false) }
+    private func batch(_ log: LogRef, notCoveredBy clock: VectorClock, skipping: Set<OpID>?) async throws -> LogBatch? {
+        let frames = try await notebook.framesForPeer(in: log, notCoveredBy: clock).filter { !NotebookEndpoint.isPushed($0, skipping) }
         return frames.isEmpty ? nil : LogBatch(log: log, frames: frames)
+    }
+
+    /// Whether `frame` holds one of the operations `pushed` names.
+    static func isPushed(_ frame: Frame, _ pushed: Set<OpID>?) -> Bool {
+        guard let pushed, !pushed.isEmpty, let id = OperationCodec.id(of: frame) else { return false }
+        return pushed.contains(id)
     }
 
     public func missingAssets(_ ids: [AssetID], document: DocumentID) async throws -> [AssetID] {

@@ -120,4 +120,36 @@ import LnoteTestSupport
         #expect(try await Self.digests(c) == Self.digests(s))
         #expect(try await Self.frameTypes(s) == Array(repeating: 0x01, count: 5) + Array(repeating: 0x06, count: 4))
     }
+
+    /// [SYNC-50] [LOG-22] A peer does not send a client back what the client just pushed,
+    /// whatever form the client pushed it in: the receiving folder writes each stroke as
+    /// `addStroke`, so operations pushed as `add` must be recognized by id, not by bytes.
+    @Test func pushedOldFormIsNotSentBack() async throws {
+        let dir = try TempDir()
+        let (s, c) = (dir.sub("S"), dir.sub("C"))
+        _ = try await Fixture.notebook(at: s, strokes: 2, seed: 101)
+        _ = try await T.folderSync(s, c)
+        let added = try await T.addStrokes(c, 3, seed: 102)
+        #expect(try await Self.rewriteInHashForm(c) == 5)
+        let (doc, pid) = try await T.firstPage(c)
+        let path = PackagePaths(folder: c, id: doc).log(pid)
+        let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
+        let pushed = try Frame.decodeAll(Array(bytes[LogHeader.size...])).filter {
+            OperationCodec.id(of: $0).map(added.contains) ?? false
+        }
+        #expect(pushed.count == 3 && pushed.allSatisfy { $0.type == OperationCodec.Kind.add.rawValue })
+
+        let nbS = try await T.open(s)
+        let server = NotebookEndpoint(notebook: nbS)
+        let client = try await T.replica(c)
+        let hello = try await server.sync(SyncRequest(replica: client, epoch: 0, cursor: 0, have: []))
+        let log = LogRef(document: doc, page: pid)
+        let answer = try await server.sync(SyncRequest(replica: client, epoch: hello.epoch, cursor: hello.cursor,
+                                                       push: [LogBatch(log: log, frames: pushed)]))
+        try await nbS.close()
+        #expect(answer.accepted == 3 && answer.forks.isEmpty)
+        let back = answer.pull.flatMap(\.frames).compactMap(OperationCodec.id(of:))
+        #expect(back.filter(added.contains).isEmpty, "sent back: \(back)")
+        #expect(try await Self.frameTypes(s).suffix(3) == [0x06, 0x06, 0x06], "the receiver writes the compact form")
+    }
 }
