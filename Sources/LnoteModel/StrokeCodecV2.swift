@@ -201,16 +201,6 @@ public enum StrokeCodecV2 {
         return bits.finish()
     }
 
-    @inline(__always) static func channel(_ p: StrokePoint, _ ch: Int) -> Int64 {
-        switch ch {
-        case x: Int64(p.x)
-        case y: Int64(p.y)
-        case pressure: Int64(p.pressure)
-        case radius: Int64(p.radius)
-        default: Int64(p.t)
-        }
-    }
-
     /// A bit stream written least significant bit first, over the module's `BitWriter`:
     /// pending bits in a register, 8-byte stores, no array appends.
     struct RiceWriter: ~Copyable {

@@ -203,7 +203,8 @@ extension Document {
             if firstWaiting == nil && waiting(op.id) { firstWaiting = w.count }
             let frame = OperationCodec.frame(op)
             frame.encode(into: &w)
-            hashes[op.id.replica, default: [:]][op.id.counter] = Array(ContentHash.of(frame).prefix(16))
+            // The operation is at hand: its hash form is encoded from it, not decoded from the frame.
+            hashes[op.id.replica, default: [:]][op.id.counter] = Array(ContentHash.of(frame, decoded: op).prefix(16))
         }
         return (w.bytes, UInt64(firstWaiting ?? w.count), hashes)
     }
