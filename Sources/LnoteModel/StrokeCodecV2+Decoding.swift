@@ -259,7 +259,7 @@ extension StrokeCodecV2 {
             let d = v - previous
             previous = v
             if d != first { varies = true }
-            if divisor != g { divisor = gcd(divisor, d.magnitude) }
+            if divisor != g { divisor = gcd(d.magnitude, divisor) }
             if varies && divisor == g { break }
         }
         return (varies, divisor == g || (divisor == 0 && g == 1))

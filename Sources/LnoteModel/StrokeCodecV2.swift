@@ -92,6 +92,16 @@ public enum StrokeCodecV2 {
         return Int32(clamping: (Int64(width) &* (500 &+ Int64(pressure)) &+ 1000) / 2000)
     }
 
+    /// The inverse of odd `o` modulo 2⁶⁴ (Newton's iteration: each step doubles the correct
+    /// low bits, from 3 for `o` itself), as a signed value: `(o·k) &* inverse == k` for every
+    /// `k`, so an exact multiple of `o` is divided by one multiplication.
+    static func oddInverse(_ o: UInt64) -> Int64 {
+        precondition(o & 1 == 1)
+        var x = o
+        for _ in 0..<5 { x = x &* (2 &- o &* x) }
+        return Int64(bitPattern: x)
+    }
+
     static func gcd(_ a: UInt64, _ b: UInt64) -> UInt64 {
         var a = a, b = b
         while b != 0 { (a, b) = (b, a % b) }
@@ -156,7 +166,9 @@ public enum StrokeCodecV2 {
                     continue
                 }
                 var g: UInt64 = 0
-                for i in 0..<(n - 1) where g != 1 { g = gcd(g, d[i].magnitude) }
+                // The step first: a step that is a multiple of the grid so far costs one
+                // remainder, not three.
+                for i in 0..<(n - 1) where g != 1 { g = gcd(d[i].magnitude, g) }
                 if g == 0 { g = 1 }
                 grids[ch] = g
                 if g == c.grid[ch] {
@@ -185,14 +197,16 @@ public enum StrokeCodecV2 {
         if n >= 3 {
             for ch in 0..<5 where coded[ch] && modes[ch] != Mode.linear.rawValue {
                 let d = row(ch)
-                let g = Int64(grids[ch])
-                var state = c.secondState[ch]
-                if g == 1 {
-                    bits.riceRun(count: n - 2, state: &state) { zigzag(d[$0 &+ 1] &- d[$0]) }
-                } else {
-                    // Exact quotients: every step is a multiple of the grid.
-                    bits.riceRun(count: n - 2, state: &state) { zigzag(d[$0 &+ 1] / g &- d[$0] / g) }
+                if grids[ch] != 1 {
+                    // Exact quotients: every step is a multiple of the grid, so a shift and a
+                    // multiplication by the inverse of its odd part divide it (no division
+                    // instruction per step).
+                    let shift = Int64(grids[ch].trailingZeroBitCount)
+                    let inverse = oddInverse(grids[ch] &>> UInt64(shift))
+                    for i in 0..<(n - 1) { d[i] = (d[i] &>> shift) &* inverse }
                 }
+                var state = c.secondState[ch]
+                bits.riceRun(count: n - 2, state: &state) { zigzag(d[$0 &+ 1] &- d[$0]) }
                 c.secondState[ch] = state
                 c.grid[ch] = grids[ch]
             }

@@ -583,4 +583,26 @@ struct StrokeCodecV2ReferenceTests {
             #expect(offset < end, "offset \(offset), input ends at \(end)")
         }
     }
+
+    /// The encoder divides exact multiples of a grid by a shift and a multiplication by the
+    /// inverse of the grid's odd part: the quotient must be the division's, for negative
+    /// steps, large grids and steps near the limits of a difference of two `Int32`s.
+    @Test("[PT2-4] grid quotients by the inverse of the odd part equal the division's")
+    func gridQuotients() {
+        let seed: UInt64 = 0x9_0D1
+        var g = SplitMix64(seed: seed)
+        var checked = 0
+        for _ in 0..<20_000 {
+            let grids: [UInt64] = [1, 2, 3, 10, 25, 100, 1 << 20, UInt64(Int32.max), g.next() % (1 << 32) + 1]
+            let grid = grids[Int(g.next() % 9)]
+            let limit = Int64(UInt32.max) / Int64(grid)
+            let k = Int64(bitPattern: g.next()) % (limit + 1)
+            let step = k * Int64(grid)
+            let shift = Int64(grid.trailingZeroBitCount)
+            let quotient = (step &>> shift) &* StrokeCodecV2.oddInverse(grid &>> UInt64(shift))
+            #expect(quotient == step / Int64(grid), "seed \(seed): step \(step), grid \(grid)")
+            checked += 1
+        }
+        #expect(checked == 20_000)
+    }
 }
