@@ -52,8 +52,15 @@ public enum OperationCodec {
         return kind(of: op.body).rawValue
     }
 
-    /// `op`'s frame as writers write it (`Form.written`).
-    public static func frame(_ op: Op) -> Frame { frame(op, form: .written) }
+    /// `op`'s frame as lnote writes it: the written form, or the hash form when the written
+    /// form's frame would be longer than a frame may be ([LOG-26]: stream v2's worst case per
+    /// point is larger than the `add` frame's, so a stroke near the point limit with jumpy
+    /// points can fit only as `add`).
+    public static func frame(_ op: Op) -> Frame {
+        let written = frame(op, form: .written)
+        guard written.payload.count >= Frame.maxLength, written.type != type(of: op, form: .hash) else { return written }
+        return frame(op, form: .hash)
+    }
 
     public static func frame(_ op: Op, form: Form) -> Frame {
         var w = ByteWriter(capacity: payloadSizeGuess(op))
@@ -62,8 +69,14 @@ public enum OperationCodec {
         return Frame(type: type, payload: w.bytes)
     }
 
-    /// The bytes of `op`'s frame in `form`, its payload written in place (what logs store).
-    public static func encode(_ op: Op) -> [UInt8] { encode(op, form: .written) }
+    /// The bytes of `frame(op)`, its payload written in place (what logs store).
+    public static func encode(_ op: Op) -> [UInt8] {
+        let written = encode(op, form: .written)
+        guard written.count - Frame.headerSize > Frame.maxLength, type(of: op, form: .written) != type(of: op, form: .hash) else {
+            return written
+        }
+        return encode(op, form: .hash)
+    }
 
     public static func encode(_ op: Op, form: Form) -> [UInt8] {
         let type = type(of: op, form: form)

@@ -144,4 +144,37 @@ extension OperationCodecTests {
         #expect(try OperationCodec.decode(f1) == op && OperationCodec.decode(f2) == op)
         #expect(ContentHash.of(f1) == SHA256.hash([0x01] + f2.payload) && ContentHash.of(f2) == ContentHash.of(f1))
     }
+
+    /// [LOG-26] A stroke at the point limit with jumpy points does not fit in an `addStroke`
+    /// frame but does as `add`: lnote writes it as `add` (what every log append and every
+    /// received document's log stores), and it decodes to the same operation.
+    @Test("[LOG-26] a stroke too long for addStroke is written as add")
+    func strokeTooLongForAddStroke() throws {
+        let seed: UInt64 = 0x10_626
+        var g = SplitMix64(seed: seed)
+        let limit = UInt64(Quantization.coordinateLimit)
+        var points: [StrokePoint] = []
+        points.reserveCapacity(Stroke.maxPoints)
+        var t: UInt32 = 0
+        for i in 0..<Stroke.maxPoints {
+            if i > 0 { t += UInt32(g.next() % 80) }
+            points.append(StrokePoint(x: Int32(Int64(g.next() % (2 * limit + 1)) - Int64(limit)),
+                                      y: Int32(Int64(g.next() % (2 * limit + 1)) - Int64(limit)),
+                                      pressure: UInt16(g.next() % 1001), radius: Int32(g.next() % 100_000), t: t))
+        }
+        var replica = PageReplica(page: PageID())
+        let op = try replica.add(.stroke(Stroke(style: InkStyle(), points: points)), by: ReplicaID(0x26), wallTime: 1)
+        let written = OperationCodec.frame(op, form: .written)
+        #expect(written.payload.count >= Frame.maxLength, "seed \(seed): the addStroke form must not fit (\(written.payload.count) B)")
+        let frame = OperationCodec.frame(op)
+        #expect(frame.type == OperationCodec.Kind.add.rawValue, "seed \(seed)")
+        #expect(frame.payload.count < Frame.maxLength, "seed \(seed)")
+        #expect(frame == OperationCodec.frame(op, form: .hash))
+        let bytes = OperationCodec.encode(op)
+        #expect(bytes == frame.encoded, "the in-place encoding makes the same choice")
+        #expect(try OperationCodec.decode(Frame.decodeAll(bytes)[0]) == op, "seed \(seed)")
+        // An ordinary stroke is still written as addStroke.
+        let small = try replica.add(.stroke(Stroke(style: InkStyle(), points: Array(points.prefix(3)))), by: ReplicaID(0x26), wallTime: 2)
+        #expect(OperationCodec.frame(small).type == OperationCodec.Kind.addStroke.rawValue)
+    }
 }

@@ -44,6 +44,31 @@ struct PageLogTests {
         #expect(throws: LnoteError(.unsupportedVersion)) { try LogHeader.decode(v2) }
     }
 
+    /// [LOG-26] A frame longer than readers accept would read back as damage and hide every
+    /// frame after it: the log refuses it before writing anything, and keeps what it held.
+    @Test("[LOG-26] a frame longer than 16 MiB is refused before anything is written")
+    func oversizedFrameIsRefused() throws {
+        let dir = try TempDir("log")
+        defer { dir.remove() }
+        let path = dir.sub("p.log")
+        let (log, _) = try PageLog.open(path: path, kind: .page, owner: owner, create: true, io: .live)
+        var rng = SeededRNG(seed: 26)
+        try log.append(testFrames(2, &rng))
+        let before = try #require(fileBytes(path))
+        let fits = Frame(type: 0x01, payload: [UInt8](repeating: 7, count: Frame.maxLength - 1))
+        let tooLong = Frame(type: 0x01, payload: [UInt8](repeating: 7, count: Frame.maxLength))
+        #expect(throws: LnoteError(.limitExceeded)) { _ = try log.write(encoded: [testFrames(1, &rng)[0].encoded, tooLong.encoded]) }
+        #expect(fileBytes(path) == before, "nothing of the refused batch is written")
+        // The largest frame a reader accepts is written and read back.
+        try log.append([fits])
+        try log.close()
+        let (again, replay) = try PageLog.open(path: path, kind: .page, owner: owner, create: false, io: .live)
+        #expect(replay.report.isClean)
+        #expect(replay.frames.last?.frame == fits)
+        #expect(replay.frames.count == 3)
+        try again.close()
+    }
+
     @Test("[PKG-34] append is durable when it returns: write then fdatasync")
     func appendSyncs() throws {
         let dir = try TempDir("log")
