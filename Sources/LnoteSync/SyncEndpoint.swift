@@ -126,6 +126,10 @@ public actor NotebookEndpoint: SyncEndpoint {
             let h = history[log]!
             guard h.last!.seq > request.cursor else { continue }
             let base = h.last { $0.seq <= request.cursor }?.clock ?? VectorClock()
+            // What the log gained since `base` is exactly what this client just pushed (a push
+            // into an empty folder, or a client that alone writes here): nothing to send back,
+            // and no reason to read the log again and decode all it just stored.
+            if NotebookEndpoint.pushedAll(pushed[log], since: base, upTo: h.last!.clock) { continue }
             if let b = try await batch(log, notCoveredBy: base, skipping: pushed[log]) { pull.append(b) }
         }
         return SyncResponse(epoch: epoch, cursor: sequence, accepted: accepted, pull: pull, forks: forks, hashes: hashes)
@@ -152,6 +156,19 @@ public actor NotebookEndpoint: SyncEndpoint {
     private func batch(_ log: LogRef, notCoveredBy clock: VectorClock, skipping: Set<OpID>?) async throws -> LogBatch? {
         let frames = try await notebook.framesForPeer(in: log, notCoveredBy: clock).filter { !NotebookEndpoint.isPushed($0, skipping) }
         return frames.isEmpty ? nil : LogBatch(log: log, frames: frames)
+    }
+
+    /// Whether every operation `clock` covers and `base` does not is in `pushed` (ids are
+    /// unique in a set, so counting those in the range decides it).
+    static func pushedAll(_ pushed: Set<OpID>?, since base: VectorClock, upTo clock: VectorClock) -> Bool {
+        guard let pushed, !pushed.isEmpty else { return false }
+        var gained: UInt64 = 0
+        for (replica, counter) in clock.entries where counter > base[replica] { gained += counter - base[replica] }
+        guard gained > 0, UInt64(pushed.count) >= gained else { return false }
+        let inRange = pushed.reduce(into: UInt64(0)) { n, id in
+            if !base.covers(id) && clock.covers(id) { n += 1 }
+        }
+        return inRange == gained
     }
 
     /// Whether `frame` holds one of the operations `pushed` names.

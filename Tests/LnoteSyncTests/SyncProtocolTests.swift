@@ -69,6 +69,53 @@ final class FlakyRemote: SyncRemote {
         #expect(a == b)
     }
 
+    /// [SYNC-4] A push's answer carries what the log gained since the client's cursor less
+    /// what it just pushed. When the push is all the log gained, the endpoint sends nothing
+    /// and does not read the log back; when the server also wrote to that log meanwhile, its
+    /// operation comes back in the same exchange, and nothing pushed does.
+    @Test func pushAnswerSkipsOnlyWhatWasPushed() async throws {
+        let n = try await nodes(2)
+        let remote = LocalRemote(key: "r", endpoint: NotebookEndpoint(notebook: n[1]))
+        _ = try await SyncSession(notebook: n[0], remote: remote).run()
+        for k in 0..<3 { _ = try await n[0].perform(.add(page, stroke(k), below: nil, above: nil), wallTime: 10 + Int64(k)) }
+        let onlyPushed = try await SyncSession(notebook: n[0], remote: remote).run()
+        #expect(onlyPushed.roundTrips == 1 && onlyPushed.opsSent == 3 && onlyPushed.opsReceived == 0)
+        // Both sides write to the same page log: the server's stroke comes back with the answer.
+        for k in 3..<5 { _ = try await n[0].perform(.add(page, stroke(k), below: nil, above: nil), wallTime: 20 + Int64(k)) }
+        _ = try await n[1].perform(.add(page, stroke(9), below: nil, above: nil), wallTime: 30)
+        let both = try await SyncSession(notebook: n[0], remote: remote).run()
+        #expect(both.roundTrips == 1 && both.opsSent == 2 && both.opsReceived == 1)
+        #expect(try await n[0].view() == n[1].view())
+    }
+
+    /// The endpoint's test for "the log gained only what was pushed", against counting the
+    /// ids one by one, on seeded random clocks and pushed sets (ids below the base, inside
+    /// the range, above the clock, and ranges missing one id).
+    @Test func pushedAllMatchesCountingIds() {
+        let seed: UInt64 = 0x5EC4
+        var g = SplitMix64(seed: seed)
+        for round in 0..<2_000 {
+            var base = VectorClock(), clock = VectorClock()
+            for r in 1...UInt64(1 + g.next() % 3) {
+                let b = g.next() % 4, c = b + g.next() % 4
+                if b > 0 { base[ReplicaID(r)] = b }
+                if c > 0 { clock[ReplicaID(r)] = c }
+            }
+            var gained: [OpID] = []
+            for (replica, counter) in clock.entries where counter > base[replica] {
+                for k in (base[replica] + 1)...counter { gained.append(OpID(replica: replica, counter: k)) }
+            }
+            var pushed = Set(gained.filter { _ in g.next() % 6 != 0 })
+            for _ in 0..<(g.next() % 3) {
+                pushed.insert(OpID(replica: ReplicaID(1 + g.next() % 4), counter: 1 + g.next() % 9))
+            }
+            let expected = !gained.isEmpty && gained.allSatisfy(pushed.contains)
+            #expect(NotebookEndpoint.pushedAll(pushed, since: base, upTo: clock) == expected,
+                    "seed \(seed) round \(round): base \(base) clock \(clock) pushed \(pushed.sorted { "\($0)" < "\($1)" })")
+        }
+        #expect(!NotebookEndpoint.pushedAll(nil, since: VectorClock(), upTo: VectorClock()))
+    }
+
     /// [SYNC-6] A server that lost its cursors (new epoch) asks for clocks; sync still converges.
     @Test func restartedServerResynchronizes() async throws {
         let n = try await nodes(2)
