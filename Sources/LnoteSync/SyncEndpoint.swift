@@ -93,6 +93,11 @@ public actor NotebookEndpoint: SyncEndpoint {
         // snapshot and lowers that log's clock ([PKG-49]): computed before the clocks answered.
         let computed = request.have != nil && request.digests != nil ? try await notebook.logClocksAndDigests() : nil
         try await refresh()
+        // What this answer speaks for: the clocks, history and cursor as of this refresh. The
+        // awaits below let other requests store operations and refresh meanwhile; an answer
+        // whose cursor or clocks were read after them would cover operations it did not send
+        // (and a log skipped below as holding only the push would hide one for good).
+        let (cursor, history, current) = (sequence, history, current)
         let hashes = try await answerHashes(request.hashRanges)
 
         var pull: [LogBatch] = []
@@ -116,23 +121,25 @@ public actor NotebookEndpoint: SyncEndpoint {
                     return list.filter { answered[$0.log] == fresh[$0.log] }
                 }
             }
-            return SyncResponse(epoch: epoch, cursor: sequence, accepted: accepted, pull: pull, clocks: clocks,
+            return SyncResponse(epoch: epoch, cursor: cursor, accepted: accepted, pull: pull, clocks: clocks,
                                 digests: digests, forks: forks, hashes: hashes)
         }
         guard request.epoch == epoch else {
-            return SyncResponse(epoch: epoch, cursor: sequence, accepted: accepted, pull: [], resync: true, forks: forks, hashes: hashes)
+            return SyncResponse(epoch: epoch, cursor: cursor, accepted: accepted, pull: [], resync: true, forks: forks, hashes: hashes)
         }
         for log in history.keys.sorted() {
             let h = history[log]!
             guard h.last!.seq > request.cursor else { continue }
             let base = h.last { $0.seq <= request.cursor }?.clock ?? VectorClock()
-            // What the log gained since `base` is exactly what this client just pushed (a push
-            // into an empty folder, or a client that alone writes here): nothing to send back,
-            // and no reason to read the log again and decode all it just stored.
+            // What the log's clock gained since `base` is exactly what this client just pushed
+            // (a push into an empty folder, or a client that alone writes here): the log is not
+            // read again and what it just stored is not decoded again. (Operations held but
+            // waiting for a dependency are outside the clock and are not sent with this
+            // answer; they come once what they wait for arrives and the clock covers them.)
             if NotebookEndpoint.pushedAll(pushed[log], since: base, upTo: h.last!.clock) { continue }
             if let b = try await batch(log, notCoveredBy: base, skipping: pushed[log]) { pull.append(b) }
         }
-        return SyncResponse(epoch: epoch, cursor: sequence, accepted: accepted, pull: pull, forks: forks, hashes: hashes)
+        return SyncResponse(epoch: epoch, cursor: cursor, accepted: accepted, pull: pull, forks: forks, hashes: hashes)
     }
 
     /// [SYNC-53] The content hashes of the operations held in each asked range, from its
