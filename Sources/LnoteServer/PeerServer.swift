@@ -81,9 +81,11 @@ public final class PeerServer: Sendable {
         let http = self.http
         refusals.connect { http.log($0) }
         let tick = min(warmIdle, .seconds(5))
-        idleCloser = Task.detached {
+        // Weakly: a server dropped without `close()` does not keep its notebook alive.
+        idleCloser = Task.detached { [weak warm] in
             while !Task.isCancelled {
                 try? await Task.sleep(for: tick)
+                guard let warm else { return }
                 await warm.closeIdle()
             }
         }
