@@ -26,37 +26,23 @@ public final class PeerServer: Sendable {
     /// Any other id is 404 `not_found` after the token check: a client configured for
     /// another notebook never merges its notebook into this one.
     public let notebookID: UUID
-    /// The documents kept open between requests (`WarmDocuments`).
-    let warm: WarmDocuments
-    private let idleCloser: Task<Void, Never>
-
-    /// Documents a peer server keeps open between requests, at most (`WarmDocuments`).
-    public static let defaultWarmDocuments = 32
-    /// How long a document no request touched stays open.
-    public static let defaultWarmIdle: Duration = .seconds(30)
 
     /// Starts serving.
     /// - Parameters:
     ///   - token: the bearer token requests must carry: 32 to 256 hex digits ([SYNC-28]).
     ///   - changes: what tells that the notebook may have gained operations (default: its
     ///     folder's logs, `FolderLogSignal`); started here, stopped by `close()`.
-    ///   - warmDocuments, warmIdle: how many documents the requests touched last stay open
-    ///     between requests, and for how long without one (0: each request opens and closes
-    ///     what it needs).
     /// - Throws: `.invalidArgument` for a weak token (`RelayToken.checkServerToken`), before
     ///   anything starts; what `HTTPServer` throws; what `changes.start` throws.
     public init(notebook: Notebook, token: String, configuration: HTTPServer.Configuration = .init(),
-                changes: (any ChangeSignal)? = nil, warmDocuments: Int = PeerServer.defaultWarmDocuments,
-                warmIdle: Duration = PeerServer.defaultWarmIdle) throws {
+                changes: (any ChangeSignal)? = nil) throws {
         try RelayToken.checkServerToken(token)
         let endpoint = NotebookEndpoint(notebook: notebook)
         let digest = TokenDigest(token: token)
         let id = Self.notebookID(replica: notebook.replica)
         let refusals = RefusedDocumentsLog()
-        let warm = WarmDocuments(notebook: notebook, limit: max(0, warmDocuments), idle: warmIdle)
-        let owned = SerialEndpoint(inner: WarmEndpoint(inner: ReportingEndpoint(inner: OwnReplicaEndpoint(inner: endpoint, notebook: notebook),
-                                                                                 notebook: notebook, log: refusals),
-                                                       warm: warm))
+        let owned = SerialEndpoint(inner: ReportingEndpoint(inner: OwnReplicaEndpoint(inner: endpoint, notebook: notebook),
+                                                            notebook: notebook, log: refusals))
         let polls = LongPolls()
         let service = SyncHTTPService(kind: "peer", maxBodyBytes: configuration.maxRequestBodyBytes, longPolls: polls,
                                       authorize: { t, _ in
@@ -65,7 +51,6 @@ public final class PeerServer: Sendable {
                                       },
                                       endpoint: { nb, _ in nb == id ? owned : nil })
         self.endpoint = endpoint
-        self.warm = warm
         notebookID = id
         longPolls = polls
         let signal = changes ?? FolderLogSignal(folder: notebook.path)
@@ -80,15 +65,6 @@ public final class PeerServer: Sendable {
         }
         let http = self.http
         refusals.connect { http.log($0) }
-        let tick = min(warmIdle, .seconds(5))
-        // Weakly: a server dropped without `close()` does not keep its notebook alive.
-        idleCloser = Task.detached { [weak warm] in
-            while !Task.isCancelled {
-                try? await Task.sleep(for: tick)
-                guard let warm else { return }
-                await warm.closeIdle()
-            }
-        }
     }
 
     /// [SYNC-11] The replica id as 8 bytes little-endian, then the ASCII bytes `lnotepee`,
@@ -102,23 +78,14 @@ public final class PeerServer: Sendable {
         return UUID(bytes: bytes)!
     }
 
-    /// How many documents are kept open between requests now (`WarmDocuments`).
-    public var warmDocumentCount: Int { get async { await warm.count } }
-
     /// The notebook URL clients pass to `lnote sync`.
     public var url: String { "\(http.baseURL)/v1/notebooks/\(notebookID.uuidString)" }
 
-    /// Answers the long polls it holds 503 ([SYNC-74]), stops watching, stops serving, and
-    /// gives back the documents it kept open (their closes finish in the background, or in
-    /// the notebook's `close()`). Idempotent.
+    /// Answers the long polls it holds 503 ([SYNC-74]), stops watching, stops serving.
+    /// Idempotent.
     public func close() throws {
         longPolls.close()
         changes.stop()
-        defer {
-            idleCloser.cancel()
-            let warm = self.warm
-            Task { await warm.stop() }
-        }
         try http.close()
     }
 }
