@@ -28,9 +28,17 @@ public struct Frame: Hashable, Sendable {
     }
 
     public static let headerSize = 8
-    /// Largest `length`: 16 MiB (a frame is one operation; the largest, a 1M-point stroke,
-    /// encodes well below this).
+    /// Largest `length`: 16 MiB (a frame is one operation). A stroke near the point limit can
+    /// exceed it in one form and not the other: writers check (`fits`, operation-log.md
+    /// [LOG-26]).
     public static let maxLength = 16 << 20
+
+    /// Whether a frame's `length` (type + payload) is at most `maxLength`.
+    public var fits: Bool { 1 + payload.count <= Frame.maxLength }
+
+    /// Whether an encoded frame of `count` bytes (header included) has a `length` of at most
+    /// `maxLength`.
+    public static func fits(encodedCount count: Int) -> Bool { count - headerSize <= maxLength }
 
     /// Appends the encoded frame to `out`.
     public func encode(into out: inout ByteWriter) {

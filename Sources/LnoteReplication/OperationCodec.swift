@@ -58,7 +58,7 @@ public enum OperationCodec {
     /// points can fit only as `add`).
     public static func frame(_ op: Op) -> Frame {
         let written = frame(op, form: .written)
-        guard written.payload.count >= Frame.maxLength, written.type != type(of: op, form: .hash) else { return written }
+        guard !written.fits, written.type != type(of: op, form: .hash) else { return written }
         return frame(op, form: .hash)
     }
 
@@ -72,7 +72,7 @@ public enum OperationCodec {
     /// The bytes of `frame(op)`, its payload written in place (what logs store).
     public static func encode(_ op: Op) -> [UInt8] {
         let written = encode(op, form: .written)
-        guard written.count - Frame.headerSize > Frame.maxLength, type(of: op, form: .written) != type(of: op, form: .hash) else {
+        guard !Frame.fits(encodedCount: written.count), type(of: op, form: .written) != type(of: op, form: .hash) else {
             return written
         }
         return encode(op, form: .hash)

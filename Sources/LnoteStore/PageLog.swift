@@ -364,7 +364,7 @@ final class PageLog {
         guard !frames.isEmpty else { return end }
         // [LOG-26] A frame longer than a reader accepts would read back as damage and hide
         // every frame after it: refused before anything is written.
-        for (i, f) in frames.enumerated() where f.count - Frame.headerSize > Frame.maxLength {
+        for (i, f) in frames.enumerated() where !Frame.fits(encodedCount: f.count) {
             throw LnoteError(.limitExceeded, "an operation encodes to a frame of \(f.count - Frame.headerSize) bytes after its CRC; "
                              + "a frame holds at most \(Frame.maxLength) (16 MiB): not written", path: path, index: i)
         }
