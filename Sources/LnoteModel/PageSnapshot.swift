@@ -84,6 +84,9 @@ public enum PageSnapshot {
     /// readable ([SNAP-7]); lnote itself writes only the current version.
     public static func encode(_ state: PageState, coveredLogOffset: UInt64, logIncarnation: UInt64, version: UInt16) -> [UInt8] {
         precondition(version == 1 || version == 2, "no snapshot format version \(version)")
+        // A stroke read with its points deferred ([SNAP-38]) is resolved by its holder first:
+        // written as is it would lose its points.
+        precondition(state.isResolved, "a page snapshot of page \(state.page) encoded with deferred points")
         let s = canonicalized(state)
         var w = ByteWriter(capacity: 256 + s.pointCount * 2 + s.elements.count * 48)
         w.append(magic)
