@@ -111,7 +111,9 @@ public enum OpValidator {
             n == 0 ? "no \(what)" : n > maxListCount ? "\(n) of \(what) (at most \(maxListCount))" : nil
         }
         switch op.body {
-        case .add(let content, _): return ContentBounds.problem(content)
+        // A stroke replayed from a page's own log with its points deferred ([LOG-27]) has them
+        // checked by the same bounds when they are decoded; none is ever encoded unresolved.
+        case .add(let content, _): return ContentBounds.problem(content, allowingDeferred: true)
         case .erase(let ids): return list(ids.count, "element to erase")
         case .eraseRange(_, let ranges): return list(ranges.count, "range to erase")
         case .move(let ts): return list(ts.count, "element to move") ?? ts.lazy.compactMap { ContentBounds.problem($0.transform) }.first

@@ -30,6 +30,7 @@ public struct PageReplica: Sendable {
     /// tail), so that their room is made once.
     public init(state: consuming PageState, pending: [Op] = [], reservingAdds: Int = 0) {
         page = state.page
+        isResolved = state.isResolved
         clock = state.clock
         maxLamport = state.maxLamport
         modified = state.modified
@@ -43,6 +44,34 @@ public struct PageReplica: Sendable {
     }
 
     public init(page: PageID) { self.init(state: PageState(page: page)) }
+
+    /// False while some stroke of the state it started from, or of an operation replayed
+    /// from the page's own log, still has its points deferred (page-snapshot.md [SNAP-38],
+    /// operation-log.md [LOG-27]). The merge never needs points, only their count; `state`,
+    /// `elements` and `element(_:)` give such strokes as they are held (`Stroke.isResolved`
+    /// false, `points` empty): call `resolve()` before reading points or encoding the state.
+    public private(set) var isResolved: Bool
+
+    /// Decodes and checks every deferred point stream (chunks on every core).
+    /// - Throws: `corrupt`, naming the snapshot and the byte offset, when one does not
+    ///   decode; nothing is changed then.
+    public mutating func resolve() throws {
+        guard !isResolved else { return }
+        try records.resolvePoints()
+        isResolved = true
+    }
+
+    /// One live element with its points decoded (only its chunk is decoded when they were
+    /// deferred); nil when `id` is not live.
+    public func resolvedElement(_ id: ElementID) throws -> ElementRecord? {
+        try records[id]?.resolved()
+    }
+
+    /// The ids of the live elements, bottom to top (no point decoded).
+    public var elementIDs: [ElementID] { records.orderedIDs }
+
+    /// The number of live elements.
+    public var elementCount: Int { records.count }
 
     /// The materialized state: live elements bottom to top, every tombstone ([MERGE-30]),
     /// the clock and the replica contexts.
@@ -192,8 +221,8 @@ public struct PageReplica: Sendable {
         case .eraseRange(let id, let ranges):
             let r = try live(id)
             guard let s = r.content.stroke else { throw LnoteError(.invalidArgument, "\(id) is not a stroke") }
-            for range in ranges where range.isEmpty || Int(range.to) > s.points.count {
-                throw LnoteError(.invalidArgument, "range \(range) is outside stroke \(id) of \(s.points.count) points")
+            for range in ranges where range.isEmpty || Int(range.to) > s.pointCount {
+                throw LnoteError(.invalidArgument, "range \(range) is outside stroke \(id) of \(s.pointCount) points")
             }
         case .move(let ts):
             for t in ts { _ = try live(t.element) }
@@ -248,6 +277,8 @@ public struct PageReplica: Sendable {
             // [MERGE-10] [MERGE-11] A new element goes where its position (its key, its id as the last tag) puts it.
             records.insert(ElementRecord(id: op.id, lamport: op.lamport, wallTime: op.wallTime, content: content,
                                          z: LWWRegister(z)))
+            // A stroke replayed from the page's own log with its points deferred ([LOG-27]).
+            if !content.isResolved { isResolved = false }
         case .erase(let ids):
             for id in Set(ids).sorted() { erase(id, by: op) }
         case .eraseRange(let id, let ranges):
