@@ -41,7 +41,9 @@ extension Document {
         var base = PageState(page: pid)
         var covered: (offset: UInt64, incarnation: UInt64)?
         if let bytes = try DurableFile.readIfExists(contentPath, io: io) {
-            guard let s = try? PageSnapshot.decode(bytes, path: contentPath), s.state.page == pid else { return nil }
+            // [PKG-42] Points deferred to their first use ([SNAP-38]): `resolvedPage`.
+            guard let s = try? PageSnapshot.decode(bytes, path: contentPath, deferringPoints: !eagerPages.contains(pid)),
+                  s.state.page == pid else { return nil }
             base = s.state
             covered = (s.coveredLogOffset, s.logIncarnation)
         }
@@ -74,7 +76,8 @@ extension Document {
         let applied: [Op]
         do {
             applied = try Document.feed(frames, kind: .page, fromStart: covered == nil, path: paths.log(pid),
-                                        report: &report, pending: &pending) { try live.receive($0) }
+                                        report: &report, pending: &pending,
+                                        deferringPoints: !eagerPages.contains(pid)) { try live.receive($0) }
         } catch {
             try? log.close()
             throw error
@@ -114,7 +117,8 @@ extension Document {
         do {
             applied = try Document.feed(sources.replay.frames, kind: .page,
                                         fromStart: sources.replay.start == UInt64(LogHeader.size), path: paths.log(pid),
-                                        report: &logReport, pending: &pending) { try live.receive($0) }
+                                        report: &logReport, pending: &pending,
+                                        deferringPoints: !eagerPages.contains(pid)) { try live.receive($0) }
         } catch {
             try? sources.log.close()
             throw error
@@ -202,7 +206,7 @@ extension Document {
         var snapshotClock = VectorClock()
         if let bytes = try DurableFile.readIfExists(contentPath, io: io) {
             do {
-                let s = try PageSnapshot.decode(bytes, path: contentPath)
+                let s = try PageSnapshot.decode(bytes, path: contentPath, deferringPoints: !eagerPages.contains(pid))
                 guard s.state.page == pid else {
                     throw LnoteError(.corrupt, "snapshot names page \(s.state.page)", path: contentPath)
                 }
@@ -673,18 +677,41 @@ extension Document {
 
     // MARK: - Page operations
 
-    /// The materialized state of a page (loads it: one snapshot read plus its log tail).
+    /// The materialized state of a page (loads it: one snapshot read plus its log tail), every
+    /// point decoded.
     public func pageState(_ pid: PageID) throws -> PageState {
         try checkUsable()
         try refreshDocument()
-        return try loadedPage(pid).replica.state
+        return try resolvedPage(pid).replica.state
     }
 
-    /// Live elements of a page, bottom to top.
+    /// Live elements of a page, bottom to top, every point decoded.
     public func elements(_ pid: PageID) throws -> [ElementRecord] {
         try checkUsable()
         try refreshDocument()
-        return try loadedPage(pid).replica.elements
+        return try resolvedPage(pid).replica.elements
+    }
+
+    /// The ids of a page's live elements, bottom to top. Loads the page without decoding
+    /// the points of its snapshot ([SNAP-38]): the cost of opening a page, not of drawing it.
+    public func elementIDs(_ pid: PageID) throws -> [ElementID] {
+        try checkUsable()
+        try refreshDocument()
+        return try loadedPage(pid).replica.elementIDs
+    }
+
+    /// One live element of a page with its points; nil when it is not live. Decodes at most
+    /// its chunk of the page's snapshot (64 records, [SNAP-35]), not the whole page.
+    public func element(_ id: ElementID, on pid: PageID) throws -> ElementRecord? {
+        try checkUsable()
+        try refreshDocument()
+        let lp = try loadedPage(pid)
+        do {
+            return try lp.replica.resolvedElement(id)
+        } catch let e as LnoteError where e.code == .corrupt && !lp.replica.isResolved {
+            // Damaged points: the page is rebuilt from its log ([PKG-42]).
+            return try resolvedPage(pid).replica.resolvedElement(id)
+        }
     }
 
     /// Adds a stroke on top of everything the page shows. Returns its element id.
