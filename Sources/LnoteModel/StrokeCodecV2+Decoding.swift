@@ -70,10 +70,9 @@ extension StrokeCodecV2 {
     static func decode(_ bits: inout BitReader, count n: Int, width: Int32, context c: inout Context,
                        base: Int, path: String?) throws -> [StrokePoint] {
         func fail(_ message: String, bit: Int? = nil) -> LnoteError {
-            // A code read past the last byte (zeros beyond the bits) is reported at that byte,
-            // never in whatever follows the stream.
-            let byte = min(bits.start + (bit ?? bits.consumed) / 8, max(bits.start, bits.end - 1))
-            return LnoteError(.corrupt, message, path: path, offset: base + byte)
+            // [PT2-8] A code that starts in the zeros past the `L` bytes is reported where it
+            // starts, past the stream's end.
+            LnoteError(.corrupt, message, path: path, offset: base + bits.start + (bit ?? bits.consumed) / 8)
         }
         let derived = bits.take(1) == 1
         var modes = SIMD8<UInt64>(repeating: Mode.unitGrid.rawValue)
