@@ -92,8 +92,8 @@ public final class DeferredPoints: Sendable {
     func points(of slot: Slot) throws -> [StrokePoint] {
         let k = slot.index / PageSnapshot.elementIndexStride
         let decoded = try outcome(ofChunk: k).get()
-        guard let points = decoded[slot.index % PageSnapshot.elementIndexStride] else {
-            throw LnoteError(.corrupt, "record \(slot.index) was read as a stroke and decodes as an image", path: path, index: slot.index)
+        guard let points = decoded[slot.index % PageSnapshot.elementIndexStride], points.count == slot.count else {
+            throw LnoteError(.corrupt, "record \(slot.index) decodes differently from when it was read", path: path, index: slot.index)
         }
         return points
     }

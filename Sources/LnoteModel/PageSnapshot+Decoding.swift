@@ -19,7 +19,9 @@ extension PageSnapshot {
     /// `decode` with the points of a version-2 snapshot deferred ([SNAP-38]): every check
     /// but those of the point streams' bits, which run when a stroke is first resolved
     /// (`Stroke.resolved()`, `PageState.resolved()`), chunk by chunk. A version-1 snapshot
-    /// is read whole. Same errors as `decode` for everything it checks.
+    /// is read whole. Same errors as `decode` for everything it checks. A deferred stroke is
+    /// not `==` to the same stroke read eagerly (it holds no points yet): compare resolved
+    /// states.
     public static func decode(_ bytes: [UInt8], path: String? = nil, deferringPoints: Bool) throws -> Contents {
         try decode(bytes, path: path, parallel: true, deferringPoints: deferringPoints)
     }
@@ -300,8 +302,12 @@ extension PageSnapshot {
                 var k = 0
                 do {
                     while k < records {
-                        // Groups start at a chunk boundary: the context starts afresh there.
-                        if k % stride == 0 { context = RecordContext() }
+                        // Groups start at a chunk boundary: the context starts afresh there, and every
+                        // chunk must start where the index says (else the serial pass reports it).
+                        if k % stride == 0 {
+                            guard reader.offset == bounds[first + k / stride] else { return (k, false) }
+                            context = RecordContext()
+                        }
                         (into + k).initialize(to: v2 ? try decodeElementV2(&reader, replicas: replicas, context: &context,
                                                                            deferring: deferring, index: first * stride + k)
                                                      : try decodeElement(&reader))

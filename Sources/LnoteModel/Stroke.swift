@@ -71,7 +71,10 @@ public struct Stroke: Hashable, Sendable {
     public var style: InkStyle
     /// The points. Empty while `isResolved` is false: a stroke read from a snapshot with
     /// its points deferred ([SNAP-38]) holds them undecoded until `resolved()`.
-    public var points: [StrokePoint]
+    public var points: [StrokePoint] {
+        // Points given replace deferred ones.
+        didSet { deferred = nil }
+    }
     /// Where the undecoded points of a deferred stroke are; nil once they are in `points`.
     package var deferred: DeferredPoints.Slot?
 

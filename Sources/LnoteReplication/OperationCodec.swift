@@ -290,7 +290,7 @@ public enum OperationCodec {
         let op = Op(id: OpID(replica: ReplicaID(replica), counter: counter), lamport: lamport,
                     context: context, wallTime: wall, body: body)
         // [LOG-20] The rules an operation obeys on its own, here as at every other door.
-        if let v = OpValidator.violation(of: op) {
+        if let v = OpValidator.violation(of: op, allowingDeferred: deferringPoints) {
             throw r.error(.corrupt, v.description, at: v.rule == .log4 ? lamportAt : base)
         }
         return op

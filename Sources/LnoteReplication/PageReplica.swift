@@ -249,7 +249,9 @@ public struct PageReplica: Sendable {
             guard op.body.isPageOperation else {
                 throw LnoteError(.invalidArgument, "\(op.body.name) \(op.id) is not a page operation")
             }
-            try OpValidator.validate(op)
+            // A replayed addStroke may hold its points deferred ([LOG-27]); a local edit may
+            // not (`validateLocal`).
+            try OpValidator.validate(op, allowingDeferred: true)
         }
         var applied: [Op] = []
         var buf = buffer

@@ -93,7 +93,7 @@ extension Document {
     public func checkpointState(page pid: PageID) throws -> PageState? {
         try checkUsable()
         if pages[pid] == nil, try !pageHasFiles(pid) { return nil }
-        return try resolvedPage(pid, allowUnknown: true).replica.state
+        return try loadedPage(pid, allowUnknown: true).replica.state
     }
 
     /// Refuses to serve a page's history when a peer at `clock` would need operations this
@@ -126,7 +126,7 @@ extension Document {
     public func installedPageMatches(_ pid: PageID) throws -> Bool? {
         try checkUsable()
         guard let base = try baseState(page: pid) else { return nil }
-        let lp = try resolvedPage(pid, allowUnknown: true)
+        let lp = try loadedPage(pid, allowUnknown: true)
         try syncNow(.page(pid), lp.log)
         var expected = PageReplica(state: base)
         var ops: [Op] = []

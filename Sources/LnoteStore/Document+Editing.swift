@@ -11,7 +11,10 @@ extension Document {
     /// lock in the common case ([PKG-85]); a page that needs a repair (a damaged snapshot or
     /// log, a snapshot that does not pair with its log, a missing log beside a snapshot, a
     /// missing-operations file) is loaded under the document lock, where the repair is made.
-    func loadedPage(_ pid: PageID, allowUnknown: Bool = false) throws -> LoadedPage {
+    ///
+    /// The page may hold strokes whose points are still deferred ([SNAP-38], [LOG-27]): only
+    /// listing a page uses it so; everything else goes through `loadedPage`, which resolves.
+    func loadedPageDeferred(_ pid: PageID, allowUnknown: Bool = false) throws -> LoadedPage {
         useCounter += 1
         if let p = pages[pid] {
             p.lastUse = useCounter
@@ -41,7 +44,7 @@ extension Document {
         var base = PageState(page: pid)
         var covered: (offset: UInt64, incarnation: UInt64)?
         if let bytes = try DurableFile.readIfExists(contentPath, io: io) {
-            // [PKG-42] Points deferred to their first use ([SNAP-38]): `resolvedPage`.
+            // [PKG-42] Points deferred to their first use ([SNAP-38]): `loadedPage`.
             guard let s = try? PageSnapshot.decode(bytes, path: contentPath, deferringPoints: !eagerPages.contains(pid)),
                   s.state.page == pid else { return nil }
             base = s.state
@@ -682,14 +685,14 @@ extension Document {
     public func pageState(_ pid: PageID) throws -> PageState {
         try checkUsable()
         try refreshDocument()
-        return try resolvedPage(pid).replica.state
+        return try loadedPage(pid).replica.state
     }
 
     /// Live elements of a page, bottom to top, every point decoded.
     public func elements(_ pid: PageID) throws -> [ElementRecord] {
         try checkUsable()
         try refreshDocument()
-        return try resolvedPage(pid).replica.elements
+        return try loadedPage(pid).replica.elements
     }
 
     /// The ids of a page's live elements, bottom to top. Loads the page without decoding
@@ -697,7 +700,7 @@ extension Document {
     public func elementIDs(_ pid: PageID) throws -> [ElementID] {
         try checkUsable()
         try refreshDocument()
-        return try loadedPage(pid).replica.elementIDs
+        return try loadedPageDeferred(pid).replica.elementIDs
     }
 
     /// One live element of a page with its points; nil when it is not live. Decodes at most
@@ -705,12 +708,12 @@ extension Document {
     public func element(_ id: ElementID, on pid: PageID) throws -> ElementRecord? {
         try checkUsable()
         try refreshDocument()
-        let lp = try loadedPage(pid)
+        let lp = try loadedPageDeferred(pid)
         do {
             return try lp.replica.resolvedElement(id)
         } catch let e as LnoteError where e.code == .corrupt && !lp.replica.isResolved {
-            // Damaged points: the page is rebuilt from its log ([PKG-42]).
-            return try resolvedPage(pid).replica.resolvedElement(id)
+            // Damaged points: the page is loaded again, the damage handled as at load ([PKG-42]).
+            return try loadedPage(pid).replica.resolvedElement(id)
         }
     }
 

@@ -363,8 +363,8 @@ struct DeferredPointsStoreTests {
 
     // MARK: 7.
 
-    @Test("[LOG-27] [PKG-42] a log frame whose points are damaged under a good CRC: its stroke absent, the rest kept",
-          arguments: ["last", "any"])
+    @Test("[LOG-27] [PKG-42] a log frame whose points are damaged under a good CRC: its stroke absent, the rest kept; an edit made first is not built on it",
+          arguments: ["last", "any", "edit first"])
     func damagedLogFramePoints(which: String) async throws {
         let seed = testSeed()
         var g = SeededRNG(seed: seed)
@@ -378,7 +378,7 @@ struct DeferredPointsStoreTests {
         #expect(tail.count == s.strokes.count - 170, "seed \(seed)")
         var victim: ElementID?
         search: for _ in 0..<50 {
-            let (frame, at) = which == "last" ? tail[tail.count - 1] : tail[Int(g.next() % UInt64(tail.count))]
+            let (frame, at) = which == "any" ? tail[Int(g.next() % UInt64(tail.count))] : tail[tail.count - 1]
             for _ in 0..<40 {
                 var payload = frame.payload
                 let i = payload.count - 1 - Int(g.next() % UInt64(max(1, payload.count / 3)))
@@ -401,22 +401,38 @@ struct DeferredPointsStoreTests {
         let d = try await nb.openDocument(s.id)
         let ids = try await d.elementIDs(p)
         #expect(ids.contains(victim), "seed \(seed): the deferred load does not know yet")
+        // An edit made before anything drew the page must not be built on the damaged frame
+        // (its context would cover an operation the page then drops: it would wait forever).
+        var added: [ElementID] = []
+        if which == "edit first" { added = [try await d.addStroke(s.strokes[0], to: p)] }
         let elements = try await d.elements(p)
         // What an eager load gives: the frame skipped, and the later operations of its author
         // (whose context covers it) pending.
-        let expected = s.state.elements.filter { $0.id.replica != victim.replica || $0.id.counter < victim.counter }
-        #expect(try Self.eagerPage(content: s.paths.content(p), log: logPath).elements == expected, "seed \(seed) \(which)")
+        let eager = s.state.elements.filter { $0.id.replica != victim.replica || $0.id.counter < victim.counter }
+        let expected = eager + elements.filter { added.contains($0.id) }
+        #expect(elements.map(\.id) == eager.map(\.id) + added, "seed \(seed): victim \(victim), added \(added)")
+        if which == "edit first" {
+            // Not built on the dropped frame: the edit does not wait for it (which would have
+            // made this replica take a new id, [PKG-56]), and its stroke is drawn.
+            #expect(await d.recoveryReports.allSatisfy { $0.mintedReplica == nil }, "seed \(seed): no new replica id")
+            #expect(elements.last?.content.stroke?.points == s.strokes[0].points, "seed \(seed)")
+        }
+        if added.isEmpty {
+            #expect(try Self.eagerPage(content: s.paths.content(p), log: logPath).elements == expected, "seed \(seed) \(which)")
+        }
         if which == "last" { #expect(expected.count == s.state.elements.count - 1, "seed \(seed)") }
         #expect(elements.map(\.id) == expected.map(\.id), "seed \(seed): victim \(victim)")
         #expect(elements == expected, "seed \(seed): victim \(victim)")
         let reports = await d.recoveryReports
         #expect(reports.contains { $0.path == logPath }, "seed \(seed): \(reports)")
-        #expect(try await d.element(victim, on: p) == nil, "seed \(seed)")
+        // (With an edit made first, the new stroke took the dropped frame's id: the eager load
+        // has done so since before deferred points; a known problem, left to its own issue.)
+        if added.isEmpty { #expect(try await d.element(victim, on: p) == nil, "seed \(seed)") }
         try await nb.close()
         // Reopened: the same page, whatever is first asked.
         let nb2 = try await openNotebook(dir.path)
         let d2 = try await nb2.openDocument(s.id)
-        #expect(try await d2.element(victim, on: p) == nil, "seed \(seed)")
+        if added.isEmpty { #expect(try await d2.element(victim, on: p) == nil, "seed \(seed)") }
         #expect(try await d2.elements(p) == expected, "seed \(seed)")
         try await nb2.close()
     }
@@ -473,6 +489,38 @@ struct DeferredPointsStoreTests {
         try await nb2.close()
     }
     // MARK: 9. Strokes deferred in the log tail of a page whose snapshot had none deferred
+
+    /// A stroke with its points deferred, handed to an edit (from a public decode or from a
+    /// replica's elements before resolving), is refused as an argument: it would otherwise
+    /// reach the frame encoder without its points.
+    @Test("[LOG-27] [LOG-23] an edit given a stroke whose points are deferred is refused, not written")
+    func deferredStrokeAsAnEditArgument() async throws {
+        let seed = testSeed()
+        let strokes = Self.penStrokes(80, seed: seed)
+        var author = PageReplica(page: PageID(UUID()))
+        for s in strokes { _ = try author.add(.stroke(s), by: ReplicaID(0xA11CE), wallTime: 1) }
+        let bytes = PageSnapshot.encode(author.state, coveredLogOffset: 40, logIncarnation: 1)
+        let deferred = try PageSnapshot.decode(bytes, deferringPoints: true).state.elements[5].content.stroke!
+        #expect(!deferred.isResolved, "seed \(seed)")
+        var r = PageReplica(page: PageID(UUID()))
+        #expect(throws: LnoteError.self) { _ = try r.add(.stroke(deferred), by: ReplicaID(0xB0B), wallTime: 1) }
+        #expect(r.elementCount == 0 && r.clock.total == 0, "seed \(seed): nothing applied")
+        // Through a document: refused, the document still usable, the resolved stroke accepted.
+        let dir = try TempDir("defer")
+        defer { dir.remove() }
+        let nb = try await openNotebook(dir.path)
+        let d = try await nb.createDocument(title: "D")
+        let p = await d.pageList[0].id
+        await #expect(throws: LnoteError.self) { _ = try await d.addStroke(deferred, to: p) }
+        let id = try await d.addStroke(try deferred.resolved(), to: p)
+        #expect(try await d.elements(p).map(\.id) == [id], "seed \(seed)")
+        #expect(try await d.elements(p)[0].content.stroke?.points == strokes[5].points, "seed \(seed)")
+        // Points given to a deferred stroke replace the deferred ones.
+        var given = deferred
+        given.points = strokes[6].points
+        #expect(given.isResolved && given.pointCount == strokes[6].points.count, "seed \(seed)")
+        try await nb.close()
+    }
 
     @Test("[LOG-27] a replica whose state had nothing deferred receives deferred strokes: it is not resolved until resolve()")
     func replicaReceivingDeferredOps() throws {
