@@ -170,6 +170,21 @@ public final class DeferredPoints: Sendable {
         }
     }
 
+    /// Decodes and checks every chunk of every source (on every core), whether or not a
+    /// stroke still refers to it: a stroke erased since it was read, or an operation that had
+    /// no effect, must still have had valid points ([SNAP-38], [LOG-27]). Throws the error of
+    /// the first failing chunk, sources in the order given.
+    package static func check(_ sources: [DeferredPoints]) throws {
+        var work: [(source: DeferredPoints, chunk: Int)] = []
+        for s in sources {
+            let chunks = s.state.withLock { $0.chunks.count }
+            for k in 0..<chunks { work.append((s, k)) }
+        }
+        let jobs = work
+        let outcomes = Parallel.map(jobs.count, parallel: jobs.count > 1) { jobs[$0].source.outcome(ofChunk: jobs[$0].chunk) }
+        for o in outcomes { _ = try o.get() }
+    }
+
     /// Resolves every deferred stroke of `elements`, decoding the chunks they need on every
     /// core. On failure nothing is changed and the error is that of the first failing chunk
     /// in file order.

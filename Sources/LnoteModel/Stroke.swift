@@ -94,6 +94,9 @@ public struct Stroke: Hashable, Sendable {
     /// its `points` are then empty, and `pointCount` says how many it has.
     public var isResolved: Bool { deferred == nil }
 
+    /// Where this stroke's deferred points come from (nil when resolved).
+    package var deferredSource: DeferredPoints? { deferred?.source }
+
     /// The number of points, known without decoding them.
     public var pointCount: Int { deferred?.count ?? points.count }
 

@@ -30,7 +30,14 @@ public struct PageReplica: Sendable {
     /// tail), so that their room is made once.
     public init(state: consuming PageState, pending: [Op] = [], reservingAdds: Int = 0) {
         page = state.page
-        isResolved = state.isResolved
+        // The sources of the state's deferred strokes (one snapshot's, in practice).
+        var sources: [DeferredPoints] = []
+        for e in state.elements {
+            guard case .stroke(let s) = e.content, let d = s.deferredSource else { continue }
+            if !sources.contains(where: { $0 === d }) { sources.append(d) }
+        }
+        deferredSources = sources
+        isResolved = sources.isEmpty
         clock = state.clock
         maxLamport = state.maxLamport
         modified = state.modified
@@ -51,13 +58,27 @@ public struct PageReplica: Sendable {
     /// `elements` and `element(_:)` give such strokes as they are held (`Stroke.isResolved`
     /// false, `points` empty): call `resolve()` before reading points or encoding the state.
     public private(set) var isResolved: Bool
+    /// Every source of deferred points this replica took in — its starting state's, and every
+    /// replayed operation's, whether the operation was applied, is waiting, was erased since
+    /// or had no effect — until `resolve()` has checked them all.
+    private var deferredSources: [DeferredPoints]
 
-    /// Decodes and checks every deferred point stream (chunks on every core).
-    /// - Throws: `corrupt`, naming the snapshot and the byte offset, when one does not
-    ///   decode; nothing is changed then.
+    /// Decodes and checks every deferred point stream this replica took in (on every core),
+    /// including those of strokes erased since and of operations that wait or had no effect,
+    /// then gives every live element and every waiting operation its points.
+    /// - Throws: `corrupt`, naming the snapshot or log and the byte offset, when one does
+    ///   not decode; nothing is changed then.
     public mutating func resolve() throws {
         guard !isResolved else { return }
+        try DeferredPoints.check(deferredSources)
         try records.resolvePoints()
+        try buffer.update { op in
+            guard case .add(let content, let z) = op.body, !content.isResolved else { return op }
+            var resolved = op
+            resolved.body = .add(try content.resolved(), z: z)
+            return resolved
+        }
+        deferredSources = []
         isResolved = true
     }
 
@@ -243,15 +264,26 @@ public struct PageReplica: Sendable {
     /// ([MERGE-40]). Returns the operations applied by this call, in the order applied.
     /// - Throws: `.invalidArgument` for an operation that is not a page operation, `.corrupt`
     ///   for one the validator refuses ([MERGE-12]). Nothing is applied then.
+    /// An operation holding deferred points ([LOG-27]) is refused.
     @discardableResult
-    public mutating func receive(_ ops: [Op]) throws -> [Op] {
+    public mutating func receive(_ ops: [Op]) throws -> [Op] { try receive(ops, allowingDeferred: false) }
+
+    /// `receive(_:)`; with `allowingDeferred`, for operations replayed from the page's own
+    /// log only, an `addStroke` may hold its points deferred ([LOG-27]): `resolve()` checks
+    /// them, whatever became of the operation.
+    @discardableResult
+    public mutating func receive(_ ops: [Op], allowingDeferred: Bool) throws -> [Op] {
+        var sources: [DeferredPoints] = []
         for op in ops {
             guard op.body.isPageOperation else {
                 throw LnoteError(.invalidArgument, "\(op.body.name) \(op.id) is not a page operation")
             }
-            // A replayed addStroke may hold its points deferred ([LOG-27]); a local edit may
-            // not (`validateLocal`).
-            try OpValidator.validate(op, allowingDeferred: true)
+            try OpValidator.validate(op, allowingDeferred: allowingDeferred)
+            if case .add(.stroke(let s), _) = op.body, let d = s.deferredSource, !contains(op.id) { sources.append(d) }
+        }
+        if !sources.isEmpty {
+            deferredSources += sources
+            isResolved = false
         }
         var applied: [Op] = []
         var buf = buffer
@@ -279,8 +311,6 @@ public struct PageReplica: Sendable {
             // [MERGE-10] [MERGE-11] A new element goes where its position (its key, its id as the last tag) puts it.
             records.insert(ElementRecord(id: op.id, lamport: op.lamport, wallTime: op.wallTime, content: content,
                                          z: LWWRegister(z)))
-            // A stroke replayed from the page's own log with its points deferred ([LOG-27]).
-            if !content.isResolved { isResolved = false }
         case .erase(let ids):
             for id in Set(ids).sorted() { erase(id, by: op) }
         case .eraseRange(let id, let ranges):

@@ -80,7 +80,7 @@ extension Document {
         do {
             applied = try Document.feed(frames, kind: .page, fromStart: covered == nil, path: paths.log(pid),
                                         report: &report, pending: &pending,
-                                        deferringPoints: !eagerPages.contains(pid)) { try live.receive($0) }
+                                        deferringPoints: !eagerPages.contains(pid)) { try live.receive($0, allowingDeferred: true) }
         } catch {
             try? log.close()
             throw error
@@ -121,7 +121,7 @@ extension Document {
             applied = try Document.feed(sources.replay.frames, kind: .page,
                                         fromStart: sources.replay.start == UInt64(LogHeader.size), path: paths.log(pid),
                                         report: &logReport, pending: &pending,
-                                        deferringPoints: !eagerPages.contains(pid)) { try live.receive($0) }
+                                        deferringPoints: !eagerPages.contains(pid)) { try live.receive($0, allowingDeferred: true) }
         } catch {
             try? sources.log.close()
             throw error

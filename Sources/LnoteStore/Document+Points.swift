@@ -60,5 +60,8 @@ extension Document {
         try syncNow(.page(pid), lp.log)
         pages[pid] = nil
         try lp.log.close()
+        // What a subscriber listed may change when the page is loaded again (a damaged frame's
+        // stroke dropped, the page rebuilt from its log): read it again.
+        hub.publish([Change(kind: .reloaded, origin: .merge, document: id, page: pid)])
     }
 }

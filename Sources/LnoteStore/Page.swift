@@ -41,10 +41,11 @@ public struct Page: Sendable {
 
 extension Document {
     /// Opens a page ([PKG-42]): reads its one snapshot and replays its log tail now, so that
-    /// damage is found and reported here (see `recoveryReports`).
+    /// damage to their structure and CRCs is found and reported here (see
+    /// `recoveryReports`); the points are checked when first used ([SNAP-38], [LOG-27]).
     public func openPage(_ pid: PageID) throws -> Page {
         try checkUsable()
-        _ = try loadedPage(pid)
+        _ = try loadedPageDeferred(pid)
         return Page(document: self, id: pid)
     }
 }

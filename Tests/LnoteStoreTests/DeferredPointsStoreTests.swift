@@ -490,6 +490,67 @@ struct DeferredPointsStoreTests {
     }
     // MARK: 9. Strokes deferred in the log tail of a page whose snapshot had none deferred
 
+    /// A replayed add whose points are damaged must be found by `resolve()` even when nothing
+    /// live refers to it any more: erased by a later frame of the same tail, or still waiting
+    /// in the causal buffer. Its id is in the clock (or the buffer) until then; an eager load
+    /// would have dropped it. Waiting operations come out of `resolve()` with their points.
+    @Test("[LOG-27] damaged points of a replayed add that was erased or is still waiting are found by resolve()")
+    func damagedDeferredAddErasedOrWaiting() throws {
+        let seed = testSeed()
+        var g = SeededRNG(seed: seed)
+        let page = PageID(UUID())
+        let me = ReplicaID(0xB0B0_0002), other = ReplicaID(0xC0C0_0003)
+        var author = PageReplica(page: page)
+        let strokes = Self.penStrokes(40, seed: seed)
+        var ops: [Op] = []
+        for s in strokes.prefix(20) { ops.append(try author.add(.stroke(s), by: me, wallTime: 1)) }
+        // A damaged copy of op 10: eager decode fails, deferred decode succeeds.
+        let frame = OperationCodec.frame(ops[10])
+        var damaged: Op?
+        for _ in 0..<400 where damaged == nil {
+            var payload = frame.payload
+            let i = payload.count - 1 - Int(g.next() % UInt64(max(1, payload.count / 3)))
+            Self.flip(&payload, i, Int(g.next() % 8))
+            let f = Frame(type: frame.type, payload: payload)
+            if (try? OperationCodec.decode(f)) == nil, let d = try? OperationCodec.decode(f, deferringPoints: true) { damaged = d }
+        }
+        guard let damaged else { Issue.record("seed \(seed): no damage found only in the points"); return }
+        let erase = try author.make(.erase([ops[10].id]), by: me, wallTime: 2)
+        func deferred(_ op: Op) throws -> Op { try OperationCodec.decode(OperationCodec.frame(op), deferringPoints: true) }
+        var replayed = try ops.map(deferred)
+        replayed[10] = damaged
+
+        // Erased by a later frame of the tail: nothing live refers to it.
+        var r = PageReplica(page: page)
+        try r.receive(replayed + [erase], allowingDeferred: true)
+        #expect(r.element(ops[10].id) == nil && r.clock.covers(ops[10].id), "seed \(seed)")
+        #expect(!r.isResolved, "seed \(seed)")
+        #expect(throws: LnoteError.self, "seed \(seed): the erased add's points are checked") { try r.resolve() }
+        #expect(!r.isResolved, "seed \(seed): nothing changed")
+
+        // Waiting for an operation that has not arrived (another replica's, in its context).
+        var third = author
+        let theirs = try third.add(.stroke(strokes[30]), by: other, wallTime: 3)
+        let after = try third.add(.stroke(strokes[31]), by: me, wallTime: 4)
+        var w = PageReplica(page: page)
+        try w.receive(try ops.map(deferred) + [try deferred(after)], allowingDeferred: true)
+        #expect(w.pending.map(\.id) == [after.id], "seed \(seed)")
+        try w.resolve()
+        #expect(w.pending.allSatisfy { op in if case .add(let c, _) = op.body { c.isResolved } else { true } }, "seed \(seed)")
+        try w.receive([erase, theirs])
+        #expect(w.isResolved && w.state == third.state, "seed \(seed)")
+        var wd = PageReplica(page: page)
+        var badAfter = try deferred(after)
+        badAfter.body = damaged.body
+        try wd.receive(try ops.map(deferred) + [badAfter], allowingDeferred: true)
+        #expect(throws: LnoteError.self, "seed \(seed): a waiting add's points are checked") { try wd.resolve() }
+
+        // Outside replay, deferred points are refused at the door.
+        var strict = PageReplica(page: page)
+        #expect(throws: LnoteError.self, "seed \(seed)") { try strict.receive([damaged]) }
+        #expect(strict.clock.total == 0, "seed \(seed)")
+    }
+
     /// A stroke with its points deferred, handed to an edit (from a public decode or from a
     /// replica's elements before resolving), is refused as an argument: it would otherwise
     /// reach the frame encoder without its points.
@@ -533,7 +594,8 @@ struct DeferredPointsStoreTests {
         let deferred = try ops.map { try OperationCodec.decode(OperationCodec.frame($0), deferringPoints: true) }
         var r = PageReplica(page: page)
         #expect(r.isResolved)
-        _ = try r.receive(deferred)
+        #expect(throws: LnoteError.self, "seed \(seed): outside replay, refused") { _ = try r.receive(deferred) }
+        _ = try r.receive(deferred, allowingDeferred: true)
         #expect(!r.isResolved, "seed \(seed): a replica holding deferred strokes says it is resolved")
         try r.resolve()
         #expect(r.state == author.state, "seed \(seed)")
