@@ -12,7 +12,11 @@ import Synchronization
 /// kept, so a chunk is decoded at most once whichever copy of the state asks, and a damaged
 /// chunk gives the same error every time. Strokes are coded against the stroke before them
 /// in their chunk ([SNAP-35]), so a chunk is the smallest unit that decodes alone.
-public final class DeferredPoints: Sendable {
+public final class DeferredPoints: Sendable, Hashable {
+    /// Identity: one source per file read (or frame replayed).
+    public static func == (l: DeferredPoints, r: DeferredPoints) -> Bool { l === r }
+    public func hash(into h: inout Hasher) { h.combine(ObjectIdentifier(self)) }
+
     /// Where one deferred stroke's points are: its record's index in the elements section,
     /// and its point count (read when the record was, [PT2-2] checked).
     public struct Slot: Hashable, Sendable {
@@ -99,8 +103,12 @@ public final class DeferredPoints: Sendable {
     }
 
     private func outcome(ofChunk k: Int) -> Outcome {
-        let (layout, kept) = state.withLock { ($0.layout, $0.chunks.indices.contains(k) ? $0.chunks[k] : nil) }
+        let (kept, layout) = state.withLock { s -> (Outcome?, Layout?) in
+            if s.chunks.indices.contains(k), let o = s.chunks[k] { return (o, nil) }
+            return (nil, s.layout)
+        }
         if let kept { return kept }
+        guard let layout else { return .failure(LnoteError(.invalidState, "no layout of deferred points", path: path)) }
         // Decoded outside the lock: two threads may both decode a chunk, with the same result.
         let outcome = decodeChunk(k, layout)
         state.withLock { if $0.chunks.indices.contains(k) { $0.chunks[k] = outcome } }
@@ -180,9 +188,21 @@ public final class DeferredPoints: Sendable {
             let chunks = s.state.withLock { $0.chunks.count }
             for k in 0..<chunks { work.append((s, k)) }
         }
-        let jobs = work
+        let jobs = interleaved(work)
         let outcomes = Parallel.map(jobs.count, parallel: jobs.count > 1) { jobs[$0].source.outcome(ofChunk: jobs[$0].chunk) }
         for o in outcomes { _ = try o.get() }
+    }
+
+    /// `work` reordered so that the contiguous blocks `Parallel.map` hands each thread take
+    /// every k-th job: a snapshot's chunks (hundreds of microseconds each) come first and a
+    /// log tail's frames (a few each) after, and without this one thread got every chunk.
+    static func interleaved<T>(_ work: [T]) -> [T] {
+        let blocks = min(work.count, Parallel.processors * 4)
+        guard blocks > 1 else { return work }
+        var out: [T] = []
+        out.reserveCapacity(work.count)
+        for b in 0..<blocks { for i in stride(from: b, to: work.count, by: blocks) { out.append(work[i]) } }
+        return out
     }
 
     /// Resolves every deferred stroke of `elements`, decoding the chunks they need on every
@@ -206,12 +226,18 @@ public final class DeferredPoints: Sendable {
             guard let n = needed.removeValue(forKey: key) else { continue }
             for k in n.chunks.sorted() { work.append((n.source, k)) }
         }
-        let jobs = work
+        let jobs = interleaved(work)
         let outcomes = Parallel.map(jobs.count, parallel: jobs.count > 1) { jobs[$0].source.outcome(ofChunk: jobs[$0].chunk) }
-        for o in outcomes { _ = try o.get() }
+        // Every chunk decoded: the points are taken from the outcomes, without a lock a stroke.
+        var decoded: [ObjectIdentifier: [Int: [[StrokePoint]?]]] = [:]
+        for (j, o) in outcomes.enumerated() { decoded[ObjectIdentifier(jobs[j].source), default: [:]][jobs[j].chunk] = try o.get() }
+        let stride = PageSnapshot.elementIndexStride
         for i in elements.indices {
-            guard case .stroke(let s) = elements[i].content, s.deferred != nil else { continue }
-            elements[i].content = .stroke(try s.resolved())
+            guard case .stroke(let s) = elements[i].content, let d = s.deferred else { continue }
+            guard let points = decoded[ObjectIdentifier(d.source)]?[d.index / stride]?[d.index % stride], points.count == d.count else {
+                throw LnoteError(.corrupt, "record \(d.index) decodes differently from when it was read", path: d.source.path, index: d.index)
+            }
+            elements[i].content = .stroke(Stroke(style: s.style, points: points))
         }
     }
 }

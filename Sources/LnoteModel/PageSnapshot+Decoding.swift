@@ -81,6 +81,7 @@ extension PageSnapshot {
             let logIncarnation = try r.u64("log incarnation")
 
             var state = PageState(page: page)
+            var deferral: DeferredPoints?
             var seen: Set<Section> = []
             var lastTag: UInt16 = 0
             var elementStarts: [Int] = []
@@ -127,7 +128,7 @@ extension PageSnapshot {
                     }
                     state.modified = try s.svarint("modified")
                 case .elements:
-                    let deferral = deferringPoints && versionField >= 2
+                    deferral = deferringPoints && versionField >= 2
                         ? DeferredPoints(bytes: bytes, path: path, replicas: ReplicaTable(state.clock)) : nil
                     (state.elements, elementStarts) = try decodeElements(&s, index: parallel ? peekElementIndex(r) : nil,
                                                                          version: versionField, clock: state.clock,
@@ -164,7 +165,10 @@ extension PageSnapshot {
                     throw LnoteError(.corrupt, "tombstone \(t.id) is also a live element", path: path, offset: crcAt, index: i)
                 }
             }
-            return Contents(state: state, coveredLogOffset: coveredLogOffset, logIncarnation: logIncarnation)
+            // The source when there are records (a page of images only has nothing to decode
+            // later, and its chunks check again quickly).
+            let source = state.elements.isEmpty ? nil : deferral
+            return Contents(state: state, coveredLogOffset: coveredLogOffset, logIncarnation: logIncarnation, deferredPoints: source)
         } catch var e as LnoteError where e.code == .truncated || e.code == .limitExceeded {
             // Inside a file whose length and CRC are right, a structure that runs past its
             // section, or a count its section cannot hold, is corruption, not a cut file.

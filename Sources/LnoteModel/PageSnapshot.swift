@@ -62,10 +62,14 @@ public enum PageSnapshot {
         public var coveredLogOffset: UInt64
         /// The random incarnation number of that log (a rewritten log gets a new one).
         public var logIncarnation: UInt64
-        public init(state: PageState, coveredLogOffset: UInt64, logIncarnation: UInt64) {
+        /// Where the state's deferred points are, when it was read with them deferred
+        /// ([SNAP-38]) and holds an element: hand it to `PageReplica` with the state.
+        public var deferredPoints: DeferredPoints?
+        public init(state: PageState, coveredLogOffset: UInt64, logIncarnation: UInt64, deferredPoints: DeferredPoints? = nil) {
             self.state = state
             self.coveredLogOffset = coveredLogOffset
             self.logIncarnation = logIncarnation
+            self.deferredPoints = deferredPoints
         }
     }
 

@@ -28,13 +28,21 @@ public struct PageReplica: Sendable {
     ///
     /// `reservingAdds`: how many elements the caller is about to add (the operations of a log
     /// tail), so that their room is made once.
-    public init(state: consuming PageState, pending: [Op] = [], reservingAdds: Int = 0) {
+    ///
+    /// `deferredPoints`: the source of the state's deferred strokes, when the caller read it
+    /// (`PageSnapshot.Contents.deferredPoints`); without it the state is searched for them.
+    public init(state: consuming PageState, pending: [Op] = [], reservingAdds: Int = 0,
+                deferredPoints: DeferredPoints?? = nil) {
         page = state.page
-        // The sources of the state's deferred strokes (one snapshot's, in practice).
         var sources: [DeferredPoints] = []
-        for e in state.elements {
-            guard case .stroke(let s) = e.content, let d = s.deferredSource else { continue }
-            if !sources.contains(where: { $0 === d }) { sources.append(d) }
+        if let given = deferredPoints {
+            if let d = given { sources = [d] }
+        } else {
+            // The sources of the state's deferred strokes (one snapshot's, in practice).
+            for e in state.elements {
+                guard case .stroke(let s) = e.content, let d = s.deferredSource else { continue }
+                if !sources.contains(where: { $0 === d }) { sources.append(d) }
+            }
         }
         deferredSources = sources
         isResolved = sources.isEmpty

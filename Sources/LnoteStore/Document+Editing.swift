@@ -42,12 +42,14 @@ extension Document {
     func loadPageWithoutLock(_ pid: PageID) throws -> LoadedPage? {
         let contentPath = paths.content(pid)
         var base = PageState(page: pid)
+        var deferred: DeferredPoints?
         var covered: (offset: UInt64, incarnation: UInt64)?
         if let bytes = try DurableFile.readIfExists(contentPath, io: io) {
             // [PKG-42] Points deferred to their first use ([SNAP-38]): `loadedPage`.
             guard let s = try? PageSnapshot.decode(bytes, path: contentPath, deferringPoints: !eagerPages.contains(pid)),
                   s.state.page == pid else { return nil }
             base = s.state
+            deferred = s.deferredPoints
             covered = (s.coveredLogOffset, s.logIncarnation)
         }
         var fromBase = false
@@ -74,7 +76,7 @@ extension Document {
         }
         // The images of the base, before the state moves into the replica (without a copy).
         let baseAssets = base.elements.compactMap(\.content.image?.asset)
-        var live = PageReplica(state: consume base, reservingAdds: Document.addFrames(frames))
+        var live = PageReplica(state: consume base, reservingAdds: Document.addFrames(frames), deferredPoints: .some(deferred))
         var pending: [OpID: UInt64] = [:]
         let applied: [Op]
         do {
@@ -114,7 +116,8 @@ extension Document {
         if let p = pages[pid], try refreshPage(p) { return p }
         let sources = try pageSources(pid)
         var logReport = sources.replay.report
-        var live = PageReplica(state: sources.base, reservingAdds: Document.addFrames(sources.replay.frames))
+        var live = PageReplica(state: sources.base, reservingAdds: Document.addFrames(sources.replay.frames),
+                               deferredPoints: .some(sources.deferredPoints))
         var pending: [OpID: UInt64] = [:]
         let applied: [Op]
         do {
@@ -186,6 +189,8 @@ extension Document {
     /// its open log with the frames to replay past what the snapshot covers.
     struct PageSources {
         var base: PageState
+        /// Where the base's deferred points are ([SNAP-38]); nil when it holds none.
+        var deferredPoints: DeferredPoints?
         var covered: (offset: UInt64, incarnation: UInt64)?
         var fromBase = false
         var quarantined = false
@@ -204,6 +209,7 @@ extension Document {
     func pageSources(_ pid: PageID) throws -> PageSources {
         let contentPath = paths.content(pid)
         var base = PageState(page: pid)
+        var deferred: DeferredPoints?
         var covered: (offset: UInt64, incarnation: UInt64)?
         var quarantined = false
         var snapshotClock = VectorClock()
@@ -214,6 +220,7 @@ extension Document {
                     throw LnoteError(.corrupt, "snapshot names page \(s.state.page)", path: contentPath)
                 }
                 base = s.state
+                deferred = s.deferredPoints
                 snapshotClock = s.state.clock
                 covered = (s.coveredLogOffset, s.logIncarnation)
             } catch let e as LnoteError where e.code == .corrupt || e.code == .truncated || e.code == .limitExceeded {
@@ -253,6 +260,7 @@ extension Document {
                 quarantined = true
                 covered = nil
                 base = PageState(page: pid)
+                deferred = nil
                 if let b = try baseState(page: pid) {
                     base = b
                     fromBase = true
@@ -262,7 +270,7 @@ extension Document {
                 throw error
             }
         }
-        return PageSources(base: base, covered: covered, fromBase: fromBase, quarantined: quarantined,
+        return PageSources(base: base, deferredPoints: deferred, covered: covered, fromBase: fromBase, quarantined: quarantined,
                            log: log, replay: replay, unpaired: unpaired)
     }
 
