@@ -12,9 +12,10 @@ extension Document {
     /// log, a snapshot that does not pair with its log, a missing log beside a snapshot, a
     /// missing-operations file) is loaded under the document lock, where the repair is made.
     ///
-    /// The page may hold strokes whose points are still deferred ([SNAP-38], [LOG-27]): only
-    /// listing a page uses it so; everything else goes through `loadedPage`, which resolves.
-    func loadedPageDeferred(_ pid: PageID, allowUnknown: Bool = false) throws -> LoadedPage {
+    /// With `deferring` (listing a page), a page not yet loaded is loaded with its points
+    /// deferred ([SNAP-38], [LOG-27]), and a loaded page may still hold deferred points:
+    /// everything but listing goes through `loadedPage`, which loads eagerly or resolves.
+    func loadedPageDeferred(_ pid: PageID, allowUnknown: Bool = false, deferring: Bool = true) throws -> LoadedPage {
         useCounter += 1
         if let p = pages[pid] {
             p.lastUse = useCounter
@@ -25,12 +26,13 @@ extension Document {
             throw LnoteError(.notFound, "no page \(pid) in document \(id)", path: paths.root)
         }
         try evictPages(keepingRoomFor: 1)
-        if lockDepth == 0, let lp = try loadPageWithoutLock(pid) {
+        let deferring = deferring && !eagerPages.contains(pid)
+        if lockDepth == 0, let lp = try loadPageWithoutLock(pid, deferring: deferring) {
             lp.lastUse = useCounter
             pages[pid] = lp
             return lp
         }
-        return try locked { try loadPageLocked(pid) }
+        return try locked { try loadPageLocked(pid, deferring: deferring) }
     }
 
     /// The common case of loading a page, without the lock and without writing anything
@@ -39,14 +41,14 @@ extension Document {
     /// incarnation it names (an append in progress at the end is left for later). A page with
     /// no files at all is empty, and its log is created by its first writer. nil when a repair
     /// is needed.
-    func loadPageWithoutLock(_ pid: PageID) throws -> LoadedPage? {
+    func loadPageWithoutLock(_ pid: PageID, deferring: Bool = false) throws -> LoadedPage? {
         let contentPath = paths.content(pid)
         var base = PageState(page: pid)
         var deferred: DeferredPoints?
         var covered: (offset: UInt64, incarnation: UInt64)?
         if let bytes = try DurableFile.readIfExists(contentPath, io: io) {
             // [PKG-42] Points deferred to their first use ([SNAP-38]): `loadedPage`.
-            guard let s = try? PageSnapshot.decode(bytes, path: contentPath, deferringPoints: !eagerPages.contains(pid)),
+            guard let s = try? PageSnapshot.decode(bytes, path: contentPath, deferringPoints: deferring),
                   s.state.page == pid else { return nil }
             base = s.state
             deferred = s.deferredPoints
@@ -82,7 +84,7 @@ extension Document {
         do {
             applied = try Document.feed(frames, kind: .page, fromStart: covered == nil, path: paths.log(pid),
                                         report: &report, pending: &pending,
-                                        deferringPoints: !eagerPages.contains(pid)) { try live.receive($0, allowingDeferred: true) }
+                                        deferringPoints: deferring) { try live.receive($0, allowingDeferred: true) }
         } catch {
             try? log.close()
             throw error
@@ -111,10 +113,10 @@ extension Document {
 
     /// Loads a page under the document lock, making the repairs it needs ([PKG-42],
     /// [PKG-47], [PKG-51], [PKG-55], [PKG-56]).
-    func loadPageLocked(_ pid: PageID) throws -> LoadedPage {
+    func loadPageLocked(_ pid: PageID, deferring: Bool = false) throws -> LoadedPage {
         precondition(lockDepth > 0, "loadPageLocked needs the document lock")
         if let p = pages[pid], try refreshPage(p) { return p }
-        let sources = try pageSources(pid)
+        let sources = try pageSources(pid, deferring: deferring)
         var logReport = sources.replay.report
         var live = PageReplica(state: sources.base, reservingAdds: Document.addFrames(sources.replay.frames),
                                deferredPoints: .some(sources.deferredPoints))
@@ -124,7 +126,7 @@ extension Document {
             applied = try Document.feed(sources.replay.frames, kind: .page,
                                         fromStart: sources.replay.start == UInt64(LogHeader.size), path: paths.log(pid),
                                         report: &logReport, pending: &pending,
-                                        deferringPoints: !eagerPages.contains(pid)) { try live.receive($0, allowingDeferred: true) }
+                                        deferringPoints: deferring) { try live.receive($0, allowingDeferred: true) }
         } catch {
             try? sources.log.close()
             throw error
@@ -206,7 +208,7 @@ extension Document {
     /// checkpoint's base if the page has one ([PKG-46]). (Opening the log first, from the
     /// offset in the snapshot's header, to decode both at once measured no faster here: the
     /// second decoder took the core the snapshot's parallel decoding would have used.)
-    func pageSources(_ pid: PageID) throws -> PageSources {
+    func pageSources(_ pid: PageID, deferring: Bool = false) throws -> PageSources {
         let contentPath = paths.content(pid)
         var base = PageState(page: pid)
         var deferred: DeferredPoints?
@@ -215,7 +217,7 @@ extension Document {
         var snapshotClock = VectorClock()
         if let bytes = try DurableFile.readIfExists(contentPath, io: io) {
             do {
-                let s = try PageSnapshot.decode(bytes, path: contentPath, deferringPoints: !eagerPages.contains(pid))
+                let s = try PageSnapshot.decode(bytes, path: contentPath, deferringPoints: deferring)
                 guard s.state.page == pid else {
                     throw LnoteError(.corrupt, "snapshot names page \(s.state.page)", path: contentPath)
                 }

@@ -7,16 +7,18 @@ extension Document {
 
     /// A loaded page, up to date with its log, whose strokes all have their points.
     ///
-    /// A page is loaded with the points of its snapshot and of its log tail deferred
-    /// (`loadedPageDeferred`), and only listing it (`elementIDs`, `element(_:on:)`) uses it
-    /// so. Everything else — its elements and state, an edit made on it, its clock offered to
+    /// A page is loaded with the points of its snapshot and of its log tail deferred only to
+    /// be listed (`loadedPageDeferred`: `openPage`, `elementIDs`, `element(_:on:)`); loaded
+    /// here, it is read eagerly. Everything else — its elements and state, an edit made on it, its clock offered to
     /// a peer, operations received into it, a checkpoint, a snapshot — first decodes and
     /// checks every point (chunks and frames on every core): a deferred operation whose
     /// points turn out damaged must not be built on, offered or compared before the load
     /// that would have rejected it has. Damage found here is handled as at any load
     /// (`setAsideDamagedPoints`).
     func loadedPage(_ pid: PageID, allowUnknown: Bool = false) throws -> LoadedPage {
-        let lp = try loadedPageDeferred(pid, allowUnknown: allowUnknown)
+        // A page not loaded yet is loaded eagerly: its points are needed now, and one pass
+        // over the records costs less than a structural pass and a decode after it.
+        let lp = try loadedPageDeferred(pid, allowUnknown: allowUnknown, deferring: false)
         guard !lp.replica.isResolved else { return lp }
         do {
             try lp.replica.resolve()
@@ -24,7 +26,7 @@ extension Document {
         } catch let e as LnoteError where e.code == .corrupt {
             return try locked {
                 try setAsideDamagedPoints(pid)
-                let reloaded = try loadedPageDeferred(pid, allowUnknown: allowUnknown)
+                let reloaded = try loadedPageDeferred(pid, allowUnknown: allowUnknown, deferring: false)
                 try reloaded.replica.resolve()  // loaded eagerly: nothing left to decode
                 return reloaded
             }
