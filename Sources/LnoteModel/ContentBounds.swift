@@ -17,10 +17,19 @@ public enum ContentBounds {
 
     /// What puts `content` out of bounds, or nil.
     public static func problem(_ content: ElementContent) -> String? {
+        problem(content, allowingDeferred: false)
+    }
+
+    /// `problem(_:)`; with `allowingDeferred`, a stroke whose points are deferred
+    /// (page-snapshot.md [SNAP-38]) is checked for its count and style only, its points being
+    /// checked when they are decoded. Without it such a stroke is a problem: an operation or a
+    /// written snapshot never holds one.
+    package static func problem(_ content: ElementContent, allowingDeferred: Bool) -> String? {
         switch content {
         case .stroke(let s):
-            guard !s.points.isEmpty, s.points.count <= Stroke.maxPoints else { return "a stroke of \(s.points.count) points" }
+            guard s.pointCount >= 1, s.pointCount <= Stroke.maxPoints else { return "a stroke of \(s.pointCount) points" }
             guard s.style.width > 0, s.style.width <= maxRadius else { return "a stroke width of \(s.style.width) tenths of a point" }
+            guard s.isResolved else { return allowingDeferred ? nil : "a stroke whose points were never decoded" }
             guard s.points[0].t == 0 else { return "a stroke whose first point is at \(s.points[0].t) ms, not 0" }
             // One pass without branches over every point of the stroke (it runs on every
             // append and every decode); the point at fault is looked for only when one is.

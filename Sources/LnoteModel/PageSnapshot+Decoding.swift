@@ -16,9 +16,19 @@ extension PageSnapshot {
         try decode(bytes, path: path, parallel: true)
     }
 
+    /// `decode` with the points of a version-2 snapshot deferred ([SNAP-38]): every check
+    /// but those of the point streams' bits, which run when a stroke is first resolved
+    /// (`Stroke.resolved()`, `PageState.resolved()`), chunk by chunk. A version-1 snapshot
+    /// is read whole. Same errors as `decode` for everything it checks. A deferred stroke is
+    /// not `==` to the same stroke read eagerly (it holds no points yet): compare resolved
+    /// states.
+    public static func decode(_ bytes: [UInt8], path: String? = nil, deferringPoints: Bool) throws -> Contents {
+        try decode(bytes, path: path, parallel: true, deferringPoints: deferringPoints)
+    }
+
     /// `decode`, with the parallel decoding of big element sections allowed or not (tests
     /// compare both: they must agree on every input).
-    static func decode(_ bytes: [UInt8], path: String?, parallel: Bool) throws -> Contents {
+    static func decode(_ bytes: [UInt8], path: String?, parallel: Bool, deferringPoints: Bool = false) throws -> Contents {
         func failure(_ code: LnoteError.Code, _ message: String, at offset: Int) -> LnoteError {
             LnoteError(code, message, path: path, offset: offset)
         }
@@ -71,6 +81,7 @@ extension PageSnapshot {
             let logIncarnation = try r.u64("log incarnation")
 
             var state = PageState(page: page)
+            var deferral: DeferredPoints?
             var seen: Set<Section> = []
             var lastTag: UInt16 = 0
             var elementStarts: [Int] = []
@@ -117,8 +128,11 @@ extension PageSnapshot {
                     }
                     state.modified = try s.svarint("modified")
                 case .elements:
+                    deferral = deferringPoints && versionField >= 2
+                        ? DeferredPoints(bytes: bytes, path: path, replicas: ReplicaTable(state.clock)) : nil
                     (state.elements, elementStarts) = try decodeElements(&s, index: parallel ? peekElementIndex(r) : nil,
-                                                                         version: versionField, clock: state.clock)
+                                                                         version: versionField, clock: state.clock,
+                                                                         deferring: deferral)
                 case .tombstones:
                     state.tombstones = try decodeTombstones(&s)
                 case .contexts:
@@ -151,7 +165,10 @@ extension PageSnapshot {
                     throw LnoteError(.corrupt, "tombstone \(t.id) is also a live element", path: path, offset: crcAt, index: i)
                 }
             }
-            return Contents(state: state, coveredLogOffset: coveredLogOffset, logIncarnation: logIncarnation)
+            // The source when there are records (a page of images only has nothing to decode
+            // later, and its chunks check again quickly).
+            let source = state.elements.isEmpty ? nil : deferral
+            return Contents(state: state, coveredLogOffset: coveredLogOffset, logIncarnation: logIncarnation, deferredPoints: source)
         } catch var e as LnoteError where e.code == .truncated || e.code == .limitExceeded {
             // Inside a file whose length and CRC are right, a structure that runs past its
             // section, or a count its section cannot hold, is corruption, not a cut file.
@@ -190,7 +207,8 @@ extension PageSnapshot {
     /// 64, so each chunk starts from a fresh `RecordContext`; every varint of the section
     /// must be in its shortest form.
     static func decodeElements(_ r: inout ByteReader, index: [Int]?, version: UInt16 = 1,
-                               clock: VectorClock = VectorClock()) throws -> (elements: [ElementRecord], starts: [Int]) {
+                               clock: VectorClock = VectorClock(),
+                               deferring: DeferredPoints? = nil) throws -> (elements: [ElementRecord], starts: [Int]) {
         let bodyStart = r.offset
         // A version-1 element takes at least 9 (id) + 1 + 1 (lamport, wall time) + 3 + 1
         // (transform and frontier) + 2 + 1 (z and frontier) + 1 + 1 (erased, erase frontier)
@@ -199,10 +217,21 @@ extension PageSnapshot {
         let v2 = version >= 2
         if v2 { r.shortestVarints = true }
         let n = try r.count("element count", minSize: v2 ? 7 : 28)
-        let replicas = ReplicaTable(v2 ? clock : VectorClock())
-        if let index, r.remaining >= parallelSectionBytes(version: version), Parallel.processors > 1,
-           let done = decodeElementsInParallel(r, count: n, bodyStart: bodyStart, index: index, v2: v2, replicas: replicas) {
+        let replicas = deferring?.replicas ?? ReplicaTable(v2 ? clock : VectorClock())
+        let deferring = v2 ? deferring : nil
+        let firstRecord = r.offset
+        // Where each chunk begins, for the points decoded later ([SNAP-38]).
+        func layOut(_ starts: [Int]) {
+            deferring?.setLayout(starts: [firstRecord] + starts.map { bodyStart + $0 }, end: r.offset, records: n)
+        }
+        // Structure only, when the points are deferred: the parallel path is worth it from a
+        // bigger section.
+        let parallelFrom = parallelSectionBytes(version: version) * (deferring == nil ? 1 : 4)
+        if let index, r.remaining >= parallelFrom, Parallel.processors > 1,
+           let done = decodeElementsInParallel(r, count: n, bodyStart: bodyStart, index: index, v2: v2, replicas: replicas,
+                                               deferring: deferring) {
             _ = try r.skip(r.remaining)
+            layOut(index)
             return (done, index)
         }
         var out: [ElementRecord] = []
@@ -218,7 +247,8 @@ extension PageSnapshot {
                 context = RecordContext()
             }
             do {
-                let e = v2 ? try decodeElementV2(&r, replicas: replicas, context: &context) : try decodeElement(&r)
+                let e = v2 ? try decodeElementV2(&r, replicas: replicas, context: &context, deferring: deferring, index: i)
+                           : try decodeElement(&r)
                 // [SNAP-20] Canonical z order, [SNAP-22] unique ids.
                 let above = out.withUnsafeBufferPointer { b in b.isEmpty || ElementRecord.canonicalLess(b[b.count - 1], e) }
                 if !above {
@@ -231,6 +261,7 @@ extension PageSnapshot {
                 throw e
             }
         }
+        layOut(starts)
         return (out, starts)
     }
 
@@ -246,7 +277,7 @@ extension PageSnapshot {
     /// The parallel path of `decodeElements`, or nil when anything does not hold (the
     /// caller then decodes serially and reports what is wrong). `r` is just past the count.
     static func decodeElementsInParallel(_ r: ByteReader, count n: Int, bodyStart: Int, index: [Int], v2: Bool,
-                                         replicas: ReplicaTable) -> [ElementRecord]? {
+                                         replicas: ReplicaTable, deferring: DeferredPoints? = nil) -> [ElementRecord]? {
         let stride = elementIndexStride
         guard n > stride, index.count == (n - 1) / stride else { return nil }
         // Chunk k holds records k·64 ..< (k+1)·64 and starts at starts[k].
@@ -275,9 +306,14 @@ extension PageSnapshot {
                 var k = 0
                 do {
                     while k < records {
-                        // Groups start at a chunk boundary: the context starts afresh there.
-                        if k % stride == 0 { context = RecordContext() }
-                        (into + k).initialize(to: v2 ? try decodeElementV2(&reader, replicas: replicas, context: &context)
+                        // Groups start at a chunk boundary: the context starts afresh there, and every
+                        // chunk must start where the index says (else the serial pass reports it).
+                        if k % stride == 0 {
+                            guard reader.offset == bounds[first + k / stride] else { return (k, false) }
+                            context = RecordContext()
+                        }
+                        (into + k).initialize(to: v2 ? try decodeElementV2(&reader, replicas: replicas, context: &context,
+                                                                           deferring: deferring, index: first * stride + k)
                                                      : try decodeElement(&reader))
                         k += 1
                     }

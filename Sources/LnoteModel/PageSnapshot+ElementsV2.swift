@@ -29,6 +29,9 @@ extension PageSnapshot {
         var wallTime: Int64 = 0
         /// The previous z key's version-1 encoding (2.4), and its layer.
         var z: [UInt8] = []
+        /// Set by the reader when the previous key was the next layer: `z` is then stale and
+        /// the key is `layer` alone (its encoding made only when a record needs it).
+        var zIsLayer = false
         var layer: Int64?
         var style: InkStyle?
         var points = StrokeCodecV2.Context()
@@ -160,8 +163,12 @@ extension PageSnapshot {
         return (zKey, z)
     }
 
+    /// With `deferring` (a snapshot read with its points deferred, [SNAP-38]), a stroke's
+    /// point stream is stepped over after [PT2-2]'s checks and the stroke holds the slot of
+    /// record `index` instead of its points.
     static func decodeElementV2(_ r: inout ByteReader, replicas: ReplicaTable,
-                                context c: inout RecordContext) throws -> ElementRecord {
+                                context c: inout RecordContext, deferring: DeferredPoints? = nil,
+                                index: Int = 0) throws -> ElementRecord {
         let at = r.offset
         let flags = try r.u8("record flags")
         guard flags & ~RecordFlag.known == 0 else { throw r.error(.corrupt, "unknown record flags", at: at) }
@@ -205,17 +212,23 @@ extension PageSnapshot {
         }
         // The z key: the next layer, or a prefix shared with the previous record's and the rest.
         let zKey: ZKey
-        let z: [UInt8]
+        let z: [UInt8]?
         if flags & RecordFlag.nextLayer != 0 {
             guard let layer = c.layer, layer != .max else {
                 throw r.error(.corrupt, "next layer without a previous layer", at: at)
             }
             zKey = ZKey(layer: layer + 1, path: [], fraction: [])
-            var zw = ByteWriter(capacity: 12)
-            ElementCodec.encode(zKey, into: &zw)
-            z = zw.bytes
+            z = nil  // encoded only if the next record needs it (no allocation per record)
         } else {
-            (zKey, z) = try decodeZV2(&r, previous: c.z)
+            var previous = c.z
+            if c.zIsLayer, let layer = c.layer {
+                var zw = ByteWriter(capacity: 12)
+                ElementCodec.encode(ZKey(layer: layer, path: [], fraction: []), into: &zw)
+                previous = zw.bytes
+            }
+            let decoded = try decodeZV2(&r, previous: previous)
+            zKey = decoded.0
+            z = decoded.1
             // [SNAP-34] Canonical: the next layer is written with its flag.
             if zKey.path.isEmpty && zKey.fraction.isEmpty, let layer = c.layer, layer != .max, zKey.layer == layer + 1 {
                 throw r.error(.corrupt, "the next layer written in full", at: at)
@@ -253,19 +266,26 @@ extension PageSnapshot {
                 style = InkStyle(tool: tool, color: color, width: width)
                 guard style != c.style else { throw r.error(.corrupt, "style written where it is the previous stroke's", at: styleAt) }
             }
-            let points = try StrokeCodecV2.decodePoints(&r, width: style.width, context: &c.points)
-            content = .stroke(Stroke(style: style, points: points))
+            if let deferring {
+                let count = try StrokeCodecV2.skipPoints(&r)
+                content = .stroke(Stroke(style: style, deferred: deferring.slot(index: index, count: count)))
+            } else {
+                let points = try StrokeCodecV2.decodePoints(&r, width: style.width, context: &c.points)
+                content = .stroke(Stroke(style: style, points: points))
+            }
             c.style = style
         }
-        // [SNAP-19] What operations carried: within [LOG-23]'s bounds.
-        if let problem = ContentBounds.problem(content) ?? ContentBounds.problem(transform.value) {
+        // [SNAP-19] What operations carried: within [LOG-23]'s bounds (a deferred stroke's
+        // points when they are decoded).
+        if let problem = ContentBounds.problem(content, allowingDeferred: true) ?? ContentBounds.problem(transform.value) {
             throw r.error(.corrupt, "element \(OpID(replica: replica, counter: counter)): \(problem)", at: at)
         }
         c.replica = replica
         c.counter = counter
         c.lead = lead
         c.wallTime = wallTime
-        c.z = z
+        if let z { c.z = z }
+        c.zIsLayer = z == nil
         c.layer = zKey.layer
         return ElementRecord(id: OpID(replica: replica, counter: counter), lamport: lamport, wallTime: wallTime,
                              content: content, transform: transform, z: LWWRegister(zKey, frontier: zFrontier),

@@ -62,10 +62,14 @@ public enum PageSnapshot {
         public var coveredLogOffset: UInt64
         /// The random incarnation number of that log (a rewritten log gets a new one).
         public var logIncarnation: UInt64
-        public init(state: PageState, coveredLogOffset: UInt64, logIncarnation: UInt64) {
+        /// Where the state's deferred points are, when it was read with them deferred
+        /// ([SNAP-38]) and holds an element: hand it to `PageReplica` with the state.
+        public var deferredPoints: DeferredPoints?
+        public init(state: PageState, coveredLogOffset: UInt64, logIncarnation: UInt64, deferredPoints: DeferredPoints? = nil) {
             self.state = state
             self.coveredLogOffset = coveredLogOffset
             self.logIncarnation = logIncarnation
+            self.deferredPoints = deferredPoints
         }
     }
 
@@ -84,6 +88,9 @@ public enum PageSnapshot {
     /// readable ([SNAP-7]); lnote itself writes only the current version.
     public static func encode(_ state: PageState, coveredLogOffset: UInt64, logIncarnation: UInt64, version: UInt16) -> [UInt8] {
         precondition(version == 1 || version == 2, "no snapshot format version \(version)")
+        // A stroke read with its points deferred ([SNAP-38]) is resolved by its holder first:
+        // written as is it would lose its points.
+        precondition(state.isResolved, "a page snapshot of page \(state.page) encoded with deferred points")
         let s = canonicalized(state)
         var w = ByteWriter(capacity: 256 + s.pointCount * 2 + s.elements.count * 48)
         w.append(magic)

@@ -52,14 +52,14 @@ public struct ElementRecord: Hashable, Sendable {
     /// an image is one fragment `[0, 0)` when present.
     public var visibleRanges: [PointRange] {
         switch content {
-        case .stroke(let s): erased.complement(within: s.points.count)
+        case .stroke(let s): erased.complement(within: s.pointCount)
         case .image: [PointRange(0, 0)]
         }
     }
 
     /// A stroke whose every point is erased draws nothing, but stays an element.
     public var isFullyErasedInk: Bool {
-        if case .stroke(let s) = content { return erased.complement(within: s.points.count).isEmpty }
+        if case .stroke(let s) = content { return erased.complement(within: s.pointCount).isEmpty }
         return false
     }
 
@@ -191,6 +191,20 @@ public struct PageState: Hashable, Sendable {
 
     /// Total points of all live strokes.
     public var pointCount: Int { elements.reduce(0) { $0 + $1.content.pointCount } }
+
+    /// False when some stroke still has its points deferred ([SNAP-38]).
+    public var isResolved: Bool { elements.allSatisfy(\.content.isResolved) }
+
+    /// The state with every deferred stroke's points decoded and checked ([SNAP-38]), the
+    /// chunks of a snapshot decoded on every core. Itself when nothing is deferred.
+    /// - Throws: `corrupt`, naming the snapshot and the byte offset of the first record
+    ///   (in file order) whose points do not decode.
+    public func resolved() throws -> PageState {
+        guard !isResolved else { return self }
+        var out = self
+        try DeferredPoints.resolve(&out.elements)
+        return out
+    }
 }
 
 /// A page's canvas size in tenths of a point.

@@ -69,10 +69,43 @@ public struct StrokePoint: Hashable, Sendable {
 /// Immutable once added: erasing part of it records erased point ranges instead.
 public struct Stroke: Hashable, Sendable {
     public var style: InkStyle
-    public var points: [StrokePoint]
+    /// The points. Empty while `isResolved` is false: a stroke read from a snapshot with
+    /// its points deferred ([SNAP-38]) holds them undecoded until `resolved()`.
+    public var points: [StrokePoint] {
+        // Points given replace deferred ones.
+        didSet { deferred = nil }
+    }
+    /// Where the undecoded points of a deferred stroke are; nil once they are in `points`.
+    package var deferred: DeferredPoints.Slot?
+
     public init(style: InkStyle = InkStyle(), points: [StrokePoint]) {
         self.style = style
         self.points = points
+        self.deferred = nil
+    }
+
+    package init(style: InkStyle, deferred: DeferredPoints.Slot) {
+        self.style = style
+        self.points = []
+        self.deferred = deferred
+    }
+
+    /// False for a stroke read with its points deferred ([SNAP-38]) and not yet resolved:
+    /// its `points` are then empty, and `pointCount` says how many it has.
+    public var isResolved: Bool { deferred == nil }
+
+    /// Where this stroke's deferred points come from (nil when resolved).
+    package var deferredSource: DeferredPoints? { deferred?.source }
+
+    /// The number of points, known without decoding them.
+    public var pointCount: Int { deferred?.count ?? points.count }
+
+    /// The stroke with its points decoded and checked (itself when it is resolved).
+    /// - Throws: `corrupt`, naming the snapshot file and the byte offset, when the deferred
+    ///   points do not decode or break [SNAP-19]'s bounds.
+    public func resolved() throws -> Stroke {
+        guard let d = deferred else { return self }
+        return Stroke(style: style, points: try d.source.points(of: d))
     }
 
     /// Maximum points in one stroke (a minute of 240 Hz sampling is 14,400).
@@ -106,7 +139,16 @@ public enum ElementContent: Hashable, Sendable {
     public var stroke: Stroke? { if case .stroke(let s) = self { s } else { nil } }
     public var image: ImageElement? { if case .image(let i) = self { i } else { nil } }
     /// Number of points (0 for an image).
-    public var pointCount: Int { stroke?.points.count ?? 0 }
+    public var pointCount: Int { stroke?.pointCount ?? 0 }
+
+    /// False for a stroke whose points are still deferred ([SNAP-38]).
+    public var isResolved: Bool { stroke?.isResolved ?? true }
+
+    /// The content with its points decoded and checked (see `Stroke.resolved()`).
+    public func resolved() throws -> ElementContent {
+        guard case .stroke(let s) = self, !s.isResolved else { return self }
+        return .stroke(try s.resolved())
+    }
 }
 
 /// A 2-D affine transform in integers: `a b c d` in 1/65536 (16.16 fixed point),

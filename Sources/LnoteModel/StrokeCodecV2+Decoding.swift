@@ -7,24 +7,11 @@ extension StrokeCodecV2 {
     ///   the stream, `corrupt` for anything that is not the canonical encoding of a point
     ///   list in this context ([PT2-8]).
     public static func decodePoints(_ r: inout ByteReader, width: Int32, context c: inout Context) throws -> [StrokePoint] {
-        let countAt = r.offset
-        let count = try StrokeCodec.minimalVarint(&r, "point count")
-        guard let n = Int(exactly: count), n <= Stroke.maxPoints else {
-            throw r.error(.corrupt, "point count \(count) exceeds \(Stroke.maxPoints)", at: countAt)
-        }
+        let (n, countAt) = try pointCount(&r)
         guard n > 0 else { return [] }
-        let lengthAt = r.offset
-        let length = try StrokeCodec.minimalVarint(&r, "point bits length")
-        guard length <= UInt64(r.remaining) else {
-            throw r.error(.truncated, "point bits of \(length) bytes, \(r.remaining) left", at: lengthAt)
-        }
-        let l = Int(length)
-        // [PT2-2] Points 2 and later cost at least two bits each (x and y are always coded).
-        guard l > 0, n <= 2 || n - 2 <= 4 * l else {
-            throw r.error(.corrupt, "\(n) points cannot fit in \(l) bytes of point bits", at: countAt)
-        }
-        let bitsAt = r.offset
-        let range = try r.skip(l, "point bits")
+        let range = try pointBits(&r, count: n, countAt: countAt)
+        let bitsAt = r.base + range.lowerBound
+        let l = range.count
         return try r.bytes.withUnsafeBufferPointer { buffer in
             var bits = BitReader(buffer, range)
             let points = try decode(&bits, count: n, width: width, context: &c, base: bitsAt - range.lowerBound, path: r.path)
@@ -44,10 +31,47 @@ extension StrokeCodecV2 {
         }
     }
 
+    /// Reads a stream's point count and length and steps over its bits without decoding
+    /// them ([SNAP-38]): every check [PT2-2] makes before allocating, none of the bits'.
+    /// Returns the point count.
+    public static func skipPoints(_ r: inout ByteReader) throws -> Int {
+        let (n, countAt) = try pointCount(&r)
+        if n > 0 { _ = try pointBits(&r, count: n, countAt: countAt) }
+        return n
+    }
+
+    /// [PT2-1] [PT2-2] The point count, and the offset it was read at.
+    private static func pointCount(_ r: inout ByteReader) throws -> (Int, Int) {
+        let countAt = r.offset
+        let count = try StrokeCodec.minimalVarint(&r, "point count")
+        guard let n = Int(exactly: count), n <= Stroke.maxPoints else {
+            throw r.error(.corrupt, "point count \(count) exceeds \(Stroke.maxPoints)", at: countAt)
+        }
+        return (n, countAt)
+    }
+
+    /// [PT2-1] [PT2-2] The length of the bits of `n ≥ 1` points, checked, and their range
+    /// in `r.bytes` (the reader is moved past them).
+    private static func pointBits(_ r: inout ByteReader, count n: Int, countAt: Int) throws -> Range<Int> {
+        let lengthAt = r.offset
+        let length = try StrokeCodec.minimalVarint(&r, "point bits length")
+        guard length <= UInt64(r.remaining) else {
+            throw r.error(.truncated, "point bits of \(length) bytes, \(r.remaining) left", at: lengthAt)
+        }
+        let l = Int(length)
+        // [PT2-2] Points 2 and later cost at least two bits each (x and y are always coded).
+        guard l > 0, n <= 2 || n - 2 <= 4 * l else {
+            throw r.error(.corrupt, "\(n) points cannot fit in \(l) bytes of point bits", at: countAt)
+        }
+        return try r.skip(l, "point bits")
+    }
+
     /// The body of `decodePoints`: everything in the bits.
     static func decode(_ bits: inout BitReader, count n: Int, width: Int32, context c: inout Context,
                        base: Int, path: String?) throws -> [StrokePoint] {
         func fail(_ message: String, bit: Int? = nil) -> LnoteError {
+            // [PT2-8] A code that starts in the zeros past the `L` bytes is reported where it
+            // starts, past the stream's end.
             LnoteError(.corrupt, message, path: path, offset: base + bits.start + (bit ?? bits.consumed) / 8)
         }
         let derived = bits.take(1) == 1

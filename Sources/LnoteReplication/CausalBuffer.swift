@@ -20,6 +20,13 @@ struct CausalBuffer: Sendable, Hashable {
 
     func contains(_ id: OpID) -> Bool { waiting[id.replica]?[id.counter] != nil }
 
+    /// Replaces every waiting operation by `change(op)` (same id).
+    mutating func update(_ change: (Op) throws -> Op) rethrows {
+        for (replica, entries) in waiting {
+            for (counter, op) in entries { waiting[replica]![counter] = try change(op) }
+        }
+    }
+
     /// Adds an operation; returns false for a duplicate of a waiting one.
     mutating func insert(_ op: Op) -> Bool {
         if waiting[op.id.replica]?[op.id.counter] != nil { return false }

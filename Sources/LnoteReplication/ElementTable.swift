@@ -38,6 +38,9 @@ struct ElementTable: Sendable {
 
     var count: Int { slots.count }
 
+    /// Decodes the points of every record read with them deferred ([SNAP-38]).
+    mutating func resolvePoints() throws { try DeferredPoints.resolve(&slots) }
+
     subscript(id: ElementID) -> ElementRecord? {
         guard let s = slotOf[id] else { return nil }
         return slots[Int(s)]

@@ -117,7 +117,7 @@ public struct Op: Hashable, Sendable, CustomStringConvertible {
         switch body {
         case .add(let c, let z):
             switch c {
-            case .stroke(let s): return "add stroke \(s.points.count) pts \(s.style.tool) \(s.style.color) z=\(z)"
+            case .stroke(let s): return "add stroke \(s.pointCount) pts \(s.style.tool) \(s.style.color) z=\(z)"
             case .image(let i): return "add image \(i.asset.description.prefix(12)) z=\(z)"
             }
         case .erase(let ids): return "erase \(ids.map(\.description).joined(separator: " "))"

@@ -48,14 +48,19 @@ public enum OpValidator {
 
     /// Throws `corrupt`, naming the operation and the rule, for an operation no correct
     /// replica makes (see `violation(of:)`).
-    public static func validate(_ op: Op) throws {
-        if let v = violation(of: op) { throw LnoteError(.corrupt, v.description) }
+    ///
+    /// `allowingDeferred`: a stroke whose points are deferred ([LOG-27]) passes, its points
+    /// checked by the same bounds when they are decoded. Only operations replayed from a
+    /// page's own log may hold one; anywhere else such a stroke is refused (it would be
+    /// written without its points).
+    public static func validate(_ op: Op, allowingDeferred: Bool = false) throws {
+        if let v = violation(of: op, allowingDeferred: allowingDeferred) { throw LnoteError(.corrupt, v.description) }
     }
 
     /// The first rule `op` breaks, or nil: [LOG-2] (non-zero id), [LOG-3] (the context's own
     /// entry is `counter − 1`), [LOG-4] (the Lamport timestamp), [SHR-6] and [MERGE-12] (z
     /// keys and page positions).
-    public static func violation(of op: Op) -> Violation? {
+    public static func violation(of op: Op, allowingDeferred: Bool = false) -> Violation? {
         func refuse(_ rule: Violation.Rule, _ message: String) -> Violation {
             Violation(rule: rule, op: op.id, message: message)
         }
@@ -71,7 +76,7 @@ public enum OpValidator {
         guard op.lamport == expected else {
             return refuse(.log4, "Lamport timestamp \(op.lamport), its context gives \(expected)")
         }
-        if let problem = boundsProblem(op) { return refuse(.log23, problem) }
+        if let problem = boundsProblem(op, allowingDeferred: allowingDeferred) { return refuse(.log23, problem) }
         let bound = Int64(op.lamport)
         func check(_ z: ZKey, _ what: String) -> Violation? {
             if let problem = z.validityProblem { return refuse(.shr6, "\(what) \(z): \(problem)") }
@@ -102,7 +107,7 @@ public enum OpValidator {
     }
 
     /// [LOG-23] What makes `op`'s content out of bounds, or nil.
-    static func boundsProblem(_ op: Op) -> String? {
+    static func boundsProblem(_ op: Op, allowingDeferred: Bool = false) -> String? {
         func clock(_ c: VectorClock, _ what: String) -> String? {
             c.entries.count <= maxClockEntries ? nil : "\(what) of \(c.entries.count) entries (at most \(maxClockEntries))"
         }
@@ -111,7 +116,7 @@ public enum OpValidator {
             n == 0 ? "no \(what)" : n > maxListCount ? "\(n) of \(what) (at most \(maxListCount))" : nil
         }
         switch op.body {
-        case .add(let content, _): return ContentBounds.problem(content)
+        case .add(let content, _): return ContentBounds.problem(content, allowingDeferred: allowingDeferred)
         case .erase(let ids): return list(ids.count, "element to erase")
         case .eraseRange(_, let ranges): return list(ranges.count, "range to erase")
         case .move(let ts): return list(ts.count, "element to move") ?? ts.lazy.compactMap { ContentBounds.problem($0.transform) }.first

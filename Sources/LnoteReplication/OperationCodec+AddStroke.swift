@@ -23,6 +23,8 @@ extension OperationCodec {
     }
 
     static func encodeAddStroke(_ op: Op, _ s: Stroke, _ z: ZKey, into w: inout ByteWriter) {
+        // A stroke replayed with its points deferred ([LOG-27]) is never written again.
+        precondition(s.isResolved, "operation \(op.id) encoded with deferred points")
         w.u64(op.id.replica.rawValue)
         w.varint(op.id.counter)
         w.svarint(op.wallTime)
@@ -39,7 +41,8 @@ extension OperationCodec {
     }
 
     /// The body of an `addStroke` after its header. `r` requires shortest varints.
-    static func decodeAddStrokeBody(_ r: inout ByteReader, lamport: UInt64) throws -> Op.Body {
+    /// `deferring`: the operation's id, when its points are to be deferred ([LOG-27]).
+    static func decodeAddStrokeBody(_ r: inout ByteReader, lamport: UInt64, deferring: OpID? = nil) throws -> Op.Body {
         let flagsAt = r.offset
         let flags = try r.u8("flags")
         guard flags & ~(toolMask | explicitZ) == 0, let tool = ToolKind(rawValue: flags & toolMask) else {
@@ -58,8 +61,15 @@ extension OperationCodec {
         }
         let color = RGBA(packed: try r.u32("color"))
         let width = try ElementCodec.int32(&r, "width")
+        let style = InkStyle(tool: tool, color: color, width: width)
+        if let id = deferring {
+            let at = r.offset
+            let count = try StrokeCodecV2.skipPoints(&r)
+            let source = DeferredPoints(frame: r.bytes, pointsAt: at - r.base, style: style, operation: id, base: r.base, path: r.path)
+            return .add(.stroke(Stroke(style: style, deferred: source.slot(index: 0, count: count))), z: z)
+        }
         var context = StrokeCodecV2.Context.standalone
         let points = try StrokeCodecV2.decodePoints(&r, width: width, context: &context)
-        return .add(.stroke(Stroke(style: InkStyle(tool: tool, color: color, width: width), points: points)), z: z)
+        return .add(.stroke(Stroke(style: style, points: points)), z: z)
     }
 }

@@ -105,6 +105,8 @@ public enum OperationCodec {
     /// Header: replica u64, counter varint, lamport varint, wall time svarint, context
     /// (without the author's own entry, which is implied: counter − 1). Then the body.
     public static func encodePayload(_ op: Op, into w: inout ByteWriter) {
+        // A stroke replayed with its points deferred ([LOG-27]) is never written again.
+        if case .add(let c, _) = op.body { precondition(c.isResolved, "operation \(op.id) encoded with deferred points") }
         w.u64(op.id.replica.rawValue)
         w.varint(op.id.counter)
         w.varint(op.lamport)
@@ -179,7 +181,11 @@ public enum OperationCodec {
 
     /// Decodes a frame's payload. `base` is the payload's offset in its file or body, for
     /// error reports; every error names `path` and an absolute offset.
-    public static func decode(_ frame: Frame, base: Int = 0, path: String? = nil) throws -> Op {
+    ///
+    /// `deferringPoints`: an `addStroke` frame's point stream is stepped over after the checks
+    /// [PT2-2] makes before allocating, and the stroke holds it undecoded until it is resolved
+    /// (operation-log.md [LOG-27]: only for frames replayed from a page's own log).
+    public static func decode(_ frame: Frame, base: Int = 0, path: String? = nil, deferringPoints: Bool = false) throws -> Op {
         var r = ByteReader(frame.payload, base: base, path: path)
         // [LOG-22] One encoding per operation: what decodes re-encodes to the same bytes.
         r.shortestVarints = true
@@ -216,7 +222,8 @@ public enum OperationCodec {
         let body: Op.Body
         switch kind {
         case .addStroke:
-            body = try decodeAddStrokeBody(&r, lamport: lamport)
+            body = try decodeAddStrokeBody(&r, lamport: lamport,
+                                           deferring: deferringPoints ? OpID(replica: ReplicaID(replica), counter: counter) : nil)
         case .add:
             let z = try ElementCodec.decodeZKey(&r)
             body = .add(try ElementCodec.decodeContent(&r), z: z)
@@ -283,7 +290,7 @@ public enum OperationCodec {
         let op = Op(id: OpID(replica: ReplicaID(replica), counter: counter), lamport: lamport,
                     context: context, wallTime: wall, body: body)
         // [LOG-20] The rules an operation obeys on its own, here as at every other door.
-        if let v = OpValidator.violation(of: op) {
+        if let v = OpValidator.violation(of: op, allowingDeferred: deferringPoints) {
             throw r.error(.corrupt, v.description, at: v.rule == .log4 ? lamportAt : base)
         }
         return op

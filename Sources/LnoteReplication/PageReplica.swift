@@ -28,8 +28,24 @@ public struct PageReplica: Sendable {
     ///
     /// `reservingAdds`: how many elements the caller is about to add (the operations of a log
     /// tail), so that their room is made once.
-    public init(state: consuming PageState, pending: [Op] = [], reservingAdds: Int = 0) {
+    ///
+    /// `deferredPoints`: the source of the state's deferred strokes, when the caller read it
+    /// (`PageSnapshot.Contents.deferredPoints`); without it the state is searched for them.
+    public init(state: consuming PageState, pending: [Op] = [], reservingAdds: Int = 0,
+                deferredPoints: DeferredPoints?? = nil) {
         page = state.page
+        var sources: [DeferredPoints] = []
+        if let given = deferredPoints {
+            if let d = given { sources = [d] }
+        } else {
+            // The sources of the state's deferred strokes (one snapshot's, in practice).
+            for e in state.elements {
+                guard case .stroke(let s) = e.content, let d = s.deferredSource else { continue }
+                if !sources.contains(where: { $0 === d }) { sources.append(d) }
+            }
+        }
+        deferredSources = sources
+        isResolved = sources.isEmpty
         clock = state.clock
         maxLamport = state.maxLamport
         modified = state.modified
@@ -43,6 +59,48 @@ public struct PageReplica: Sendable {
     }
 
     public init(page: PageID) { self.init(state: PageState(page: page)) }
+
+    /// False while some stroke of the state it started from, or of an operation replayed
+    /// from the page's own log, still has its points deferred (page-snapshot.md [SNAP-38],
+    /// operation-log.md [LOG-27]). The merge never needs points, only their count; `state`,
+    /// `elements` and `element(_:)` give such strokes as they are held (`Stroke.isResolved`
+    /// false, `points` empty): call `resolve()` before reading points or encoding the state.
+    public private(set) var isResolved: Bool
+    /// Every source of deferred points this replica took in — its starting state's, and every
+    /// replayed operation's, whether the operation was applied, is waiting, was erased since
+    /// or had no effect — until `resolve()` has checked them all.
+    private var deferredSources: [DeferredPoints]
+
+    /// Decodes and checks every deferred point stream this replica took in (on every core),
+    /// including those of strokes erased since and of operations that wait or had no effect,
+    /// then gives every live element and every waiting operation its points.
+    /// - Throws: `corrupt`, naming the snapshot or log and the byte offset, when one does
+    ///   not decode; nothing is changed then.
+    public mutating func resolve() throws {
+        guard !isResolved else { return }
+        try DeferredPoints.check(deferredSources)
+        try records.resolvePoints()
+        try buffer.update { op in
+            guard case .add(let content, let z) = op.body, !content.isResolved else { return op }
+            var resolved = op
+            resolved.body = .add(try content.resolved(), z: z)
+            return resolved
+        }
+        deferredSources = []
+        isResolved = true
+    }
+
+    /// One live element with its points decoded (only its chunk is decoded when they were
+    /// deferred); nil when `id` is not live.
+    public func resolvedElement(_ id: ElementID) throws -> ElementRecord? {
+        try records[id]?.resolved()
+    }
+
+    /// The ids of the live elements, bottom to top (no point decoded).
+    public var elementIDs: [ElementID] { records.orderedIDs }
+
+    /// The number of live elements.
+    public var elementCount: Int { records.count }
 
     /// The materialized state: live elements bottom to top, every tombstone ([MERGE-30]),
     /// the clock and the replica contexts.
@@ -192,8 +250,8 @@ public struct PageReplica: Sendable {
         case .eraseRange(let id, let ranges):
             let r = try live(id)
             guard let s = r.content.stroke else { throw LnoteError(.invalidArgument, "\(id) is not a stroke") }
-            for range in ranges where range.isEmpty || Int(range.to) > s.points.count {
-                throw LnoteError(.invalidArgument, "range \(range) is outside stroke \(id) of \(s.points.count) points")
+            for range in ranges where range.isEmpty || Int(range.to) > s.pointCount {
+                throw LnoteError(.invalidArgument, "range \(range) is outside stroke \(id) of \(s.pointCount) points")
             }
         case .move(let ts):
             for t in ts { _ = try live(t.element) }
@@ -214,13 +272,26 @@ public struct PageReplica: Sendable {
     /// ([MERGE-40]). Returns the operations applied by this call, in the order applied.
     /// - Throws: `.invalidArgument` for an operation that is not a page operation, `.corrupt`
     ///   for one the validator refuses ([MERGE-12]). Nothing is applied then.
+    /// An operation holding deferred points ([LOG-27]) is refused.
     @discardableResult
-    public mutating func receive(_ ops: [Op]) throws -> [Op] {
+    public mutating func receive(_ ops: [Op]) throws -> [Op] { try receive(ops, allowingDeferred: false) }
+
+    /// `receive(_:)`; with `allowingDeferred`, for operations replayed from the page's own
+    /// log only, an `addStroke` may hold its points deferred ([LOG-27]): `resolve()` checks
+    /// them, whatever became of the operation.
+    @discardableResult
+    public mutating func receive(_ ops: [Op], allowingDeferred: Bool) throws -> [Op] {
+        var sources: [DeferredPoints] = []
         for op in ops {
             guard op.body.isPageOperation else {
                 throw LnoteError(.invalidArgument, "\(op.body.name) \(op.id) is not a page operation")
             }
-            try OpValidator.validate(op)
+            try OpValidator.validate(op, allowingDeferred: allowingDeferred)
+            if case .add(.stroke(let s), _) = op.body, let d = s.deferredSource, !contains(op.id) { sources.append(d) }
+        }
+        if !sources.isEmpty {
+            deferredSources += sources
+            isResolved = false
         }
         var applied: [Op] = []
         var buf = buffer

@@ -11,7 +11,11 @@ extension Document {
     /// lock in the common case ([PKG-85]); a page that needs a repair (a damaged snapshot or
     /// log, a snapshot that does not pair with its log, a missing log beside a snapshot, a
     /// missing-operations file) is loaded under the document lock, where the repair is made.
-    func loadedPage(_ pid: PageID, allowUnknown: Bool = false) throws -> LoadedPage {
+    ///
+    /// With `deferring` (listing a page), a page not yet loaded is loaded with its points
+    /// deferred ([SNAP-38], [LOG-27]), and a loaded page may still hold deferred points:
+    /// everything but listing goes through `loadedPage`, which loads eagerly or resolves.
+    func loadedPageDeferred(_ pid: PageID, allowUnknown: Bool = false, deferring: Bool = true) throws -> LoadedPage {
         useCounter += 1
         if let p = pages[pid] {
             p.lastUse = useCounter
@@ -22,12 +26,13 @@ extension Document {
             throw LnoteError(.notFound, "no page \(pid) in document \(id)", path: paths.root)
         }
         try evictPages(keepingRoomFor: 1)
-        if lockDepth == 0, let lp = try loadPageWithoutLock(pid) {
+        let deferring = deferring && !eagerPages.contains(pid)
+        if lockDepth == 0, let lp = try loadPageWithoutLock(pid, deferring: deferring) {
             lp.lastUse = useCounter
             pages[pid] = lp
             return lp
         }
-        return try locked { try loadPageLocked(pid) }
+        return try locked { try loadPageLocked(pid, deferring: deferring) }
     }
 
     /// The common case of loading a page, without the lock and without writing anything
@@ -36,13 +41,17 @@ extension Document {
     /// incarnation it names (an append in progress at the end is left for later). A page with
     /// no files at all is empty, and its log is created by its first writer. nil when a repair
     /// is needed.
-    func loadPageWithoutLock(_ pid: PageID) throws -> LoadedPage? {
+    func loadPageWithoutLock(_ pid: PageID, deferring: Bool = false) throws -> LoadedPage? {
         let contentPath = paths.content(pid)
         var base = PageState(page: pid)
+        var deferred: DeferredPoints?
         var covered: (offset: UInt64, incarnation: UInt64)?
         if let bytes = try DurableFile.readIfExists(contentPath, io: io) {
-            guard let s = try? PageSnapshot.decode(bytes, path: contentPath), s.state.page == pid else { return nil }
+            // [PKG-42] Points deferred to their first use ([SNAP-38]): `loadedPage`.
+            guard let s = try? PageSnapshot.decode(bytes, path: contentPath, deferringPoints: deferring),
+                  s.state.page == pid else { return nil }
             base = s.state
+            deferred = s.deferredPoints
             covered = (s.coveredLogOffset, s.logIncarnation)
         }
         var fromBase = false
@@ -69,12 +78,13 @@ extension Document {
         }
         // The images of the base, before the state moves into the replica (without a copy).
         let baseAssets = base.elements.compactMap(\.content.image?.asset)
-        var live = PageReplica(state: consume base, reservingAdds: Document.addFrames(frames))
+        var live = PageReplica(state: consume base, reservingAdds: Document.addFrames(frames), deferredPoints: .some(deferred))
         var pending: [OpID: UInt64] = [:]
         let applied: [Op]
         do {
             applied = try Document.feed(frames, kind: .page, fromStart: covered == nil, path: paths.log(pid),
-                                        report: &report, pending: &pending) { try live.receive($0) }
+                                        report: &report, pending: &pending,
+                                        deferringPoints: deferring) { try live.receive($0, allowingDeferred: true) }
         } catch {
             try? log.close()
             throw error
@@ -103,18 +113,20 @@ extension Document {
 
     /// Loads a page under the document lock, making the repairs it needs ([PKG-42],
     /// [PKG-47], [PKG-51], [PKG-55], [PKG-56]).
-    func loadPageLocked(_ pid: PageID) throws -> LoadedPage {
+    func loadPageLocked(_ pid: PageID, deferring: Bool = false) throws -> LoadedPage {
         precondition(lockDepth > 0, "loadPageLocked needs the document lock")
         if let p = pages[pid], try refreshPage(p) { return p }
-        let sources = try pageSources(pid)
+        let sources = try pageSources(pid, deferring: deferring)
         var logReport = sources.replay.report
-        var live = PageReplica(state: sources.base, reservingAdds: Document.addFrames(sources.replay.frames))
+        var live = PageReplica(state: sources.base, reservingAdds: Document.addFrames(sources.replay.frames),
+                               deferredPoints: .some(sources.deferredPoints))
         var pending: [OpID: UInt64] = [:]
         let applied: [Op]
         do {
             applied = try Document.feed(sources.replay.frames, kind: .page,
                                         fromStart: sources.replay.start == UInt64(LogHeader.size), path: paths.log(pid),
-                                        report: &logReport, pending: &pending) { try live.receive($0) }
+                                        report: &logReport, pending: &pending,
+                                        deferringPoints: deferring) { try live.receive($0, allowingDeferred: true) }
         } catch {
             try? sources.log.close()
             throw error
@@ -179,6 +191,8 @@ extension Document {
     /// its open log with the frames to replay past what the snapshot covers.
     struct PageSources {
         var base: PageState
+        /// Where the base's deferred points are ([SNAP-38]); nil when it holds none.
+        var deferredPoints: DeferredPoints?
         var covered: (offset: UInt64, incarnation: UInt64)?
         var fromBase = false
         var quarantined = false
@@ -194,19 +208,21 @@ extension Document {
     /// checkpoint's base if the page has one ([PKG-46]). (Opening the log first, from the
     /// offset in the snapshot's header, to decode both at once measured no faster here: the
     /// second decoder took the core the snapshot's parallel decoding would have used.)
-    func pageSources(_ pid: PageID) throws -> PageSources {
+    func pageSources(_ pid: PageID, deferring: Bool = false) throws -> PageSources {
         let contentPath = paths.content(pid)
         var base = PageState(page: pid)
+        var deferred: DeferredPoints?
         var covered: (offset: UInt64, incarnation: UInt64)?
         var quarantined = false
         var snapshotClock = VectorClock()
         if let bytes = try DurableFile.readIfExists(contentPath, io: io) {
             do {
-                let s = try PageSnapshot.decode(bytes, path: contentPath)
+                let s = try PageSnapshot.decode(bytes, path: contentPath, deferringPoints: deferring)
                 guard s.state.page == pid else {
                     throw LnoteError(.corrupt, "snapshot names page \(s.state.page)", path: contentPath)
                 }
                 base = s.state
+                deferred = s.deferredPoints
                 snapshotClock = s.state.clock
                 covered = (s.coveredLogOffset, s.logIncarnation)
             } catch let e as LnoteError where e.code == .corrupt || e.code == .truncated || e.code == .limitExceeded {
@@ -246,6 +262,7 @@ extension Document {
                 quarantined = true
                 covered = nil
                 base = PageState(page: pid)
+                deferred = nil
                 if let b = try baseState(page: pid) {
                     base = b
                     fromBase = true
@@ -255,7 +272,7 @@ extension Document {
                 throw error
             }
         }
-        return PageSources(base: base, covered: covered, fromBase: fromBase, quarantined: quarantined,
+        return PageSources(base: base, deferredPoints: deferred, covered: covered, fromBase: fromBase, quarantined: quarantined,
                            log: log, replay: replay, unpaired: unpaired)
     }
 
@@ -673,18 +690,41 @@ extension Document {
 
     // MARK: - Page operations
 
-    /// The materialized state of a page (loads it: one snapshot read plus its log tail).
+    /// The materialized state of a page (loads it: one snapshot read plus its log tail), every
+    /// point decoded.
     public func pageState(_ pid: PageID) throws -> PageState {
         try checkUsable()
         try refreshDocument()
         return try loadedPage(pid).replica.state
     }
 
-    /// Live elements of a page, bottom to top.
+    /// Live elements of a page, bottom to top, every point decoded.
     public func elements(_ pid: PageID) throws -> [ElementRecord] {
         try checkUsable()
         try refreshDocument()
         return try loadedPage(pid).replica.elements
+    }
+
+    /// The ids of a page's live elements, bottom to top. Loads the page without decoding
+    /// the points of its snapshot ([SNAP-38]): the cost of opening a page, not of drawing it.
+    public func elementIDs(_ pid: PageID) throws -> [ElementID] {
+        try checkUsable()
+        try refreshDocument()
+        return try loadedPageDeferred(pid).replica.elementIDs
+    }
+
+    /// One live element of a page with its points; nil when it is not live. Decodes at most
+    /// its chunk of the page's snapshot (64 records, [SNAP-35]), not the whole page.
+    public func element(_ id: ElementID, on pid: PageID) throws -> ElementRecord? {
+        try checkUsable()
+        try refreshDocument()
+        let lp = try loadedPageDeferred(pid)
+        do {
+            return try lp.replica.resolvedElement(id)
+        } catch let e as LnoteError where e.code == .corrupt && !lp.replica.isResolved {
+            // Damaged points: the page is loaded again, the damage handled as at load ([PKG-42]).
+            return try loadedPage(pid).replica.resolvedElement(id)
+        }
     }
 
     /// Adds a stroke on top of everything the page shows. Returns its element id.

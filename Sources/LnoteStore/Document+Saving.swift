@@ -32,6 +32,9 @@ extension Document {
             lp.othersSinceSnapshot = false
             return
         }
+        // Points deferred at load ([SNAP-38]) are decoded before they are written again;
+        // damaged ones set the page aside to be rebuilt from its log ([PKG-42]).
+        guard try resolveForSnapshot(lp) else { return }
         let state = lp.replica.state
         let bytes = PageSnapshot.encode(state, coveredLogOffset: coveredOffset, logIncarnation: lp.log.incarnation)
         guard try writeCache(paths.content(lp.id), bytes) else {

@@ -82,6 +82,10 @@ public actor Document {
     /// them ([PKG-12]): read from the snapshot's first bytes the first time they are needed,
     /// replaced whenever this handle writes the snapshot.
     var snapshotCounts: [PageID: PageCounts] = [:]
+    /// Pages whose deferred points did not decode on first use ([SNAP-38], [LOG-27]): loaded
+    /// again with every point decoded at load, so that damage is handled as at any load
+    /// (a snapshot quarantined, a frame reported as undecodable, [PKG-42]).
+    var eagerPages: Set<PageID> = []
     var pages: [PageID: LoadedPage] = [:]
     /// Increases on every page access (least-recently-used eviction).
     var useCounter: UInt64 = 0
@@ -729,6 +733,9 @@ public actor Document {
     public func conflicts() -> [Conflict] {
         refreshQuietly()
         for lp in Array(pages.values) { _ = try? refreshPage(lp) }
+        // A page listed with its points deferred is checked first: its clock may cover a
+        // replayed frame that its points' check drops ([LOG-27]).
+        for (pid, lp) in pages where !lp.replica.isResolved { _ = try? loadedPage(pid, allowUnknown: true) }
         var clocks: [PageID: VectorClock] = [:]
         for (id, p) in pages { clocks[id] = p.replica.clock }
         return doc.conflicts(pageClocks: clocks)
@@ -751,14 +758,14 @@ public actor Document {
     /// are remembered with their offsets so compaction never covers them.
     @discardableResult
     static func feed(_ frames: [LoggedFrame], kind: LogKind, fromStart: Bool, path: String,
-                     report: inout RecoveryReport, pending: inout [OpID: UInt64],
+                     report: inout RecoveryReport, pending: inout [OpID: UInt64], deferringPoints: Bool = false,
                      receive: ([Op]) throws -> [Op]) throws -> [Op] {
         var ops: [Op] = []
         ops.reserveCapacity(frames.count)
         // The offset of each operation's frame (no table by id: a clean replay never needs one).
         var opOffsets: [UInt64] = []
         opOffsets.reserveCapacity(frames.count)
-        let decoded = decode(frames, path: path)
+        let decoded = decode(frames, path: path, deferringPoints: deferringPoints)
         for (i, lf) in frames.enumerated() {
             do {
                 let op = try decoded[i].get()
@@ -801,11 +808,14 @@ public actor Document {
 
     /// The operations of logged frames, in order, each or its decoding error. Frames decode
     /// independently: a long replay decodes them on several cores.
-    static func decode(_ frames: [LoggedFrame], path: String) -> [Result<Op, any Error>] {
+    static func decode(_ frames: [LoggedFrame], path: String, deferringPoints: Bool = false) -> [Result<Op, any Error>] {
         let payloadBytes = frames.reduce(0) { $0 + $1.frame.payload.count }
-        return Parallel.map(frames.count, parallel: payloadBytes >= parallelFramePayloadBytes) { i in
+        // Points deferred: a frame decodes in well under a microsecond, not worth the pool.
+        let parallel = payloadBytes >= parallelFramePayloadBytes * (deferringPoints ? 8 : 1)
+        return Parallel.map(frames.count, parallel: parallel) { i in
             let lf = frames[i]
-            return Result { try OperationCodec.decode(lf.frame, base: Int(lf.offset) + Frame.headerSize + 1, path: path) }
+            return Result { try OperationCodec.decode(lf.frame, base: Int(lf.offset) + Frame.headerSize + 1, path: path,
+                                                      deferringPoints: deferringPoints) }
         }
     }
 

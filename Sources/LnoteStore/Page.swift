@@ -12,6 +12,10 @@ public struct Page: Sendable {
     public func state() async throws -> PageState { try await document.pageState(id) }
     /// Live elements, bottom to top.
     public func elements() async throws -> [ElementRecord] { try await document.elements(id) }
+    /// The ids of the live elements, bottom to top, without a point decoded ([SNAP-38]).
+    public func elementIDs() async throws -> [ElementID] { try await document.elementIDs(id) }
+    /// One live element with its points (its chunk of the snapshot decoded); nil when not live.
+    public func element(_ element: ElementID) async throws -> ElementRecord? { try await document.element(element, on: id) }
 
     @discardableResult
     public func addStroke(_ stroke: Stroke) async throws -> ElementID { try await document.addStroke(stroke, to: id) }
@@ -37,10 +41,11 @@ public struct Page: Sendable {
 
 extension Document {
     /// Opens a page ([PKG-42]): reads its one snapshot and replays its log tail now, so that
-    /// damage is found and reported here (see `recoveryReports`).
+    /// damage to their structure and CRCs is found and reported here (see
+    /// `recoveryReports`); the points are checked when first used ([SNAP-38], [LOG-27]).
     public func openPage(_ pid: PageID) throws -> Page {
         try checkUsable()
-        _ = try loadedPage(pid)
+        _ = try loadedPageDeferred(pid)
         return Page(document: self, id: pid)
     }
 }

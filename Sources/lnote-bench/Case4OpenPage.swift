@@ -91,13 +91,34 @@ extension Bench {
         let f = try await openPageFixture(profile)
         let notebook = try await Notebook.open(at: f.notebookPath, options: OpenPageFixture.storeOptions)
         var doc: Document? = nil
-        var shown = 0
+        var shown = 0, listed = 0, drawn = 0
+        // The open: the page's snapshot read and checked, its journal replayed, its element
+        // list available; the snapshot's points are decoded when first used ([SNAP-38]).
         let open = Variant(name: "lnote page open", setup: {
             if let doc { try await doc.close() }
             try f.restore()
             doc = try await notebook.openDocument(f.document)
         }, body: {
+            listed = try await doc!.elementIDs(f.page).count
+        })
+        // The same, then every point of the page decoded (what drawing the whole page needs).
+        let openAll = Variant(name: "lnote page open + every point", setup: {
+            if let doc { try await doc.close() }
+            try f.restore()
+            doc = try await notebook.openDocument(f.document)
+        }, body: {
             shown = try await doc!.elements(f.page).count
+        })
+        // One element's points on an opened page: its chunk of 64 records decoded.
+        var middle: ElementID? = nil
+        let firstUse = Variant(name: "first use of one element", setup: {
+            if let doc { try await doc.close() }
+            try f.restore()
+            doc = try await notebook.openDocument(f.document)
+            let ids = try await doc!.elementIDs(f.page)
+            middle = ids[ids.count / 3]
+        }, body: {
+            drawn = try await doc!.element(middle!, on: f.page)?.content.pointCount ?? 0
         })
 
         var floorBytes = 0
@@ -134,20 +155,23 @@ extension Bench {
             precondition(n == f.snapshotStrokes)
         })
 
-        let t = try await measure([open, floor, sqlite, decode], runs: options.runs)
+        let t = try await measure([open, floor, sqlite, decode, openAll, firstUse], runs: options.runs)
         if let doc { try await doc.close() }
         try await notebook.close()
         try db.close()
         try f.restore()
-        guard shown == f.strokes.count, sqliteStrokes == f.strokes.count else {
-            throw LnoteError(.invalidState, "case 4 opened \(shown) strokes with lnote and \(sqliteStrokes) with SQLite; expected \(f.strokes.count)")
+        guard shown == f.strokes.count, listed == f.strokes.count, sqliteStrokes == f.strokes.count, drawn > 0 else {
+            throw LnoteError(.invalidState, "case 4 opened \(listed) strokes (\(shown) with their points) with lnote and "
+                + "\(sqliteStrokes) with SQLite; expected \(f.strokes.count)")
         }
         let what = "\(formatCount(f.strokes.count))-stroke page, \(f.journalFrames)-frame journal, \(profile.label(source))"
         let points = f.pointCount
         results.rows.append(Row(4, "open \(what)", measured: t[0].median, unit: .seconds,
                                 baselineName: "SQLite read of the BLOBs", baseline: t[2].median, target: .ratioAtMost(0.8),
                                 note: "lnote: first access to the page of an open document (read the .content snapshot of "
-                                    + "\(formatCount(f.snapshotStrokes)) strokes, replay \(f.journalFrames) frames); SQLite: the connection "
+                                    + "\(formatCount(f.snapshotStrokes)) strokes, check its CRC and element records, replay "
+                                    + "\(f.journalFrames) frames, list the elements; the snapshot's points are decoded and checked "
+                                    + "on first use, [SNAP-38]: see the next rows); SQLite: the connection "
                                     + "is already open, one SELECT by page ordered by z, each BLOB copied into [NaivePoint]; "
                                     + "files and database in the page cache for both; \(formatCount(points)) points, "
                                     + String(format: "%.1f ns per point", t[0].median * 1e9 / Double(points))
@@ -157,6 +181,18 @@ extension Bench {
                                 baselineName: "read of the same \(formatBytes(Double(floorBytes)))", baseline: t[1].median,
                                 target: .ratioAtMost(5), note: "target ≤ 5 × the read of the page's bytes (issue 15)",
                                 measuredRuns: t[0].runs, baselineRuns: t[1].runs))
+        results.rows.append(Row(4, "open \(what), and every point decoded", measured: t[4].median, unit: .seconds,
+                                baselineName: "SQLite read of the BLOBs", baseline: t[2].median, target: .report,
+                                note: "what drawing the whole page at once needs: the open, then every chunk's points decoded and "
+                                    + "checked (on every core); "
+                                    + String(format: "%.1f ns per point, %.1f × the read of the page's bytes",
+                                             t[4].median * 1e9 / Double(points), t[4].median / t[1].median),
+                                measuredRuns: t[4].runs, baselineRuns: t[2].runs))
+        results.rows.append(Row(4, "first use of one element's points after the open, \(profile.label(source))",
+                                measured: t[5].median, unit: .seconds, baselineName: "page open", baseline: t[0].median,
+                                target: .report,
+                                note: "Document.element(_:on:) of the element a third of the way up: its chunk of 64 records decoded",
+                                measuredRuns: t[5].runs, baselineRuns: t[0].runs))
         results.rows.append(Row(4, "of which CPU: decode the \(formatCount(f.snapshotStrokes))-stroke snapshot, \(profile.label(source))", measured: t[3].median,
                                 unit: .seconds, baselineName: "page open", baseline: t[0].median, target: .report,
                                 note: "PageSnapshot.decode of the .content bytes already in memory (its element records and CRC "
@@ -184,7 +220,12 @@ extension Bench {
             for _ in 0..<runs {
                 try f.restore()
                 let doc = try await notebook.openDocument(f.document)
-                shown &+= try await doc.elements(f.page).count
+                // LNOTE_OPEN_ALL=1: the open and every point decoded (`elements`).
+                if ProcessInfo.processInfo.environment["LNOTE_OPEN_ALL"] == "1" {
+                    shown &+= try await doc.elements(f.page).count
+                } else {
+                    shown &+= try await doc.elementIDs(f.page).count
+                }
                 try await doc.close()
             }
             try await notebook.close()

@@ -108,6 +108,40 @@ struct PageSnapshotIndexTests {
         expectDecodeFailure([.corrupt], "index on a small page") { _ = try PageSnapshot.decode(extra) }
     }
 
+    /// Every entry of the index checked, not only those at the edges of the parallel path's
+    /// groups: an entry inside a group one byte off was accepted by the parallel path (which
+    /// only checked where groups end) and refused by the serial one; read with its points
+    /// deferred ([SNAP-38]), the chunk would then have been decoded from the wrong offset.
+    @Test("[SNAP-32] [SNAP-38] every index entry one byte off is corrupt, on every path, points deferred or not")
+    func everyIndexEntryIsChecked() throws {
+        let state = Self.page(seed: 31, count: 900)  // 15 chunks: more than the groups of 2 cores
+        let bytes = PageSnapshot.encode(state, coveredLogOffset: 40, logIncarnation: 9)
+        let secs = Self.sections(bytes)
+        let index = try #require(secs.first { $0.tag == 0x0005 })
+        let elements = try #require(secs.first { $0.tag == 0x0002 })
+        #expect(elements.body.count >= 4 * PageSnapshot.parallelSectionBytes(version: PageSnapshot.version),
+                "big enough for the parallel path with points deferred")
+        for at in (index.body.lowerBound + 1)..<index.body.upperBound {
+            var b = bytes
+            b[at] ^= 0x01
+            b = PageSnapshotTests.reseal(b)
+            let serial = Self.outcome(b, parallel: false)
+            guard case .failure(let code, _, _, _) = serial, code == .corrupt else {
+                Issue.record("byte \(at) of the index flipped: the serial read accepts it (\(serial))")
+                continue
+            }
+            #expect(Self.outcome(b, parallel: true) == serial, "byte \(at)")
+            for parallel in [true, false] {
+                do {
+                    let c = try PageSnapshot.decode(b, path: "p.content", parallel: parallel, deferringPoints: true)
+                    Issue.record("byte \(at), parallel \(parallel): the deferred read accepts it (\(c.state.elements.count) elements)")
+                } catch let e as LnoteError {
+                    #expect(Outcome.failure(e.code, e.offset, e.index, e.message) == serial, "byte \(at), parallel \(parallel)")
+                }
+            }
+        }
+    }
+
     @Test("[SNAP-32] damage inside a big elements section gives the same outcome with and without the parallel path")
     func parallelAndSerialAgreeOnDamage() {
         let state = Self.page(seed: 21, count: 400)

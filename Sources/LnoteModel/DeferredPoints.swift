@@ -1,0 +1,253 @@
+import Synchronization
+
+/// The point streams of a version-2 snapshot read with its points deferred
+/// (`Protocol/page-snapshot.md` [SNAP-38]): the file's bytes, whose CRC and element records
+/// were checked when it was read, and where each chunk of 64 records begins. Or the point
+/// stream of one `addStroke` frame replayed from a page's own log with its points deferred
+/// (operation-log.md [LOG-27]): the frame's payload, its CRC and every other field checked.
+///
+/// A stroke read that way holds a `Slot` instead of its points. Its chunk is decoded, with
+/// every check of an eager read (the point stream's bits, [PT2-7]'s padding, [SNAP-19]'s
+/// bounds), the first time one of its strokes is resolved; the outcome (points or error) is
+/// kept, so a chunk is decoded at most once whichever copy of the state asks, and a damaged
+/// chunk gives the same error every time. Strokes are coded against the stroke before them
+/// in their chunk ([SNAP-35]), so a chunk is the smallest unit that decodes alone.
+public final class DeferredPoints: Sendable, Hashable {
+    /// Identity: one source per file read (or frame replayed).
+    public static func == (l: DeferredPoints, r: DeferredPoints) -> Bool { l === r }
+    public func hash(into h: inout Hasher) { h.combine(ObjectIdentifier(self)) }
+
+    /// Where one deferred stroke's points are: its record's index in the elements section,
+    /// and its point count (read when the record was, [PT2-2] checked).
+    public struct Slot: Hashable, Sendable {
+        package let source: DeferredPoints
+        package let index: Int
+        public let count: Int
+
+        public static func == (l: Slot, r: Slot) -> Bool {
+            l.source === r.source && l.index == r.index
+        }
+        public func hash(into h: inout Hasher) {
+            h.combine(ObjectIdentifier(source))
+            h.combine(index)
+        }
+    }
+
+    /// Where the records are: the offset of each chunk's first record, the section's end.
+    struct Layout: Sendable {
+        var starts: [Int] = []
+        var end = 0
+        var records = 0
+    }
+
+    /// What decoding a chunk gave: for each of its records, the points (nil for an image).
+    typealias Outcome = Result<[[StrokePoint]?], LnoteError>
+
+    /// What the bytes are: a snapshot (records coded against the page clock's replicas), or
+    /// one frame's payload whose points (a stream in its standalone context) begin at a
+    /// position, for a stroke of that style.
+    enum Kind: Sendable {
+        case snapshot(PageSnapshot.ReplicaTable)
+        case frame(style: InkStyle, operation: OpID)
+    }
+
+    let bytes: [UInt8]
+    let base: Int
+    let path: String?
+    let kind: Kind
+    private let state = Mutex<(layout: Layout, chunks: [Outcome?])>((Layout(), []))
+
+    init(bytes: [UInt8], path: String?, replicas: PageSnapshot.ReplicaTable) {
+        self.bytes = bytes
+        self.base = 0
+        self.path = path
+        self.kind = .snapshot(replicas)
+    }
+
+    /// The points of one frame: `payload[at...]` is the point stream, the last field; `base`
+    /// is the payload's offset in its file, for errors.
+    package init(frame payload: [UInt8], pointsAt at: Int, style: InkStyle, operation: OpID, base: Int, path: String?) {
+        self.bytes = payload
+        self.base = base
+        self.path = path
+        self.kind = .frame(style: style, operation: operation)
+        state.withLock {
+            $0.layout = Layout(starts: [at], end: payload.count, records: 1)
+            $0.chunks = [nil]
+        }
+    }
+
+    var replicas: PageSnapshot.ReplicaTable? {
+        if case .snapshot(let r) = kind { return r }
+        return nil
+    }
+
+    /// Set once by the reader, after the records were read and before any slot is handed out.
+    func setLayout(starts: [Int], end: Int, records: Int) {
+        state.withLock {
+            $0.layout = Layout(starts: starts, end: end, records: records)
+            $0.chunks = Array(repeating: nil, count: starts.count)
+        }
+    }
+
+    package func slot(index: Int, count: Int) -> Slot { Slot(source: self, index: index, count: count) }
+
+    /// The points of one deferred stroke: its chunk decoded (or the outcome kept from before).
+    func points(of slot: Slot) throws -> [StrokePoint] {
+        let k = slot.index / PageSnapshot.elementIndexStride
+        let decoded = try outcome(ofChunk: k).get()
+        guard let points = decoded[slot.index % PageSnapshot.elementIndexStride], points.count == slot.count else {
+            throw LnoteError(.corrupt, "record \(slot.index) decodes differently from when it was read", path: path, index: slot.index)
+        }
+        return points
+    }
+
+    private func outcome(ofChunk k: Int) -> Outcome {
+        let (kept, layout) = state.withLock { s -> (Outcome?, Layout?) in
+            if s.chunks.indices.contains(k), let o = s.chunks[k] { return (o, nil) }
+            return (nil, s.layout)
+        }
+        if let kept { return kept }
+        guard let layout else { return .failure(LnoteError(.invalidState, "no layout of deferred points", path: path)) }
+        // Decoded outside the lock: two threads may both decode a chunk, with the same result.
+        let outcome = decodeChunk(k, layout)
+        state.withLock { if $0.chunks.indices.contains(k) { $0.chunks[k] = outcome } }
+        return outcome
+    }
+
+    /// Decodes chunk `k` as an eager read would: the same record decoder with points, so the
+    /// same checks and the same errors, at the same offsets.
+    private func decodeChunk(_ k: Int, _ layout: Layout) -> Outcome {
+        let stride = PageSnapshot.elementIndexStride
+        guard layout.starts.indices.contains(k) else {
+            return .failure(LnoteError(.invalidState, "no chunk \(k) of deferred points", path: path))
+        }
+        let end = k + 1 < layout.starts.count ? layout.starts[k + 1] : layout.end
+        var r = ByteReader(bytes, range: layout.starts[k]..<end, base: base, path: path)
+        r.shortestVarints = true
+        guard case .snapshot(let replicas) = kind else {
+            guard case .frame(let style, let operation) = kind else { fatalError("unreachable") }
+            return decodeFrame(&r, style: style, operation: operation)
+        }
+        var context = PageSnapshot.RecordContext()
+        let first = k * stride, n = min(stride, layout.records - first)
+        var out: [[StrokePoint]?] = []
+        out.reserveCapacity(n)
+        do {
+            for j in 0..<n {
+                do {
+                    let e = try PageSnapshot.decodeElementV2(&r, replicas: replicas, context: &context)
+                    out.append(e.content.stroke?.points)
+                } catch var e as LnoteError {
+                    if e.index == nil { e.index = first + j }
+                    // Inside a file whose CRC matched: damage, not a cut file ([SNAP-27]).
+                    if e.code == .truncated || e.code == .limitExceeded { e.code = .corrupt }
+                    throw e
+                }
+            }
+            guard r.isAtEnd else {
+                throw r.error(.corrupt, "chunk \(k) of the element records does not end where the next begins")
+            }
+        } catch let e as LnoteError {
+            return .failure(e)
+        } catch {
+            return .failure(LnoteError(.corrupt, "\(error)", path: path))
+        }
+        return .success(out)
+    }
+
+    /// The points of a frame's stream, with the checks an eager decode of the frame makes:
+    /// the stream's own ([PT2-8], [PT2-7]), the end of the payload, and [LOG-23]'s bounds
+    /// (reported as the operation validator does, at the payload's first byte, naming the
+    /// operation by its id where the validator describes it whole).
+    private func decodeFrame(_ r: inout ByteReader, style: InkStyle, operation: OpID) -> Outcome {
+        let at = r.offset
+        do {
+            var context = StrokeCodecV2.Context.standalone
+            let points = try StrokeCodecV2.decodePoints(&r, width: style.width, context: &context)
+            guard r.isAtEnd else { throw r.error(.corrupt, "\(r.remaining) bytes after the point stream") }
+            if let problem = ContentBounds.problem(.stroke(Stroke(style: style, points: points))) {
+                throw r.error(.corrupt, "operation \(operation) breaks [LOG-23]: \(problem)", at: base)
+            }
+            return .success([points])
+        } catch var e as LnoteError {
+            if e.code == .truncated || e.code == .limitExceeded { e.code = .corrupt }
+            return .failure(e)
+        } catch {
+            return .failure(LnoteError(.corrupt, "\(error)", path: path, offset: at))
+        }
+    }
+
+    /// Decodes and checks every chunk of every source (on every core), whether or not a
+    /// stroke still refers to it: a stroke erased since it was read, or an operation that had
+    /// no effect, must still have had valid points ([SNAP-38], [LOG-27]). Throws the error of
+    /// the first failing chunk, sources in the order given.
+    package static func check(_ sources: [DeferredPoints]) throws {
+        var work: [(source: DeferredPoints, chunk: Int)] = []
+        for s in sources {
+            let chunks = s.state.withLock { $0.chunks.count }
+            for k in 0..<chunks { work.append((s, k)) }
+        }
+        let jobs = interleaved(work)
+        let outcomes = Parallel.map(jobs.count, parallel: jobs.count > 1) { jobs[$0].source.outcome(ofChunk: jobs[$0].chunk) }
+        for o in outcomes { _ = try o.get() }
+    }
+
+    /// `work` reordered so that the contiguous blocks `Parallel.map` hands each thread take
+    /// every k-th job: a snapshot's chunks (hundreds of microseconds each) come first and a
+    /// log tail's frames (a few each) after, and without this one thread got every chunk.
+    static func interleaved<T>(_ work: [T]) -> [T] {
+        let blocks = min(work.count, Parallel.processors * 4)
+        guard blocks > 1 else { return work }
+        var out: [T] = []
+        out.reserveCapacity(work.count)
+        for b in 0..<blocks { for i in stride(from: b, to: work.count, by: blocks) { out.append(work[i]) } }
+        return out
+    }
+
+    /// Resolves every deferred stroke of `elements`, decoding the chunks they need on every
+    /// core. On failure nothing is changed and the error is that of the first failing chunk
+    /// in file order.
+    package static func resolve(_ elements: inout [ElementRecord]) throws {
+        // The chunks to decode, per source (a state holds one snapshot's slots, except in
+        // tests that mix states).
+        var needed: [ObjectIdentifier: (source: DeferredPoints, chunks: Set<Int>)] = [:]
+        for e in elements {
+            guard case .stroke(let s) = e.content, let d = s.deferred else { continue }
+            needed[ObjectIdentifier(d.source), default: (d.source, [])].chunks.insert(d.index / PageSnapshot.elementIndexStride)
+        }
+        guard !needed.isEmpty else { return }
+        // Every chunk of every source, decoded on every core; the first failure in the order
+        // of the sources' first use (a snapshot before the frames replayed onto it).
+        var work: [(source: DeferredPoints, chunk: Int)] = []
+        for e in elements {
+            guard case .stroke(let s) = e.content, let d = s.deferred else { continue }
+            let key = ObjectIdentifier(d.source)
+            guard let n = needed.removeValue(forKey: key) else { continue }
+            for k in n.chunks.sorted() { work.append((n.source, k)) }
+        }
+        let jobs = interleaved(work)
+        let outcomes = Parallel.map(jobs.count, parallel: jobs.count > 1) { jobs[$0].source.outcome(ofChunk: jobs[$0].chunk) }
+        // Every chunk decoded: the points are taken from the outcomes, without a lock a stroke.
+        var decoded: [ObjectIdentifier: [Int: [[StrokePoint]?]]] = [:]
+        for (j, o) in outcomes.enumerated() { decoded[ObjectIdentifier(jobs[j].source), default: [:]][jobs[j].chunk] = try o.get() }
+        let stride = PageSnapshot.elementIndexStride
+        for i in elements.indices {
+            guard case .stroke(let s) = elements[i].content, let d = s.deferred else { continue }
+            guard let points = decoded[ObjectIdentifier(d.source)]?[d.index / stride]?[d.index % stride], points.count == d.count else {
+                throw LnoteError(.corrupt, "record \(d.index) decodes differently from when it was read", path: d.source.path, index: d.index)
+            }
+            elements[i].content = .stroke(Stroke(style: s.style, points: points))
+        }
+    }
+}
+
+extension ElementRecord {
+    /// The record with its points decoded and checked ([SNAP-38]); itself when resolved.
+    public func resolved() throws -> ElementRecord {
+        guard !content.isResolved else { return self }
+        var r = self
+        r.content = try content.resolved()
+        return r
+    }
+}
