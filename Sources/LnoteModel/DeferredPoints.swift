@@ -188,9 +188,19 @@ public final class DeferredPoints: Sendable, Hashable {
             let chunks = s.state.withLock { $0.chunks.count }
             for k in 0..<chunks { work.append((s, k)) }
         }
-        let jobs = interleaved(work)
-        let outcomes = Parallel.map(jobs.count, parallel: jobs.count > 1) { jobs[$0].source.outcome(ofChunk: jobs[$0].chunk) }
-        for o in outcomes { _ = try o.get() }
+        for o in decode(work) { _ = try o.get() }
+    }
+
+    /// The outcome of every job, in the order given, decoded on every core in an interleaved
+    /// order (see `interleaved`).
+    static func decode(_ work: [(source: DeferredPoints, chunk: Int)]) -> [Outcome] {
+        let order = interleaved(Array(work.indices))
+        let outcomes = Parallel.map(order.count, parallel: order.count > 1) { j in
+            work[order[j]].source.outcome(ofChunk: work[order[j]].chunk)
+        }
+        var out = [Outcome?](repeating: nil, count: work.count)
+        for (j, i) in order.enumerated() { out[i] = outcomes[j] }
+        return out.map { $0! }
     }
 
     /// `work` reordered so that the contiguous blocks `Parallel.map` hands each thread take
@@ -226,19 +236,21 @@ public final class DeferredPoints: Sendable, Hashable {
             guard let n = needed.removeValue(forKey: key) else { continue }
             for k in n.chunks.sorted() { work.append((n.source, k)) }
         }
-        let jobs = interleaved(work)
-        let outcomes = Parallel.map(jobs.count, parallel: jobs.count > 1) { jobs[$0].source.outcome(ofChunk: jobs[$0].chunk) }
-        // Every chunk decoded: the points are taken from the outcomes, without a lock a stroke.
+        let outcomes = decode(work)
+        // Every chunk decoded: the points are taken from the outcomes, without a lock a stroke,
+        // and the elements changed only once every stroke has its points.
         var decoded: [ObjectIdentifier: [Int: [[StrokePoint]?]]] = [:]
-        for (j, o) in outcomes.enumerated() { decoded[ObjectIdentifier(jobs[j].source), default: [:]][jobs[j].chunk] = try o.get() }
+        for (j, o) in outcomes.enumerated() { decoded[ObjectIdentifier(work[j].source), default: [:]][work[j].chunk] = try o.get() }
         let stride = PageSnapshot.elementIndexStride
+        var resolved: [(Int, Stroke)] = []
         for i in elements.indices {
             guard case .stroke(let s) = elements[i].content, let d = s.deferred else { continue }
             guard let points = decoded[ObjectIdentifier(d.source)]?[d.index / stride]?[d.index % stride], points.count == d.count else {
                 throw LnoteError(.corrupt, "record \(d.index) decodes differently from when it was read", path: d.source.path, index: d.index)
             }
-            elements[i].content = .stroke(Stroke(style: s.style, points: points))
+            resolved.append((i, Stroke(style: s.style, points: points)))
         }
+        for (i, s) in resolved { elements[i].content = .stroke(s) }
     }
 }
 

@@ -31,8 +31,14 @@ public struct PageReplica: Sendable {
     ///
     /// `deferredPoints`: the source of the state's deferred strokes, when the caller read it
     /// (`PageSnapshot.Contents.deferredPoints`); without it the state is searched for them.
-    public init(state: consuming PageState, pending: [Op] = [], reservingAdds: Int = 0,
-                deferredPoints: DeferredPoints?? = nil) {
+    public init(state: consuming PageState, pending: [Op] = [], reservingAdds: Int = 0) {
+        self.init(state: state, pending: pending, reservingAdds: reservingAdds, deferredPoints: nil)
+    }
+
+    /// `init(state:pending:reservingAdds:)`, told where the state's deferred points are
+    /// (`.some(nil)`: nowhere) by the reader that decoded it, so that the state is not searched.
+    package init(state: consuming PageState, pending: [Op] = [], reservingAdds: Int = 0,
+                 deferredPoints: DeferredPoints??) {
         page = state.page
         var sources: [DeferredPoints] = []
         if let given = deferredPoints {
@@ -43,6 +49,11 @@ public struct PageReplica: Sendable {
                 guard case .stroke(let s) = e.content, let d = s.deferredSource else { continue }
                 if !sources.contains(where: { $0 === d }) { sources.append(d) }
             }
+        }
+        // Waiting operations handed over may hold deferred points too.
+        for op in pending {
+            guard case .add(.stroke(let s), _) = op.body, let d = s.deferredSource else { continue }
+            if !sources.contains(where: { $0 === d }) { sources.append(d) }
         }
         deferredSources = sources
         isResolved = sources.isEmpty
@@ -287,7 +298,8 @@ public struct PageReplica: Sendable {
                 throw LnoteError(.invalidArgument, "\(op.body.name) \(op.id) is not a page operation")
             }
             try OpValidator.validate(op, allowingDeferred: allowingDeferred)
-            if case .add(.stroke(let s), _) = op.body, let d = s.deferredSource, !contains(op.id) { sources.append(d) }
+            // Also a duplicate of what the state holds: its frame is checked like any other.
+            if case .add(.stroke(let s), _) = op.body, let d = s.deferredSource { sources.append(d) }
         }
         if !sources.isEmpty {
             deferredSources += sources

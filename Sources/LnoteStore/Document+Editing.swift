@@ -32,7 +32,9 @@ extension Document {
             pages[pid] = lp
             return lp
         }
-        return try locked { try loadPageLocked(pid, deferring: deferring) }
+        // A page that needs a repair is loaded eagerly: the repairs ([PKG-47], [PKG-56]) count
+        // what the page holds, and they are made once.
+        return try locked { try loadPageLocked(pid, deferring: false) }
     }
 
     /// The common case of loading a page, without the lock and without writing anything

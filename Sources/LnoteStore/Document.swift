@@ -737,7 +737,7 @@ public actor Document {
         // replayed frame that its points' check drops ([LOG-27]).
         for (pid, lp) in pages where !lp.replica.isResolved { _ = try? loadedPage(pid, allowUnknown: true) }
         var clocks: [PageID: VectorClock] = [:]
-        for (id, p) in pages { clocks[id] = p.replica.clock }
+        for (id, p) in pages where p.replica.isResolved { clocks[id] = p.replica.clock }
         return doc.conflicts(pageClocks: clocks)
     }
 
