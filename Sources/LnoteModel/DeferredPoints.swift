@@ -125,9 +125,10 @@ public final class DeferredPoints: Sendable, Hashable {
         let end = k + 1 < layout.starts.count ? layout.starts[k + 1] : layout.end
         var r = ByteReader(bytes, range: layout.starts[k]..<end, base: base, path: path)
         r.shortestVarints = true
-        guard case .snapshot(let replicas) = kind else {
-            guard case .frame(let style, let operation) = kind else { fatalError("unreachable") }
-            return decodeFrame(&r, style: style, operation: operation)
+        let replicas: PageSnapshot.ReplicaTable
+        switch kind {
+        case .frame(let style, let operation): return decodeFrame(&r, style: style, operation: operation)
+        case .snapshot(let table): replicas = table
         }
         var context = PageSnapshot.RecordContext()
         let first = k * stride, n = min(stride, layout.records - first)

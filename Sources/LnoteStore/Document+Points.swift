@@ -9,12 +9,12 @@ extension Document {
     ///
     /// A page is loaded with the points of its snapshot and of its log tail deferred only to
     /// be listed (`loadedPageDeferred`: `openPage`, `elementIDs`, `element(_:on:)`); loaded
-    /// here, it is read eagerly. Everything else — its elements and state, an edit made on it, its clock offered to
-    /// a peer, operations received into it, a checkpoint, a snapshot — first decodes and
-    /// checks every point (chunks and frames on every core): a deferred operation whose
-    /// points turn out damaged must not be built on, offered or compared before the load
-    /// that would have rejected it has. Damage found here is handled as at any load
-    /// (`setAsideDamagedPoints`).
+    /// here, it is read eagerly. Everything else — its elements and state, an edit made on
+    /// it, its clock offered to a peer, operations received into it, a checkpoint, a
+    /// snapshot — first decodes and checks every point (chunks and frames on every core): a
+    /// deferred operation whose points turn out damaged must not be built on, offered or
+    /// compared before the load that would have rejected it has. Damage found here is
+    /// handled as at any load (`setAsideDamagedPoints`).
     func loadedPage(_ pid: PageID, allowUnknown: Bool = false) throws -> LoadedPage {
         // A page not loaded yet is loaded eagerly: its points are needed now, and one pass
         // over the records costs less than a structural pass and a decode after it.

@@ -46,6 +46,7 @@ struct BenchOptions: Sendable {
         lnote-bench --open-loop smooth|pen [--runs N]
                                             open case 4's page N times (default 200), for a profiler:
                                             perf record -g lnote-bench --open-loop pen
+                                            (LNOTE_OPEN_ALL=1: with every point decoded)
         """
 
     static func parse(_ args: [String]) throws -> BenchOptions {
