@@ -47,14 +47,14 @@ extension Document {
         let contentPath = paths.content(pid)
         var base = PageState(page: pid)
         var deferred: DeferredPoints?
+        // The log is read first, from where the snapshot's header says it covers (checked
+        // below, when the snapshot is decoded): the snapshot's state is then decoded with room
+        // for the tail's adds, rather than moved to bigger memory when they are applied.
+        let snapshot = try DurableFile.readIfExists(contentPath, io: io)
         var covered: (offset: UInt64, incarnation: UInt64)?
-        if let bytes = try DurableFile.readIfExists(contentPath, io: io) {
-            // [PKG-42] Points deferred to their first use ([SNAP-38]): `loadedPage`.
-            guard let s = try? PageSnapshot.decode(bytes, path: contentPath, deferringPoints: deferring),
-                  s.state.page == pid else { return nil }
-            base = s.state
-            deferred = s.deferredPoints
-            covered = (s.coveredLogOffset, s.logIncarnation)
+        if let snapshot {
+            guard let peeked = PageSnapshot.peekCoverage(snapshot) else { return nil }
+            covered = peeked
         }
         var fromBase = false
         if covered == nil, let b = try baseState(page: pid) {
@@ -77,6 +77,17 @@ extension Document {
             log = opened
             frames = replay.frames
             report = replay.report
+        }
+        if let snapshot {
+            // [PKG-42] Points deferred to their first use ([SNAP-38]): `loadedPage`.
+            guard let s = try? PageSnapshot.decode(snapshot, path: contentPath, deferringPoints: deferring,
+                                                   reserving: Document.addFrames(frames)),
+                  s.state.page == pid, s.coveredLogOffset == covered?.offset, s.logIncarnation == covered?.incarnation else {
+                try? log.close()
+                return nil
+            }
+            base = s.state
+            deferred = s.deferredPoints
         }
         // The images of the base, before the state moves into the replica (without a copy).
         let baseAssets = base.elements.compactMap(\.content.image?.asset)
