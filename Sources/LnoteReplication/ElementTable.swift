@@ -90,12 +90,13 @@ struct ElementTable: Sendable {
     }
 
     /// Inserts a record whose id is not live, where its position puts it.
-    mutating func insert(_ r: ElementRecord) {
+    /// (Consumed: the record moves into its slot without a copy of its arrays' references.)
+    mutating func insert(_ r: consuming ElementRecord) {
         let s = Int32(slots.count)
-        let onTop = slots.isEmpty || isAbove(r, position: slots.count - 1)
-        slots.append(r)
-        slotOf.set(r.id, s)
-        if onTop {
+        let id = r.id
+        if slots.isEmpty || isAbove(r, position: slots.count - 1) {
+            slots.append(r)
+            slotOf.set(id, s)
             order?.append(s)
             return
         }
@@ -107,6 +108,8 @@ struct ElementTable: Sendable {
                 if ElementRecord.zLess(b[Int(o[mid])], r) { lo = mid + 1 } else { hi = mid }
             }
         }
+        slots.append(r)
+        slotOf.set(id, s)
         o.insert(s, at: lo)
         order = o
     }

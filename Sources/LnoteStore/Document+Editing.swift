@@ -78,16 +78,19 @@ extension Document {
             frames = replay.frames
             report = replay.report
         }
+        var decodedFrames: [Result<Op, any Error>]?
         if let snapshot {
             // [PKG-42] Points deferred to their first use ([SNAP-38]): `loadedPage`.
-            guard let s = try? PageSnapshot.decode(snapshot, path: contentPath, deferringPoints: deferring,
-                                                   reserving: Document.addFrames(frames)),
-                  s.state.page == pid, s.coveredLogOffset == covered?.offset, s.logIncarnation == covered?.incarnation else {
+            let both = Document.decode(snapshot: snapshot, path: contentPath, frames: frames, logPath: paths.log(pid),
+                                       deferringPoints: deferring)
+            guard let s = both.snapshot, s.state.page == pid, s.coveredLogOffset == covered?.offset,
+                  s.logIncarnation == covered?.incarnation else {
                 try? log.close()
                 return nil
             }
             base = s.state
             deferred = s.deferredPoints
+            decodedFrames = both.frames
         }
         // The images of the base, before the state moves into the replica (without a copy).
         let baseAssets = base.elements.compactMap(\.content.image?.asset)
@@ -96,8 +99,8 @@ extension Document {
         let applied: [Op]
         do {
             applied = try Document.feed(frames, kind: .page, fromStart: covered == nil, path: paths.log(pid),
-                                        report: &report, pending: &pending,
-                                        deferringPoints: deferring) { try live.receive($0, allowingDeferred: true) }
+                                        report: &report, pending: &pending, deferringPoints: deferring,
+                                        decoded: decodedFrames) { try live.receive($0, allowingDeferred: true) }
         } catch {
             try? log.close()
             throw error
@@ -117,6 +120,36 @@ extension Document {
         noteAssets(of: applied.lazy.compactMap(\.addedContent), page: pid)
         return lp
     }
+
+    /// A page's snapshot (nil when it does not decode) and the operations of its log tail,
+    /// decoded side by side on two cores when the tail is worth it: neither needs the other,
+    /// and each alone leaves a core idle on a short tail. The snapshot is decoded with room
+    /// for the tail's adds.
+    static func decode(snapshot: [UInt8], path: String, frames: [LoggedFrame], logPath: String,
+                       deferringPoints: Bool) -> (snapshot: PageSnapshot.Contents?, frames: [Result<Op, any Error>]?) {
+        let reserving = addFrames(frames)
+        @Sendable func decodeSnapshot() -> PageSnapshot.Contents? {
+            try? PageSnapshot.decode(snapshot, path: path, deferringPoints: deferringPoints, reserving: reserving)
+        }
+        guard frames.count >= sideBySideFrames else { return (decodeSnapshot(), nil) }
+        enum Half: Sendable {
+            case snapshot(PageSnapshot.Contents?)
+            case frames([Result<Op, any Error>])
+        }
+        var contents: PageSnapshot.Contents?
+        var operations: [Result<Op, any Error>]?
+        for half in Parallel.map(2, { $0 == 0 ? Half.snapshot(decodeSnapshot())
+                                             : Half.frames(decode(frames, path: logPath, deferringPoints: deferringPoints)) }) {
+            switch half {
+            case .snapshot(let c): contents = c
+            case .frames(let f): operations = f
+            }
+        }
+        return (contents, operations)
+    }
+
+    /// From this many frames in a tail, `decode(snapshot:…)` decodes them beside the snapshot.
+    static let sideBySideFrames = 64
 
     /// How many of `frames` say they add an element (by their type byte): the room a replay
     /// makes at once. No more than applying them would take.

@@ -759,16 +759,19 @@ public actor Document {
     @discardableResult
     static func feed(_ frames: [LoggedFrame], kind: LogKind, fromStart: Bool, path: String,
                      report: inout RecoveryReport, pending: inout [OpID: UInt64], deferringPoints: Bool = false,
+                     decoded predecoded: [Result<Op, any Error>]? = nil,
                      receive: ([Op]) throws -> [Op]) throws -> [Op] {
         var ops: [Op] = []
         ops.reserveCapacity(frames.count)
         // The offset of each operation's frame (no table by id: a clean replay never needs one).
         var opOffsets: [UInt64] = []
         opOffsets.reserveCapacity(frames.count)
-        let decoded = decode(frames, path: path, deferringPoints: deferringPoints)
+        // Decoded where they are used: a serial replay (the usual one: a short tail) decodes
+        // each frame right here, without a `Result` array copied out of.
+        let decoded = predecoded ?? decode(frames, path: path, deferringPoints: deferringPoints, onlyInParallel: true)
         for (i, lf) in frames.enumerated() {
             do {
-                let op = try decoded[i].get()
+                let op = try decoded.isEmpty ? decodeFrame(lf, path: path, deferringPoints: deferringPoints) : decoded[i].get()
                 guard op.body.isPageOperation == (kind == .page) else {
                     throw LnoteError(.corrupt, "\(op.body.name) operation in a \(kind) log", path: path, offset: Int(lf.offset))
                 }
@@ -809,15 +812,18 @@ public actor Document {
 
     /// The operations of logged frames, in order, each or its decoding error. Frames decode
     /// independently: a long replay decodes them on several cores.
-    static func decode(_ frames: [LoggedFrame], path: String, deferringPoints: Bool = false) -> [Result<Op, any Error>] {
+    /// With `onlyInParallel`, an empty array when the frames are too few to be worth the
+    /// cores (the caller then decodes each with `decodeFrame`).
+    static func decode(_ frames: [LoggedFrame], path: String, deferringPoints: Bool = false,
+                       onlyInParallel: Bool = false) -> [Result<Op, any Error>] {
         let payloadBytes = frames.reduce(0) { $0 + $1.frame.payload.count }
         // Points deferred: a frame decodes in well under a microsecond, not worth the pool.
         let parallel = payloadBytes >= parallelFramePayloadBytes * (deferringPoints ? 8 : 1)
         @Sendable func decodeOne(_ lf: LoggedFrame) -> Result<Op, any Error> {
-            Result { try OperationCodec.decode(lf.frame, base: Int(lf.offset) + Frame.headerSize + 1, path: path,
-                                               deferringPoints: deferringPoints) }
+            Result { try decodeFrame(lf, path: path, deferringPoints: deferringPoints) }
         }
         guard parallel else {
+            if onlyInParallel { return [] }
             // A plain loop: `Parallel.map`'s serial path is generic across modules, and its
             // unspecialized `map` cost a third as much as decoding 500 deferred frames.
             var out: [Result<Op, any Error>] = []
@@ -826,6 +832,12 @@ public actor Document {
             return out
         }
         return Parallel.map(frames.count) { decodeOne(frames[$0]) }
+    }
+
+    /// The operation of one logged frame.
+    static func decodeFrame(_ lf: LoggedFrame, path: String, deferringPoints: Bool) throws -> Op {
+        try OperationCodec.decode(lf.frame, base: Int(lf.offset) + Frame.headerSize + 1, path: path,
+                                  deferringPoints: deferringPoints)
     }
 
     /// Frames holding at least this many payload bytes decode on several cores. A page's log

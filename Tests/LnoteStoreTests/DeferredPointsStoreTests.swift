@@ -697,4 +697,53 @@ struct DeferredPointsStoreTests {
         #expect(try await d2.pageState(p) == final, "seed \(seed) \(how)")
         try await nb2.close()
     }
+
+    // MARK: - The open reads the log tail first and decodes both side by side
+
+    @Test("[PKG-42] [SNAP-29] tails shorter and longer than the side-by-side decode open as the files say",
+          arguments: [0, 63, 64, 150])
+    func tailLengthsOpenAlike(tail: Int) async throws {
+        let seed = testSeed() ^ UInt64(tail)
+        let dir = try TempDir("defer")
+        defer { dir.remove() }
+        let s = try await Self.sample(dir, seed: seed, count: 120 + tail, first: 120)
+        let p = s.page
+        let expected = try Self.eagerPage(content: s.paths.content(p), log: s.paths.log(p))
+        #expect(expected == s.state, "seed \(seed) tail \(tail)")
+        let nb = try await openNotebook(dir.path)
+        let d = try await nb.openDocument(s.id)
+        #expect(try await d.elementIDs(p) == s.ids, "seed \(seed) tail \(tail)")
+        #expect(try await d.pageState(p) == expected, "seed \(seed) tail \(tail)")
+        let reps = await d.recoveryReports
+        #expect(reps.isEmpty, "seed \(seed) tail \(tail): \(reps)")
+        // Strokes drawn after the open go on top, after the tail's.
+        let more = try await d.addStrokes(Self.penStrokes(5, seed: seed ^ 0x77), to: p)
+        #expect(try await d.elementIDs(p) == s.ids + more, "seed \(seed) tail \(tail)")
+        try await nb.close()
+    }
+
+    @Test("[SNAP-29] [PKG-47] a snapshot whose covered offset is wrong or damaged: the open does not trust the header it read first",
+          arguments: ["beyond the log, resealed", "inside a frame, resealed", "flipped, CRC left"])
+    func coverageReadFirstIsChecked(how: String) async throws {
+        let seed = testSeed()
+        let dir = try TempDir("defer")
+        defer { dir.remove() }
+        let s = try await Self.sample(dir, seed: seed, count: 200, first: 120)
+        let p = s.page
+        var b = s.older
+        let logSize = UInt64(fileBytes(s.paths.log(p))!.count)
+        func setCovered(_ v: UInt64) { for i in 0..<8 { b[36 + i] = UInt8(truncatingIfNeeded: v >> (8 * UInt64(i))) } }
+        switch how {
+        case "beyond the log, resealed": setCovered(logSize + 1000); b = Self.resealSnapshot(b)
+        case "inside a frame, resealed": setCovered(logSize - 3); b = Self.resealSnapshot(b)
+        default: b[40] ^= 0x10
+        }
+        try writeFile(s.paths.content(p), b)
+        let nb = try await openNotebook(dir.path)
+        let d = try await nb.openDocument(s.id)
+        // Every stroke is in the log: whatever the snapshot says, the page holds them all.
+        #expect(Set(try await d.elementIDs(p)) == Set(s.ids), "seed \(seed) \(how)")
+        #expect(try await d.pageState(p).elements.map(\.id).sorted() == s.state.elements.map(\.id).sorted(), "seed \(seed) \(how)")
+        try await nb.close()
+    }
 }
