@@ -3,9 +3,12 @@
 /// Opening a page looks up or inserts every element id a few times (the snapshot's [SNAP-22]
 /// uniqueness check, the replica's id → slot table, the replay's applied set), and Swift's
 /// `Dictionary` pays for a whole SipHash round (`Hasher`) on each: about 70 ns an id, a sixth
-/// of a pen page's open. An id is two 64-bit integers, so this table mixes them with two
-/// multiply–xor–shift rounds instead, keyed by a seed drawn once per process so that ids
-/// chosen by a hostile peer cannot be aimed at one bucket (they do not know the seed).
+/// of a pen page's open. An id is two 64-bit integers, so this table mixes them with
+/// MurmurHash3's 64-bit finalizer instead (the seeded replica's mix, xored with the counter,
+/// mixed again), keyed by a seed drawn once per process, and takes a slot from the *high*
+/// bits of the result: every input bit reaches them, so ids chosen by a hostile peer cannot
+/// be aimed at one bucket without the seed (the low bits of a product depend only on the low
+/// bits of its factors: ids differing only in high counter bits would all share a slot).
 ///
 /// Open addressing with linear probing over power-of-two arrays, at most 70 % full; a removal
 /// shifts the entries after it back (no tombstones), so lookups stay short however many
@@ -16,6 +19,8 @@ package struct OpIDTable: Sendable {
     /// Per slot: the value, or `empty`.
     private var values: [Int32]
     private var mask: Int
+    /// 64 − log2(slots): a hash's top bits name its home slot.
+    private var shift: Int
     package private(set) var count: Int
 
     private static let empty: Int32 = -1
@@ -31,15 +36,31 @@ package struct OpIDTable: Sendable {
         keys = [UInt64](repeating: 0, count: 2 * size)
         values = [Int32](repeating: Self.empty, count: size)
         mask = size - 1
+        shift = 64 - size.trailingZeroBitCount
         count = 0
     }
 
     @inline(__always)
+    private static func mix(_ k: UInt64) -> UInt64 {
+        var k = k
+        k = (k ^ (k >> 33)) &* 0xFF51_AFD7_ED55_8CCD
+        k = (k ^ (k >> 33)) &* 0xC4CE_B9FE_1A85_EC53
+        return k ^ (k >> 33)
+    }
+
+    @inline(__always)
     private func home(_ id: OpID) -> Int {
-        var x = (id.replica.rawValue ^ Self.seed) &* 0x9E37_79B9_7F4A_7C15
-        x = (x ^ (x >> 29) ^ id.counter) &* 0xD6E8_FEB8_6659_FD93
-        x ^= x >> 32
-        return Int(truncatingIfNeeded: x) & mask
+        Int(truncatingIfNeeded: Self.mix(Self.mix(id.replica.rawValue ^ Self.seed) ^ id.counter) >> UInt64(shift))
+    }
+
+    /// The longest run of occupied slots (tests: the spread of ids).
+    var longestRun: Int {
+        var longest = 0, run = 0
+        for v in values + values {  // twice: a run may wrap around the end
+            run = v == Self.empty ? 0 : run + 1
+            longest = max(longest, min(run, values.count))
+        }
+        return longest
     }
 
     /// The slot holding `id`, or the empty slot where it would go.

@@ -106,7 +106,7 @@ extension Document {
             throw error
         }
         pending = pending.filter { !live.clock.covers($0.key) }
-        if pending.keys.contains(where: { $0.replica == replica }) {
+        if Document.ownOperationLost(pending: pending, report: report, clock: live.clock, author: replica) {
             try? log.close()
             return nil  // [PKG-56] needs a new replica id: under the lock
         }
@@ -183,12 +183,12 @@ extension Document {
         let author = replica
         // [PKG-24] While a salvage waits for space nothing is written (no edit either): the new
         // id is minted when the salvage is made (`salvagePage`).
-        if pending.keys.contains(where: { $0.replica == author }) && sources.log.pendingSalvage == nil {
-            // [PKG-56] Operations of this replica wait for one of its own the log lost (damage):
-            // the next edit would take the lost one's id.
+        if Document.ownOperationLost(pending: pending, report: logReport, clock: live.clock, author: author)
+            && sources.log.pendingSalvage == nil {
+            // [PKG-56] Operations of this replica wait for one of its own the log lost (damage),
+            // or one of its own does not decode: the next edit would take the lost one's id.
             do {
-                logReport.mintedReplica = try identity.remint(reason: "operations of this replica in \(paths.log(pid)) wait for "
-                    + "one of its own that the log lost")
+                logReport.mintedReplica = try identity.remint(reason: Document.ownOperationLostReason(paths.log(pid)))
             } catch {
                 try? sources.log.close()
                 throw error

@@ -255,7 +255,7 @@ public actor Document {
             throw error
         }
         pending = pending.filter { !replica.clock.covers($0.key) }
-        if pending.keys.contains(where: { $0.replica == self.identity.current }) {
+        if Document.ownOperationLost(pending: pending, report: report, clock: replica.clock, author: self.identity.current) {
             try? log.close()
             return false  // [PKG-56] needs a new replica id: under the lock
         }
@@ -339,11 +339,10 @@ public actor Document {
             throw error
         }
         pending = pending.filter { !replica.clock.covers($0.key) }
-        if pending.keys.contains(where: { $0.replica == author }) {
-            // [PKG-56] This replica's operations wait for one of its own that the log lost.
+        if Document.ownOperationLost(pending: pending, report: report, clock: replica.clock, author: author) {
+            // [PKG-56] The next edit would take the id of one of its own that the log lost.
             do {
-                report.mintedReplica = try identity.remint(reason: "operations of this replica in \(paths.documentLog) wait for "
-                    + "one of its own that the log lost")
+                report.mintedReplica = try identity.remint(reason: Document.ownOperationLostReason(paths.documentLog))
             } catch {
                 try? log.close()
                 throw error
@@ -785,6 +784,7 @@ public actor Document {
                 m.offset = Int(lf.offset)
                 m.index = fromStart ? i : nil
                 report.undecodable.append(m)
+                if let id = OperationCodec.id(of: lf.frame) { report.undecodableOperations.append(id) }
             }
         }
         var applied: [Op]
@@ -799,6 +799,7 @@ public actor Document {
                 } catch let e as LnoteError {
                     report.undecodable.append(LnoteError(.corrupt, "operation \(op.id) refused: \(e.message)", path: path,
                                                          offset: Int(offset)))
+                    report.undecodableOperations.append(op.id)
                 }
             }
         }
@@ -808,6 +809,20 @@ public actor Document {
             pending[op.id] = min(pending[op.id] ?? off, off)
         }
         return applied
+    }
+
+    /// [PKG-56] True when the next edit of a log by `author` could take the id of one of its
+    /// own operations that the log lost while peers may hold it: one of its operations waits
+    /// for a lost one (`pending`, already less what `clock` covers), or a frame of its own
+    /// did not decode and the state does not count it.
+    static func ownOperationLost(pending: [OpID: UInt64], report: RecoveryReport, clock: VectorClock,
+                                 author: ReplicaID) -> Bool {
+        pending.keys.contains { $0.replica == author }
+            || report.undecodableOperations.contains { $0.replica == author && !clock.covers($0) }
+    }
+
+    static func ownOperationLostReason(_ path: String) -> String {
+        "an operation of this replica in \(path) was lost (its frame does not decode, or operations wait for it)"
     }
 
     /// The operations of logged frames, in order, each or its decoding error. Frames decode

@@ -56,4 +56,24 @@ struct OpIDTableTests {
         #expect(table.count == 0)
         #expect(ids.allSatisfy { !table.contains($0) })
     }
+
+    /// Ids a hostile peer could choose: counters that differ only in high bits (which a hash
+    /// whose slot comes from a product's low bits maps to one slot whatever its seed), in low
+    /// bits, replicas that differ only in high bits. The longest run of occupied slots stays
+    /// short: no family piles up in one place.
+    @Test("ids differing only in high or low bits spread over the table",
+          arguments: [48, 40, 32, 20, 0])
+    func hostileFamiliesSpread(bit: Int) {
+        let n = 20_000
+        var byCounter = OpIDTable(), byReplica = OpIDTable()
+        for i in 1...n {
+            byCounter.set(OpID(replica: ReplicaID(0xA1), counter: UInt64(i) << UInt64(bit) | 1 << 63), Int32(i))
+            byReplica.set(OpID(replica: ReplicaID(UInt64(i) << UInt64(bit) | 1 << 63), counter: 1), Int32(i))
+        }
+        #expect(byCounter.count == n && byReplica.count == n)
+        // At most 70 % full, well mixed: runs of a few hundred at most (one run of 20,000
+        // when the family shares a slot).
+        #expect(byCounter.longestRun < 600, "counters i << \(bit): longest run \(byCounter.longestRun)")
+        #expect(byReplica.longestRun < 600, "replicas i << \(bit): longest run \(byReplica.longestRun)")
+    }
 }
