@@ -22,13 +22,29 @@ extension PageSnapshot {
     /// is read whole. Same errors as `decode` for everything it checks. A deferred stroke is
     /// not `==` to the same stroke read eagerly (it holds no points yet): compare resolved
     /// states.
-    public static func decode(_ bytes: [UInt8], path: String? = nil, deferringPoints: Bool) throws -> Contents {
-        try decode(bytes, path: path, parallel: true, deferringPoints: deferringPoints)
+    ///
+    /// `reserving` leaves room for that many more elements in the decoded state (a log tail
+    /// about to add them), beyond the usual room for new strokes: adding past the room moves
+    /// every record to new memory.
+    public static func decode(_ bytes: [UInt8], path: String? = nil, deferringPoints: Bool,
+                              reserving: Int = 0) throws -> Contents {
+        try decode(bytes, path: path, parallel: true, deferringPoints: deferringPoints, reserving: reserving)
+    }
+
+    /// The covered log offset and log incarnation a snapshot's header says, read without
+    /// any check (nil when the bytes are too short to hold them): what a reader may use to
+    /// start reading the log while `decode` has not yet checked the snapshot. `decode`'s
+    /// values are the ones to trust.
+    public static func peekCoverage(_ bytes: [UInt8]) -> (offset: UInt64, incarnation: UInt64)? {
+        guard bytes.count >= headerSize else { return nil }
+        func u64(_ at: Int) -> UInt64 { (0..<8).reduce(0) { $0 | UInt64(bytes[at + $1]) << (8 * $1) } }
+        return (u64(36), u64(44))
     }
 
     /// `decode`, with the parallel decoding of big element sections allowed or not (tests
     /// compare both: they must agree on every input).
-    static func decode(_ bytes: [UInt8], path: String?, parallel: Bool, deferringPoints: Bool = false) throws -> Contents {
+    static func decode(_ bytes: [UInt8], path: String?, parallel: Bool, deferringPoints: Bool = false,
+                       reserving: Int = 0) throws -> Contents {
         func failure(_ code: LnoteError.Code, _ message: String, at offset: Int) -> LnoteError {
             LnoteError(code, message, path: path, offset: offset)
         }
@@ -132,7 +148,7 @@ extension PageSnapshot {
                         ? DeferredPoints(bytes: bytes, path: path, replicas: ReplicaTable(state.clock)) : nil
                     (state.elements, elementStarts) = try decodeElements(&s, index: parallel ? peekElementIndex(r) : nil,
                                                                          version: versionField, clock: state.clock,
-                                                                         deferring: deferral)
+                                                                         deferring: deferral, reserving: max(0, reserving))
                 case .tombstones:
                     state.tombstones = try decodeTombstones(&s)
                 case .contexts:
@@ -159,7 +175,7 @@ extension PageSnapshot {
             // tombstones to look up (a page without erasures, the usual one, needs none; the
             // set is sized once rather than grown insert by insert).
             if !state.tombstones.isEmpty {
-                var live = Set<OpID>(minimumCapacity: state.elements.count)
+                var live = OpIDTable(minimumCapacity: state.elements.count)
                 for e in state.elements { live.insert(e.id) }
                 for (i, t) in state.tombstones.enumerated() where live.contains(t.id) {
                     throw LnoteError(.corrupt, "tombstone \(t.id) is also a live element", path: path, offset: crcAt, index: i)
@@ -208,7 +224,8 @@ extension PageSnapshot {
     /// must be in its shortest form.
     static func decodeElements(_ r: inout ByteReader, index: [Int]?, version: UInt16 = 1,
                                clock: VectorClock = VectorClock(),
-                               deferring: DeferredPoints? = nil) throws -> (elements: [ElementRecord], starts: [Int]) {
+                               deferring: DeferredPoints? = nil,
+                               reserving: Int = 0) throws -> (elements: [ElementRecord], starts: [Int]) {
         let bodyStart = r.offset
         // A version-1 element takes at least 9 (id) + 1 + 1 (lamport, wall time) + 3 + 1
         // (transform and frontier) + 2 + 1 (z and frontier) + 1 + 1 (erased, erase frontier)
@@ -229,16 +246,16 @@ extension PageSnapshot {
         let parallelFrom = parallelSectionBytes(version: version) * (deferring == nil ? 1 : 4)
         if let index, r.remaining >= parallelFrom, Parallel.processors > 1,
            let done = decodeElementsInParallel(r, count: n, bodyStart: bodyStart, index: index, v2: v2, replicas: replicas,
-                                               deferring: deferring) {
+                                               deferring: deferring, reserving: reserving) {
             _ = try r.skip(r.remaining)
             layOut(index)
             return (done, index)
         }
         var out: [ElementRecord] = []
-        out.reserveCapacity(n + spareElements(n))
+        out.reserveCapacity(n + reserving + spareElements(n))
         var starts: [Int] = []
         starts.reserveCapacity(n / elementIndexStride)
-        var ids = Set<OpID>(minimumCapacity: n)
+        var ids = OpIDTable(minimumCapacity: n)
         var context = RecordContext()
         for i in 0..<n {
             let at = r.offset
@@ -254,7 +271,7 @@ extension PageSnapshot {
                 if !above {
                     throw r.error(.corrupt, "element \(e.id) is not above the previous one in z order", at: at)
                 }
-                guard ids.insert(e.id).inserted else { throw r.error(.corrupt, "duplicate element id \(e.id)", at: at) }
+                guard ids.insert(e.id) else { throw r.error(.corrupt, "duplicate element id \(e.id)", at: at) }
                 out.append(e)
             } catch var e as LnoteError {
                 if e.index == nil { e.index = i }
@@ -277,7 +294,8 @@ extension PageSnapshot {
     /// The parallel path of `decodeElements`, or nil when anything does not hold (the
     /// caller then decodes serially and reports what is wrong). `r` is just past the count.
     static func decodeElementsInParallel(_ r: ByteReader, count n: Int, bodyStart: Int, index: [Int], v2: Bool,
-                                         replicas: ReplicaTable, deferring: DeferredPoints? = nil) -> [ElementRecord]? {
+                                         replicas: ReplicaTable, deferring: DeferredPoints? = nil,
+                                         reserving: Int = 0) -> [ElementRecord]? {
         let stride = elementIndexStride
         guard n > stride, index.count == (n - 1) / stride else { return nil }
         // Chunk k holds records k·64 ..< (k+1)·64 and starts at starts[k].
@@ -294,7 +312,7 @@ extension PageSnapshot {
         // Each group decodes its records straight into their slots of the result (moved, never
         // copied); a group that fails says how many it had initialized, so they are undone.
         var complete = false
-        let all = [ElementRecord](unsafeUninitializedCapacity: n + spareElements(n)) { buffer, initialized in
+        let all = [ElementRecord](unsafeUninitializedCapacity: n + reserving + spareElements(n)) { buffer, initialized in
             let slots = Slots(base: buffer.baseAddress!)
             let outcomes = Parallel.map(groups) { g -> (decoded: Int, ok: Bool) in
                 let first = chunks * g / groups, last = chunks * (g + 1) / groups

@@ -101,14 +101,15 @@ extension Array where Element == ReplicaContext {
     /// Records that `op` is the latest operation seen from its author ([MERGE-53]), and its
     /// Lamport timestamp ([MERGE-43]).
     mutating func record(_ op: Op) {
-        let clock = op.clock
         let i: Int
         if let found = firstIndex(where: { $0.replica == op.id.replica }) {
             i = found
-            self[i].clock.merge(clock)
+            // `op.clock` without building it (a new array for every operation).
+            self[i].clock.merge(op.context)
+            self[i].clock.include(op.id)
         } else {
             i = firstIndex { $0.replica > op.id.replica } ?? count
-            insert(ReplicaContext(replica: op.id.replica, clock: clock), at: i)
+            insert(ReplicaContext(replica: op.id.replica, clock: op.clock), at: i)
         }
         self[i].recordLamport(op.lamport, of: op.id.counter)
     }

@@ -15,7 +15,7 @@ import LnoteModel
 /// numbers.
 struct ElementTable: Sendable {
     private(set) var slots: [ElementRecord]
-    private var slotOf: [ElementID: Int32]
+    private var slotOf: OpIDTable
     /// Slots bottom to top; nil when that is `0 ..< slots.count`.
     private var order: [Int32]?
 
@@ -26,10 +26,10 @@ struct ElementTable: Sendable {
         var records: [ElementRecord] = []
         swap(&records, &ordered)
         if records.capacity < records.count + reserving { records.reserveCapacity(records.count + reserving) }
-        var slotOf = [ElementID: Int32](minimumCapacity: records.count + records.count / 4 + 16)
+        var slotOf = OpIDTable(minimumCapacity: records.count + reserving + 16)
         // Through the buffer: reading an id does not copy (retain and release) its record.
         records.withUnsafeBufferPointer { b in
-            for i in b.indices { slotOf[b[i].id] = Int32(i) }
+            for i in b.indices { slotOf.set(b[i].id, Int32(i)) }
         }
         self.slots = records
         self.slotOf = slotOf
@@ -46,7 +46,7 @@ struct ElementTable: Sendable {
         return slots[Int(s)]
     }
 
-    func contains(_ id: ElementID) -> Bool { slotOf[id] != nil }
+    func contains(_ id: ElementID) -> Bool { slotOf.contains(id) }
 
     /// The records bottom to top. Without a copy when the slots are in z order.
     var ordered: [ElementRecord] {
@@ -90,12 +90,13 @@ struct ElementTable: Sendable {
     }
 
     /// Inserts a record whose id is not live, where its position puts it.
-    mutating func insert(_ r: ElementRecord) {
+    /// (Consumed: the record moves into its slot without a copy of its arrays' references.)
+    mutating func insert(_ r: consuming ElementRecord) {
         let s = Int32(slots.count)
-        let onTop = slots.isEmpty || isAbove(r, position: slots.count - 1)
-        slots.append(r)
-        slotOf[r.id] = s
-        if onTop {
+        let id = r.id
+        if slots.isEmpty || isAbove(r, position: slots.count - 1) {
+            slots.append(r)
+            slotOf.set(id, s)
             order?.append(s)
             return
         }
@@ -107,6 +108,8 @@ struct ElementTable: Sendable {
                 if ElementRecord.zLess(b[Int(o[mid])], r) { lo = mid + 1 } else { hi = mid }
             }
         }
+        slots.append(r)
+        slotOf.set(id, s)
         o.insert(s, at: lo)
         order = o
     }
@@ -129,7 +132,7 @@ struct ElementTable: Sendable {
             let moved = slots.removeLast()
             removed = slots[Int(s)]
             slots[Int(s)] = moved
-            slotOf[moved.id] = s
+            slotOf.set(moved.id, s)
             o[o.firstIndex(of: last)!] = s
         }
         order = o.elementsEqual(0 ..< Int32(o.count)) ? nil : o

@@ -293,13 +293,16 @@ public struct PageReplica: Sendable {
     @discardableResult
     public mutating func receive(_ ops: [Op], allowingDeferred: Bool) throws -> [Op] {
         var sources: [DeferredPoints] = []
-        for op in ops {
-            guard op.body.isPageOperation else {
-                throw LnoteError(.invalidArgument, "\(op.body.name) \(op.id) is not a page operation")
+        // Through the buffer: each operation is checked in place, not copied out first.
+        try ops.withUnsafeBufferPointer { b in
+            for i in b.indices {
+                guard b[i].body.isPageOperation else {
+                    throw LnoteError(.invalidArgument, "\(b[i].body.name) \(b[i].id) is not a page operation")
+                }
+                try OpValidator.validate(b[i], allowingDeferred: allowingDeferred)
+                // Also a duplicate of what the state holds: its frame is checked like any other.
+                if case .add(.stroke(let s), _) = b[i].body, let d = s.deferredSource { sources.append(d) }
             }
-            try OpValidator.validate(op, allowingDeferred: allowingDeferred)
-            // Also a duplicate of what the state holds: its frame is checked like any other.
-            if case .add(.stroke(let s), _) = op.body, let d = s.deferredSource { sources.append(d) }
         }
         if !sources.isEmpty {
             deferredSources += sources

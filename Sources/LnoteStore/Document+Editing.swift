@@ -47,14 +47,14 @@ extension Document {
         let contentPath = paths.content(pid)
         var base = PageState(page: pid)
         var deferred: DeferredPoints?
+        // The log is read first, from where the snapshot's header says it covers (checked
+        // below, when the snapshot is decoded): the snapshot's state is then decoded with room
+        // for the tail's adds, rather than moved to bigger memory when they are applied.
+        let snapshot = try DurableFile.readIfExists(contentPath, io: io)
         var covered: (offset: UInt64, incarnation: UInt64)?
-        if let bytes = try DurableFile.readIfExists(contentPath, io: io) {
-            // [PKG-42] Points deferred to their first use ([SNAP-38]): `loadedPage`.
-            guard let s = try? PageSnapshot.decode(bytes, path: contentPath, deferringPoints: deferring),
-                  s.state.page == pid else { return nil }
-            base = s.state
-            deferred = s.deferredPoints
-            covered = (s.coveredLogOffset, s.logIncarnation)
+        if let snapshot {
+            guard let peeked = PageSnapshot.peekCoverage(snapshot) else { return nil }
+            covered = peeked
         }
         var fromBase = false
         if covered == nil, let b = try baseState(page: pid) {
@@ -78,6 +78,20 @@ extension Document {
             frames = replay.frames
             report = replay.report
         }
+        var decodedFrames: [Result<Op, any Error>]?
+        if let snapshot {
+            // [PKG-42] Points deferred to their first use ([SNAP-38]): `loadedPage`.
+            let both = Document.decode(snapshot: snapshot, path: contentPath, frames: frames, logPath: paths.log(pid),
+                                       deferringPoints: deferring)
+            guard let s = both.snapshot, s.state.page == pid, s.coveredLogOffset == covered?.offset,
+                  s.logIncarnation == covered?.incarnation else {
+                try? log.close()
+                return nil
+            }
+            base = s.state
+            deferred = s.deferredPoints
+            decodedFrames = both.frames
+        }
         // The images of the base, before the state moves into the replica (without a copy).
         let baseAssets = base.elements.compactMap(\.content.image?.asset)
         var live = PageReplica(state: consume base, reservingAdds: Document.addFrames(frames), deferredPoints: .some(deferred))
@@ -85,14 +99,14 @@ extension Document {
         let applied: [Op]
         do {
             applied = try Document.feed(frames, kind: .page, fromStart: covered == nil, path: paths.log(pid),
-                                        report: &report, pending: &pending,
-                                        deferringPoints: deferring) { try live.receive($0, allowingDeferred: true) }
+                                        report: &report, pending: &pending, deferringPoints: deferring,
+                                        decoded: decodedFrames) { try live.receive($0, allowingDeferred: true) }
         } catch {
             try? log.close()
             throw error
         }
         pending = pending.filter { !live.clock.covers($0.key) }
-        if pending.keys.contains(where: { $0.replica == replica }) {
+        if Document.ownOperationLost(pending: pending, report: report, clock: live.clock, author: replica) {
             try? log.close()
             return nil  // [PKG-56] needs a new replica id: under the lock
         }
@@ -106,6 +120,36 @@ extension Document {
         noteAssets(of: applied.lazy.compactMap(\.addedContent), page: pid)
         return lp
     }
+
+    /// A page's snapshot (nil when it does not decode) and the operations of its log tail,
+    /// decoded side by side on two cores when the tail is worth it: neither needs the other,
+    /// and each alone leaves a core idle on a short tail. The snapshot is decoded with room
+    /// for the tail's adds.
+    static func decode(snapshot: [UInt8], path: String, frames: [LoggedFrame], logPath: String,
+                       deferringPoints: Bool) -> (snapshot: PageSnapshot.Contents?, frames: [Result<Op, any Error>]?) {
+        let reserving = addFrames(frames)
+        @Sendable func decodeSnapshot() -> PageSnapshot.Contents? {
+            try? PageSnapshot.decode(snapshot, path: path, deferringPoints: deferringPoints, reserving: reserving)
+        }
+        guard frames.count >= sideBySideFrames else { return (decodeSnapshot(), nil) }
+        enum Half: Sendable {
+            case snapshot(PageSnapshot.Contents?)
+            case frames([Result<Op, any Error>])
+        }
+        var contents: PageSnapshot.Contents?
+        var operations: [Result<Op, any Error>]?
+        for half in Parallel.map(2, { $0 == 0 ? Half.snapshot(decodeSnapshot())
+                                             : Half.frames(decode(frames, path: logPath, deferringPoints: deferringPoints)) }) {
+            switch half {
+            case .snapshot(let c): contents = c
+            case .frames(let f): operations = f
+            }
+        }
+        return (contents, operations)
+    }
+
+    /// From this many frames in a tail, `decode(snapshot:…)` decodes them beside the snapshot.
+    static let sideBySideFrames = 64
 
     /// How many of `frames` say they add an element (by their type byte): the room a replay
     /// makes at once. No more than applying them would take.
@@ -139,12 +183,12 @@ extension Document {
         let author = replica
         // [PKG-24] While a salvage waits for space nothing is written (no edit either): the new
         // id is minted when the salvage is made (`salvagePage`).
-        if pending.keys.contains(where: { $0.replica == author }) && sources.log.pendingSalvage == nil {
-            // [PKG-56] Operations of this replica wait for one of its own the log lost (damage):
-            // the next edit would take the lost one's id.
+        if Document.ownOperationLost(pending: pending, report: logReport, clock: live.clock, author: author)
+            && sources.log.pendingSalvage == nil {
+            // [PKG-56] Operations of this replica wait for one of its own the log lost (damage),
+            // or one of its own does not decode: the next edit would take the lost one's id.
             do {
-                logReport.mintedReplica = try identity.remint(reason: "operations of this replica in \(paths.log(pid)) wait for "
-                    + "one of its own that the log lost")
+                logReport.mintedReplica = try identity.remint(reason: Document.ownOperationLostReason(paths.log(pid)))
             } catch {
                 try? sources.log.close()
                 throw error

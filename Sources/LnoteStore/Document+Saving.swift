@@ -384,11 +384,11 @@ extension Document {
             let applied = try Document.feed(replay.frames, kind: .page, fromStart: true, path: lp.log.path,
                                             report: &report, pending: &pending) { try lp.replica.receive($0) }
             lp.pendingOffsets = pending.filter { !lp.replica.clock.covers($0.key) }
-            if lp.log.pendingSalvage == nil, lp.pendingOffsets.keys.contains(where: { $0.replica == replica }) {
-                // [PKG-56] As on loading: operations of this replica wait for one of its own the
-                // damage took, whose id the next edit would take again.
-                report.mintedReplica = try identity.remint(reason: "operations of this replica in \(lp.log.path) wait for "
-                    + "one of its own that the log lost")
+            if lp.log.pendingSalvage == nil,
+               Document.ownOperationLost(pending: lp.pendingOffsets, report: report, clock: lp.replica.clock, author: replica) {
+                // [PKG-56] As on loading: an operation of this replica the damage took, whose id
+                // the next edit would take again.
+                report.mintedReplica = try identity.remint(reason: Document.ownOperationLostReason(lp.log.path))
             }
             lp.covered = nil
             lp.framesSinceSnapshot = replay.frames.count

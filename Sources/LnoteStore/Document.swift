@@ -255,7 +255,7 @@ public actor Document {
             throw error
         }
         pending = pending.filter { !replica.clock.covers($0.key) }
-        if pending.keys.contains(where: { $0.replica == self.identity.current }) {
+        if Document.ownOperationLost(pending: pending, report: report, clock: replica.clock, author: self.identity.current) {
             try? log.close()
             return false  // [PKG-56] needs a new replica id: under the lock
         }
@@ -339,11 +339,10 @@ public actor Document {
             throw error
         }
         pending = pending.filter { !replica.clock.covers($0.key) }
-        if pending.keys.contains(where: { $0.replica == author }) {
-            // [PKG-56] This replica's operations wait for one of its own that the log lost.
+        if Document.ownOperationLost(pending: pending, report: report, clock: replica.clock, author: author) {
+            // [PKG-56] The next edit would take the id of one of its own that the log lost.
             do {
-                report.mintedReplica = try identity.remint(reason: "operations of this replica in \(paths.documentLog) wait for "
-                    + "one of its own that the log lost")
+                report.mintedReplica = try identity.remint(reason: Document.ownOperationLostReason(paths.documentLog))
             } catch {
                 try? log.close()
                 throw error
@@ -759,16 +758,19 @@ public actor Document {
     @discardableResult
     static func feed(_ frames: [LoggedFrame], kind: LogKind, fromStart: Bool, path: String,
                      report: inout RecoveryReport, pending: inout [OpID: UInt64], deferringPoints: Bool = false,
+                     decoded predecoded: [Result<Op, any Error>]? = nil,
                      receive: ([Op]) throws -> [Op]) throws -> [Op] {
         var ops: [Op] = []
         ops.reserveCapacity(frames.count)
         // The offset of each operation's frame (no table by id: a clean replay never needs one).
         var opOffsets: [UInt64] = []
         opOffsets.reserveCapacity(frames.count)
-        let decoded = decode(frames, path: path, deferringPoints: deferringPoints)
+        // Decoded where they are used: a serial replay (the usual one: a short tail) decodes
+        // each frame right here, without a `Result` array copied out of.
+        let decoded = predecoded ?? decode(frames, path: path, deferringPoints: deferringPoints, onlyInParallel: true)
         for (i, lf) in frames.enumerated() {
             do {
-                let op = try decoded[i].get()
+                let op = try decoded.isEmpty ? decodeFrame(lf, path: path, deferringPoints: deferringPoints) : decoded[i].get()
                 guard op.body.isPageOperation == (kind == .page) else {
                     throw LnoteError(.corrupt, "\(op.body.name) operation in a \(kind) log", path: path, offset: Int(lf.offset))
                 }
@@ -782,6 +784,7 @@ public actor Document {
                 m.offset = Int(lf.offset)
                 m.index = fromStart ? i : nil
                 report.undecodable.append(m)
+                if let id = OperationCodec.id(of: lf.frame) { report.undecodableOperations.append(id) }
             }
         }
         var applied: [Op]
@@ -796,27 +799,60 @@ public actor Document {
                 } catch let e as LnoteError {
                     report.undecodable.append(LnoteError(.corrupt, "operation \(op.id) refused: \(e.message)", path: path,
                                                          offset: Int(offset)))
+                    report.undecodableOperations.append(op.id)
                 }
             }
         }
-        let done = Set(applied.map(\.id))
+        var done = OpIDTable(minimumCapacity: applied.count)
+        for op in applied { done.insert(op.id) }
         for (op, off) in zip(ops, opOffsets) where !done.contains(op.id) {
             pending[op.id] = min(pending[op.id] ?? off, off)
         }
         return applied
     }
 
+    /// [PKG-56] True when the next edit of a log by `author` could take the id of one of its
+    /// own operations that the log lost while peers may hold it: one of its operations waits
+    /// for a lost one (`pending`, already less what `clock` covers), or a frame of its own
+    /// did not decode and the state does not count it.
+    static func ownOperationLost(pending: [OpID: UInt64], report: RecoveryReport, clock: VectorClock,
+                                 author: ReplicaID) -> Bool {
+        pending.keys.contains { $0.replica == author }
+            || report.undecodableOperations.contains { $0.replica == author && !clock.covers($0) }
+    }
+
+    static func ownOperationLostReason(_ path: String) -> String {
+        "an operation of this replica in \(path) was lost (its frame does not decode, or operations wait for it)"
+    }
+
     /// The operations of logged frames, in order, each or its decoding error. Frames decode
     /// independently: a long replay decodes them on several cores.
-    static func decode(_ frames: [LoggedFrame], path: String, deferringPoints: Bool = false) -> [Result<Op, any Error>] {
+    /// With `onlyInParallel`, an empty array when the frames are too few to be worth the
+    /// cores (the caller then decodes each with `decodeFrame`).
+    static func decode(_ frames: [LoggedFrame], path: String, deferringPoints: Bool = false,
+                       onlyInParallel: Bool = false) -> [Result<Op, any Error>] {
         let payloadBytes = frames.reduce(0) { $0 + $1.frame.payload.count }
         // Points deferred: a frame decodes in well under a microsecond, not worth the pool.
         let parallel = payloadBytes >= parallelFramePayloadBytes * (deferringPoints ? 8 : 1)
-        return Parallel.map(frames.count, parallel: parallel) { i in
-            let lf = frames[i]
-            return Result { try OperationCodec.decode(lf.frame, base: Int(lf.offset) + Frame.headerSize + 1, path: path,
-                                                      deferringPoints: deferringPoints) }
+        @Sendable func decodeOne(_ lf: LoggedFrame) -> Result<Op, any Error> {
+            Result { try decodeFrame(lf, path: path, deferringPoints: deferringPoints) }
         }
+        guard parallel else {
+            if onlyInParallel { return [] }
+            // A plain loop: `Parallel.map`'s serial path is generic across modules, and its
+            // unspecialized `map` cost a third as much as decoding 500 deferred frames.
+            var out: [Result<Op, any Error>] = []
+            out.reserveCapacity(frames.count)
+            for lf in frames { out.append(decodeOne(lf)) }
+            return out
+        }
+        return Parallel.map(frames.count) { decodeOne(frames[$0]) }
+    }
+
+    /// The operation of one logged frame.
+    static func decodeFrame(_ lf: LoggedFrame, path: String, deferringPoints: Bool) throws -> Op {
+        try OperationCodec.decode(lf.frame, base: Int(lf.offset) + Frame.headerSize + 1, path: path,
+                                  deferringPoints: deferringPoints)
     }
 
     /// Frames holding at least this many payload bytes decode on several cores. A page's log
