@@ -2,8 +2,8 @@
 ///
 /// Opening a page looks up or inserts every element id a few times (the snapshot's [SNAP-22]
 /// uniqueness check, the replica's id → slot table, the replay's applied set), and Swift's
-/// `Dictionary` pays for a whole SipHash round (`Hasher`) on each: about 70 ns an id, a sixth
-/// of a pen page's open. An id is two 64-bit integers, so this table mixes them with
+/// `Dictionary` pays for a whole SipHash round (`Hasher`) on each: about 70 ns an id, 8 % of
+/// a pen page's open. An id is two 64-bit integers, so this table mixes them with
 /// MurmurHash3's 64-bit finalizer instead (the seeded replica's mix, xored with the counter,
 /// mixed again), keyed by a seed drawn once per process, and takes a slot from the *high*
 /// bits of the result: every input bit reaches them, so ids chosen by a hostile peer cannot

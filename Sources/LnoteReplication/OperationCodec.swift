@@ -173,9 +173,17 @@ public enum OperationCodec {
     /// they are not there or not valid. For skipping operations a clock covers before
     /// decoding them: `decode` checks everything, this id included.
     public static func id(of frame: Frame) -> OpID? {
+        Kind(rawValue: frame.type) == nil ? nil : headerID(of: frame)
+    }
+
+    /// The id the first bytes of a payload name, whatever the frame's type, known to this
+    /// version or not (every payload starts with the same header, operation-log.md §3): what
+    /// a frame that does not decode claims to be, for [PKG-56]. Nil when the bytes do not hold
+    /// a non-zero replica id and counter.
+    public static func headerID(of frame: Frame) -> OpID? {
         var r = ByteReader(frame.payload)
-        guard Kind(rawValue: frame.type) != nil, let replica = try? r.u64("replica id"),
-              let counter = try? r.varint("counter"), replica != 0, counter != 0 else { return nil }
+        guard let replica = try? r.u64("replica id"), let counter = try? r.varint("counter"),
+              replica != 0, counter != 0 else { return nil }
         return OpID(replica: ReplicaID(replica), counter: counter)
     }
 

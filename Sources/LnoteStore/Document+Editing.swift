@@ -251,9 +251,9 @@ extension Document {
 
     /// Reads a page's snapshot, then opens its log from the offset the snapshot covers
     /// ([PKG-42]). A damaged snapshot is quarantined; the log is then replayed whole, onto a
-    /// checkpoint's base if the page has one ([PKG-46]). (Opening the log first, from the
-    /// offset in the snapshot's header, to decode both at once measured no faster here: the
-    /// second decoder took the core the snapshot's parallel decoding would have used.)
+    /// checkpoint's base if the page has one ([PKG-46]). (The lock-free open,
+    /// `loadPageWithoutLock`, reads the log first and decodes both side by side; this repair
+    /// path reads them in order, which keeps what it quarantines simple to follow.)
     func pageSources(_ pid: PageID, deferring: Bool = false) throws -> PageSources {
         let contentPath = paths.content(pid)
         var base = PageState(page: pid)

@@ -478,12 +478,17 @@ public actor Document {
         doc = next
         for (op, off) in pending where !doc.clock.covers(op) { docPendingOffsets[op] = min(docPendingOffsets[op] ?? off, off) }
         for op in docPendingOffsets.keys where doc.clock.covers(op) { docPendingOffsets[op] = nil }
+        if Document.ownOperationLost(pending: docPendingOffsets, report: report, clock: doc.clock, author: replica) {
+            // [PKG-56] As on loading: another process appended an operation of this replica
+            // that this version cannot apply; the next edit would take its id.
+            report.mintedReplica = try identity.remint(reason: Document.ownOperationLostReason(docLog.path))
+        }
         for f in frames {
             guard let opID = OperationCodec.id(of: f.frame) else { continue }
             docMissing.remove(opID)  // another process appended what this log had lost ([PKG-54])
             if docLogIndex != nil && docLogIndex?[opID] == nil { docLogIndex?[opID] = f.offset }
         }
-        if !report.isClean { reports.append(report) }
+        if !report.isClean || report.mintedReplica != nil { reports.append(report) }
         emitDocumentEvents(applied, origin: origin)
     }
 
@@ -553,6 +558,12 @@ public actor Document {
                                         report: &report, pending: &pending) { try lp.replica.receive($0) }
         for (op, off) in pending where !lp.replica.clock.covers(op) { lp.pendingOffsets[op] = min(lp.pendingOffsets[op] ?? off, off) }
         for op in lp.pendingOffsets.keys where lp.replica.clock.covers(op) { lp.pendingOffsets[op] = nil }
+        if lp.log.pendingSalvage == nil,
+           Document.ownOperationLost(pending: lp.pendingOffsets, report: report, clock: lp.replica.clock, author: replica) {
+            // [PKG-56] As on loading: another process appended an operation of this replica
+            // that this version cannot apply; the next edit would take its id.
+            report.mintedReplica = try identity.remint(reason: Document.ownOperationLostReason(lp.log.path))
+        }
         lp.framesSinceSnapshot += frames.count
         for f in frames {
             guard let opID = OperationCodec.id(of: f.frame) else { continue }
@@ -563,7 +574,7 @@ public actor Document {
             lp.dirty = true
             lp.othersSinceSnapshot = true
         }
-        if !report.isClean { reports.append(report) }
+        if !report.isClean || report.mintedReplica != nil { reports.append(report) }
         noteAssets(of: applied.lazy.compactMap(\.addedContent), page: lp.id)
         emitPageEvents(applied, lp, origin: origin)
     }
@@ -752,9 +763,11 @@ public actor Document {
     }
 
     /// Decodes frames into operations and feeds them to `receive` ([PKG-39]): malformed
-    /// frames and operations of the wrong log are reported and skipped ([LOG-13]); the
-    /// engine skips operations it already has; operations still waiting for dependencies
-    /// are remembered with their offsets so compaction never covers them.
+    /// frames and operations of the wrong log are reported and skipped ([LOG-13]), with the
+    /// ids their headers name in `report.undecodableOperations` ([PKG-56]); the engine skips
+    /// operations it already has; operations still waiting for dependencies are remembered
+    /// with their offsets so compaction never covers them. `decoded`: the frames' operations
+    /// when the caller decoded them already (`decode(snapshot:…)`), in frame order.
     @discardableResult
     static func feed(_ frames: [LoggedFrame], kind: LogKind, fromStart: Bool, path: String,
                      report: inout RecoveryReport, pending: inout [OpID: UInt64], deferringPoints: Bool = false,
@@ -784,7 +797,7 @@ public actor Document {
                 m.offset = Int(lf.offset)
                 m.index = fromStart ? i : nil
                 report.undecodable.append(m)
-                if let id = OperationCodec.id(of: lf.frame) { report.undecodableOperations.append(id) }
+                if let id = OperationCodec.headerID(of: lf.frame) { report.undecodableOperations.append(id) }
             }
         }
         var applied: [Op]
@@ -814,7 +827,8 @@ public actor Document {
     /// [PKG-56] True when the next edit of a log by `author` could take the id of one of its
     /// own operations that the log lost while peers may hold it: one of its operations waits
     /// for a lost one (`pending`, already less what `clock` covers), or a frame of its own
-    /// did not decode and the state does not count it.
+    /// did not decode or was refused by the engine (`report.undecodableOperations`) and the
+    /// state does not count it.
     static func ownOperationLost(pending: [OpID: UInt64], report: RecoveryReport, clock: VectorClock,
                                  author: ReplicaID) -> Bool {
         pending.keys.contains { $0.replica == author }
@@ -822,7 +836,7 @@ public actor Document {
     }
 
     static func ownOperationLostReason(_ path: String) -> String {
-        "an operation of this replica in \(path) was lost (its frame does not decode, or operations wait for it)"
+        "an operation of this replica in \(path) was lost (its frame does not decode or was refused, or operations wait for it)"
     }
 
     /// The operations of logged frames, in order, each or its decoding error. Frames decode

@@ -27,7 +27,8 @@ public struct RecoveryReport: Sendable, CustomStringConvertible {
     /// Valid frames whose operation did not decode (not applied); filled by the replayer.
     public var undecodable: [LnoteError] = []
     /// The operation ids that the headers of those frames name (when they name one), and
-    /// those of operations the engine refused: operations this log lost to damage.
+    /// those of operations the engine refused: operations this log holds but this reader
+    /// cannot apply (damage, a type of a newer version, an operation refused). [PKG-56]
     public var undecodableOperations: [OpID] = []
     /// For a snapshot set aside because it does not pair with its log ([PKG-47]): the
     /// operations its state held that the state rebuilt from the log lacks, by replica

@@ -440,6 +440,9 @@ struct DeferredPointsStoreTests {
         let d2 = try await nb2.openDocument(s.id)
         #expect(try await d2.element(victim, on: p) == nil, "seed \(seed)")
         #expect(try await d2.elements(p) == expected, "seed \(seed)")
+        // The id was minted once: the damaged frame, still in the log, is no longer this
+        // replica's.
+        #expect(await d2.recoveryReports.allSatisfy { $0.mintedReplica == nil }, "seed \(seed) \(which): minted again")
         try await nb2.close()
     }
 
@@ -702,6 +705,71 @@ struct DeferredPointsStoreTests {
         let d2 = try await nb2.openDocument(s.id)
         #expect(try await d2.pageState(p) == final, "seed \(seed) \(how)")
         try await nb2.close()
+    }
+
+    // MARK: - [PKG-56] Own frames this version cannot apply
+
+    /// A frame of a type no version knows (a newer lnote's, [LOG-25]) naming `id`.
+    static func unknownTypeFrame(_ id: OpID) -> Frame {
+        var payload = (0..<8).map { UInt8(truncatingIfNeeded: id.replica.rawValue >> (8 * UInt64($0))) }
+        var c = id.counter
+        while c >= 0x80 { payload.append(UInt8(c & 0x7F) | 0x80); c >>= 7 }
+        payload.append(UInt8(c))
+        payload += [0x01, 0x00, 0x00, 0x2A]  // the rest of a header this reader never gets to
+        return Frame(type: 0x3F, payload: payload)
+    }
+
+    @Test("[PKG-56] [LOG-25] an own frame of a type this version does not know: the next edit takes a new replica id, once")
+    func unknownTypeOwnFrame() async throws {
+        let seed = testSeed()
+        let dir = try TempDir("defer")
+        defer { dir.remove() }
+        let s = try await Self.sample(dir, seed: seed)
+        let p = s.page, logPath = s.paths.log(p)
+        var log = fileBytes(logPath)!
+        let (last, at) = Self.frames(log).last!
+        let victim = OperationCodec.id(of: last)!
+        let newer = Self.unknownTypeFrame(victim).encoded
+        log.replaceSubrange(at..<(at + last.encodedSize), with: newer)
+        try writeFile(logPath, log)
+
+        let nb = try await openNotebook(dir.path)
+        let d = try await nb.openDocument(s.id)
+        #expect(try await d.elementIDs(p) == Array(s.ids.dropLast()), "seed \(seed)")
+        let added = try await d.addStroke(s.strokes[0], to: p)
+        #expect(added.replica != victim.replica, "seed \(seed): the edit took \(added), the frame names \(victim)")
+        let minted = await d.recoveryReports.compactMap(\.mintedReplica)
+        #expect(minted.count == 1 && minted.first?.old == victim.replica, "seed \(seed): \(minted)")
+        try await nb.close()
+        let nb2 = try await openNotebook(dir.path)
+        let d2 = try await nb2.openDocument(s.id)
+        #expect(try await d2.elementIDs(p) == Array(s.ids.dropLast()) + [added], "seed \(seed)")
+        #expect(await d2.recoveryReports.allSatisfy { $0.mintedReplica == nil }, "seed \(seed): minted again")
+        try await nb2.close()
+    }
+
+    @Test("[PKG-56] another process appends an own frame this version cannot apply: the next edit takes a new replica id")
+    func otherProcessAppendsUnknownOwnFrame() async throws {
+        let seed = testSeed()
+        let dir = try TempDir("defer")
+        defer { dir.remove() }
+        let s = try await Self.sample(dir, seed: seed)
+        let p = s.page, logPath = s.paths.log(p)
+        let nb = try await openNotebook(dir.path)
+        let d = try await nb.openDocument(s.id)
+        #expect(try await d.elementIDs(p) == s.ids, "seed \(seed)")
+        let author = d.replica
+        let next = OpID(replica: author, counter: s.ids.filter { $0.replica == author }.map(\.counter).max()! + 1)
+        // What a newer lnote sharing this folder (same replica id) appends.
+        let h = try #require(FileHandle(forWritingAtPath: logPath))
+        try h.seekToEnd()
+        try h.write(contentsOf: Self.unknownTypeFrame(next).encoded)
+        try h.close()
+        let added = try await d.addStroke(s.strokes[0], to: p)
+        #expect(added != next && added.replica != author, "seed \(seed): the edit took \(added), the appended frame names \(next)")
+        let minted = await d.recoveryReports.compactMap(\.mintedReplica)
+        #expect(minted.count == 1 && minted.first?.old == author, "seed \(seed): \(minted)")
+        try await nb.close()
     }
 
     // MARK: - The open reads the log tail first and decodes both side by side
