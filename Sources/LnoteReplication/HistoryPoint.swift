@@ -83,3 +83,12 @@ extension VectorClock {
         }
     }
 }
+
+extension HistoryPoint {
+    /// True for a wall time, the one form that names a moment of every log of a document
+    /// ([MERGE-83]).
+    public var isWallTime: Bool {
+        if case .wallTime = self { return true }
+        return false
+    }
+}
