@@ -1,5 +1,16 @@
 import LnoteModel
 
+/// What time travel reads of an operation to find a moment: its id, context and wall time.
+/// Operations have them, and so do the headers of their frames (decoded without the body).
+public protocol HistoryStamp {
+    var id: OpID { get }
+    var context: VectorClock { get }
+    var wallTime: Int64 { get }
+}
+
+extension Op: HistoryStamp {}
+extension OperationCodec.Header: HistoryStamp {}
+
 /// Time travel over one log's operations (merge-semantics.md §6): which operations a moment
 /// names, and the state they make. Pure, like the replicas: the caller supplies the
 /// operations its log holds.
@@ -11,7 +22,7 @@ public enum History {
     ///   - applied: the log's applied clock; only operations it covers count for a wall time.
     /// - Throws: `notFound` for an operation the log does not hold, or holds but has not
     ///   applied (it waits for operations it depends on, [MERGE-40]).
-    public static func clock(of point: HistoryPoint, in ops: [Op], applied: VectorClock, log: String? = nil) throws -> VectorClock {
+    public static func clock(of point: HistoryPoint, in ops: [some HistoryStamp], applied: VectorClock, log: String? = nil) throws -> VectorClock {
         switch point {
         case .clock(let c):
             return c
@@ -22,7 +33,9 @@ public enum History {
             guard applied.covers(id) else {
                 throw LnoteError(.notFound, "operation \(id) waits for operations it depends on: it is not part of any state yet", path: log)
             }
-            return op.clock
+            var c = op.context
+            c.include(id)
+            return c
         case .wallTime(let t):
             var c = VectorClock()
             for op in ops where op.wallTime <= t && applied.covers(op.id) {
@@ -36,7 +49,7 @@ public enum History {
     /// [MERGE-80] The cut of `clock`: the greatest clock at most `clock ∧ applied` that
     /// covers each of its operations' contexts. Operations it covers that are not in `ops`
     /// are not looked at: `check(_:…)` refuses a cut that needs them.
-    public static func cut(_ clock: VectorClock, in ops: [Op], applied: VectorClock) -> VectorClock {
+    public static func cut(_ clock: VectorClock, in ops: [some HistoryStamp], applied: VectorClock) -> VectorClock {
         var cut = clock.meet(applied)
         // Operations by author, by counter: lowering an entry only ever removes operations
         // above the new bound, so each pass looks at what the cut still covers.
@@ -59,12 +72,18 @@ public enum History {
             throw LnoteError(.invalidState, "that moment is before the checkpoint this page was installed from (\(base)): the operations before it are not held here",
                              path: log)
         }
-        var held: [ReplicaID: Set<UInt64>] = [:]
-        for op in ops { held[op.id.replica, default: []].insert(op.id.counter) }
+        // Counted, not collected: `ops` holds each id once, so a replica's range is whole
+        // when it holds as many of its counters as the range has. Only a range that is not
+        // looks for its first hole.
+        var inRange: [ReplicaID: UInt64] = [:]
+        for op in ops {
+            let r = op.id.replica
+            if op.id.counter > (base?[r] ?? 0) && op.id.counter <= cut[r] { inRange[r, default: 0] += 1 }
+        }
         for e in cut.entries {
             let from = (base?[e.replica] ?? 0) + 1
-            guard from <= e.counter else { continue }
-            let counters = held[e.replica] ?? []
+            guard from <= e.counter, inRange[e.replica, default: 0] < e.counter - from + 1 else { continue }
+            let counters = Set(ops.lazy.filter { $0.id.replica == e.replica }.map(\.id.counter))
             for c in from...e.counter where !counters.contains(c) {
                 throw LnoteError(.invalidState, "that moment needs operation \(OpID(replica: e.replica, counter: c)), which this log lost (a peer that holds it can send it back)",
                                  path: log)
@@ -74,7 +93,7 @@ public enum History {
 
     /// The state of a page log as of a moment: `base` (a checkpoint's state, or nil for an
     /// empty page) with the operations the moment's cut covers applied ([MERGE-80] –
-    /// [MERGE-82]).
+    /// [MERGE-82]), every point decoded.
     public static func pageState(_ page: PageID, at point: HistoryPoint, ops: [Op], applied: VectorClock,
                                  base: PageState? = nil, log: String? = nil) throws -> PageState {
         let cut = try self.cut(clock(of: point, in: ops, applied: applied, log: log), in: ops, applied: applied)
