@@ -187,6 +187,48 @@ public enum OperationCodec {
         return OpID(replica: ReplicaID(replica), counter: counter)
     }
 
+    /// What every payload starts with (operation-log.md §3): the id, the Lamport timestamp
+    /// when written, the wall time and the context (with the author's own entry).
+    public struct Header: Sendable {
+        public var id: OpID
+        public var wallTime: Int64
+        public var context: VectorClock
+        var written: UInt64?
+        var lamportAt: Int
+        var contextAt: Int
+    }
+
+    private static func decodeHeader(_ r: inout ByteReader, kind: Kind) throws -> Header {
+        let replica = try r.u64("replica id")
+        let counterAt = r.offset
+        let counter = try r.varint("counter")
+        guard replica != 0, counter != 0 else {
+            throw r.error(.corrupt, "zero replica id or counter", at: counterAt)
+        }
+        let lamportAt = r.offset
+        // [LOG-24] An addStroke carries no Lamport timestamp: it is the one [LOG-4] gives.
+        let written: UInt64? = kind == .addStroke ? nil : try r.varint("lamport")
+        let wall = try r.svarint("wall time")
+        let contextAt = r.offset
+        var context = try ElementCodec.decodeClock(&r)
+        guard context[ReplicaID(replica)] == 0 else {
+            throw r.error(.corrupt, "context names the author itself", at: contextAt)
+        }
+        context[ReplicaID(replica)] = counter - 1
+        return Header(id: OpID(replica: ReplicaID(replica), counter: counter), wallTime: wall, context: context,
+                      written: written, lamportAt: lamportAt, contextAt: contextAt)
+    }
+
+    /// The header of the operation in `frame` (id, wall time, context) without its body; nil
+    /// when the frame's type is unknown or its header does not decode. For choosing which
+    /// frames to decode (time travel): `decode` checks everything, the header included.
+    public static func header(of frame: Frame) -> Header? {
+        guard let kind = Kind(rawValue: frame.type) else { return nil }
+        var r = ByteReader(frame.payload)
+        r.shortestVarints = true
+        return try? decodeHeader(&r, kind: kind)
+    }
+
     /// Decodes a frame's payload. `base` is the payload's offset in its file or body, for
     /// error reports; every error names `path` and an absolute offset.
     ///
@@ -201,22 +243,10 @@ public enum OperationCodec {
             throw LnoteError(.corrupt, "unknown operation type 0x\(String(frame.type, radix: 16))",
                              path: path, offset: base - 1)
         }
-        let replica = try r.u64("replica id")
-        let counterAt = r.offset
-        let counter = try r.varint("counter")
-        guard replica != 0, counter != 0 else {
-            throw r.error(.corrupt, "zero replica id or counter", at: counterAt)
-        }
-        var lamportAt = r.offset
-        // [LOG-24] An addStroke carries no Lamport timestamp: it is the one [LOG-4] gives.
-        let written: UInt64? = kind == .addStroke ? nil : try r.varint("lamport")
-        let wall = try r.svarint("wall time")
-        let contextAt = r.offset
-        var context = try ElementCodec.decodeClock(&r)
-        guard context[ReplicaID(replica)] == 0 else {
-            throw r.error(.corrupt, "context names the author itself", at: contextAt)
-        }
-        context[ReplicaID(replica)] = counter - 1
+        let h = try decodeHeader(&r, kind: kind)
+        let replica = h.id.replica.rawValue, counter = h.id.counter, written = h.written, wall = h.wallTime
+        let context = h.context, contextAt = h.contextAt
+        var lamportAt = h.lamportAt
         let lamport: UInt64
         if let written {
             lamport = written

@@ -335,7 +335,8 @@ public struct PageReplica: Sendable {
             records.insert(ElementRecord(id: op.id, lamport: op.lamport, wallTime: op.wallTime, content: content,
                                          z: LWWRegister(z)))
         case .erase(let ids):
-            for id in Set(ids).sorted() { erase(id, by: op) }
+            // One element (an erase of one stroke, the usual one) needs no set.
+            if ids.count == 1 { erase(ids[0], by: op) } else { for id in Set(ids).sorted() { erase(id, by: op) } }
         case .eraseRange(let id, let ranges):
             // [MERGE-20] Visible ink is the points minus the union of all erased ranges.
             edit(id, by: op) { r in
@@ -345,14 +346,14 @@ public struct PageReplica: Sendable {
             }
         case .move(let ts):
             // [MERGE-25] Last writer wins per element, by (Lamport, replica).
-            var seen = Set<ElementID>()
-            for t in ts where seen.insert(t.element).inserted {
+            var seen = Set<ElementID>(minimumCapacity: ts.count > 1 ? ts.count : 0)
+            for t in ts where ts.count == 1 || seen.insert(t.element).inserted {
                 edit(t.element, by: op) { r in write(&r.transform, t.transform, by: op) }
             }
         case .reorder(let zs):
             // [MERGE-15] Last writer wins per element; the element keeps its id as its position's last tag.
-            var seen = Set<ElementID>()
-            for z in zs where seen.insert(z.element).inserted {
+            var seen = Set<ElementID>(minimumCapacity: zs.count > 1 ? zs.count : 0)
+            for z in zs where zs.count == 1 || seen.insert(z.element).inserted {
                 guard records.contains(z.element), op.context.covers(z.element) else {
                     edit(z.element, by: op) { _ in }
                     continue

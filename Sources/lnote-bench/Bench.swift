@@ -15,7 +15,7 @@ final class Bench {
         1: "density", 2: "SQLite case", 3: "append to a big page", 4: "open a page", 5: "save one page",
         6: "merge", 7: "sync over HTTP", 8: "library listing", 9: "peak memory of opening a page",
         10: "live sync: long polls and watchers", 11: "concurrent appends from two processes",
-        12: "first sync of a new folder",
+        12: "first sync of a new folder", 13: "time travel: a page as of the middle of its history",
     ]
 
     init(_ options: BenchOptions) throws {
@@ -40,6 +40,7 @@ final class Bench {
         case 10: try await caseLive()
         case 11: try await caseConcurrent()
         case 12: try await caseFirstSync()
+        case 13: try await caseTimeTravel()
         default: break
         }
     }

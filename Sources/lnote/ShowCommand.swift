@@ -6,7 +6,7 @@ import LnoteStore
 extension CommandTable {
     static let show = Command(
         name: "show",
-        synopsis: "lnote show FOLDER DOC [PAGE] [--json] [--points]",
+        synopsis: "lnote show FOLDER DOC [PAGE] [--at WHEN] [--json] [--points]",
         summary: "Show a document (pages, element counts, conflicts) or one page (its elements)",
         details: """
         DOC is a document id or a unique prefix of one; PAGE a page id, a unique prefix, or #N
@@ -16,26 +16,39 @@ extension CommandTable {
         A page: its elements bottom to top, each with its id, kind, style, point count,
         visible point ranges, transform and z key.
         --points  also list every point (x y in pt, pressure 0-1, radius in pt, t in ms)
+        --at WHEN show it as it was at a moment of its history, rebuilt from the logs: a step's
+                  id from `lnote history` (a1.17: as that step left it), a clock
+                  ({a1:17, b2:3}), or a time (2026-12-02T10:00:00Z, 2026-12-02 for the end of
+                  the day before, @MS): everything stamped at or before it, with what that had
+                  seen. A document takes a time only (each log has its own ids and clocks).
         --json    print the replicated state as canonical JSON: fixed key order, elements in z
                   order, nothing local to this folder (no file offsets, paths or incarnations),
                   so equal states print byte-identical text. For a document: its metadata,
                   every page (deleted ones included) with its state, and its conflicts.
                   Points are included with --points; otherwise each stroke shows pointCount.
         """,
+        options: ["at"],
         flags: ["json", "points"],
         run: { args, console in
             try args.expect(2, max: 3, "FOLDER DOC [PAGE]")
             let json = args.flag("json"), points = args.flag("points")
+            let at = try moment(args)
+            if let at, args.positionals.count == 2, !at.isWallTime {
+                throw CLIError("--at \(at) names a moment of one log: give a PAGE, or a time for the whole document", code: Exit.usage)
+            }
             try await withNotebook(args.positionals[0], console: console) { nb in
                 try await withDocument(nb, args.positionals[1], console: console) { d in
                     if args.positionals.count == 3 {
                         let pid = try await Resolve.page(args.positionals[2], in: d)
-                        let state = try await d.pageState(pid)
+                        let state: PageState
+                        if let at { state = try await d.pageState(pid, at: at) } else { state = try await d.pageState(pid) }
                         if json {
                             console.raw(state.canonicalJSON(style: .pretty, includePoints: points))
                         } else {
-                            try await printPage(state, of: d, console: console, points: points)
+                            try await printPage(state, of: d, console: console, points: points, past: at != nil)
                         }
+                    } else if let at {
+                        try await printDocument(d, at: at, console: console, json: json, points: points)
                     } else if json {
                         var states: [PageID: PageState] = [:]
                         for p in await d.state.pages { states[p.id] = try await d.pageState(p.id) }
@@ -78,14 +91,45 @@ extension CommandTable {
         for line in table(rows) { console.out("  " + line.trimmingTrailingSpaces) }
     }
 
-    static func printPage(_ s: PageState, of d: Document, console: Console, points: Bool) async throws {
+    /// The document as of a wall time: its log's state, and each of its pages as of the same time.
+    static func printDocument(_ d: Document, at: HistoryPoint, console: Console, json: Bool, points: Bool) async throws {
+        let state = try await d.documentState(at: at)
+        var states: [PageID: PageState] = [:]
+        for p in state.pages { states[p.id] = try await d.pageState(p.id, at: at) }
+        if json {
+            console.raw(state.canonicalJSON(pages: states, style: .pretty, includePoints: points))
+            return
+        }
+        console.out((state.title.value.isEmpty ? "(untitled)" : state.title.value) + "  (as of \(momentText(at)))")
+        let live = state.pages.filter { !$0.deleted.value }
+        let deleted = state.pages.filter { $0.deleted.value }
+        let conflicts = states.values.reduce(0) { $0 + $1.conflicts.count }
+        for line in table([["document", d.id.description + (state.deleted.value ? "  (deleted)" : "")],
+                           ["created", timestamp(state.created)], ["modified", timestamp(state.modified)],
+                           ["pages", "\(live.count)" + (deleted.isEmpty ? "" : " (and \(deleted.count) deleted)")],
+                           ["conflicts", "\(conflicts)"]]) { console.out(line) }
+        guard !state.pages.isEmpty else { return }
+        console.out("")
+        var rows: [[String]] = []
+        func row(_ label: String, _ p: PageRecord) -> [String] {
+            let n = states[p.id]?.elements.count ?? 0
+            return [label, p.id.description, "\(Units.pt(p.canvas.value.width)) x \(Units.pt(p.canvas.value.height)) pt",
+                    "\(n) element\(n == 1 ? "" : "s")", p.deleted.value ? "deleted" : ""]
+        }
+        for (i, p) in live.enumerated() { rows.append(row("#\(i + 1)", p)) }
+        for p in deleted { rows.append(row("-", p)) }
+        for line in table(rows) { console.out("  " + line.trimmingTrailingSpaces) }
+    }
+
+    static func printPage(_ s: PageState, of d: Document, console: Console, points: Bool, past: Bool = false) async throws {
         let live = await d.pageList
         let docState = await d.state
         let record = docState.pages.first { $0.id == s.page }
         let position = live.firstIndex { $0.id == s.page }.map { "#\($0 + 1)" } ?? "deleted"
         let canvas = record.map { "\(Units.pt($0.canvas.value.width)) x \(Units.pt($0.canvas.value.height)) pt" } ?? "?"
-        let conflicts = try await d.conflicts(page: s.page)
-        console.out("page \(s.page) (\(position) of \"\(docState.title.value)\", \(canvas))")
+        // A past state's conflicts are those of that state, not of today's.
+        let conflicts = past ? s.conflicts : try await d.conflicts(page: s.page)
+        console.out("page \(s.page) (\(position) of \"\(docState.title.value)\", \(canvas))" + (past ? "  as of \(s.clock)" : ""))
         console.out("\(s.elements.count) element\(s.elements.count == 1 ? "" : "s"), \(s.pointCount) points, "
                     + "\(s.tombstones.count) erased kept as tombstones, \(conflicts.count) conflict\(conflicts.count == 1 ? "" : "s")")
         console.out("clock \(s.clock)  modified \(timestamp(s.modified))")

@@ -1,0 +1,115 @@
+import Foundation
+import LnoteModel
+import LnoteReplication
+
+/// A page or the document as it was at a moment of its history, and the history itself
+/// (merge-semantics.md §6). Read-only: nothing here writes.
+extension Document {
+    /// [MERGE-80] – [MERGE-82] The state of a page as of a moment: the operations of its log
+    /// that the moment's cut covers, applied onto its checkpoint base when it has one.
+    ///
+    /// - Throws: `notFound` for a page the document does not know or an operation the log
+    ///   does not hold; `invalidState` for a moment before the page's checkpoint base or one
+    ///   that needs an operation the log lost. Never a state built from part of the moment.
+    public func pageState(_ pid: PageID, at point: HistoryPoint) async throws -> PageState {
+        let m = try pageMoment(pid, at: point)
+        return try History.pageState(pid, at: .clock(m.cut), ops: m.ops, applied: m.applied, base: m.base, log: m.path)
+    }
+
+    /// The clock of the state `pageState(_:at:)` answers for this moment (its cut).
+    public func pageClock(_ pid: PageID, at point: HistoryPoint) async throws -> VectorClock {
+        let m = try pageMoment(pid, at: point)
+        try History.check(m.cut, ops: m.ops, base: m.base?.clock, log: m.path)
+        return m.cut
+    }
+
+    /// A moment of a page: its cut, found from the frames' headers alone, and the operations
+    /// of that cut above the checkpoint base, decoded (on every core when they are many).
+    /// Frames after the moment are never decoded. A frame of the cut that does not decode is
+    /// left out, so `History.check` refuses the moment as needing an operation not held.
+    private func pageMoment(_ pid: PageID, at point: HistoryPoint)
+        throws -> (cut: VectorClock, ops: [Op], applied: VectorClock, base: PageState?, path: String) {
+        try checkUsable()
+        try refreshDocument()
+        // Only the clock and the log are needed: the page's own points stay deferred.
+        let (frames, applied, path) = try locked { () -> ([LoggedFrame], VectorClock, String) in
+            let lp = try loadedPageDeferred(pid)
+            return (try readAllFrames(lp), lp.replica.clock, lp.log.path)
+        }
+        var headers: [OperationCodec.Header] = []
+        var framesOf: [LoggedFrame] = []
+        var seen = OpIDTable(minimumCapacity: frames.count)
+        headers.reserveCapacity(frames.count)
+        for f in frames {
+            guard let h = OperationCodec.header(of: f.frame), seen.insert(h.id) else { continue }
+            headers.append(h)
+            framesOf.append(f)
+        }
+        let cut = History.cut(try History.clock(of: point, in: headers, applied: applied, log: path), in: headers, applied: applied)
+        let base = try baseState(page: pid)
+        let baseClock = base?.clock ?? VectorClock()
+        let needed = zip(headers, framesOf).filter { cut.covers($0.0.id) && !baseClock.covers($0.0.id) }.map(\.1)
+        let ops = Document.decode(needed, path: path).compactMap { try? $0.get() }.filter(\.body.isPageOperation)
+        return (cut, ops, applied, base, path)
+    }
+
+    /// [MERGE-83] The document log's state as of a moment (titles, pages and their order,
+    /// deletions). For the document's pages as of a wall time, ask each page with the same
+    /// `.wallTime`.
+    public func documentState(at point: HistoryPoint) async throws -> DocumentState {
+        let h = try documentHistory()
+        return try History.documentState(id, at: point, ops: h.ops, applied: h.applied, log: h.path)
+    }
+
+    /// [MERGE-84] The steps of a page's log (or the document log's when `page` is nil), in
+    /// log order, waiting operations included and marked.
+    public func history(of page: PageID? = nil) async throws -> [HistoryStep] {
+        let h = try page.map { try pageHistory($0) } ?? documentHistory()
+        return History.steps(h.ops, applied: h.applied)
+    }
+
+    // MARK: - Reading a whole log
+
+    private struct LogHistory {
+        var ops: [Op]
+        var applied: VectorClock
+        var path: String
+    }
+
+    /// Every operation a page's log holds, decoded, with the applied clock read under the
+    /// same lock (so the two agree even while another process appends).
+    private func pageHistory(_ pid: PageID) throws -> LogHistory {
+        try checkUsable()
+        try refreshDocument()
+        let (frames, applied, path) = try locked { () -> ([LoggedFrame], VectorClock, String) in
+            let lp = try loadedPageDeferred(pid)
+            return (try readAllFrames(lp), lp.replica.clock, lp.log.path)
+        }
+        return LogHistory(ops: Document.historyOperations(frames, page: true, path: path), applied: applied, path: path)
+    }
+
+    private func documentHistory() throws -> LogHistory {
+        try checkUsable()
+        try refreshDocument()
+        let (frames, applied) = try locked { (try readAllDocumentFrames(), doc.clock) }
+        return LogHistory(ops: Document.historyOperations(frames, page: false, path: docLog.path), applied: applied,
+                          path: docLog.path)
+    }
+
+    /// The operations of a log's frames, each once, in log order. Frames that do not decode
+    /// were reported when the log was opened ([PKG-39]) and are part of no state. A page
+    /// log's strokes keep their points deferred ([LOG-27]): `History.pageState` checks those
+    /// of the operations a moment takes.
+    static func historyOperations(_ frames: [LoggedFrame], page: Bool, path: String) -> [Op] {
+        var seen = OpIDTable(minimumCapacity: frames.count)
+        var out: [Op] = []
+        out.reserveCapacity(frames.count)
+        for f in frames {
+            guard let op = try? OperationCodec.decode(f.frame, base: Int(f.offset) + Frame.headerSize + 1, path: path,
+                                                      deferringPoints: page),
+                  op.body.isPageOperation == page, seen.insert(op.id) else { continue }
+            out.append(op)
+        }
+        return out
+    }
+}

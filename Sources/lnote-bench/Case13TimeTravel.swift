@@ -1,0 +1,103 @@
+import Foundation
+import LnoteModel
+import LnoteReplication
+import LnoteStore
+
+extension Bench {
+    /// 13. Time travel (issue 16): the state of a 2,000-stroke page as of the middle of a
+    /// 10,000-operation history, against opening the same page as it is now.
+    ///
+    /// The history, one author, pen ink: 2,000 strokes added, then 8,000 operations cycling
+    /// add, move, erase, partial erase of random live strokes, so the page holds about 2,000
+    /// strokes throughout. On disk as case 4 builds its page: a snapshot covering all but the
+    /// last 500 operations, and those 500 as the log's tail.
+    /// - "as of the middle": `Document.pageState(_:at: .operation(the 5,000th))` on an open
+    ///   document whose page is loaded (someone looking at it asks for the past): every
+    ///   frame of the log read and decoded, the 5,000 operations the moment covers applied,
+    ///   every point decoded.
+    /// - baseline: case 4's open of this page (snapshot read and checked, tail replayed,
+    ///   element list; points decoded on first use).
+    func caseTimeTravel() async throws {
+        let total = options.size(10_000, quick: 2_000)
+        let firstAdds = total / 5
+        let dir = try ws.directory("case13")
+        let notebook = try await Notebook.open(at: dir + "/notebook", create: true, options: OpenPageFixture.storeOptions)
+        let doc = try await notebook.createDocument(title: "time travel")
+        let page = await doc.pageList[0].id
+        let strokes = source.strokes(.pen, total, stream: 13)
+
+        // The history, made by a replica in memory, received by the document in batches.
+        var rng = SplitMix64(seed: options.seed ^ 13)
+        var author = PageReplica(page: page)
+        let who = ReplicaID(0xB13)
+        var ops: [Op] = []
+        var live: [ElementID] = []
+        var pointCounts: [ElementID: Int] = [:]
+        for i in 0..<total {
+            let wall = 1_700_000_000_000 + Int64(i) * 1_000
+            let kind = i < firstAdds ? 0 : i % 4
+            let op: Op
+            if kind == 0 || live.isEmpty {
+                op = try author.add(.stroke(strokes[i]), by: who, wallTime: wall)
+                live.append(op.id)
+                pointCounts[op.id] = strokes[i].points.count
+            } else {
+                let k = Int(rng.next() % UInt64(live.count))
+                switch kind {
+                case 1: op = try author.move([live[k]], dx: 30, dy: -20, by: who, wallTime: wall)
+                case 2: op = try author.make(.erase([live.remove(at: k)]), by: who, wallTime: wall)
+                default:
+                    let n = UInt32(pointCounts[live[k]]!)
+                    op = try author.make(.eraseRange(live[k], [PointRange(0, max(1, n / 2))]), by: who, wallTime: wall)
+                }
+            }
+            ops.append(op)
+        }
+        let tail = min(500, total / 4)
+        for batch in stride(from: 0, to: total - tail, by: 1_000) {
+            _ = try await doc.receive(Array(ops[batch..<min(batch + 1_000, total - tail)]), page: page)
+        }
+        try await doc.compact(page: page)
+        _ = try await doc.receive(Array(ops[(total - tail)...]), page: page)
+        try await doc.flush()
+        let middle = ops[total / 2]
+        let pristine = dir + "/pristine"
+        let live0 = PackagePaths(folder: notebook.path, id: doc.id).root
+        try FileManager.default.copyItem(atPath: live0, toPath: pristine)
+        try await notebook.close()
+        try Files.restoreTree(pristine, to: live0)
+
+        let reopened = try await Notebook.open(at: dir + "/notebook", options: OpenPageFixture.storeOptions)
+        var open: Document? = nil
+        var pastCount = 0, nowCount = 0
+        let openNow = Variant(name: "open the page now", setup: {
+            if let open { try await open.close() }
+            try Files.restoreTree(pristine, to: live0)
+            open = try await reopened.openDocument(doc.id)
+        }, body: {
+            nowCount = try await open!.elementIDs(page).count
+        })
+        var viewing: Document? = nil
+        let asOf = Variant(name: "the page as of the middle", setup: {
+            if viewing == nil {
+                viewing = try await reopened.openDocument(doc.id)
+                _ = try await viewing!.elementIDs(page)
+            }
+        }, body: {
+            pastCount = try await viewing!.pageState(page, at: .operation(middle.id)).elements.count
+        })
+        let t = try await measure([asOf, openNow], runs: options.runs)
+        if let open { try await open.close() }
+        if let viewing { try await viewing.close() }
+        try await reopened.close()
+
+        results.rows.append(Row(13, "a \(formatCount(pastCount))-stroke page as of the middle of a \(formatCount(total))-operation history",
+                                measured: t[0].median, unit: .seconds,
+                                baselineName: "opening the page now (\(formatCount(nowCount)) strokes)", baseline: t[1].median,
+                                target: .ratioAtMost(2),
+                                note: "pen ink; Document.pageState(_:at: .operation) on a loaded page: the whole log read and decoded "
+                                    + "(every point), the \(formatCount(total / 2 + 1)) operations of the moment applied; baseline: "
+                                    + "case 4's open of the same page (snapshot + \(tail)-frame tail, points decoded on first use)",
+                                measuredRuns: t[0].runs, baselineRuns: t[1].runs))
+    }
+}
