@@ -44,6 +44,7 @@ extension Document {
             return
         }
         snapshotCounts[lp.id] = PageCounts(state)
+        try keepPast(lp.id, total: state.clock.total, bytes: bytes)
         writeThumbnailAfterSnapshot(state)
         lp.covered = (coveredOffset, lp.log.incarnation)
         lp.framesSinceSnapshot = lp.pendingOffsets.count

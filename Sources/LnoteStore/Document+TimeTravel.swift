@@ -23,8 +23,10 @@ extension Document {
         return m.cut
     }
 
-    /// A moment of a page: its cut, found from the frames' headers alone, and the operations
-    /// of that cut above the checkpoint base, decoded (on every core when they are many).
+    /// A moment of a page: its cut, found from the frames' headers alone, where it starts (the
+    /// latest past snapshot the cut covers, [PKG-98], else the checkpoint base, else the empty
+    /// page), and the operations of the cut above that start, decoded (on every core when
+    /// they are many).
     /// Frames after the moment are never decoded. A frame of the cut that does not decode is
     /// left out, so `History.check` refuses the moment as needing an operation not held.
     private func pageMoment(_ pid: PageID, at point: HistoryPoint)
@@ -32,24 +34,44 @@ extension Document {
         try checkUsable()
         try refreshDocument()
         // Only the clock and the log are needed: the page's own points stay deferred.
-        let (frames, applied, path) = try locked { () -> ([LoggedFrame], VectorClock, String) in
+        let (frames, applied, path, incarnation) = try locked { () -> ([LoggedFrame], VectorClock, String, UInt64) in
             let lp = try loadedPageDeferred(pid)
-            return (try readAllFrames(lp), lp.replica.clock, lp.log.path)
+            return (try readAllFrames(lp), lp.replica.clock, lp.log.path, lp.log.incarnation)
         }
+        let ids = frames.map { OperationCodec.id(of: $0.frame) }
+        // The moment's clock. Only a wall time needs every frame's header.
+        var clock: VectorClock
+        switch point {
+        case .clock(let c):
+            clock = c
+        case .operation(let id):
+            let header = ids.firstIndex(of: id).flatMap { OperationCodec.header(of: frames[$0].frame) }
+            clock = try History.clock(of: point, in: header.map { [$0] } ?? [], applied: applied, log: path)
+        case .wallTime:
+            clock = try History.clock(of: point, in: frames.compactMap { OperationCodec.header(of: $0.frame) }, applied: applied,
+                                      log: path)
+        }
+        clock = clock.meet(applied)
+        // [PKG-98] From the latest past snapshot the clock covers (a past state is closed, so
+        // it is also under the cut), else the checkpoint base, else the empty page.
+        let checkpoint = try baseState(page: pid)
+        let base = try pastStart(pid, cut: clock, incarnation: incarnation, base: checkpoint?.clock) ?? checkpoint
+        let baseClock = base?.clock ?? VectorClock()
+        // Headers of what lies between the start and the clock: the cut and the decode need
+        // nothing else (the cut never goes below a closed start).
         var headers: [OperationCodec.Header] = []
         var framesOf: [LoggedFrame] = []
-        var seen = OpIDTable(minimumCapacity: frames.count)
-        headers.reserveCapacity(frames.count)
-        for f in frames {
-            guard let h = OperationCodec.header(of: f.frame), seen.insert(h.id) else { continue }
+        var seen = OpIDTable()
+        for (f, id) in zip(frames, ids) {
+            guard let id, clock.covers(id), !baseClock.covers(id), seen.insert(id),
+                  let h = OperationCodec.header(of: f.frame) else { continue }
             headers.append(h)
             framesOf.append(f)
         }
-        let cut = History.cut(try History.clock(of: point, in: headers, applied: applied, log: path), in: headers, applied: applied)
-        let base = try baseState(page: pid)
-        let baseClock = base?.clock ?? VectorClock()
-        let needed = zip(headers, framesOf).filter { cut.covers($0.0.id) && !baseClock.covers($0.0.id) }.map(\.1)
+        let cut = History.cut(clock, in: headers, applied: applied)
+        let needed = zip(headers, framesOf).filter { cut.covers($0.0.id) }.map(\.1)
         let ops = Document.decode(needed, path: path).compactMap { try? $0.get() }.filter(\.body.isPageOperation)
+        lastMoment = (baseClock.total, ops.count)
         return (cut, ops, applied, base, path)
     }
 

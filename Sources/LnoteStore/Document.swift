@@ -116,6 +116,9 @@ public actor Document {
     /// The last cache write (snapshot, document.json, manifest.json) that failed and waits
     /// for a later save ([PKG-23]); cleared when a flush, autosave or close starts.
     var deferredSave: LnoteError?
+    /// The last time-travel answer of a page: the operation total it started from ([PKG-98])
+    /// and how many operations it decoded (tests look at these).
+    var lastMoment: (start: UInt64, decoded: Int) = (0, 0)
 
     // Group commit.
     var syncWaiters: [LogKey: [CheckedContinuation<Void, Error>]] = [:]

@@ -16,6 +16,7 @@ import LnoteReplication
 ///   document.log             append-only document operations
 ///   pages/<page>.content     page snapshot; covers pages/<page>.log up to an offset
 ///   pages/<page>.log         append-only page operations
+///   pages/<page>.<N>.past    optional earlier snapshot of the page, for time travel ([PKG-98])
 ///   assets/<sha256-hex>      content-addressed image bytes
 ///   thumbnails/<page>.png    derived page picture, rewritten with its snapshot ([PKG-17])
 /// ```

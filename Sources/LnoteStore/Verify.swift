@@ -271,6 +271,23 @@ public enum Verify {
                     }
                     continue
                 }
+                if let (pid, total) = PackagePaths.pastName(name) {
+                    report.files += 1  // a past snapshot ([PKG-98]): derived, checked like any snapshot
+                    if !pageIDs.contains(pid) {
+                        report.problems.append(.init(.orphanPageFile, p, "page \(pid) is not in the document"))
+                    }
+                    do {
+                        let s = try PageSnapshot.decode(try DurableFile.read(p, io: io), path: p)
+                        if s.state.page != pid {
+                            report.problems.append(.init(.undecodable, p, "names page \(s.state.page)"))
+                        } else if s.state.clock.total != total {
+                            report.problems.append(.init(.undecodable, p, "covers \(s.state.clock.total) operations, not \(total) as its name says"))
+                        }
+                    } catch let e as LnoteError {
+                        report.problems.append(.init(.undecodable, p, e.message, offset: e.offset))
+                    }
+                    continue
+                }
                 let isContent = name.hasSuffix(".content"), isLog = name.hasSuffix(".log")
                 guard isContent || isLog, let pid = PageID(String(name.dropLast(isContent ? 8 : 4))) else {
                     report.problems.append(.init(.unknownFile, p, "not a page file"))

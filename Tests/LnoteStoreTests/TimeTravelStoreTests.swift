@@ -168,3 +168,151 @@ import LnoteReplication
         #expect(try await d2.pageState(pid, at: .clock(VectorClock())).elements.isEmpty)
     }
 }
+
+/// [PKG-98] Past snapshots: kept at compaction, spaced and thinned, used by time travel,
+/// passed over when damaged, reported by verify.
+@Suite struct PastSnapshotTests {
+    /// `count` operations of one author on `page`: adds, moves, erases, partial erases.
+    static func history(_ page: PageID, count: Int, seed: UInt64) throws -> [Op] {
+        var rng = SeededRNG(seed: seed)
+        var r = PageReplica(page: page)
+        let who = ReplicaID(0x9A57)
+        var ops: [Op] = []
+        var live: [(ElementID, Int)] = []
+        for i in 0..<count {
+            let wall = 1_700_000_000_000 + Int64(i)
+            let kind = live.count < 20 ? 0 : rng.next() % 4
+            let op: Op
+            if kind == 0 {
+                let n = 2 + Int(rng.next() % 6)
+                op = try r.add(.stroke(stroke(n, x: Int32(i % 500))), by: who, wallTime: wall)
+                live.append((op.id, n))
+            } else {
+                let k = Int(rng.next() % UInt64(live.count))
+                switch kind {
+                case 1: op = try r.move([live[k].0], dx: 5, dy: 1, by: who, wallTime: wall)
+                case 2: op = try r.make(.erase([live.remove(at: k).0]), by: who, wallTime: wall)
+                default: op = try r.make(.eraseRange(live[k].0, [PointRange(0, 1)]), by: who, wallTime: wall)
+                }
+            }
+            ops.append(op)
+        }
+        return ops
+    }
+
+    @Test("[PKG-98] [MERGE-82] past snapshots are kept spaced, at most 8, and moments from them equal a replay from nothing")
+    func keptSpacedAndUsed() async throws {
+        let seed = testSeed()
+        let dir = try TempDir("past")
+        defer { dir.remove() }
+        let nb = try await openNotebook(dir.path, io: fastIO)
+        let d = try await nb.createDocument(title: "past")
+        let pid = await d.pageList[0].id
+        let ops = try Self.history(pid, count: 13_000, seed: seed)
+        for start in stride(from: 0, to: ops.count, by: 1_100) {
+            _ = try await d.receive(Array(ops[start..<min(start + 1_100, ops.count)]), page: pid)
+            try await d.compact(page: pid)
+        }
+        let totals = try await d.pastTotals(pid)
+        #expect(totals.count == Document.pastKept, "seed \(seed): \(totals)")
+        for (a, b) in zip(totals, totals.dropFirst()) { #expect(b - a >= Document.pastSpacing, "seed \(seed): \(totals)") }
+        #expect(totals.last! >= 11_000, "seed \(seed): the newest is kept: \(totals)")
+        // Older ones are further apart than newer ones.
+        #expect(totals[1] - totals[0] >= totals[totals.count - 1] - totals[totals.count - 2], "seed \(seed): \(totals)")
+        let paths = PackagePaths(folder: dir.path, id: d.id)
+        for t in totals {
+            let s = try PageSnapshot.decode(fileBytes(paths.past(pid, total: t))!, path: "past")
+            #expect(s.state.clock.total == t)
+        }
+        // Moments just after, on and just before each past snapshot, and in between, against
+        // the pure replay of the same operations from an empty page.
+        let applied = try await d.clock(page: pid)
+        var moments = [0, ops.count - 1]
+        for t in totals.map(Int.init) { moments += [t - 2, t - 1, t] }
+        for m in moments {
+            let want = try History.pageState(pid, at: .operation(ops[m].id), ops: ops, applied: applied)
+            let got = try await d.pageState(pid, at: .operation(ops[m].id))
+            #expect(got == want, "seed \(seed): moment \(m)")
+        }
+        try await nb.close()
+    }
+
+    @Test("[PKG-98] damaged, misnamed or foreign past snapshots are passed over by time travel and reported by verify")
+    func damagedOnesArePassedOver() async throws {
+        let dir = try TempDir("past-damaged")
+        defer { dir.remove() }
+        let nb = try await openNotebook(dir.path, io: fastIO)
+        let d = try await nb.createDocument(title: "past")
+        let pid = await d.pageList[0].id
+        let ops = try Self.history(pid, count: 3_000, seed: 5)
+        for start in stride(from: 0, to: ops.count, by: 1_100) {
+            _ = try await d.receive(Array(ops[start..<min(start + 1_100, ops.count)]), page: pid)
+            try await d.compact(page: pid)
+        }
+        let totals = try await d.pastTotals(pid)
+        #expect(totals == [1_100, 2_200])
+        let moment = ops[2_500].id
+        let want = try await d.pageState(pid, at: .operation(moment))
+        let paths = PackagePaths(folder: dir.path, id: d.id)
+        try await nb.close()
+
+        // Damage the one the moment starts from: one byte in its elements.
+        var bytes = fileBytes(paths.past(pid, total: 2_200))!
+        bytes[bytes.count / 2] ^= 0x40
+        try writeFile(paths.past(pid, total: 2_200), bytes)
+        // A copy under a wrong total, and one of another page.
+        try writeFile(paths.past(pid, total: 2_400), fileBytes(paths.past(pid, total: 1_100))!)
+        let other = PageID()
+        try writeFile(paths.past(other, total: 1_100), fileBytes(paths.past(pid, total: 1_100))!)
+
+        let again = try await openNotebook(dir.path, io: fastIO)
+        let d2 = try await again.openDocument(d.id)
+        #expect(try await d2.pageState(pid, at: .operation(moment)) == want)
+        let report = try await again.verify()
+        let problems = report.problems.map { "\($0.kind) \($0.path)" }
+        #expect(problems.contains { $0.hasPrefix("undecodable") && $0.hasSuffix("\(pid).2200.past") }, "\(problems)")
+        #expect(problems.contains { $0.hasPrefix("undecodable") && $0.hasSuffix("\(pid).2400.past") }, "\(problems)")
+        #expect(problems.contains { $0.hasPrefix("orphanPageFile") && $0.hasSuffix("\(other).1100.past") }, "\(problems)")
+        try await again.close()
+    }
+
+    @Test("[PKG-98] [MERGE-82] a moment starts from the latest past snapshot it covers; those of a log since replaced are not used")
+    func startsFromPast() async throws {
+        let dir = try TempDir("past-start")
+        defer { dir.remove() }
+        let nb = try await openNotebook(dir.path, io: fastIO)
+        let d = try await nb.createDocument(title: "past")
+        let pid = await d.pageList[0].id
+        let ops = try Self.history(pid, count: 2_500, seed: 9)
+        for start in stride(from: 0, to: ops.count, by: 1_200) {
+            _ = try await d.receive(Array(ops[start..<min(start + 1_200, ops.count)]), page: pid)
+            try await d.compact(page: pid)
+        }
+        #expect(try await d.pastTotals(pid) == [1_200, 2_400])
+        let cut = ops[2_000].clock
+        let start = try await d.pastStart(pid, cut: cut, incarnation: try await d.logIncarnation(pid), base: nil)
+        #expect(start?.clock.total == 1_200)
+        // The answer starts there: it decodes the 801 operations above it, not 2,001.
+        let want = try History.pageState(pid, at: .clock(cut), ops: ops, applied: try await d.clock(page: pid))
+        #expect(try await d.pageState(pid, at: .clock(cut)) == want)
+        #expect(await d.lastMoment == (1_200, 801))
+        try await nb.close()
+        let paths = PackagePaths(folder: dir.path, id: d.id)
+        try FileManager.default.removeItem(atPath: paths.log(pid))
+        let again = try await openNotebook(dir.path, io: fastIO)
+        let d2 = try await again.openDocument(d.id)
+        // Reopening makes a new log incarnation: past snapshots of the old one are not used.
+        let refused = await #expect(throws: LnoteError.self) { try await d2.pageState(pid, at: .clock(ops[2_400 - 1].clock)) }
+        #expect(refused?.code == .invalidState)
+        try await again.close()
+    }
+
+    @Test("[PKG-98] names: only a page id, a canonical decimal total and .past")
+    func names() {
+        let p = PageID()
+        #expect(PackagePaths.pastName("\(p).1024.past")! == (p, 1024))
+        for bad in ["\(p).01024.past", "\(p).past", "\(p).-1.past", "\(p).1024.pasts", "x.1024.past", "\(p).1024.content", "\(p).1e3.past"] {
+            #expect(PackagePaths.pastName(bad) == nil, "\(bad)")
+        }
+    }
+}
