@@ -54,6 +54,9 @@ extension Document {
     /// replaced since) are removed first. Best effort, like a thumbnail: derived data never
     /// makes a save fail (only a simulated crash goes through).
     func keepPast(_ pid: PageID, total: UInt64, incarnation: UInt64, bytes: [UInt8]) throws {
+        // Below the spacing there is nothing to keep, and nothing read (a package being
+        // created writes its first snapshots before its directory has its final name).
+        guard total >= Document.pastSpacing else { return }
         do {
             var totals = try pastTotals(pid)
             let stale = totals.contains { $0 > total }
@@ -63,7 +66,6 @@ extension Document {
                 totals = []
             }
             if let last = totals.last, total <= last || total - last < Document.pastSpacing { return }
-            if totals.isEmpty, total < Document.pastSpacing { return }
             try DurableFile.replace(paths.past(pid, total: total), with: bytes, io: io)
             totals.append(total)
             guard totals.count > Document.pastKept else { return }

@@ -277,7 +277,18 @@ import LnoteReplication
         #expect(problems.contains { $0.hasPrefix("undecodable") && $0.hasSuffix("\(pid).2200.past") }, "\(problems)")
         #expect(problems.contains { $0.hasPrefix("undecodable") && $0.hasSuffix("\(pid).2400.past") }, "\(problems)")
         #expect(problems.contains { $0.hasPrefix("orphanPageFile") && $0.hasSuffix("\(other).1100.past") }, "\(problems)")
+        #expect(!problems.contains { $0.hasSuffix("\(pid).1100.past") }, "\(problems)")
         try await again.close()
+
+        // A forged one: a valid snapshot of 1,100 operations, one element short of what they give.
+        var forged = try PageSnapshot.decode(fileBytes(paths.past(pid, total: 1_100))!, path: "past")
+        forged.state.elements.removeLast()
+        try writeFile(paths.past(pid, total: 1_100),
+                      PageSnapshot.encode(forged.state, coveredLogOffset: forged.coveredLogOffset, logIncarnation: forged.logIncarnation))
+        let third = try await openNotebook(dir.path, io: fastIO)
+        let forgedProblems = try await third.verify().problems.map { "\($0.kind) \($0.path) \($0.message)" }
+        #expect(forgedProblems.contains { $0.contains("\(pid).1100.past is not the state its log gives") }, "\(forgedProblems)")
+        try await third.close()
     }
 
     @Test("[PKG-98] [MERGE-82] a moment starts from the latest past snapshot it covers; those of a log since replaced are not used")
