@@ -56,7 +56,7 @@ public enum History {
         var changed = true
         while changed {
             changed = false
-            for op in ops where cut.covers(op.id) && !cut.covers(op.context) {
+            for op in ops where op.id.counter > 0 && cut.covers(op.id) && !cut.covers(op.context) {
                 cut[op.id.replica] = op.id.counter - 1
                 changed = true
             }
@@ -69,16 +69,16 @@ public enum History {
     /// the base.
     public static func check(_ cut: VectorClock, ops: [Op], base: VectorClock?, log: String? = nil) throws {
         if let base, !cut.covers(base) {
-            throw LnoteError(.invalidState, "that moment is before the checkpoint this page was installed from (\(base)): the operations before it are not held here",
+            throw LnoteError(.invalidState, "that moment is not above the checkpoint this page was installed from (\(base)): the operations under it are not held here",
                              path: log)
         }
-        // Counted, not collected: `ops` holds each id once, so a replica's range is whole
-        // when it holds as many of its counters as the range has. Only a range that is not
-        // looks for its first hole.
+        // Counted, each id once: a replica's range is whole when it holds as many of its
+        // counters as the range has. Only a range that is not looks for its first hole.
         var inRange: [ReplicaID: UInt64] = [:]
+        var counted = OpIDTable(minimumCapacity: ops.count)
         for op in ops {
             let r = op.id.replica
-            if op.id.counter > (base?[r] ?? 0) && op.id.counter <= cut[r] { inRange[r, default: 0] += 1 }
+            if op.id.counter > (base?[r] ?? 0) && op.id.counter <= cut[r] && counted.insert(op.id) { inRange[r, default: 0] += 1 }
         }
         for e in cut.entries {
             let from = (base?[e.replica] ?? 0) + 1

@@ -15,6 +15,9 @@ public enum OperationCodec {
         case createDocument = 0x20, setTitle = 0x21, addPage = 0x22, deletePage = 0x23
         case restorePage = 0x24, movePage = 0x25, setCanvas = 0x26
         case deleteDocument = 0x27, restoreDocument = 0x28
+
+        /// Page-log operations are the types below 0x20 (operation-log.md §3).
+        public var isPageKind: Bool { rawValue < 0x20 }
     }
 
     public static func kind(of body: Op.Body) -> Kind {

@@ -153,6 +153,8 @@ extension Document {
             if try io.stat(paths.base(pid)) != nil { _ = try Document.quarantine(paths.base(pid), io: io) }
             if try io.stat(paths.content(pid)) != nil { _ = try Document.quarantine(paths.content(pid), io: io) }
             try io.unlink(paths.missing(pid), missingOK: true)
+            // [PKG-98] Past snapshots written since the install may hold the refused state.
+            try removePasts(pid)
             snapshotCounts[pid] = nil
             let rebuilt = try loadedPage(pid, allowUnknown: true)
             rebuilt.dirty = true

@@ -45,27 +45,54 @@ extension Document {
         }.sorted()
     }
 
-    /// [PKG-98] After `bytes`, a snapshot whose state covers `total` operations, was written:
-    /// keeps a copy when it is at least `pastSpacing` operations past the newest one kept,
-    /// then, over `pastKept`, removes the one whose going leaves the smallest gap between its
-    /// neighbours (never the oldest or the newest), so the spacing grows with age. A write
-    /// that fails for lack of space is skipped: time travel then replays further.
-    func keepPast(_ pid: PageID, total: UInt64, bytes: [UInt8]) throws {
-        var totals = try pastTotals(pid)
-        guard total >= (totals.last ?? 0) + Document.pastSpacing else { return }
+    /// [PKG-98] After `bytes`, a snapshot whose state covers `total` operations, was written
+    /// for a log of `incarnation`: keeps a copy when it is at least `pastSpacing` operations
+    /// past the newest one kept, then, over `pastKept`, removes the one whose going leaves the
+    /// smallest gap between its neighbours (never the oldest or the newest; the lowest total
+    /// on a tie), so the spacing grows with age. Past snapshots that cannot be of this log
+    /// as it is (a total above `total`, or the newest naming another incarnation: the log was
+    /// replaced since) are removed first. Best effort, like a thumbnail: derived data never
+    /// makes a save fail (only a simulated crash goes through).
+    func keepPast(_ pid: PageID, total: UInt64, incarnation: UInt64, bytes: [UInt8]) throws {
+        // Below the spacing there is nothing to keep, and nothing read (a package being
+        // created writes its first snapshots before its directory has its final name).
+        guard total >= Document.pastSpacing else { return }
         do {
+            var totals = try pastTotals(pid)
+            let stale = totals.contains { $0 > total }
+                || totals.last.map { pastIncarnation(pid, total: $0) != incarnation } ?? false
+            if stale {
+                try removePasts(pid)
+                totals = []
+            }
+            if let last = totals.last, total <= last || total - last < Document.pastSpacing { return }
             try DurableFile.replace(paths.past(pid, total: total), with: bytes, io: io)
-        } catch let e as LnoteError where e.code == .io && io.faults?.hasCrashed != true {
+            totals.append(total)
+            guard totals.count > Document.pastKept else { return }
+            while totals.count > Document.pastKept {
+                var drop = 1
+                for i in 1..<(totals.count - 1) where totals[i + 1] - totals[i - 1] < totals[drop + 1] - totals[drop - 1] { drop = i }
+                try io.unlink(paths.past(pid, total: totals[drop]), missingOK: true)
+                totals.remove(at: drop)
+            }
+            try DurableFile.syncDirectory(paths.pages, io: io)
+        } catch where io.faults?.hasCrashed != true {
             return
         }
-        totals.append(total)
-        guard totals.count > Document.pastKept else { return }
-        while totals.count > Document.pastKept {
-            var drop = 1
-            for i in 1..<(totals.count - 1) where totals[i + 1] - totals[i - 1] < totals[drop + 1] - totals[drop - 1] { drop = i }
-            try io.unlink(paths.past(pid, total: totals[drop]), missingOK: true)
-            totals.remove(at: drop)
-        }
+    }
+
+    /// The log incarnation a past snapshot's header names (unchecked; nil when unreadable).
+    private func pastIncarnation(_ pid: PageID, total: UInt64) -> UInt64? {
+        guard let bytes = try? DurableFile.readIfExists(paths.past(pid, total: total), io: io) else { return nil }
+        return PageSnapshot.peekCoverage(bytes)?.incarnation
+    }
+
+    /// Removes every past snapshot of a page ([PKG-98]): its log was replaced, or the state
+    /// they were taken from was refused (a checkpoint that did not check, [SYNC-59]).
+    func removePasts(_ pid: PageID) throws {
+        let totals = try pastTotals(pid)
+        guard !totals.isEmpty else { return }
+        for t in totals { try io.unlink(paths.past(pid, total: t), missingOK: true) }
         try DurableFile.syncDirectory(paths.pages, io: io)
     }
 

@@ -44,7 +44,7 @@ extension Document {
             return
         }
         snapshotCounts[lp.id] = PageCounts(state)
-        try keepPast(lp.id, total: state.clock.total, bytes: bytes)
+        try keepPast(lp.id, total: state.clock.total, incarnation: lp.log.incarnation, bytes: bytes)
         writeThumbnailAfterSnapshot(state)
         lp.covered = (coveredOffset, lp.log.incarnation)
         lp.framesSinceSnapshot = lp.pendingOffsets.count

@@ -16,13 +16,6 @@ extension Document {
         return try History.pageState(pid, at: .clock(m.cut), ops: m.ops, applied: m.applied, base: m.base, log: m.path)
     }
 
-    /// The clock of the state `pageState(_:at:)` answers for this moment (its cut).
-    public func pageClock(_ pid: PageID, at point: HistoryPoint) async throws -> VectorClock {
-        let m = try pageMoment(pid, at: point)
-        try History.check(m.cut, ops: m.ops, base: m.base?.clock, log: m.path)
-        return m.cut
-    }
-
     /// A moment of a page: its cut, found from the frames' headers alone, where it starts (the
     /// latest past snapshot the cut covers, [PKG-98], else the checkpoint base, else the empty
     /// page), and the operations of the cut above that start, decoded (on every core when
@@ -38,18 +31,37 @@ extension Document {
             let lp = try loadedPageDeferred(pid)
             return (try readAllFrames(lp), lp.replica.clock, lp.log.path, lp.log.incarnation)
         }
-        let ids = frames.map { OperationCodec.id(of: $0.frame) }
+        // [MERGE-81] Each id once: its first frame in the log whose header decodes as a page
+        // operation's (later copies are kept aside, in case that first one's body does not
+        // decode). Frames of ids the wanted range leaves out are never decoded.
+        let ids = frames.map { f in OperationCodec.Kind(rawValue: f.frame.type)?.isPageKind == true ? OperationCodec.id(of: f.frame) : nil }
+        func firstHeaders(_ wanted: (OpID) -> Bool) -> (headers: [OperationCodec.Header], frames: [LoggedFrame], spares: [OpID: [LoggedFrame]]) {
+            var headers: [OperationCodec.Header] = []
+            var chosen: [LoggedFrame] = []
+            var spares: [OpID: [LoggedFrame]] = [:]
+            var seen = OpIDTable()
+            for (f, id) in zip(frames, ids) {
+                guard let id, wanted(id) else { continue }
+                if seen.contains(id) {
+                    spares[id, default: []].append(f)
+                    continue
+                }
+                guard let h = OperationCodec.header(of: f.frame) else { continue }
+                seen.insert(id)
+                headers.append(h)
+                chosen.append(f)
+            }
+            return (headers, chosen, spares)
+        }
         // The moment's clock. Only a wall time needs every frame's header.
         var clock: VectorClock
         switch point {
         case .clock(let c):
             clock = c
         case .operation(let id):
-            let header = ids.firstIndex(of: id).flatMap { OperationCodec.header(of: frames[$0].frame) }
-            clock = try History.clock(of: point, in: header.map { [$0] } ?? [], applied: applied, log: path)
+            clock = try History.clock(of: point, in: firstHeaders { $0 == id }.headers, applied: applied, log: path)
         case .wallTime:
-            clock = try History.clock(of: point, in: frames.compactMap { OperationCodec.header(of: $0.frame) }, applied: applied,
-                                      log: path)
+            clock = try History.clock(of: point, in: firstHeaders { _ in true }.headers, applied: applied, log: path)
         }
         clock = clock.meet(applied)
         // [PKG-98] From the latest past snapshot the clock covers (a past state is closed, so
@@ -59,18 +71,25 @@ extension Document {
         let baseClock = base?.clock ?? VectorClock()
         // Headers of what lies between the start and the clock: the cut and the decode need
         // nothing else (the cut never goes below a closed start).
-        var headers: [OperationCodec.Header] = []
-        var framesOf: [LoggedFrame] = []
-        var seen = OpIDTable()
-        for (f, id) in zip(frames, ids) {
-            guard let id, clock.covers(id), !baseClock.covers(id), seen.insert(id),
-                  let h = OperationCodec.header(of: f.frame) else { continue }
-            headers.append(h)
-            framesOf.append(f)
+        let between = firstHeaders { clock.covers($0) && !baseClock.covers($0) }
+        let cut = History.cut(clock, in: between.headers, applied: applied)
+        let needed = zip(between.headers, between.frames).filter { cut.covers($0.0.id) }
+        var ops: [Op] = []
+        ops.reserveCapacity(needed.count)
+        for (h, result) in zip(needed.map(\.0), Document.decode(needed.map(\.1), path: path)) {
+            if let op = try? result.get(), op.body.isPageOperation {
+                ops.append(op)
+                continue
+            }
+            // A first copy whose body does not decode: a later copy of the same id may.
+            for f in between.spares[h.id] ?? [] {
+                if let op = try? OperationCodec.decode(f.frame, base: Int(f.offset) + Frame.headerSize + 1, path: path),
+                   op.id == h.id, op.body.isPageOperation {
+                    ops.append(op)
+                    break
+                }
+            }
         }
-        let cut = History.cut(clock, in: headers, applied: applied)
-        let needed = zip(headers, framesOf).filter { cut.covers($0.0.id) }.map(\.1)
-        let ops = Document.decode(needed, path: path).compactMap { try? $0.get() }.filter(\.body.isPageOperation)
         lastMoment = (baseClock.total, ops.count)
         return (cut, ops, applied, base, path)
     }

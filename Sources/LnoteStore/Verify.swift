@@ -239,6 +239,8 @@ public enum Verify {
         var logs: [PageID: LogFacts] = [:]
         var bases: [PageID: VectorClock] = [:]
         var snapshots: [(PageID, String)] = []
+        var pasts: [(PageID, String, PageSnapshot.Contents)] = []
+        var pageOps: [PageID: [Op]] = [:]
         if try directoryExists(paths.pages, io: io, into: &report) {
             for name in try io.listDirectory(paths.pages).sorted() {
                 let p = DurableFile.join(paths.pages, name)
@@ -282,6 +284,8 @@ public enum Verify {
                             report.problems.append(.init(.undecodable, p, "names page \(s.state.page)"))
                         } else if s.state.clock.total != total {
                             report.problems.append(.init(.undecodable, p, "covers \(s.state.clock.total) operations, not \(total) as its name says"))
+                        } else {
+                            pasts.append((pid, p, s))
                         }
                     } catch let e as LnoteError {
                         report.problems.append(.init(.undecodable, p, e.message, offset: e.offset))
@@ -304,7 +308,21 @@ public enum Verify {
                 let bytes = try DurableFile.read(p, io: io)
                 let (ops, facts) = checkLog(bytes, path: p, kind: .page, owner: pid.uuid, into: &report)
                 logs[pid] = facts
+                pageOps[pid] = ops
                 for op in ops { if case .add(.image(let i), _) = op.body { referenced.insert(i.asset) } }
+            }
+        }
+        // [PKG-98] A past snapshot of the log's incarnation must be the state its log gives
+        // at its clock (onto the checkpoint base, if any). One the log cannot rebuild (it
+        // lost operations the past holds) is not judged.
+        for (pid, p, s) in pasts {
+            guard let facts = logs[pid], facts.incarnation == s.logIncarnation, let ops = pageOps[pid] else { continue }
+            let base = try? PageBase.decode(try DurableFile.read(paths.base(pid), io: io), page: pid, path: paths.base(pid),
+                                           state: true).state
+            guard let rebuilt = try? History.pageState(pid, at: .clock(s.state.clock), ops: ops, applied: s.state.clock, base: base)
+            else { continue }
+            if rebuilt != s.state {
+                report.problems.append(.init(.undecodable, p, "is not the state its log gives at \(s.state.clock)"))
             }
         }
         for (pid, p) in snapshots {

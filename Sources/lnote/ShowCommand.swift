@@ -129,7 +129,9 @@ extension CommandTable {
         let canvas = record.map { "\(Units.pt($0.canvas.value.width)) x \(Units.pt($0.canvas.value.height)) pt" } ?? "?"
         // A past state's conflicts are those of that state, not of today's.
         let conflicts = past ? s.conflicts : try await d.conflicts(page: s.page)
-        console.out("page \(s.page) (\(position) of \"\(docState.title.value)\", \(canvas))" + (past ? "  as of \(s.clock)" : ""))
+        // A page's moment is of its own log: where it sits, its size and the title are today's.
+        console.out(past ? "page \(s.page) as of \(s.clock) (today \(position) of \"\(docState.title.value)\", \(canvas))"
+                         : "page \(s.page) (\(position) of \"\(docState.title.value)\", \(canvas))")
         console.out("\(s.elements.count) element\(s.elements.count == 1 ? "" : "s"), \(s.pointCount) points, "
                     + "\(s.tombstones.count) erased kept as tombstones, \(conflicts.count) conflict\(conflicts.count == 1 ? "" : "s")")
         console.out("clock \(s.clock)  modified \(timestamp(s.modified))")

@@ -164,15 +164,19 @@ import LnoteModel
         let whole = try History.pageState(Self.page, at: .clock(applied), ops: above, applied: applied, base: base)
         #expect(whole.canonicalJSON() == all.state.canonicalJSON())
         let first = h.log[0]
-        if !first.clock.covers(base.clock) {
-            #expect(throws: LnoteError.self) {
-                try History.pageState(Self.page, at: .operation(first.id), ops: h.log, applied: applied, base: base)
-            }
-            let refused = #expect(throws: LnoteError.self) {
-                try History.pageState(Self.page, at: .clock(VectorClock()), ops: above, applied: applied, base: base)
-            }
-            #expect(refused?.code == .invalidState)
+        try #require(!first.clock.covers(base.clock))
+        #expect(throws: LnoteError.self) {
+            try History.pageState(Self.page, at: .operation(first.id), ops: h.log, applied: applied, base: base)
         }
+        let refused = #expect(throws: LnoteError.self) {
+            try History.pageState(Self.page, at: .clock(VectorClock()), ops: above, applied: applied, base: base)
+        }
+        #expect(refused?.code == .invalidState)
+        // Duplicates do not hide a hole.
+        let refusedDup = #expect(throws: LnoteError.self) {
+            try History.pageState(Self.page, at: .clock(applied), ops: Array(h.log.dropLast()) + [h.log[0]], applied: applied)
+        }
+        #expect(refusedDup?.message.contains(h.log.last!.id.description) == true)
         // A lost operation (held by the state, not by the log).
         let lost = h.log.last!
         let refusedLost = #expect(throws: LnoteError.self) {

@@ -64,7 +64,6 @@ import LnoteReplication
         for (clock, json, _) in seen {
             let got = try await d.pageState(pid, at: .clock(clock))
             #expect(got.canonicalJSON() == json, "seed \(seed): the state at \(clock)")
-            #expect(try await d.pageClock(pid, at: .clock(clock)) == clock, "seed \(seed)")
         }
         // Each step's moment gives back the state its author had just made.
         let steps = try await d.history(of: pid)
@@ -233,6 +232,9 @@ import LnoteReplication
             let want = try History.pageState(pid, at: .operation(ops[m].id), ops: ops, applied: applied)
             let got = try await d.pageState(pid, at: .operation(ops[m].id))
             #expect(got == want, "seed \(seed): moment \(m)")
+            // It started from the latest past snapshot at or below the moment's total.
+            let start = totals.last { $0 <= UInt64(m + 1) } ?? 0
+            #expect(await d.lastMoment == (start, m + 1 - Int(start)), "seed \(seed): moment \(m)")
         }
         try await nb.close()
     }
@@ -268,12 +270,25 @@ import LnoteReplication
         let again = try await openNotebook(dir.path, io: fastIO)
         let d2 = try await again.openDocument(d.id)
         #expect(try await d2.pageState(pid, at: .operation(moment)) == want)
+        // Passed over the damaged 2,200 and the misnamed 2,400: started from 1,100.
+        #expect(await d2.lastMoment == (1_100, 1_401))
         let report = try await again.verify()
         let problems = report.problems.map { "\($0.kind) \($0.path)" }
         #expect(problems.contains { $0.hasPrefix("undecodable") && $0.hasSuffix("\(pid).2200.past") }, "\(problems)")
         #expect(problems.contains { $0.hasPrefix("undecodable") && $0.hasSuffix("\(pid).2400.past") }, "\(problems)")
         #expect(problems.contains { $0.hasPrefix("orphanPageFile") && $0.hasSuffix("\(other).1100.past") }, "\(problems)")
+        #expect(!problems.contains { $0.hasSuffix("\(pid).1100.past") }, "\(problems)")
         try await again.close()
+
+        // A forged one: a valid snapshot of 1,100 operations, one element short of what they give.
+        var forged = try PageSnapshot.decode(fileBytes(paths.past(pid, total: 1_100))!, path: "past")
+        forged.state.elements.removeLast()
+        try writeFile(paths.past(pid, total: 1_100),
+                      PageSnapshot.encode(forged.state, coveredLogOffset: forged.coveredLogOffset, logIncarnation: forged.logIncarnation))
+        let third = try await openNotebook(dir.path, io: fastIO)
+        let forgedProblems = try await third.verify().problems.map { "\($0.kind) \($0.path) \($0.message)" }
+        #expect(forgedProblems.contains { $0.contains("\(pid).1100.past is not the state its log gives") }, "\(forgedProblems)")
+        try await third.close()
     }
 
     @Test("[PKG-98] [MERGE-82] a moment starts from the latest past snapshot it covers; those of a log since replaced are not used")
@@ -301,9 +316,84 @@ import LnoteReplication
         try FileManager.default.removeItem(atPath: paths.log(pid))
         let again = try await openNotebook(dir.path, io: fastIO)
         let d2 = try await again.openDocument(d.id)
-        // Reopening makes a new log incarnation: past snapshots of the old one are not used.
+        // The deleted log is made again with a new incarnation: past snapshots of the old one
+        // are not used, and nothing under them can be rebuilt.
         let refused = await #expect(throws: LnoteError.self) { try await d2.pageState(pid, at: .clock(ops[2_400 - 1].clock)) }
         #expect(refused?.code == .invalidState)
+        try await again.close()
+    }
+
+    @Test("[PKG-98] stale past snapshots (a total above the page's, another incarnation, an overflowing name) are removed, not trusted")
+    func staleOnesAreRemoved() async throws {
+        let dir = try TempDir("past-stale")
+        defer { dir.remove() }
+        let nb = try await openNotebook(dir.path, io: fastIO)
+        let d = try await nb.createDocument(title: "past")
+        let pid = await d.pageList[0].id
+        let ops = try Self.history(pid, count: 3_000, seed: 3)
+        _ = try await d.receive(Array(ops[..<1_100]), page: pid)
+        try await d.compact(page: pid)
+        let paths = PackagePaths(folder: dir.path, id: d.id)
+        let kept = fileBytes(paths.past(pid, total: 1_100))!
+        // A name whose total would overflow the spacing arithmetic, and one above the page.
+        try writeFile(paths.past(pid, total: .max), kept)
+        try writeFile(paths.past(pid, total: 2_900), kept)
+        _ = try await d.receive(Array(ops[1_100..<2_300]), page: pid)
+        try await d.compact(page: pid)
+        // Both went (they cannot be of this log as it is); the new one is kept.
+        #expect(try await d.pastTotals(pid) == [2_300])
+        try await nb.close()
+    }
+
+    @Test("[PKG-98] [SYNC-59] a checkpoint refused after the install takes the past snapshots made from it along")
+    func refusedCheckpointTakesItsPasts() async throws {
+        let dir = try TempDir("past-checkpoint")
+        defer { dir.remove() }
+        let a = try await openNotebook(dir.sub("A"), io: fastIO)
+        let b = try await openNotebook(dir.sub("B"), io: fastIO)
+        let da = try await a.createDocument(title: "source")
+        let pid = await da.pageList[0].id
+        _ = try await da.receive(try Self.history(pid, count: 1_200, seed: 4), page: pid)
+        try await b.installCheckpoint(document: da.id, pages: [try await da.pageState(pid)], assets: [])
+        let db = try await b.openDocument(da.id)
+        _ = try await db.receive(try await da.operations(notCoveredBy: VectorClock()))
+        try await db.addStroke(stroke(4), to: pid)
+        try await db.compact(page: pid)
+        #expect(try await db.pastTotals(pid) == [1_201])
+        try await db.dropCheckpoint(page: pid)
+        #expect(try await db.pastTotals(pid).isEmpty)
+        try await a.close()
+        try await b.close()
+    }
+
+    @Test("[MERGE-81] a first copy whose body does not decode gives way to a later copy of the same operation")
+    func laterCopyOfADamagedFrame() async throws {
+        let dir = try TempDir("past-copy")
+        defer { dir.remove() }
+        let nb = try await openNotebook(dir.path, io: fastIO)
+        let d = try await nb.createDocument(title: "copy")
+        let pid = await d.pageList[0].id
+        let first = try await d.addStroke(stroke(6), to: pid)
+        try await d.addStroke(stroke(4, x: 90), to: pid)
+        let want = try await d.pageState(pid)
+        try await nb.close()
+        // Damage the body of the first frame under a good CRC, then append a good copy of it.
+        let paths = PackagePaths(folder: dir.path, id: d.id)
+        let log = fileBytes(paths.log(pid))!
+        guard case .frame(let f1, let r1) = Frame.scan(log, at: LogHeader.size),
+              case .frame(_, let r2) = Frame.scan(log, at: r1.upperBound) else {
+            Issue.record("the log does not hold two frames")
+            return
+        }
+        #expect(OperationCodec.id(of: f1) == first)
+        // A byte past its body: the header decodes, the operation does not; the CRC is good.
+        let damaged = Frame(type: f1.type, payload: f1.payload + [0x00])
+        #expect(OperationCodec.header(of: damaged)?.id == first)
+        #expect(throws: LnoteError.self) { try OperationCodec.decode(damaged) }
+        try writeFile(paths.log(pid), Array(log[..<r1.lowerBound]) + damaged.encoded + Array(log[r2]) + f1.encoded)
+        let again = try await openNotebook(dir.path, io: fastIO)
+        let d2 = try await again.openDocument(d.id)
+        #expect(try await d2.pageState(pid, at: .clock(want.clock)) == want)
         try await again.close()
     }
 
