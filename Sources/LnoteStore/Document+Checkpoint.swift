@@ -150,11 +150,12 @@ extension Document {
                 pages[pid] = nil
                 try lp.log.close()
             }
+            // [PKG-98] Past snapshots written since the install may hold the refused state:
+            // removed first, so that a crash leaves none of them beside a base that is gone.
+            try removePasts(pid)
             if try io.stat(paths.base(pid)) != nil { _ = try Document.quarantine(paths.base(pid), io: io) }
             if try io.stat(paths.content(pid)) != nil { _ = try Document.quarantine(paths.content(pid), io: io) }
             try io.unlink(paths.missing(pid), missingOK: true)
-            // [PKG-98] Past snapshots written since the install may hold the refused state.
-            try removePasts(pid)
             snapshotCounts[pid] = nil
             let rebuilt = try loadedPage(pid, allowUnknown: true)
             rebuilt.dirty = true

@@ -83,8 +83,10 @@ extension Document {
 
     /// The log incarnation a past snapshot's header names (unchecked; nil when unreadable).
     private func pastIncarnation(_ pid: PageID, total: UInt64) -> UInt64? {
-        guard let bytes = try? DurableFile.readIfExists(paths.past(pid, total: total), io: io) else { return nil }
-        return PageSnapshot.peekCoverage(bytes)?.incarnation
+        guard let fd = try? io.open(paths.past(pid, total: total), O_RDONLY) else { return nil }
+        defer { try? fd.close() }
+        guard let head = try? io.pread(fd, count: PageSnapshot.headerSize, at: 0) else { return nil }
+        return PageSnapshot.peekCoverage(head)?.incarnation
     }
 
     /// Removes every past snapshot of a page ([PKG-98]): its log was replaced, or the state

@@ -31,9 +31,10 @@ extension Document {
             let lp = try loadedPageDeferred(pid)
             return (try readAllFrames(lp), lp.replica.clock, lp.log.path, lp.log.incarnation)
         }
-        // [MERGE-81] Each id once: its first frame in the log whose header decodes as a page
-        // operation's (later copies are kept aside, in case that first one's body does not
-        // decode). Frames of ids the wanted range leaves out are never decoded.
+        // [MERGE-80] Each id once: its first frame in the log whose header decodes as a page
+        // operation's (later copies are kept aside: one with the same header stands in when
+        // that first one's body does not decode). Frames of ids the wanted range leaves out
+        // are never decoded.
         let ids = frames.map { f in OperationCodec.Kind(rawValue: f.frame.type)?.isPageKind == true ? OperationCodec.id(of: f.frame) : nil }
         func firstHeaders(_ wanted: (OpID) -> Bool) -> (headers: [OperationCodec.Header], frames: [LoggedFrame], spares: [OpID: [LoggedFrame]]) {
             var headers: [OperationCodec.Header] = []
@@ -84,7 +85,7 @@ extension Document {
             // A first copy whose body does not decode: a later copy of the same id may.
             for f in between.spares[h.id] ?? [] {
                 if let op = try? OperationCodec.decode(f.frame, base: Int(f.offset) + Frame.headerSize + 1, path: path),
-                   op.id == h.id, op.body.isPageOperation {
+                   op.context == h.context, op.wallTime == h.wallTime, op.body.isPageOperation {
                     ops.append(op)
                     break
                 }

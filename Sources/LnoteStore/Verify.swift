@@ -239,8 +239,9 @@ public enum Verify {
         var logs: [PageID: LogFacts] = [:]
         var bases: [PageID: VectorClock] = [:]
         var snapshots: [(PageID, String)] = []
-        var pasts: [(PageID, String, PageSnapshot.Contents)] = []
-        var pageOps: [PageID: [Op]] = [:]
+        // Past snapshots sort before their page's log (`<page>.<N>.past` < `<page>.log`): they
+        // are checked against it as soon as it is read, and its operations are not kept.
+        var pasts: [PageID: [(String, PageSnapshot.Contents)]] = [:]
         if try directoryExists(paths.pages, io: io, into: &report) {
             for name in try io.listDirectory(paths.pages).sorted() {
                 let p = DurableFile.join(paths.pages, name)
@@ -285,7 +286,7 @@ public enum Verify {
                         } else if s.state.clock.total != total {
                             report.problems.append(.init(.undecodable, p, "covers \(s.state.clock.total) operations, not \(total) as its name says"))
                         } else {
-                            pasts.append((pid, p, s))
+                            pasts[pid, default: []].append((p, s))
                         }
                     } catch let e as LnoteError {
                         report.problems.append(.init(.undecodable, p, e.message, offset: e.offset))
@@ -308,21 +309,10 @@ public enum Verify {
                 let bytes = try DurableFile.read(p, io: io)
                 let (ops, facts) = checkLog(bytes, path: p, kind: .page, owner: pid.uuid, into: &report)
                 logs[pid] = facts
-                pageOps[pid] = ops
                 for op in ops { if case .add(.image(let i), _) = op.body { referenced.insert(i.asset) } }
-            }
-        }
-        // [PKG-98] A past snapshot of the log's incarnation must be the state its log gives
-        // at its clock (onto the checkpoint base, if any). One the log cannot rebuild (it
-        // lost operations the past holds) is not judged.
-        for (pid, p, s) in pasts {
-            guard let facts = logs[pid], facts.incarnation == s.logIncarnation, let ops = pageOps[pid] else { continue }
-            let base = try? PageBase.decode(try DurableFile.read(paths.base(pid), io: io), page: pid, path: paths.base(pid),
-                                           state: true).state
-            guard let rebuilt = try? History.pageState(pid, at: .clock(s.state.clock), ops: ops, applied: s.state.clock, base: base)
-            else { continue }
-            if rebuilt != s.state {
-                report.problems.append(.init(.undecodable, p, "is not the state its log gives at \(s.state.clock)"))
+                if let kept = pasts[pid], let facts {
+                    checkPasts(kept, of: pid, ops: ops, incarnation: facts.incarnation, paths: paths, io: io, into: &report)
+                }
             }
         }
         for (pid, p) in snapshots {
@@ -424,6 +414,31 @@ public enum Verify {
 
     /// What a snapshot's coverage is checked against: a log's incarnation and where its
     /// frames end.
+    /// [PKG-98] Each past snapshot of the log's incarnation must be the state its log gives at
+    /// its clock (onto the checkpoint base, if any). One replay serves them all: their
+    /// clocks, in one incarnation, follow each other. One whose operations the log does not
+    /// all hold cannot be judged and is not reported.
+    static func checkPasts(_ kept: [(String, PageSnapshot.Contents)], of pid: PageID, ops: [Op], incarnation: UInt64,
+                           paths: PackagePaths, io: Syscalls, into report: inout VerifyReport) {
+        let base = (try? DurableFile.readIfExists(paths.base(pid), io: io)).flatMap { $0 }
+            .flatMap { try? PageBase.decode($0, page: pid, path: paths.base(pid), state: true).state }
+        let baseClock = base?.clock ?? VectorClock()
+        var replica = base.map { PageReplica(state: $0) } ?? PageReplica(page: pid)
+        for (p, s) in kept.sorted(by: { $0.1.state.clock.total < $1.1.state.clock.total }) where s.logIncarnation == incarnation {
+            let clock = s.state.clock
+            guard clock.covers(baseClock), (try? History.check(clock, ops: ops, base: base?.clock)) != nil else { continue }
+            // Everything its clock covers is held: the replica must reach exactly that clock.
+            _ = try? replica.receive(ops.filter { clock.covers($0.id) && !replica.clock.covers($0.id) && !baseClock.covers($0.id) })
+            if replica.clock != clock {
+                report.problems.append(.init(.undecodable, p, "its clock \(clock) is not a state its log gives (the log reaches \(replica.clock))"))
+                // Start the next ones from scratch: this replay went past or stopped short.
+                replica = base.map { PageReplica(state: $0) } ?? PageReplica(page: pid)
+            } else if replica.state != s.state {
+                report.problems.append(.init(.undecodable, p, "is not the state its log gives at \(clock)"))
+            }
+        }
+    }
+
     struct LogFacts {
         var incarnation: UInt64
         var size: UInt64

@@ -172,9 +172,10 @@ import LnoteModel
             try History.pageState(Self.page, at: .clock(VectorClock()), ops: above, applied: applied, base: base)
         }
         #expect(refused?.code == .invalidState)
-        // Duplicates do not hide a hole.
+        // Duplicates do not hide a hole: one of the lost operation's author counted twice.
+        let sameAuthor = try #require(h.log.first { $0.id.replica == h.log.last!.id.replica && $0.id != h.log.last!.id })
         let refusedDup = #expect(throws: LnoteError.self) {
-            try History.pageState(Self.page, at: .clock(applied), ops: Array(h.log.dropLast()) + [h.log[0]], applied: applied)
+            try History.pageState(Self.page, at: .clock(applied), ops: Array(h.log.dropLast()) + [sameAuthor], applied: applied)
         }
         #expect(refusedDup?.message.contains(h.log.last!.id.description) == true)
         // A lost operation (held by the state, not by the log).

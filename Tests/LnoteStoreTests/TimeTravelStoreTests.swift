@@ -342,6 +342,15 @@ import LnoteReplication
         try await d.compact(page: pid)
         // Both went (they cannot be of this log as it is); the new one is kept.
         #expect(try await d.pastTotals(pid) == [2_300])
+        // The newest naming another log incarnation (the log was replaced since): all go.
+        var other = try PageSnapshot.decode(fileBytes(paths.past(pid, total: 2_300))!, path: "past")
+        other.logIncarnation &+= 1
+        try writeFile(paths.past(pid, total: 2_300),
+                      PageSnapshot.encode(other.state, coveredLogOffset: other.coveredLogOffset, logIncarnation: other.logIncarnation))
+        try writeFile(paths.past(pid, total: 1_100), kept)
+        _ = try await d.receive(Array(ops[2_300..<2_800]), page: pid)
+        try await d.compact(page: pid)
+        #expect(try await d.pastTotals(pid) == [2_800])
         try await nb.close()
     }
 
@@ -394,6 +403,8 @@ import LnoteReplication
         let again = try await openNotebook(dir.path, io: fastIO)
         let d2 = try await again.openDocument(d.id)
         #expect(try await d2.pageState(pid, at: .clock(want.clock)) == want)
+        #expect(try await d2.pageState(pid, at: .wallTime(.max)) == want)
+        #expect(try await d2.pageState(pid, at: .operation(first)).elements.map(\.id) == [first])
         try await again.close()
     }
 
