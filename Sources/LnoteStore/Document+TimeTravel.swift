@@ -6,11 +6,13 @@ import LnoteReplication
 /// (merge-semantics.md §6). Read-only: nothing here writes.
 extension Document {
     /// [MERGE-80] – [MERGE-82] The state of a page as of a moment: the operations of its log
-    /// that the moment's cut covers, applied onto its checkpoint base when it has one.
+    /// that the moment's cut covers, applied onto the latest past snapshot the cut covers
+    /// ([PKG-98]), else onto its checkpoint base when it has one, else onto an empty page.
     ///
-    /// - Throws: `notFound` for a page the document does not know or an operation the log
-    ///   does not hold; `invalidState` for a moment before the page's checkpoint base or one
-    ///   that needs an operation the log lost. Never a state built from part of the moment.
+    /// - Throws: `notFound` for a page the document does not know, or an operation the log
+    ///   does not hold or has not applied; `invalidState` for a moment not above the page's
+    ///   checkpoint base, or one that needs an operation the log lost or cannot decode.
+    ///   Never a state built from part of the moment.
     public func pageState(_ pid: PageID, at point: HistoryPoint) async throws -> PageState {
         let m = try pageMoment(pid, at: point)
         return try History.pageState(pid, at: .clock(m.cut), ops: m.ops, applied: m.applied, base: m.base, log: m.path)
@@ -138,10 +140,10 @@ extension Document {
                           path: docLog.path)
     }
 
-    /// The operations of a log's frames, each once, in log order. Frames that do not decode
-    /// were reported when the log was opened ([PKG-39]) and are part of no state. A page
-    /// log's strokes keep their points deferred ([LOG-27]): `History.pageState` checks those
-    /// of the operations a moment takes.
+    /// The operations of a log's frames, each once, in log order, for its steps ([MERGE-84])
+    /// and for the document log's moments. Frames that do not decode were reported when the
+    /// log was opened ([PKG-39]) and are part of no state. A page log's strokes keep their
+    /// points deferred ([LOG-27]): steps need only their counts.
     static func historyOperations(_ frames: [LoggedFrame], page: Bool, path: String) -> [Op] {
         var seen = OpIDTable(minimumCapacity: frames.count)
         var out: [Op] = []
