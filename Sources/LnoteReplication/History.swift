@@ -91,8 +91,9 @@ public enum History {
         }
     }
 
-    /// The state of a page log as of a moment: `base` (a checkpoint's state, or nil for an
-    /// empty page) with the operations the moment's cut covers applied ([MERGE-80] –
+    /// The state of a page log as of a moment: `base` (a state the moment starts from: a
+    /// checkpoint base or a past snapshot whose clock the cut covers; nil for an empty page)
+    /// with the operations the moment's cut covers and `base` does not applied ([MERGE-80] –
     /// [MERGE-82]), every point decoded.
     public static func pageState(_ page: PageID, at point: HistoryPoint, ops: [Op], applied: VectorClock,
                                  base: PageState? = nil, log: String? = nil) throws -> PageState {
