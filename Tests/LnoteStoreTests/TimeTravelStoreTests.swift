@@ -408,6 +408,34 @@ import LnoteReplication
         try await again.close()
     }
 
+    @Test("[PKG-98] verify judges a past snapshot by its log also when the log holds a refused copy of one of its operations")
+    func refusedCopyDoesNotMakeAGoodPastLookForged() async throws {
+        let dir = try TempDir("past-refused-copy")
+        defer { dir.remove() }
+        let nb = try await openNotebook(dir.path, io: fastIO)
+        let d = try await nb.createDocument(title: "past")
+        let pid = await d.pageList[0].id
+        let ops = try Self.history(pid, count: 1_200, seed: 8)
+        _ = try await d.receive(ops, page: pid)
+        try await d.compact(page: pid)
+        #expect(try await d.pastTotals(pid) == [1_200])
+        try await nb.close()
+        // A copy of an operation the past covers, with its Lamport timestamp off by one: it
+        // passes its CRC and the validator refuses it ([LOG-4]).
+        var bad = ops[600]
+        bad.lamport += 1
+        var w = ByteWriter()
+        OperationCodec.encodePayload(bad, into: &w)
+        let frame = Frame(type: OperationCodec.frame(ops[600], form: .hash).type, payload: w.bytes)
+        let paths = PackagePaths(folder: dir.path, id: d.id)
+        try writeFile(paths.log(pid), fileBytes(paths.log(pid))! + frame.encoded)
+        let again = try await openNotebook(dir.path, io: fastIO)
+        let problems = try await again.verify().problems.map { "\($0.kind) \($0.path) \($0.message)" }
+        #expect(!problems.contains { $0.contains(".1200.past") }, "\(problems)")
+        #expect(problems.contains { $0.contains(paths.log(pid)) }, "checkLog reports the refused copy: \(problems)")
+        try await again.close()
+    }
+
     @Test("[PKG-98] names: only a page id, a canonical decimal total and .past")
     func names() {
         let p = PageID()
