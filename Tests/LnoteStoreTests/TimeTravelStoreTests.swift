@@ -199,19 +199,26 @@ import LnoteReplication
         return ops
     }
 
+    /// A new notebook at `path` whose first page receives `count` operations of `history`,
+    /// `every` at a time, compacted after each batch (so past snapshots are kept).
+    static func compacted(_ path: String, count: Int, seed: UInt64, every: Int) async throws -> (Notebook, Document, PageID, [Op]) {
+        let nb = try await openNotebook(path, io: fastIO)
+        let d = try await nb.createDocument(title: "past")
+        let pid = await d.pageList[0].id
+        let ops = try history(pid, count: count, seed: seed)
+        for start in stride(from: 0, to: ops.count, by: every) {
+            _ = try await d.receive(Array(ops[start..<min(start + every, ops.count)]), page: pid)
+            try await d.compact(page: pid)
+        }
+        return (nb, d, pid, ops)
+    }
+
     @Test("[PKG-98] [MERGE-82] past snapshots are kept spaced, at most 8, and moments from them equal a replay from nothing")
     func keptSpacedAndUsed() async throws {
         let seed = testSeed()
         let dir = try TempDir("past")
         defer { dir.remove() }
-        let nb = try await openNotebook(dir.path, io: fastIO)
-        let d = try await nb.createDocument(title: "past")
-        let pid = await d.pageList[0].id
-        let ops = try Self.history(pid, count: 13_000, seed: seed)
-        for start in stride(from: 0, to: ops.count, by: 1_100) {
-            _ = try await d.receive(Array(ops[start..<min(start + 1_100, ops.count)]), page: pid)
-            try await d.compact(page: pid)
-        }
+        let (nb, d, pid, ops) = try await Self.compacted(dir.path, count: 13_000, seed: seed, every: 1_100)
         let totals = try await d.pastTotals(pid)
         #expect(totals.count == Document.pastKept, "seed \(seed): \(totals)")
         for (a, b) in zip(totals, totals.dropFirst()) { #expect(b - a >= Document.pastSpacing, "seed \(seed): \(totals)") }
@@ -243,14 +250,7 @@ import LnoteReplication
     func damagedOnesArePassedOver() async throws {
         let dir = try TempDir("past-damaged")
         defer { dir.remove() }
-        let nb = try await openNotebook(dir.path, io: fastIO)
-        let d = try await nb.createDocument(title: "past")
-        let pid = await d.pageList[0].id
-        let ops = try Self.history(pid, count: 3_000, seed: 5)
-        for start in stride(from: 0, to: ops.count, by: 1_100) {
-            _ = try await d.receive(Array(ops[start..<min(start + 1_100, ops.count)]), page: pid)
-            try await d.compact(page: pid)
-        }
+        let (nb, d, pid, ops) = try await Self.compacted(dir.path, count: 3_000, seed: 5, every: 1_100)
         let totals = try await d.pastTotals(pid)
         #expect(totals == [1_100, 2_200])
         let moment = ops[2_500].id
@@ -295,14 +295,7 @@ import LnoteReplication
     func startsFromPast() async throws {
         let dir = try TempDir("past-start")
         defer { dir.remove() }
-        let nb = try await openNotebook(dir.path, io: fastIO)
-        let d = try await nb.createDocument(title: "past")
-        let pid = await d.pageList[0].id
-        let ops = try Self.history(pid, count: 2_500, seed: 9)
-        for start in stride(from: 0, to: ops.count, by: 1_200) {
-            _ = try await d.receive(Array(ops[start..<min(start + 1_200, ops.count)]), page: pid)
-            try await d.compact(page: pid)
-        }
+        let (nb, d, pid, ops) = try await Self.compacted(dir.path, count: 2_500, seed: 9, every: 1_200)
         #expect(try await d.pastTotals(pid) == [1_200, 2_400])
         let cut = ops[2_000].clock
         let start = try await d.pastStart(pid, cut: cut, incarnation: try await d.logIncarnation(pid), base: nil)
