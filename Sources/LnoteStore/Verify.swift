@@ -321,6 +321,7 @@ public enum Verify {
                 let s = try PageSnapshot.decode(bytes, path: p)
                 if s.state.page != pid { report.problems.append(.init(.undecodable, p, "names page \(s.state.page)")) }
                 referenced.formUnion(s.state.elements.compactMap(\.content.image?.asset))
+                referenced.formUnion(s.state.tombstones.compactMap { $0.record?.content.image?.asset })
                 if let facts = logs[pid], let problem = facts.check(offset: s.coveredLogOffset, incarnation: s.logIncarnation,
                                                                      snapshot: p, what: "the page") {
                     report.problems.append(problem)
