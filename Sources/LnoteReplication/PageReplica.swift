@@ -45,7 +45,8 @@ public struct PageReplica: Sendable {
             if let d = given { sources = [d] }
         } else {
             // The sources of the state's deferred strokes (one snapshot's, in practice).
-            for e in state.elements {
+            // (Erased elements' records too: a state handed over after an erase keeps theirs.)
+            for e in state.elements + state.tombstones.compactMap(\.record) {
                 guard case .stroke(let s) = e.content, let d = s.deferredSource else { continue }
                 if !sources.contains(where: { $0 === d }) { sources.append(d) }
             }
@@ -373,6 +374,7 @@ public struct PageReplica: Sendable {
                 let n = UInt32(clamping: r.content.pointCount)
                 let clamped = ranges.map { PointRange(min($0.from, n), min($0.to, n)) }.normalizedUnion()
                 guard !clamped.isEmpty else { return }
+                PageReplica.adoptUnknownErasures(&r)
                 let entry = RangeErasure(ref: op.ref, ranges: clamped)
                 let i = r.rangeErasures.lastIndex { $0.ref < entry.ref }.map { $0 + 1 } ?? 0
                 r.rangeErasures.insert(entry, at: i)
@@ -382,6 +384,7 @@ public struct PageReplica: Sendable {
             // [MERGE-71] Takes these points back from the partial erases its author had seen;
             // a concurrent one keeps all of its ranges.
             edit(id, by: op) { r in
+                PageReplica.adoptUnknownErasures(&r)
                 var changed = false
                 for i in r.rangeErasures.indices where op.context.covers(r.rangeErasures[i].ref.id) {
                     let left = r.rangeErasures[i].ranges.subtracting(ranges)
@@ -440,12 +443,22 @@ public struct PageReplica: Sendable {
             change(&r)
             advance(&r.frontier, with: op)
         }
-        guard !live else { return }
+        // A restored element whose content was never held ([MERGE-30]) takes no edit.
+        guard !live, t.isErased else { return }
         // [MERGE-30] Erased: the kept record takes the edit, as it would have live, so that a
         // restore brings back the same element whatever the order of arrival.
         if t.record != nil { change(&t.record!) }
         advance(&t.frontier, with: op)
         tombstones[id] = t
+    }
+
+    /// [SNAP-41] A stroke's erased ranges whose partial erases are unknown (a page from a
+    /// checkpoint written before restores) become one partial erase under the ref of the
+    /// element's add, which every range restore of the element has seen: before its first
+    /// partial erase or range restore here, so that the list adds up to the erased ranges.
+    static func adoptUnknownErasures(_ r: inout ElementRecord) {
+        guard r.rangeErasures.isEmpty, !r.erased.isEmpty else { return }
+        r.rangeErasures = [RangeErasure(ref: r.addRef, ranges: r.erased)]
     }
 
     /// True when `op`'s author had seen element `id` erased ([MERGE-42], [MERGE-70]).
@@ -492,11 +505,13 @@ public struct PageReplica: Sendable {
             changed = true
         }
         guard changed else { return }
-        if !t.isErased, var r = t.record {
-            r.frontier = t.frontier
+        if !t.isErased {
+            if var r = t.record {
+                r.frontier = t.frontier
+                records.insert(r)
+            }
             t.record = nil
             t.frontier = []
-            records.insert(r)
         }
         tombstones[id] = t
     }

@@ -8,10 +8,23 @@ public struct UndoEntry: Hashable, Sendable {
     public var op: OpID
     /// What takes it back, as computed when `op` was made.
     public var inverse: Op.Body
-    public init(page: PageID, op: OpID, inverse: Op.Body) {
+    /// For a move or a reorder: the body of `op` itself, what it wrote ([MERGE-74]).
+    public var made: Op.Body?
+    public init(page: PageID, op: OpID, inverse: Op.Body, made: Op.Body? = nil) {
         self.page = page
         self.op = op
         self.inverse = inverse
+        self.made = made
+    }
+}
+
+extension UndoEntry {
+    /// What an entry keeps of the operation itself: its body when a move or a reorder.
+    public static func madeBody(_ op: Op) -> Op.Body? {
+        switch op.body {
+        case .move, .reorder: op.body
+        default: nil
+        }
     }
 }
 
@@ -62,34 +75,60 @@ public enum Undo {
     }
 
     /// What of `entry` is still to do on `r` now ([MERGE-74]), or nil when others' edits
-    /// overwrote all of it:
+    /// overwrote all of it. `me`, the replica whose step it is, is `entry.op`'s.
     /// - an erase (undo of an add): the elements still live;
-    /// - a restore: the elements still erased whose content is held;
-    /// - a restoreRange: the points still erased; an eraseRange: the points not erased now;
+    /// - a restore: the elements still erased, whose content is held, and whose holding
+    ///   erasures are all this replica's: one another replica erased too stays erased;
+    /// - a restoreRange: the points still erased by this replica's partial erases and by no
+    ///   other replica's; an eraseRange: the points not erased now;
     /// - a move (or reorder): the elements still live whose transform (or z) register's
-    ///   winning write is still `entry.op`: a later or concurrent write of anyone overwrote it.
+    ///   winning write is this replica's and holds what `entry.op` wrote (`entry.made`; `op`
+    ///   itself when it is not given): another replica's write that wins overwrote it, and so
+    ///   did a later own write still in effect (above it on the stack, undone first).
     public static func remaining(_ entry: UndoEntry, on r: PageReplica) -> Op.Body? {
+        let me = entry.op.replica
         switch entry.inverse {
         case .erase(let ids):
             let live = ids.filter { r.element($0) != nil }
             return live.isEmpty ? nil : .erase(live)
         case .restore(let ids):
-            let back = ids.filter { r.isRestorable($0) }
+            let back = ids.filter { id in
+                r.isRestorable(id) && r.tombstone(id)!.erasures.allSatisfy { !$0.holds || $0.ref.id.replica == me }
+            }
             return back.isEmpty ? nil : .restore(back)
         case .restoreRange(let e, let ranges):
             guard let rec = r.element(e) else { return nil }
-            let back = rec.erased.subtracting(rec.erased.subtracting(ranges))
-            return back.isEmpty ? nil : .restoreRange(e, back)
+            var mine = rec.erased.subtracting(rec.erased.subtracting(ranges))
+            if !rec.rangeErasures.isEmpty {
+                let own = rec.rangeErasures.filter { $0.ref.id.replica == me }.flatMap(\.ranges)
+                let others = rec.rangeErasures.filter { $0.ref.id.replica != me }.flatMap(\.ranges)
+                mine = mine.subtracting(mine.subtracting(own)).subtracting(others)
+            }
+            return mine.isEmpty ? nil : .restoreRange(e, mine)
         case .eraseRange(let e, let ranges):
             guard let rec = r.element(e), case .stroke(let s) = rec.content else { return nil }
             let n = UInt32(clamping: s.pointCount)
             let left = ranges.map { PointRange(min($0.from, n), min($0.to, n)) }.normalizedUnion().subtracting(rec.erased)
             return left.isEmpty ? nil : .eraseRange(e, left)
         case .move(let ts):
-            let kept = ts.filter { t in r.element(t.element).map { $0.transform.winner?.id == entry.op } ?? false }
+            var wrote: [ElementID: Transform] = [:]
+            if case .move(let made)? = entry.made { for t in made { wrote[t.element] = t.transform } }
+            let kept = ts.filter { t in
+                guard let rec = r.element(t.element), let w = rec.transform.winner else { return false }
+                if w.id == entry.op { return true }
+                guard let v = wrote[t.element] else { return false }
+                return w.id.replica == me && rec.transform.value == v
+            }
             return kept.isEmpty ? nil : .move(kept)
         case .reorder(let zs):
-            let kept = zs.filter { z in r.element(z.element).map { $0.z.winner?.id == entry.op } ?? false }
+            var wrote: [ElementID: ZKey] = [:]
+            if case .reorder(let made)? = entry.made { for z in made { wrote[z.element] = z.z } }
+            let kept = zs.filter { z in
+                guard let rec = r.element(z.element), let w = rec.z.winner else { return false }
+                if w.id == entry.op { return true }
+                guard let v = wrote[z.element] else { return false }
+                return w.id.replica == me && rec.z.value == v
+            }
             return kept.isEmpty ? nil : .reorder(kept)
         default:
             return nil

@@ -842,7 +842,7 @@ extension Document {
         _ = try await commitRecorded(page: pid, label: "move") { r, me, t, entries in
             let inverse = Undo.inverse(of: .move(ids.map { ElementTransform($0, .identity) }), id: OpID(replica: me, counter: 1), before: r)
             let op = try r.move(ids, dx: dx, dy: dy, by: me, wallTime: t)
-            if let inverse { entries = [UndoEntry(page: pid, op: op.id, inverse: inverse)] }
+            if let inverse { entries = [UndoEntry(page: pid, op: op.id, inverse: inverse, made: UndoEntry.madeBody(op))] }
             return [op]
         }
     }
@@ -858,7 +858,7 @@ extension Document {
         _ = try await commitRecorded(page: pid, label: "bring to front") { r, me, t, entries in
             let inverse = Undo.inverse(of: .reorder(ids.map { ElementZ($0, ZKey(layer: 0)) }), id: OpID(replica: me, counter: 1), before: r)
             let op = try r.bringToFront(ids, by: me, wallTime: t)
-            if let inverse { entries = [UndoEntry(page: pid, op: op.id, inverse: inverse)] }
+            if let inverse { entries = [UndoEntry(page: pid, op: op.id, inverse: inverse, made: UndoEntry.madeBody(op))] }
             return [op]
         }
     }
@@ -867,7 +867,7 @@ extension Document {
         _ = try await commitRecorded(page: pid, label: "send to back") { r, me, t, entries in
             let inverse = Undo.inverse(of: .reorder(ids.map { ElementZ($0, ZKey(layer: 0)) }), id: OpID(replica: me, counter: 1), before: r)
             let op = try r.sendToBack(ids, by: me, wallTime: t)
-            if let inverse { entries = [UndoEntry(page: pid, op: op.id, inverse: inverse)] }
+            if let inverse { entries = [UndoEntry(page: pid, op: op.id, inverse: inverse, made: UndoEntry.madeBody(op))] }
             return [op]
         }
     }

@@ -176,7 +176,7 @@ extension Document {
         let id = OpID(replica: me, counter: r.clock[me] + 1)
         let inverse = Undo.inverse(of: body, id: id, before: r)
         let op = try r.make(body, by: me, wallTime: wallTime)
-        if let inverse { entries.append(UndoEntry(page: page, op: op.id, inverse: inverse)) }
+        if let inverse { entries.append(UndoEntry(page: page, op: op.id, inverse: inverse, made: UndoEntry.madeBody(op))) }
         return op
     }
 
@@ -206,6 +206,7 @@ extension Document {
     }
 
     // MARK: - The journal ([PKG-100])
+
 
     /// `.lnote/undo/<document-uuid>.jsonl` beside the notebook's replica file.
     var undoJournalPath: String {

@@ -100,7 +100,10 @@ struct UndoJournal {
 
     static func encodeStep(_ s: UndoStep) -> [String: Any] {
         ["label": s.label, "wallTime": s.wallTime, "entries": s.entries.map { e -> [String: Any] in
-            ["page": e.page.description, "op": e.op.description, "inverse": Data(encodeBody(e.inverse)).base64EncodedString()]
+            var o: [String: Any] = ["page": e.page.description, "op": e.op.description,
+                                    "inverse": Data(encodeBody(e.inverse)).base64EncodedString()]
+            if let made = e.made { o["made"] = Data(encodeBody(made)).base64EncodedString() }
+            return o
         }]
     }
 
@@ -113,7 +116,12 @@ struct UndoJournal {
                   let op = (e["op"] as? String).flatMap(OpID.init(parsing:)),
                   let b64 = e["inverse"] as? String, let data = Data(base64Encoded: b64),
                   let body = decodeBody(Array(data)) else { return nil }
-            entries.append(UndoEntry(page: p, op: op, inverse: body))
+            var made: Op.Body?
+            if let m = e["made"] {
+                guard let b = m as? String, let d = Data(base64Encoded: b), let body = decodeBody(Array(d)) else { return nil }
+                made = body
+            }
+            entries.append(UndoEntry(page: p, op: op, inverse: body, made: made))
         }
         return UndoStep(label: label, wallTime: wall, entries: entries)
     }
