@@ -153,6 +153,8 @@ extension PageSnapshot {
                     state.tombstones = try decodeTombstones(&s)
                 case .contexts:
                     state.contexts = try decodeContexts(&s, clock: state.clock, maxLamport: state.maxLamport)
+                case .eraseHistory:
+                    try decodeEraseHistory(&s, into: &state)
                 case .elementIndex:
                     // [SNAP-32] Exactly where the records start (elements came first: tags increase).
                     let at = s.offset
@@ -177,14 +179,25 @@ extension PageSnapshot {
             if !state.tombstones.isEmpty {
                 var live = OpIDTable(minimumCapacity: state.elements.count)
                 for e in state.elements { live.insert(e.id) }
-                for (i, t) in state.tombstones.enumerated() where live.contains(t.id) {
-                    throw LnoteError(.corrupt, "tombstone \(t.id) is also a live element", path: path, offset: crcAt, index: i)
+                for (i, t) in state.tombstones.enumerated() where live.contains(t.id) && t.isErased {
+                    throw LnoteError(.corrupt, "tombstone \(t.id) is erased and also a live element", path: path, offset: crcAt, index: i)
                 }
+            }
+            // [SNAP-40] Present exactly when needed; without it, a format-2 snapshot from before restores.
+            var lacksHistory = false
+            if seen.contains(.eraseHistory) {
+                guard PageSnapshot.needsEraseHistory(state) else {
+                    throw r.error(.corrupt, "erase-history section that holds no record, restore or partial erase", at: crcAt)
+                }
+            } else {
+                lacksHistory = !state.tombstones.isEmpty || state.elements.contains { !$0.erased.isEmpty }
             }
             // The source when there are records (a page of images only has nothing to decode
             // later, and its chunks check again quickly).
             let source = state.elements.isEmpty ? nil : deferral
-            return Contents(state: state, coveredLogOffset: coveredLogOffset, logIncarnation: logIncarnation, deferredPoints: source)
+            var contents = Contents(state: state, coveredLogOffset: coveredLogOffset, logIncarnation: logIncarnation, deferredPoints: source)
+            contents.lacksEraseHistory = lacksHistory
+            return contents
         } catch var e as LnoteError where e.code == .truncated || e.code == .limitExceeded {
             // Inside a file whose length and CRC are right, a structure that runs past its
             // section, or a count its section cannot hold, is corruption, not a cut file.
@@ -488,6 +501,94 @@ extension PageSnapshot {
             }
         }
         return out
+    }
+
+    /// [SNAP-40] The erase-history section, read onto the state's tombstones and elements
+    /// (which come first: tags increase). Checks [SNAP-41] and that erased tombstones keep no
+    /// frontier in their record and restored ones have none.
+    static func decodeEraseHistory(_ r: inout ByteReader, into state: inout PageState) throws {
+        let countAt = r.offset
+        let n = try r.count("tombstone count", minSize: 2)
+        guard n == state.tombstones.count else {
+            throw r.error(.corrupt, "erase history for \(n) tombstones, the tombstone section has \(state.tombstones.count)", at: countAt)
+        }
+        for i in 0..<n {
+            let at = r.offset
+            do {
+                for k in state.tombstones[i].erasures.indices {
+                    let m = try r.count("restore count", minSize: 9)
+                    var by: [OpID] = []
+                    by.reserveCapacity(m)
+                    for _ in 0..<m {
+                        let cAt = r.offset
+                        let c = try ElementCodec.decodeOpID(&r)
+                        if let last = by.last, !(last < c) { throw r.error(.corrupt, "restores not strictly increasing", at: cAt) }
+                        by.append(c)
+                    }
+                    state.tombstones[i].erasures[k].cancelledBy = by
+                }
+                let t = state.tombstones[i]
+                let flagAt = r.offset
+                switch try r.u8("record flag") {
+                case 0: break
+                case 1:
+                    let rec = try decodeElement(&r)
+                    guard rec.id == t.id, rec.frontier.isEmpty, t.isErased else {
+                        throw r.error(.corrupt, "tombstone \(t.id) keeps a record of \(rec.id), with a frontier, or while restored", at: flagAt)
+                    }
+                    if let problem = rec.z.value.validityProblem { throw r.error(.corrupt, "invalid z key: \(problem)", at: flagAt) }
+                    state.tombstones[i].record = rec
+                default:
+                    throw r.error(.corrupt, "record flag is neither 0 nor 1", at: flagAt)
+                }
+                if !t.isErased && !t.frontier.isEmpty {
+                    throw r.error(.corrupt, "restored tombstone \(t.id) keeps a frontier", at: at)
+                }
+            } catch var e as LnoteError {
+                if e.index == nil { e.index = i }
+                throw e
+            }
+        }
+        let m = try r.count("partially erased element count", minSize: 11)
+        var previous: ElementID?
+        var entries: [ElementID: [RangeErasure]] = [:]
+        for _ in 0..<m {
+            let at = r.offset
+            let id = try ElementCodec.decodeOpID(&r)
+            if let previous, !(previous < id) { throw r.error(.corrupt, "partially erased elements not increasing by id", at: at) }
+            previous = id
+            let k = try r.count("partial erase count", minSize: 12)
+            guard k > 0 else { throw r.error(.corrupt, "partially erased element \(id) without partial erases", at: at) }
+            var list: [RangeErasure] = []
+            list.reserveCapacity(k)
+            for _ in 0..<k {
+                let xAt = r.offset
+                let ref = try ElementCodec.decodeOpRef(&r)
+                if let last = list.last, !(last.ref < ref) { throw r.error(.corrupt, "partial erases not increasing by ref", at: xAt) }
+                let ranges = try decodeRanges(&r)
+                guard !ranges.isEmpty else { throw r.error(.corrupt, "partial erase \(ref) without ranges", at: xAt) }
+                list.append(RangeErasure(ref: ref, ranges: ranges))
+            }
+            entries[id] = list
+        }
+        let end = r.offset
+        // Each entry names a stroke this state holds.
+        func attach(_ rec: inout ElementRecord) throws {
+            // A stroke with erased ranges and no entry is of a page read from a format-2 snapshot
+            // before restores, installed from a checkpoint ([MERGE-30]): its partial erases are unknown.
+            guard let list = entries.removeValue(forKey: rec.id) else { return }
+            rec.rangeErasures = list
+            if let problem = PageSnapshot.rangeErasureProblem(rec) { throw r.error(.corrupt, "element \(rec.id): \(problem)", at: end) }
+        }
+        if !entries.isEmpty {
+            for i in state.elements.indices where entries[state.elements[i].id] != nil { try attach(&state.elements[i]) }
+        }
+        for i in state.tombstones.indices where state.tombstones[i].record != nil {
+            try attach(&state.tombstones[i].record!)
+        }
+        if let stray = entries.keys.min() {
+            throw r.error(.corrupt, "partial erases of \(stray), which is neither live nor kept by a tombstone", at: end)
+        }
     }
 
     /// `counter + offset`, or an impossible value past every page's greatest timestamp.

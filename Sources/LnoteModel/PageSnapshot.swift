@@ -47,6 +47,11 @@ public enum PageSnapshot {
         /// Where every 64th element record starts ([SNAP-32]): present exactly when the page
         /// has more than 64 elements, so that big pages decode on several cores.
         case elementIndex = 0x0005
+        /// What restores need ([SNAP-40]): the restores that took back each erasure, the
+        /// record of each erased element, and each partial erase's ranges. Critical: a reader
+        /// that skipped it would lose what brings elements back. Present exactly when the page
+        /// has a tombstone or a partially erased stroke.
+        case eraseHistory = 0x8006
 
         /// The sections every snapshot has ([SNAP-12]).
         static let required: [Section] = [.page, .elements, .tombstones, .contexts]
@@ -65,6 +70,11 @@ public enum PageSnapshot {
         /// Where the state's deferred points are, when it was read with them deferred
         /// ([SNAP-38]) and holds an element: hand it to `PageReplica` with the state.
         public var deferredPoints: DeferredPoints?
+        /// True for a snapshot written before restores ([SNAP-40]): it has tombstones or
+        /// erased ranges but no erase-history section, so its state lacks the content of erased
+        /// elements and each partial erase's ranges. A reader that holds the page's whole log
+        /// rebuilds the page from it instead ([PKG-99]).
+        public var lacksEraseHistory = false
         public init(state: PageState, coveredLogOffset: UInt64, logIncarnation: UInt64, deferredPoints: DeferredPoints? = nil) {
             self.state = state
             self.coveredLogOffset = coveredLogOffset
@@ -166,6 +176,10 @@ public enum PageSnapshot {
             }
         }
 
+        if needsEraseHistory(s) {
+            section(.eraseHistory, into: &w) { b in encodeEraseHistory(s, into: &b) }
+        }
+
         let length = w.count + trailerSize
         var bytes = w.bytes
         withUnsafeBytes(of: UInt64(length).littleEndian) { for i in 0..<8 { bytes[12 + i] = $0[i] } }
@@ -205,6 +219,47 @@ public enum PageSnapshot {
         ElementCodec.encode(e.content, into: &b)
     }
 
+    /// [SNAP-40] The erase-history section is written exactly when it holds something: a
+    /// tombstone's record, a restore of an erasure, or a partial erase.
+    static func needsEraseHistory(_ s: PageState) -> Bool {
+        s.tombstones.contains { $0.record != nil || $0.erasures.contains { !$0.cancelledBy.isEmpty } }
+            || s.elements.contains { !$0.rangeErasures.isEmpty }
+    }
+
+    /// [SNAP-40] Per tombstone (in the tombstone section's order): per erasure the restores that
+    /// took it back, then its record when held; then the partial erases of every element
+    /// (live or kept by a tombstone) that has some, by element id.
+    static func encodeEraseHistory(_ s: PageState, into b: inout ByteWriter) {
+        b.varint(UInt64(s.tombstones.count))
+        var ranged: [(ElementID, [RangeErasure])] = []
+        for t in s.tombstones {
+            for e in t.erasures {
+                b.varint(UInt64(e.cancelledBy.count))
+                for c in e.cancelledBy { ElementCodec.encode(c, into: &b) }
+            }
+            if let r = t.record {
+                b.u8(1)
+                var kept = r
+                kept.frontier = []
+                encode(kept, into: &b)
+                if !r.rangeErasures.isEmpty { ranged.append((r.id, r.rangeErasures)) }
+            } else {
+                b.u8(0)
+            }
+        }
+        for e in s.elements where !e.rangeErasures.isEmpty { ranged.append((e.id, e.rangeErasures)) }
+        ranged.sort { $0.0 < $1.0 }
+        b.varint(UInt64(ranged.count))
+        for (id, list) in ranged {
+            ElementCodec.encode(id, into: &b)
+            b.varint(UInt64(list.count))
+            for x in list {
+                ElementCodec.encode(x.ref, into: &b)
+                encodeRanges(x.ranges, into: &b)
+            }
+        }
+    }
+
     static func encodeRefs(_ refs: [OpRef], into b: inout ByteWriter) {
         b.varint(UInt64(refs.count))
         for r in refs { ElementCodec.encode(r, into: &b) }
@@ -235,13 +290,33 @@ public enum PageSnapshot {
             s.elements[i].erased = s.elements[i].erased.normalizedUnion()
         }
         s.elements.sort(by: ElementRecord.canonicalLess)
+        for i in s.elements.indices where !s.elements[i].rangeErasures.isEmpty {
+            s.elements[i].rangeErasures = canonical(s.elements[i].rangeErasures)
+        }
         for i in s.tombstones.indices {
             s.tombstones[i].erasures.sort { $0.ref < $1.ref }
+            for k in s.tombstones[i].erasures.indices {
+                s.tombstones[i].erasures[k].cancelledBy = Array(Set(s.tombstones[i].erasures[k].cancelledBy)).sorted()
+            }
             s.tombstones[i].frontier = sortedUnique(s.tombstones[i].frontier)
+            if var r = s.tombstones[i].record {
+                r.transform.frontier = sortedUnique(r.transform.frontier)
+                r.z.frontier = sortedUnique(r.z.frontier)
+                r.frontier = []
+                r.erased = r.erased.normalizedUnion()
+                r.rangeErasures = canonical(r.rangeErasures)
+                s.tombstones[i].record = r
+            }
         }
         s.tombstones.sort { $0.id < $1.id }
         s.contexts.sort { $0.replica < $1.replica }
         return s
+    }
+
+    /// Partial erases by ref, ranges normalized, empty ones dropped.
+    static func canonical(_ list: [RangeErasure]) -> [RangeErasure] {
+        list.map { RangeErasure(ref: $0.ref, ranges: $0.ranges.normalizedUnion()) }
+            .filter { !$0.ranges.isEmpty }.sorted { $0.ref < $1.ref }
     }
 
     static func sortedUnique(_ refs: [OpRef]) -> [OpRef] {
@@ -295,16 +370,58 @@ public enum PageSnapshot {
                 throw fail("element \(e.id): \(problem)", index: i)
             }
         }
+        for (i, e) in state.elements.enumerated() {
+            if let problem = rangeErasureProblem(e) { throw fail("element \(e.id): \(problem)", index: i) }
+        }
         for (i, t) in state.tombstones.enumerated() {
             try checkID(t.id, "tombstone id", i)
             if i > 0 { guard state.tombstones[i - 1].id < t.id else { throw fail("tombstones not sorted by id", index: i) } }
-            guard !ids.contains(t.id) else { throw fail("tombstone \(t.id) is also a live element", index: i) }
+            // [SNAP-24] An erased element is not live; a restored one is, unless its content was never held.
+            guard !(t.isErased && ids.contains(t.id)) else { throw fail("tombstone \(t.id) is erased and also a live element", index: i) }
             guard !t.erasures.isEmpty else { throw fail("tombstone without erasures", index: i) }
             try checkRefs(t.erasures.map(\.ref), "erasures", i)
-            for e in t.erasures { try checkClock(e.clock, "erasure clock", i) }
+            for e in t.erasures {
+                try checkClock(e.clock, "erasure clock", i)
+                for c in e.cancelledBy { try checkID(c, "restore id", i) }
+                guard zip(e.cancelledBy, e.cancelledBy.dropFirst()).allSatisfy({ $0 < $1 }) else {
+                    throw fail("restores of an erasure not strictly increasing", index: i)
+                }
+            }
             try checkRefs(t.frontier, "tombstone frontier", i)
+            if let r = t.record {
+                guard t.isErased, r.id == t.id, r.frontier.isEmpty else {
+                    throw fail("tombstone \(t.id) keeps a record while live, of another id, or with a frontier", index: i)
+                }
+                if let problem = r.z.value.validityProblem { throw fail("invalid z key: \(problem)", index: i) }
+                if let problem = ContentBounds.problem(r.content) ?? ContentBounds.problem(r.transform.value)
+                    ?? rangeErasureProblem(r) {
+                    throw fail("erased element \(t.id): \(problem)", index: i)
+                }
+            }
+            if !t.isErased { guard t.frontier.isEmpty else { throw fail("restored tombstone \(t.id) keeps a frontier", index: i) } }
         }
         try validateContexts(state.contexts, clock: state.clock, maxLamport: state.maxLamport, code: .invalidArgument)
+    }
+
+    /// [SNAP-41] What is wrong with a record's partial erases, or nil: sorted by ref, each
+    /// normalized, non-empty and within the stroke, their union its erased ranges. A record
+    /// with erased ranges and no partial erases is of a format-2 page without the section
+    /// ([SNAP-40]) and passes.
+    static func rangeErasureProblem(_ e: ElementRecord) -> String? {
+        guard !e.rangeErasures.isEmpty else { return nil }
+        guard zip(e.rangeErasures, e.rangeErasures.dropFirst()).allSatisfy({ $0.ref < $1.ref }) else {
+            return "partial erases not strictly increasing by ref"
+        }
+        let n = UInt32(clamping: e.content.pointCount)
+        for x in e.rangeErasures {
+            guard !x.ranges.isEmpty, x.ranges == x.ranges.normalizedUnion(), x.ranges.last!.to <= n else {
+                return "partial erase \(x.ref) has empty, unnormalized or out-of-stroke ranges"
+            }
+        }
+        guard e.rangeErasures.flatMap(\.ranges).normalizedUnion() == e.erased else {
+            return "partial erases do not add up to the erased ranges"
+        }
+        return nil
     }
 
     /// [SNAP-26] Replica contexts: one per replica of `clock`, sorted, each the clock of that

@@ -27,7 +27,7 @@ extension PageState {
             "elementCount": .int(Int64(s.elements.count)),
             "pointCount": .int(Int64(s.pointCount)),
             "elements": .array(s.elements.map { $0.json(includePoints: includePoints) }),
-            "tombstones": .array(s.tombstones.map(\.json)),
+            "tombstones": .array(s.tombstones.map { $0.json(includePoints: includePoints) }),
             "contexts": .object(Dictionary(s.contexts.map { ($0.replica.description, $0.json) }, uniquingKeysWith: { $1 })),
         ])
     }
@@ -80,6 +80,9 @@ extension ElementRecord {
         if transform.isConflicted { conflicts.append("transform") }
         if z.isConflicted { conflicts.append("z") }
         o["conflicts"] = .array(conflicts)
+        if !rangeErasures.isEmpty {
+            o["partialErases"] = .array(rangeErasures.map { ["ref": $0.ref.json, "ranges": $0.ranges.json] })
+        }
         switch content {
         case .stroke(let s):
             o["kind"] = "stroke"
@@ -103,13 +106,19 @@ extension ElementRecord {
 }
 
 extension Tombstone {
-    var json: CanonicalJSON {
-        [
+    func json(includePoints: Bool) -> CanonicalJSON {
+        var o: [String: CanonicalJSON] = [
             "id": .string(id.description),
-            "erasures": .array(erasures.map { ["ref": $0.ref.json, "clock": $0.clock.json] }),
+            "erasures": .array(erasures.map { e in
+                var x: [String: CanonicalJSON] = ["ref": e.ref.json, "clock": e.clock.json]
+                if !e.cancelledBy.isEmpty { x["restoredBy"] = .array(e.cancelledBy.map { .string($0.description) }) }
+                return .object(x)
+            }),
             "editFrontier": .array(frontier.map(\.json)),
             "concurrent": .array(concurrent.map(\.json)),
         ]
+        if let record { o["record"] = record.json(includePoints: includePoints) }
+        return .object(o)
     }
 }
 

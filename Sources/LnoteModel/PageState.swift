@@ -26,8 +26,12 @@ public struct ElementRecord: Hashable, Sendable {
     public var content: ElementContent
     public var transform: LWWRegister<Transform>
     public var z: LWWRegister<ZKey>
-    /// Erased point ranges (normalized union), for strokes.
+    /// Erased point ranges (normalized union), for strokes: the union of the `ranges` of
+    /// `rangeErasures` ([MERGE-20]).
     public var erased: [PointRange]
+    /// Each partial erase applied to the stroke with the ranges of it that no restore which
+    /// had seen it took back ([MERGE-71]), sorted by ref; entries left empty are dropped.
+    public var rangeErasures: [RangeErasure]
     /// The causally maximal move, reorder and partial-erase operations on the element, all
     /// kinds together (sorted). Kept so that a later whole erase can tell, whatever the
     /// delivery order, which edits it was concurrent with.
@@ -35,7 +39,7 @@ public struct ElementRecord: Hashable, Sendable {
 
     public init(id: ElementID, lamport: UInt64, wallTime: Int64, content: ElementContent,
                 transform: LWWRegister<Transform> = LWWRegister(.identity), z: LWWRegister<ZKey>,
-                erased: [PointRange] = [], frontier: [OpRef] = []) {
+                erased: [PointRange] = [], frontier: [OpRef] = [], rangeErasures: [RangeErasure] = []) {
         self.id = id
         self.lamport = lamport
         self.wallTime = wallTime
@@ -44,6 +48,7 @@ public struct ElementRecord: Hashable, Sendable {
         self.z = z
         self.erased = erased
         self.frontier = frontier
+        self.rangeErasures = rangeErasures
     }
 
     public var addRef: OpRef { OpRef(id: id, lamport: lamport) }
@@ -70,36 +75,71 @@ public struct ElementRecord: Hashable, Sendable {
     }
 }
 
+/// One partial erase of a stroke ([MERGE-20]) and what of it still holds: its ranges
+/// (clamped to the stroke) minus those of every `restoreRange` that had seen it ([MERGE-71]).
+public struct RangeErasure: Hashable, Sendable {
+    public var ref: OpRef
+    /// Normalized, never empty.
+    public var ranges: [PointRange]
+    public init(ref: OpRef, ranges: [PointRange]) {
+        self.ref = ref
+        self.ranges = ranges
+    }
+}
+
 /// One whole erase of an element: the operation, and its context: the clock of the log at
 /// its author just before it, the author's own entry included (`counter − 1`, absent when 0).
 public struct Erasure: Hashable, Sendable {
     public var ref: OpRef
     public var clock: VectorClock
-    public init(ref: OpRef, clock: VectorClock) {
+    /// The restores that had seen this erase, sorted ([MERGE-70]): it holds while empty.
+    public var cancelledBy: [OpID]
+    public init(ref: OpRef, clock: VectorClock, cancelledBy: [OpID] = []) {
         self.ref = ref
         self.clock = clock
+        self.cancelledBy = cancelledBy
     }
+
+    /// True while no restore that had seen it took it back.
+    public var holds: Bool { cancelledBy.isEmpty }
 }
 
-/// What remains of an element that was erased whole: enough to ignore late operations on
-/// it and to report the operations that were concurrent with the erase.
+/// The erase history of an element that was erased whole at least once ([MERGE-21],
+/// [MERGE-70]): enough to ignore late operations on it, to report the operations that were
+/// concurrent with an erase, and to bring it back when a restore takes back every erase.
+///
+/// The element is *erased* while one of its erasures holds; it is then absent from the live
+/// elements and `record` keeps it whole (content, registers, ranges), still edited by
+/// concurrent operations, for a restore to bring back ([MERGE-30]). Once every erasure is
+/// taken back the element is live again, `record` and `frontier` are empty, and the
+/// tombstone stays for its history.
 public struct Tombstone: Hashable, Sendable {
     public var id: ElementID
     /// The erases (more than one when erased concurrently), sorted by ref.
     public var erasures: [Erasure]
-    /// The causally maximal move, reorder and partial-erase operations on the element (all
-    /// kinds together, sorted), still maintained after the erase. Those that some erasure's
-    /// clock does not cover were concurrent with it: the operations the erase won against.
+    /// While erased: the causally maximal move, reorder, partial-erase and range-restore
+    /// operations on the element (all kinds together, sorted), still maintained after the
+    /// erase. Those that some holding erasure's clock does not cover were concurrent with it:
+    /// the operations the erase won against. Empty while the element is live.
     public var frontier: [OpRef]
-    public init(id: ElementID, erasures: [Erasure], frontier: [OpRef] = []) {
+    /// While erased: the element as it would be drawn if restored (its own `frontier` empty:
+    /// the tombstone's is the one kept). nil while live, and for an erased element whose
+    /// content this replica never held (a page read from a format-2 snapshot of a page
+    /// installed from a checkpoint, [MERGE-30]).
+    public var record: ElementRecord?
+    public init(id: ElementID, erasures: [Erasure], frontier: [OpRef] = [], record: ElementRecord? = nil) {
         self.id = id
         self.erasures = erasures
         self.frontier = frontier
+        self.record = record
     }
 
-    /// Frontier operations that at least one erasure had not seen.
+    /// True while some erasure holds.
+    public var isErased: Bool { erasures.contains(where: \.holds) }
+
+    /// Frontier operations that at least one holding erasure had not seen.
     public var concurrent: [OpRef] {
-        frontier.filter { f in erasures.contains { !$0.clock.covers(f.id) } }
+        frontier.filter { f in erasures.contains { $0.holds && !$0.clock.covers(f.id) } }
     }
 }
 
@@ -172,7 +212,8 @@ public struct PageState: Hashable, Sendable {
     public var modified: Int64
     /// Live elements, bottom to top (sorted by `ElementRecord.zLess`).
     public var elements: [ElementRecord]
-    /// Every element erased whole, sorted by id ([MERGE-30]: never dropped).
+    /// Every element ever erased whole, sorted by id ([MERGE-30]: never dropped): those erased
+    /// now and those restored since ([MERGE-70]).
     public var tombstones: [Tombstone]
     /// For each replica that wrote to this log, the clock of its latest operation here,
     /// sorted by replica ([MERGE-53]).
@@ -192,8 +233,10 @@ public struct PageState: Hashable, Sendable {
     /// Total points of all live strokes.
     public var pointCount: Int { elements.reduce(0) { $0 + $1.content.pointCount } }
 
-    /// False when some stroke still has its points deferred ([SNAP-38]).
-    public var isResolved: Bool { elements.allSatisfy(\.content.isResolved) }
+    /// False when some stroke (live, or kept by a tombstone) still has its points deferred ([SNAP-38]).
+    public var isResolved: Bool {
+        elements.allSatisfy(\.content.isResolved) && tombstones.allSatisfy { $0.record?.content.isResolved ?? true }
+    }
 
     /// The state with every deferred stroke's points decoded and checked ([SNAP-38]), the
     /// chunks of a snapshot decoded on every core. Itself when nothing is deferred.
@@ -203,6 +246,12 @@ public struct PageState: Hashable, Sendable {
         guard !isResolved else { return self }
         var out = self
         try DeferredPoints.resolve(&out.elements)
+        for i in out.tombstones.indices {
+            guard let r = out.tombstones[i].record, !r.content.isResolved else { continue }
+            var kept = [r]
+            try DeferredPoints.resolve(&kept)
+            out.tombstones[i].record = kept[0]
+        }
         return out
     }
 }

@@ -211,6 +211,21 @@ extension Array where Element == PointRange {
         return out
     }
 
+    /// The points of `self` that `other` does not cover, normalized.
+    public func subtracting(_ other: [PointRange]) -> [PointRange] {
+        let cut = other.normalizedUnion()
+        var out: [PointRange] = []
+        for r in self.normalizedUnion() {
+            var from = r.from
+            for c in cut where c.to > from && c.from < r.to {
+                if c.from > from { out.append(PointRange(from, c.from)) }
+                from = Swift.max(from, c.to)
+            }
+            if from < r.to { out.append(PointRange(from, r.to)) }
+        }
+        return out
+    }
+
     /// The complement of these (normalized) ranges within `0..<count`: the visible fragments.
     public func complement(within count: Int) -> [PointRange] {
         var out: [PointRange] = []

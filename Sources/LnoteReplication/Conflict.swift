@@ -64,8 +64,10 @@ extension PageState {
         }
         for t in tombstones {
             let concurrent = t.concurrent
-            guard !concurrent.isEmpty, let winner = t.erasures.map(\.ref).max() else { continue }
-            let ops = t.erasures.map(\.ref) + concurrent
+            // Only the erasures that hold: a taken-back one lost nothing ([MERGE-70]).
+            let holding = t.erasures.filter(\.holds).map(\.ref)
+            guard !concurrent.isEmpty, let winner = holding.max() else { continue }
+            let ops = holding + concurrent
             if !isAcknowledged(ops, losers: concurrent) {
                 out.append(Conflict(kind: .erase, page: page, element: t.id, ops: ops, winner: winner))
             }

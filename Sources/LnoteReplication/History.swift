@@ -159,8 +159,8 @@ extension History {
             case .add(let content, _):
                 elements = [op.id]
                 if case .stroke(let s) = content { points = s.pointCount }
-            case .erase(let ids): elements = ids
-            case .eraseRange(let id, let ranges):
+            case .erase(let ids), .restore(let ids): elements = ids
+            case .eraseRange(let id, let ranges), .restoreRange(let id, let ranges):
                 elements = [id]
                 points = ranges.normalizedUnion().reduce(0) { $0 + $1.count }
             case .move(let ts): elements = ts.map(\.element)

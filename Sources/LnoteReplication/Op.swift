@@ -66,6 +66,11 @@ public struct Op: Hashable, Sendable, CustomStringConvertible {
         case move([ElementTransform])
         /// Sets the z key of each element.
         case reorder([ElementZ])
+        /// Takes back the whole erases of each element that its author had seen ([MERGE-70]).
+        case restore([ElementID])
+        /// Takes back, of the partial erases of a stroke its author had seen, these point
+        /// ranges ([MERGE-71]).
+        case restoreRange(ElementID, [PointRange])
 
         // Document log.
         /// First operation of a document log.
@@ -83,7 +88,7 @@ public struct Op: Hashable, Sendable, CustomStringConvertible {
         /// True for operations that belong in a page log.
         public var isPageOperation: Bool {
             switch self {
-            case .add, .erase, .eraseRange, .move, .reorder: true
+            case .add, .erase, .eraseRange, .move, .reorder, .restore, .restoreRange: true
             default: false
             }
         }
@@ -96,6 +101,8 @@ public struct Op: Hashable, Sendable, CustomStringConvertible {
             case .eraseRange: "eraseRange"
             case .move: "move"
             case .reorder: "reorder"
+            case .restore: "restore"
+            case .restoreRange: "restoreRange"
             case .createDocument: "createDocument"
             case .setTitle: "title"
             case .addPage: "addPage"
@@ -124,6 +131,8 @@ public struct Op: Hashable, Sendable, CustomStringConvertible {
         case .eraseRange(let id, let rs): return "eraseRange \(id) \(rs.map(\.description).joined(separator: " "))"
         case .move(let ts): return "move " + ts.map { "\($0.element)→\($0.transform)" }.joined(separator: " ")
         case .reorder(let zs): return "reorder " + zs.map { "\($0.element)→z=\($0.z)" }.joined(separator: " ")
+        case .restore(let ids): return "restore \(ids.map(\.description).joined(separator: " "))"
+        case .restoreRange(let id, let rs): return "restoreRange \(id) \(rs.map(\.description).joined(separator: " "))"
         case .createDocument(let t): return "createDocument \"\(t)\""
         case .setTitle(let t): return "title \"\(t)\""
         case .addPage(let p, let pos, let c): return "addPage \(p) at \(pos) canvas \(c)"

@@ -119,6 +119,8 @@ public enum OpValidator {
         case .add(let content, _): return ContentBounds.problem(content, allowingDeferred: allowingDeferred)
         case .erase(let ids): return list(ids.count, "element to erase")
         case .eraseRange(_, let ranges): return list(ranges.count, "range to erase")
+        case .restore(let ids): return list(ids.count, "element to restore")
+        case .restoreRange(_, let ranges): return list(ranges.count, "range to restore")
         case .move(let ts): return list(ts.count, "element to move") ?? ts.lazy.compactMap { ContentBounds.problem($0.transform) }.first
         case .reorder(let zs): return list(zs.count, "element to reorder")
         case .createDocument(let t), .setTitle(let t): return titleProblem(t)

@@ -12,6 +12,7 @@ public enum OperationCodec {
     public enum Kind: UInt8, CaseIterable, Sendable {
         case add = 0x01, erase = 0x02, eraseRange = 0x03, move = 0x04, reorder = 0x05
         case addStroke = 0x06
+        case restore = 0x07, restoreRange = 0x08
         case createDocument = 0x20, setTitle = 0x21, addPage = 0x22, deletePage = 0x23
         case restorePage = 0x24, movePage = 0x25, setCanvas = 0x26
         case deleteDocument = 0x27, restoreDocument = 0x28
@@ -27,6 +28,8 @@ public enum OperationCodec {
         case .eraseRange: .eraseRange
         case .move: .move
         case .reorder: .reorder
+        case .restore: .restore
+        case .restoreRange: .restoreRange
         case .createDocument: .createDocument
         case .setTitle: .setTitle
         case .addPage: .addPage
@@ -121,9 +124,9 @@ public enum OperationCodec {
         case .add(let content, let z):
             ElementCodec.encode(z, into: &w)
             ElementCodec.encode(content, into: &w)
-        case .erase(let ids):
+        case .erase(let ids), .restore(let ids):
             encodeIDs(ids, into: &w)
-        case .eraseRange(let id, let ranges):
+        case .eraseRange(let id, let ranges), .restoreRange(let id, let ranges):
             ElementCodec.encode(id, into: &w)
             w.varint(UInt64(ranges.count))
             for r in ranges {
@@ -270,7 +273,9 @@ public enum OperationCodec {
             body = .add(try ElementCodec.decodeContent(&r), z: z)
         case .erase:
             body = .erase(try decodeIDs(&r))
-        case .eraseRange:
+        case .restore:
+            body = .restore(try decodeIDs(&r))
+        case .eraseRange, .restoreRange:
             let id = try ElementCodec.decodeOpID(&r)
             let n = try r.count("range count", minSize: 2)
             var ranges: [PointRange] = []
@@ -284,7 +289,7 @@ public enum OperationCodec {
                 }
                 ranges.append(PointRange(f, f + l))
             }
-            body = .eraseRange(id, ranges)
+            body = kind == .eraseRange ? .eraseRange(id, ranges) : .restoreRange(id, ranges)
         case .move:
             let n = try r.count("move count", minSize: 11)
             var ts: [ElementTransform] = []

@@ -45,7 +45,8 @@ public struct PageReplica: Sendable {
             if let d = given { sources = [d] }
         } else {
             // The sources of the state's deferred strokes (one snapshot's, in practice).
-            for e in state.elements {
+            // (Erased elements' records too: a state handed over after an erase keeps theirs.)
+            for e in state.elements + state.tombstones.compactMap(\.record) {
                 guard case .stroke(let s) = e.content, let d = s.deferredSource else { continue }
                 if !sources.contains(where: { $0 === d }) { sources.append(d) }
             }
@@ -91,6 +92,14 @@ public struct PageReplica: Sendable {
         guard !isResolved else { return }
         try DeferredPoints.check(deferredSources)
         try records.resolvePoints()
+        // Erased elements keep their records ([MERGE-30]): those erased since the start hold
+        // their points as they were read.
+        for (id, t) in tombstones {
+            guard let r = t.record, !r.content.isResolved else { continue }
+            var kept = [r]
+            try DeferredPoints.resolve(&kept)
+            tombstones[id]?.record = kept[0]
+        }
         try buffer.update { op in
             guard case .add(let content, let z) = op.body, !content.isResolved else { return op }
             var resolved = op
@@ -134,6 +143,16 @@ public struct PageReplica: Sendable {
 
     /// True when `id` names an element that was added here and later erased whole.
     public func wasErased(_ id: ElementID) -> Bool { !records.contains(id) && clock.covers(id) }
+
+    /// The erase history of an element erased whole at least once ([MERGE-70]), nil otherwise.
+    public func tombstone(_ id: ElementID) -> Tombstone? { tombstones[id] }
+
+    /// True when a restore of `id` made here would bring it back: it is erased and its
+    /// content is held ([MERGE-30]).
+    public func isRestorable(_ id: ElementID) -> Bool {
+        guard let t = tombstones[id] else { return false }
+        return t.isErased && t.record != nil
+    }
 
     // MARK: - Local edits
 
@@ -258,11 +277,22 @@ public struct PageReplica: Sendable {
         switch op.body {
         case .erase(let ids):
             for id in ids { _ = try live(id) }
-        case .eraseRange(let id, let ranges):
+        case .eraseRange(let id, let ranges), .restoreRange(let id, let ranges):
             let r = try live(id)
             guard let s = r.content.stroke else { throw LnoteError(.invalidArgument, "\(id) is not a stroke") }
             for range in ranges where range.isEmpty || Int(range.to) > s.pointCount {
                 throw LnoteError(.invalidArgument, "range \(range) is outside stroke \(id) of \(s.pointCount) points")
+            }
+        case .restore(let ids):
+            for id in ids {
+                if records.contains(id) { throw LnoteError(.invalidArgument, "element \(id) on page \(page) is not erased") }
+                guard let t = tombstones[id], t.isErased else {
+                    throw LnoteError(.invalidArgument, "no erased element \(id) on page \(page)")
+                }
+                guard t.record != nil else {
+                    throw LnoteError(.notFound, "the content of erased element \(id) on page \(page) is gone: this replica "
+                                     + "holds the page from a checkpoint written before restores; a replica that holds it can restore it")
+                }
             }
         case .move(let ts):
             for t in ts { _ = try live(t.element) }
@@ -338,12 +368,37 @@ public struct PageReplica: Sendable {
             // One element (an erase of one stroke, the usual one) needs no set.
             if ids.count == 1 { erase(ids[0], by: op) } else { for id in Set(ids).sorted() { erase(id, by: op) } }
         case .eraseRange(let id, let ranges):
-            // [MERGE-20] Visible ink is the points minus the union of all erased ranges.
+            // [MERGE-20] Visible ink is the points minus the union of all erased ranges; each
+            // partial erase is kept with its ranges for the restores that see it ([MERGE-71]).
             edit(id, by: op) { r in
                 let n = UInt32(clamping: r.content.pointCount)
-                let clamped = ranges.map { PointRange(min($0.from, n), min($0.to, n)) }
+                let clamped = ranges.map { PointRange(min($0.from, n), min($0.to, n)) }.normalizedUnion()
+                guard !clamped.isEmpty else { return }
+                PageReplica.adoptUnknownErasures(&r)
+                let entry = RangeErasure(ref: op.ref, ranges: clamped)
+                let i = r.rangeErasures.lastIndex { $0.ref < entry.ref }.map { $0 + 1 } ?? 0
+                r.rangeErasures.insert(entry, at: i)
                 r.erased = (r.erased + clamped).normalizedUnion()
             }
+        case .restoreRange(let id, let ranges):
+            // [MERGE-71] Takes these points back from the partial erases its author had seen;
+            // a concurrent one keeps all of its ranges.
+            edit(id, by: op) { r in
+                PageReplica.adoptUnknownErasures(&r)
+                var changed = false
+                for i in r.rangeErasures.indices where op.context.covers(r.rangeErasures[i].ref.id) {
+                    let left = r.rangeErasures[i].ranges.subtracting(ranges)
+                    if left != r.rangeErasures[i].ranges {
+                        r.rangeErasures[i].ranges = left
+                        changed = true
+                    }
+                }
+                guard changed else { return }
+                r.rangeErasures.removeAll { $0.ranges.isEmpty }
+                r.erased = r.rangeErasures.flatMap(\.ranges).normalizedUnion()
+            }
+        case .restore(let ids):
+            if ids.count == 1 { restore(ids[0], by: op) } else { for id in Set(ids).sorted() { restore(id, by: op) } }
         case .move(let ts):
             // [MERGE-25] Last writer wins per element, by (Lamport, replica).
             var seen = Set<ElementID>(minimumCapacity: ts.count > 1 ? ts.count : 0)
@@ -354,8 +409,9 @@ public struct PageReplica: Sendable {
             // [MERGE-15] Last writer wins per element; the element keeps its id as its position's last tag.
             var seen = Set<ElementID>(minimumCapacity: zs.count > 1 ? zs.count : 0)
             for z in zs where zs.count == 1 || seen.insert(z.element).inserted {
-                guard records.contains(z.element), op.context.covers(z.element) else {
-                    edit(z.element, by: op) { _ in }
+                guard records.contains(z.element), op.context.covers(z.element), !hasSeenErased(z.element, op) else {
+                    // An erased element's kept record takes the write too ([MERGE-30]).
+                    edit(z.element, by: op) { r in write(&r.z, z.z, by: op) }
                     continue
                 }
                 records.reposition(z.element) { r in
@@ -374,29 +430,90 @@ public struct PageReplica: Sendable {
     /// had seen it erased, is ignored for that element ([MERGE-42]).
     private mutating func edit(_ id: ElementID, by op: Op, _ change: (inout ElementRecord) -> Void) {
         guard op.context.covers(id) else { return }
+        // An element never erased (the usual case) needs no tombstone lookup.
+        guard !tombstones.isEmpty, var t = tombstones[id] else {
+            records.update(id) { r in
+                change(&r)
+                advance(&r.frontier, with: op)
+            }
+            return
+        }
+        guard !t.hasSeenErased(op) else { return }
         let live = records.update(id) { r in
             change(&r)
             advance(&r.frontier, with: op)
         }
-        if !live, var t = tombstones[id], !t.hasSeenAnErasure(op) {
-            advance(&t.frontier, with: op)
-            tombstones[id] = t
-        }
+        // A restored element whose content was never held ([MERGE-30]) takes no edit.
+        guard !live, t.isErased else { return }
+        // [MERGE-30] Erased: the kept record takes the edit, as it would have live, so that a
+        // restore brings back the same element whatever the order of arrival.
+        if t.record != nil { change(&t.record!) }
+        advance(&t.frontier, with: op)
+        tombstones[id] = t
+    }
+
+    /// [SNAP-41] A stroke's erased ranges whose partial erases are unknown (a page from a
+    /// checkpoint written before restores) become one partial erase under the ref of the
+    /// element's add, which every range restore of the element has seen: before its first
+    /// partial erase or range restore here, so that the list adds up to the erased ranges.
+    static func adoptUnknownErasures(_ r: inout ElementRecord) {
+        guard r.rangeErasures.isEmpty, !r.erased.isEmpty else { return }
+        r.rangeErasures = [RangeErasure(ref: r.addRef, ranges: r.erased)]
+    }
+
+    /// True when `op`'s author had seen element `id` erased ([MERGE-42], [MERGE-70]).
+    private func hasSeenErased(_ id: ElementID, _ op: Op) -> Bool {
+        guard !tombstones.isEmpty, let t = tombstones[id] else { return false }
+        return t.hasSeenErased(op)
     }
 
     /// [MERGE-21] A whole erase removes the element whatever else happened concurrently;
-    /// the tombstone keeps what is needed to report the operations it won against.
+    /// the tombstone keeps what is needed to report the operations it won against, and the
+    /// element whole for a restore ([MERGE-30]).
     private mutating func erase(_ id: ElementID, by op: Op) {
         guard op.context.covers(id) else { return }
         let erasure = Erasure(ref: op.ref, clock: op.context)
-        if let r = records.remove(id) {
-            tombstones[id] = Tombstone(id: id, erasures: [erasure], frontier: r.frontier)
-        } else if var t = tombstones[id], !t.hasSeenAnErasure(op) {
-            // Concurrent erases: all are kept ([MERGE-52]).
+        if var t = tombstones[id] {
+            // Concurrent erases: all are kept ([MERGE-52]); an erase of an element its author
+            // saw erased is ignored ([MERGE-42]); one after a restore erases it again.
+            guard !t.hasSeenErased(op) else { return }
             let i = t.erasures.firstIndex { $0.ref > erasure.ref } ?? t.erasures.count
             t.erasures.insert(erasure, at: i)
+            if var r = records.remove(id) {
+                t.frontier = r.frontier
+                r.frontier = []
+                t.record = r
+            }
             tombstones[id] = t
+        } else if var r = records.remove(id) {
+            let frontier = r.frontier
+            r.frontier = []
+            tombstones[id] = Tombstone(id: id, erasures: [erasure], frontier: frontier, record: r)
         }
+    }
+
+    /// [MERGE-70] A restore takes back every erase of the element its author had seen; the
+    /// element is live again once no erase holds (an erase concurrent with the restore still
+    /// does: erase wins against what it did not see).
+    private mutating func restore(_ id: ElementID, by op: Op) {
+        guard op.context.covers(id), var t = tombstones[id] else { return }
+        var changed = false
+        for k in t.erasures.indices where op.context.covers(t.erasures[k].ref.id) {
+            let i = t.erasures[k].cancelledBy.firstIndex { $0 >= op.id } ?? t.erasures[k].cancelledBy.count
+            guard i == t.erasures[k].cancelledBy.count || t.erasures[k].cancelledBy[i] != op.id else { continue }
+            t.erasures[k].cancelledBy.insert(op.id, at: i)
+            changed = true
+        }
+        guard changed else { return }
+        if !t.isErased {
+            if var r = t.record {
+                r.frontier = t.frontier
+                records.insert(r)
+            }
+            t.record = nil
+            t.frontier = []
+        }
+        tombstones[id] = t
     }
 
     // MARK: - Conflicts
@@ -406,11 +523,11 @@ public struct PageReplica: Sendable {
 }
 
 extension Tombstone {
-    /// True when `op`'s author had applied one of the erasures: it had seen the element
-    /// erased, so `op` cannot be a correct edit of it ([MERGE-42]). Whatever erasure the
-    /// context covers is applied before `op` (causal delivery), so the answer does not
-    /// depend on the order of arrival.
-    func hasSeenAnErasure(_ op: Op) -> Bool {
-        erasures.contains { op.context.covers($0.ref.id) }
+    /// True when `op`'s author had seen the element erased: it had applied one of the
+    /// erasures and none of the restores that took that one back ([MERGE-42], [MERGE-70]).
+    /// Whatever the context covers is applied before `op` (causal delivery), and only what
+    /// it covers is looked at, so the answer does not depend on the order of arrival.
+    func hasSeenErased(_ op: Op) -> Bool {
+        erasures.contains { e in op.context.covers(e.ref.id) && !e.cancelledBy.contains { op.context.covers($0) } }
     }
 }

@@ -59,6 +59,14 @@ public enum Reauthor {
                 if let now = live(id) { make(.eraseRange(now, ranges), for: op) } else {
                     out.skipped.append((op.id, "the stroke it erases from is gone"))
                 }
+            case .restore(let ids):
+                // An element this log erased and restores again: restored where it is still erased.
+                let now = ids.map(mapped).filter { replica.isRestorable($0) }
+                if now.isEmpty { out.skipped.append((op.id, "every element it restores is live or gone")) } else { make(.restore(now), for: op) }
+            case .restoreRange(let id, let ranges):
+                if let now = live(id) { make(.restoreRange(now, ranges), for: op) } else {
+                    out.skipped.append((op.id, "the stroke it restores points of is gone"))
+                }
             case .move(let ts):
                 let now = ts.compactMap { t in live(t.element).map { ElementTransform($0, t.transform) } }
                 if now.isEmpty { out.skipped.append((op.id, "every element it moves is gone")) } else { make(.move(now), for: op) }

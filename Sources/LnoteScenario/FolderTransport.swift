@@ -30,8 +30,12 @@ public final class FolderTransport: ScenarioTransport {
         let path = root.appendingPathComponent(label).path
         var options = FolderNode.options
         options.newReplicaID = replica
+        // The scenario's fake clock stamps the store's operations too (a revert to a time
+        // names the same operations on every transport).
+        let clock = NodeClock()
+        options.now = { clock.now }
         let notebook = try await Notebook.open(at: path, create: true, options: options)
-        return FolderNode(notebook: notebook, replica: replica, document: document)
+        return FolderNode(notebook: notebook, replica: replica, document: document, clock: clock)
     }
 
     public func deliver(_ ops: [LoggedOp], from: any ScenarioNode, to: any ScenarioNode) async throws {
@@ -56,6 +60,13 @@ public final class FolderTransport: ScenarioTransport {
     }
 }
 
+/// The wall time a folder replica's store stamps: the scenario's fake clock, set before each step.
+final class NodeClock: Sendable {
+    private let value = Mutex<Int64>(Wall().now)
+    var now: Int64 { value.withLock { $0 } }
+    func set(_ t: Int64) { value.withLock { $0 = t } }
+}
+
 /// A notebook folder playing one replica of a scenario, created with the scenario's
 /// replica id (1, 2, 3 …) so that ties resolve as the scenario says.
 public final class FolderNode: ScenarioNode {
@@ -67,12 +78,17 @@ public final class FolderNode: ScenarioNode {
     public let notebook: Notebook
     public let replica: ReplicaID
     public let document: DocumentID
+    /// The wall time the store stamps on this replica's operations: the scenario's clock.
+    private let clock: NodeClock
 
-    init(notebook: Notebook, replica: ReplicaID, document: DocumentID) {
+    init(notebook: Notebook, replica: ReplicaID, document: DocumentID, clock: NodeClock) {
         self.notebook = notebook
         self.replica = replica
         self.document = document
+        self.clock = clock
     }
+
+    private func tick(_ wallTime: Int64) { clock.set(wallTime) }
 
     private func doc() async throws -> Document {
         if try await notebook.documentIDs().contains(document) { return try await notebook.openDocument(document) }
@@ -86,7 +102,13 @@ public final class FolderNode: ScenarioNode {
             try await notebook.receive([op], document: document, page: nil)
             return nil
         }
-        let d = try await doc()
+        tick(wallTime)
+        return try await perform(edit, on: try await doc())
+    }
+
+    /// One edit through the real `Document` API (each page edit one undo step, or part of
+    /// the open undo group).
+    private func perform(_ edit: NodeEdit, on d: Document) async throws -> ElementID? {
         switch edit {
         case .createDocument: return nil
         case .title(let t): try await d.setTitle(t)
@@ -94,8 +116,12 @@ public final class FolderNode: ScenarioNode {
         case .deletePage(let p): try await d.deletePage(p)
         case .restorePage(let p): try await d.restorePage(p)
         case .movePage(let p, let after): try await d.movePage(p, to: after.map { .after($0) } ?? .first)
+        case .add(let p, let stroke, nil, nil):
+            return try await d.addStroke(stroke, to: p)
         case .add(let p, let stroke, let below, let above):
             return try await d.addStroke(stroke, to: p, above: above, below: below)
+        case .restore(let p, let ids): try await d.restore(ids, on: p)
+        case .restoreRange(let p, let id, let r): try await d.restoreRange(id, [r], on: p)
         case .erase(let p, let ids): try await d.erase(ids, on: p)
         case .eraseRange(let p, let id, let r): try await d.eraseRange(id, [r], on: p)
         case .move(let p, let ids, let dx, let dy): try await d.move(ids, dx: dx, dy: dy, on: p)
@@ -103,6 +129,43 @@ public final class FolderNode: ScenarioNode {
         case .toBack(let p, let ids): try await d.sendToBack(ids, on: p)
         }
         return nil
+    }
+
+    public func performGroup(_ edits: [NodeEdit], wallTime: Int64) async throws -> [ElementID] {
+        tick(wallTime)
+        let d = try await doc()
+        await d.beginUndoGroup("group")
+        var added: [ElementID] = []
+        do {
+            for e in edits { if let id = try await perform(e, on: d) { added.append(id) } }
+        } catch {
+            try? await d.endUndoGroup()
+            throw error
+        }
+        try await d.endUndoGroup()
+        return added
+    }
+
+    public func undo(page: PageID?, redo: Bool, wallTime: Int64) async throws -> Int {
+        tick(wallTime)
+        let d = try await doc()
+        let step: UndoStep?
+        switch (redo, page) {
+        case (false, nil): step = try await d.undo()
+        case (false, let p?): step = try await d.undo(page: p)
+        case (true, nil): step = try await d.redo()
+        case (true, let p?): step = try await d.redo(page: p)
+        }
+        return step?.entries.count ?? 0
+    }
+
+    public func revert(page: PageID, to point: HistoryPoint, wallTime: Int64) async throws -> Int {
+        tick(wallTime)
+        return try await doc().revert(page: page, to: point).count
+    }
+
+    public func history(of page: PageID) async throws -> [HistoryStep] {
+        try await doc().history(of: page)
     }
 
     public func heldOps() async throws -> [LoggedOp] {

@@ -47,7 +47,10 @@ public final class MemoryTransport: ScenarioTransport {
     public func close() async throws {}
 }
 
-/// A replica in memory: one document replica and one page replica per page.
+/// A replica in memory: one document replica and one page replica per page, and its undo
+/// and redo stacks, kept as the store keeps them ([MERGE-73] … [MERGE-76]) with the same pure
+/// functions (`Undo.inverse`, `Undo.remaining`, `Undo.revert`), so that undo means the same
+/// on every transport.
 public final class MemoryNode: ScenarioNode, SyncableNotebook {
     struct State {
         var doc: DocumentReplica
@@ -56,6 +59,9 @@ public final class MemoryNode: ScenarioNode, SyncableNotebook {
         var pageLogs: [PageID: [Op]] = [:]
         var assets: [AssetID: [UInt8]] = [:]
         var remoteStates: [String: [UInt8]] = [:]
+        /// Steps newest last, each its operations' entries in the order made.
+        var undo: [[UndoEntry]] = []
+        var redo: [[UndoEntry]] = []
     }
     public let replica: ReplicaID
     public let document: DocumentID
@@ -68,12 +74,34 @@ public final class MemoryNode: ScenarioNode, SyncableNotebook {
     }
 
     public func perform(_ edit: NodeEdit, wallTime: Int64) async throws -> ElementID? {
-        try state.withLock { s in try Self.perform(edit, on: &s, by: replica, wallTime: wallTime) }
+        try state.withLock { s in
+            var entries: [UndoEntry] = []
+            let id = try Self.perform(edit, on: &s, by: replica, wallTime: wallTime, recording: &entries)
+            Self.record(entries, on: &s)
+            return id
+        }
+    }
+
+    public func performGroup(_ edits: [NodeEdit], wallTime: Int64) async throws -> [ElementID] {
+        try state.withLock { s in
+            // As `Document.undoGroup`: what was made before an error stays one step.
+            var entries: [UndoEntry] = []
+            defer { Self.record(entries, on: &s) }
+            return try edits.compactMap { try Self.perform($0, on: &s, by: replica, wallTime: wallTime, recording: &entries) }
+        }
     }
 
     /// Applies a local edit to in-memory replicas and records the operation; shared by the
     /// memory node and usable by any node that keeps replicas in memory.
     static func perform(_ edit: NodeEdit, on s: inout State, by me: ReplicaID, wallTime: Int64) throws -> ElementID? {
+        var entries: [UndoEntry] = []
+        return try perform(edit, on: &s, by: me, wallTime: wallTime, recording: &entries)
+    }
+
+    /// `perform`, noting in `entries` what takes each page operation back, as the store's
+    /// editing calls note it ([MERGE-73]).
+    static func perform(_ edit: NodeEdit, on s: inout State, by me: ReplicaID, wallTime: Int64,
+                        recording entries: inout [UndoEntry]) throws -> ElementID? {
         func page(_ p: PageID) throws -> PageReplica {
             guard s.doc.page(p) != nil else { throw LnoteError(.notFound, "no page \(p)") }
             return s.pages[p] ?? PageReplica(page: p)
@@ -82,11 +110,28 @@ public final class MemoryNode: ScenarioNode, SyncableNotebook {
             s.docLog.append(try s.doc.make(body, by: me, wallTime: wallTime))
         }
         func pageOp(_ p: PageID, _ f: (inout PageReplica) throws -> Op) throws -> Op {
+            // As the store: a deleted page is not edited until restored.
+            if s.doc.page(p)?.deleted.value == true {
+                throw LnoteError(.invalidState, "page \(p) is deleted; restore it before editing")
+            }
             var r = try page(p)
             let op = try f(&r)
             s.pages[p] = r
             s.pageLogs[p, default: []].append(op)
             return op
+        }
+        /// The inverse of a move or reorder of `ids`, as the store computes it: from the
+        /// elements' transforms (z keys) before, in the order the edit names them.
+        func shaped(_ p: PageID, _ f: (inout PageReplica) throws -> Op, inverse: (PageReplica) -> Op.Body?) throws {
+            _ = try pageOp(p) { r in
+                let back = inverse(r)
+                let op = try f(&r)
+                if let back { entries.append(UndoEntry(page: p, op: op.id, inverse: back, made: UndoEntry.madeBody(op))) }
+                return op
+            }
+        }
+        func made(_ p: PageID, _ body: Op.Body) throws {
+            _ = try pageOp(p) { r in try Self.make(body, on: &r, page: p, by: me, wallTime: wallTime, into: &entries) }
         }
         switch edit {
         case .createDocument(let title):
@@ -103,19 +148,114 @@ public final class MemoryNode: ScenarioNode, SyncableNotebook {
         case .movePage(let p, let after):
             try docOp(.movePage(p, position: try s.doc.position(after: after, moving: p, by: me)))
         case .add(let p, let stroke, let below, let above):
-            return try pageOp(p) { try $0.add(.stroke(stroke), by: me, wallTime: wallTime, above: above, below: below) }.id
+            let op = try pageOp(p) { try $0.add(.stroke(stroke), by: me, wallTime: wallTime, above: above, below: below) }
+            entries.append(UndoEntry(page: p, op: op.id, inverse: .erase([op.id])))
+            return op.id
         case .erase(let p, let ids):
-            _ = try pageOp(p) { try $0.make(.erase(ids), by: me, wallTime: wallTime) }
+            try made(p, .erase(ids))
         case .eraseRange(let p, let id, let range):
-            _ = try pageOp(p) { try $0.make(.eraseRange(id, [range]), by: me, wallTime: wallTime) }
+            try made(p, .eraseRange(id, [range]))
+        case .restore(let p, let ids):
+            try made(p, .restore(ids))
+        case .restoreRange(let p, let id, let range):
+            try made(p, .restoreRange(id, [range]))
         case .move(let p, let ids, let dx, let dy):
-            _ = try pageOp(p) { try $0.move(ids, dx: dx, dy: dy, by: me, wallTime: wallTime) }
+            try shaped(p, { try $0.move(ids, dx: dx, dy: dy, by: me, wallTime: wallTime) }, inverse: { r in
+                Undo.inverse(of: .move(ids.map { ElementTransform($0, .identity) }), id: OpID(replica: me, counter: 1), before: r)
+            })
         case .toFront(let p, let ids):
-            _ = try pageOp(p) { try $0.bringToFront(ids, by: me, wallTime: wallTime) }
+            try shaped(p, { try $0.bringToFront(ids, by: me, wallTime: wallTime) }, inverse: { r in
+                Undo.inverse(of: .reorder(ids.map { ElementZ($0, ZKey(layer: 0)) }), id: OpID(replica: me, counter: 1), before: r)
+            })
         case .toBack(let p, let ids):
-            _ = try pageOp(p) { try $0.sendToBack(ids, by: me, wallTime: wallTime) }
+            try shaped(p, { try $0.sendToBack(ids, by: me, wallTime: wallTime) }, inverse: { r in
+                Undo.inverse(of: .reorder(ids.map { ElementZ($0, ZKey(layer: 0)) }), id: OpID(replica: me, counter: 1), before: r)
+            })
         }
         return nil
+    }
+
+    /// Makes one local operation on `r`, noting in `entries` what takes it back (the inverse
+    /// computed on the page just before it, [MERGE-73]).
+    static func make(_ body: Op.Body, on r: inout PageReplica, page: PageID, by me: ReplicaID, wallTime: Int64,
+                     into entries: inout [UndoEntry]) throws -> Op {
+        let id = OpID(replica: me, counter: r.clock[me] + 1)
+        let inverse = Undo.inverse(of: body, id: id, before: r)
+        let op = try r.make(body, by: me, wallTime: wallTime)
+        if let inverse { entries.append(UndoEntry(page: page, op: op.id, inverse: inverse, made: UndoEntry.madeBody(op))) }
+        return op
+    }
+
+    /// A new step: pushed on the undo stack, the redo stack cleared. An edit that took
+    /// nothing back-able (no entries) is no step.
+    static func record(_ entries: [UndoEntry], on s: inout State) {
+        guard !entries.isEmpty else { return }
+        s.undo.append(entries)
+        s.redo = []
+    }
+
+    public func undo(page filter: PageID?, redo: Bool, wallTime: Int64) async throws -> Int {
+        try state.withLock { s in try Self.unwind(undoing: !redo, page: filter, on: &s, by: replica, wallTime: wallTime) }
+    }
+
+    /// [MERGE-73], [MERGE-74] The top step (with a page, the top step that changed it) is taken
+    /// back: its entries last first, each reduced by `Undo.remaining` on the page as it is
+    /// now, consecutive entries of one page in one go, pages deleted since skipped. What that
+    /// made is pushed on the other stack; a step of which nothing is left is dropped and the
+    /// one below it tried.
+    static func unwind(undoing: Bool, page filter: PageID?, on s: inout State, by me: ReplicaID, wallTime: Int64) throws -> Int {
+        while true {
+            let stack = undoing ? s.undo : s.redo
+            guard let i = stack.lastIndex(where: { step in filter.map { p in step.contains { $0.page == p } } ?? true }) else {
+                return 0
+            }
+            var runs: [(page: PageID, entries: [UndoEntry])] = []
+            for e in stack[i].reversed() {
+                if runs.last?.page == e.page { runs[runs.count - 1].entries.append(e) } else { runs.append((e.page, [e])) }
+            }
+            var made: [UndoEntry] = []
+            for run in runs {
+                guard let record = s.doc.page(run.page), !record.deleted.value else { continue }
+                var r = s.pages[run.page] ?? PageReplica(page: run.page)
+                var ops: [Op] = []
+                for e in run.entries {
+                    guard let body = Undo.remaining(e, on: r) else { continue }
+                    ops.append(try make(body, on: &r, page: run.page, by: me, wallTime: wallTime, into: &made))
+                }
+                guard !ops.isEmpty else { continue }
+                s.pages[run.page] = r
+                s.pageLogs[run.page, default: []] += ops
+            }
+            if undoing { s.undo.remove(at: i) } else { s.redo.remove(at: i) }
+            if made.isEmpty { continue }
+            if undoing { s.redo.append(made) } else { s.undo.append(made) }
+            return made.count
+        }
+    }
+
+    public func revert(page p: PageID, to point: HistoryPoint, wallTime: Int64) async throws -> Int {
+        try state.withLock { s in
+            guard let record = s.doc.page(p) else { throw LnoteError(.notFound, "no page \(p)") }
+            guard !record.deleted.value else { throw LnoteError(.invalidState, "page \(p) is deleted; restore it before editing") }
+            var r = s.pages[p] ?? PageReplica(page: p)
+            // [MERGE-76] The page as of the moment, from every operation its log holds.
+            let target = try History.pageState(p, at: point, ops: s.pageLogs[p] ?? [], applied: r.clock)
+            var entries: [UndoEntry] = []
+            var ops: [Op] = []
+            for body in Undo.revert(r, to: target) {
+                ops.append(try Self.make(body, on: &r, page: p, by: replica, wallTime: wallTime, into: &entries))
+            }
+            if !ops.isEmpty {
+                s.pages[p] = r
+                s.pageLogs[p, default: []] += ops
+            }
+            Self.record(entries, on: &s)
+            return ops.count
+        }
+    }
+
+    public func history(of p: PageID) async throws -> [HistoryStep] {
+        state.withLock { s in History.steps(s.pageLogs[p] ?? [], applied: s.pages[p]?.clock ?? VectorClock()) }
     }
 
     /// Adds an image element (its asset must already be stored with `writeAsset`).

@@ -1,5 +1,6 @@
 import Foundation
 import LnoteModel
+import LnoteReplication
 
 /// A conflict scenario: replicas, the pages they start with, steps (edits and deliveries)
 /// and the expected outcome. The JSON format is specified in `Protocol/scenarios.md`.
@@ -38,6 +39,48 @@ public struct Scenario: Sendable {
         case movePage(page: String, after: String?)
         case restorePage(page: String)
         case title(String)
+        /// Brings back elements erased whole ([MERGE-70]).
+        case restore(page: String, ids: [String])
+        /// Brings back the erased points `[from, to)` of a stroke ([MERGE-71]).
+        case restoreRange(page: String, id: String, from: Int, to: Int)
+        /// Makes the page as it was at a moment ([MERGE-76]), as one undo step. `makes`: the
+        /// number of operations it must make, when given.
+        case revert(page: String, to: Moment, makes: Int?)
+        /// Takes back the replica's latest step (of `page` when given) ([MERGE-73], [MERGE-74]).
+        case undo(page: String?, makes: Int?)
+        /// Does again the step the latest undo took back.
+        case redo(page: String?, makes: Int?)
+        /// Page edits made as one undo step (one app action: an import, a selection).
+        case group([Edit])
+    }
+
+    /// A moment of a page's history as a scenario names it.
+    public enum Moment: Sendable, Equatable {
+        /// Just after the add of this element (by its author): the add's context plus its id.
+        case element(String)
+        /// A moment as `HistoryPoint(parsing:)` reads it (an operation id, a clock, a time).
+        case point(HistoryPoint)
+    }
+
+    /// One expected step of a page's history ([MERGE-84]); absent keys are not checked.
+    public struct HistoryStepExpectation: Sendable, Equatable {
+        public var kind: String
+        /// The author's replica name.
+        public var by: String?
+        /// The elements it names, in order.
+        public var elements: [String]?
+        public init(kind: String, by: String? = nil, elements: [String]? = nil) {
+            self.kind = kind
+            self.by = by
+            self.elements = elements
+        }
+    }
+
+    public enum HistoryExpectation: Sendable, Equatable {
+        /// Every step of the page's log, in the replica's log order.
+        case steps([HistoryStepExpectation])
+        /// How many steps, and how many of each kind named (any order).
+        case counts(total: Int?, kinds: [String: Int])
     }
 
     /// Expected per-element facts; absent keys are not checked.
@@ -60,6 +103,8 @@ public struct Scenario: Sendable {
         public var pageOrder: [String]?
         public var title: String?
         public var conflicts: ConflictExpectation?
+        /// Page name → its history.
+        public var history: [String: HistoryExpectation] = [:]
     }
 
     public struct Expectation: Sendable {
@@ -105,6 +150,9 @@ extension Scenario {
 
 /// A small typed walker over JSONSerialization output that reports JSON paths.
 private struct Parser {
+    /// Element ids named by the adds parsed so far (a revert's `to` may name one).
+    var added: Set<String> = []
+
     func fail(_ m: String, _ path: String) -> ScenarioError { ScenarioError(m, path: path) }
 
     func object(_ v: Any?, _ path: String) throws -> [String: Any] {
@@ -212,7 +260,25 @@ private struct Parser {
             return .send(from: from, to: to, order: order, duplicate: dup, only: only, index: i)
         }
         let at = try replica(o["at"], "\(path).at", replicas)
+        return .edit(at: at, try edit(o, path, base: ["at"], inGroup: false), index: i)
+    }
+
+    /// The page kinds of operation a history names ([MERGE-84]).
+    static let pageKinds: Set<String> = ["add", "erase", "eraseRange", "move", "reorder", "restore", "restoreRange"]
+
+    /// The edit an object names; `base` are the keys allowed besides `op` and the edit's own
+    /// (`at` for a step, none for an edit of a group).
+    mutating func edit(_ o: [String: Any], _ path: String, base: Set<String>, inGroup: Bool) throws -> Scenario.Edit {
         let op = try string(o["op"], "\(path).op")
+        func checkKeys(_ o: [String: Any], _ own: Set<String>, _ path: String) throws {
+            try self.checkKeys(o, own.subtracting(["at"]).union(base).union(["op"]), path)
+        }
+        func makes() throws -> Int? {
+            guard let v = o["makes"] else { return nil }
+            let n = try int(v, "\(path).makes")
+            guard n >= 0 else { throw fail("makes must be ≥ 0", "\(path).makes") }
+            return n
+        }
         func page() throws -> String { try string(o["page"], "\(path).page") }
         func ids() throws -> [String] {
             let a = try strings(o["ids"], "\(path).ids")
@@ -238,7 +304,9 @@ private struct Parser {
             }
             let below = try optionalString(o, "below", path), above = try optionalString(o, "above", path)
             guard below == nil || above == nil else { throw fail("give below or above, not both", path) }
-            edit = .add(page: try page(), id: try string(o["id"], "\(path).id"), points: points, below: below, above: above)
+            let id = try string(o["id"], "\(path).id")
+            added.insert(id)
+            edit = .add(page: try page(), id: id, points: points, below: below, above: above)
         case "erase":
             try checkKeys(o, ["at", "op", "page", "ids"], path)
             edit = .erase(page: try page(), ids: try ids())
@@ -274,10 +342,52 @@ private struct Parser {
             try checkKeys(o, ["at", "op", "text"], path)
             guard let t = o["text"] as? String else { throw fail("expected a string", "\(path).text") }
             edit = .title(t)
+        case "restore":
+            try checkKeys(o, ["at", "op", "page", "ids"], path)
+            edit = .restore(page: try page(), ids: try ids())
+        case "restoreRange":
+            try checkKeys(o, ["at", "op", "page", "id", "from", "to"], path)
+            let from = try int(o["from"], "\(path).from"), to = try int(o["to"], "\(path).to")
+            guard from >= 0, to > from else { throw fail("need 0 ≤ from < to", path) }
+            edit = .restoreRange(page: try page(), id: try string(o["id"], "\(path).id"), from: from, to: to)
+        case "revert":
+            try checkKeys(o, ["at", "op", "page", "to", "makes"], path)
+            let to = try string(o["to"], "\(path).to")
+            let moment: Scenario.Moment
+            if added.contains(to) {
+                moment = .element(to)
+            } else if let point = HistoryPoint(parsing: to) {
+                moment = .point(point)
+            } else {
+                throw fail("expected the id of an element an earlier step added, or a moment: \(HistoryPoint.forms)", "\(path).to")
+            }
+            edit = .revert(page: try page(), to: moment, makes: try makes())
+        case "undo", "redo":
+            try checkKeys(o, ["at", "op", "page", "makes"], path)
+            let p = try optionalString(o, "page", path)
+            edit = op == "undo" ? .undo(page: p, makes: try makes()) : .redo(page: p, makes: try makes())
+        case "group":
+            guard !inGroup else { throw fail("groups do not nest", "\(path).op") }
+            try checkKeys(o, ["at", "op", "edits"], path)
+            let list = try array(o["edits"], "\(path).edits")
+            guard !list.isEmpty else { throw fail("edits is empty", "\(path).edits") }
+            var edits: [Scenario.Edit] = []
+            for (k, e) in list.enumerated() {
+                let ep = "\(path).edits[\(k)]"
+                let inner = try self.edit(try object(e, ep), ep, base: [], inGroup: true)
+                switch inner {
+                case .add, .erase, .eraseRange, .move, .toFront, .toBack, .restore, .restoreRange: break
+                default:
+                    throw fail("a group holds page edits only (add, erase, eraseRange, move, toFront, toBack, restore, restoreRange)",
+                               "\(ep).op")
+                }
+                edits.append(inner)
+            }
+            edit = .group(edits)
         default:
             throw fail("unknown op \"\(op)\"", "\(path).op")
         }
-        return .edit(at: at, edit, index: i)
+        return edit
     }
 
     func elementExpectation(_ v: Any, _ path: String) throws -> Scenario.ElementExpectation {
@@ -298,8 +408,8 @@ private struct Parser {
         return e
     }
 
-    func checks(_ o: [String: Any], _ path: String, allowAt: Bool) throws -> Scenario.Checks {
-        var allowed: Set<String> = ["pages", "ids", "elements", "pageOrder", "title", "conflicts"]
+    func checks(_ o: [String: Any], _ path: String, allowAt: Bool, replicas: Set<String>) throws -> Scenario.Checks {
+        var allowed: Set<String> = ["pages", "ids", "elements", "pageOrder", "title", "conflicts", "history"]
         if allowAt { allowed.formUnion(["converged", "at"]) }
         try checkKeys(o, allowed, path)
         var c = Scenario.Checks()
@@ -335,18 +445,67 @@ private struct Parser {
                 c.conflicts = .count(n)
             }
         }
+        if let h = o["history"] {
+            for (name, v) in try object(h, "\(path).history") {
+                c.history[name] = try history(v, "\(path).history.\(name)", replicas: replicas)
+            }
+        }
         return c
+    }
+
+    func kind(_ v: Any?, _ path: String) throws -> String {
+        let k = try string(v, path)
+        guard Parser.pageKinds.contains(k) else {
+            throw fail("unknown kind \"\(k)\" (have: \(Parser.pageKinds.sorted().joined(separator: ", ")))", path)
+        }
+        return k
+    }
+
+    /// A list of steps (each a kind, or `{"kind", "by", "elements"}`), or `{"count", "kinds"}`.
+    func history(_ v: Any, _ path: String, replicas: Set<String>) throws -> Scenario.HistoryExpectation {
+        if let list = v as? [Any] {
+            return .steps(try list.enumerated().map { k, item in
+                let sp = "\(path)[\(k)]"
+                if item is String { return Scenario.HistoryStepExpectation(kind: try kind(item, sp)) }
+                let so = try object(item, sp)
+                try checkKeys(so, ["kind", "by", "elements"], sp)
+                var e = Scenario.HistoryStepExpectation(kind: try kind(so["kind"], "\(sp).kind"))
+                if so["by"] != nil { e.by = try replica(so["by"], "\(sp).by", replicas) }
+                if let els = so["elements"] { e.elements = try strings(els, "\(sp).elements") }
+                return e
+            })
+        }
+        guard let o = v as? [String: Any] else {
+            throw fail("expected a list of steps or {\"count\", \"kinds\"}", path)
+        }
+        try checkKeys(o, ["count", "kinds"], path)
+        var total: Int? = nil
+        if let c = o["count"] {
+            total = try int(c, "\(path).count")
+            guard total! >= 0 else { throw fail("count must be ≥ 0", "\(path).count") }
+        }
+        var kinds: [String: Int] = [:]
+        if let ks = o["kinds"] {
+            for (k, n) in try object(ks, "\(path).kinds") {
+                _ = try kind(k, "\(path).kinds.\(k)")
+                let count = try int(n, "\(path).kinds.\(k)")
+                guard count >= 0 else { throw fail("a count must be ≥ 0", "\(path).kinds.\(k)") }
+                kinds[k] = count
+            }
+        }
+        return .counts(total: total, kinds: kinds)
     }
 
     func expectation(_ v: Any, replicas: Set<String>) throws -> Scenario.Expectation {
         let o = try object(v, "$.expect")
         var e = Scenario.Expectation()
-        e.all = try checks(o, "$.expect", allowAt: true)
+        e.all = try checks(o, "$.expect", allowAt: true, replicas: replicas)
         if let c = o["converged"] { e.converged = try bool(c, "$.expect.converged") }
         if let at = o["at"] {
             for (name, ch) in try object(at, "$.expect.at") {
                 guard replicas.contains(name) else { throw fail("unknown replica \"\(name)\"", "$.expect.at") }
-                e.at[name] = try checks(try object(ch, "$.expect.at.\(name)"), "$.expect.at.\(name)", allowAt: false)
+                e.at[name] = try checks(try object(ch, "$.expect.at.\(name)"), "$.expect.at.\(name)", allowAt: false,
+                                        replicas: replicas)
             }
         }
         return e

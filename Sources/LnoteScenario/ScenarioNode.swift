@@ -37,6 +37,8 @@ public enum NodeEdit: Sendable {
     case movePage(PageID, after: PageID?)
     case restorePage(PageID)
     case title(String)
+    case restore(PageID, [ElementID])
+    case restoreRange(PageID, ElementID, PointRange)
 }
 
 /// What a replica shows, for comparing replicas and checking expectations.
@@ -57,8 +59,20 @@ public struct NodeView: Sendable, Equatable {
 /// One replica in a scenario: in memory, a notebook folder, or a folder behind HTTP.
 public protocol ScenarioNode: AnyObject, Sendable {
     var replica: ReplicaID { get }
-    /// Performs a local edit; returns the new element's id for an add.
+    /// Performs a local edit; returns the new element's id for an add. A page edit is one
+    /// undo step of this replica ([MERGE-73]).
     func perform(_ edit: NodeEdit, wallTime: Int64) async throws -> ElementID?
+    /// Performs page edits as one undo step (an undo group); returns the ids of the elements
+    /// the adds among them made, in order.
+    func performGroup(_ edits: [NodeEdit], wallTime: Int64) async throws -> [ElementID]
+    /// Undoes (or, with `redo`, redoes) this replica's latest step, of `page` when given
+    /// ([MERGE-73], [MERGE-74]); returns how many operations it made (0: nothing to do).
+    func undo(page: PageID?, redo: Bool, wallTime: Int64) async throws -> Int
+    /// Makes the page as it was at a moment, as one undo step ([MERGE-76]); returns how many
+    /// operations that took.
+    func revert(page: PageID, to point: HistoryPoint, wallTime: Int64) async throws -> Int
+    /// The steps of a page's log, in this replica's log order ([MERGE-84]).
+    func history(of page: PageID) async throws -> [HistoryStep]
     /// Every operation held (applied or waiting): the document log first, then page logs by
     /// page id, each in the order this replica holds it.
     func heldOps() async throws -> [LoggedOp]

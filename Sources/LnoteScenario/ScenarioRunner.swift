@@ -9,6 +9,8 @@ public struct ScenarioResult: Sendable {
     /// Each unmet expectation, readable.
     public var failures: [String]
     public var passed: Bool { failures.isEmpty }
+    /// What each replica showed at the end (replica name → view), for comparing transports.
+    public var views: [String: NodeView] = [:]
 }
 
 /// Runs scenarios against real replicas through a transport.
@@ -53,18 +55,61 @@ public struct ScenarioRunner: Sendable {
             }
             if ordered.count > 1 { try await transport.sync(ordered) }
             var rng = ShuffleRNG(seed: seed)
+            // Unmet step expectations (an undo that made another number of operations).
+            var stepFailures: [String] = []
             for step in scenario.steps {
                 switch step {
                 case .edit(let at, let edit, let index):
                     let node = nodes[at]!
+                    let path = "$.steps[\(index)]"
                     do {
-                        let resolved = try names.resolve(edit, index: index)
-                        if let new = try await node.perform(resolved, wallTime: clock.next()),
-                           case .add(let page, let name, _, _, _) = edit {
-                            names.elements[name] = (try names.page(page, "$.steps[\(index)].page"), new)
+                        switch edit {
+                        case .undo(let page, let makes), .redo(let page, let makes):
+                            var redo = false
+                            if case .redo = edit { redo = true }
+                            let made = try await node.undo(page: try page.map { try names.page($0, "\(path).page") }, redo: redo,
+                                                           wallTime: clock.next())
+                            if let makes, made != makes {
+                                stepFailures.append("\(path): \(at)'s \(redo ? "redo" : "undo") made \(made) operations, expected \(makes)")
+                            }
+                        case .revert(let page, let to, let makes):
+                            let pid = try names.page(page, "\(path).page")
+                            let point: HistoryPoint
+                            switch to {
+                            case .point(let p): point = p
+                            case .element(let name):
+                                guard let id = names.id(of: name, on: pid) else {
+                                    throw ScenarioError("element \"\(name)\" is not on page \(page)", path: "\(path).to")
+                                }
+                                point = .operation(id)
+                            }
+                            let made = try await node.revert(page: pid, to: point, wallTime: clock.next())
+                            if let makes, made != makes {
+                                stepFailures.append("\(path): \(at)'s revert made \(made) operations, expected \(makes)")
+                            }
+                        case .group(let edits):
+                            var resolved: [NodeEdit] = []
+                            var adds: [(page: String, name: String)] = []
+                            for (k, e) in edits.enumerated() {
+                                resolved.append(try names.resolve(e, path: "\(path).edits[\(k)]", index: index))
+                                if case .add(let page, let name, _, _, _) = e {
+                                    guard !adds.contains(where: { $0.name == name }) else {
+                                        throw ScenarioError("element id \"\(name)\" is used twice", path: "\(path).edits[\(k)].id")
+                                    }
+                                    adds.append((page, name))
+                                }
+                            }
+                            let ids = try await node.performGroup(resolved, wallTime: clock.next())
+                            for (a, id) in zip(adds, ids) { names.elements[a.name] = (try names.page(a.page, "\(path).page"), id) }
+                        default:
+                            let resolved = try names.resolve(edit, path: path, index: index)
+                            if let new = try await node.perform(resolved, wallTime: clock.next()),
+                               case .add(let page, let name, _, _, _) = edit {
+                                names.elements[name] = (try names.page(page, "\(path).page"), new)
+                            }
                         }
                     } catch let e as LnoteError {
-                        throw ScenarioError("\(at) cannot do this: \(e)", path: "$.steps[\(index)]")
+                        throw ScenarioError("\(at) cannot do this: \(e)", path: path)
                     }
                 case .sync(let list, _):
                     try await transport.sync(list.map { nodes[$0]! })
@@ -85,10 +130,19 @@ public struct ScenarioRunner: Sendable {
                 }
             }
             var views: [String: NodeView] = [:]
-            for r in scenario.replicas { views[r] = try await nodes[r]!.view() }
-            let failures = Checker(scenario: scenario, names: names, views: views).check()
+            var histories: [String: [PageID: [HistoryStep]]] = [:]
+            for r in scenario.replicas {
+                views[r] = try await nodes[r]!.view()
+                let wanted = Set(scenario.expect.all.history.keys).union(scenario.expect.at[r].map { Array($0.history.keys) } ?? [])
+                for name in wanted.sorted() {
+                    guard let pid = names.pages[name] else { continue }
+                    histories[r, default: [:]][pid] = try await nodes[r]!.history(of: pid)
+                }
+            }
+            let failures = stepFailures
+                + Checker(scenario: scenario, names: names, views: views, histories: histories).check()
             for n in ordered { try await n.close() }
-            return ScenarioResult(name: scenario.name, transport: transport.name, failures: failures)
+            return ScenarioResult(name: scenario.name, transport: transport.name, failures: failures, views: views)
         } catch {
             for n in ordered { try? await n.close() }
             throw error
@@ -129,8 +183,8 @@ struct Names {
     }
     func name(of id: PageID) -> String { pages.first { $0.value == id }?.key ?? id.description }
 
-    mutating func resolve(_ edit: Scenario.Edit, index: Int) throws -> NodeEdit {
-        let path = "$.steps[\(index)]"
+    /// The node edit a scenario edit names; `index` is the step's (it gives a new page its id).
+    mutating func resolve(_ edit: Scenario.Edit, path: String, index: Int) throws -> NodeEdit {
         func q(_ v: Double, _ what: String) throws -> Int32 {
             do { return try Quantization.coordinate(v) } catch { throw ScenarioError("\(what) \(v) out of range", path: path) }
         }
@@ -171,6 +225,15 @@ struct Names {
             return .restorePage(try page(p, "\(path).page"))
         case .title(let t):
             return .title(t)
+        case .restore(let p, let ids):
+            return .restore(try page(p, "\(path).page"), try ids.map { try element($0, "\(path).ids") })
+        case .restoreRange(let p, let id, let from, let to):
+            guard let f = UInt32(exactly: from), let t = UInt32(exactly: to) else {
+                throw ScenarioError("range out of bounds", path: path)
+            }
+            return .restoreRange(try page(p, "\(path).page"), try element(id, "\(path).id"), PointRange(f, t))
+        case .undo, .redo, .revert, .group:
+            throw ScenarioError("not a single edit", path: path)
         }
     }
 }
@@ -180,6 +243,8 @@ struct Checker {
     let scenario: Scenario
     let names: Names
     let views: [String: NodeView]
+    /// Replica → page → its history, for the pages a `history` expectation names.
+    var histories: [String: [PageID: [HistoryStep]]] = [:]
 
     func check() -> [String] {
         var out: [String] = []
@@ -297,7 +362,49 @@ struct Checker {
             if have != Set(ids) { out.append("\(r): conflicts on \(have.sorted()), expected \(Set(ids).sorted())") }
         case nil: break
         }
+        for (name, want) in c.history.sorted(by: { $0.key < $1.key }) {
+            guard let pid = names.pages[name] else { out.append("\(r): unknown page \(name)"); continue }
+            let steps = histories[r]?[pid] ?? []
+            if let m = historyMismatch(want, steps, page: pid) { out.append("\(r): page \(name) history \(m)") }
+        }
         return out
+    }
+
+    /// The replica name of a replica id (ids are 1, 2, 3 … in the order listed).
+    func replicaName(_ id: ReplicaID) -> String {
+        let i = Int(id.rawValue) - 1
+        return scenario.replicas.indices.contains(i) ? scenario.replicas[i] : id.description
+    }
+
+    func stepText(_ s: HistoryStep, page: PageID) -> String {
+        "\(s.kind) by \(replicaName(s.author))" + (s.elements.isEmpty ? "" : " " + s.elements.map { names.name(of: $0, on: page) }.joined(separator: " "))
+    }
+
+    func historyMismatch(_ want: Scenario.HistoryExpectation, _ steps: [HistoryStep], page: PageID) -> String? {
+        let have = "[" + steps.map { stepText($0, page: page) }.joined(separator: ", ") + "]"
+        switch want {
+        case .steps(let list):
+            guard list.count == steps.count else { return "has \(steps.count) steps \(have), expected \(list.count)" }
+            var why: [String] = []
+            for (k, (w, s)) in zip(list, steps).enumerated() {
+                var bad = w.kind != s.kind
+                if let by = w.by, by != replicaName(s.author) { bad = true }
+                if let els = w.elements, els.map({ names.id(of: $0, on: page) }) != s.elements.map(Optional.some) { bad = true }
+                if bad {
+                    let expected = w.kind + (w.by.map { " by \($0)" } ?? "") + (w.elements.map { " " + $0.joined(separator: " ") } ?? "")
+                    why.append("step \(k) is \(stepText(s, page: page)), expected \(expected)")
+                }
+            }
+            return why.isEmpty ? nil : why.joined(separator: "; ") + " (all: \(have))"
+        case .counts(let total, let kinds):
+            var why: [String] = []
+            if let total, total != steps.count { why.append("has \(steps.count) steps, expected \(total)") }
+            for (kind, n) in kinds.sorted(by: { $0.key < $1.key }) {
+                let got = steps.filter { $0.kind == kind }.count
+                if got != n { why.append("has \(got) \(kind) steps, expected \(n)") }
+            }
+            return why.isEmpty ? nil : why.joined(separator: "; ") + " \(have)"
+        }
     }
 
     func conflictText(_ c: Conflict) -> String {

@@ -38,6 +38,10 @@ public struct Change: Sendable, Hashable, CustomStringConvertible {
         case elementsErased
         /// Point ranges of strokes erased (the pixel eraser).
         case elementsPartlyErased
+        /// Elements brought back by a restore (undo of an erase, `restore-element`).
+        case elementsRestored
+        /// Point ranges of strokes brought back by a range restore.
+        case elementsPartlyRestored
         /// Elements whose transform changed.
         case elementsMoved
         /// Elements whose z key changed.
@@ -106,7 +110,8 @@ public struct Change: Sendable, Hashable, CustomStringConvertible {
     /// a kind that lists elements).
     func canAbsorb(_ other: Change) -> Bool {
         other.kind == kind && other.origin == origin && other.document == document && other.page == page
-            && [.elementsAdded, .elementsErased, .elementsPartlyErased, .elementsMoved, .elementsReordered].contains(kind)
+            && [.elementsAdded, .elementsErased, .elementsPartlyErased, .elementsRestored, .elementsPartlyRestored,
+                .elementsMoved, .elementsReordered].contains(kind)
     }
 }
 
@@ -373,7 +378,7 @@ enum ChangeDerivation {
                 if pages[p]?.position.winner == op.ref { add(.pageMoved, op, page: p) }
             case .setCanvas(let p, _):
                 if let r = pages[p], r.canvas.winner == op.ref { add(.pageResized, op, page: p, canvas: r.canvas.value) }
-            case .add, .erase, .eraseRange, .move, .reorder:
+            case .add, .erase, .eraseRange, .move, .reorder, .restore, .restoreRange:
                 break
             }
         }
@@ -403,6 +408,12 @@ enum ChangeDerivation {
                 add(.elementsErased, op, ids.filter { seen.insert($0).inserted })
             case .eraseRange(let id, _):
                 add(.elementsPartlyErased, op, [id])
+            case .restore(let ids):
+                // Only those it brought back: an erase concurrent with it still holds.
+                var seen = Set<ElementID>()
+                add(.elementsRestored, op, ids.filter { seen.insert($0).inserted && replica.element($0) != nil })
+            case .restoreRange(let id, _):
+                add(.elementsPartlyRestored, op, [id])
             case .move(let ts):
                 var seen = Set<ElementID>()
                 add(.elementsMoved, op, ts.map(\.element).filter {

@@ -83,8 +83,9 @@ extension Document {
             // [PKG-42] Points deferred to their first use ([SNAP-38]): `loadedPage`.
             let both = Document.decode(snapshot: snapshot, path: contentPath, frames: frames, logPath: paths.log(pid),
                                        deferringPoints: deferring)
+            // [PKG-99] A snapshot from before restores is replaced under the lock.
             guard let s = both.snapshot, s.state.page == pid, s.coveredLogOffset == covered?.offset,
-                  s.logIncarnation == covered?.incarnation else {
+                  s.logIncarnation == covered?.incarnation, !s.lacksEraseHistory else {
                 try? log.close()
                 return nil
             }
@@ -260,6 +261,7 @@ extension Document {
         var deferred: DeferredPoints?
         var covered: (offset: UInt64, incarnation: UInt64)?
         var quarantined = false
+        var rebuilt = false
         var snapshotClock = VectorClock()
         if let bytes = try DurableFile.readIfExists(contentPath, io: io) {
             do {
@@ -267,10 +269,17 @@ extension Document {
                 guard s.state.page == pid else {
                     throw LnoteError(.corrupt, "snapshot names page \(s.state.page)", path: contentPath)
                 }
-                base = s.state
-                deferred = s.deferredPoints
-                snapshotClock = s.state.clock
-                covered = (s.coveredLogOffset, s.logIncarnation)
+                if s.lacksEraseHistory, try baseState(page: pid) == nil {
+                    // [PKG-99] Written before restores, it lacks the content of erased elements
+                    // and each partial erase: the page is rebuilt from its whole log, which
+                    // holds them, and the next save writes a snapshot that has them.
+                    rebuilt = true
+                } else {
+                    base = s.state
+                    deferred = s.deferredPoints
+                    snapshotClock = s.state.clock
+                    covered = (s.coveredLogOffset, s.logIncarnation)
+                }
             } catch let e as LnoteError where e.code == .corrupt || e.code == .truncated || e.code == .limitExceeded {
                 var report = RecoveryReport(path: contentPath)
                 report.problems.append(e)
@@ -318,8 +327,8 @@ extension Document {
                 throw error
             }
         }
-        return PageSources(base: base, deferredPoints: deferred, covered: covered, fromBase: fromBase, quarantined: quarantined,
-                           log: log, replay: replay, unpaired: unpaired)
+        return PageSources(base: base, deferredPoints: deferred, covered: covered, fromBase: fromBase,
+                           quarantined: quarantined || rebuilt, log: log, replay: replay, unpaired: unpaired)
     }
 
     /// Keeps at most `options.maxLoadedPages` pages in memory (each holds an open log):
@@ -782,13 +791,20 @@ extension Document {
     /// Adds strokes on top, in order: one operation each, appended with one `fdatasync`.
     @discardableResult
     public func addStrokes(_ strokes: [Stroke], to pid: PageID) async throws -> [ElementID] {
-        try await commitLocal(page: pid) { r, me, t in
-            guard strokes.count > 1 else { return try strokes.map { try r.add(.stroke($0), by: me, wallTime: t) } }
+        try await commitRecorded(page: pid, label: strokes.count == 1 ? "add" : "add \(strokes.count) strokes") { r, me, t, entries in
+            // [MERGE-73] Undone by erasing what it added.
+            entries = []
+            guard strokes.count > 1 else {
+                let ops = try strokes.map { try r.add(.stroke($0), by: me, wallTime: t) }
+                entries = ops.map { UndoEntry(page: pid, op: $0.id, inverse: .erase([$0.id])) }
+                return ops
+            }
             // All or nothing: a stroke out of bounds ([LOG-23]) after others leaves the page
             // as it was.
             var next = r
             let ops = try strokes.map { try next.add(.stroke($0), by: me, wallTime: t) }
             r = next
+            entries = [UndoEntry(page: pid, op: ops.last!.id, inverse: .erase(ops.map(\.id)))]
             return ops
         }.map(\.id)
     }
@@ -800,42 +816,67 @@ extension Document {
     public func addImage(_ bytes: [UInt8], frame: QRect, rotation: Int32 = 0, to pid: PageID) async throws -> ElementID {
         try checkUsable()
         let asset = AssetID.of(bytes)
-        return try await commitLocal(page: pid, assets: [bytes]) { r, me, t in
-            [try r.add(.image(ImageElement(asset: asset, frame: frame, rotation: rotation)), by: me, wallTime: t)]
+        return try await commitRecorded(page: pid, label: "add image", assets: [bytes]) { r, me, t, entries in
+            let op = try r.add(.image(ImageElement(asset: asset, frame: frame, rotation: rotation)), by: me, wallTime: t)
+            entries = [UndoEntry(page: pid, op: op.id, inverse: .erase([op.id]))]
+            return [op]
         }[0].id
     }
 
     /// Erases whole elements.
     public func erase(_ ids: [ElementID], on pid: PageID) async throws {
-        _ = try await commitLocal(page: pid) { r, me, t in [try r.make(.erase(ids), by: me, wallTime: t)] }
+        _ = try await commitRecorded(page: pid, label: "erase") { r, me, t, entries in
+            [try Document.make(.erase(ids), on: &r, page: pid, by: me, wallTime: t, into: &entries)]
+        }
     }
 
     /// Erases point ranges of a stroke (the pixel eraser).
     public func eraseRange(_ element: ElementID, _ ranges: [PointRange], on pid: PageID) async throws {
-        _ = try await commitLocal(page: pid) { r, me, t in [try r.make(.eraseRange(element, ranges), by: me, wallTime: t)] }
+        _ = try await commitRecorded(page: pid, label: "eraseRange") { r, me, t, entries in
+            [try Document.make(.eraseRange(element, ranges), on: &r, page: pid, by: me, wallTime: t, into: &entries)]
+        }
     }
 
     /// Moves elements by (dx, dy) tenths of a point.
     public func move(_ ids: [ElementID], dx: Int32, dy: Int32, on pid: PageID) async throws {
-        _ = try await commitLocal(page: pid) { r, me, t in [try r.move(ids, dx: dx, dy: dy, by: me, wallTime: t)] }
+        _ = try await commitRecorded(page: pid, label: "move") { r, me, t, entries in
+            let inverse = Undo.inverse(of: .move(ids.map { ElementTransform($0, .identity) }), id: OpID(replica: me, counter: 1), before: r)
+            let op = try r.move(ids, dx: dx, dy: dy, by: me, wallTime: t)
+            if let inverse { entries = [UndoEntry(page: pid, op: op.id, inverse: inverse, made: UndoEntry.madeBody(op))] }
+            return [op]
+        }
     }
 
     /// Sets transforms explicitly.
     public func setTransforms(_ ts: [ElementTransform], on pid: PageID) async throws {
-        _ = try await commitLocal(page: pid) { r, me, t in [try r.make(.move(ts), by: me, wallTime: t)] }
+        _ = try await commitRecorded(page: pid, label: "move") { r, me, t, entries in
+            [try Document.make(.move(ts), on: &r, page: pid, by: me, wallTime: t, into: &entries)]
+        }
     }
 
     public func bringToFront(_ ids: [ElementID], on pid: PageID) async throws {
-        _ = try await commitLocal(page: pid) { r, me, t in [try r.bringToFront(ids, by: me, wallTime: t)] }
+        _ = try await commitRecorded(page: pid, label: "bring to front") { r, me, t, entries in
+            let inverse = Undo.inverse(of: .reorder(ids.map { ElementZ($0, ZKey(layer: 0)) }), id: OpID(replica: me, counter: 1), before: r)
+            let op = try r.bringToFront(ids, by: me, wallTime: t)
+            if let inverse { entries = [UndoEntry(page: pid, op: op.id, inverse: inverse, made: UndoEntry.madeBody(op))] }
+            return [op]
+        }
     }
 
     public func sendToBack(_ ids: [ElementID], on pid: PageID) async throws {
-        _ = try await commitLocal(page: pid) { r, me, t in [try r.sendToBack(ids, by: me, wallTime: t)] }
+        _ = try await commitRecorded(page: pid, label: "send to back") { r, me, t, entries in
+            let inverse = Undo.inverse(of: .reorder(ids.map { ElementZ($0, ZKey(layer: 0)) }), id: OpID(replica: me, counter: 1), before: r)
+            let op = try r.sendToBack(ids, by: me, wallTime: t)
+            if let inverse { entries = [UndoEntry(page: pid, op: op.id, inverse: inverse, made: UndoEntry.madeBody(op))] }
+            return [op]
+        }
     }
 
     /// Sets z keys explicitly.
     public func reorder(_ zs: [ElementZ], on pid: PageID) async throws {
-        _ = try await commitLocal(page: pid) { r, me, t in [try r.make(.reorder(zs), by: me, wallTime: t)] }
+        _ = try await commitRecorded(page: pid, label: "reorder") { r, me, t, entries in
+            [try Document.make(.reorder(zs), on: &r, page: pid, by: me, wallTime: t, into: &entries)]
+        }
     }
 
     /// Concurrent moves, reorders and erases on a page ([MERGE-50]).

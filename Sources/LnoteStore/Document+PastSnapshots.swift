@@ -109,7 +109,7 @@ extension Document {
             let path = paths.past(pid, total: total)
             guard let bytes = try DurableFile.readIfExists(path, io: io),
                   let s = try? PageSnapshot.decode(bytes, path: path) else { continue }
-            guard s.state.page == pid, s.logIncarnation == incarnation, s.state.clock.total == total,
+            guard s.state.page == pid, s.logIncarnation == incarnation, s.state.clock.total == total, !s.lacksEraseHistory,
                   cut.covers(s.state.clock), base.map({ s.state.clock.covers($0) }) ?? true else { continue }
             return s.state
         }

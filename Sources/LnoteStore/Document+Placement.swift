@@ -7,8 +7,10 @@ extension Document {
     /// Adds a stroke just above or just below another element (on top when both are nil).
     @discardableResult
     public func addStroke(_ stroke: Stroke, to pid: PageID, above: ElementID?, below: ElementID?) async throws -> ElementID {
-        try await commitLocal(page: pid) { r, me, t in
-            [try r.add(.stroke(stroke), by: me, wallTime: t, above: above, below: below)]
+        try await commitRecorded(page: pid, label: "add") { r, me, t, entries in
+            let op = try r.add(.stroke(stroke), by: me, wallTime: t, above: above, below: below)
+            entries = [UndoEntry(page: pid, op: op.id, inverse: .erase([op.id]))]
+            return [op]
         }[0].id
     }
 

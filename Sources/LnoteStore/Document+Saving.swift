@@ -342,6 +342,7 @@ extension Document {
             if let bytes = try DurableFile.readIfExists(paths.content(pid), io: io) {
                 guard let s = try? PageSnapshot.decode(bytes, path: paths.content(pid)) else { return nil }
                 out.formUnion(s.state.elements.compactMap(\.content.image?.asset))
+                out.formUnion(s.state.tombstones.compactMap { $0.record?.content.image?.asset })
             }
             do {
                 if let base = try baseState(page: pid) { out.formUnion(base.elements.compactMap(\.content.image?.asset)) }

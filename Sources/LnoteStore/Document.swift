@@ -119,6 +119,12 @@ public actor Document {
     /// The last time-travel answer of a page: the operation total it started from ([PKG-98])
     /// and how many operations it decoded (tests look at these).
     var lastMoment: (start: UInt64, decoded: Int) = (0, 0)
+    /// The undo group open on this handle ([MERGE-73]): its label, how many begins it
+    /// has, and the entries of its operations so far.
+    var undoGroup: (label: String, depth: Int, entries: [UndoEntry])?
+    /// The undo journal as last read or written by this handle, with the file's size and
+    /// inode then: read again when either differs (another process appended or rewrote it).
+    var undoCache: (size: UInt64, inode: UInt64, journal: UndoJournal)?
 
     // Group commit.
     var syncWaiters: [LogKey: [CheckedContinuation<Void, Error>]] = [:]

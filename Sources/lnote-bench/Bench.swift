@@ -16,6 +16,7 @@ final class Bench {
         6: "merge", 7: "sync over HTTP", 8: "library listing", 9: "peak memory of opening a page",
         10: "live sync: long polls and watchers", 11: "concurrent appends from two processes",
         12: "first sync of a new folder", 13: "time travel: a page as of the middle of its history",
+        14: "undo and redo of one step",
     ]
 
     init(_ options: BenchOptions) throws {
@@ -41,6 +42,7 @@ final class Bench {
         case 11: try await caseConcurrent()
         case 12: try await caseFirstSync()
         case 13: try await caseTimeTravel()
+        case 14: try await caseUndo()
         default: break
         }
     }

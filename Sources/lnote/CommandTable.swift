@@ -4,6 +4,7 @@ enum CommandTable {
         [initCommand, new, ls, show, title, rm, restore,
          pageAdd, pageRemove, pageRestore, pageMove,
          importStrokes, addImage, erase, eraseRange, move, front, back,
+         restoreElement, undo, redo, revert,
          log, history, conflicts, compact, verify, watch,
          sync, serve, relay, relayNotebookCreate, relayNotebookList, relayTokenCreate, relayTokenList, relayTokenRevoke,
          relayDevices, relayEpochReset, relayQuarantineList, relayQuarantineDrop,

@@ -64,6 +64,8 @@ extension CommandTable {
         case "add": return s.points > 0 ? "added a stroke of \(s.points) point\(s.points == 1 ? "" : "s")" : "added an image"
         case "erase": return "erased \(elements(s.elements.count))"
         case "eraseRange": return "erased \(s.points) point\(s.points == 1 ? "" : "s") of \(s.elements.first.map(\.description) ?? "?")"
+        case "restore": return "restored \(elements(s.elements.count))"
+        case "restoreRange": return "restored \(s.points) point\(s.points == 1 ? "" : "s") of \(s.elements.first.map(\.description) ?? "?")"
         case "move": return "moved \(elements(s.elements.count))"
         case "reorder": return "reordered \(elements(s.elements.count))"
         case "createDocument": return "created the document"

@@ -42,9 +42,16 @@ enum TinyPage {
                                          frame: QRect(x: 500, y: 600, width: 2000, height: 1500))),
             transform: LWWRegister(.translation(30, -40), frontier: [move]),
             z: LWWRegister(ZKey(layer: 1)), frontier: [move])
+        let partial = OpRef(id: OpID(replica: b, counter: 3), lamport: 4)
+        // [SNAP-40] The erased stroke S, kept whole with the concurrent partial erase applied.
+        let kept = ElementRecord(
+            id: s1, lamport: 1, wallTime: t0,
+            content: .stroke(Stroke(style: InkStyle(tool: .pen, color: .black, width: 20), points: points)),
+            z: LWWRegister(ZKey(layer: 1)), erased: [PointRange(0, 1)],
+            rangeErasures: [RangeErasure(ref: partial, ranges: [PointRange(0, 1)])])
         let erased = Tombstone(id: s1, erasures: [Erasure(ref: OpRef(id: OpID(replica: a, counter: 3), lamport: 4),
                                                           clock: vc((a, 2), (b, 1)))],
-                               frontier: [OpRef(id: OpID(replica: b, counter: 3), lamport: 4)])
+                               frontier: [partial], record: kept)
         return PageState(
             page: PageID(UUID(uuidString: "00112233-4455-6677-8899-AABBCCDDEEFF")!),
             clock: vc((a, 3), (b, 3)), maxLamport: 4, modified: t0 + 5000,

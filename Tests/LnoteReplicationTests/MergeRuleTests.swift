@@ -335,7 +335,12 @@ import LnoteModel
         for who in [Self.a, Self.b, Self.c] {
             let st = p.r[who]!.state
             #expect(st.elements.isEmpty)
-            #expect(st.tombstones == [Tombstone(id: s.id, erasures: [Erasure(ref: erase.ref, clock: erase.context)], frontier: [move.ref])])
+            // [MERGE-30] The element is kept whole, the concurrent move applied to it.
+            var kept = try #require(p.r[Self.a]!.state.tombstones.first?.record)
+            kept.frontier = []
+            #expect(kept.transform.value == Transform.translation(3, 0))
+            #expect(st.tombstones == [Tombstone(id: s.id, erasures: [Erasure(ref: erase.ref, clock: erase.context)], frontier: [move.ref],
+                                                record: kept)])
             #expect(st.tombstones[0].concurrent == [move.ref])
         }
     }

@@ -62,7 +62,7 @@ extension Simulation {
         let ids = everyElementID + [OpID(replica: ReplicaID(99), counter: 7)]
         func some() -> [ElementID] { (0..<Int.random(in: 1...3, using: &rng)).map { _ in ids.randomElement(using: &rng)! } }
         let body: Op.Body
-        switch Int.random(in: 0..<6, using: &rng) {
+        switch Int.random(in: 0..<8, using: &rng) {
         case 0: body = .add(.stroke(randomStroke()), z: randomKey(lamport: lamport, tags: ids))
         case 1: body = .erase(some())
         case 2:
@@ -72,6 +72,14 @@ extension Simulation {
             body = .eraseRange(some()[0], [PointRange(from, to), PointRange(0, 1)])
         case 3: body = .move(some().map { ElementTransform($0, extremeTransform()) })
         case 4: body = .reorder(some().map { ElementZ($0, randomKey(lamport: lamport, tags: ids)) })
+        // Restores of elements live, erased, unseen or never added, by authors that may have
+        // seen them erased or restored already ([MERGE-42], [MERGE-70], [MERGE-71]).
+        case 6: body = .restore(some())
+        case 7:
+            let bounds: [UInt32] = [0, 1, 2, 5, UInt32.max - 1, UInt32.max]
+            let from = bounds.dropLast().randomElement(using: &rng)!
+            let to = bounds.filter { $0 > from }.randomElement(using: &rng)!
+            body = .restoreRange(some()[0], [PointRange(from, to), PointRange(1, 3)])
         default: body = .reorder(some().map { ElementZ($0, ZKey(layer: Int64(lamport))) })
         }
         wall += 1

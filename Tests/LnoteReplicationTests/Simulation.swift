@@ -36,6 +36,14 @@ struct Simulation {
     /// Hostile replicas take part: an honest edit may then be refused because of what they
     /// wrote (a stroke moved to the edge of the coordinate range cannot move further).
     var hostile = false
+    /// Page edits lean towards erases, partial erases, restores and range restores
+    /// ([MERGE-70], [MERGE-71]) rather than moves and reorders.
+    var restoreBias = false
+    /// Local restores made (each brings back every element it names, [MERGE-70]) and local
+    /// range restores that took back some erased point ([MERGE-71]): so that a property run
+    /// can tell it exercised them.
+    var restoresMade = 0
+    var restoreRangesThatTookBack = 0
 
     /// - Parameters:
     ///   - lateJoiners: how many of the replicas (the last ones) join only when first
@@ -100,7 +108,13 @@ struct Simulation {
         let me = replicas[i].id
         var page = replicas[i].page(p)
         let ids = page.elements.map(\.id)
-        let kind = ids.isEmpty ? 0 : Int.random(in: 0...8, using: &rng)
+        // Elements this replica sees erased and whose content it holds: what it may restore ([MERGE-70]).
+        let restorable = page.state.tombstones.filter { $0.isErased && $0.record != nil }.map(\.id)
+        // 0-2 add, 3 erase, 4 eraseRange, 5-6 move, 7 bring to front, 8 send to back,
+        // 9 restore, 10 restoreRange.
+        let kinds = restoreBias ? [0, 0, 1, 2, 3, 3, 3, 4, 4, 4, 5, 6, 7, 8, 9, 9, 9, 9, 9, 9, 10, 10, 10] : Array(0...10)
+        var kind = ids.isEmpty ? (restorable.isEmpty || Bool.random(using: &rng) ? 0 : 9) : kinds.randomElement(using: &rng)!
+        if kind == 9 && restorable.isEmpty { kind = 0 }
         let op: Op
         func position(_ id: ElementID, in r: PageReplica) -> Int { r.elements.firstIndex { $0.id == id }! }
         switch kind {
@@ -151,13 +165,48 @@ struct Simulation {
             if Array(page.elements.map(\.id).suffix(before.count)) != before {
                 placementFailures.append("\(op.id) brought \(before) to front, top is \(page.elements.suffix(before.count).map(\.id))")
             }
-        default:
+        case 8:
             let chosen = Set((0..<Int.random(in: 1...2, using: &rng)).map { _ in ids.randomElement(using: &rng)! })
             let before = page.elements.map(\.id).filter { chosen.contains($0) }
             op = try page.sendToBack(Array(chosen), by: me, wallTime: wall)
             if Array(page.elements.map(\.id).prefix(before.count)) != before {
                 placementFailures.append("\(op.id) sent \(before) to back, bottom is \(page.elements.prefix(before.count).map(\.id))")
             }
+        case 9:
+            // [MERGE-70] A local restore takes back every erase its author saw: each element it
+            // names is live again, exactly as its tombstone kept it.
+            let chosen = Set((0..<Int.random(in: 1...2, using: &rng)).map { _ in restorable.randomElement(using: &rng)! }).sorted()
+            let kept = chosen.map { page.tombstone($0)!.record! }
+            op = try page.make(.restore(chosen), by: me, wallTime: wall)
+            restoresMade += 1
+            for k in kept {
+                guard let e = page.element(k.id) else {
+                    placementFailures.append("\(op.id) restored \(k.id), which is still erased")
+                    continue
+                }
+                if e.content != k.content || e.transform != k.transform || e.z != k.z || e.erased != k.erased
+                    || e.rangeErasures != k.rangeErasures || page.isRestorable(k.id) || page.tombstone(k.id)?.record != nil {
+                    placementFailures.append("\(op.id) restored \(k.id) other than its tombstone kept it")
+                }
+            }
+        default:
+            // [MERGE-71] A local range restore, of a partially erased stroke when there is one:
+            // afterwards none of its points is erased for its author.
+            let partial = ids.filter { !(page.element($0)!.erased.isEmpty) }
+            let id = (partial.isEmpty || Int.random(in: 0..<4, using: &rng) == 0 ? ids : partial).randomElement(using: &rng)!
+            let n = page.element(id)!.content.pointCount
+            var ranges: [PointRange] = []
+            for _ in 0..<Int.random(in: 1...2, using: &rng) {
+                let from = UInt32.random(in: 0..<UInt32(n), using: &rng)
+                ranges.append(PointRange(from, UInt32.random(in: (from + 1)...UInt32(n), using: &rng)))
+            }
+            let erasedBefore = page.element(id)!.erased
+            op = try page.make(.restoreRange(id, ranges), by: me, wallTime: wall)
+            let after = page.element(id)!.erased
+            if after.subtracting(ranges) != after || after != erasedBefore.subtracting(ranges) {
+                placementFailures.append("\(op.id) restored \(ranges) of \(id): erased \(erasedBefore) became \(after)")
+            }
+            if after != erasedBefore { restoreRangesThatTookBack += 1 }
         }
         replicas[i].pages[p] = page
         replicas[i].pageLogs[p, default: []].append(op)

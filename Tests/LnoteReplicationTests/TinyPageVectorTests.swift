@@ -59,7 +59,7 @@ import LnoteTestSupport
         if ProcessInfo.processInfo.environment["LNOTE_RECORD_GOLDEN"] == "1" {
             print("tiny-page-ops:\n\(SpecVectors.hexDump(frames))\n")
             for op in ops { print("  \(OperationCodec.encode(op, form: .hash).count) bytes: \(op)") }
-            print("tiny-page:\n\(SpecVectors.hexDump(snapshot))\n\ntiny-page-json:\n\(json)")
+            print("tiny-page:\n\(SpecVectors.hexDump(snapshot))\n\ntiny-page-v2:\n\(SpecVectors.hexDump(snapshotV2))\n\ntiny-page-json:\n\(json)")
             return
         }
         let specFrames = try SpecVectors.bytes("tiny-page-ops", in: "page-snapshot.md")

@@ -1,0 +1,260 @@
+import Foundation
+import LnoteModel
+import LnoteReplication
+
+/// Undo, redo, restores and revert (merge-semantics.md [MERGE-70] … [MERGE-76]): every one is
+/// new operations, made and merged like any edit; the undo history is this replica's own,
+/// kept beside the notebook's metadata ([PKG-100]).
+extension Document {
+    // MARK: - Groups
+
+    /// Opens an undo group: every edit made through this handle until the matching
+    /// `endUndoGroup()` is one undo step (one app action: a selection erased, moved or
+    /// imported). Groups nest: only the outermost end closes the step.
+    public func beginUndoGroup(_ label: String = "edit") {
+        if var g = undoGroup {
+            g.depth += 1
+            undoGroup = g
+        } else {
+            undoGroup = (label, 1, [])
+        }
+    }
+
+    /// Closes the group `beginUndoGroup` opened, recording its edits as one step.
+    /// - Throws: `invalidState` when no group is open.
+    public func endUndoGroup() throws {
+        guard var g = undoGroup else { throw LnoteError(.invalidState, "no undo group is open on document \(id)") }
+        g.depth -= 1
+        if g.depth > 0 {
+            undoGroup = g
+            return
+        }
+        undoGroup = nil
+        recordStep(g.label, g.entries, change: .do)
+    }
+
+    /// Runs `body` as one undo step (`beginUndoGroup` … `endUndoGroup`, also when it throws:
+    /// what it made before the error stays one step). The group belongs to the handle: edits
+    /// made through it by any task while `body` runs join the step.
+    public func undoGroup<T: Sendable>(_ label: String, _ body: @Sendable () async throws -> T) async throws -> T {
+        beginUndoGroup(label)
+        do {
+            let value = try await body()
+            try endUndoGroup()
+            return value
+        } catch {
+            try? endUndoGroup()
+            throw error
+        }
+    }
+
+    // MARK: - Undo and redo
+
+    /// True when `undo()` would change something: some step of this replica's undo stack
+    /// still has an effect to take back ([MERGE-74]).
+    public var canUndo: Bool { get throws { try firstLiveStep(undoing: true) != nil } }
+
+    /// True when `redo()` would change something.
+    public var canRedo: Bool { get throws { try firstLiveStep(undoing: false) != nil } }
+
+    /// Takes back this replica's latest step that others' edits have not overwritten
+    /// entirely ([MERGE-74]): new operations (erases, restores, moves, reorders), appended
+    /// and merged like any edit. Steps overwritten entirely are dropped on the way. Returns
+    /// the step taken back (its entries: what the new operations did and what redoes them),
+    /// or nil when there is nothing to undo.
+    @discardableResult
+    public func undo() async throws -> UndoStep? { try await unwind(undoing: true, page: nil) }
+
+    /// `undo()` of the latest step of this replica that changed page `page` (and whatever
+    /// else that step changed): steps of other pages stay where they are on the stack.
+    @discardableResult
+    public func undo(page: PageID) async throws -> UndoStep? { try await unwind(undoing: true, page: page) }
+
+    /// Does again the step the latest `undo()` took back (what of it others have not
+    /// overwritten since). nil when there is nothing to redo. A new edit clears what can be redone.
+    @discardableResult
+    public func redo() async throws -> UndoStep? { try await unwind(undoing: false, page: nil) }
+
+    /// `redo()` of the latest undone step that changed page `page`.
+    @discardableResult
+    public func redo(page: PageID) async throws -> UndoStep? { try await unwind(undoing: false, page: page) }
+
+    func unwind(undoing: Bool, page filter: PageID?) async throws -> UndoStep? {
+        try checkUsable()
+        guard undoGroup == nil else {
+            throw LnoteError(.invalidState, "an undo group is open on document \(id): end it before \(undoing ? "undo" : "redo")")
+        }
+        let me = replica
+        while true {
+            let journal = try readUndoJournal()
+            let stack = undoing ? journal.undo : journal.redo
+            // The top step, or with a page the top step that changed it.
+            guard let i = stack.lastIndex(where: { s in filter.map { p in s.entries.contains { $0.page == p } } ?? true })
+            else { return nil }
+            let step = stack[i], at = stack.count - 1 - i
+            // Entries are taken back last first; consecutive entries of one page in one append.
+            var made: [UndoEntry] = []
+            var runs: [(page: PageID, entries: [UndoEntry])] = []
+            for e in step.entries.reversed() {
+                if runs.last?.page == e.page { runs[runs.count - 1].entries.append(e) } else { runs.append((e.page, [e])) }
+            }
+            for run in runs {
+                // A page deleted since, or never here: what the step did there is gone with it.
+                guard let record = doc.page(run.page), !record.deleted.value else { continue }
+                var pageMade: [UndoEntry] = []
+                _ = try await commitLocal(page: run.page) { r, author, t in
+                    pageMade = []
+                    var ops: [Op] = []
+                    for e in run.entries {
+                        guard let body = Undo.remaining(e, on: r) else { continue }
+                        let op = try Document.make(body, on: &r, page: run.page, by: author, wallTime: t, into: &pageMade)
+                        ops.append(op)
+                    }
+                    return ops
+                }
+                made += pageMade
+            }
+            if made.isEmpty {
+                // [MERGE-74] Overwritten entirely by others' edits: dropped, and the next one tried.
+                appendUndoJournal(UndoJournal.line(.drop, nil, replica: me, stack: undoing ? "undo" : "redo", at: at))
+                continue
+            }
+            let done = UndoStep(label: step.label, wallTime: now(), entries: made)
+            appendUndoJournal(UndoJournal.line(undoing ? .undo : .redo, done, replica: me, at: at))
+            return done
+        }
+    }
+
+    /// The top step of a stack that still has something to do, or nil.
+    func firstLiveStep(undoing: Bool) throws -> UndoStep? {
+        try checkUsable()
+        let journal = try readUndoJournal()
+        for step in (undoing ? journal.undo : journal.redo).reversed() {
+            for e in step.entries {
+                guard let record = doc.page(e.page), !record.deleted.value else { continue }
+                if Undo.remaining(e, on: try loadedPage(e.page).replica) != nil { return step }
+            }
+        }
+        return nil
+    }
+
+    // MARK: - Restores and revert
+
+    /// Brings back elements erased whole ([MERGE-70]): one operation, one undo step.
+    /// - Throws: `invalidArgument` for an element that is live or was never erased here,
+    ///   `notFound` for one whose content this replica does not hold ([MERGE-30]).
+    public func restore(_ ids: [ElementID], on pid: PageID) async throws {
+        _ = try await commitRecorded(page: pid, label: "restore") { r, me, t, entries in
+            [try Document.make(.restore(ids), on: &r, page: pid, by: me, wallTime: t, into: &entries)]
+        }
+    }
+
+    /// Brings back erased point ranges of a stroke ([MERGE-71]): one operation, one undo step.
+    public func restoreRange(_ element: ElementID, _ ranges: [PointRange], on pid: PageID) async throws {
+        _ = try await commitRecorded(page: pid, label: "restoreRange") { r, me, t, entries in
+            [try Document.make(.restoreRange(element, ranges), on: &r, page: pid, by: me, wallTime: t, into: &entries)]
+        }
+    }
+
+    /// Makes the page as it was at `point` ([MERGE-76]): ordinary erases, restores, range
+    /// erases and restores, moves and reorders, appended together as one undo step and merged
+    /// like any edit. Returns them (none when the page already is as it was).
+    /// - Throws: what `pageState(_:at:)` throws for a moment the log cannot rebuild.
+    @discardableResult
+    public func revert(page pid: PageID, to point: HistoryPoint) async throws -> [Op] {
+        let target = try await pageState(pid, at: point)
+        return try await commitRecorded(page: pid, label: "revert") { r, me, t, entries in
+            try Undo.revert(r, to: target).map { try Document.make($0, on: &r, page: pid, by: me, wallTime: t, into: &entries) }
+        }
+    }
+
+    // MARK: - Recording
+
+    /// Makes one local operation on `r`, noting in `entries` what takes it back.
+    static func make(_ body: Op.Body, on r: inout PageReplica, page: PageID, by me: ReplicaID, wallTime: Int64,
+                     into entries: inout [UndoEntry]) throws -> Op {
+        let id = OpID(replica: me, counter: r.clock[me] + 1)
+        let inverse = Undo.inverse(of: body, id: id, before: r)
+        let op = try r.make(body, by: me, wallTime: wallTime)
+        if let inverse { entries.append(UndoEntry(page: page, op: op.id, inverse: inverse, made: UndoEntry.madeBody(op))) }
+        return op
+    }
+
+    /// `commitLocal`, recording the entries `build` notes as one undo step (or into the open
+    /// group) once the operations are durable.
+    func commitRecorded(page pid: PageID, label: String, assets: [[UInt8]] = [],
+                        _ build: (inout PageReplica, ReplicaID, Int64, inout [UndoEntry]) throws -> [Op]) async throws -> [Op] {
+        var entries: [UndoEntry] = []
+        let ops = try await commitLocal(page: pid, assets: assets) { r, me, t in
+            entries = []
+            return try build(&r, me, t, &entries)
+        }
+        if !entries.isEmpty {
+            if var g = undoGroup {
+                g.entries += entries
+                undoGroup = g
+            } else {
+                recordStep(label, entries, change: .do)
+            }
+        }
+        return ops
+    }
+
+    func recordStep(_ label: String, _ entries: [UndoEntry], change: UndoJournal.Change) {
+        guard !entries.isEmpty else { return }
+        appendUndoJournal(UndoJournal.line(change, UndoStep(label: label, wallTime: now(), entries: entries), replica: replica))
+    }
+
+    // MARK: - The journal ([PKG-100])
+
+
+    /// `.lnote/undo/<document-uuid>.jsonl` beside the notebook's replica file.
+    var undoJournalPath: String {
+        let dir = (identity.file as NSString).deletingLastPathComponent
+        return "\(dir)/undo/\(id).jsonl"
+    }
+
+    func readUndoJournal() throws -> UndoJournal {
+        let path = undoJournalPath
+        guard let st = try io.stat(path) else {
+            undoCache = nil
+            return UndoJournal()
+        }
+        if let c = undoCache, c.size == st.size, c.inode == st.inode { return c.journal }
+        guard let bytes = try DurableFile.readIfExists(path, io: io) else { return UndoJournal() }
+        let j = UndoJournal.read(bytes, replica: replica)
+        undoCache = (UInt64(bytes.count), st.inode, j)
+        return j
+    }
+
+    /// Appends a journal line (no `fsync`: [PKG-100]); rewrites a journal grown past its
+    /// bound with only the current stacks. Best effort: the operations are durable already,
+    /// and a journal that cannot be written only costs the undo of those steps.
+    func appendUndoJournal(_ line: [UInt8]) {
+        let path = undoJournalPath
+        do {
+            try io.mkdir((path as NSString).deletingLastPathComponent, existingOK: true)
+            let old = try io.stat(path)
+            let before = old?.size ?? 0
+            let fd = try io.open(path, O_WRONLY | O_APPEND | O_CREAT, mode: 0o600)
+            defer { try? fd.close() }
+            try io.write(fd, line)
+            // The cache follows its own append when it was up to date before it.
+            if var c = undoCache, let old, c.size == before, c.inode == old.inode {
+                c.journal.apply(line[...], replica: replica)
+                c.size = before + UInt64(line.count)
+                undoCache = c
+            } else {
+                undoCache = nil
+            }
+            if before + UInt64(line.count) > UInt64(UndoJournal.rewriteBytes) {
+                let kept = UndoJournal.read(try DurableFile.read(path, io: io), replica: replica)
+                let bytes = kept.lines(replica: replica)
+                try DurableFile.replace(path, with: bytes, io: io)
+                undoCache = try io.stat(path).map { ($0.size, $0.inode, kept) }
+            }
+        } catch {
+            // Best effort, as said.
+        }
+    }
+}

@@ -1,0 +1,148 @@
+import Foundation
+import LnoteModel
+import LnoteReplication
+
+/// One step of a replica's undo history: one app action (a stroke, an erase of a selection,
+/// an import, a revert), with what takes each of its operations back ([MERGE-73]).
+public struct UndoStep: Hashable, Sendable {
+    /// What the step did, as the app named it (`add`, `erase`, `undo add`, …).
+    public var label: String
+    /// Author's wall time of the step, ms since 1970.
+    public var wallTime: Int64
+    /// Its operations in the order made, each with what takes it back.
+    public var entries: [UndoEntry]
+    public init(label: String, wallTime: Int64, entries: [UndoEntry]) {
+        self.label = label
+        self.wallTime = wallTime
+        self.entries = entries
+    }
+}
+
+/// The undo and redo stacks of one replica for one document, kept in
+/// `.lnote/undo/<document-uuid>.jsonl` (document-package.md [PKG-100]).
+///
+/// The file is a journal of JSON lines, each one change of the stacks: `do` (a new step:
+/// pushed on the undo stack, the redo stack cleared), `undo` (the top undo step popped, this
+/// step — what redoes it — pushed on the redo stack), `redo` (the top redo step popped, this
+/// step pushed on the undo stack), `drop` (the top step of `stack` popped: nothing of it was
+/// left to do), `keep` (a step pushed on `stack`, nothing else changed: a rewritten journal). Lines of another replica id are ignored (a replica given a new id starts a
+/// new history), and so is a line that does not parse (a write cut by a crash). Lines are
+/// appended without `fsync`: undo history is a convenience of the replica that made the
+/// steps, and a crash may forget its last lines, never an operation.
+struct UndoJournal {
+    var undo: [UndoStep] = []
+    var redo: [UndoStep] = []
+
+    /// Steps kept per stack; older ones are forgotten when the journal is rewritten.
+    static let maxSteps = 200
+    /// A journal longer than this is rewritten with only the current stacks.
+    static let rewriteBytes = 1 << 18
+
+    enum Change: String { case `do`, undo, redo, drop, keep }
+
+    static func read(_ bytes: [UInt8], replica: ReplicaID) -> UndoJournal {
+        var j = UndoJournal()
+        for line in bytes.split(separator: UInt8(ascii: "\n")) { j.apply(line, replica: replica) }
+        return j
+    }
+
+    /// Applies one journal line (ignored when it does not parse or is of another replica).
+    mutating func apply(_ line: ArraySlice<UInt8>, replica: ReplicaID) {
+        guard let o = (try? JSONSerialization.jsonObject(with: Data(line))) as? [String: Any],
+              o["replica"] as? String == replica.description,
+              let kind = (o["change"] as? String).flatMap(Change.init(rawValue:)) else { return }
+        let step = o["step"].flatMap(UndoJournal.decodeStep)
+        // `at`: the position of the step taken, counted from the top (0, the default).
+        let at = (o["at"] as? NSNumber)?.intValue ?? 0
+        func take(_ stack: inout [UndoStep]) {
+            guard at >= 0, at < stack.count else { return }
+            stack.remove(at: stack.count - 1 - at)
+        }
+        switch kind {
+        case .do:
+            guard let step else { return }
+            undo.append(step)
+            redo = []
+        case .undo:
+            guard let step else { return }
+            take(&undo)
+            redo.append(step)
+        case .redo:
+            guard let step else { return }
+            take(&redo)
+            undo.append(step)
+        case .keep:
+            guard let step else { return }
+            if o["stack"] as? String == "redo" { redo.append(step) } else { undo.append(step) }
+        case .drop:
+            if o["stack"] as? String == "redo" { take(&redo) } else { take(&undo) }
+        }
+        if undo.count > UndoJournal.maxSteps { undo.removeFirst(undo.count - UndoJournal.maxSteps) }
+        if redo.count > UndoJournal.maxSteps { redo.removeFirst(redo.count - UndoJournal.maxSteps) }
+    }
+
+    /// The journal line of a change.
+    static func line(_ change: Change, _ step: UndoStep?, replica: ReplicaID, stack: String? = nil, at: Int = 0) -> [UInt8] {
+        var o: [String: Any] = ["change": change.rawValue, "replica": replica.description]
+        if at != 0 { o["at"] = at }
+        if let step { o["step"] = encodeStep(step) }
+        if let stack { o["stack"] = stack }
+        let data = (try? JSONSerialization.data(withJSONObject: o, options: [.sortedKeys])) ?? Data()
+        return Array(data) + [UInt8(ascii: "\n")]
+    }
+
+    /// The lines that rebuild these stacks (a rewritten journal): `keep` lines, which push
+    /// a step on the stack they name and change nothing else.
+    func lines(replica: ReplicaID) -> [UInt8] {
+        undo.flatMap { UndoJournal.line(.keep, $0, replica: replica, stack: "undo") }
+            + redo.flatMap { UndoJournal.line(.keep, $0, replica: replica, stack: "redo") }
+    }
+
+    static func encodeStep(_ s: UndoStep) -> [String: Any] {
+        ["label": s.label, "wallTime": s.wallTime, "entries": s.entries.map { e -> [String: Any] in
+            var o: [String: Any] = ["page": e.page.description, "op": e.op.description,
+                                    "inverse": Data(encodeBody(e.inverse)).base64EncodedString()]
+            if let made = e.made { o["made"] = Data(encodeBody(made)).base64EncodedString() }
+            return o
+        }]
+    }
+
+    static func decodeStep(_ any: Any) -> UndoStep? {
+        guard let o = any as? [String: Any], let label = o["label"] as? String,
+              let wall = (o["wallTime"] as? NSNumber)?.int64Value, let list = o["entries"] as? [[String: Any]] else { return nil }
+        var entries: [UndoEntry] = []
+        for e in list {
+            guard let p = (e["page"] as? String).flatMap({ UUID(uuidString: $0) }).map(PageID.init),
+                  let op = (e["op"] as? String).flatMap(OpID.init(parsing:)),
+                  let b64 = e["inverse"] as? String, let data = Data(base64Encoded: b64),
+                  let body = decodeBody(Array(data)) else { return nil }
+            var made: Op.Body?
+            if let m = e["made"] {
+                guard let b = m as? String, let d = Data(base64Encoded: b), let body = decodeBody(Array(d)) else { return nil }
+                made = body
+            }
+            entries.append(UndoEntry(page: p, op: op, inverse: body, made: made))
+        }
+        return UndoStep(label: label, wallTime: wall, entries: entries)
+    }
+
+    /// A body in the operation encoding (operation-log.md §3), under a placeholder header.
+    static func encodeBody(_ body: Op.Body) -> [UInt8] {
+        OperationCodec.encode(placeholder(body), form: .hash)
+    }
+
+    static func decodeBody(_ bytes: [UInt8]) -> Op.Body? {
+        guard let frames = try? Frame.decodeAll(bytes), frames.count == 1,
+              let op = try? OperationCodec.decode(frames[0]), op.body.isPageOperation else { return nil }
+        return op.body
+    }
+
+    /// The placeholder header: replica 1, counter 1, and a context of 2⁴⁰ operations of
+    /// replica 2, so that its Lamport timestamp (2⁴⁰ + 1, [LOG-4]) admits the z keys of any
+    /// page ([MERGE-12]: `|layer| ≤ lamport`).
+    private static func placeholder(_ body: Op.Body) -> Op {
+        let others: UInt64 = 1 << 40
+        return Op(id: OpID(replica: ReplicaID(1), counter: 1), lamport: others + 1,
+                  context: VectorClock([(ReplicaID(2), others)]), wallTime: 0, body: body)
+    }
+}
