@@ -230,6 +230,12 @@ public struct PageState: Hashable, Sendable {
         self.contexts = contexts
     }
 
+    /// The assets of the page's images, live and kept by tombstones ([MERGE-30]: a restore may
+    /// bring any of them back, so each is referenced).
+    public var imageAssets: [AssetID] {
+        elements.compactMap(\.content.image?.asset) + tombstones.compactMap { $0.record?.content.image?.asset }
+    }
+
     /// Total points of all live strokes.
     public var pointCount: Int { elements.reduce(0) { $0 + $1.content.pointCount } }
 

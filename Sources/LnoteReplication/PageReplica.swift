@@ -458,7 +458,11 @@ public struct PageReplica: Sendable {
     /// partial erase or range restore here, so that the list adds up to the erased ranges.
     static func adoptUnknownErasures(_ r: inout ElementRecord) {
         guard r.rangeErasures.isEmpty, !r.erased.isEmpty else { return }
-        r.rangeErasures = [RangeErasure(ref: r.addRef, ranges: r.erased)]
+        // Clamped to the stroke, as every partial erase is ([MERGE-20]).
+        let n = UInt32(clamping: r.content.pointCount)
+        let ranges = r.erased.map { PointRange(min($0.from, n), min($0.to, n)) }.normalizedUnion()
+        r.erased = ranges
+        r.rangeErasures = ranges.isEmpty ? [] : [RangeErasure(ref: r.addRef, ranges: ranges)]
     }
 
     /// True when `op`'s author had seen element `id` erased ([MERGE-42], [MERGE-70]).

@@ -94,7 +94,7 @@ extension Document {
             decodedFrames = both.frames
         }
         // The images of the base, before the state moves into the replica (without a copy).
-        let baseAssets = base.elements.compactMap(\.content.image?.asset)
+        let baseAssets = base.imageAssets
         var live = PageReplica(state: consume base, reservingAdds: Document.addFrames(frames), deferredPoints: .some(deferred))
         var pending: [OpID: UInt64] = [:]
         let applied: [Op]

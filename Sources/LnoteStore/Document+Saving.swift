@@ -336,16 +336,15 @@ extension Document {
         if pages[pid] != nil {
             let lp = try loadedPage(pid, allowUnknown: true)
             try syncNow(.page(pid), lp.log)
-            out.formUnion(lp.replica.elements.compactMap(\.content.image?.asset))
+            out.formUnion(lp.replica.state.imageAssets)
             for f in try readAllFrames(lp) { if let a = Document.imageAsset(in: f) { out.insert(a) } }
         } else {
             if let bytes = try DurableFile.readIfExists(paths.content(pid), io: io) {
                 guard let s = try? PageSnapshot.decode(bytes, path: paths.content(pid)) else { return nil }
-                out.formUnion(s.state.elements.compactMap(\.content.image?.asset))
-                out.formUnion(s.state.tombstones.compactMap { $0.record?.content.image?.asset })
+                out.formUnion(s.state.imageAssets)
             }
             do {
-                if let base = try baseState(page: pid) { out.formUnion(base.elements.compactMap(\.content.image?.asset)) }
+                if let base = try baseState(page: pid) { out.formUnion(base.imageAssets) }
             } catch let e as LnoteError where e.code == .corrupt || e.code == .truncated || e.code == .unsupportedVersion {
                 return nil
             }

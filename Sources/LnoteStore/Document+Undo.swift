@@ -91,7 +91,7 @@ extension Document {
             // The top step, or with a page the top step that changed it.
             guard let i = stack.lastIndex(where: { s in filter.map { p in s.entries.contains { $0.page == p } } ?? true })
             else { return nil }
-            let step = stack[i], at = stack.count - 1 - i
+            let step = stack[i]
             // Entries are taken back last first; consecutive entries of one page in one append.
             var made: [UndoEntry] = []
             var runs: [(page: PageID, entries: [UndoEntry])] = []
@@ -107,20 +107,34 @@ extension Document {
                     var ops: [Op] = []
                     for e in run.entries {
                         guard let body = Undo.remaining(e, on: r) else { continue }
-                        let op = try Document.make(body, on: &r, page: run.page, by: author, wallTime: t, into: &pageMade)
+                        // An entry the page refuses (validation checks before applying: nothing
+                        // is changed) is left out, so that one bad entry cannot block undo for good.
+                        guard let op = try? Document.make(body, on: &r, page: run.page, by: author, wallTime: t, into: &pageMade)
+                        else { continue }
                         ops.append(op)
                     }
                     return ops
                 }
                 made += pageMade
             }
+            // Edits made while the operations were appended (this handle's other tasks, another
+            // process) may have pushed steps: the step is found again where it is now.
+            let fresh = try readUndoJournal()
+            let now = undoing ? fresh.undo : fresh.redo
+            let where_ = now.lastIndex(of: step).map { now.count - 1 - $0 }
             if made.isEmpty {
                 // [MERGE-74] Overwritten entirely by others' edits: dropped, and the next one tried.
-                appendUndoJournal(UndoJournal.line(.drop, nil, replica: me, stack: undoing ? "undo" : "redo", at: at))
+                guard let where_ else { return nil }
+                appendUndoJournal(UndoJournal.line(.drop, nil, replica: me, stack: undoing ? "undo" : "redo", at: where_))
                 continue
             }
-            let done = UndoStep(label: step.label, wallTime: now(), entries: made)
-            appendUndoJournal(UndoJournal.line(undoing ? .undo : .redo, done, replica: me, at: at))
+            let done = UndoStep(label: step.label, wallTime: self.now(), entries: made)
+            if let where_ {
+                appendUndoJournal(UndoJournal.line(undoing ? .undo : .redo, done, replica: me, at: where_))
+            } else {
+                // Taken off by another process meanwhile: this step is still what redoes ours.
+                appendUndoJournal(UndoJournal.line(.keep, done, replica: me, stack: undoing ? "redo" : "undo"))
+            }
             return done
         }
     }

@@ -32,7 +32,7 @@ extension Notebook {
         }
         let byID = Dictionary(assets.map { (AssetID.of($0), $0) }, uniquingKeysWith: { a, _ in a })
         var needed = Set<AssetID>()
-        for s in pages { needed.formUnion(s.elements.compactMap(\.content.image?.asset)) }
+        for s in pages { needed.formUnion(s.imageAssets) }
         for a in needed where byID[a] == nil {
             throw LnoteError(.notFound, "asset \(a) referenced by a checkpoint of document \(docID) was not supplied")
         }

@@ -22,10 +22,10 @@ public struct UndoStep: Hashable, Sendable {
 /// `.lnote/undo/<document-uuid>.jsonl` (document-package.md [PKG-100]).
 ///
 /// The file is a journal of JSON lines, each one change of the stacks: `do` (a new step:
-/// pushed on the undo stack, the redo stack cleared), `undo` (the top undo step popped, this
-/// step — what redoes it — pushed on the redo stack), `redo` (the top redo step popped, this
-/// step pushed on the undo stack), `drop` (the top step of `stack` popped: nothing of it was
-/// left to do), `keep` (a step pushed on `stack`, nothing else changed: a rewritten journal). Lines of another replica id are ignored (a replica given a new id starts a
+/// pushed on the undo stack, the redo stack cleared), `undo` (the undo step at `at`, counted
+/// from the top, 0 by default, taken off; this step — what redoes it — pushed on the redo
+/// stack), `redo` (the same from the redo stack onto the undo stack), `drop` (the step at `at`
+/// of `stack` taken off: nothing of it was left to do), `keep` (a step pushed on `stack`, nothing else changed: a rewritten journal). Lines of another replica id are ignored (a replica given a new id starts a
 /// new history), and so is a line that does not parse (a write cut by a crash). Lines are
 /// appended without `fsync`: undo history is a convenience of the replica that made the
 /// steps, and a crash may forget its last lines, never an operation.

@@ -320,8 +320,7 @@ public enum Verify {
             do {
                 let s = try PageSnapshot.decode(bytes, path: p)
                 if s.state.page != pid { report.problems.append(.init(.undecodable, p, "names page \(s.state.page)")) }
-                referenced.formUnion(s.state.elements.compactMap(\.content.image?.asset))
-                referenced.formUnion(s.state.tombstones.compactMap { $0.record?.content.image?.asset })
+                referenced.formUnion(s.state.imageAssets)
                 if let facts = logs[pid], let problem = facts.check(offset: s.coveredLogOffset, incarnation: s.logIncarnation,
                                                                      snapshot: p, what: "the page") {
                     report.problems.append(problem)

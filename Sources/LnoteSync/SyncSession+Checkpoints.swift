@@ -89,7 +89,7 @@ extension SyncSession {
             }
             guard !accepted.isEmpty else { continue }
             var assets: [[UInt8]] = []
-            let referenced = Set(accepted.flatMap { $0.elements.compactMap(\.content.image?.asset) })
+            let referenced = Set(accepted.flatMap(\.imageAssets))
             for asset in referenced.sorted() {
                 report.assetRequests += 1
                 let bytes = try await remote.getAsset(asset, document: doc)

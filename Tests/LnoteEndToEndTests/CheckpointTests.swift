@@ -53,7 +53,7 @@ import LnoteServer
         let a = dir.sub("A"), b = dir.sub("B")
         _ = try await Fixture.notebook(at: a, strokes: 2000, seed: 11)
         let (doc, pid) = try await Self.firstPage(a)
-        // Half the ink is erased again: history the newcomer never needs to see.
+        // Half the ink is erased again (kept whole in the checkpoint's tombstones, [MERGE-30]).
         let nbA = try await Notebook.open(at: a, options: Fixture.quiet)
         let dA = try await nbA.openDocument(doc)
         let live = try await dA.elements(pid).map(\.id)
@@ -82,7 +82,9 @@ import LnoteServer
         #expect(r3.checkpointsInstalled == 1)
         #expect(r3.checkpointsRejected == 0)
         #expect(r3.opsReceived == 2 + 20, "the document log (createDocument, addPage) and the 20-operation tail")
-        #expect(r3.bytesReceived < logSize * 2 / 3, "received \(r3.bytesReceived) bytes; the page log is \(logSize)")
+        // The checkpoint keeps the erased strokes whole ([MERGE-30]: a restore may bring any
+        // back), in the version-1 record form ([SNAP-40]): about the log's size, not a third less.
+        #expect(r3.bytesReceived < logSize * 5 / 4, "received \(r3.bytesReceived) bytes; the page log is \(logSize)")
         #expect(r3.checkpointsSent == 0, "the installed checkpoint is not uploaded back")
         #expect(try await Fixture.canonical(a) == Fixture.canonical(b))
 
