@@ -85,7 +85,8 @@ extension Document {
             throw LnoteError(.invalidState, "an undo group is open on document \(id): end it before \(undoing ? "undo" : "redo")")
         }
         let me = replica
-        while true {
+        // Each round drops a step or returns: at most every step of the stack, and one more.
+        for _ in 0...(UndoJournal.maxSteps + 1) {
             let journal = try readUndoJournal()
             let stack = undoing ? journal.undo : journal.redo
             // The top step, or with a page the top step that changed it.
@@ -123,9 +124,12 @@ extension Document {
             let now = undoing ? fresh.undo : fresh.redo
             let where_ = now.lastIndex(of: step).map { now.count - 1 - $0 }
             if made.isEmpty {
-                // [MERGE-74] Overwritten entirely by others' edits: dropped, and the next one tried.
-                guard let where_ else { return nil }
-                appendUndoJournal(UndoJournal.line(.drop, nil, replica: me, stack: undoing ? "undo" : "redo", at: where_))
+                // [MERGE-74] Overwritten entirely by others' edits: dropped, and the next one tried
+                // (unless another process took it off meanwhile). A drop that cannot be written
+                // would find the same step again: that is an error.
+                if let where_, !appendUndoJournal(UndoJournal.line(.drop, nil, replica: me, stack: undoing ? "undo" : "redo", at: where_)) {
+                    throw LnoteError(.io, "cannot write the undo journal", path: undoJournalPath)
+                }
                 continue
             }
             let done = UndoStep(label: step.label, wallTime: self.now(), entries: made)
@@ -137,6 +141,7 @@ extension Document {
             }
             return done
         }
+        return nil
     }
 
     /// The top step of a stack that still has something to do, or nil.
@@ -244,7 +249,8 @@ extension Document {
     /// Appends a journal line (no `fsync`: [PKG-100]); rewrites a journal grown past its
     /// bound with only the current stacks. Best effort: the operations are durable already,
     /// and a journal that cannot be written only costs the undo of those steps.
-    func appendUndoJournal(_ line: [UInt8]) {
+    @discardableResult
+    func appendUndoJournal(_ line: [UInt8]) -> Bool {
         let path = undoJournalPath
         do {
             try io.mkdir((path as NSString).deletingLastPathComponent, existingOK: true)
@@ -262,13 +268,21 @@ extension Document {
                 undoCache = nil
             }
             if before + UInt64(line.count) > UInt64(UndoJournal.rewriteBytes) {
-                let kept = UndoJournal.read(try DurableFile.read(path, io: io), replica: replica)
-                let bytes = kept.lines(replica: replica)
-                try DurableFile.replace(path, with: bytes, io: io)
-                undoCache = try io.stat(path).map { ($0.size, $0.inode, kept) }
+                // The line is written: a rewrite that fails leaves a longer journal, nothing worse.
+                if let all = try? DurableFile.read(path, io: io) {
+                    let kept = UndoJournal.read(all, replica: replica)
+                    let bytes = kept.lines(replica: replica)
+                    if (try? DurableFile.replace(path, with: bytes, io: io)) != nil {
+                        undoCache = (try? io.stat(path)).flatMap { $0.map { ($0.size, $0.inode, kept) } }
+                    } else {
+                        undoCache = nil
+                    }
+                }
             }
         } catch {
             // Best effort, as said.
+            return false
         }
+        return true
     }
 }
