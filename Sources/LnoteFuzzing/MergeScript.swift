@@ -90,16 +90,6 @@ public struct MergeScript {
                 if let e = pick(), let other = pick(), other != e, let z = try? a.key(adjacentTo: other, above: next() & 1 == 0, for: e) {
                     made = try? a.make(.reorder([ElementZ(e, z)]), by: me, wallTime: wall)
                 }
-            case 7:
-                // Restores ([MERGE-70], [MERGE-71]): an element it sees erased, or points of a stroke.
-                if next() & 1 == 0 {
-                    let erased = a.state.tombstones.map(\.id).filter { a.isRestorable($0) }
-                    if !erased.isEmpty { made = try? a.make(.restore([erased[Int(next()) % erased.count]]), by: me, wallTime: wall) }
-                } else if let e = pick(), let s = a.element(e)?.content.stroke {
-                    let from = UInt32(Int(next()) % s.points.count)
-                    let to = from + 1 + UInt32(Int(next()) % (s.points.count - Int(from)))
-                    made = try? a.make(.restoreRange(e, [PointRange(from, to)]), by: me, wallTime: wall)
-                }
             default:
                 // Sync: this replica receives a prefix of another's operations (its own and
                 // those it received), in its order.

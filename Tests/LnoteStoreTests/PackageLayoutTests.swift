@@ -96,6 +96,7 @@ struct PackageLayoutTests {
         #"\.lnote"#, #"\.lnote/replica\.json"#, #"\.lnote/lock"#, #"\.lnote/clocks\.cache"#,
         #"\.lnote/remotes"#, #"\.lnote/remotes/"# + hex64,
         #"\.lnote/incoming"#, #"\.lnote/incoming/"# + uuid + #"\."# + hex64,
+        #"\.lnote/undo"#, #"\.lnote/undo/"# + uuid + #"\.jsonl"#,
         uuid + #"\.lnote"#,
         uuid + #"\.lnote/(manifest\.json|document\.json|document\.log|lock|pages|assets|thumbnails)"#,
         uuid + #"\.lnote/pages/"# + uuid + #"\.(content|log|base)"#,
