@@ -74,6 +74,17 @@ public enum Undo {
         }
     }
 
+    /// Makes one local operation on `r`, noting in `entries` what takes it back (the inverse
+    /// computed on the page just before it, [MERGE-73]).
+    public static func make(_ body: Op.Body, on r: inout PageReplica, page: PageID, by me: ReplicaID, wallTime: Int64,
+                            into entries: inout [UndoEntry]) throws -> Op {
+        let id = OpID(replica: me, counter: r.clock[me] + 1)
+        let inverse = inverse(of: body, id: id, before: r)
+        let op = try r.make(body, by: me, wallTime: wallTime)
+        if let inverse { entries.append(UndoEntry(page: page, op: op.id, inverse: inverse, made: UndoEntry.madeBody(op))) }
+        return op
+    }
+
     /// What of `entry` is still to do on `r` now ([MERGE-74]), or nil when others' edits
     /// overwrote all of it. `me`, the replica whose step it is, is `entry.op`'s.
     /// - an erase (undo of an add): the elements still live;

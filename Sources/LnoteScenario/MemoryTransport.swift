@@ -131,7 +131,7 @@ public final class MemoryNode: ScenarioNode, SyncableNotebook {
             }
         }
         func made(_ p: PageID, _ body: Op.Body) throws {
-            _ = try pageOp(p) { r in try Self.make(body, on: &r, page: p, by: me, wallTime: wallTime, into: &entries) }
+            _ = try pageOp(p) { r in try Undo.make(body, on: &r, page: p, by: me, wallTime: wallTime, into: &entries) }
         }
         switch edit {
         case .createDocument(let title):
@@ -175,16 +175,6 @@ public final class MemoryNode: ScenarioNode, SyncableNotebook {
         return nil
     }
 
-    /// Makes one local operation on `r`, noting in `entries` what takes it back (the inverse
-    /// computed on the page just before it, [MERGE-73]).
-    static func make(_ body: Op.Body, on r: inout PageReplica, page: PageID, by me: ReplicaID, wallTime: Int64,
-                     into entries: inout [UndoEntry]) throws -> Op {
-        let id = OpID(replica: me, counter: r.clock[me] + 1)
-        let inverse = Undo.inverse(of: body, id: id, before: r)
-        let op = try r.make(body, by: me, wallTime: wallTime)
-        if let inverse { entries.append(UndoEntry(page: page, op: op.id, inverse: inverse, made: UndoEntry.madeBody(op))) }
-        return op
-    }
 
     /// A new step: pushed on the undo stack, the redo stack cleared. An edit that took
     /// nothing back-able (no entries) is no step.
@@ -220,7 +210,7 @@ public final class MemoryNode: ScenarioNode, SyncableNotebook {
                 var ops: [Op] = []
                 for e in run.entries {
                     guard let body = Undo.remaining(e, on: r) else { continue }
-                    ops.append(try make(body, on: &r, page: run.page, by: me, wallTime: wallTime, into: &made))
+                    ops.append(try Undo.make(body, on: &r, page: run.page, by: me, wallTime: wallTime, into: &made))
                 }
                 guard !ops.isEmpty else { continue }
                 s.pages[run.page] = r
@@ -243,7 +233,7 @@ public final class MemoryNode: ScenarioNode, SyncableNotebook {
             var entries: [UndoEntry] = []
             var ops: [Op] = []
             for body in Undo.revert(r, to: target) {
-                ops.append(try Self.make(body, on: &r, page: p, by: replica, wallTime: wallTime, into: &entries))
+                ops.append(try Undo.make(body, on: &r, page: p, by: replica, wallTime: wallTime, into: &entries))
             }
             if !ops.isEmpty {
                 s.pages[p] = r

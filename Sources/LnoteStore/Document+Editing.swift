@@ -826,14 +826,14 @@ extension Document {
     /// Erases whole elements.
     public func erase(_ ids: [ElementID], on pid: PageID) async throws {
         _ = try await commitRecorded(page: pid, label: "erase") { r, me, t, entries in
-            [try Document.make(.erase(ids), on: &r, page: pid, by: me, wallTime: t, into: &entries)]
+            [try Undo.make(.erase(ids), on: &r, page: pid, by: me, wallTime: t, into: &entries)]
         }
     }
 
     /// Erases point ranges of a stroke (the pixel eraser).
     public func eraseRange(_ element: ElementID, _ ranges: [PointRange], on pid: PageID) async throws {
         _ = try await commitRecorded(page: pid, label: "eraseRange") { r, me, t, entries in
-            [try Document.make(.eraseRange(element, ranges), on: &r, page: pid, by: me, wallTime: t, into: &entries)]
+            [try Undo.make(.eraseRange(element, ranges), on: &r, page: pid, by: me, wallTime: t, into: &entries)]
         }
     }
 
@@ -850,7 +850,7 @@ extension Document {
     /// Sets transforms explicitly.
     public func setTransforms(_ ts: [ElementTransform], on pid: PageID) async throws {
         _ = try await commitRecorded(page: pid, label: "move") { r, me, t, entries in
-            [try Document.make(.move(ts), on: &r, page: pid, by: me, wallTime: t, into: &entries)]
+            [try Undo.make(.move(ts), on: &r, page: pid, by: me, wallTime: t, into: &entries)]
         }
     }
 
@@ -875,7 +875,7 @@ extension Document {
     /// Sets z keys explicitly.
     public func reorder(_ zs: [ElementZ], on pid: PageID) async throws {
         _ = try await commitRecorded(page: pid, label: "reorder") { r, me, t, entries in
-            [try Document.make(.reorder(zs), on: &r, page: pid, by: me, wallTime: t, into: &entries)]
+            [try Undo.make(.reorder(zs), on: &r, page: pid, by: me, wallTime: t, into: &entries)]
         }
     }
 

@@ -110,7 +110,7 @@ extension Document {
                         guard let body = Undo.remaining(e, on: r) else { continue }
                         // An entry the page refuses (validation checks before applying: nothing
                         // is changed) is left out, so that one bad entry cannot block undo for good.
-                        guard let op = try? Document.make(body, on: &r, page: run.page, by: author, wallTime: t, into: &pageMade)
+                        guard let op = try? Undo.make(body, on: &r, page: run.page, by: author, wallTime: t, into: &pageMade)
                         else { continue }
                         ops.append(op)
                     }
@@ -164,14 +164,14 @@ extension Document {
     ///   `notFound` for one whose content this replica does not hold ([MERGE-30]).
     public func restore(_ ids: [ElementID], on pid: PageID) async throws {
         _ = try await commitRecorded(page: pid, label: "restore") { r, me, t, entries in
-            [try Document.make(.restore(ids), on: &r, page: pid, by: me, wallTime: t, into: &entries)]
+            [try Undo.make(.restore(ids), on: &r, page: pid, by: me, wallTime: t, into: &entries)]
         }
     }
 
     /// Brings back erased point ranges of a stroke ([MERGE-71]): one operation, one undo step.
     public func restoreRange(_ element: ElementID, _ ranges: [PointRange], on pid: PageID) async throws {
         _ = try await commitRecorded(page: pid, label: "restoreRange") { r, me, t, entries in
-            [try Document.make(.restoreRange(element, ranges), on: &r, page: pid, by: me, wallTime: t, into: &entries)]
+            [try Undo.make(.restoreRange(element, ranges), on: &r, page: pid, by: me, wallTime: t, into: &entries)]
         }
     }
 
@@ -183,21 +183,12 @@ extension Document {
     public func revert(page pid: PageID, to point: HistoryPoint) async throws -> [Op] {
         let target = try await pageState(pid, at: point)
         return try await commitRecorded(page: pid, label: "revert") { r, me, t, entries in
-            try Undo.revert(r, to: target).map { try Document.make($0, on: &r, page: pid, by: me, wallTime: t, into: &entries) }
+            try Undo.revert(r, to: target).map { try Undo.make($0, on: &r, page: pid, by: me, wallTime: t, into: &entries) }
         }
     }
 
     // MARK: - Recording
 
-    /// Makes one local operation on `r`, noting in `entries` what takes it back.
-    static func make(_ body: Op.Body, on r: inout PageReplica, page: PageID, by me: ReplicaID, wallTime: Int64,
-                     into entries: inout [UndoEntry]) throws -> Op {
-        let id = OpID(replica: me, counter: r.clock[me] + 1)
-        let inverse = Undo.inverse(of: body, id: id, before: r)
-        let op = try r.make(body, by: me, wallTime: wallTime)
-        if let inverse { entries.append(UndoEntry(page: page, op: op.id, inverse: inverse, made: UndoEntry.madeBody(op))) }
-        return op
-    }
 
     /// `commitLocal`, recording the entries `build` notes as one undo step (or into the open
     /// group) once the operations are durable.
