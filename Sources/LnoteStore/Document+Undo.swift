@@ -267,7 +267,9 @@ extension Document {
         if let c = undoCache, c.size == st.size, c.inode == st.inode { return c.journal }
         let bytes = try io.pread(fd, count: Int(st.size), at: 0)
         let j = UndoJournal.read(bytes, replica: replica)
-        undoCache = UndoCache(size: UInt64(bytes.count), inode: st.inode, journal: j, floor: UInt64(bytes.count))
+        // Not kept when the file ends in a cut line: the next append must see it to begin a new line.
+        undoCache = bytes.last.map { $0 == UInt8(ascii: "\n") } ?? true
+            ? UndoCache(size: UInt64(bytes.count), inode: st.inode, journal: j, floor: UInt64(bytes.count)) : nil
         return j
     }
 
@@ -292,19 +294,24 @@ extension Document {
         do {
             guard let (fd, before) = try undoJournalFile(create: true) else { return false }
             var current: UndoCache? = nil
+            // A line cut by a crash has no newline: the next one starts on a line of its own.
+            var cut = false
             if let c = cached, c.size == before.size, c.inode == before.inode {
                 current = c
                 cached = nil
             } else if reading {
                 let bytes = try io.pread(fd, count: Int(before.size), at: 0)
+                cut = bytes.last.map { $0 != UInt8(ascii: "\n") } ?? false
                 current = UndoCache(size: before.size, inode: before.inode,
                                     journal: UndoJournal.read(bytes, replica: replica), floor: before.size)
+            } else if before.size > 0 {
+                cut = try io.pread(fd, count: 1, at: before.size - 1) != [UInt8(ascii: "\n")]
             }
             guard let line = make(current?.journal ?? UndoJournal()) else {
                 undoCache = current
                 return nil
             }
-            let bytes = UndoJournal.encode(line, replica: replica)
+            let bytes = (cut ? [UInt8(ascii: "\n")] : []) + UndoJournal.encode(line, replica: replica)
             try io.write(fd, bytes)
             size = before.size + UInt64(bytes.count)
             // The cache follows its own append when it was up to date before it.
