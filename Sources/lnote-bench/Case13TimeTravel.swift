@@ -12,12 +12,14 @@ extension Bench {
     /// strokes throughout. Compacted where the default threshold compacts (every 4,096
     /// frames), so past snapshots ([PKG-98]) are kept there; on disk as case 4 builds its
     /// page: a snapshot covering all but the last 500 operations, those 500 as the log's tail.
-    /// - "as of the middle": `Document.pageState(_:at: .operation(the 5,001st))` on an open
-    ///   document whose page is loaded (someone looking at it asks for the past): the log's
-    ///   frame headers read, the latest past snapshot the moment covers decoded, the
-    ///   operations above it decoded and applied, every point decoded.
-    /// - baseline: case 4's open of this page (snapshot read and checked, tail replayed,
-    ///   element list; points decoded on first use).
+    /// - "as of the middle": `Document.pageState(_:at: .operation(the 5,001st),
+    ///   deferringPoints: true)` on an open document whose page is loaded (someone looking at
+    ///   it asks for the past): the log's frame headers read, the latest past snapshot the
+    ///   moment covers decoded, the operations above it decoded and applied, points decoded
+    ///   on first use; baseline: case 4's open of this page (snapshot read and checked, tail
+    ///   replayed, element list; points decoded on first use).
+    /// - the same with every point decoded, against the open followed by `elements` (every
+    ///   point decoded).
     func caseTimeTravel() async throws {
         let total = options.size(10_000, quick: 2_000)
         let firstAdds = total / 5
