@@ -114,8 +114,6 @@ extension Document {
                 made += pageMade
             }
             // Edits made while the operations were appended (this handle's other tasks, another
-            // process) may have pushed steps: the step is found again where it is now.
-            // Edits made while the operations were appended (this handle's other tasks, another
             // process) may have pushed steps, or taken this one off: it is found again in the
             // journal as the line is written.
             let stackName = undoing ? "undo" : "redo"
