@@ -262,12 +262,12 @@ extension Document {
             undoCache = nil
             return UndoJournal()
         }
-        if let c = undoCache, c.size == st.size, c.inode == st.inode { return c.journal }
+        if let c = undoCache, c.replica == replica, c.size == st.size, c.inode == st.inode { return c.journal }
         let bytes = try io.pread(fd, count: Int(st.size), at: 0)
         let j = UndoJournal.read(bytes, replica: replica)
         // Not kept when the file ends in a cut line: the next append must see it to begin a new line.
         undoCache = bytes.last.map { $0 == UInt8(ascii: "\n") } ?? true
-            ? UndoCache(size: UInt64(bytes.count), inode: st.inode, journal: j, floor: UInt64(bytes.count)) : nil
+            ? UndoCache(replica: replica, size: UInt64(bytes.count), inode: st.inode, journal: j, floor: UInt64(bytes.count)) : nil
         return j
     }
 
@@ -294,13 +294,13 @@ extension Document {
             var current: UndoCache? = nil
             // A line cut by a crash has no newline: the next one starts on a line of its own.
             var cut = false
-            if let c = cached, c.size == before.size, c.inode == before.inode {
+            if let c = cached, c.replica == replica, c.size == before.size, c.inode == before.inode {
                 current = c
                 cached = nil
             } else if reading {
                 let bytes = try io.pread(fd, count: Int(before.size), at: 0)
                 cut = bytes.last.map { $0 != UInt8(ascii: "\n") } ?? false
-                current = UndoCache(size: before.size, inode: before.inode,
+                current = UndoCache(replica: replica, size: before.size, inode: before.inode,
                                     journal: UndoJournal.read(bytes, replica: replica), floor: before.size)
             } else if before.size > 0 {
                 cut = try io.pread(fd, count: 1, at: before.size - 1) != [UInt8(ascii: "\n")]
@@ -327,13 +327,13 @@ extension Document {
         // entries (an import) would otherwise be rewritten at every append. The line is
         // written: a rewrite that fails leaves a longer journal, nothing worse.
         guard size > UInt64(UndoJournal.rewriteBytes), size > 2 * (undoCache?.floor ?? 0) else { return true }
-        let current = undoCache?.size == size ? undoCache?.journal : nil
+        let current = undoCache?.size == size && undoCache?.replica == replica ? undoCache?.journal : nil
         undoCache = nil
         do {
             let kept = try current ?? UndoJournal.read(DurableFile.read(path, io: io), replica: replica)
             try DurableFile.replace(path, with: kept.lines(replica: replica), io: io)
             if let (_, st) = try undoJournalFile(create: false) {
-                undoCache = UndoCache(size: st.size, inode: st.inode, journal: kept, floor: st.size)
+                undoCache = UndoCache(replica: replica, size: st.size, inode: st.inode, journal: kept, floor: st.size)
             }
         } catch {
             // Best effort, as said.

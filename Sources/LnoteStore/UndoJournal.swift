@@ -21,6 +21,8 @@ public struct UndoStep: Hashable, Sendable {
 /// A handle's copy of its document's undo journal: valid while the file has this size and
 /// inode (another process's append changes the size).
 struct UndoCache {
+    /// The replica id the stacks are of (a new id starts a new history).
+    var replica: ReplicaID
     var size: UInt64
     var inode: UInt64
     var journal: UndoJournal
