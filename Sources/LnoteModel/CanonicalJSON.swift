@@ -116,7 +116,7 @@ public enum CanonicalJSON: Hashable, Sendable {
         }
     }
 
-    static func writeString(_ utf8: [UInt8], into out: inout [UInt8]) {
+    package static func writeString(_ utf8: [UInt8], into out: inout [UInt8]) {
         let hex = Array("0123456789abcdef".utf8)
         out.append(0x22)
         for b in utf8 {

@@ -94,14 +94,17 @@ public enum History {
     /// The state of a page log as of a moment: `base` (a state the moment starts from: a
     /// checkpoint base or a past snapshot whose clock the cut covers; nil for an empty page)
     /// with the operations the moment's cut covers and `base` does not applied ([MERGE-80] –
-    /// [MERGE-82]), every point decoded.
+    /// [MERGE-82]), its points as `base` and `ops` hold them (decoded, or deferred).
     public static func pageState(_ page: PageID, at point: HistoryPoint, ops: [Op], applied: VectorClock,
                                  base: PageState? = nil, log: String? = nil) throws -> PageState {
         let cut = try self.cut(clock(of: point, in: ops, applied: applied, log: log), in: ops, applied: applied)
         try check(cut, ops: ops, base: base?.clock, log: log)
         var replica = base.map { PageReplica(state: $0) } ?? PageReplica(page: page)
         let baseClock = base?.clock ?? VectorClock()
-        try replica.receive(ops.filter { cut.covers($0.id) && !baseClock.covers($0.id) })
+        // A stroke read with its points deferred ([LOG-27]) passes with its other fields
+        // checked; its points are checked when decoded. (Only a store's reading of its own
+        // log makes one.)
+        try replica.receive(ops.filter { cut.covers($0.id) && !baseClock.covers($0.id) }, allowingDeferred: true)
         guard replica.clock == cut else {
             throw LnoteError(.invalidState, "the operations up to \(cut) made the clock \(replica.clock): the log holds operations that do not fit together",
                              path: log)

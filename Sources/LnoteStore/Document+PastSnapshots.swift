@@ -100,15 +100,20 @@ extension Document {
 
     /// The latest past snapshot a moment can start from ([MERGE-82], [PKG-98]): of this page,
     /// of the log's current incarnation, its clock covered by `cut` (and covering `base`, a
-    /// checkpoint base, when there is one). Read through the one snapshot decoder (every
-    /// point: reading them deferred and checking them after measured slower); one that does
-    /// not decode, or does not fit, is passed over (`verify` reports it).
-    func pastStart(_ pid: PageID, cut: VectorClock, incarnation: UInt64, base: VectorClock?) throws -> PageState? {
+    /// checkpoint base, when there is one). Read through the one snapshot decoder, with every
+    /// point (reading them deferred and checking them after measured slower) unless the
+    /// moment is asked for with its points deferred; one that does not decode, or does not
+    /// fit, is passed over (`verify` reports it).
+    func pastStart(_ pid: PageID, cut: VectorClock, incarnation: UInt64, base: VectorClock?,
+                   deferringPoints: Bool = false) throws -> PageState? {
         let limit = cut.total
         for total in try pastTotals(pid).reversed() where total <= limit {
             let path = paths.past(pid, total: total)
+            // Room for the adds above it (at most every operation between it and the moment).
+            let room = Int(min(limit - total, 1 << 16))
             guard let bytes = try DurableFile.readIfExists(path, io: io),
-                  let s = try? PageSnapshot.decode(bytes, path: path) else { continue }
+                  let s = try? PageSnapshot.decode(bytes, path: path, deferringPoints: deferringPoints, reserving: room)
+            else { continue }
             guard s.state.page == pid, s.logIncarnation == incarnation, s.state.clock.total == total, !s.lacksEraseHistory,
                   cut.covers(s.state.clock), base.map({ s.state.clock.covers($0) }) ?? true else { continue }
             return s.state

@@ -284,6 +284,8 @@ extension Document {
         }
         pages = [:]
         do { try docLog.close() } catch { failure = failure ?? error }
+        try? undoFile?.close()
+        undoFile = nil
         hub.finish()
         if let failure { throw failure }
     }

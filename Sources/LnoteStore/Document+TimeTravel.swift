@@ -9,12 +9,18 @@ extension Document {
     /// that the moment's cut covers, applied onto the latest past snapshot the cut covers
     /// ([PKG-98]), else onto its checkpoint base when it has one, else onto an empty page.
     ///
+    /// With `deferringPoints`, the strokes' points are read as opening a page reads them
+    /// (`elementIDs`, [SNAP-38], [LOG-27]): every other field checked, the points decoded and
+    /// checked on first use (`PageState.resolved()`, `Stroke.resolved()`). What needs only
+    /// which elements there were, their erased ranges, transforms and order (a revert, a
+    /// listing) asks for that; without it, every point is decoded.
+    ///
     /// - Throws: `notFound` for a page the document does not know, or an operation the log
     ///   does not hold or has not applied; `invalidState` for a moment not above the page's
     ///   checkpoint base, or one that needs an operation the log lost or cannot decode.
     ///   Never a state built from part of the moment.
-    public func pageState(_ pid: PageID, at point: HistoryPoint) async throws -> PageState {
-        let m = try pageMoment(pid, at: point)
+    public func pageState(_ pid: PageID, at point: HistoryPoint, deferringPoints: Bool = false) async throws -> PageState {
+        let m = try pageMoment(pid, at: point, deferringPoints: deferringPoints)
         return try History.pageState(pid, at: .clock(m.cut), ops: m.ops, applied: m.applied, base: m.base, log: m.path)
     }
 
@@ -24,7 +30,7 @@ extension Document {
     /// they are many).
     /// Frames after the moment are never decoded. A frame of the cut that does not decode is
     /// left out, so `History.check` refuses the moment as needing an operation not held.
-    private func pageMoment(_ pid: PageID, at point: HistoryPoint)
+    private func pageMoment(_ pid: PageID, at point: HistoryPoint, deferringPoints: Bool)
         throws -> (cut: VectorClock, ops: [Op], applied: VectorClock, base: PageState?, path: String) {
         try checkUsable()
         try refreshDocument()
@@ -70,7 +76,8 @@ extension Document {
         // [PKG-98] From the latest past snapshot the clock covers (a past state is closed, so
         // it is also under the cut), else the checkpoint base, else the empty page.
         let checkpoint = try baseState(page: pid)
-        let base = try pastStart(pid, cut: clock, incarnation: incarnation, base: checkpoint?.clock) ?? checkpoint
+        let base = try pastStart(pid, cut: clock, incarnation: incarnation, base: checkpoint?.clock,
+                                 deferringPoints: deferringPoints) ?? checkpoint
         let baseClock = base?.clock ?? VectorClock()
         // Headers of what lies between the start and the clock: the cut and the decode need
         // nothing else (the cut never goes below a closed start).
@@ -79,14 +86,14 @@ extension Document {
         let needed = zip(between.headers, between.frames).filter { cut.covers($0.0.id) }
         var ops: [Op] = []
         ops.reserveCapacity(needed.count)
-        for (h, result) in zip(needed.map(\.0), Document.decode(needed.map(\.1), path: path)) {
+        for (h, result) in zip(needed.map(\.0), Document.decode(needed.map(\.1), path: path, deferringPoints: deferringPoints)) {
             if let op = try? result.get(), op.body.isPageOperation {
                 ops.append(op)
                 continue
             }
             // A first copy whose body does not decode: a later copy of the same id may.
             for f in between.spares[h.id] ?? [] {
-                if let op = try? OperationCodec.decode(f.frame, base: Int(f.offset) + Frame.headerSize + 1, path: path),
+                if let op = try? Document.decodeFrame(f, path: path, deferringPoints: deferringPoints),
                    op.context == h.context, op.wallTime == h.wallTime, op.body.isPageOperation {
                     ops.append(op)
                     break

@@ -84,15 +84,10 @@ extension Document {
         guard undoGroup == nil else {
             throw LnoteError(.invalidState, "an undo group is open on document \(id): end it before \(undoing ? "undo" : "redo")")
         }
-        let me = replica
         // Each round drops a step or returns: at most every step of the stack, and one more.
         for _ in 0...(UndoJournal.maxSteps + 1) {
-            let journal = try readUndoJournal()
-            let stack = undoing ? journal.undo : journal.redo
             // The top step, or with a page the top step that changed it.
-            guard let i = stack.lastIndex(where: { s in filter.map { p in s.entries.contains { $0.page == p } } ?? true })
-            else { return nil }
-            let step = stack[i]
+            guard let step = try topStep(undoing: undoing, page: filter) else { return nil }
             // Entries are taken back last first; consecutive entries of one page in one append.
             var made: [UndoEntry] = []
             var runs: [(page: PageID, entries: [UndoEntry])] = []
@@ -119,29 +114,40 @@ extension Document {
                 made += pageMade
             }
             // Edits made while the operations were appended (this handle's other tasks, another
-            // process) may have pushed steps: the step is found again where it is now.
-            let fresh = try readUndoJournal()
-            let now = undoing ? fresh.undo : fresh.redo
-            let where_ = now.lastIndex(of: step).map { now.count - 1 - $0 }
+            // process) may have pushed steps, or taken this one off: it is found again in the
+            // journal as the line is written.
+            let stackName = undoing ? "undo" : "redo"
+            func at(_ j: UndoJournal) -> Int? {
+                let stack = undoing ? j.undo : j.redo
+                return stack.lastIndex(of: step).map { stack.count - 1 - $0 }
+            }
             if made.isEmpty {
                 // [MERGE-74] Overwritten entirely by others' edits: dropped, and the next one tried
                 // (unless another process took it off meanwhile). A drop that cannot be written
                 // would find the same step again: that is an error.
-                if let where_, !appendUndoJournal(UndoJournal.line(.drop, nil, replica: me, stack: undoing ? "undo" : "redo", at: where_)) {
-                    throw LnoteError(.io, "cannot write the undo journal", path: undoJournalPath)
+                let dropped = appendUndoJournal(reading: true) { j in
+                    at(j).map { UndoJournal.Line(change: .drop, step: nil, stack: stackName, at: $0) }
                 }
+                if dropped == false { throw LnoteError(.io, "cannot write the undo journal", path: undoJournalPath) }
                 continue
             }
             let done = UndoStep(label: step.label, wallTime: self.now(), entries: made)
-            if let where_ {
-                appendUndoJournal(UndoJournal.line(undoing ? .undo : .redo, done, replica: me, at: where_))
-            } else {
+            appendUndoJournal(reading: true) { j in
+                if let i = at(j) { return UndoJournal.Line(change: undoing ? .undo : .redo, step: done, at: i) }
                 // Taken off by another process meanwhile: this step is still what redoes ours.
-                appendUndoJournal(UndoJournal.line(.keep, done, replica: me, stack: undoing ? "redo" : "undo"))
+                return UndoJournal.Line(change: .keep, step: done, stack: undoing ? "redo" : "undo")
             }
             return done
         }
         return nil
+    }
+
+    /// The top step of a stack, or with a page the top step that changed it. (The journal
+    /// copy ends here, so that the append that follows changes the cached stacks in place.)
+    private func topStep(undoing: Bool, page filter: PageID?) throws -> UndoStep? {
+        let journal = try readUndoJournal()
+        let stack = undoing ? journal.undo : journal.redo
+        return stack.last { s in filter.map { p in s.entries.contains { $0.page == p } } ?? true }
     }
 
     /// The top step of a stack that still has something to do, or nil.
@@ -181,7 +187,8 @@ extension Document {
     /// - Throws: what `pageState(_:at:)` throws for a moment the log cannot rebuild.
     @discardableResult
     public func revert(page pid: PageID, to point: HistoryPoint) async throws -> [Op] {
-        let target = try await pageState(pid, at: point)
+        // Which elements, ranges, transforms and z keys: no point is needed.
+        let target = try await pageState(pid, at: point, deferringPoints: true)
         return try await commitRecorded(page: pid, label: "revert") { r, me, t, entries in
             try Undo.revert(r, to: target).map { try Undo.make($0, on: &r, page: pid, by: me, wallTime: t, into: &entries) }
         }
@@ -212,28 +219,55 @@ extension Document {
 
     func recordStep(_ label: String, _ entries: [UndoEntry], change: UndoJournal.Change) {
         guard !entries.isEmpty else { return }
-        appendUndoJournal(UndoJournal.line(change, UndoStep(label: label, wallTime: now(), entries: entries), replica: replica))
+        appendUndoJournal(.init(change: change, step: UndoStep(label: label, wallTime: now(), entries: entries)))
     }
 
     // MARK: - The journal ([PKG-100])
 
 
     /// `.lnote/undo/<document-uuid>.jsonl` beside the notebook's replica file.
-    var undoJournalPath: String {
-        let dir = (identity.file as NSString).deletingLastPathComponent
-        return "\(dir)/undo/\(id).jsonl"
+    var undoJournalPath: String { identity.undoDirectory + "/\(id).jsonl" }
+
+    /// The undo journal open for reading and appending, with what `fstat` says of it now; nil
+    /// when there is none and `create` is false. Opened again when the file held is no longer
+    /// the one at the path (another process rewrote it: its link count is then 0), so that
+    /// checking it costs an `fstat`, not a path lookup.
+    func undoJournalFile(create: Bool) throws -> (fd: FileDescriptor, stat: FileStat)? {
+        if let fd = undoFile {
+            let st = try io.fstat(fd)
+            if st.links > 0 { return (fd, st) }
+            undoFile = nil
+            try? fd.close()
+        }
+        let path = undoJournalPath
+        let fd: FileDescriptor
+        if create {
+            do {
+                fd = try io.open(path, O_RDWR | O_APPEND | O_CREAT, mode: 0o600)
+            } catch {
+                // The first line of this notebook's undo history: its folder is made.
+                try io.mkdir((path as NSString).deletingLastPathComponent, existingOK: true)
+                fd = try io.open(path, O_RDWR | O_APPEND | O_CREAT, mode: 0o600)
+            }
+        } else {
+            guard try io.stat(path) != nil else { return nil }
+            fd = try io.open(path, O_RDWR | O_APPEND)
+        }
+        undoFile = fd
+        return (fd, try io.fstat(fd))
     }
 
     func readUndoJournal() throws -> UndoJournal {
-        let path = undoJournalPath
-        guard let st = try io.stat(path) else {
+        guard let (fd, st) = try undoJournalFile(create: false) else {
             undoCache = nil
             return UndoJournal()
         }
-        if let c = undoCache, c.size == st.size, c.inode == st.inode { return c.journal }
-        guard let bytes = try DurableFile.readIfExists(path, io: io) else { return UndoJournal() }
+        if let c = undoCache, c.replica == replica, c.size == st.size, c.inode == st.inode { return c.journal }
+        let bytes = try io.pread(fd, count: Int(st.size), at: 0)
         let j = UndoJournal.read(bytes, replica: replica)
-        undoCache = (UInt64(bytes.count), st.inode, j)
+        // Not kept when the file ends in a cut line: the next append must see it to begin a new line.
+        undoCache = bytes.last.map { $0 == UInt8(ascii: "\n") } ?? true
+            ? UndoCache(replica: replica, size: UInt64(bytes.count), inode: st.inode, journal: j, floor: UInt64(bytes.count)) : nil
         return j
     }
 
@@ -241,38 +275,68 @@ extension Document {
     /// bound with only the current stacks. Best effort: the operations are durable already,
     /// and a journal that cannot be written only costs the undo of those steps.
     @discardableResult
-    func appendUndoJournal(_ line: [UInt8]) -> Bool {
+    func appendUndoJournal(_ line: UndoJournal.Line) -> Bool {
+        appendUndoJournal(reading: false) { _ in line } ?? true
+    }
+
+    /// Appends the line `make` gives for the journal as it is when the line is written: the
+    /// stacks this handle holds when no other process appended since, else (`reading`) the
+    /// file read again through the descriptor the line is written with. nil: `make` gave no
+    /// line; false: the line could not be written.
+    func appendUndoJournal(reading: Bool, _ make: (UndoJournal) -> UndoJournal.Line?) -> Bool? {
         let path = undoJournalPath
+        // Taken out while it changes, so that its stacks are changed in place, not copied.
+        var cached = undoCache
+        undoCache = nil
+        var size: UInt64 = 0
         do {
-            try io.mkdir((path as NSString).deletingLastPathComponent, existingOK: true)
-            let old = try io.stat(path)
-            let before = old?.size ?? 0
-            let fd = try io.open(path, O_WRONLY | O_APPEND | O_CREAT, mode: 0o600)
-            defer { try? fd.close() }
-            try io.write(fd, line)
-            // The cache follows its own append when it was up to date before it.
-            if var c = undoCache, let old, c.size == before, c.inode == old.inode {
-                c.journal.apply(line[...], replica: replica)
-                c.size = before + UInt64(line.count)
-                undoCache = c
-            } else {
-                undoCache = nil
+            guard let (fd, before) = try undoJournalFile(create: true) else { return false }
+            var current: UndoCache? = nil
+            // A line cut by a crash has no newline: the next one starts on a line of its own.
+            var cut = false
+            if let c = cached, c.replica == replica, c.size == before.size, c.inode == before.inode {
+                current = c
+                cached = nil
+            } else if reading {
+                let bytes = try io.pread(fd, count: Int(before.size), at: 0)
+                cut = bytes.last.map { $0 != UInt8(ascii: "\n") } ?? false
+                current = UndoCache(replica: replica, size: before.size, inode: before.inode,
+                                    journal: UndoJournal.read(bytes, replica: replica), floor: before.size)
+            } else if before.size > 0 {
+                cut = try io.pread(fd, count: 1, at: before.size - 1) != [UInt8(ascii: "\n")]
             }
-            if before + UInt64(line.count) > UInt64(UndoJournal.rewriteBytes) {
-                // The line is written: a rewrite that fails leaves a longer journal, nothing worse.
-                if let all = try? DurableFile.read(path, io: io) {
-                    let kept = UndoJournal.read(all, replica: replica)
-                    let bytes = kept.lines(replica: replica)
-                    if (try? DurableFile.replace(path, with: bytes, io: io)) != nil {
-                        undoCache = (try? io.stat(path)).flatMap { $0.map { ($0.size, $0.inode, kept) } }
-                    } else {
-                        undoCache = nil
-                    }
-                }
+            guard let line = make(current?.journal ?? UndoJournal()) else {
+                undoCache = current
+                return nil
+            }
+            let bytes = (cut ? [UInt8(ascii: "\n")] : []) + UndoJournal.encode(line, replica: replica)
+            try io.write(fd, bytes)
+            size = before.size + UInt64(bytes.count)
+            // The cache follows its own append when it was up to date before it.
+            if var c = current {
+                current = nil
+                c.journal.apply(line)
+                c.size = size
+                undoCache = c
             }
         } catch {
             // Best effort, as said.
             return false
+        }
+        // Rewritten past the bound, and once it doubled since the last rewrite: a step of many
+        // entries (an import) would otherwise be rewritten at every append. The line is
+        // written: a rewrite that fails leaves a longer journal, nothing worse.
+        guard size > UInt64(UndoJournal.rewriteBytes), size > 2 * (undoCache?.floor ?? 0) else { return true }
+        let current = undoCache?.size == size && undoCache?.replica == replica ? undoCache?.journal : nil
+        undoCache = nil
+        do {
+            let kept = try current ?? UndoJournal.read(DurableFile.read(path, io: io), replica: replica)
+            try DurableFile.replace(path, with: kept.lines(replica: replica), io: io)
+            if let (_, st) = try undoJournalFile(create: false) {
+                undoCache = UndoCache(replica: replica, size: st.size, inode: st.inode, journal: kept, floor: st.size)
+            }
+        } catch {
+            // Best effort, as said.
         }
         return true
     }

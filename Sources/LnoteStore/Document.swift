@@ -124,7 +124,11 @@ public actor Document {
     var undoGroup: (label: String, depth: Int, entries: [UndoEntry])?
     /// The undo journal as last read or written by this handle, with the file's size and
     /// inode then: read again when either differs (another process appended or rewrote it).
-    var undoCache: (size: UInt64, inode: UInt64, journal: UndoJournal)?
+    /// The undo journal as last read or written by this handle ([PKG-100]): its size and
+    /// inode then, its stacks, and its size after its last rewrite (or when first read).
+    var undoCache: UndoCache?
+    /// The undo journal, open for reading and appending while it is the file at its path.
+    var undoFile: FileDescriptor?
 
     // Group commit.
     var syncWaiters: [LogKey: [CheckedContinuation<Void, Error>]] = [:]
@@ -398,6 +402,7 @@ public actor Document {
             // The descriptors must be released: closing here cannot save (deinit cannot await)
             // but everything edited is already durable in the logs.
             try? docLog.close()
+            try? undoFile?.close()
             for p in pages.values { try? p.log.close() }
             autosaveTask?.cancel()
             watcher?.stop()

@@ -21,6 +21,8 @@ public final class ReplicaIdentity: Sendable {
 
     /// `.lnote/replica.json`.
     let file: String
+    /// `.lnote/undo`: the undo journals of this replica's documents ([PKG-100]).
+    let undoDirectory: String
     let fingerprint: Notebook.ReplicaFile.Fingerprint
     let io: Syscalls
     /// The notebook lock ([PKG-83]), held while replica.json is read for a change and written.
@@ -37,6 +39,7 @@ public final class ReplicaIdentity: Sendable {
          change: ReplicaChange?, unsaved: [UInt8]? = nil, io: Syscalls, lock: FileLock) {
         self.unsaved = Mutex(unsaved)
         self.file = file
+        self.undoDirectory = (file as NSString).deletingLastPathComponent + "/undo"
         self.fingerprint = fingerprint
         self.io = io
         self.lock = lock

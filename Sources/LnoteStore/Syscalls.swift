@@ -721,6 +721,8 @@ struct FileStat: Sendable, Equatable {
     var inode: UInt64
     var isDirectory: Bool
     var isRegular: Bool
+    /// Hard links: 0 for a file removed or replaced (renamed over) since it was opened.
+    var links: UInt64
     var modifiedSeconds: Int64
     /// Nanoseconds within `modifiedSeconds`.
     var modifiedNanoseconds: Int64
@@ -731,6 +733,7 @@ struct FileStat: Sendable, Equatable {
         inode = UInt64(st.st_ino)
         isDirectory = (st.st_mode & S_IFMT) == S_IFDIR
         isRegular = (st.st_mode & S_IFMT) == S_IFREG
+        links = UInt64(st.st_nlink)
         modifiedSeconds = Int64(st.st_mtim.tv_sec)
         modifiedNanoseconds = Int64(st.st_mtim.tv_nsec)
     }

@@ -18,6 +18,19 @@ public struct UndoStep: Hashable, Sendable {
     }
 }
 
+/// A handle's copy of its document's undo journal: valid while the file has this size and
+/// inode (another process's append changes the size).
+struct UndoCache {
+    /// The replica id the stacks are of (a new id starts a new history).
+    var replica: ReplicaID
+    var size: UInt64
+    var inode: UInt64
+    var journal: UndoJournal
+    /// The file's size after its last rewrite, or when it was first read: it is rewritten
+    /// again only once it has doubled ([PKG-100]).
+    var floor: UInt64
+}
+
 /// The undo and redo stacks of one replica for one document, kept in
 /// `.lnote/undo/<document-uuid>.jsonl` (document-package.md [PKG-100]).
 ///
@@ -40,71 +53,116 @@ struct UndoJournal {
 
     enum Change: String { case `do`, undo, redo, drop, keep }
 
+    /// One line of the journal: a change, the step it pushes (none for `drop`), the stack
+    /// it names (`keep` and `drop`; nil is the undo stack) and the position it takes from.
+    struct Line {
+        var change: Change
+        var step: UndoStep?
+        var stack: String? = nil
+        var at = 0
+    }
+
     static func read(_ bytes: [UInt8], replica: ReplicaID) -> UndoJournal {
         var j = UndoJournal()
-        for line in bytes.split(separator: UInt8(ascii: "\n")) { j.apply(line, replica: replica) }
+        for line in bytes.split(separator: UInt8(ascii: "\n")) {
+            if let l = parse(line, replica: replica) { j.apply(l) }
+        }
         return j
     }
 
-    /// Applies one journal line (ignored when it does not parse or is of another replica).
-    mutating func apply(_ line: ArraySlice<UInt8>, replica: ReplicaID) {
+    /// A journal line's change, or nil when it does not parse or is of another replica.
+    static func parse(_ line: ArraySlice<UInt8>, replica: ReplicaID) -> Line? {
         guard let o = (try? JSONSerialization.jsonObject(with: Data(line))) as? [String: Any],
               o["replica"] as? String == replica.description,
-              let kind = (o["change"] as? String).flatMap(Change.init(rawValue:)) else { return }
-        let step = o["step"].flatMap(UndoJournal.decodeStep)
+              let kind = (o["change"] as? String).flatMap(Change.init(rawValue:)) else { return nil }
         // `at`: the position of the step taken, counted from the top (0, the default).
-        let at = (o["at"] as? NSNumber)?.intValue ?? 0
+        return Line(change: kind, step: o["step"].flatMap(UndoJournal.decodeStep), stack: o["stack"] as? String,
+                    at: (o["at"] as? NSNumber)?.intValue ?? 0)
+    }
+
+    /// Applies one change (a line that pushes a step but has none is ignored).
+    mutating func apply(_ l: Line) {
+        let at = l.at
         func take(_ stack: inout [UndoStep]) {
             guard at >= 0, at < stack.count else { return }
             stack.remove(at: stack.count - 1 - at)
         }
-        switch kind {
+        switch l.change {
         case .do:
-            guard let step else { return }
+            guard let step = l.step else { return }
             undo.append(step)
             redo = []
         case .undo:
-            guard let step else { return }
+            guard let step = l.step else { return }
             take(&undo)
             redo.append(step)
         case .redo:
-            guard let step else { return }
+            guard let step = l.step else { return }
             take(&redo)
             undo.append(step)
         case .keep:
-            guard let step else { return }
-            if o["stack"] as? String == "redo" { redo.append(step) } else { undo.append(step) }
+            guard let step = l.step else { return }
+            if l.stack == "redo" { redo.append(step) } else { undo.append(step) }
         case .drop:
-            if o["stack"] as? String == "redo" { take(&redo) } else { take(&undo) }
+            if l.stack == "redo" { take(&redo) } else { take(&undo) }
         }
         if undo.count > UndoJournal.maxSteps { undo.removeFirst(undo.count - UndoJournal.maxSteps) }
         if redo.count > UndoJournal.maxSteps { redo.removeFirst(redo.count - UndoJournal.maxSteps) }
     }
 
-    /// The journal line of a change.
-    static func line(_ change: Change, _ step: UndoStep?, replica: ReplicaID, stack: String? = nil, at: Int = 0) -> [UInt8] {
-        var o: [String: Any] = ["change": change.rawValue, "replica": replica.description]
-        if at != 0 { o["at"] = at }
-        if let step { o["step"] = encodeStep(step) }
-        if let stack { o["stack"] = stack }
-        let data = (try? JSONSerialization.data(withJSONObject: o, options: [.sortedKeys])) ?? Data()
-        return Array(data) + [UInt8(ascii: "\n")]
+    /// The text of a line: one compact JSON object, members in key order, ending in a newline.
+    /// Written directly (a line is written for every edit: going through
+    /// `JSONSerialization` cost a quarter of a stroke's append).
+    static func encode(_ l: Line, replica: ReplicaID) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(160 + (l.step?.entries.count ?? 0) * 160)
+        func raw(_ s: StaticString) { s.withUTF8Buffer { out.append(contentsOf: $0) } }
+        func string(_ s: String) { CanonicalJSON.writeString(Array(s.utf8), into: &out) }
+        raw("{")
+        if l.at != 0 {
+            raw("\"at\":")
+            out.append(contentsOf: String(l.at).utf8)
+            raw(",")
+        }
+        raw("\"change\":")
+        string(l.change.rawValue)
+        raw(",\"replica\":")
+        string(replica.description)
+        if let stack = l.stack {
+            raw(",\"stack\":")
+            string(stack)
+        }
+        if let s = l.step {
+            raw(",\"step\":{\"entries\":[")
+            for (i, e) in s.entries.enumerated() {
+                if i > 0 { raw(",") }
+                raw("{\"inverse\":")
+                string(Data(encodeBody(e.inverse)).base64EncodedString())
+                if let made = e.made {
+                    raw(",\"made\":")
+                    string(Data(encodeBody(made)).base64EncodedString())
+                }
+                raw(",\"op\":")
+                string(e.op.description)
+                raw(",\"page\":")
+                string(e.page.description)
+                raw("}")
+            }
+            raw("],\"label\":")
+            string(s.label)
+            raw(",\"wallTime\":")
+            out.append(contentsOf: String(s.wallTime).utf8)
+            raw("}")
+        }
+        raw("}\n")
+        return out
     }
 
     /// The lines that rebuild these stacks (a rewritten journal): `keep` lines, which push
     /// a step on the stack they name and change nothing else.
     func lines(replica: ReplicaID) -> [UInt8] {
-        undo.flatMap { UndoJournal.line(.keep, $0, replica: replica, stack: "undo") }
-            + redo.flatMap { UndoJournal.line(.keep, $0, replica: replica, stack: "redo") }
-    }
-
-    static func encodeStep(_ s: UndoStep) -> [String: Any] {
-        ["label": s.label, "wallTime": s.wallTime, "entries": s.entries.map { e -> [String: Any] in
-            var o: [String: Any] = ["page": e.page.description, "op": e.op.description,
-                                    "inverse": Data(encodeBody(e.inverse)).base64EncodedString()]
-            if let made = e.made { o["made"] = Data(encodeBody(made)).base64EncodedString() }
-            return o
-        }]
+        undo.flatMap { UndoJournal.encode(Line(change: .keep, step: $0, stack: "undo"), replica: replica) }
+            + redo.flatMap { UndoJournal.encode(Line(change: .keep, step: $0, stack: "redo"), replica: replica) }
     }
 
     static func decodeStep(_ any: Any) -> UndoStep? {

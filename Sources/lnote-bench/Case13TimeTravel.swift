@@ -12,12 +12,14 @@ extension Bench {
     /// strokes throughout. Compacted where the default threshold compacts (every 4,096
     /// frames), so past snapshots ([PKG-98]) are kept there; on disk as case 4 builds its
     /// page: a snapshot covering all but the last 500 operations, those 500 as the log's tail.
-    /// - "as of the middle": `Document.pageState(_:at: .operation(the 5,001st))` on an open
-    ///   document whose page is loaded (someone looking at it asks for the past): the log's
-    ///   frame headers read, the latest past snapshot the moment covers decoded, the
-    ///   operations above it decoded and applied, every point decoded.
-    /// - baseline: case 4's open of this page (snapshot read and checked, tail replayed,
-    ///   element list; points decoded on first use).
+    /// - "as of the middle": `Document.pageState(_:at: .operation(the 5,001st),
+    ///   deferringPoints: true)` on an open document whose page is loaded (someone looking at
+    ///   it asks for the past): the log's frame headers read, the latest past snapshot the
+    ///   moment covers decoded, the operations above it decoded and applied, points decoded
+    ///   on first use; baseline: case 4's open of this page (snapshot read and checked, tail
+    ///   replayed, element list; points decoded on first use).
+    /// - the same with every point decoded, against the open followed by `elements` (every
+    ///   point decoded).
     func caseTimeTravel() async throws {
         let total = options.size(10_000, quick: 2_000)
         let firstAdds = total / 5
@@ -84,37 +86,54 @@ extension Bench {
 
         let reopened = try await Notebook.open(at: dir + "/notebook", options: OpenPageFixture.storeOptions)
         var open: Document? = nil
-        var pastCount = 0, nowCount = 0
-        let openNow = Variant(name: "open the page now", setup: {
+        var pastCount = 0, nowCount = 0, pastPoints = 0, nowPoints = 0
+        func reopen() async throws {
             if let open { try await open.close() }
             try Files.restoreTree(pristine, to: live0)
             open = try await reopened.openDocument(doc.id)
-        }, body: {
+        }
+        let openNow = Variant(name: "open the page now", setup: { try await reopen() }, body: {
             nowCount = try await open!.elementIDs(page).count
         })
+        let openNowWhole = Variant(name: "open the page now, every point decoded", setup: { try await reopen() }, body: {
+            nowPoints = try await open!.elements(page).reduce(0) { $0 + $1.content.pointCount }
+        })
         var viewing: Document? = nil
-        let asOf = Variant(name: "the page as of the middle", setup: {
+        func view() async throws {
             if viewing == nil {
                 viewing = try await reopened.openDocument(doc.id)
                 _ = try await viewing!.elementIDs(page)
             }
-        }, body: {
-            pastCount = try await viewing!.pageState(page, at: .operation(middle.id)).elements.count
+        }
+        let asOf = Variant(name: "the page as of the middle", setup: { try await view() }, body: {
+            pastCount = try await viewing!.pageState(page, at: .operation(middle.id), deferringPoints: true).elements.count
         })
-        let t = try await measure([asOf, openNow], runs: options.runs)
+        let asOfWhole = Variant(name: "the page as of the middle, every point decoded", setup: { try await view() }, body: {
+            pastPoints = try await viewing!.pageState(page, at: .operation(middle.id)).elements.reduce(0) { $0 + $1.content.pointCount }
+        })
+        let t = try await measure([asOf, openNow, asOfWhole, openNowWhole], runs: options.runs)
         if let open { try await open.close() }
         if let viewing { try await viewing.close() }
         try await reopened.close()
 
+        let kept = pastTotals.map { formatCount(Int($0)) }.joined(separator: ", ")
+        let above = formatCount(total / 2 + 1 - Int(start))
         results.rows.append(Row(13, "a \(formatCount(pastCount))-stroke page as of the middle of a \(formatCount(total))-operation history",
                                 measured: t[0].median, unit: .seconds,
                                 baselineName: "opening the page now (\(formatCount(nowCount)) strokes)", baseline: t[1].median,
                                 target: .ratioAtMost(2),
-                                note: "pen ink; Document.pageState(_:at: .operation) on a loaded page: the log's headers read, "
-                                    + "started from the past snapshot of \(formatCount(Int(start))) operations (kept: "
-                                    + "\(pastTotals.map { formatCount(Int($0)) }.joined(separator: ", ")); [PKG-98]), the "
-                                    + "\(formatCount(total / 2 + 1 - Int(start))) operations above it decoded and applied; baseline: "
-                                    + "case 4's open of the same page (snapshot + \(tail)-frame tail, points decoded on first use)",
+                                note: "pen ink; Document.pageState(_:at: .operation, deferringPoints: true) on a loaded page: the "
+                                    + "log's headers read, started from the past snapshot of \(formatCount(Int(start))) operations "
+                                    + "(kept: \(kept); [PKG-98]), the \(above) operations above it decoded and applied, points "
+                                    + "decoded on first use as the open reads them; baseline: case 4's open of the same page "
+                                    + "(snapshot + \(tail)-frame tail, points decoded on first use)",
                                 measuredRuns: t[0].runs, baselineRuns: t[1].runs))
+        results.rows.append(Row(13, "the same, every point decoded (\(formatCount(pastPoints)) points)",
+                                measured: t[2].median, unit: .seconds,
+                                baselineName: "opening the page now, every point decoded (\(formatCount(nowPoints)) points)",
+                                baseline: t[3].median, target: .ratioAtMost(2),
+                                note: "Document.pageState(_:at: .operation): the past snapshot and the operations above it "
+                                    + "with every point; baseline: the open followed by Document.elements (every point)",
+                                measuredRuns: t[2].runs, baselineRuns: t[3].runs))
     }
 }

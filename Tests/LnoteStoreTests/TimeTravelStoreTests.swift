@@ -64,6 +64,9 @@ import LnoteReplication
         for (clock, json, _) in seen {
             let got = try await d.pageState(pid, at: .clock(clock))
             #expect(got.canonicalJSON() == json, "seed \(seed): the state at \(clock)")
+            // Read with its points deferred, the same state once they are decoded.
+            let deferred = try await d.pageState(pid, at: .clock(clock), deferringPoints: true)
+            #expect(try deferred.resolved().canonicalJSON() == json, "seed \(seed): the state at \(clock), points deferred")
         }
         // Each step's moment gives back the state its author had just made.
         let steps = try await d.history(of: pid)
@@ -239,6 +242,8 @@ import LnoteReplication
             let want = try History.pageState(pid, at: .operation(ops[m].id), ops: ops, applied: applied)
             let got = try await d.pageState(pid, at: .operation(ops[m].id))
             #expect(got == want, "seed \(seed): moment \(m)")
+            let deferred = try await d.pageState(pid, at: .operation(ops[m].id), deferringPoints: true)
+            #expect(try deferred.resolved() == want, "seed \(seed): moment \(m), points deferred")
             // It started from the latest past snapshot at or below the moment's total.
             let start = totals.last { $0 <= UInt64(m + 1) } ?? 0
             #expect(await d.lastMoment == (start, m + 1 - Int(start)), "seed \(seed): moment \(m)")

@@ -189,6 +189,53 @@ import LnoteReplication
         await p.close()
     }
 
+    @Test("[PKG-100] the journal's lines are JSON as specified; a rewrite by another process and a cut line are read right")
+    func journalFileChanges() async throws {
+        let dir = try TempDir("undo-journal-file")
+        defer { dir.remove() }
+        let nb = try await openNotebook(dir.sub("A"), options: testOptions())
+        let d = try await nb.createDocument(title: "j")
+        let pid = await d.pageList[0].id
+        let s1 = try await d.addStroke(stroke(3, x: 5), to: pid)
+        let s2 = try await d.addStroke(stroke(3, x: 9), to: pid)
+        let s3 = try await d.addStroke(stroke(3, x: 13), to: pid)
+        let path = await d.undoJournalPath
+        let me = await d.replica
+        // Each line parses as the spec says: a `do` of this replica, the inverse a frame in base64.
+        var lines = try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n").map(String.init)
+        #expect(lines.count == 3)
+        let last = try #require(try JSONSerialization.jsonObject(with: Data(lines[2].utf8)) as? [String: Any])
+        #expect(last["change"] as? String == "do")
+        #expect(last["replica"] as? String == me.description)
+        let step = try #require(last["step"] as? [String: Any])
+        #expect(step["label"] as? String == "add")
+        let entry = try #require((step["entries"] as? [[String: Any]])?.first)
+        #expect(entry["op"] as? String == s3.description)
+        #expect(entry["page"] as? String == pid.description)
+        let inverse = try #require((entry["inverse"] as? String).flatMap { Data(base64Encoded: $0) })
+        #expect(try Frame.decodeAll(Array(inverse)).count == 1)
+        // Another process rewrites the journal (rename over it) without the last step: this
+        // handle, which holds the old file open, reads the new one.
+        lines.removeLast()
+        try Data((lines.joined(separator: "\n") + "\n").utf8).write(to: URL(fileURLWithPath: path + ".new"))
+        #expect(rename(path + ".new", path) == 0)
+        #expect(try await d.undo() != nil)
+        #expect(Set(try await d.elementIDs(pid)) == [s1, s3])
+        // A line cut by a crash (no newline): the next line is written on a line of its own.
+        let h = try #require(FileHandle(forWritingAtPath: path))
+        try h.seekToEnd()
+        try h.write(contentsOf: Data("{\"change\":\"do\",\"rep".utf8))
+        try h.close()
+        let s4 = try await d.addStroke(stroke(3, x: 17), to: pid)
+        #expect(try await d.undo() != nil)
+        #expect(Set(try await d.elementIDs(pid)) == [s1, s3])
+        _ = s4
+        #expect(try await d.undo() != nil)
+        #expect(try await d.elementIDs(pid) == [s3])
+        #expect(try await d.undo() == nil)
+        try await nb.close()
+    }
+
     @Test("[MERGE-75] [PKG-100] the journal is per replica id; a damaged line is skipped; a restore of a live element is refused")
     func journalAndRefusals() async throws {
         let dir = try TempDir("undo-journal")
