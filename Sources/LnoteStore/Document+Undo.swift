@@ -284,7 +284,6 @@ extension Document {
     /// file read again through the descriptor the line is written with. nil: `make` gave no
     /// line; false: the line could not be written.
     func appendUndoJournal(reading: Bool, _ make: (UndoJournal) -> UndoJournal.Line?) -> Bool? {
-        let path = undoJournalPath
         // Taken out while it changes, so that its stacks are changed in place, not copied.
         var cached = undoCache
         undoCache = nil
@@ -329,6 +328,7 @@ extension Document {
         guard size > UInt64(UndoJournal.rewriteBytes), size > 2 * (undoCache?.floor ?? 0) else { return true }
         let current = undoCache?.size == size && undoCache?.replica == replica ? undoCache?.journal : nil
         undoCache = nil
+        let path = undoJournalPath
         do {
             let kept = try current ?? UndoJournal.read(DurableFile.read(path, io: io), replica: replica)
             try DurableFile.replace(path, with: kept.lines(replica: replica), io: io)
