@@ -126,8 +126,10 @@ public struct RelayOpening {
 
 /// An open transaction: valid only inside the body `RelayDatabase.transaction` runs.
 public protocol RelayTransaction: AnyObject {
-    /// Compiles one statement for this transaction (a backend may keep it for later ones).
-    /// Statements are released when the transaction ends.
+    /// Compiles one statement for this transaction. A backend may give the same statement
+    /// for the same text (SQLite keeps them per transaction), so a statement is never run
+    /// again from inside its own `forEach`. Statements are released when the transaction
+    /// ends.
     func prepare(_ sql: String) throws -> any RelayStatement
     /// Runs one statement and returns every row.
     func query(_ sql: String, _ params: [RelayValue]) throws -> [[RelayValue]]
