@@ -4,6 +4,7 @@ import LnoteReplication
 import LnoteSQLite
 import LnoteServer
 import LnoteSync
+import LnoteTestSupport
 import Synchronization
 import Testing
 
@@ -16,15 +17,45 @@ func withTempDirectory<T>(_ body: (String) async throws -> T) async throws -> T 
     return try await body(dir)
 }
 
-/// A relay store in a temp directory with one notebook, closed when `body` ends.
-func withRelay<T>(pullLimit: Int = RelayStore.defaultPullLimit,
-                  _ body: (RelayStore, NotebookID, String) async throws -> T) async throws -> T {
+/// One test's database of one backend: where it is, and how to open a store on it (again
+/// after a close, or a second one beside the first, as a second relay process would).
+struct RelayTestDatabase: Sendable {
+    let backend: RelayBackendKind
+    /// SQLite: the file's path.
+    let location: String
+
+    /// A backend connection to the database, not yet opened as a store.
+    func connect() throws -> any RelayDatabase {
+        switch backend {
+        case .sqlite: try RelaySQLiteDatabase(path: location)
+        }
+    }
+
+    /// A store on the database; `wrap` may put a test decorator around the backend.
+    func open(pullLimit: Int = RelayStore.defaultPullLimit,
+              wrap: (any RelayDatabase) -> any RelayDatabase = { $0 }) throws -> RelayStore {
+        try RelayStore(database: wrap(try connect()), pullLimit: pullLimit)
+    }
+}
+
+extension RelayBackendKind {
+    /// A new, empty database of this backend for a test whose temporary directory is `dir`.
+    func database(in dir: String, name: String = "relay") throws -> RelayTestDatabase {
+        switch self {
+        case .sqlite: RelayTestDatabase(backend: self, location: dir + "/" + name + ".sqlite")
+        }
+    }
+}
+
+/// A relay store of `backend` in a temp directory with one notebook, closed when `body` ends.
+func withRelay<T>(_ backend: RelayBackendKind = .sqlite, pullLimit: Int = RelayStore.defaultPullLimit,
+                  _ body: (RelayStore, NotebookID, RelayTestDatabase) async throws -> T) async throws -> T {
     try await withTempDirectory { dir in
-        let path = dir + "/relay.sqlite"
-        let store = try RelayStore(path: path, pullLimit: pullLimit)
+        let database = try backend.database(in: dir)
+        let store = try database.open(pullLimit: pullLimit)
         defer { try? store.close() }
         let nb = try store.createNotebook()
-        return try await body(store, nb, path)
+        return try await body(store, nb, database)
     }
 }
 
@@ -77,6 +108,18 @@ struct RelayCounts: Equatable, CustomStringConvertible {
                            assets: try one("SELECT count(*) FROM assets"),
                            checkpoints: try one("SELECT count(*) FROM checkpoints"),
                            tokens: try one("SELECT count(*) FROM tokens"), notebooks: try one("SELECT count(*) FROM notebooks"))
+    }
+
+    /// The same counts through the store's backend, in one read transaction (any backend).
+    static func read(_ store: RelayStore) throws -> RelayCounts {
+        try store.database.transaction(.read) { tx in
+            func one(_ sql: String) throws -> Int64 { try tx.query(sql).first?.first?.int64 ?? 0 }
+            return RelayCounts(ops: try one("SELECT count(*) FROM ops"), maxSeq: try one("SELECT coalesce(max(seq), 0) FROM ops"),
+                               assets: try one("SELECT count(*) FROM assets"),
+                               checkpoints: try one("SELECT count(*) FROM checkpoints"),
+                               tokens: try one("SELECT count(*) FROM tokens"),
+                               notebooks: try one("SELECT count(*) FROM notebooks"))
+        }
     }
 }
 
