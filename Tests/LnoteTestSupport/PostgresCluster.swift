@@ -8,8 +8,10 @@ import Foundation
 /// through `runuser`; as any other user they run as that user. Everything the tools print
 /// goes to `logPath`, and errors quote its tail. Nothing here is skipped: when PostgreSQL
 /// cannot be started, `start()` throws a `PostgresCluster.Failure` saying why and how to
-/// fix it. Call `remove()` when done (it stops the server first); a server left behind by
-/// a crashed test process notices its data directory is gone within a minute and exits.
+/// fix it. Call `remove()` when done (it stops the server first). A test process that
+/// crashes leaves its server running: `pg_ctl -D /tmp/lnote-pg-XXXXXX/data stop -m fast`
+/// (as `postgres`) ends it, and a server whose directory was deleted exits by itself
+/// within about a minute.
 ///
 /// The methods wait for child processes without blocking Swift's shared threads.
 public final class PostgresCluster: Sendable {
