@@ -38,6 +38,9 @@ let package = Package(
         // zlib: thumbnails' PNG compression, and the benchmark's "zlib of the naive encoding".
         .systemLibrary(name: "CLnoteZlib", pkgConfig: "zlib",
                        providers: [.apt(["zlib1g-dev"])]),
+        // libpq: the PostgreSQL client for the relay's PostgreSQL store (issue 17).
+        .systemLibrary(name: "CLnotePQ", pkgConfig: "libpq",
+                       providers: [.apt(["libpq-dev"])]),
 
         // The processor's CRC32 instruction for LnoteModel's CRC-32C (plain C, no library).
         .target(name: "CLnoteCRC32C"),
@@ -49,6 +52,7 @@ let package = Package(
         .target(name: "LnoteRender", dependencies: ["LnoteModel", "CLnoteZlib"]),
         .target(name: "LnoteStore", dependencies: ["LnoteModel", "LnoteReplication", "LnoteRender", "CLnoteSyscalls"]),
         .target(name: "LnoteSQLite", dependencies: ["LnoteModel", "CLnoteSQLite"]),
+        .target(name: "LnotePostgres", dependencies: ["LnoteModel", "CLnotePQ"]),
         .target(name: "LnoteSync", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "CLnoteCurl"]),
         .target(name: "LnoteServer", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteSQLite", "CLnoteMicroHTTPD"]),
         .target(name: "LnoteExport", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSQLite"]),
@@ -77,6 +81,7 @@ let package = Package(
         .testTarget(name: "ExamplesTests", dependencies: ["two-machines", "LnoteTestSupport"]),
         .testTarget(name: "LnoteEndToEndTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer", "lnote", "lnote-load", "LnoteTestSupport"]),
         .testTarget(name: "LnoteSQLiteTests", dependencies: ["LnoteModel", "LnoteSQLite"]),
+        .testTarget(name: "LnotePostgresTests", dependencies: ["LnoteModel", "LnotePostgres", "LnoteTestSupport"]),
         .testTarget(name: "LnoteHTTPTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer", "LnoteTestSupport"]),
         // Runs the built `lnote` binary as a subprocess (listing it here makes `swift test` build it).
         .testTarget(name: "LnoteCLITests", dependencies: ["lnote", "LnoteModel", "LnoteReplication", "LnoteStore", "LnoteTestSupport", "CLnoteZlib"]),
