@@ -55,6 +55,8 @@ let package = Package(
         .target(name: "LnotePostgres", dependencies: ["LnoteModel", "CLnotePQ"]),
         .target(name: "LnoteSync", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "CLnoteCurl"]),
         .target(name: "LnoteServer", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteSQLite", "CLnoteMicroHTTPD"]),
+        // The relay's PostgreSQL backend (issue 17): RelayDatabase over LnotePostgres.
+        .target(name: "LnoteRelayPostgres", dependencies: ["LnoteModel", "LnotePostgres", "LnoteServer"]),
         .target(name: "LnoteExport", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSQLite"]),
         .target(name: "LnoteScenario", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer"]),
         .executableTarget(name: "lnote", dependencies: ["CLnoteSyscalls", "LnoteModel", "LnoteReplication", "LnoteRender", "LnoteStore", "LnoteSync", "LnoteServer", "LnoteSQLite", "LnoteScenario", "LnoteExport"]),
@@ -90,3 +92,10 @@ let package = Package(
     ],
     swiftLanguageModes: [.v6]
 )
+
+// Issue 17: the targets that reach the relay's PostgreSQL backend. Added as lines of their own
+// rather than by editing the dependency lists above, which other branches edit too.
+for target in package.targets
+where ["lnote", "LnoteRelayTests", "LnoteCLITests", "LnoteEndToEndTests"].contains(target.name) {
+    target.dependencies += ["LnoteRelayPostgres", "LnotePostgres"]
+}

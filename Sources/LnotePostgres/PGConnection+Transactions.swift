@@ -8,8 +8,8 @@ public enum PGIsolation: String, Sendable, CaseIterable {
 }
 
 extension PGConnection {
-    /// Runs `body` in a transaction: `BEGIN` at `isolation`, `COMMIT` when it returns,
-    /// `ROLLBACK` when it throws (the error is rethrown).
+    /// Runs `body` in a transaction: `BEGIN` at `isolation` (`READ ONLY` when `readOnly`),
+    /// `COMMIT` when it returns, `ROLLBACK` when it throws (the error is rethrown).
     ///
     /// A serialization failure or deadlock (SQLSTATE 40001, 40P01), whether from a
     /// statement in `body` or from `COMMIT`, throws `PGError(.serializationFailure)`:
@@ -21,7 +21,7 @@ extension PGConnection {
     ///   open, or when `body` caught a statement error (the server then aborts the whole
     ///   transaction, which is rolled back rather than committing nothing silently).
     @discardableResult
-    public func transaction<T>(_ isolation: PGIsolation = .readCommitted, maxAttempts: Int = 1,
+    public func transaction<T>(_ isolation: PGIsolation = .readCommitted, readOnly: Bool = false, maxAttempts: Int = 1,
                                _ body: () throws -> T) throws -> T {
         guard maxAttempts >= 1 else {
             throw PGError(.invalidArgument, "maxAttempts must be at least 1, not \(maxAttempts)")
@@ -30,7 +30,7 @@ extension PGConnection {
             var attempt = 1
             while true {
                 do {
-                    return try transactionOnce(isolation, body)
+                    return try transactionOnce(isolation, readOnly: readOnly, body)
                 } catch let e as PGError where e.isSerializationFailure && attempt < maxAttempts {
                     attempt += 1
                 }
@@ -43,13 +43,13 @@ extension PGConnection {
         (try? withHandle { PQtransactionStatus($0) != PQTRANS_IDLE }) ?? false
     }
 
-    private func transactionOnce<T>(_ isolation: PGIsolation, _ body: () throws -> T) throws -> T {
+    private func transactionOnce<T>(_ isolation: PGIsolation, readOnly: Bool, _ body: () throws -> T) throws -> T {
         let status = try withHandle { PQtransactionStatus($0) }
         guard status == PQTRANS_IDLE else {
             throw PGError(.invalidState, "a transaction is already open on this connection (nesting is not supported)",
                           context: description)
         }
-        try execute("BEGIN ISOLATION LEVEL \(isolation.rawValue)")
+        try execute("BEGIN ISOLATION LEVEL \(isolation.rawValue)" + (readOnly ? " READ ONLY" : ""))
         let result: T
         do {
             result = try body()

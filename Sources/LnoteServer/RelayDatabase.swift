@@ -96,12 +96,18 @@ public protocol RelayDatabase: AnyObject, Sendable {
     /// Releases the connections. Calls made afterwards throw `.invalidState`; closing twice
     /// does nothing.
     func close() throws
+
+    /// Whether transactions of this process may run at once (several connections, each
+    /// transaction on its own). `RelayStore` then runs its calls on a concurrent queue; with
+    /// false (the default, SQLite's one connection) on a serial queue.
+    var allowsConcurrentTransactions: Bool { get }
 }
 
 extension RelayDatabase {
     public func publishChange(of notebook: NotebookID, _ tx: any RelayTransaction) throws {}
     public func startChangeFeed(_ changed: @escaping @Sendable (NotebookID) -> Void) throws {}
     public func issued(through sequence: Int64) throws {}
+    public var allowsConcurrentTransactions: Bool { false }
 }
 
 /// What a relay transaction may do.

@@ -57,7 +57,8 @@ public final class RelayStore: Sendable {
     public let opened: OpenReport
     /// The backend: every row is read and written through it.
     public let database: any RelayDatabase
-    /// Where `RelayEndpoint` runs the blocking calls.
+    /// Where `RelayEndpoint` runs the blocking calls: serial, or concurrent when the backend
+    /// allows concurrent transactions (`RelayDatabase.allowsConcurrentTransactions`).
     let queue: DispatchQueue
     /// Told of each notebook that gained operations or a new epoch (`observeChanges`).
     let observers = ChangeObservers()
@@ -106,7 +107,11 @@ public final class RelayStore: Sendable {
         self.path = path
         self.pullLimit = pullLimit
         self.database = database
-        self.queue = DispatchQueue(label: "lnote.relay-store")
+        // A backend with one connection (SQLite) runs one call at a time: a serial queue. One
+        // with a pool (PostgreSQL) runs as many as it has connections; the pool bounds them.
+        self.queue = database.allowsConcurrentTransactions
+            ? DispatchQueue(label: "lnote.relay-store", attributes: .concurrent)
+            : DispatchQueue(label: "lnote.relay-store")
         let observers = self.observers
         do {
             try database.startChangeFeed { observers.notify($0) }
