@@ -54,7 +54,6 @@ final class PostgresChangeFeed: @unchecked Sendable {
                     state.withLock { $0.listening = false }
                 }
                 try conn.listen(RelayPostgresDatabase.channel)
-                state.withLock { $0.listening = true; $0.connections += 1 }
                 pause = 0.05
                 if missed {
                     missed = false
@@ -63,6 +62,9 @@ final class PostgresChangeFeed: @unchecked Sendable {
                         if let id = NotebookID(try r.string(i, 0)) { changed(id) }
                     }
                 }
+                // Counted once the notebooks were reported: a test that sees the count
+                // knows that the next report is a notification.
+                state.withLock { $0.listening = true; $0.connections += 1 }
                 while !isStopped {
                     for n in try conn.waitForNotifications(timeout: .milliseconds(250))
                     where n.channel == RelayPostgresDatabase.channel {

@@ -183,9 +183,9 @@ struct RelayBackendTests {
           arguments: RelayBackends.all, [nil, 1, 2, 3, 5, 8, 13] as [Int?])
     func retriedWrites(backend: RelayBackendKind, failAt: Int?) async throws {
         try await withTempDirectory { dir in
-            let plain = try backend.database(in: dir, name: "plain").open()
+            let plain = try await backend.database(in: dir, name: "plain").open()
             defer { try? plain.close() }
-            let retrying = try backend.database(in: dir, name: "retrying").open { RetryingDatabase($0, failAt: failAt) }
+            let retrying = try await backend.database(in: dir, name: "retrying").open { RetryingDatabase($0, failAt: failAt) }
             defer { try? retrying.close() }
 
             var rng = SeededRNG(seed: 17)
@@ -214,7 +214,7 @@ struct RelayBackendTests {
           arguments: RelayBackends.all)
     func twoStoresOneDatabase(backend: RelayBackendKind) async throws {
         try await withTempDirectory { dir in
-            let database = try backend.database(in: dir)
+            let database = try await backend.database(in: dir)
             let one = try database.open()
             defer { try? one.close() }
             let two = try database.open()
@@ -258,7 +258,7 @@ struct RelayBackendTests {
             // Chains are whole: the digests equal those of a store that got each operation once.
             let digests = try two.sync(SyncRequest(replica: ReplicaID(9), epoch: 0, cursor: 0, have: [], digests: []),
                                        notebook: nb).digests
-            let fresh = try backend.database(in: dir, name: "fresh").open()
+            let fresh = try await backend.database(in: dir, name: "fresh").open()
             defer { try? fresh.close() }
             let nb2 = try fresh.createNotebook()
             var batches: [LogBatch] = []

@@ -94,7 +94,7 @@ struct RelayStoreTests {
           arguments: RelayBackends.all)
     func reopen(backend: RelayBackendKind) async throws {
         try await withTempDirectory { dir in
-            let database = try backend.database(in: dir)
+            let database = try await backend.database(in: dir)
             var rng = SeededRNG(seed: 8)
             let a = TestNotebook(replica: ReplicaID(1)), b = TestNotebook(replica: ReplicaID(2))
             let doc = try a.createDocument("persist")

@@ -1,33 +1,84 @@
 import Foundation
+import Dispatch
 import LnoteModel
+import LnotePostgres
 import LnoteReplication
 import LnoteSQLite
+import LnoteRelayPostgres
 import LnoteServer
 import LnoteSync
 import LnoteTestSupport
 import Synchronization
 import Testing
 
-/// A fresh directory under the system temp dir, removed when `body` ends.
+/// A fresh directory under the system temp dir, removed when `body` ends, with the
+/// PostgreSQL databases made for it (`RelayBackendKind.database(in:)`), also when it throws.
 func withTempDirectory<T>(_ body: (String) async throws -> T) async throws -> T {
     let dir = FileManager.default.temporaryDirectory
         .appendingPathComponent("lnote-relay-\(UUID().uuidString)").path
     try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-    defer { try? FileManager.default.removeItem(atPath: dir) }
-    return try await body(dir)
+    let result: Result<T, any Error>
+    do { result = .success(try await body(dir)) } catch { result = .failure(error) }
+    await PostgresTestDatabases.drop(for: dir)
+    try? FileManager.default.removeItem(atPath: dir)
+    return try result.get()
+}
+
+/// The databases tests create in the process's PostgreSQL cluster, by the temporary
+/// directory of the test that made them.
+enum PostgresTestDatabases {
+    static let made = Mutex<[String: [String]]>([:])
+
+    /// Creates an empty database for the test whose directory is `dir`; returns its URL.
+    static func create(for dir: String) async throws -> String {
+        let cluster = try await PostgresCluster.shared()
+        let name = "lnote_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+        try await blocking {
+            let conn = try PGConnection(url: cluster.url)
+            defer { conn.close() }
+            try conn.execute("CREATE DATABASE \(name)")
+        }
+        made.withLock { $0[dir, default: []].append(name) }
+        return url(cluster, database: name)
+    }
+
+    /// The cluster's URL for `database`.
+    static func url(_ cluster: PostgresCluster, database: String) -> String {
+        cluster.url.replacingOccurrences(of: "postgresql:///postgres?", with: "postgresql:///\(database)?")
+    }
+
+    /// Drops (with `FORCE`: connections left open are ended) what was made for `dir`.
+    static func drop(for dir: String) async {
+        guard let names = made.withLock({ $0.removeValue(forKey: dir) }), !names.isEmpty,
+              let cluster = try? await PostgresCluster.shared() else { return }
+        _ = try? await blocking {
+            let conn = try PGConnection(url: cluster.url)
+            defer { conn.close() }
+            for name in names { _ = try? conn.execute("DROP DATABASE IF EXISTS \(name) WITH (FORCE)") }
+        }
+    }
+}
+
+/// Runs blocking work (libpq calls, thread fan-outs) on a dispatch thread, off Swift
+/// concurrency's shared threads.
+func blocking<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        DispatchQueue.global().async { continuation.resume(with: Result { try body() }) }
+    }
 }
 
 /// One test's database of one backend: where it is, and how to open a store on it (again
 /// after a close, or a second one beside the first, as a second relay process would).
 struct RelayTestDatabase: Sendable {
     let backend: RelayBackendKind
-    /// SQLite: the file's path.
+    /// SQLite: the file's path; PostgreSQL: the database's URL.
     let location: String
 
     /// A backend connection to the database, not yet opened as a store.
     func connect() throws -> any RelayDatabase {
         switch backend {
         case .sqlite: try RelaySQLiteDatabase(path: location)
+        case .postgres: try RelayPostgresDatabase(url: location, poolSize: 4)
         }
     }
 
@@ -39,10 +90,12 @@ struct RelayTestDatabase: Sendable {
 }
 
 extension RelayBackendKind {
-    /// A new, empty database of this backend for a test whose temporary directory is `dir`.
-    func database(in dir: String, name: String = "relay") throws -> RelayTestDatabase {
+    /// A new, empty database of this backend for a test whose temporary directory is `dir`
+    /// (a PostgreSQL one is dropped when `withTempDirectory` ends).
+    func database(in dir: String, name: String = "relay") async throws -> RelayTestDatabase {
         switch self {
         case .sqlite: RelayTestDatabase(backend: self, location: dir + "/" + name + ".sqlite")
+        case .postgres: RelayTestDatabase(backend: self, location: try await PostgresTestDatabases.create(for: dir))
         }
     }
 }
@@ -51,7 +104,7 @@ extension RelayBackendKind {
 func withRelay<T>(_ backend: RelayBackendKind = .sqlite, pullLimit: Int = RelayStore.defaultPullLimit,
                   _ body: (RelayStore, NotebookID, RelayTestDatabase) async throws -> T) async throws -> T {
     try await withTempDirectory { dir in
-        let database = try backend.database(in: dir)
+        let database = try await backend.database(in: dir)
         let store = try database.open(pullLimit: pullLimit)
         defer { try? store.close() }
         let nb = try store.createNotebook()

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// A throwaway PostgreSQL cluster for tests: `initdb` in a fresh temporary directory,
 /// a server listening on a Unix socket in that directory only (no TCP port to collide
@@ -224,5 +225,82 @@ public final class PostgresCluster: Sendable {
                 + "If PostgreSQL is missing or broken, `scripts/setup.sh --deps-only` installs it.",
                 logTail: logTail())
         }
+    }
+}
+
+// MARK: - One cluster per test process
+
+extension PostgresCluster {
+    /// The test process's cluster, started by the first caller (the others wait for it)
+    /// and stopped and removed when the process exits: by an `atexit` handler on a normal
+    /// exit, and by a watchdog child (`sh`, polling the test process once a second) when
+    /// the process dies without running it (a crash, SIGKILL).
+    ///
+    /// Tests keep apart by creating a database of their own (`CREATE DATABASE`) and dropping
+    /// it when done. When the cluster cannot be started, every caller throws the same
+    /// `Failure`, so each test that needs it fails with the reason (never skips).
+    public static func shared() async throws -> PostgresCluster {
+        try await SharedPostgresCluster.instance.cluster()
+    }
+}
+
+/// Starts the process's cluster once; see `PostgresCluster.shared()`.
+actor SharedPostgresCluster {
+    static let instance = SharedPostgresCluster()
+    private var starting: Task<PostgresCluster, any Error>?
+
+    func cluster() async throws -> PostgresCluster {
+        if let starting { return try await starting.value }
+        let task = Task { () async throws -> PostgresCluster in
+            let cluster = try await PostgresCluster.start()
+            SharedClusterCleanup.register(cluster)
+            return cluster
+        }
+        starting = task
+        return try await task.value
+    }
+}
+
+/// What the exit handler and the watchdog stop: plain syscalls, safe in `atexit`.
+enum SharedClusterCleanup {
+    static let registered = Mutex<(directory: String, data: String)?>(nil)
+
+    static func register(_ cluster: PostgresCluster) {
+        registered.withLock { $0 = (cluster.directory, cluster.dataDirectory) }
+        atexit { SharedClusterCleanup.stopAtExit() }
+        startWatchdog(cluster)
+    }
+
+    /// SIGINT to the postmaster (PostgreSQL's fast shutdown), a wait of up to 20 s for it
+    /// to go, then the directory is removed.
+    static func stopAtExit() {
+        guard let (directory, data) = registered.withLock({ r in defer { r = nil }; return r }) else { return }
+        if let text = try? String(contentsOfFile: data + "/postmaster.pid", encoding: .utf8),
+           let pid = Int32(text.split(separator: "\n").first ?? "") {
+            kill(pid, SIGINT)
+            for _ in 0..<2000 where kill(pid, 0) == 0 { usleep(10_000) }
+        }
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// A shell that outlives this process by at most a second and then does what
+    /// `stopAtExit` does (nothing, when it already ran: the pid file is gone).
+    private static func startWatchdog(_ cluster: PostgresCluster) {
+        let script = """
+            while kill -0 \(getpid()) 2>/dev/null; do sleep 1; done
+            pid=$(head -n 1 '\(cluster.dataDirectory)/postmaster.pid' 2>/dev/null)
+            if [ -n "$pid" ]; then
+              kill -INT "$pid" 2>/dev/null
+              i=0; while kill -0 "$pid" 2>/dev/null && [ $i -lt 200 ]; do sleep 0.1; i=$((i+1)); done
+            fi
+            rm -rf '\(cluster.directory)'
+            """
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/bin/sh")
+        p.arguments = ["-c", script]
+        p.standardInput = FileHandle.nullDevice
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        try? p.run()
     }
 }

@@ -9,12 +9,16 @@
 public enum RelayBackendKind: String, Sendable, Hashable, CaseIterable, CustomStringConvertible {
     /// `RelaySQLiteDatabase`: one file in the test's temporary directory.
     case sqlite
+    /// `RelayPostgresDatabase`: a database of its own (`CREATE DATABASE`) in the test
+    /// process's cluster (`PostgresCluster.shared()`), dropped when the test ends. When
+    /// PostgreSQL cannot be started, the test fails with the cluster's reason.
+    case postgres
 
     public var description: String { rawValue }
 }
 
 public enum RelayBackends {
-    /// Every backend a storage test runs against. SQLite always runs; a backend that needs
-    /// a server (PostgreSQL, issue 17) is to be added here when the machine can run it.
+    /// Every backend a storage test runs against: SQLite and PostgreSQL, always (a machine
+    /// without PostgreSQL fails the PostgreSQL cases, saying how to install it).
     public static var all: [RelayBackendKind] { RelayBackendKind.allCases }
 }
