@@ -106,6 +106,27 @@ public final class PostgresCluster: Sendable {
         try await start()
     }
 
+    /// The URL of another database of this cluster.
+    public func url(database: String) -> String {
+        "postgresql:///\(database)?host=\(directory)&user=\(user)&connect_timeout=5"
+    }
+
+    /// Creates an empty database with a new name (`lnote_` and 32 hex digits) through
+    /// `psql`; returns its name and URL. Drop it with `dropDatabase`.
+    public func createDatabase() async throws -> (name: String, url: String) {
+        let name = "lnote_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+        try await run("psql", ["-h", directory, "-U", user, "-d", "postgres", "-v", "ON_ERROR_STOP=1", "-q",
+                               "-c", "CREATE DATABASE \(name)"])
+        return (name, url(database: name))
+    }
+
+    /// Drops a database, ending the sessions still connected to it. Never throws: it is
+    /// cleanup.
+    public func dropDatabase(_ name: String) async {
+        try? await run("psql", ["-h", directory, "-U", user, "-d", "postgres", "-q",
+                                "-c", "DROP DATABASE IF EXISTS \(name) WITH (FORCE)"])
+    }
+
     /// Whether the server is running (`postmaster.pid` exists).
     public var isRunning: Bool {
         FileManager.default.fileExists(atPath: dataDirectory + "/postmaster.pid")
