@@ -8,9 +8,12 @@
 //   LnoteRender       page thumbnails (rasterizer, PNG writer compressing with zlib)
 //   LnoteStore        disk: notebook folders, .lnote packages, logs, the syscall seam
 //   LnoteSQLite       a small Swift wrapper over libsqlite3 (relay store, export, baseline)
+//   LnotePostgres     a small Swift wrapper over libpq (the relay's PostgreSQL store)
 //   LnoteExport       `lnote export --sqlite`: a notebook as one verified SQLite file
 //   LnoteSync         the wire protocol, the libcurl client, folder and HTTP remotes
-//   LnoteServer       libmicrohttpd serving: peer server and SQLite relay
+//   LnoteServer       libmicrohttpd serving: peer server and relay (its storage behind
+//                     RelayDatabase, SQLite's built in)
+//   LnoteRelayPostgres the relay's PostgreSQL backend (RelayDatabase over LnotePostgres)
 //   lnote             the CLI: argument parsing and printing only
 import PackageDescription
 
@@ -59,7 +62,7 @@ let package = Package(
         .target(name: "LnoteRelayPostgres", dependencies: ["LnoteModel", "LnotePostgres", "LnoteServer"]),
         .target(name: "LnoteExport", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSQLite"]),
         .target(name: "LnoteScenario", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer"]),
-        .executableTarget(name: "lnote", dependencies: ["CLnoteSyscalls", "LnoteModel", "LnoteReplication", "LnoteRender", "LnoteStore", "LnoteSync", "LnoteServer", "LnoteSQLite", "LnoteScenario", "LnoteExport"]),
+        .executableTarget(name: "lnote", dependencies: ["CLnoteSyscalls", "LnoteModel", "LnoteReplication", "LnoteRender", "LnoteStore", "LnoteSync", "LnoteServer", "LnoteSQLite", "LnoteScenario", "LnoteExport", "LnotePostgres", "LnoteRelayPostgres"]),
         // A writer that the store's crash tests kill with SIGKILL.
         .target(name: "LnoteFuzzing", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync"]),
         .executableTarget(name: "lnote-fuzz", dependencies: ["LnoteFuzzing"]),
@@ -81,21 +84,14 @@ let package = Package(
         .testTarget(name: "LnoteScenarioTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer", "LnoteScenario", "LnoteTestSupport"]),
         .testTarget(name: "LnoteSyncTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteSync", "LnoteScenario", "LnoteFuzzing", "LnoteTestSupport"]),
         .testTarget(name: "ExamplesTests", dependencies: ["two-machines", "LnoteTestSupport"]),
-        .testTarget(name: "LnoteEndToEndTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer", "lnote", "lnote-load", "LnoteTestSupport"]),
+        .testTarget(name: "LnoteEndToEndTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer", "lnote", "lnote-load", "LnoteTestSupport", "LnotePostgres", "LnoteRelayPostgres"]),
         .testTarget(name: "LnoteSQLiteTests", dependencies: ["LnoteModel", "LnoteSQLite"]),
         .testTarget(name: "LnotePostgresTests", dependencies: ["LnoteModel", "LnotePostgres", "LnoteTestSupport"]),
         .testTarget(name: "LnoteHTTPTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer", "LnoteTestSupport"]),
         // Runs the built `lnote` binary as a subprocess (listing it here makes `swift test` build it).
-        .testTarget(name: "LnoteCLITests", dependencies: ["lnote", "LnoteModel", "LnoteReplication", "LnoteStore", "LnoteTestSupport", "CLnoteZlib"]),
+        .testTarget(name: "LnoteCLITests", dependencies: ["lnote", "LnoteModel", "LnoteReplication", "LnoteStore", "LnoteTestSupport", "CLnoteZlib", "LnotePostgres", "LnoteRelayPostgres"]),
         .testTarget(name: "LnoteExportTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSQLite", "LnoteExport", "lnote", "LnoteTestSupport"]),
-        .testTarget(name: "LnoteRelayTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteSync", "LnoteServer", "LnoteSQLite", "LnoteTestSupport"]),
+        .testTarget(name: "LnoteRelayTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteSync", "LnoteServer", "LnoteSQLite", "LnoteTestSupport", "LnotePostgres", "LnoteRelayPostgres"]),
     ],
     swiftLanguageModes: [.v6]
 )
-
-// Issue 17: the targets that reach the relay's PostgreSQL backend. Added as lines of their own
-// rather than by editing the dependency lists above, which other branches edit too.
-for target in package.targets
-where ["lnote", "LnoteRelayTests", "LnoteCLITests", "LnoteEndToEndTests"].contains(target.name) {
-    target.dependencies += ["LnoteRelayPostgres", "LnotePostgres"]
-}
