@@ -8,9 +8,12 @@
 //   LnoteRender       page thumbnails (rasterizer, PNG writer compressing with zlib)
 //   LnoteStore        disk: notebook folders, .lnote packages, logs, the syscall seam
 //   LnoteSQLite       a small Swift wrapper over libsqlite3 (relay store, export, baseline)
+//   LnotePostgres     a small Swift wrapper over libpq (the relay's PostgreSQL store)
 //   LnoteExport       `lnote export --sqlite`: a notebook as one verified SQLite file
 //   LnoteSync         the wire protocol, the libcurl client, folder and HTTP remotes
-//   LnoteServer       libmicrohttpd serving: peer server and SQLite relay
+//   LnoteServer       libmicrohttpd serving: peer server and relay (its storage behind
+//                     RelayDatabase, SQLite's built in)
+//   LnoteRelayPostgres the relay's PostgreSQL backend (RelayDatabase over LnotePostgres)
 //   lnote             the CLI: argument parsing and printing only
 import PackageDescription
 
@@ -38,6 +41,9 @@ let package = Package(
         // zlib: thumbnails' PNG compression, and the benchmark's "zlib of the naive encoding".
         .systemLibrary(name: "CLnoteZlib", pkgConfig: "zlib",
                        providers: [.apt(["zlib1g-dev"])]),
+        // libpq: the PostgreSQL client for the relay's PostgreSQL store (issue 17).
+        .systemLibrary(name: "CLnotePQ", pkgConfig: "libpq",
+                       providers: [.apt(["libpq-dev"])]),
 
         // The processor's CRC32 instruction for LnoteModel's CRC-32C (plain C, no library).
         .target(name: "CLnoteCRC32C"),
@@ -49,11 +55,14 @@ let package = Package(
         .target(name: "LnoteRender", dependencies: ["LnoteModel", "CLnoteZlib"]),
         .target(name: "LnoteStore", dependencies: ["LnoteModel", "LnoteReplication", "LnoteRender", "CLnoteSyscalls"]),
         .target(name: "LnoteSQLite", dependencies: ["LnoteModel", "CLnoteSQLite"]),
+        .target(name: "LnotePostgres", dependencies: ["LnoteModel", "CLnotePQ"]),
         .target(name: "LnoteSync", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "CLnoteCurl"]),
         .target(name: "LnoteServer", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteSQLite", "CLnoteMicroHTTPD"]),
+        // The relay's PostgreSQL backend (issue 17): RelayDatabase over LnotePostgres.
+        .target(name: "LnoteRelayPostgres", dependencies: ["LnoteModel", "LnotePostgres", "LnoteServer"]),
         .target(name: "LnoteExport", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSQLite"]),
         .target(name: "LnoteScenario", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer"]),
-        .executableTarget(name: "lnote", dependencies: ["CLnoteSyscalls", "LnoteModel", "LnoteReplication", "LnoteRender", "LnoteStore", "LnoteSync", "LnoteServer", "LnoteSQLite", "LnoteScenario", "LnoteExport"]),
+        .executableTarget(name: "lnote", dependencies: ["CLnoteSyscalls", "LnoteModel", "LnoteReplication", "LnoteRender", "LnoteStore", "LnoteSync", "LnoteServer", "LnoteSQLite", "LnoteScenario", "LnoteExport", "LnotePostgres", "LnoteRelayPostgres"]),
         // A writer that the store's crash tests kill with SIGKILL.
         .target(name: "LnoteFuzzing", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync"]),
         .executableTarget(name: "lnote-fuzz", dependencies: ["LnoteFuzzing"]),
@@ -75,13 +84,14 @@ let package = Package(
         .testTarget(name: "LnoteScenarioTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer", "LnoteScenario", "LnoteTestSupport"]),
         .testTarget(name: "LnoteSyncTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteSync", "LnoteScenario", "LnoteFuzzing", "LnoteTestSupport"]),
         .testTarget(name: "ExamplesTests", dependencies: ["two-machines", "LnoteTestSupport"]),
-        .testTarget(name: "LnoteEndToEndTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer", "lnote", "lnote-load", "LnoteTestSupport"]),
+        .testTarget(name: "LnoteEndToEndTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer", "lnote", "lnote-load", "LnoteTestSupport", "LnotePostgres", "LnoteRelayPostgres"]),
         .testTarget(name: "LnoteSQLiteTests", dependencies: ["LnoteModel", "LnoteSQLite"]),
+        .testTarget(name: "LnotePostgresTests", dependencies: ["LnoteModel", "LnotePostgres", "LnoteTestSupport"]),
         .testTarget(name: "LnoteHTTPTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer", "LnoteTestSupport"]),
         // Runs the built `lnote` binary as a subprocess (listing it here makes `swift test` build it).
-        .testTarget(name: "LnoteCLITests", dependencies: ["lnote", "LnoteModel", "LnoteReplication", "LnoteStore", "LnoteTestSupport", "CLnoteZlib"]),
+        .testTarget(name: "LnoteCLITests", dependencies: ["lnote", "LnoteModel", "LnoteReplication", "LnoteStore", "LnoteTestSupport", "CLnoteZlib", "LnotePostgres", "LnoteRelayPostgres"]),
         .testTarget(name: "LnoteExportTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSQLite", "LnoteExport", "lnote", "LnoteTestSupport"]),
-        .testTarget(name: "LnoteRelayTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteSync", "LnoteServer", "LnoteSQLite", "LnoteTestSupport"]),
+        .testTarget(name: "LnoteRelayTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteSync", "LnoteServer", "LnoteSQLite", "LnoteTestSupport", "LnotePostgres", "LnoteRelayPostgres"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -6,7 +6,7 @@ import LnoteSync
 ///
 /// The `document` argument of the asset calls is not used for storage: assets are shared
 /// by the documents of a notebook. Each call runs on the store's dispatch queue, so the
-/// blocking SQLite work stays off Swift concurrency's shared threads.
+/// blocking database work stays off Swift concurrency's shared threads.
 public struct RelayEndpoint: SyncEndpoint {
     public let store: RelayStore
     public let notebook: NotebookID

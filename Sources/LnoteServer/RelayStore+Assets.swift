@@ -1,5 +1,4 @@
 import LnoteModel
-import LnoteSQLite
 
 /// Assets are content-addressed and stored once per notebook: an asset uploaded for one
 /// document serves every document of the notebook ([SYNC-8]).
@@ -7,9 +6,9 @@ extension RelayStore {
     /// Which of `ids` the notebook lacks, in the order given (duplicates kept).
     /// - Throws: `.notFound` for an unknown notebook.
     public func missingAssets(_ ids: [AssetID], notebook: NotebookID) throws -> [AssetID] {
-        try db.transaction(.deferred) {
-            let (nb, _) = try row(of: notebook)
-            return try ids.filter { !(try hasAsset($0, nb: nb)) }
+        try database.transaction(.read) { tx in
+            let (nb, _) = try row(of: notebook, tx)
+            return try ids.filter { !(try hasAsset($0, nb: nb, tx)) }
         }
     }
 
@@ -22,20 +21,19 @@ extension RelayStore {
         guard AssetID.of(bytes) == id else {
             throw LnoteError(.invalidArgument, "asset bytes do not hash to \(id)")
         }
-        return try db.transaction {
-            let (nb, _) = try row(of: notebook)
-            try db.execute("INSERT OR IGNORE INTO assets (nb, id, bytes) VALUES (?1, ?2, ?3)",
-                           [.integer(nb), .text(id.description), .blob(bytes)])
-            return db.changes == 1
+        return try database.transaction(.write) { tx in
+            let (nb, _) = try row(of: notebook, tx)
+            return try tx.execute("INSERT INTO assets (nb, id, bytes) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING",
+                                  [.integer(nb), .text(id.description), .blob(bytes)]) == 1
         }
     }
 
     /// An asset's bytes.
     /// - Throws: `.notFound` when the notebook or the asset does not exist.
     public func asset(_ id: AssetID, notebook: NotebookID) throws -> [UInt8] {
-        try db.transaction(.deferred) {
-            let (nb, _) = try row(of: notebook)
-            let rows = try db.query("SELECT bytes FROM assets WHERE nb = ?1 AND id = ?2", [.integer(nb), .text(id.description)])
+        try database.transaction(.read) { tx in
+            let (nb, _) = try row(of: notebook, tx)
+            let rows = try tx.query("SELECT bytes FROM assets WHERE nb = ?1 AND id = ?2", [.integer(nb), .text(id.description)])
             guard let bytes = rows.first?.first?.bytes else {
                 throw LnoteError(.notFound, "no asset \(id) in notebook \(notebook)", path: path)
             }
@@ -43,7 +41,7 @@ extension RelayStore {
         }
     }
 
-    func hasAsset(_ id: AssetID, nb: Int64) throws -> Bool {
-        !(try db.query("SELECT 1 FROM assets WHERE nb = ?1 AND id = ?2", [.integer(nb), .text(id.description)]).isEmpty)
+    func hasAsset(_ id: AssetID, nb: Int64, _ tx: any RelayTransaction) throws -> Bool {
+        !(try tx.query("SELECT 1 FROM assets WHERE nb = ?1 AND id = ?2", [.integer(nb), .text(id.description)]).isEmpty)
     }
 }

@@ -1,6 +1,5 @@
 import LnoteModel
 import LnoteReplication
-import LnoteSQLite
 import LnoteSync
 
 /// Checkpoints (`Protocol/sync-protocol.md` §5): at most one per log, the newest, and only
@@ -35,22 +34,22 @@ extension RelayStore {
             throw LnoteError(.limitExceeded, "checkpoint snapshot of \(checkpoint.snapshot.count) bytes exceeds \(Checkpoint.maxSnapshotSize)")
         }
         let state = try Self.decodedState(of: checkpoint)
-        return try db.transaction {
-            let (nb, _) = try row(of: notebook)
+        return try database.transaction(.write) { tx in
+            let (nb, _) = try row(of: notebook, tx)
             let log = checkpoint.log
-            let key: [SQLiteValue] = [.integer(nb), .blob(log.document.uuid.bytes), Self.pageColumn(log)]
-            try checkCovered(checkpoint, nb: nb)
-            let rows = try db.query("SELECT clock, snapshot FROM checkpoints WHERE nb = ?1 AND document = ?2 AND page = ?3", key)
+            let key: [RelayValue] = [.integer(nb), .blob(log.document.uuid.bytes), Self.pageColumn(log)]
+            try checkCovered(checkpoint, nb: nb, tx)
+            let rows = try tx.query("SELECT clock, snapshot FROM checkpoints WHERE nb = ?1 AND document = ?2 AND page = ?3", key)
             var base: Checkpoint?
             if let r = rows.first {
                 let held = Checkpoint(log: log, clock: try decodeClock(r[0]), snapshot: r[1].bytes ?? [])
                 guard Self.replaces(checkpoint, held) else { return false }
                 if checkpoint.clock.covers(held.clock) { base = held }
             }
-            try verify(checkpoint, state: state, nb: nb, from: base)
+            try verify(checkpoint, state: state, nb: nb, from: base, tx)
             var w = ByteWriter()
             ElementCodec.encode(checkpoint.clock, into: &w)
-            try db.execute("""
+            try tx.execute("""
                 INSERT INTO checkpoints (nb, document, page, clock, snapshot, uploaded) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
                 ON CONFLICT (nb, document, page) DO UPDATE
                 SET clock = excluded.clock, snapshot = excluded.snapshot, uploaded = excluded.uploaded
@@ -62,9 +61,9 @@ extension RelayStore {
     /// The checkpoints held for the notebook, sorted by log.
     /// - Throws: `.notFound` for an unknown notebook.
     public func checkpoints(notebook: NotebookID) throws -> [Checkpoint] {
-        try db.transaction(.deferred) {
-            let (nb, _) = try row(of: notebook)
-            return try db.query("SELECT document, page, clock, snapshot FROM checkpoints WHERE nb = ?1", [.integer(nb)])
+        try database.transaction(.read) { tx in
+            let (nb, _) = try row(of: notebook, tx)
+            return try tx.query("SELECT document, page, clock, snapshot FROM checkpoints WHERE nb = ?1", [.integer(nb)])
                 .map { r in
                     Checkpoint(log: try Self.logRef(document: r[0], page: r[1], path: path), clock: try decodeClock(r[2]),
                                snapshot: r[3].bytes ?? [])
@@ -106,16 +105,13 @@ extension RelayStore {
     }
 
     /// Throws unless the relay holds every operation the checkpoint's clock covers.
-    func checkCovered(_ checkpoint: Checkpoint, nb: Int64) throws {
+    func checkCovered(_ checkpoint: Checkpoint, nb: Int64, _ tx: any RelayTransaction) throws {
         let log = checkpoint.log
-        let q = try db.prepare("SELECT head FROM chains WHERE nb = ?1 AND document = ?2 AND page = ?3 AND replica = ?4")
-        defer { q.finalize() }
+        let q = try tx.prepare("SELECT head FROM chains WHERE nb = ?1 AND document = ?2 AND page = ?3 AND replica = ?4")
         for e in checkpoint.clock.entries {
-            try q.reset()
-            try q.bind([.integer(nb), .blob(log.document.uuid.bytes), Self.pageColumn(log),
-                        .integer(Int64(bitPattern: e.replica.rawValue))])
-            let head = try q.step() ? UInt64(max(0, try q.int64(at: 0))) : 0
-            try q.reset()
+            let r = try q.first([.integer(nb), .blob(log.document.uuid.bytes), Self.pageColumn(log),
+                                 .integer(Int64(bitPattern: e.replica.rawValue))])
+            let head = r.map { UInt64(max(0, $0[0].int64 ?? 0)) } ?? 0
             guard head >= e.counter else {
                 throw ServerRefusal.badCheckpoint(log, "its clock \(checkpoint.clock) covers operations the relay does not hold: "
                                                       + "it holds those of \(e.replica) up to \(head), not \(e.counter)")
@@ -125,7 +121,8 @@ extension RelayStore {
 
     /// Replays the operations of the checkpoint's log its clock covers (those not covered
     /// by `base`'s clock, from `base`'s state) and throws unless the result is `state`.
-    func verify(_ checkpoint: Checkpoint, state: PageState, nb: Int64, from base: Checkpoint?) throws {
+    func verify(_ checkpoint: Checkpoint, state: PageState, nb: Int64, from base: Checkpoint?,
+                _ tx: any RelayTransaction) throws {
         let log = checkpoint.log
         var replica: PageReplica
         if let base {
@@ -133,29 +130,27 @@ extension RelayStore {
         } else {
             replica = PageReplica(page: state.page)
         }
-        let q = try db.prepare("""
+        let q = try tx.prepare("""
             SELECT counter, frame FROM ops WHERE nb = ?1 AND document = ?2 AND page = ?3 AND replica = ?4
             AND counter > ?5 AND counter <= ?6 ORDER BY counter
             """)
-        defer { q.finalize() }
         var ops: [Op] = []
         for e in checkpoint.clock.entries {
             let from = replica.clock[e.replica]
             guard e.counter > from else { continue }
-            try q.reset()
-            try q.bind([.integer(nb), .blob(log.document.uuid.bytes), Self.pageColumn(log),
-                        .integer(Int64(bitPattern: e.replica.rawValue)), .integer(Int64(clamping: from)),
-                        .integer(Int64(clamping: e.counter))])
-            while try q.step() {
-                let counter = try q.int64(at: 0)
+            try q.forEach([.integer(nb), .blob(log.document.uuid.bytes), Self.pageColumn(log),
+                           .integer(Int64(bitPattern: e.replica.rawValue)), .integer(Int64(clamping: from)),
+                           .integer(Int64(clamping: e.counter))]) { r in
+                let counter = r[0].int64 ?? 0
                 do {
-                    let frames = try Frame.decodeAll(try q.blob(at: 1) ?? [], path: path)
+                    let frames = try Frame.decodeAll(r[1].bytes ?? [], path: path)
                     guard frames.count == 1 else { throw LnoteError(.corrupt, "\(frames.count) frames in one row", path: path) }
                     ops.append(try OperationCodec.decode(frames[0], path: path))
                 } catch let error as LnoteError {
                     throw ServerRefusal.badCheckpoint(log, "operation \(e.replica).\(counter) held by the relay is refused "
                                                           + "(\(error)); see `lnote relay quarantine list`")
                 }
+                return true
             }
         }
         do { _ = try replica.receive(ops) } catch let error as LnoteError {
@@ -195,29 +190,29 @@ extension RelayStore {
     /// Checks every checkpoint held (a store upgraded from a version that stored them
     /// unchecked) and deletes those [SYNC-59] refuses.
     /// - Returns: how many were deleted.
-    func dropUnverifiableCheckpoints() throws -> Int {
-        let rows = try db.query("SELECT rowid, nb, document, page, clock, snapshot FROM checkpoints")
+    func dropUnverifiableCheckpoints(_ tx: any RelayTransaction) throws -> Int {
+        let rows = try tx.query("SELECT nb, document, page, clock, snapshot FROM checkpoints")
         var dropped = 0
         for r in rows {
-            guard let nb = r[1].int64 else { continue }
+            guard let nb = r[0].int64 else { continue }
             do {
-                let checkpoint = Checkpoint(log: try Self.logRef(document: r[2], page: r[3], path: path),
-                                            clock: try decodeClock(r[4]), snapshot: r[5].bytes ?? [])
+                let checkpoint = Checkpoint(log: try Self.logRef(document: r[1], page: r[2], path: path),
+                                            clock: try decodeClock(r[3]), snapshot: r[4].bytes ?? [])
                 let state = try Self.decodedState(of: checkpoint)
-                try checkCovered(checkpoint, nb: nb)
-                try verify(checkpoint, state: state, nb: nb, from: nil)
+                try checkCovered(checkpoint, nb: nb, tx)
+                try verify(checkpoint, state: state, nb: nb, from: nil, tx)
+                continue
             } catch is ServerRefusal {
-                try db.execute("DELETE FROM checkpoints WHERE rowid = ?1", [r[0]])
-                dropped += 1
             } catch let e as LnoteError where e.code == .corrupt || e.code == .truncated {
-                try db.execute("DELETE FROM checkpoints WHERE rowid = ?1", [r[0]])
-                dropped += 1
             }
+            // (nb, document, page) is the table's UNIQUE key.
+            try tx.execute("DELETE FROM checkpoints WHERE nb = ?1 AND document = ?2 AND page = ?3", [r[0], r[1], r[2]])
+            dropped += 1
         }
         return dropped
     }
 
-    private func decodeClock(_ v: SQLiteValue) throws -> VectorClock {
+    private func decodeClock(_ v: RelayValue) throws -> VectorClock {
         var r = ByteReader(v.bytes ?? [], path: path)
         let c = try ElementCodec.decodeClock(&r)
         try r.expectEnd("checkpoint clock")

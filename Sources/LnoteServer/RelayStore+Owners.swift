@@ -1,5 +1,4 @@
 import LnoteModel
-import LnoteSQLite
 
 /// A replica id of a notebook and the device that owns it ([SYNC-57]).
 public struct ReplicaOwner: Sendable, Equatable {
@@ -22,9 +21,9 @@ extension RelayStore {
     /// The owners of the notebook's replica ids, sorted by replica id.
     /// - Throws: `.notFound` for an unknown notebook.
     public func owners(notebook: NotebookID) throws -> [ReplicaOwner] {
-        try db.transaction(.deferred) {
-            let (nb, _) = try row(of: notebook)
-            return try db.query("SELECT replica, device, since FROM owners WHERE nb = ?1", [.integer(nb)]).map { r in
+        try database.transaction(.read) { tx in
+            let (nb, _) = try row(of: notebook, tx)
+            return try tx.query("SELECT replica, device, since FROM owners WHERE nb = ?1", [.integer(nb)]).map { r in
                 guard let rep = r[0].int64, let device = r[1].string else {
                     throw LnoteError(.corrupt, "malformed owner row in the relay store", path: path)
                 }
@@ -36,31 +35,27 @@ extension RelayStore {
 
     /// Looks owners up, each replica once per write.
     final class OwnerCache {
-        let query: SQLiteDatabase.Statement
+        let query: any RelayStatement
         let nb: Int64
         var known: [ReplicaID: String?] = [:]
 
-        init(_ db: SQLiteDatabase, nb: Int64) throws {
-            query = try db.prepare("SELECT device FROM owners WHERE nb = ?1 AND replica = ?2")
+        init(_ tx: any RelayTransaction, nb: Int64) throws {
+            query = try tx.prepare("SELECT device FROM owners WHERE nb = ?1 AND replica = ?2")
             self.nb = nb
         }
 
-        func finalize() { query.finalize() }
-
         func owner(of replica: ReplicaID) throws -> String? {
             if let k = known[replica] { return k }
-            try query.reset()
-            try query.bind([.integer(nb), .integer(Int64(bitPattern: replica.rawValue))])
-            let device = try query.step() ? try query.string(at: 0) : nil
-            try query.reset()
+            let device = try query.first([.integer(nb), .integer(Int64(bitPattern: replica.rawValue))])?[0].string
             known[replica] = .some(device)
             return device
         }
     }
 
-    /// Records `device` as the owner of `replica` unless the replica has one.
-    func claim(_ replica: ReplicaID, by device: String, nb: Int64) throws {
-        try db.execute("INSERT OR IGNORE INTO owners (nb, replica, device, since) VALUES (?1, ?2, ?3, ?4)",
+    /// Records `device` as the owner of `replica` unless the replica has one (the key
+    /// decides when two processes claim it at once).
+    func claim(_ replica: ReplicaID, by device: String, nb: Int64, _ tx: any RelayTransaction) throws {
+        try tx.execute("INSERT INTO owners (nb, replica, device, since) VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING",
                        [.integer(nb), .integer(Int64(bitPattern: replica.rawValue)), .text(device), .integer(Self.now())])
     }
 }

@@ -1,6 +1,5 @@
 import LnoteModel
 import LnoteReplication
-import LnoteSQLite
 import LnoteSync
 
 /// An operation a relay holds that the validator refuses ([SYNC-60]): stored by a version
@@ -41,23 +40,21 @@ extension RelayStore {
     /// Every operation the relay holds that the validator refuses ([SYNC-60]), in change
     /// order. Reads the whole store.
     public func quarantine() throws -> [QuarantinedOperation] {
-        try db.transaction(.deferred) {
-            let q = try db.prepare("""
+        try database.transaction(.read) { tx in
+            var out: [QuarantinedOperation] = []
+            try tx.prepare("""
                 SELECT o.seq, n.id, o.document, o.page, o.replica, o.counter, o.frame
                 FROM ops o JOIN notebooks n ON n.nb = o.nb ORDER BY o.seq
-                """)
-            defer { q.finalize() }
-            var out: [QuarantinedOperation] = []
-            while try q.step() {
-                let row = try q.row()
+                """).forEach([]) { row in
                 if let found = try quarantined(row) { out.append(found) }
+                return true
             }
             return out
         }
     }
 
     /// One row of `SELECT seq, notebook id, document, page, replica, counter, frame`, when refused.
-    private func quarantined(_ r: [SQLiteValue]) throws -> QuarantinedOperation? {
+    private func quarantined(_ r: [RelayValue]) throws -> QuarantinedOperation? {
         guard let seq = r[0].int64, let nb = r[1].string.flatMap(NotebookID.init), let rep = r[4].int64,
               let counter = r[5].int64 else {
             throw LnoteError(.corrupt, "malformed operation row in the relay store", path: path)
@@ -82,11 +79,11 @@ extension RelayStore {
     ///   and `log`). Nothing is deleted when it throws.
     @discardableResult
     public func dropQuarantined(_ ids: [OpID], notebook: NotebookID? = nil, log: LogRef? = nil) throws -> [QuarantinedOperation] {
-        try db.transaction {
+        try database.transaction(.write) { tx in
             var filter = ""
-            var bindings: [SQLiteValue] = []
+            var bindings: [RelayValue] = []
             if let notebook {
-                let (nb, _) = try row(of: notebook)
+                let (nb, _) = try row(of: notebook, tx)
                 filter += " AND o.nb = ?3"
                 bindings.append(.integer(nb))
             }
@@ -99,7 +96,7 @@ extension RelayStore {
                 guard let counter = Int64(exactly: id.counter) else {
                     throw LnoteError(.notFound, "no operation \(id) in the relay store", path: path)
                 }
-                let rows = try db.query("""
+                let rows = try tx.query("""
                     SELECT o.seq, n.id, o.document, o.page, o.replica, o.counter, o.frame, o.nb
                     FROM ops o JOIN notebooks n ON n.nb = o.nb WHERE o.replica = ?1 AND o.counter = ?2
                     """ + filter, [.integer(Int64(bitPattern: id.replica.rawValue)), .integer(counter)] + bindings)
@@ -118,9 +115,9 @@ extension RelayStore {
                                         + "give --notebook and --log", path: path)
                 }
                 guard let nb = r[7].int64 else { throw LnoteError(.corrupt, "malformed operation row", path: path) }
-                try db.execute("DELETE FROM ops WHERE seq = ?1", [.integer(found.sequence)])
-                try rebuildChain(nb: nb, log: found.log, replica: found.id.replica)
-                try dropCheckpoints(covering: found.id, in: found.log, nb: nb)
+                try tx.execute("DELETE FROM ops WHERE seq = ?1", [.integer(found.sequence)])
+                try rebuildChain(nb: nb, log: found.log, replica: found.id.replica, tx)
+                try dropCheckpoints(covering: found.id, in: found.log, nb: nb, tx)
                 dropped.append(found)
             }
             return dropped
@@ -128,12 +125,15 @@ extension RelayStore {
     }
 
     /// Deletes the checkpoint of `log` when its clock covers `id`.
-    private func dropCheckpoints(covering id: OpID, in log: LogRef, nb: Int64) throws {
-        let key: [SQLiteValue] = [.integer(nb), .blob(log.document.uuid.bytes), Self.pageColumn(log)]
-        for r in try db.query("SELECT rowid, clock FROM checkpoints WHERE nb = ?1 AND document = ?2 AND page = ?3", key) {
-            var reader = ByteReader(r[1].bytes ?? [], path: path)
+    private func dropCheckpoints(covering id: OpID, in log: LogRef, nb: Int64, _ tx: any RelayTransaction) throws {
+        // (nb, document, page) is the table's UNIQUE key: one checkpoint per log.
+        let key: [RelayValue] = [.integer(nb), .blob(log.document.uuid.bytes), Self.pageColumn(log)]
+        for r in try tx.query("SELECT clock FROM checkpoints WHERE nb = ?1 AND document = ?2 AND page = ?3", key) {
+            var reader = ByteReader(r[0].bytes ?? [], path: path)
             let clock = try? ElementCodec.decodeClock(&reader)
-            if clock?.covers(id) ?? true { try db.execute("DELETE FROM checkpoints WHERE rowid = ?1", [r[0]]) }
+            if clock?.covers(id) ?? true {
+                try tx.execute("DELETE FROM checkpoints WHERE nb = ?1 AND document = ?2 AND page = ?3", key)
+            }
         }
     }
 }

@@ -1,6 +1,5 @@
 import LnoteModel
 import LnoteReplication
-import LnoteSQLite
 import LnoteSync
 
 /// One operation of a log, for "skip what the client just pushed".
@@ -89,12 +88,12 @@ extension RelayStore {
             }
         }
 
-        let (answer, issued): (SyncResponse, UInt64) = try db.transaction {
-            let (nb, epoch) = try row(of: notebook)
+        let (answer, issued): (SyncResponse, Int64) = try database.transaction(.write) { tx in
+            let (nb, epoch) = try row(of: notebook, tx)
             var present = Set<AssetID>()
             for x in incoming {
                 for asset in x.op.referencedAssets where !present.contains(asset) {
-                    guard try hasAsset(asset, nb: nb) else {
+                    guard try hasAsset(asset, nb: nb, tx) else {
                         throw SyncRefusal.assetMissing(asset, operation: x.op.id, log: x.log)
                     }
                     present.insert(asset)
@@ -106,37 +105,35 @@ extension RelayStore {
             enum Fate { case new, duplicate, fork(held: [UInt8]) }
             var fates: [Fate] = []
             fates.reserveCapacity(incoming.count)
-            if !incoming.isEmpty {
-                let held = try db.prepare("""
+            func key(_ x: Incoming) -> [RelayValue] {
+                [.integer(nb), .blob(x.log.document.uuid.bytes), Self.pageColumn(x.log),
+                 .integer(Int64(bitPattern: x.op.id.replica.rawValue)), .integer(Int64(x.op.id.counter))]
+            }
+            func heldHash(_ x: Incoming) throws -> [UInt8]? {
+                try tx.query("""
                     SELECT hash FROM ops WHERE nb = ?1 AND document = ?2 AND page = ?3 AND replica = ?4 AND counter = ?5
-                    """)
-                defer { held.finalize() }
+                    """, key(x)).first.map { $0[0].bytes ?? [] }
+            }
+            if !incoming.isEmpty {
                 var inPush: [LoggedOpID: [UInt8]] = [:]
                 for x in incoming {
-                    let key = LoggedOpID(log: x.log, id: x.op.id)
-                    var holding = inPush[key]
-                    if holding == nil {
-                        try held.reset()
-                        try held.bind([.integer(nb), .blob(x.log.document.uuid.bytes), Self.pageColumn(x.log),
-                                       .integer(Int64(bitPattern: x.op.id.replica.rawValue)), .integer(Int64(x.op.id.counter))])
-                        if try held.step() { holding = try held.blob(at: 0) ?? [] }
-                        try held.reset()
-                    }
+                    let id = LoggedOpID(log: x.log, id: x.op.id)
+                    var holding = inPush[id]
+                    if holding == nil { holding = try heldHash(x) }
                     if let h = holding {
                         fates.append(h == x.hash ? .duplicate : .fork(held: h))
                     } else {
                         fates.append(.new)
-                        inPush[key] = x.hash
+                        inPush[id] = x.hash
                         continue
                     }
-                    inPush[key] = holding
+                    inPush[id] = holding
                 }
             }
 
             // [SYNC-57] Owners: checked before anything is written.
             if let device, !incoming.isEmpty {
-                let owners = try OwnerCache(db, nb: nb)
-                defer { owners.finalize() }
+                let owners = try OwnerCache(tx, nb: nb)
                 for (x, fate) in zip(incoming, fates) {
                     if case .duplicate = fate { continue }
                     if let owner = try owners.owner(of: x.op.id.replica), owner != device {
@@ -148,71 +145,82 @@ extension RelayStore {
             var accepted: UInt64 = 0
             var forks: [ForkReport] = []
             var claims = false
-            if !incoming.isEmpty {
-                let insert = try db.prepare("""
-                    INSERT INTO ops (nb, document, page, replica, counter, frame, hash)
-                    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-                    """)
-                defer { insert.finalize() }
-                struct Group: Hashable {
-                    var log: LogRef
-                    var replica: ReplicaID
-                }
-                var touched = Set<Group>()
-                var seenForks = Set<LoggedOpID>()
-                for (x, fate) in zip(incoming, fates) {
-                    switch fate {
-                    case .new:
-                        try insert.run([.integer(nb), .blob(x.log.document.uuid.bytes), Self.pageColumn(x.log),
-                                        .integer(Int64(bitPattern: x.op.id.replica.rawValue)),
-                                        .integer(Int64(x.op.id.counter)), .blob(x.frame.encoded), .blob(x.hash)])
-                        accepted += 1
-                        touched.insert(Group(log: x.log, replica: x.op.id.replica))
-                    case .duplicate:
-                        break
-                    case .fork(let h):
-                        if forks.count < SyncCodec.maxRanges, seenForks.insert(LoggedOpID(log: x.log, id: x.op.id)).inserted {
-                            forks.append(ForkReport(log: x.log, id: x.op.id, held: h))
-                        }
-                        continue
+            var lastSequence: Int64 = 0
+            let newCount = fates.count { if case .new = $0 { true } else { false } }
+            var sequence = newCount > 0 ? try database.allocateSequences(newCount, tx) : 0
+            struct Group: Hashable {
+                var log: LogRef
+                var replica: ReplicaID
+            }
+            var touched = Set<Group>()
+            var seenForks = Set<LoggedOpID>()
+            for (x, var fate) in zip(incoming, fates) {
+                if case .new = fate {
+                    // The UNIQUE key, not the lookup above, decides: an operation another
+                    // process stored since (a database shared by several relays) is not
+                    // stored twice, and is then a duplicate or a fork like any held one.
+                    let stored = try tx.execute("""
+                        INSERT INTO ops (seq, nb, document, page, replica, counter, frame, hash)
+                        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT DO NOTHING
+                        """, [.integer(sequence)] + key(x) + [.blob(x.frame.encoded), .blob(x.hash)])
+                    if stored == 1 {
+                        lastSequence = sequence
+                    } else if let h = try heldHash(x) {
+                        fate = h == x.hash ? .duplicate : .fork(held: h)
+                    } else {
+                        throw LnoteError(.database, "operation \(x.op.id) in \(x.log) was neither stored nor found", path: path)
                     }
-                    if x.op.id.replica == request.replica { claims = true }
+                    sequence += 1
                 }
-                if !touched.isEmpty {
-                    let chains = try ChainWriter(db)
-                    defer { chains.finalize() }
-                    for g in touched {
-                        try chains.advance(nb: nb, document: g.log.document.uuid.bytes, page: g.log.page?.uuid.bytes ?? [],
-                                           replica: Int64(bitPattern: g.replica.rawValue), path: path)
+                switch fate {
+                case .new:
+                    accepted += 1
+                    touched.insert(Group(log: x.log, replica: x.op.id.replica))
+                case .duplicate:
+                    break
+                case .fork(let h):
+                    if forks.count < SyncCodec.maxRanges, seenForks.insert(LoggedOpID(log: x.log, id: x.op.id)).inserted {
+                        forks.append(ForkReport(log: x.log, id: x.op.id, held: h))
                     }
+                    continue
+                }
+                if x.op.id.replica == request.replica { claims = true }
+            }
+            if !touched.isEmpty {
+                let chains = try ChainWriter(tx)
+                for g in touched {
+                    try chains.advance(nb: nb, document: g.log.document.uuid.bytes, page: g.log.page?.uuid.bytes ?? [],
+                                       replica: Int64(bitPattern: g.replica.rawValue), path: path)
                 }
             }
-            if let device, claims { try claim(request.replica, by: device, nb: nb) }
+            if let device, claims { try claim(request.replica, by: device, nb: nb, tx) }
+            if accepted > 0 { try database.publishChange(of: notebook, tx) }
 
-            let cursor = try self.cursor(nb)
+            let cursor = try self.cursor(nb, tx)
             var answer = SyncResponse(epoch: epoch, cursor: cursor, accepted: accepted, pull: [], forks: forks)
-            if request.digests != nil { answer.digests = try digests(nb: nb) }
-            if let ranges = request.hashRanges { answer.hashes = try hashes(nb: nb, ranges: ranges, budget: hashBudget) }
+            if request.digests != nil { answer.digests = try digests(nb: nb, tx) }
+            if let ranges = request.hashRanges { answer.hashes = try hashes(nb: nb, ranges: ranges, budget: hashBudget, tx) }
             let reserved = Self.encodedSize(digests: answer.digests, hashes: answer.hashes, forks: forks)
             if let have = request.have {
                 let theirs = Dictionary(have.map { ($0.log, $0.clock) }, uniquingKeysWith: { $0.merged($1) })
                 let (pull, clocks, at) = try pullNotCovered(nb: nb, theirs: theirs, skipping: pushed, cursor: cursor,
-                                                            reserved: reserved)
+                                                            reserved: reserved, tx)
                 answer.pull = pull
                 answer.clocks = clocks
                 answer.cursor = at
             } else if request.epoch == epoch, request.cursor <= cursor {
-                let (pull, at) = try pullSince(nb: nb, since: request.cursor, skipping: pushed, cursor: cursor, reserved: reserved)
+                let (pull, at) = try pullSince(nb: nb, since: request.cursor, skipping: pushed, cursor: cursor,
+                                               reserved: reserved, tx)
                 answer.pull = pull
                 answer.cursor = at
             } else {
                 answer.resync = true
             }
-            return (answer, accepted > 0 ? try Self.issuedSequence(db) : 0)
+            return (answer, lastSequence)
         }
         // [SYNC-58] No answer carries a sequence the mark does not hold.
         if answer.accepted > 0 {
-            try mark?.advance(to: issued)
+            try database.issued(through: issued)
             // [SYNC-72] Long polls held for this notebook look again.
             observers.notify(notebook)
         }
@@ -231,9 +239,9 @@ extension RelayStore {
     /// The server's clock of every log of the notebook: per replica, the greatest counter
     /// `c` such that every counter 1...c is stored ([SYNC-3]: never claim a missing one).
     public func clocks(notebook: NotebookID) throws -> [LogClock] {
-        try db.transaction(.deferred) {
-            let (nb, _) = try row(of: notebook)
-            let heads = try replicaHeads(nb)
+        try database.transaction(.read) { tx in
+            let (nb, _) = try row(of: notebook, tx)
+            let heads = try replicaHeads(nb, tx)
             return Self.clocks(from: heads)
         }
     }
@@ -255,15 +263,13 @@ extension RelayStore {
     /// counter equals its count has no gap: its head is that counter. Only a group with a
     /// gap (rare: a client pushed an operation it held without its predecessors) is walked
     /// in counter order up to its first gap. Both queries read only the UNIQUE index.
-    func replicaHeads(_ nb: Int64) throws -> [ReplicaHead] {
-        let rows = try db.query("""
+    func replicaHeads(_ nb: Int64, _ tx: any RelayTransaction) throws -> [ReplicaHead] {
+        let rows = try tx.query("""
             SELECT document, page, replica, count(*), max(counter) FROM ops WHERE nb = ?1
             GROUP BY document, page, replica
             """, [.integer(nb)])
         var heads: [ReplicaHead] = []
         heads.reserveCapacity(rows.count)
-        var walk: SQLiteDatabase.Statement?
-        defer { walk?.finalize() }
         for r in rows {
             guard let d = r[0].bytes, let p = r[1].bytes, let rep = r[2].int64, let count = r[3].int64,
                   let top = r[4].int64 else {
@@ -271,17 +277,16 @@ extension RelayStore {
             }
             var head = UInt64(top)
             if count != top {
-                if walk == nil {
-                    walk = try db.prepare("""
-                        SELECT counter FROM ops WHERE nb = ?1 AND document = ?2 AND page = ?3 AND replica = ?4
-                        ORDER BY counter
-                        """)
-                }
-                let q = walk!
-                try q.reset()
-                try q.bind([.integer(nb), .blob(d), .blob(p), .integer(rep)])
+                let walk = try tx.prepare("""
+                    SELECT counter FROM ops WHERE nb = ?1 AND document = ?2 AND page = ?3 AND replica = ?4
+                    ORDER BY counter
+                    """)
                 head = 0
-                while try q.step(), try q.int64(at: 0) == Int64(head) + 1 { head += 1 }
+                try walk.forEach([.integer(nb), .blob(d), .blob(p), .integer(rep)]) { row in
+                    guard row[0].int64 == Int64(head) + 1 else { return false }
+                    head += 1
+                    return true
+                }
             }
             heads.append(ReplicaHead(log: try Self.logRef(document: r[0], page: r[1], path: path), document: d, page: p,
                                      replica: rep, head: head, top: UInt64(top)))
@@ -299,8 +304,9 @@ extension RelayStore {
 
     /// The answer to `have`: stored operations the client's clocks do not cover.
     func pullNotCovered(nb: Int64, theirs: [LogRef: VectorClock], skipping pushed: Set<LoggedOpID>,
-                        cursor: UInt64, reserved: Int = 0) throws -> (pull: [LogBatch], clocks: [LogClock], cursor: UInt64) {
-        let heads = try replicaHeads(nb)
+                        cursor: UInt64, reserved: Int = 0,
+                        _ tx: any RelayTransaction) throws -> (pull: [LogBatch], clocks: [LogClock], cursor: UInt64) {
+        let heads = try replicaHeads(nb, tx)
         let clocks = Self.clocks(from: heads)
         var clocksWriter = ByteWriter()
         SyncCodec.encodeClocksForSize(clocks, into: &clocksWriter)
@@ -311,33 +317,32 @@ extension RelayStore {
             var size: Int
         }
         var candidates: [Candidate] = []
-        let select = try db.prepare("""
+        let select = try tx.prepare("""
             SELECT seq, counter, length(frame) FROM ops
             WHERE nb = ?1 AND document = ?2 AND page = ?3 AND replica = ?4 AND counter > ?5
             """)
-        defer { select.finalize() }
         for h in heads {
             let known = theirs[h.log]?[ReplicaID(UInt64(bitPattern: h.replica))] ?? 0
             guard h.top > known else { continue }
-            try select.reset()
-            try select.bind([.integer(nb), .blob(h.document), .blob(h.page), .integer(h.replica),
-                             .integer(Int64(clamping: known))])
-            while try select.step() {
-                let id = OpID(replica: ReplicaID(UInt64(bitPattern: h.replica)), counter: UInt64(try select.int64(at: 1)))
-                if pushed.contains(LoggedOpID(log: h.log, id: id)) { continue }
-                candidates.append(Candidate(seq: try select.int64(at: 0), log: h.log, size: Int(try select.int64(at: 2))))
+            try select.forEach([.integer(nb), .blob(h.document), .blob(h.page), .integer(h.replica),
+                                .integer(Int64(clamping: known))]) { r in
+                guard let seq = r[0].int64, let counter = r[1].int64, let size = r[2].int64 else {
+                    throw LnoteError(.corrupt, "malformed operation row in the relay store", path: path)
+                }
+                let id = OpID(replica: ReplicaID(UInt64(bitPattern: h.replica)), counter: UInt64(counter))
+                if !pushed.contains(LoggedOpID(log: h.log, id: id)) {
+                    candidates.append(Candidate(seq: seq, log: h.log, size: Int(size)))
+                }
+                return true
             }
         }
         candidates.sort { $0.seq < $1.seq }
 
         var acc = PullAccumulator(limit: pullLimit - clocksWriter.count - reserved, path: path)
-        let frame = try db.prepare("SELECT frame FROM ops WHERE seq = ?1")
-        defer { frame.finalize() }
+        let frame = try tx.prepare("SELECT frame FROM ops WHERE seq = ?1")
         for c in candidates {
             guard acc.fits(c.log, size: c.size) else { break }
-            try frame.reset()
-            try frame.bind([.integer(c.seq)])
-            guard try frame.step(), let bytes = try frame.blob(at: 0) else {
+            guard let bytes = try frame.first([.integer(c.seq)])?[0].bytes else {
                 throw LnoteError(.corrupt, "operation \(c.seq) vanished during a read", path: path)
             }
             try acc.add(c.log, bytes, seq: c.seq)
@@ -347,34 +352,35 @@ extension RelayStore {
 
     /// The steady-state answer: operations stored after `since`, in sequence order.
     func pullSince(nb: Int64, since: UInt64, skipping pushed: Set<LoggedOpID>,
-                   cursor: UInt64, reserved: Int = 0) throws -> (pull: [LogBatch], cursor: UInt64) {
-        let q = try db.prepare("""
+                   cursor: UInt64, reserved: Int = 0, _ tx: any RelayTransaction) throws -> (pull: [LogBatch], cursor: UInt64) {
+        let q = try tx.prepare("""
             SELECT seq, document, page, replica, counter, frame FROM ops
             WHERE nb = ?1 AND seq > ?2 ORDER BY seq
             """)
-        defer { q.finalize() }
-        try q.bind([.integer(nb), .integer(Int64(clamping: since))])
         var acc = PullAccumulator(limit: pullLimit - reserved, path: path)
         var logs: [[UInt8]: LogRef] = [:]
-        while try q.step() {
-            let seq = try q.int64(at: 0)
-            let d = try q.value(at: 1), p = try q.value(at: 2)
+        try q.forEach([.integer(nb), .integer(Int64(clamping: since))]) { r in
+            guard let seq = r[0].int64, let replica = r[3].int64, let counter = r[4].int64 else {
+                throw LnoteError(.corrupt, "malformed operation row in the relay store", path: path)
+            }
+            let d = r[1], p = r[2]
             let key = (d.bytes ?? []) + (p.bytes ?? [])
             let log: LogRef
             if let l = logs[key] { log = l } else {
                 log = try Self.logRef(document: d, page: p, path: path)
                 logs[key] = log
             }
-            let id = OpID(replica: ReplicaID(UInt64(bitPattern: try q.int64(at: 3))), counter: UInt64(try q.int64(at: 4)))
+            let id = OpID(replica: ReplicaID(UInt64(bitPattern: replica)), counter: UInt64(counter))
             if pushed.contains(LoggedOpID(log: log, id: id)) {
                 acc.skip(seq: seq)
-                continue
+                return true
             }
-            guard let bytes = try q.blob(at: 5) else {
+            guard let bytes = r[5].bytes else {
                 throw LnoteError(.corrupt, "operation \(seq) has no frame", path: path)
             }
-            guard acc.fits(log, size: bytes.count) else { break }
+            guard acc.fits(log, size: bytes.count) else { return false }
             try acc.add(log, bytes, seq: seq)
+            return true
         }
         return (acc.batches, acc.truncated ? UInt64(acc.lastSeq) : cursor)
     }

@@ -1,7 +1,6 @@
 import Dispatch
 import Foundation
 import LnoteModel
-import LnoteSQLite
 import LnoteSync
 
 /// Names one notebook on a relay (the `{notebook}` of `/v1/notebooks/{notebook}`).
@@ -33,14 +32,16 @@ public struct RelayNotebookInfo: Sendable, Equatable {
 }
 
 /// The relay's storage: notebooks, their operation logs, assets, checkpoints and tokens,
-/// in one SQLite file (WAL, `synchronous = FULL`). The schema is in `RelayStore+Schema.swift`.
+/// in one database reached through a `RelayDatabase` backend: an SQLite file
+/// (`RelaySQLiteDatabase`: WAL, `synchronous = FULL`, `init(path:)`) today. The logical
+/// schema is in `RelayStore+Schema.swift`; the relay's semantics are here and in the
+/// extensions, written once for every backend.
 ///
 /// Every method that writes runs in one transaction: a method that throws changed nothing.
-/// The methods are synchronous and block on SQLite (and on fsync at each commit), so call
-/// them from a thread of your own (libmicrohttpd's handler threads are fine);
+/// The methods are synchronous and block on the database (and on fsync at each commit), so
+/// call them from a thread of your own (libmicrohttpd's handler threads are fine);
 /// `RelayEndpoint` wraps them for async callers on a dispatch queue, off Swift
-/// concurrency's shared threads. One connection serves every thread; its lock serializes
-/// calls, so readers see whole transactions.
+/// concurrency's shared threads. Readers see whole transactions.
 public final class RelayStore: Sendable {
     /// A pull (the operations of one sync answer) stops before its frames and per-log
     /// headers would exceed this many bytes; the answer's cursor then names the last
@@ -48,29 +49,29 @@ public final class RelayStore: Sendable {
     /// under the 64 MiB body limit ([SYNC-24]) for headers and clocks.
     public static let defaultPullLimit = 48 << 20
 
+    /// Names the database in errors: the SQLite file's path (`database.location`).
     public let path: String
     /// See `defaultPullLimit`.
     public let pullLimit: Int
     /// What opening the store did: a schema upgrade, new epochs after a restore ([SYNC-58]).
     public let opened: OpenReport
-    let db: SQLiteDatabase
-    /// Where `RelayEndpoint` runs the blocking calls.
+    /// The backend: every row is read and written through it.
+    public let database: any RelayDatabase
+    /// Where `RelayEndpoint` runs the blocking calls: serial, or concurrent when the backend
+    /// allows concurrent transactions (`RelayDatabase.allowsConcurrentTransactions`).
     let queue: DispatchQueue
-    /// The greatest change sequence ever issued, beside the database ([SYNC-58]); nil for
-    /// an in-memory database.
-    let mark: HighWaterMark?
     /// Told of each notebook that gained operations or a new epoch (`observeChanges`).
     let observers = ChangeObservers()
 
-    /// The high-water mark's file for the database at `path`.
-    public static func markPath(for path: String) -> String { path + ".hwm" }
+    /// The high-water mark's file for the SQLite database at `path`.
+    public static func markPath(for path: String) -> String { RelaySQLiteDatabase.markPath(for: path) }
 
-    /// Opens the relay store at `path`, creating it when missing, upgrading an older
-    /// schema, and checking the high-water mark ([SYNC-58]): when the database's change
-    /// sequence is below it (a restored copy), or the store holds operations and the mark
-    /// is missing or unreadable, every notebook gets a new epoch and the database's
-    /// sequence is raised to the mark, so sequences are never issued twice. `opened` says
-    /// what was done.
+    /// Opens the relay store in the SQLite file at `path` (`RelaySQLiteDatabase`),
+    /// creating it when missing, upgrading an older schema, and checking the high-water
+    /// mark ([SYNC-58]): when the database's change sequence is below it (a restored copy),
+    /// or the store holds operations and the mark is missing or unreadable, every notebook
+    /// gets a new epoch and the database's sequence is raised to the mark, so sequences are
+    /// never issued twice. `opened` says what was done.
     ///
     /// - Parameters:
     ///   - path: the SQLite file; its mark is `<path>.hwm`.
@@ -79,61 +80,63 @@ public final class RelayStore: Sendable {
     ///   `.invalidArgument` when the file is an SQLite database that is not a relay store;
     ///   `.database` for SQLite failures (a file that is not a database included); `.io`
     ///   when the mark cannot be written.
-    public init(path: String, pullLimit: Int = RelayStore.defaultPullLimit) throws {
+    public convenience init(path: String, pullLimit: Int = RelayStore.defaultPullLimit) throws {
         guard pullLimit > 0 else { throw LnoteError(.invalidArgument, "pull limit must be positive", path: path) }
-        self.path = path
-        self.pullLimit = pullLimit
-        let db = try SQLiteDatabase(path: path, options: .init(create: true, journalMode: .wal, synchronous: .full))
-        let inMemory = path.isEmpty || path == ":memory:" || path.hasPrefix("file::memory:")
-        var report = OpenReport()
-        var mark: HighWaterMark?
-        do {
-            // The upgrade runs through the store's own methods, on a store without a mark.
-            try RelayStore(opening: db, path: path, pullLimit: pullLimit).prepareSchema(report: &report)
-            if !inMemory {
-                let markPath = Self.markPath(for: path)
-                let m = try HighWaterMark(path: markPath)
-                mark = m
-                if m.alone {
-                    m.opened(at: try Self.checkMark(db, markPath: markPath, report: &report))
-                } else if case .mark(let held) = HighWaterMark.load(markPath) {
-                    // Another store has it open and judged it when it opened.
-                    m.opened(at: held.value)
-                } else {
-                    m.opened(at: 0)
-                }
-            }
-        } catch {
-            mark?.release()
-            try? db.close()
-            throw error
-        }
-        self.db = db
-        self.queue = DispatchQueue(label: "lnote.relay-store")
-        self.mark = mark
-        opened = report
+        try self.init(database: try RelaySQLiteDatabase(path: path), pullLimit: pullLimit)
     }
 
-    /// A store over `db` as it is, for `prepareSchema` while the real one is being opened.
-    private init(opening db: SQLiteDatabase, path: String, pullLimit: Int) {
+    /// Opens the relay store in `database`: prepares it (`RelayDatabase.open`: schema,
+    /// upgrades, the backend's checks) and starts its change feed. The store owns the
+    /// database from here: `close()` closes it, and so does a failed opening.
+    ///
+    /// - Throws: `.invalidArgument` for a pull limit that is not positive; what
+    ///   `RelayDatabase.open` throws.
+    public init(database: any RelayDatabase, pullLimit: Int = RelayStore.defaultPullLimit) throws {
+        let path = database.location
+        do {
+            guard pullLimit > 0 else { throw LnoteError(.invalidArgument, "pull limit must be positive", path: path) }
+            // The upgrade runs through the store's own methods, on a store not yet opened.
+            let opening = RelayStore(opening: database, pullLimit: pullLimit)
+            opened = try database.open(RelayOpening(
+                upgradeFromVersion1: { tx in try opening.upgradeFromVersion1(tx) },
+                resetEpochs: { tx in _ = try Self.resetAllEpochs(tx, path: path) }))
+        } catch {
+            try? database.close()
+            throw error
+        }
         self.path = path
         self.pullLimit = pullLimit
-        self.db = db
+        self.database = database
+        // A backend with one connection (SQLite) runs one call at a time: a serial queue. One
+        // with a pool (PostgreSQL) runs as many as it has connections; the pool bounds them.
+        self.queue = database.allowsConcurrentTransactions
+            ? DispatchQueue(label: "lnote.relay-store", attributes: .concurrent)
+            : DispatchQueue(label: "lnote.relay-store")
+        let observers = self.observers
+        do {
+            try database.startChangeFeed { observers.notify($0) }
+        } catch {
+            try? database.close()
+            throw error
+        }
+    }
+
+    /// A store over `database` as it is, for its upgrade while the real one is being opened.
+    private init(opening database: any RelayDatabase, pullLimit: Int) {
+        self.path = database.location
+        self.pullLimit = pullLimit
+        self.database = database
         self.queue = DispatchQueue(label: "lnote.relay-store.opening")
-        self.mark = nil
         opened = OpenReport()
     }
 
     /// Closes the database. Calls made afterwards throw `.invalidState`; closing twice
-    /// does nothing. The store that closes while no other store has the file open writes
-    /// the exact high-water mark ([SYNC-58]).
+    /// does nothing. With SQLite, the store that closes while no other store has the file
+    /// open writes the exact high-water mark ([SYNC-58]).
     /// - Throws: `.io` when the mark cannot be written (the database is closed all the
     ///   same; the next opening then treats the file as not closed cleanly).
     public func close() throws {
-        var markError: (any Error)?
-        do { try mark?.close { try Self.issuedSequence(db) } } catch { markError = error }
-        try db.close()
-        if let markError { throw markError }
+        try database.close()
     }
 
     // MARK: - Notebooks
@@ -145,36 +148,40 @@ public final class RelayStore: Sendable {
     /// - Throws: `.alreadyExists` when a notebook has that id.
     @discardableResult
     public func createNotebook(id: NotebookID = NotebookID()) throws -> NotebookID {
-        try db.transaction {
-            guard try db.query("SELECT 1 FROM notebooks WHERE id = ?1", [.text(id.description)]).isEmpty else {
+        try database.transaction(.write) { tx in
+            // The UNIQUE key decides, so that two processes creating it at once store it once.
+            let inserted = try tx.execute("""
+                INSERT INTO notebooks (id, epoch, created) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING
+                """, [.text(id.description), .integer(Int64(bitPattern: Self.randomEpoch())), .integer(Self.now())])
+            guard inserted == 1 else {
                 throw LnoteError(.alreadyExists, "notebook \(id) already exists", path: path)
             }
-            try db.execute("INSERT INTO notebooks (id, epoch, created) VALUES (?1, ?2, ?3)",
-                           [.text(id.description), .integer(Int64(bitPattern: Self.randomEpoch())), .integer(Self.now())])
             return id
         }
     }
 
     /// Every notebook, sorted by id.
     public func notebooks() throws -> [RelayNotebookInfo] {
-        try db.transaction(.deferred) {
-            try db.query("SELECT id FROM notebooks").compactMap { $0[0].string.flatMap(NotebookID.init) }
-                .sorted().map { try info(notebook: $0) }
+        try database.transaction(.read) { tx in
+            try tx.query("SELECT id FROM notebooks").compactMap { $0[0].string.flatMap(NotebookID.init) }
+                .sorted().map { try info(notebook: $0, tx) }
         }
     }
 
     /// One notebook's epoch, cursor and counts.
     /// - Throws: `.notFound` for an unknown notebook.
     public func info(notebook: NotebookID) throws -> RelayNotebookInfo {
-        try db.transaction(.deferred) {
-            let (nb, epoch) = try row(of: notebook)
-            func count(_ table: String) throws -> Int {
-                Int(try db.query("SELECT count(*) FROM \(table) WHERE nb = ?1", [.integer(nb)])[0][0].int64 ?? 0)
-            }
-            return RelayNotebookInfo(id: notebook, epoch: epoch, cursor: try cursor(nb), operations: try count("ops"),
-                                     assets: try count("assets"), checkpoints: try count("checkpoints"),
-                                     tokens: try count("tokens"))
+        try database.transaction(.read) { tx in try info(notebook: notebook, tx) }
+    }
+
+    private func info(notebook: NotebookID, _ tx: any RelayTransaction) throws -> RelayNotebookInfo {
+        let (nb, epoch) = try row(of: notebook, tx)
+        func count(_ table: String) throws -> Int {
+            Int(try tx.query("SELECT count(*) FROM \(table) WHERE nb = ?1", [.integer(nb)])[0][0].int64 ?? 0)
         }
+        return RelayNotebookInfo(id: notebook, epoch: epoch, cursor: try cursor(nb, tx), operations: try count("ops"),
+                                 assets: try count("assets"), checkpoints: try count("checkpoints"),
+                                 tokens: try count("tokens"))
     }
 
     /// Gives the notebook a new random epoch, so every client compares clocks at its next
@@ -185,9 +192,11 @@ public final class RelayStore: Sendable {
     /// - Returns: the new epoch.
     @discardableResult
     public func resetEpoch(notebook: NotebookID) throws -> UInt64 {
-        let epoch = try db.transaction {
-            let (nb, old) = try row(of: notebook)
-            return try Self.newEpoch(db, nb: nb, old: old)
+        let epoch = try database.transaction(.write) { tx in
+            let (nb, old) = try row(of: notebook, tx)
+            let epoch = try Self.newEpoch(tx, nb: nb, old: old)
+            try database.publishChange(of: notebook, tx)
+            return epoch
         }
         observers.notify(notebook)
         return epoch
@@ -197,8 +206,10 @@ public final class RelayStore: Sendable {
     /// - Returns: the notebooks and their new epochs, sorted by id.
     @discardableResult
     public func resetEpochs() throws -> [(notebook: NotebookID, epoch: UInt64)] {
-        let reset = try db.transaction {
-            try Self.resetAllEpochs(db).sorted { $0.notebook < $1.notebook }
+        let reset = try database.transaction(.write) { tx in
+            let reset = try Self.resetAllEpochs(tx, path: path).sorted { $0.notebook < $1.notebook }
+            for r in reset { try database.publishChange(of: r.notebook, tx) }
+            return reset
         }
         for r in reset { observers.notify(r.notebook) }
         return reset
@@ -207,7 +218,9 @@ public final class RelayStore: Sendable {
     /// Calls `observer` (on the thread that committed) after each commit that stored new
     /// operations in a notebook or gave it a new epoch: the in-process notification that
     /// wakes the long polls a `RelayServer` holds ([SYNC-72]). Another process writing the
-    /// same database is not observed (its changes reach held requests when they time out).
+    /// same database is observed only through the backend's change feed
+    /// (`RelayDatabase.startChangeFeed`; SQLite has none: its changes reach held requests
+    /// when they time out).
     /// - Returns: what `stopObserving` takes.
     public func observeChanges(_ observer: @escaping @Sendable (NotebookID) -> Void) -> Int {
         observers.add(observer)
@@ -216,68 +229,20 @@ public final class RelayStore: Sendable {
     /// Stops calling an observer. Idempotent.
     public func stopObserving(_ token: Int) { observers.remove(token) }
 
-    static func newEpoch(_ db: SQLiteDatabase, nb: Int64, old: UInt64) throws -> UInt64 {
+    static func newEpoch(_ tx: any RelayTransaction, nb: Int64, old: UInt64) throws -> UInt64 {
         var epoch = randomEpoch()
         while epoch == old { epoch = randomEpoch() }
-        try db.execute("UPDATE notebooks SET epoch = ?1 WHERE nb = ?2", [.integer(Int64(bitPattern: epoch)), .integer(nb)])
+        try tx.execute("UPDATE notebooks SET epoch = ?1 WHERE nb = ?2", [.integer(Int64(bitPattern: epoch)), .integer(nb)])
         return epoch
     }
 
-    static func resetAllEpochs(_ db: SQLiteDatabase) throws -> [(notebook: NotebookID, epoch: UInt64)] {
-        try db.query("SELECT nb, id, epoch FROM notebooks").map { r in
+    static func resetAllEpochs(_ tx: any RelayTransaction, path: String) throws -> [(notebook: NotebookID, epoch: UInt64)] {
+        try tx.query("SELECT nb, id, epoch FROM notebooks").map { r in
             guard let nb = r[0].int64, let id = r[1].string.flatMap(NotebookID.init), let old = r[2].int64 else {
-                throw LnoteError(.corrupt, "malformed notebook row in the relay store", path: db.path)
+                throw LnoteError(.corrupt, "malformed notebook row in the relay store", path: path)
             }
-            return (id, try newEpoch(db, nb: nb, old: UInt64(bitPattern: old)))
+            return (id, try newEpoch(tx, nb: nb, old: UInt64(bitPattern: old)))
         }
-    }
-
-    // MARK: - High-water mark ([SYNC-58])
-
-    /// The greatest change sequence the database ever issued: SQLite's AUTOINCREMENT
-    /// counter for `ops` (which outlives deleted rows), or the greatest held.
-    static func issuedSequence(_ db: SQLiteDatabase) throws -> UInt64 {
-        let counter = try db.query("SELECT seq FROM sqlite_sequence WHERE name = 'ops'").first?.first?.int64 ?? 0
-        let held = try db.query("SELECT ifnull(max(seq), 0) FROM ops").first?.first?.int64 ?? 0
-        return UInt64(max(0, max(counter, held)))
-    }
-
-    /// Compares the database with its mark at opening (no other store has it open); resets
-    /// every epoch and raises the database's sequence to the mark when the database may
-    /// have been restored; then writes the mark this store reserves.
-    /// - Returns: the mark now on disk.
-    static func checkMark(_ db: SQLiteDatabase, markPath: String, report: inout OpenReport) throws -> UInt64 {
-        let reading = HighWaterMark.load(markPath)
-        let (sequence, target): (UInt64, UInt64) = try db.transaction {
-            let sequence = try issuedSequence(db)
-            let holds = sequence > 0
-            var sign: RestoreSign?
-            var target = sequence
-            switch reading {
-            case .mark(let m) where m.value > sequence:
-                sign = m.open ? .notClosed(sequence: sequence, mark: m.value) : .belowMark(sequence: sequence, mark: m.value)
-                target = m.value
-            case .mark: break
-            case .missing: if holds { sign = .markMissing(sequence: sequence) }
-            case .unreadable(let why): if holds { sign = .markUnreadable(sequence: sequence, reason: why) }
-            }
-            if let sign {
-                _ = try resetAllEpochs(db)
-                report.epochsReset = sign
-                if target > sequence {
-                    // Sequences after the copy's were handed out already: never again.
-                    let updated = try db.query("UPDATE sqlite_sequence SET seq = ?1 WHERE name = 'ops' RETURNING seq",
-                                               [.integer(Int64(clamping: target))])
-                    if updated.isEmpty {
-                        try db.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('ops', ?1)",
-                                       [.integer(Int64(clamping: target))])
-                    }
-                }
-            }
-            return (sequence, target)
-        }
-        // No other store is open: this one reserves from here.
-        return try HighWaterMark.reserve(beyond: max(sequence, target), at: markPath)
     }
 
     /// The endpoint serving one notebook's sync protocol from this store.
@@ -285,15 +250,15 @@ public final class RelayStore: Sendable {
     ///   in this process (owners are then neither checked nor recorded).
     /// - Throws: `.notFound` for an unknown notebook.
     public func endpoint(notebook: NotebookID, device: String? = nil) throws -> RelayEndpoint {
-        _ = try db.transaction(.deferred) { try row(of: notebook) }
+        _ = try database.transaction(.read) { tx in try row(of: notebook, tx) }
         return RelayEndpoint(store: self, notebook: notebook, device: device)
     }
 
     // MARK: - Internals shared by the extensions
 
     /// The notebook's row id and epoch; `.notFound` when it does not exist.
-    func row(of notebook: NotebookID) throws -> (nb: Int64, epoch: UInt64) {
-        let rows = try db.query("SELECT nb, epoch FROM notebooks WHERE id = ?1", [.text(notebook.description)])
+    func row(of notebook: NotebookID, _ tx: any RelayTransaction) throws -> (nb: Int64, epoch: UInt64) {
+        let rows = try tx.query("SELECT nb, epoch FROM notebooks WHERE id = ?1", [.text(notebook.description)])
         guard let r = rows.first, let nb = r[0].int64, let e = r[1].int64 else {
             throw LnoteError(.notFound, "no notebook \(notebook)", path: path)
         }
@@ -301,8 +266,8 @@ public final class RelayStore: Sendable {
     }
 
     /// The notebook's change cursor: its greatest operation sequence (0 with none).
-    func cursor(_ nb: Int64) throws -> UInt64 {
-        UInt64(try db.query("SELECT max(seq) FROM ops WHERE nb = ?1", [.integer(nb)]).first?.first?.int64 ?? 0)
+    func cursor(_ nb: Int64, _ tx: any RelayTransaction) throws -> UInt64 {
+        UInt64(try tx.query("SELECT max(seq) FROM ops WHERE nb = ?1", [.integer(nb)]).first?.first?.int64 ?? 0)
     }
 
     static func randomEpoch() -> UInt64 {
@@ -327,9 +292,9 @@ extension RelayStore {
     /// The `page` column of a log: the page's 16 UUID bytes, or an empty blob for the
     /// document log. (Not NULL: SQLite treats NULLs as distinct in a UNIQUE constraint, so
     /// a NULL page would let the same document operation be stored twice.)
-    static func pageColumn(_ log: LogRef) -> SQLiteValue { .blob(log.page?.uuid.bytes ?? []) }
+    static func pageColumn(_ log: LogRef) -> RelayValue { .blob(log.page?.uuid.bytes ?? []) }
 
-    static func logRef(document: SQLiteValue, page: SQLiteValue, path: String) throws -> LogRef {
+    static func logRef(document: RelayValue, page: RelayValue, path: String) throws -> LogRef {
         guard let d = document.bytes.flatMap({ UUID(bytes: $0) }), let p = page.bytes else {
             throw LnoteError(.corrupt, "malformed log reference in the relay store", path: path)
         }

@@ -1,5 +1,4 @@
 import LnoteModel
-import LnoteSQLite
 
 /// Bearer tokens ([SYNC-25]): 32 random bytes written as 64 lowercase hex digits. A server
 /// stores only the SHA-256 of the token's text (its 64 ASCII digits).
@@ -167,9 +166,9 @@ extension RelayStore {
             expires = created + seconds * 1000 + attoseconds / 1_000_000_000_000_000
         }
         let token = RelayToken.generate()
-        try db.transaction {
-            let (nb, _) = try row(of: notebook)
-            try db.execute("INSERT INTO tokens (digest, nb, label, created, device, expires) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        try database.transaction(.write) { tx in
+            let (nb, _) = try row(of: notebook, tx)
+            try tx.execute("INSERT INTO tokens (digest, nb, label, created, device, expires) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                            [.blob(RelayToken.digest(token)), .integer(nb), .text(label), .integer(created),
                             device.map { .text($0) } ?? .null, expires.map { .integer($0) } ?? .null])
         }
@@ -195,8 +194,8 @@ extension RelayStore {
         guard let token, !token.isEmpty, token.utf8.count <= RelayToken.maximumBytes else { return Access(.unauthorized) }
         let digest = RelayToken.digest(token)
         let now = Self.now()
-        return try db.transaction(.deferred) {
-            let rows = try db.query("""
+        return try database.transaction(.read) { tx in
+            let rows = try tx.query("""
                 SELECT t.digest, n.id, t.device, t.expires FROM tokens t JOIN notebooks n ON n.nb = t.nb WHERE t.digest = ?1
                 """, [.blob(digest)])
             guard let r = rows.first, let stored = r[0].bytes, RelayToken.constantTimeEqual(stored, digest) else {
@@ -210,10 +209,11 @@ extension RelayStore {
 
     /// The notebook's tokens, oldest first.
     public func listTokens(notebook: NotebookID) throws -> [TokenInfo] {
-        try db.transaction(.deferred) {
-            let (nb, _) = try row(of: notebook)
-            return try db.query("""
-                SELECT digest, label, created, device, expires FROM tokens WHERE nb = ?1 ORDER BY created, rowid
+        try database.transaction(.read) { tx in
+            let (nb, _) = try row(of: notebook, tx)
+            return try tx.query("""
+                SELECT digest, label, created, device, expires FROM tokens WHERE nb = ?1
+                ORDER BY created, \(database.tokenInsertionOrder)
                 """, [.integer(nb)]).map { r in
                 let digest = r[0].bytes ?? []
                 return TokenInfo(id: String(hexString(digest).prefix(16)), notebook: notebook,
@@ -232,17 +232,18 @@ extension RelayStore {
               id.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }) else {
             throw LnoteError(.invalidArgument, "token id must be 8 to 64 lowercase hex digits")
         }
-        try db.transaction {
-            let (nb, _) = try row(of: notebook)
-            let matches = try db.query("SELECT rowid, digest FROM tokens WHERE nb = ?1", [.integer(nb)])
-                .filter { hexString($0[1].bytes ?? []).hasPrefix(id) }
+        try database.transaction(.write) { tx in
+            let (nb, _) = try row(of: notebook, tx)
+            let matches = try tx.query("SELECT digest FROM tokens WHERE nb = ?1", [.integer(nb)])
+                .filter { hexString($0[0].bytes ?? []).hasPrefix(id) }
             guard let first = matches.first else {
                 throw LnoteError(.notFound, "no token \(id) for notebook \(notebook)", path: path)
             }
             guard matches.count == 1 else {
                 throw LnoteError(.ambiguous, "\(matches.count) tokens of notebook \(notebook) start with \(id)", path: path)
             }
-            try db.execute("DELETE FROM tokens WHERE rowid = ?1", [first[0]])
+            // `digest` is UNIQUE.
+            try tx.execute("DELETE FROM tokens WHERE digest = ?1", [first[0]])
         }
     }
 }

@@ -1,13 +1,14 @@
 import Foundation
 import LnoteModel
 import LnoteSync
+import LnoteRelayPostgres
 import LnoteServer
 
 extension CommandTable {
     static let relay = Command(
         name: "relay",
-        synopsis: "lnote relay --db FILE.sqlite [--port N] [--bind ADDR] [--tls-cert PEM --tls-key PEM] [--max-connections N] [--max-connections-per-ip N]",
-        summary: "Run the store-and-forward sync server for many notebooks (SQLite)",
+        synopsis: "lnote relay \(relayDatabaseSynopsis) [--port N] [--bind ADDR] [--tls-cert PEM --tls-key PEM] [--max-connections N] [--max-connections-per-ip N]",
+        summary: "Run the store-and-forward sync server for many notebooks (SQLite or PostgreSQL)",
         details: """
         Keeps operations, assets and checkpoints in FILE.sqlite (WAL). Notebooks and their
         tokens are made with `lnote relay notebook create` and `lnote relay token create`.
@@ -22,13 +23,22 @@ extension CommandTable {
         found below it (restored from a backup) or the relay was not stopped cleanly, every
         notebook gets a new epoch and clients push again what the relay lacks. Restore the
         database alone, never an old .hwm with it.
+
+        With --postgres URL (`postgresql://user@host/db`, or libpq's `key=value` form; a
+        password is better kept in PGPASSWORD or ~/.pgpass, and is never printed), the relay
+        keeps its data in PostgreSQL instead, with at most --pool-size connections (default
+        8) serving requests at once. Several relay processes may share one database, each
+        on its own port or host: a change stored through one wakes the long polls held by
+        the others (LISTEN/NOTIFY). The schema is created or upgraded when a relay starts
+        (`lnote relay migrate` does it on its own). While the database is unreachable,
+        requests are answered with errors and the relay keeps running; once it is back,
+        requests succeed again.
         """,
-        options: serverOptions.union(["db"]),
+        options: serverOptions.union(relayDatabaseOptions),
         run: { args, console in
             try args.expect(0, "no positional arguments")
-            guard let db = args.option("db") else { throw Arguments.UsageError(message: "--db FILE is required") }
             let signals = Signals.trap()
-            let store = try RelayStore(path: db)
+            let (store, db) = try openRelayStore(args, defaultPoolSize: RelayPostgresDatabase.defaultPoolSize)
             if let from = store.opened.upgradedFrom, from > 0 {
                 console.err("lnote relay: upgraded \(db) from schema version \(from) to \(RelayStore.schemaVersion)"
                             + (store.opened.checkpointsDropped > 0
@@ -56,13 +66,12 @@ extension CommandTable {
 
     static let relayNotebookCreate = Command(
         name: "relay notebook create",
-        synopsis: "lnote relay notebook create --db FILE.sqlite",
+        synopsis: "lnote relay notebook create \(relayDatabaseSynopsis)",
         summary: "Create a notebook on a relay; prints its id",
-        options: ["db"],
+        options: relayDatabaseOptions,
         run: { args, console in
             try args.expect(0, "no positional arguments")
-            guard let db = args.option("db") else { throw Arguments.UsageError(message: "--db FILE is required") }
-            let store = try RelayStore(path: db)
+            let (store, _) = try openRelayStore(args)
             defer { try? store.close() }
             console.out(try store.createNotebook().description)
             return Exit.ok
@@ -70,12 +79,11 @@ extension CommandTable {
 
     static let relayNotebookList = Command(
         name: "relay notebook list",
-        synopsis: "lnote relay notebook list --db FILE.sqlite",
+        synopsis: "lnote relay notebook list \(relayDatabaseSynopsis)",
         summary: "List a relay's notebooks with their operation, asset and token counts",
-        options: ["db"],
+        options: relayDatabaseOptions,
         run: { args, console in
-            guard let db = args.option("db") else { throw Arguments.UsageError(message: "--db FILE is required") }
-            let store = try RelayStore(path: db)
+            let (store, _) = try openRelayStore(args)
             defer { try? store.close() }
             for n in try store.notebooks() {
                 console.out("\(n.id)  ops \(n.operations)  assets \(n.assets)  tokens \(n.tokens)  cursor \(n.cursor)")
@@ -85,7 +93,7 @@ extension CommandTable {
 
     static let relayTokenCreate = Command(
         name: "relay token create",
-        synopsis: "lnote relay token create --db FILE.sqlite --notebook ID --device NAME [--label TEXT] [--expires DURATION]",
+        synopsis: "lnote relay token create \(relayDatabaseSynopsis) --notebook ID --device NAME [--label TEXT] [--expires DURATION]",
         summary: "Create a bearer token for one device of a notebook; prints the token (only its hash is stored)",
         details: """
         The device owns the replica ids it pushes its own work under: another device's push of
@@ -97,10 +105,9 @@ extension CommandTable {
         that long from now: the relay answers it 401 token_expired. Without it, the token works
         until it is revoked.
         """,
-        options: ["db", "notebook", "label", "device", "expires"],
+        options: relayDatabaseOptions.union(["notebook", "label", "device", "expires"]),
         run: { args, console in
             try args.expect(0, "no positional arguments")
-            guard let db = args.option("db") else { throw Arguments.UsageError(message: "--db FILE is required") }
             guard let nb = args.option("notebook"), let id = NotebookID(nb) else {
                 throw Arguments.UsageError(message: "--notebook UUID is required")
             }
@@ -116,7 +123,7 @@ extension CommandTable {
                 }
                 lifetime = d
             }
-            let store = try RelayStore(path: db)
+            let (store, _) = try openRelayStore(args)
             defer { try? store.close() }
             console.out(try store.createToken(notebook: id, label: args.option("label") ?? "", device: device, expiresIn: lifetime))
             return Exit.ok
@@ -124,15 +131,14 @@ extension CommandTable {
 
     static let relayTokenList = Command(
         name: "relay token list",
-        synopsis: "lnote relay token list --db FILE.sqlite --notebook ID",
+        synopsis: "lnote relay token list \(relayDatabaseSynopsis) --notebook ID",
         summary: "List a notebook's tokens: id, device, creation date, expiry (UTC), label; never the tokens",
-        options: ["db", "notebook"],
+        options: relayDatabaseOptions.union(["notebook"]),
         run: { args, console in
-            guard let db = args.option("db") else { throw Arguments.UsageError(message: "--db FILE is required") }
             guard let nb = args.option("notebook"), let id = NotebookID(nb) else {
                 throw Arguments.UsageError(message: "--notebook UUID is required")
             }
-            let store = try RelayStore(path: db)
+            let (store, _) = try openRelayStore(args)
             defer { try? store.close() }
             let now = Int64((Date().timeIntervalSince1970 * 1000).rounded())
             for t in try store.listTokens(notebook: id) {
@@ -153,16 +159,15 @@ extension CommandTable {
 
     static let relayTokenRevoke = Command(
         name: "relay token revoke",
-        synopsis: "lnote relay token revoke --db FILE.sqlite --notebook ID TOKEN-ID",
+        synopsis: "lnote relay token revoke \(relayDatabaseSynopsis) --notebook ID TOKEN-ID",
         summary: "Revoke a token by the id `relay token list` prints",
-        options: ["db", "notebook"],
+        options: relayDatabaseOptions.union(["notebook"]),
         run: { args, console in
             try args.expect(1, "TOKEN-ID")
-            guard let db = args.option("db") else { throw Arguments.UsageError(message: "--db FILE is required") }
             guard let nb = args.option("notebook"), let id = NotebookID(nb) else {
                 throw Arguments.UsageError(message: "--notebook UUID is required")
             }
-            let store = try RelayStore(path: db)
+            let (store, _) = try openRelayStore(args)
             defer { try? store.close() }
             try store.revokeToken(notebook: id, id: args.positionals[0])
             return Exit.ok

@@ -5,11 +5,6 @@ import LnoteServer
 
 /// Relay commands of `Protocol/sync-protocol.md` §6: owners, epochs, quarantine.
 extension CommandTable {
-    static func relayDB(_ args: Arguments) throws -> String {
-        guard let db = args.option("db") else { throw Arguments.UsageError(message: "--db FILE is required") }
-        return db
-    }
-
     static func notebookOption(_ args: Arguments, required: Bool) throws -> NotebookID? {
         guard let nb = args.option("notebook") else {
             if required { throw Arguments.UsageError(message: "--notebook UUID is required") }
@@ -21,18 +16,17 @@ extension CommandTable {
 
     static let relayDevices = Command(
         name: "relay devices",
-        synopsis: "lnote relay devices --db FILE.sqlite --notebook ID",
+        synopsis: "lnote relay devices \(relayDatabaseSynopsis) --notebook ID",
         summary: "List which device owns each replica id of a notebook",
         details: """
         A replica id is owned by the first device that pushed its own work under it ([SYNC-57]);
         the same list is served at GET …/devices.
         """,
-        options: ["db", "notebook"],
+        options: relayDatabaseOptions.union(["notebook"]),
         run: { args, console in
             try args.expect(0, "no positional arguments")
-            let db = try relayDB(args)
             let id = try notebookOption(args, required: true)!
-            let store = try RelayStore(path: db)
+            let (store, _) = try openRelayStore(args)
             defer { try? store.close() }
             for o in try store.owners(notebook: id) {
                 console.out("\(o.replica)  \(o.device)  \(utcDate(milliseconds: o.since))")
@@ -42,7 +36,7 @@ extension CommandTable {
 
     static let relayEpochReset = Command(
         name: "relay epoch reset",
-        synopsis: "lnote relay epoch reset --db FILE.sqlite [--notebook ID]",
+        synopsis: "lnote relay epoch reset \(relayDatabaseSynopsis) [--notebook ID]",
         summary: "Give one notebook (or every notebook) a new epoch, so clients compare clocks",
         details: """
         Clients then exchange clocks at their next sync and push again whatever the relay lacks
@@ -51,11 +45,10 @@ extension CommandTable {
         hand after anything else that may have lost operations. Prints each notebook and its
         new epoch.
         """,
-        options: ["db", "notebook"],
+        options: relayDatabaseOptions.union(["notebook"]),
         run: { args, console in
             try args.expect(0, "no positional arguments")
-            let db = try relayDB(args)
-            let store = try RelayStore(path: db)
+            let (store, _) = try openRelayStore(args)
             defer { try? store.close() }
             if let sign = store.opened.epochsReset { console.err("lnote relay epoch reset: opening: \(sign)") }
             let reset: [(notebook: NotebookID, epoch: UInt64)]
@@ -70,17 +63,17 @@ extension CommandTable {
 
     static let relayQuarantineList = Command(
         name: "relay quarantine list",
-        synopsis: "lnote relay quarantine list --db FILE.sqlite",
+        synopsis: "lnote relay quarantine list \(relayDatabaseSynopsis)",
         summary: "List the operations a relay holds that the validator refuses",
         details: """
         One line each: notebook, log (DOC or DOC/PAGE), operation id, and the rule it breaks or
         why it does not decode ([SYNC-60]). A relay of an older version may have stored them;
         clients refuse them. Remove them with `lnote relay quarantine drop`.
         """,
-        options: ["db"],
+        options: relayDatabaseOptions,
         run: { args, console in
             try args.expect(0, "no positional arguments")
-            let store = try RelayStore(path: try relayDB(args))
+            let (store, _) = try openRelayStore(args)
             defer { try? store.close() }
             for q in try store.quarantine() { console.out(q.description) }
             return Exit.ok
@@ -88,14 +81,14 @@ extension CommandTable {
 
     static let relayQuarantineDrop = Command(
         name: "relay quarantine drop",
-        synopsis: "lnote relay quarantine drop --db FILE.sqlite [--notebook ID] [--log DOC[/PAGE]] OPID...",
+        synopsis: "lnote relay quarantine drop \(relayDatabaseSynopsis) [--notebook ID] [--log DOC[/PAGE]] OPID...",
         summary: "Delete operations the validator refuses, by id (16 hex digits, '.', counter)",
         details: """
         Each id must name one operation `relay quarantine list` shows (valid operations are
         never dropped); give --notebook and --log when the id is refused in several logs.
         Nothing is deleted unless every id is found. Prints what was deleted.
         """,
-        options: ["db", "notebook", "log"],
+        options: relayDatabaseOptions.union(["notebook", "log"]),
         run: { args, console in
             guard !args.positionals.isEmpty else { throw Arguments.UsageError(message: "expected OPID...") }
             let ids = try args.positionals.map { s -> OpID in
@@ -120,7 +113,7 @@ extension CommandTable {
                 }
                 log = LogRef(document: DocumentID(d), page: page)
             }
-            let store = try RelayStore(path: try relayDB(args))
+            let (store, _) = try openRelayStore(args)
             defer { try? store.close() }
             for q in try store.dropQuarantined(ids, notebook: notebook, log: log) { console.out("dropped \(q.description)") }
             return Exit.ok

@@ -4,6 +4,7 @@ import LnoteReplication
 import LnoteServer
 import LnoteSync
 import Testing
+import LnoteTestSupport
 
 @Suite("Checkpoints")
 struct CheckpointTests {
@@ -71,9 +72,9 @@ struct CheckpointTests {
         #expect(throws: LnoteError.self) { _ = try Checkpoint.decodeList(bytes + [0]) }
     }
 
-    @Test("the relay keeps the newest checkpoint per log; concurrent clocks: the greater total")
-    func replacement() async throws {
-        try await withRelay { store, nb, path in
+    @Test("the relay keeps the newest checkpoint per log; concurrent clocks: the greater total", arguments: RelayBackends.all)
+    func replacement(backend: RelayBackendKind) async throws {
+        try await withRelay(backend) { store, nb, database in
             // Two replicas draw on one page without seeing each other: a1…a5 and b1…b4.
             var rng = SeededRNG(seed: 3)
             let a = ReplicaID(1), b = ReplicaID(2)
@@ -114,7 +115,7 @@ struct CheckpointTests {
             #expect(held.map(\.log) == [log, other].sorted())
             #expect(try await store.endpoint(notebook: nb).checkpoints() == held)
             #expect(try Checkpoint.decodeList(Checkpoint.encodeList(held)) == held)
-            #expect(try RelayCounts.read(path).checkpoints == 4)
+            #expect(try RelayCounts.read(store).checkpoints == 4)
         }
     }
 }

@@ -4,6 +4,7 @@ import LnoteReplication
 import LnoteServer
 import LnoteSync
 import Testing
+import LnoteTestSupport
 
 /// The relay store and the two forms of a stroke add (operation-log.md [LOG-22], [LOG-24];
 /// sync-protocol.md [SYNC-50], [SYNC-51], [SYNC-53]): what an older client pushed as `add`
@@ -16,9 +17,9 @@ struct RelayAddStrokeFormTests {
     /// operations pushed as `addStroke` are duplicates (not forks, nothing stored); a
     /// different stroke under a held id, in the compact form, is a fork reported with the
     /// held hash; hash ranges answer the hash-form hashes either way.
-    @Test("[SYNC-50] [SYNC-51] one operation in two forms is a duplicate, a compact fork is a fork")
-    func formsAtTheRelay() async throws {
-        try await withRelay { store, nb, _ in
+    @Test("[SYNC-50] [SYNC-51] one operation in two forms is a duplicate, a compact fork is a fork", arguments: RelayBackends.all)
+    func formsAtTheRelay(backend: RelayBackendKind) async throws {
+        try await withRelay(backend) { store, nb, _ in
             var rng = SeededRNG(seed: 2406)
             let log = LogRef(document: DocumentID(), page: PageID())
             var mine = PageReplica(page: log.page!), other = PageReplica(page: log.page!)

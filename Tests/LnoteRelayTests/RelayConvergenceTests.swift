@@ -12,9 +12,9 @@ struct RelayConvergenceTests {
     /// moves, erases, pages) to every document they know and sync with the relay at random
     /// moments; two final rounds of syncs must leave them identical and the relay holding
     /// exactly the union of their logs, with the same clocks.
-    @Test("[SYNC-4] [SYNC-7] three clients converge through the relay under random edits", arguments: 1...50)
-    func converge(seed: UInt64) async throws {
-        try await withRelay { store, nb, path in
+    @Test("[SYNC-4] [SYNC-7] three clients converge through the relay under random edits", arguments: RelayBackends.all, 1...50)
+    func converge(backend: RelayBackendKind, seed: UInt64) async throws {
+        try await withRelay(backend) { store, nb, database in
             let ep = try store.endpoint(notebook: nb)
             var rng = SeededRNG(seed: seed)
             let clients = (1...3).map { TestNotebook(replica: ReplicaID(UInt64($0) * 0x1111)) }
@@ -64,7 +64,7 @@ struct RelayConvergenceTests {
                 if diff != nil { diverged = true }
             }
             let clocks = try await clients[0].nonEmptyClocks()
-            let relayClocks = try store.clocks(notebook: nb), relayOps = try RelayCounts.read(path).ops
+            let relayClocks = try store.clocks(notebook: nb), relayOps = try RelayCounts.read(store).ops
             #expect(relayClocks == clocks, "seed \(seed)")
             #expect(relayOps == Int64(clients[0].opCount), "seed \(seed)")
             ReliabilityReport.record(family: "convergence seeds", detail: "three clients through the relay store (RelayConvergenceTests)",

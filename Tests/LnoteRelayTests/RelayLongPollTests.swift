@@ -20,9 +20,10 @@ import LnoteTestSupport
         func token(_ device: String) throws -> String { try store.createToken(notebook: notebook, label: device, device: device) }
     }
 
-    static func withServer<T>(configuration: HTTPServer.Configuration = .init(connectionLimit: 1024, perIPConnectionLimit: 0),
+    static func withServer<T>(_ backend: RelayBackendKind = .sqlite,
+                              configuration: HTTPServer.Configuration = .init(connectionLimit: 1024, perIPConnectionLimit: 0),
                               _ body: (Served) async throws -> T) async throws -> T {
-        try await withRelay { store, nb, _ in
+        try await withRelay(backend) { store, nb, _ in
             let server = try RelayServer(store: store, configuration: configuration)
             defer { try? server.close() }
             return try await body(Served(store: store, server: server, notebook: nb))
@@ -43,13 +44,13 @@ import LnoteTestSupport
     /// that operation; with nothing new it is answered after its N seconds, empty, at the
     /// same cursor; the client's own push does not end its wait (its operation comes when the
     /// wait ends); a push and a wait in one request store the push at once, then wait.
-    @Test("[SYNC-70] [SYNC-71] [SYNC-72] answered when another client pushes, empty after N s; own pushes do not wake it")
-    func answeredOnPushAndAfterWait() async throws {
+    @Test("[SYNC-70] [SYNC-71] [SYNC-72] answered when another client pushes, empty after N s; own pushes do not wake it", arguments: RelayBackends.all)
+    func answeredOnPushAndAfterWait(backend: RelayBackendKind) async throws {
         var seed = UInt64.random(in: 0...UInt64.max)
         if let s = ProcessInfo.processInfo.environment["LNOTE_SEED"].flatMap(UInt64.init) { seed = s }
         print("RelayLongPollTests.answeredOnPushAndAfterWait: LNOTE_SEED=\(seed)")
         var rng = SeededRNG(seed: seed)
-        try await Self.withServer { s in
+        try await Self.withServer(backend) { s in
             let a = TestNotebook(replica: ReplicaID(0xA1)), b = TestNotebook(replica: ReplicaID(0xB2))
             let ra = try Self.remote(s.url, try s.token("a")), rb = try Self.remote(s.url, try s.token("b"))
             defer { try? ra.close(); try? rb.close() }
@@ -132,9 +133,9 @@ import LnoteTestSupport
     }
 
     /// [SYNC-72] Resetting the notebook's epoch answers the requests held for it (`resync`).
-    @Test("[SYNC-72] an epoch reset answers held long polls with resync")
-    func epochResetWakes() async throws {
-        try await Self.withServer { s in
+    @Test("[SYNC-72] an epoch reset answers held long polls with resync", arguments: RelayBackends.all)
+    func epochResetWakes(backend: RelayBackendKind) async throws {
+        try await Self.withServer(backend) { s in
             let b = TestNotebook(replica: ReplicaID(0xB2))
             let rb = try Self.remote(s.url, try s.token("b"))
             defer { try? rb.close() }

@@ -4,6 +4,7 @@ import LnoteReplication
 import LnoteServer
 import LnoteSync
 import Testing
+import LnoteTestSupport
 
 @Suite("Relay rejections")
 struct RelayRejectionTests {
@@ -33,9 +34,9 @@ struct RelayRejectionTests {
         return f
     }
 
-    @Test("[SYNC-30] [SYNC-8] [SYNC-22] a bad frame, an op in the wrong log or a missing asset rejects the whole push and changes nothing")
-    func rejectedPushChangesNothing() async throws {
-        try await withRelay { store, nb, path in
+    @Test("[SYNC-30] [SYNC-8] [SYNC-22] a bad frame, an op in the wrong log or a missing asset rejects the whole push and changes nothing", arguments: RelayBackends.all)
+    func rejectedPushChangesNothing(backend: RelayBackendKind) async throws {
+        try await withRelay(backend) { store, nb, database in
             var f = try setUp(store, nb)
             var rng = SeededRNG(seed: 2)
             let goodPage = try f.page.add(.stroke(randomStroke(&rng)), by: f.me, wallTime: 10)
@@ -58,7 +59,7 @@ struct RelayRejectionTests {
                 ("image without its asset", [LogBatch(log: f.pageLog, ops: [imageOp])], nil),
             ]
             let refusal = SyncRefusal.Reason.assetMissing(asset: missing, operation: imageOp.id, log: f.pageLog)
-            let before = try RelayCounts.read(path)
+            let before = try RelayCounts.read(store)
             for (name, bad, code) in cases {
                 for withHave in [false, true] {
                     let request = SyncRequest(replica: f.me, epoch: f.epoch, cursor: f.cursor, have: withHave ? [] : nil,
@@ -71,7 +72,7 @@ struct RelayRejectionTests {
                     } catch let r as SyncRefusal {
                         #expect(code == nil && r.reason == refusal, "\(name): \(r)")
                     }
-                    #expect(try RelayCounts.read(path) == before, "\(name): the store changed")
+                    #expect(try RelayCounts.read(store) == before, "\(name): the store changed")
                 }
             }
             // Through the async endpoint too (as HTTP calls it).
@@ -83,7 +84,7 @@ struct RelayRejectionTests {
             } catch let r as SyncRefusal {
                 #expect(r.reason == refusal && r.reason.code == .assetMissing, "\(r)")
             }
-            #expect(try RelayCounts.read(path) == before)
+            #expect(try RelayCounts.read(store) == before)
 
             // Once the asset is uploaded the same push goes through.
             let assetBytes: [UInt8] = [9, 9, 9]
@@ -92,7 +93,7 @@ struct RelayRejectionTests {
                                                    push: valid + [LogBatch(log: f.pageLog, ops: [imageOp])]))
             #expect(ok.accepted == 3 && !ok.resync)
             f.cursor = ok.cursor
-            #expect(try RelayCounts.read(path).ops == before.ops + 3)
+            #expect(try RelayCounts.read(store).ops == before.ops + 3)
         }
     }
 }

@@ -5,6 +5,7 @@ import LnoteSQLite
 import LnoteServer
 import LnoteSync
 import Testing
+import LnoteTestSupport
 
 /// `Protocol/sync-protocol.md` §6 at the relay store, around its file: the high-water mark
 /// and restores ([SYNC-58]), the quarantine ([SYNC-60]), and files of schema version 1.
@@ -197,9 +198,9 @@ struct RelayRestoreTests {
         }
     }
 
-    @Test("[SYNC-58] epochs reset by hand: one notebook, or all")
-    func resetByHand() async throws {
-        try await withRelay { store, nb, _ in
+    @Test("[SYNC-58] epochs reset by hand: one notebook, or all", arguments: RelayBackends.all)
+    func resetByHand(backend: RelayBackendKind) async throws {
+        try await withRelay(backend) { store, nb, _ in
             let other = try store.createNotebook()
             let e1 = try store.info(notebook: nb).epoch, e2 = try store.info(notebook: other).epoch
             let new = try store.resetEpoch(notebook: nb)

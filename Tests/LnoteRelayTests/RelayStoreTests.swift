@@ -5,12 +5,13 @@ import LnoteSQLite
 import LnoteServer
 import LnoteSync
 import Testing
+import LnoteTestSupport
 
 @Suite("Relay store: tokens, files, versions")
 struct RelayStoreTests {
-    @Test("[SYNC-25] tokens: unknown → unauthorized, another notebook's → forbidden, revoked → unauthorized")
-    func tokens() async throws {
-        try await withRelay { store, nb1, _ in
+    @Test("[SYNC-25] tokens: unknown → unauthorized, another notebook's → forbidden, revoked → unauthorized", arguments: RelayBackends.all)
+    func tokens(backend: RelayBackendKind) async throws {
+        try await withRelay(backend) { store, nb1, _ in
             let nb2 = try store.createNotebook()
             let t1 = try store.createToken(notebook: nb1, label: "laptop")
             let t1b = try store.createToken(notebook: nb1, label: "tablet")
@@ -89,10 +90,11 @@ struct RelayStoreTests {
         }
     }
 
-    @Test("[SYNC-2] reopening the store keeps epoch and cursor: clients continue in one exchange")
-    func reopen() async throws {
+    @Test("[SYNC-2] reopening the store keeps epoch and cursor: clients continue in one exchange",
+          arguments: RelayBackends.all)
+    func reopen(backend: RelayBackendKind) async throws {
         try await withTempDirectory { dir in
-            let path = dir + "/relay.sqlite"
+            let database = try await backend.database(in: dir)
             var rng = SeededRNG(seed: 8)
             let a = TestNotebook(replica: ReplicaID(1)), b = TestNotebook(replica: ReplicaID(2))
             let doc = try a.createDocument("persist")
@@ -102,7 +104,7 @@ struct RelayStoreTests {
             let info: RelayNotebookInfo
             let token: String
             do {
-                let store = try RelayStore(path: path)
+                let store = try database.open()
                 nb = try store.createNotebook()
                 token = try store.createToken(notebook: nb, label: "a")
                 try await a.sync(store.endpoint(notebook: nb))
@@ -112,7 +114,7 @@ struct RelayStoreTests {
                 #expect(throws: LnoteError(.invalidState)) { _ = try store.info(notebook: nb) }
                 try store.close() // a second close does nothing
             }
-            let store = try RelayStore(path: path)
+            let store = try database.open()
             defer { try? store.close() }
             #expect(try store.info(notebook: nb) == info)
             #expect(info.operations == 6 && info.tokens == 1 && info.checkpoints == 1 && info.cursor > 0)

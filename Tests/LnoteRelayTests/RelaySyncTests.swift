@@ -4,12 +4,13 @@ import LnoteReplication
 import LnoteServer
 import LnoteSync
 import Testing
+import LnoteTestSupport
 
 @Suite("Relay sync")
 struct RelaySyncTests {
-    @Test("[SYNC-4] [SYNC-5] two clients round-trip edits through the relay; steady state is one exchange")
-    func roundTrip() async throws {
-        try await withRelay { store, nb, _ in
+    @Test("[SYNC-4] [SYNC-5] two clients round-trip edits through the relay; steady state is one exchange", arguments: RelayBackends.all)
+    func roundTrip(backend: RelayBackendKind) async throws {
+        try await withRelay(backend) { store, nb, _ in
             let ep = try store.endpoint(notebook: nb)
             var rng = SeededRNG(seed: 7)
             let a = TestNotebook(replica: ReplicaID(0xA)), b = TestNotebook(replica: ReplicaID(0xB))
@@ -43,9 +44,9 @@ struct RelaySyncTests {
         }
     }
 
-    @Test("[SYNC-7] a push sent twice is stored once; repeated frames in one push count once")
-    func duplicatePushes() async throws {
-        try await withRelay { store, nb, path in
+    @Test("[SYNC-7] a push sent twice is stored once; repeated frames in one push count once", arguments: RelayBackends.all)
+    func duplicatePushes(backend: RelayBackendKind) async throws {
+        try await withRelay(backend) { store, nb, database in
             var d = DocumentReplica(id: DocumentID())
             let me = ReplicaID(0x51)
             let create = try d.make(.createDocument(title: "dup"), by: me, wallTime: 1)
@@ -61,13 +62,13 @@ struct RelaySyncTests {
             #expect(r1.accepted == 7)
             #expect(r1.pull.isEmpty, "what the request pushed is not sent back")
             #expect(r1.clocks == [LogClock(log: docLog, clock: d.clock), LogClock(log: pageLog, clock: page.clock)])
-            let after1 = try RelayCounts.read(path)
+            let after1 = try RelayCounts.read(store)
             #expect(after1.ops == 7)
 
             let r2 = try store.sync(SyncRequest(replica: me, epoch: r1.epoch, cursor: r1.cursor, push: push), notebook: nb)
             #expect(r2.accepted == 0)
             #expect(r2.cursor == r1.cursor && !r2.resync && r2.pull.isEmpty)
-            #expect(try RelayCounts.read(path) == after1)
+            #expect(try RelayCounts.read(store) == after1)
 
             // The same new frame three times in one push, and an old one again.
             let extra = try page.add(.stroke(randomStroke(&rng)), by: me, wallTime: 20)
@@ -77,7 +78,7 @@ struct RelaySyncTests {
                                     notebook: nb)
             #expect(r3.accepted == 1)
             #expect(r3.cursor > r2.cursor && r3.pull.isEmpty)
-            #expect(try RelayCounts.read(path).ops == 8)
+            #expect(try RelayCounts.read(store).ops == 8)
 
             // Another client asking since the start gets every operation exactly once.
             let r4 = try store.sync(SyncRequest(replica: ReplicaID(0x52), epoch: r1.epoch, cursor: 0), notebook: nb)
@@ -87,9 +88,9 @@ struct RelaySyncTests {
         }
     }
 
-    @Test("[SYNC-3] relay clocks are contiguous per replica; a have-pull sends every op the clock does not cover")
-    func contiguousClocks() async throws {
-        try await withRelay { store, nb, _ in
+    @Test("[SYNC-3] relay clocks are contiguous per replica; a have-pull sends every op the clock does not cover", arguments: RelayBackends.all)
+    func contiguousClocks(backend: RelayBackendKind) async throws {
+        try await withRelay(backend) { store, nb, _ in
             let doc = DocumentID()
             let pageLog = LogRef(document: doc, page: PageID()), docLog = LogRef(document: doc)
             let ops = [1, 2, 3, 5].map { syntheticOp(replica: 0xA, counter: UInt64($0), page: true) }
@@ -113,9 +114,9 @@ struct RelaySyncTests {
         }
     }
 
-    @Test("[SYNC-3] clocks and have-pulls match a brute-force model over random gappy logs", arguments: 1...10)
-    func clocksMatchModel(seed: UInt64) async throws {
-        try await withRelay { store, nb, _ in
+    @Test("[SYNC-3] clocks and have-pulls match a brute-force model over random gappy logs", arguments: RelayBackends.all, 1...10)
+    func clocksMatchModel(backend: RelayBackendKind, seed: UInt64) async throws {
+        try await withRelay(backend) { store, nb, _ in
             var rng = SeededRNG(seed: seed)
             let doc = DocumentID()
             let logs = [LogRef(document: doc), LogRef(document: doc, page: PageID()), LogRef(document: DocumentID(), page: PageID())]
@@ -173,9 +174,9 @@ struct RelaySyncTests {
         }
     }
 
-    @Test("[SYNC-6] another epoch without have: the push is kept, nothing pulled, resync set")
-    func epochMismatch() async throws {
-        try await withRelay { store, nb, path in
+    @Test("[SYNC-6] another epoch without have: the push is kept, nothing pulled, resync set", arguments: RelayBackends.all)
+    func epochMismatch(backend: RelayBackendKind) async throws {
+        try await withRelay(backend) { store, nb, database in
             let first = try store.sync(SyncRequest(replica: ReplicaID(1), epoch: 0, cursor: 0, have: [],
                                                    push: [LogBatch(log: LogRef(document: DocumentID()),
                                                                    ops: [syntheticOp(replica: 1, counter: 1, page: false)])]),
@@ -186,8 +187,8 @@ struct RelaySyncTests {
                                    notebook: nb)
             #expect(r.resync && r.pull.isEmpty && r.accepted == 1 && r.clocks == nil)
             #expect(r.epoch == first.epoch)
-            #expect(try RelayCounts.read(path).ops == 2)
-            #expect(r.cursor == UInt64(try RelayCounts.read(path).maxSeq))
+            #expect(try RelayCounts.read(store).ops == 2)
+            #expect(r.cursor == UInt64(try RelayCounts.read(store).maxSeq))
 
             // A cursor past the notebook's (a store restored from an older copy) also resyncs.
             let future = try store.sync(SyncRequest(replica: ReplicaID(2), epoch: first.epoch, cursor: r.cursor + 5), notebook: nb)
@@ -198,9 +199,9 @@ struct RelaySyncTests {
         }
     }
 
-    @Test("[SYNC-6] after the relay's epoch changes, clients resynchronize by clocks and converge")
-    func resyncConverges() async throws {
-        try await withRelay { store, nb, _ in
+    @Test("[SYNC-6] after the relay's epoch changes, clients resynchronize by clocks and converge", arguments: RelayBackends.all)
+    func resyncConverges(backend: RelayBackendKind) async throws {
+        try await withRelay(backend) { store, nb, _ in
             let ep = try store.endpoint(notebook: nb)
             var rng = SeededRNG(seed: 3)
             let a = TestNotebook(replica: ReplicaID(1)), b = TestNotebook(replica: ReplicaID(2))
@@ -227,10 +228,10 @@ struct RelaySyncTests {
         }
     }
 
-    @Test("[SYNC-9] a pull over the limit is cut in sequence order and the next syncs continue from its cursor")
-    func truncatedPulls() async throws {
+    @Test("[SYNC-9] a pull over the limit is cut in sequence order and the next syncs continue from its cursor", arguments: RelayBackends.all)
+    func truncatedPulls(backend: RelayBackendKind) async throws {
         let limit = 4096
-        try await withRelay(pullLimit: limit) { store, nb, _ in
+        try await withRelay(backend, pullLimit: limit) { store, nb, _ in
             let ep = try store.endpoint(notebook: nb)
             var rng = SeededRNG(seed: 11)
             let a = TestNotebook(replica: ReplicaID(1)), b = TestNotebook(replica: ReplicaID(2))
@@ -261,9 +262,9 @@ struct RelaySyncTests {
         }
     }
 
-    @Test("[SYNC-8] assets: hash checked, shared by the documents of a notebook, travel before the ops")
-    func assets() async throws {
-        try await withRelay { store, nb, path in
+    @Test("[SYNC-8] assets: hash checked, shared by the documents of a notebook, travel before the ops", arguments: RelayBackends.all)
+    func assets(backend: RelayBackendKind) async throws {
+        try await withRelay(backend) { store, nb, database in
             let ep = try store.endpoint(notebook: nb)
             var rng = SeededRNG(seed: 5)
             let bytes = randomBytes(10_000, &rng)
@@ -280,7 +281,7 @@ struct RelaySyncTests {
             #expect(try await ep.getAsset(id, document: DocumentID()) == bytes)
             #expect(try store.putAsset([], id: AssetID.of([]), notebook: nb))
             #expect(try await ep.getAsset(AssetID.of([]), document: DocumentID()) == [])
-            #expect(try RelayCounts.read(path).assets == 2)
+            #expect(try RelayCounts.read(store).assets == 2)
 
             // Through sessions: A uploads before pushing, B downloads before applying.
             let a = TestNotebook(replica: ReplicaID(1)), b = TestNotebook(replica: ReplicaID(2))
@@ -298,9 +299,9 @@ struct RelaySyncTests {
         }
     }
 
-    @Test("concurrent syncs of three clients through one store converge")
-    func concurrentClients() async throws {
-        try await withRelay { store, nb, _ in
+    @Test("concurrent syncs of three clients through one store converge", arguments: RelayBackends.all)
+    func concurrentClients(backend: RelayBackendKind) async throws {
+        try await withRelay(backend) { store, nb, _ in
             let ep = try store.endpoint(notebook: nb)
             let clients = (1...3).map { TestNotebook(replica: ReplicaID(UInt64($0))) }
             var rng = SeededRNG(seed: 21)
@@ -320,9 +321,9 @@ struct RelaySyncTests {
         }
     }
 
-    @Test("an unknown notebook is not found")
-    func unknownNotebook() async throws {
-        try await withRelay { store, _, _ in
+    @Test("an unknown notebook is not found", arguments: RelayBackends.all)
+    func unknownNotebook(backend: RelayBackendKind) async throws {
+        try await withRelay(backend) { store, _, _ in
             let ghost = NotebookID()
             #expect(throws: LnoteError(.notFound)) { _ = try store.endpoint(notebook: ghost) }
             #expect(throws: LnoteError(.notFound)) {

@@ -5,6 +5,7 @@ import LnoteSQLite
 import LnoteServer
 import LnoteSync
 import Testing
+import LnoteTestSupport
 
 /// `Protocol/sync-protocol.md` §6 at the relay store: forks, digests, hashes, owners,
 /// checked checkpoints. (Restores, the quarantine and the upgrade: `RelayRestoreTests`.)
@@ -38,9 +39,9 @@ struct RelayTrustTests {
         return out
     }
 
-    @Test("[SYNC-50] [SYNC-51] a pushed id held with other content is not stored and is reported with the held hash; the rest of the push is stored")
-    func forks() async throws {
-        try await withRelay { store, nb, path in
+    @Test("[SYNC-50] [SYNC-51] a pushed id held with other content is not stored and is reported with the held hash; the rest of the push is stored", arguments: RelayBackends.all)
+    func forks(backend: RelayBackendKind) async throws {
+        try await withRelay(backend) { store, nb, database in
             var rng = SeededRNG(seed: 51)
             let doc = DocumentID(), page = PageID()
             let docLog = LogRef(document: doc), pageLog = LogRef(document: doc, page: page)
@@ -57,7 +58,7 @@ struct RelayTrustTests {
             let createAgain = try d2.make(.createDocument(title: "second"), by: Self.a, wallTime: 2)
             let new = try theirs.add(.stroke(randomStroke(&rng)), by: Self.b, wallTime: 3)
             #expect(reused.map(\.id) == original.prefix(2).map(\.id) && reused[0] != original[0])
-            let before = try RelayCounts.read(path)
+            let before = try RelayCounts.read(store)
             let r = try store.sync(SyncRequest(replica: Self.a, epoch: 0, cursor: 0, have: [],
                                                push: [LogBatch(log: docLog, ops: [createAgain]),
                                                       LogBatch(log: pageLog, ops: reused + [original[2], new])]),
@@ -66,7 +67,7 @@ struct RelayTrustTests {
             #expect(r.forks == [ForkReport(log: docLog, id: create.id, held: Self.contentHash(create)),
                                 ForkReport(log: pageLog, id: original[0].id, held: Self.contentHash(original[0])),
                                 ForkReport(log: pageLog, id: original[1].id, held: Self.contentHash(original[1]))])
-            #expect(try RelayCounts.read(path).ops == before.ops + 1)
+            #expect(try RelayCounts.read(store).ops == before.ops + 1)
             let held = try Self.held(store, nb, pageLog)
             for op in original { #expect(held[op.id] == OperationCodec.frame(op), "\(op.id) kept as first stored") }
             #expect(held[new.id] == OperationCodec.frame(new))
@@ -85,9 +86,9 @@ struct RelayTrustTests {
         }
     }
 
-    @Test("[SYNC-52] digests: for every log and replica held from counter 1 without a gap, the chain of the spec at the relay's clock entry", arguments: 1...6)
-    func digests(seed: UInt64) async throws {
-        try await withRelay { store, nb, path in
+    @Test("[SYNC-52] digests: for every log and replica held from counter 1 without a gap, the chain of the spec at the relay's clock entry", arguments: RelayBackends.all, 1...6)
+    func digests(backend: RelayBackendKind, seed: UInt64) async throws {
+        try await withRelay(backend) { store, nb, database in
             var rng = SeededRNG(seed: seed)
             let doc = DocumentID()
             let logs = [LogRef(document: doc), LogRef(document: doc, page: PageID()), LogRef(document: doc, page: PageID())]
@@ -134,7 +135,7 @@ struct RelayTrustTests {
             // Kept in the file: the same answer after reopening.
             let now = try store.sync(SyncRequest(replica: ReplicaID(7), epoch: 0, cursor: 0, have: [], digests: []),
                                      notebook: nb).digests
-            let reopened = try RelayStore(path: path)
+            let reopened = try database.open()
             defer { try? reopened.close() }
             #expect(try reopened.sync(SyncRequest(replica: ReplicaID(7), epoch: 0, cursor: 0, have: [], digests: []),
                                       notebook: nb).digests == now)
@@ -143,9 +144,9 @@ struct RelayTrustTests {
         }
     }
 
-    @Test("[SYNC-53] hash ranges: the held operations from `from`, stopping at the first lacking or at `to`")
-    func hashRanges() async throws {
-        try await withRelay { store, nb, path in
+    @Test("[SYNC-53] hash ranges: the held operations from `from`, stopping at the first lacking or at `to`", arguments: RelayBackends.all)
+    func hashRanges(backend: RelayBackendKind) async throws {
+        try await withRelay(backend) { store, nb, database in
             let log = LogRef(document: DocumentID(), page: PageID())
             let ops = (Array(1...10) + [12]).map { syntheticOp(replica: Self.a.rawValue, counter: UInt64($0), page: true) }
             let r0 = try store.sync(SyncRequest(replica: Self.a, epoch: 0, cursor: 0, push: [LogBatch(log: log, ops: ops)]),
@@ -166,7 +167,7 @@ struct RelayTrustTests {
             #expect(try SyncCodec.decodeResponse(SyncCodec.encode(r)).hashes?.map(\.hashes) == answered.map(\.hashes))
 
             // Malformed ranges from a caller in this process: refused whole, push included.
-            let before = try RelayCounts.read(path)
+            let before = try RelayCounts.read(store)
             for bad in [HashRange(log: log, replica: Self.a, from: 0, to: 3), HashRange(log: log, replica: Self.a, from: 5, to: 4),
                         HashRange(log: log, replica: ReplicaID(0), from: 1, to: 4)] {
                 #expect(throws: LnoteError(.invalidArgument)) {
@@ -175,13 +176,13 @@ struct RelayTrustTests {
                                        notebook: nb)
                 }
             }
-            #expect(try RelayCounts.read(path) == before)
+            #expect(try RelayCounts.read(store) == before)
         }
     }
 
-    @Test("[SYNC-53] an answer carries at most its budget of hashes (4,096 here); the rest is asked again")
-    func hashBudget() async throws {
-        try await withRelay(pullLimit: 1 << 16) { store, nb, _ in
+    @Test("[SYNC-53] an answer carries at most its budget of hashes (4,096 here); the rest is asked again", arguments: RelayBackends.all)
+    func hashBudget(backend: RelayBackendKind) async throws {
+        try await withRelay(backend, pullLimit: 1 << 16) { store, nb, _ in
             let log = LogRef(document: DocumentID(), page: PageID())
             let ops = (1...5000).map { syntheticOp(replica: Self.a.rawValue, counter: UInt64($0), page: true) }
             _ = try store.sync(SyncRequest(replica: Self.a, epoch: 0, cursor: 0, push: [LogBatch(log: log, ops: ops)]), notebook: nb)
@@ -200,9 +201,9 @@ struct RelayTrustTests {
     /// 100,000 operations in one notebook: the digests come from the chains kept as the
     /// operations were stored, so asking for them costs one row per (log, replica), and
     /// storing one more operation walks one counter.
-    @Test("[SYNC-52] 100,000 operations: digests are answered from the kept chains, fast")
-    func digestsAtScale() async throws {
-        try await withRelay { store, nb, path in
+    @Test("[SYNC-52] 100,000 operations: digests are answered from the kept chains, fast", arguments: RelayBackends.all)
+    func digestsAtScale(backend: RelayBackendKind) async throws {
+        try await withRelay(backend) { store, nb, database in
             let doc = DocumentID()
             let logs = (0..<10).map { _ in LogRef(document: doc, page: PageID()) }
             let replicas = (1...4).map { ReplicaID(UInt64($0)) }
@@ -226,9 +227,12 @@ struct RelayTrustTests {
                 epoch = r.epoch
                 cursor = r.cursor
                 // [SYNC-58] The mark holds the answer's cursor, past the first reservation too.
-                #expect(RelayRestoreTests.mark(path)?.value ?? 0 >= cursor, "round \(round)")
+                if backend == .sqlite { #expect(RelayRestoreTests.mark(database.location)?.value ?? 0 >= cursor, "round \(round)") }
             }
-            #expect(RelayRestoreTests.mark(path)?.value == 70_000 + RelayRestoreTests.reservation, "reserved again when a push passed 65,536")
+            if backend == .sqlite {
+                #expect(RelayRestoreTests.mark(database.location)?.value == 70_000 + RelayRestoreTests.reservation,
+                        "reserved again when a push passed 65,536")
+            }
             #expect(try store.info(notebook: nb).operations == 100_000)
             let clock = ContinuousClock()
             var answer: SyncResponse?
@@ -254,9 +258,9 @@ struct RelayTrustTests {
         }
     }
 
-    @Test("[SYNC-57] owners: the first device to push its own work owns the replica; new operations of an owned replica from another device are refused whole")
-    func owners() async throws {
-        try await withRelay { store, nb, path in
+    @Test("[SYNC-57] owners: the first device to push its own work owns the replica; new operations of an owned replica from another device are refused whole", arguments: RelayBackends.all)
+    func owners(backend: RelayBackendKind) async throws {
+        try await withRelay(backend) { store, nb, database in
             var rng = SeededRNG(seed: 57)
             let log = LogRef(document: DocumentID(), page: PageID())
             var pa = PageReplica(page: log.page!), pb = PageReplica(page: log.page!), pc = PageReplica(page: log.page!)
@@ -268,7 +272,7 @@ struct RelayTrustTests {
             }
             func refused(_ replica: ReplicaID, _ device: String, _ ops: [Op], owner: String, op: OpID,
                          sourceLocation: SourceLocation = #_sourceLocation) throws {
-                let before = try RelayCounts.read(path)
+                let before = try RelayCounts.read(store)
                 do {
                     _ = try push(replica, device, ops)
                     Issue.record("accepted", sourceLocation: sourceLocation)
@@ -277,7 +281,7 @@ struct RelayTrustTests {
                             sourceLocation: sourceLocation)
                     #expect(r.error.code == .unauthorized && r.error.message.contains(owner), sourceLocation: sourceLocation)
                 }
-                #expect(try RelayCounts.read(path) == before, "nothing stored", sourceLocation: sourceLocation)
+                #expect(try RelayCounts.read(store) == before, "nothing stored", sourceLocation: sourceLocation)
             }
 
             // Device "laptop" pushes a1 as replica a: it owns a.
@@ -314,9 +318,9 @@ struct RelayTrustTests {
         }
     }
 
-    @Test("[SYNC-57] tokens belong to devices; a token made without one is the device token-<8 hex of its hash>")
-    func tokenDevices() async throws {
-        try await withRelay { store, nb, _ in
+    @Test("[SYNC-57] tokens belong to devices; a token made without one is the device token-<8 hex of its hash>", arguments: RelayBackends.all)
+    func tokenDevices(backend: RelayBackendKind) async throws {
+        try await withRelay(backend) { store, nb, _ in
             let t1 = try store.createToken(notebook: nb, label: "old")
             let t2 = try store.createToken(notebook: nb, label: "", device: "laptop")
             let t3 = try store.createToken(notebook: nb, label: "replaced", device: "laptop")
@@ -340,9 +344,9 @@ struct RelayTrustTests {
         }
     }
 
-    @Test("[SYNC-59] the relay keeps a checkpoint only if the operations it holds give it; forged ones are refused with bad_checkpoint")
-    func checkedCheckpoints() async throws {
-        try await withRelay { store, nb, path in
+    @Test("[SYNC-59] the relay keeps a checkpoint only if the operations it holds give it; forged ones are refused with bad_checkpoint", arguments: RelayBackends.all)
+    func checkedCheckpoints(backend: RelayBackendKind) async throws {
+        try await withRelay(backend) { store, nb, database in
             var rng = SeededRNG(seed: 59)
             let log = LogRef(document: DocumentID(), page: PageID())
             var pa = PageReplica(page: log.page!)
@@ -401,7 +405,7 @@ struct RelayTrustTests {
                 }
                 #expect(try store.checkpoints(notebook: nb).isEmpty, "\(name)")
             }
-            #expect(try RelayCounts.read(path).checkpoints == 0)
+            #expect(try RelayCounts.read(store).checkpoints == 0)
             // The true ones are kept, the covering one checked from the one held.
             #expect(try store.putCheckpoint(notebook: nb, checkpoint: good))
             let all = try checkpoint(log, opsA + [b1], at: Self.clock((Self.a, 3), (Self.b, 1)))

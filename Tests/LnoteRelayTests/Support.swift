@@ -1,30 +1,114 @@
 import Foundation
+import Dispatch
 import LnoteModel
+import LnotePostgres
 import LnoteReplication
 import LnoteSQLite
+import LnoteRelayPostgres
 import LnoteServer
 import LnoteSync
+import LnoteTestSupport
 import Synchronization
 import Testing
 
-/// A fresh directory under the system temp dir, removed when `body` ends.
+/// A fresh directory under the system temp dir, removed when `body` ends, with the
+/// PostgreSQL databases made for it (`RelayBackendKind.database(in:)`), also when it throws.
 func withTempDirectory<T>(_ body: (String) async throws -> T) async throws -> T {
     let dir = FileManager.default.temporaryDirectory
         .appendingPathComponent("lnote-relay-\(UUID().uuidString)").path
     try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-    defer { try? FileManager.default.removeItem(atPath: dir) }
-    return try await body(dir)
+    let result: Result<T, any Error>
+    do { result = .success(try await body(dir)) } catch { result = .failure(error) }
+    await PostgresTestDatabases.drop(for: dir)
+    try? FileManager.default.removeItem(atPath: dir)
+    return try result.get()
 }
 
-/// A relay store in a temp directory with one notebook, closed when `body` ends.
-func withRelay<T>(pullLimit: Int = RelayStore.defaultPullLimit,
-                  _ body: (RelayStore, NotebookID, String) async throws -> T) async throws -> T {
+/// The databases tests create in the process's PostgreSQL cluster, by the temporary
+/// directory of the test that made them.
+enum PostgresTestDatabases {
+    static let made = Mutex<[String: [String]]>([:])
+
+    /// Creates an empty database for the test whose directory is `dir`; returns its URL.
+    static func create(for dir: String) async throws -> String {
+        let cluster = try await PostgresCluster.shared()
+        let name = "lnote_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+        try await blocking {
+            let conn = try PGConnection(url: cluster.url)
+            defer { conn.close() }
+            try conn.execute("CREATE DATABASE \(name)")
+        }
+        made.withLock { $0[dir, default: []].append(name) }
+        return url(cluster, database: name)
+    }
+
+    /// The cluster's URL for `database`.
+    static func url(_ cluster: PostgresCluster, database: String) -> String {
+        cluster.url.replacingOccurrences(of: "postgresql:///postgres?", with: "postgresql:///\(database)?")
+    }
+
+    /// Drops (with `FORCE`: connections left open are ended) what was made for `dir`.
+    static func drop(for dir: String) async {
+        guard let names = made.withLock({ $0.removeValue(forKey: dir) }), !names.isEmpty,
+              let cluster = try? await PostgresCluster.shared() else { return }
+        _ = try? await blocking {
+            let conn = try PGConnection(url: cluster.url)
+            defer { conn.close() }
+            for name in names { _ = try? conn.execute("DROP DATABASE IF EXISTS \(name) WITH (FORCE)") }
+        }
+    }
+}
+
+/// Runs blocking work (libpq calls, thread fan-outs) on a dispatch thread, off Swift
+/// concurrency's shared threads.
+func blocking<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        DispatchQueue.global().async { continuation.resume(with: Result { try body() }) }
+    }
+}
+
+/// One test's database of one backend: where it is, and how to open a store on it (again
+/// after a close, or a second one beside the first, as a second relay process would).
+struct RelayTestDatabase: Sendable {
+    let backend: RelayBackendKind
+    /// SQLite: the file's path; PostgreSQL: the database's URL.
+    let location: String
+
+    /// A backend connection to the database, not yet opened as a store.
+    func connect() throws -> any RelayDatabase {
+        switch backend {
+        case .sqlite: try RelaySQLiteDatabase(path: location)
+        case .postgres: try RelayPostgresDatabase(url: location, poolSize: 4)
+        }
+    }
+
+    /// A store on the database; `wrap` may put a test decorator around the backend.
+    func open(pullLimit: Int = RelayStore.defaultPullLimit,
+              wrap: (any RelayDatabase) -> any RelayDatabase = { $0 }) throws -> RelayStore {
+        try RelayStore(database: wrap(try connect()), pullLimit: pullLimit)
+    }
+}
+
+extension RelayBackendKind {
+    /// A new, empty database of this backend for a test whose temporary directory is `dir`
+    /// (a PostgreSQL one is dropped when `withTempDirectory` ends).
+    func database(in dir: String, name: String = "relay") async throws -> RelayTestDatabase {
+        switch self {
+        case .sqlite: RelayTestDatabase(backend: self, location: dir + "/" + name + ".sqlite")
+        case .postgres: RelayTestDatabase(backend: self, location: try await PostgresTestDatabases.create(for: dir))
+        }
+    }
+}
+
+/// A relay store of `backend` in a temp directory with one notebook, closed when `body` ends.
+func withRelay<T>(_ backend: RelayBackendKind = .sqlite, pullLimit: Int = RelayStore.defaultPullLimit,
+                  _ body: (RelayStore, NotebookID, RelayTestDatabase) async throws -> T) async throws -> T {
     try await withTempDirectory { dir in
-        let path = dir + "/relay.sqlite"
-        let store = try RelayStore(path: path, pullLimit: pullLimit)
+        let database = try await backend.database(in: dir)
+        let store = try database.open(pullLimit: pullLimit)
         defer { try? store.close() }
         let nb = try store.createNotebook()
-        return try await body(store, nb, path)
+        return try await body(store, nb, database)
     }
 }
 
@@ -77,6 +161,18 @@ struct RelayCounts: Equatable, CustomStringConvertible {
                            assets: try one("SELECT count(*) FROM assets"),
                            checkpoints: try one("SELECT count(*) FROM checkpoints"),
                            tokens: try one("SELECT count(*) FROM tokens"), notebooks: try one("SELECT count(*) FROM notebooks"))
+    }
+
+    /// The same counts through the store's backend, in one read transaction (any backend).
+    static func read(_ store: RelayStore) throws -> RelayCounts {
+        try store.database.transaction(.read) { tx in
+            func one(_ sql: String) throws -> Int64 { try tx.query(sql).first?.first?.int64 ?? 0 }
+            return RelayCounts(ops: try one("SELECT count(*) FROM ops"), maxSeq: try one("SELECT coalesce(max(seq), 0) FROM ops"),
+                               assets: try one("SELECT count(*) FROM assets"),
+                               checkpoints: try one("SELECT count(*) FROM checkpoints"),
+                               tokens: try one("SELECT count(*) FROM tokens"),
+                               notebooks: try one("SELECT count(*) FROM notebooks"))
+        }
     }
 }
 

@@ -1,0 +1,71 @@
+import LnoteModel
+import LnoteRelayPostgres
+import LnoteServer
+
+/// Where the relay commands keep their data: `--db FILE.sqlite` (SQLite, the default
+/// backend) or `--postgres URL` (PostgreSQL, issue 17; several relay processes may share
+/// one database), with `--pool-size N` connections for the latter.
+extension CommandTable {
+    /// The options every relay command that opens the store takes.
+    static let relayDatabaseOptions: Set<String> = ["db", "postgres", "pool-size"]
+
+    /// How the commands' help names the choice.
+    static let relayDatabaseSynopsis = "(--db FILE.sqlite | --postgres URL [--pool-size N])"
+
+    /// The store the options name, opened (schema created or upgraded), and where it is
+    /// (the file, or the URL without its password).
+    /// - Parameter defaultPoolSize: PostgreSQL connections when `--pool-size` is not given.
+    static func openRelayStore(_ args: Arguments, defaultPoolSize: Int = 2) throws -> (store: RelayStore, location: String) {
+        let db = args.option("db"), url = args.option("postgres")
+        switch (db, url) {
+        case (let db?, nil):
+            if args.option("pool-size") != nil {
+                throw Arguments.UsageError(message: "--pool-size is for --postgres; an SQLite relay has one connection")
+            }
+            return (try RelayStore(path: db), db)
+        case (nil, let url?):
+            let size = try args.int("pool-size") ?? defaultPoolSize
+            guard (1...1000).contains(size) else {
+                throw Arguments.UsageError(message: "--pool-size needs a whole number from 1 to 1000, got \(size)")
+            }
+            let database = try RelayPostgresDatabase(url: url, poolSize: size)
+            return (try RelayStore(database: database), database.location)
+        case (_?, _?):
+            throw Arguments.UsageError(message: "give --db FILE.sqlite or --postgres URL, not both")
+        case (nil, nil):
+            throw Arguments.UsageError(message: "--db FILE.sqlite or --postgres URL is required")
+        }
+    }
+
+    static let relayMigrate = Command(
+        name: "relay migrate",
+        synopsis: "lnote relay migrate \(relayDatabaseSynopsis)",
+        summary: "Create or upgrade a relay's database schema, and say what was done",
+        details: """
+        Creates the relay's tables in an empty database (an SQLite file that does not exist
+        yet, or a PostgreSQL database without tables), upgrades an older schema to this
+        build's version, or says that it is current. A newer schema, or a database holding
+        other tables, is refused and left as it is. `lnote relay` does the same when it
+        starts; run this first to do it (and see it done) before any relay serves. With
+        PostgreSQL, relays starting at once take turns: the schema is created once.
+        """,
+        options: relayDatabaseOptions,
+        run: { args, console in
+            try args.expect(0, "no positional arguments")
+            let (store, location) = try openRelayStore(args, defaultPoolSize: 1)
+            defer { try? store.close() }
+            let version = RelayStore.schemaVersion
+            switch store.opened.upgradedFrom {
+            case nil: console.out("\(location): schema version \(version) is current; nothing to do")
+            case 0?: console.out("\(location): created the relay schema, version \(version)")
+            case let from?:
+                console.out("\(location): upgraded the relay schema from version \(from) to \(version)"
+                            + (store.opened.checkpointsDropped > 0
+                               ? "; dropped \(store.opened.checkpointsDropped) checkpoints the operations do not give" : ""))
+            }
+            if let sign = store.opened.epochsReset {
+                console.out("\(location): \(sign); every notebook has a new epoch")
+            }
+            return Exit.ok
+        })
+}

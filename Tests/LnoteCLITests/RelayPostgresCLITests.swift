@@ -1,0 +1,64 @@
+import Foundation
+import Testing
+import LnoteModel
+import LnoteTestSupport
+
+/// `lnote relay … --postgres URL` and `lnote relay migrate` through the real binary, against
+/// a database of the test process's PostgreSQL cluster (issue 17).
+@Suite struct RelayPostgresCLITests {
+    @Test("[issue 17] relay migrate, notebook, token and devices commands with --postgres; migrate with --db; clear errors")
+    func postgresCommands() async throws {
+        let cluster = try await PostgresCluster.shared()
+        let (name, url) = try await cluster.createDatabase()
+        let sb = try Sandbox("relay-pg")
+        do {
+            try await Self.check(sb, url)
+        } catch {
+            sb.remove()
+            await cluster.dropDatabase(name)
+            throw error
+        }
+        sb.remove()
+        await cluster.dropDatabase(name)
+    }
+
+    static func check(_ sb: Sandbox, _ url: String) async throws {
+        #expect(try await sb.ok("relay", "migrate", "--postgres", url).hasSuffix("created the relay schema, version 3"))
+        #expect(try await sb.ok("relay", "migrate", "--postgres", url).hasSuffix("schema version 3 is current; nothing to do"))
+        let nb = try await sb.ok("relay", "notebook", "create", "--postgres", url)
+        #expect(UUID(uuidString: nb) != nil, "prints the notebook's id: \(nb)")
+        let list = try await sb.ok("relay", "notebook", "list", "--postgres", url, "--pool-size", "1")
+        #expect(list.hasPrefix(nb) && list.contains("ops 0") && list.contains("tokens 0"), "\(list)")
+        let token = try await sb.ok("relay", "token", "create", "--postgres", url, "--notebook", nb, "--device", "tablet",
+                                    "--label", "pg")
+        #expect(token.count == 64)
+        let tokens = try await sb.ok("relay", "token", "list", "--postgres", url, "--notebook", nb)
+        #expect(tokens.contains("tablet") && tokens.contains("pg"), "\(tokens)")
+        #expect(try await sb.ok("relay", "devices", "--postgres", url, "--notebook", nb).isEmpty)
+        let id = try #require(tokens.split(separator: " ").first.map(String.init))
+        try await sb.ok("relay", "token", "revoke", "--postgres", url, "--notebook", nb, id)
+        #expect(try await sb.ok("relay", "token", "list", "--postgres", url, "--notebook", nb).isEmpty)
+        #expect(try await sb.ok("relay", "epoch", "reset", "--postgres", url, "--notebook", nb).hasPrefix(nb))
+        #expect(try await sb.ok("relay", "quarantine", "list", "--postgres", url).isEmpty)
+
+        // SQLite stays the default backend, and migrate works on it too.
+        #expect(try await sb.ok("relay", "migrate", "--db", "r.sqlite").hasSuffix("r.sqlite: created the relay schema, version 3"))
+        #expect(try await sb.ok("relay", "migrate", "--db", "r.sqlite").hasSuffix("is current; nothing to do"))
+
+        // Usage errors, and an unreachable server named without its password.
+        let both = try await sb.run("relay", "migrate", "--db", "r.sqlite", "--postgres", url)
+        #expect(both.code != 0 && both.err.contains("not both"), "\(both)")
+        let neither = try await sb.run("relay", "notebook", "list")
+        #expect(neither.code != 0 && neither.err.contains("--postgres URL is required"), "\(neither)")
+        let away = try await sb.run("relay", "notebook", "list", "--postgres",
+                                    "postgresql://lnote:pw-s3cret@/relay?host=/nonexistent-lnote-socket&connect_timeout=2")
+        #expect(away.code != 0, "\(away)")
+        #expect(away.err.contains("/nonexistent-lnote-socket") && away.err.contains("cannot be reached"), "\(away)")
+        #expect(!away.err.contains("s3cret") && !away.out.contains("s3cret"), "\(away)")
+
+        let help = try await sb.run("relay", "--help")
+        #expect(help.code == 0 && help.out.contains("--postgres URL") && help.out.contains("--pool-size"), "\(help)")
+        let migrateHelp = try await sb.run("relay", "migrate", "--help")
+        #expect(migrateHelp.code == 0 && migrateHelp.out.contains("--postgres URL"), "\(migrateHelp)")
+    }
+}
