@@ -342,10 +342,11 @@ public final class PGConnection: @unchecked Sendable, CustomStringConvertible {
         return pointers.withUnsafeBufferPointer { body($0.baseAddress!) }
     }
 
-    /// The connection string's settings as `key=value` pairs, without the password.
+    /// The connection string's settings as `key=value` pairs, without the passwords
+    /// (`password`, and `sslpassword`, which unlocks a client key).
     /// - Throws: `PGError(.invalidArgument)` when libpq cannot parse it (libpq's reason is
     ///   left out: it may quote the string, password included).
-    static func redacted(_ url: String) throws -> String {
+    public static func redacted(_ url: String) throws -> String {
         var errmsg: UnsafeMutablePointer<CChar>?
         guard let options = PQconninfoParse(url, &errmsg) else {
             if let errmsg { PQfreemem(errmsg) }
@@ -356,7 +357,7 @@ public final class PGConnection: @unchecked Sendable, CustomStringConvertible {
         var p = options
         while let keyword = p.pointee.keyword {
             let key = String(cString: keyword)
-            if let value = p.pointee.val, key != "password" {
+            if let value = p.pointee.val, key != "password", key != "sslpassword" {
                 parts.append("\(key)=\(String(cString: value))")
             }
             p += 1

@@ -1,11 +1,12 @@
 import LnoteModel
 import LnotePostgres
 import LnoteServer
+import Synchronization
 
 /// A transaction of `RelayPostgresDatabase` on one pooled connection. Statements are
 /// rewritten to `$N` placeholders and prepared on the connection the first time it runs
 /// them (named by a hash of the SQL, so every transaction on that connection reuses them);
-/// rows are read whole, so a statement's `forEach` body may run other statements.
+/// `forEach` reads through a cursor, a batch at a time, and its body may run other statements.
 final class PostgresRelayTransaction: RelayTransaction {
     let conn: PGConnection
     private var statements: [String: PostgresRelayStatement] = [:]
@@ -54,11 +55,25 @@ final class PostgresRelayStatement: RelayStatement {
         return try (0..<result.rowCount).map { r in try (0..<result.columnCount).map { c in try RelayValue(result.value(r, c)) } }
     }
 
+    /// Rows fetched at a time by `forEach`.
+    static let fetchRows = 256
+    /// Names the cursors of `forEach`, unique in the process.
+    private static let cursors = Atomic<Int>(0)
+
+    /// Reads the rows through a cursor, `fetchRows` at a time, so that a body that stops
+    /// early (a pull under its byte budget) leaves the rest unread on the server, as the
+    /// protocol promises; the body may run other statements meanwhile.
     func forEach(_ params: [RelayValue], _ body: ([RelayValue]) throws -> Bool) throws {
-        let result = try execute(params)
-        for r in 0..<result.rowCount {
-            let row = try (0..<result.columnCount).map { c in try RelayValue(result.value(r, c)) }
-            guard try body(row) else { break }
+        let cursor = "lnote_cursor_\(Self.cursors.add(1, ordering: .relaxed).newValue)"
+        try conn.execute("DECLARE \(cursor) NO SCROLL CURSOR FOR \(sql)", params.map(\.pg))
+        defer { _ = try? conn.execute("CLOSE \(cursor)") }
+        while true {
+            let result = try conn.execute("FETCH \(Self.fetchRows) FROM \(cursor)")
+            for r in 0..<result.rowCount {
+                let row = try (0..<result.columnCount).map { c in try RelayValue(result.value(r, c)) }
+                guard try body(row) else { return }
+            }
+            if result.rowCount < Self.fetchRows { return }
         }
     }
 

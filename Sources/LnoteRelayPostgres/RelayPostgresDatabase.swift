@@ -91,6 +91,14 @@ public final class RelayPostgresDatabase: RelayDatabase, @unchecked Sendable {
             do {
                 return try pool.withConnection { conn in
                     try conn.transaction(mode == .write ? .serializable : .repeatableRead, readOnly: mode == .read) {
+                        if mode == .write {
+                            // Writers take turns, before their snapshot is taken (at their first
+                            // query): every push updates the one sequence counter row, so two
+                            // serializable writers that overlap would otherwise conflict on it
+                            // and retry, the last of N concurrent pushers about N times. Readers
+                            // are not blocked (EXCLUSIVE admits ACCESS SHARE).
+                            try conn.execute("LOCK TABLE relay_counters IN EXCLUSIVE MODE")
+                        }
                         let tx = PostgresRelayTransaction(conn)
                         return try body(tx)
                     }
@@ -177,51 +185,19 @@ public final class RelayPostgresDatabase: RelayDatabase, @unchecked Sendable {
         case .invalidState where closed.load(ordering: .acquiring):
             error = LnoteError(.invalidState, "the relay's PostgreSQL database is closed", path: location)
         default:
-            var l = e.lnoteError
-            l.message = "PostgreSQL \(e.code.rawValue): \(detail)" + (e.context.map { " in \($0)" } ?? "")
-            l.path = location
-            error = l
+            // Always a database failure: the relay answers it as its own (500), never as the
+            // client's bad request carrying the database's location and SQL ([SYNC-81]).
+            error = LnoteError(.database, "PostgreSQL \(e.code.rawValue): \(detail)" + (e.context.map { " in \($0)" } ?? ""),
+                               path: location, underlying: state)
         }
         return error
     }
 
-    /// `url` without its password: the `user:password@` of a URI loses `:password`, a
-    /// `password=` query parameter or `key=value` setting is left out.
+    /// `url` as libpq reads it (`key=value` settings), without `password` or `sslpassword`:
+    /// parsed by libpq itself, so that no spelling it accepts (spaces around `=`, a `?` or `#`
+    /// inside the password of a URI, a query parameter) lets a secret through. A string
+    /// libpq cannot parse is not shown at all.
     public static func redacted(_ url: String) -> String {
-        if let scheme = url.range(of: "://") {
-            let rest = url[scheme.upperBound...]
-            let authorityEnd = rest.firstIndex { "/?#".contains($0) } ?? rest.endIndex
-            let authority = rest[..<authorityEnd]
-            var out = String(url[..<scheme.upperBound])
-            if let at = authority.lastIndex(of: "@") {
-                out += String(authority[..<at].split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false).first ?? "")
-                out += String(authority[at...])
-            } else {
-                out += String(authority)
-            }
-            var tail = String(rest[authorityEnd...])
-            if let q = tail.firstIndex(of: "?") {
-                let query = tail[tail.index(after: q)...].split(separator: "&")
-                    .filter { !$0.lowercased().hasPrefix("password=") }
-                tail = String(tail[..<q]) + (query.isEmpty ? "" : "?" + query.joined(separator: "&"))
-            }
-            return out + tail
-        }
-        // key=value pairs; a quoted value may hold spaces.
-        var parts: [String] = []
-        var current = "", quoted = false, escaped = false
-        for c in url {
-            if escaped { current.append(c); escaped = false; continue }
-            if c == "\\" { current.append(c); escaped = true; continue }
-            if c == "'" { quoted.toggle() }
-            if c.isWhitespace && !quoted {
-                if !current.isEmpty { parts.append(current); current = "" }
-            } else {
-                current.append(c)
-            }
-        }
-        if !current.isEmpty { parts.append(current) }
-        let kept = parts.filter { !$0.replacingOccurrences(of: " ", with: "").lowercased().hasPrefix("password=") }
-        return kept.joined(separator: " ")
+        (try? PGConnection.redacted(url)) ?? "(a PostgreSQL connection string that does not parse; not shown)"
     }
 }
