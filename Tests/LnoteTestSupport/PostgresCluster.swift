@@ -89,9 +89,10 @@ public final class PostgresCluster: Sendable {
 
     /// Starts the server on the existing data directory (after `stop()`).
     public func start() async throws {
-        // Fast and throwaway: no fsync. Unix socket only.
+        // Fast and throwaway: no fsync. Unix socket only. Room for many stores at once (each a
+        // pool and a listening connection) while test suites run side by side.
         let options = "-k \(directory) -c listen_addresses='' -c fsync=off -c synchronous_commit=off "
-            + "-c full_page_writes=off"
+            + "-c full_page_writes=off -c max_connections=400"
         try await run("pg_ctl", ["-D", dataDirectory, "-o", options, "-l", logPath, "-w", "-t", "60", "start"])
     }
 

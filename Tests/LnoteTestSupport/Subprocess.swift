@@ -33,7 +33,14 @@ public enum Subprocess {
             self.err = err
         }
 
-        public func kill(_ sig: Int32 = SIGKILL) { _ = Glibc.kill(pid, sig) }
+        /// Set once `wait` has reaped the child: its pid may belong to another process then.
+        private let reaped = Atomic<Bool>(false)
+
+        /// Sends `sig` to the child, unless it was already reaped (its pid may have been reused).
+        public func kill(_ sig: Int32 = SIGKILL) {
+            guard !reaped.load(ordering: .acquiring) else { return }
+            _ = Glibc.kill(pid, sig)
+        }
 
         /// What the child has written to standard output so far.
         public var outputSoFar: String { String(decoding: out.soFar, as: UTF8.self) }
@@ -61,6 +68,7 @@ public enum Subprocess {
         /// says ECHILD, Foundation took it, and its `terminationStatus` is read once
         /// `isRunning` turns false.
         public func wait() async -> Result {
+            defer { reaped.store(true, ordering: .releasing) }
             var raw: Int32 = 0
             var ours = false
             while true {
