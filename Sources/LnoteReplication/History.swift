@@ -95,16 +95,17 @@ public enum History {
     /// checkpoint base or a past snapshot whose clock the cut covers; nil for an empty page)
     /// with the operations the moment's cut covers and `base` does not applied ([MERGE-80] –
     /// [MERGE-82]), its points as `base` and `ops` hold them (decoded, or deferred).
+    ///
+    /// `allowingDeferred`: operations read from a store's own log with their points deferred
+    /// ([LOG-27]) pass with every other field checked; their points are checked when decoded.
+    /// Without it (the default) such an operation is refused, as `PageReplica.receive` does.
     public static func pageState(_ page: PageID, at point: HistoryPoint, ops: [Op], applied: VectorClock,
-                                 base: PageState? = nil, log: String? = nil) throws -> PageState {
+                                 base: PageState? = nil, log: String? = nil, allowingDeferred: Bool = false) throws -> PageState {
         let cut = try self.cut(clock(of: point, in: ops, applied: applied, log: log), in: ops, applied: applied)
         try check(cut, ops: ops, base: base?.clock, log: log)
         var replica = base.map { PageReplica(state: $0) } ?? PageReplica(page: page)
         let baseClock = base?.clock ?? VectorClock()
-        // A stroke read with its points deferred ([LOG-27]) passes with its other fields
-        // checked; its points are checked when decoded. (Only a store's reading of its own
-        // log makes one.)
-        try replica.receive(ops.filter { cut.covers($0.id) && !baseClock.covers($0.id) }, allowingDeferred: true)
+        try replica.receive(ops.filter { cut.covers($0.id) && !baseClock.covers($0.id) }, allowingDeferred: allowingDeferred)
         guard replica.clock == cut else {
             throw LnoteError(.invalidState, "the operations up to \(cut) made the clock \(replica.clock): the log holds operations that do not fit together",
                              path: log)

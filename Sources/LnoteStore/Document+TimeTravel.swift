@@ -21,7 +21,8 @@ extension Document {
     ///   Never a state built from part of the moment.
     public func pageState(_ pid: PageID, at point: HistoryPoint, deferringPoints: Bool = false) async throws -> PageState {
         let m = try pageMoment(pid, at: point, deferringPoints: deferringPoints)
-        return try History.pageState(pid, at: .clock(m.cut), ops: m.ops, applied: m.applied, base: m.base, log: m.path)
+        return try History.pageState(pid, at: .clock(m.cut), ops: m.ops, applied: m.applied, base: m.base, log: m.path,
+                                     allowingDeferred: deferringPoints)
     }
 
     /// A moment of a page: its cut, found from the frames' headers alone, where it starts (the

@@ -265,9 +265,10 @@ extension Document {
         if let c = undoCache, c.replica == replica, c.size == st.size, c.inode == st.inode { return c.journal }
         let bytes = try io.pread(fd, count: Int(st.size), at: 0)
         let j = UndoJournal.read(bytes, replica: replica)
+        undoFloor = max(undoFloor, UInt64(bytes.count))
         // Not kept when the file ends in a cut line: the next append must see it to begin a new line.
         undoCache = bytes.last.map { $0 == UInt8(ascii: "\n") } ?? true
-            ? UndoCache(replica: replica, size: UInt64(bytes.count), inode: st.inode, journal: j, floor: UInt64(bytes.count)) : nil
+            ? UndoCache(replica: replica, size: UInt64(bytes.count), inode: st.inode, journal: j) : nil
         return j
     }
 
@@ -300,7 +301,8 @@ extension Document {
                 let bytes = try io.pread(fd, count: Int(before.size), at: 0)
                 cut = bytes.last.map { $0 != UInt8(ascii: "\n") } ?? false
                 current = UndoCache(replica: replica, size: before.size, inode: before.inode,
-                                    journal: UndoJournal.read(bytes, replica: replica), floor: before.size)
+                                    journal: UndoJournal.read(bytes, replica: replica))
+                undoFloor = max(undoFloor, before.size)
             } else if before.size > 0 {
                 cut = try io.pread(fd, count: 1, at: before.size - 1) != [UInt8(ascii: "\n")]
             }
@@ -325,17 +327,24 @@ extension Document {
         // Rewritten past the bound, and once it doubled since the last rewrite: a step of many
         // entries (an import) would otherwise be rewritten at every append. The line is
         // written: a rewrite that fails leaves a longer journal, nothing worse.
-        guard size > UInt64(UndoJournal.rewriteBytes), size > 2 * (undoCache?.floor ?? 0) else { return true }
-        let current = undoCache?.size == size && undoCache?.replica == replica ? undoCache?.journal : nil
-        undoCache = nil
+        guard size > UInt64(UndoJournal.rewriteBytes), size > 2 * undoFloor else { return true }
         let path = undoJournalPath
         do {
+            // The cached stacks only when the file is exactly what they were made from: another
+            // process's line may have landed between the `fstat` and the write.
+            let actual = try undoJournalFile(create: false)?.stat
+            let current = undoCache.flatMap { c in
+                c.replica == replica && c.size == actual?.size && c.inode == actual?.inode ? c.journal : nil
+            }
+            undoCache = nil
             let kept = try current ?? UndoJournal.read(DurableFile.read(path, io: io), replica: replica)
             try DurableFile.replace(path, with: kept.lines(replica: replica), io: io)
             if let (_, st) = try undoJournalFile(create: false) {
-                undoCache = UndoCache(replica: replica, size: st.size, inode: st.inode, journal: kept, floor: st.size)
+                undoCache = UndoCache(replica: replica, size: st.size, inode: st.inode, journal: kept)
+                undoFloor = st.size
             }
         } catch {
+            undoCache = nil
             // Best effort, as said.
         }
         return true

@@ -129,6 +129,10 @@ public actor Document {
     var undoCache: UndoCache?
     /// The undo journal, open for reading and appending while it is the file at its path.
     var undoFile: FileDescriptor?
+    /// The journal's size after this handle last rewrote it, or when it first read it: it is
+    /// rewritten again only once it has doubled ([PKG-100]). Kept apart from `undoCache`,
+    /// which another process's append makes stale.
+    var undoFloor: UInt64 = 0
 
     // Group commit.
     var syncWaiters: [LogKey: [CheckedContinuation<Void, Error>]] = [:]

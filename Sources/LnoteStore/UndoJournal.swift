@@ -26,9 +26,6 @@ struct UndoCache {
     var size: UInt64
     var inode: UInt64
     var journal: UndoJournal
-    /// The file's size after its last rewrite, or when it was first read: it is rewritten
-    /// again only once it has doubled ([PKG-100]).
-    var floor: UInt64
 }
 
 /// The undo and redo stacks of one replica for one document, kept in
