@@ -19,15 +19,6 @@ final class PostgresRelayTransaction: RelayTransaction {
         statements[sql] = s
         return s
     }
-
-    func query(_ sql: String, _ params: [RelayValue]) throws -> [[RelayValue]] {
-        try prepare(sql).rows(params)
-    }
-
-    @discardableResult
-    func execute(_ sql: String, _ params: [RelayValue]) throws -> Int {
-        try prepare(sql).run(params)
-    }
 }
 
 final class PostgresRelayStatement: RelayStatement {

@@ -146,6 +146,16 @@ public protocol RelayTransaction: AnyObject {
 
 extension RelayTransaction {
     public func query(_ sql: String) throws -> [[RelayValue]] { try query(sql, []) }
+
+    /// Through `prepare`, which a backend makes cache statements by their text.
+    public func query(_ sql: String, _ params: [RelayValue]) throws -> [[RelayValue]] {
+        try prepare(sql).rows(params)
+    }
+
+    @discardableResult
+    public func execute(_ sql: String, _ params: [RelayValue]) throws -> Int {
+        try prepare(sql).run(params)
+    }
 }
 
 /// A compiled statement of one transaction.
