@@ -178,9 +178,12 @@ extension PageSnapshot {
             // set is sized once rather than grown insert by insert).
             if !state.tombstones.isEmpty {
                 var live = OpIDTable(minimumCapacity: state.elements.count)
-                for e in state.elements { live.insert(e.id) }
-                for (i, t) in state.tombstones.enumerated() where live.contains(t.id) && t.isErased {
-                    throw LnoteError(.corrupt, "tombstone \(t.id) is erased and also a live element", path: path, offset: crcAt, index: i)
+                // Through the buffers: reading an id does not copy its record or tombstone.
+                state.elements.withUnsafeBufferPointer { b in for i in b.indices { live.insert(b[i].id) } }
+                try state.tombstones.withUnsafeBufferPointer { b in
+                    for i in b.indices where live.contains(b[i].id) && b[i].isErased {
+                        throw LnoteError(.corrupt, "tombstone \(b[i].id) is erased and also a live element", path: path, offset: crcAt, index: i)
+                    }
                 }
             }
             // [SNAP-40] Present exactly when needed; without it, a format-2 snapshot from before restores.
@@ -513,12 +516,14 @@ extension PageSnapshot {
         let n = try r.count("tombstone count", minSize: 22)
         var out: [Tombstone] = []
         out.reserveCapacity(n)
+        // The previous id alone (`out.last` would copy the whole tombstone).
+        var lastID: ElementID?
         for i in 0..<n {
             let at = r.offset
             do {
                 let id = try ElementCodec.decodeOpID(&r)
                 // [SNAP-25] Sorted by id, so unique.
-                if let last = out.last, !(last.id < id) {
+                if let last = lastID, !(last < id) {
                     throw r.error(.corrupt, "tombstone \(id) not above the previous id", at: at)
                 }
                 let erasuresAt = r.offset
@@ -536,6 +541,7 @@ extension PageSnapshot {
                 }
                 let concurrent = try decodeRefs(&r, "tombstone frontier")
                 out.append(Tombstone(id: id, erasures: erasures, frontier: concurrent))
+                lastID = id
             } catch var e as LnoteError {
                 if e.index == nil { e.index = i }
                 throw e
@@ -642,7 +648,9 @@ extension PageSnapshot {
         }
         for i in state.elements.indices where rank.contains(state.elements[i].id) { try attach(&state.elements[i]) }
         try state.tombstones.withUnsafeMutableBufferPointer { tombstones in
-            for i in tombstones.indices where tombstones[i].record != nil {
+            // Looked up by id first, the record matched without a copy.
+            for i in tombstones.indices where rank.contains(tombstones[i].id) {
+                guard case .some = tombstones[i].record else { continue }
                 try attach(&tombstones[i].record!)
             }
         }
