@@ -12,13 +12,19 @@ import Synchronization
 /// kept, so a chunk is decoded at most once whichever copy of the state asks, and a damaged
 /// chunk gives the same error every time. Strokes are coded against the stroke before them
 /// in their chunk ([SNAP-35]), so a chunk is the smallest unit that decodes alone.
+///
+/// A snapshot's source also holds the points of the records its erase-history section keeps
+/// for erased elements ([SNAP-40]): version-1 records, whose point streams ([PTS-1]…) stand
+/// alone, so each is a chunk of its own (a negative chunk number), decoded with the checks
+/// and errors of an eager read of that section.
 public final class DeferredPoints: Sendable, Hashable {
     /// Identity: one source per file read (or frame replayed).
     public static func == (l: DeferredPoints, r: DeferredPoints) -> Bool { l === r }
     public func hash(into h: inout Hasher) { h.combine(ObjectIdentifier(self)) }
 
-    /// Where one deferred stroke's points are: its record's index in the elements section,
-    /// and its point count (read when the record was, [PT2-2] checked).
+    /// Where one deferred stroke's points are: its record's index in the elements section
+    /// (or, negative, `-1 - rank` for the rank-th record kept by the erase-history section),
+    /// and its point count (read when the record was, [PT2-2] or [PTS-2] checked).
     public struct Slot: Hashable, Sendable {
         package let source: DeferredPoints
         package let index: Int
@@ -40,8 +46,31 @@ public final class DeferredPoints: Sendable, Hashable {
         var records = 0
     }
 
+    /// Where the point stream of a record kept by the erase-history section is ([SNAP-40]):
+    /// everything an eager read of it needs to decode it as that read does.
+    struct KeptStream: Sendable {
+        /// The offsets of the record and of its point stream; the end of the section body
+        /// (the reader's end when the record was read).
+        var record: Int
+        var stream: Int
+        var sectionEnd: Int
+        var shortestVarints: Bool
+        var id: ElementID
+        var style: InkStyle
+        /// The rank of its tombstone, the `index` of an error.
+        var tombstone: Int
+    }
+
     /// What decoding a chunk gave: for each of its records, the points (nil for an image).
     typealias Outcome = Result<[[StrokePoint]?], LnoteError>
+
+    /// The chunk of a record index: its group of 64 records, or (negative) its own for a kept record.
+    @inline(__always)
+    static func chunk(of index: Int) -> Int { index >= 0 ? index / PageSnapshot.elementIndexStride : index }
+
+    /// A record's position in its chunk's outcome.
+    @inline(__always)
+    static func position(of index: Int) -> Int { index >= 0 ? index % PageSnapshot.elementIndexStride : 0 }
 
     /// What the bytes are: a snapshot (records coded against the page clock's replicas), or
     /// one frame's payload whose points (a stream in its standalone context) begin at a
@@ -55,7 +84,7 @@ public final class DeferredPoints: Sendable, Hashable {
     let base: Int
     let path: String?
     let kind: Kind
-    private let state = Mutex<(layout: Layout, chunks: [Outcome?])>((Layout(), []))
+    private let state = Mutex<(layout: Layout, chunks: [Outcome?], kept: [KeptStream], keptChunks: [Outcome?])>((Layout(), [], [], []))
 
     init(bytes: [UInt8], path: String?, replicas: PageSnapshot.ReplicaTable) {
         self.bytes = bytes
@@ -90,19 +119,31 @@ public final class DeferredPoints: Sendable, Hashable {
         }
     }
 
+    /// Set once by the reader of the erase-history section, after its records were read and
+    /// before any of their slots is used: kept record `rank` has slot index `-1 - rank`.
+    func setKept(_ streams: [KeptStream]) {
+        state.withLock {
+            $0.kept = streams
+            $0.keptChunks = Array(repeating: nil, count: streams.count)
+        }
+    }
+
+    /// True when the erase-history section's records hold deferred points here.
+    var hasKept: Bool { state.withLock { !$0.kept.isEmpty } }
+
     package func slot(index: Int, count: Int) -> Slot { Slot(source: self, index: index, count: count) }
 
     /// The points of one deferred stroke: its chunk decoded (or the outcome kept from before).
     func points(of slot: Slot) throws -> [StrokePoint] {
-        let k = slot.index / PageSnapshot.elementIndexStride
-        let decoded = try outcome(ofChunk: k).get()
-        guard let points = decoded[slot.index % PageSnapshot.elementIndexStride], points.count == slot.count else {
+        let decoded = try outcome(ofChunk: Self.chunk(of: slot.index)).get()
+        guard let points = decoded[Self.position(of: slot.index)], points.count == slot.count else {
             throw LnoteError(.corrupt, "record \(slot.index) decodes differently from when it was read", path: path, index: slot.index)
         }
         return points
     }
 
     private func outcome(ofChunk k: Int) -> Outcome {
+        if k < 0 { return outcome(ofKept: -1 - k) }
         let (kept, layout) = state.withLock { s -> (Outcome?, Layout?) in
             if s.chunks.indices.contains(k), let o = s.chunks[k] { return (o, nil) }
             return (nil, s.layout)
@@ -113,6 +154,41 @@ public final class DeferredPoints: Sendable, Hashable {
         let outcome = decodeChunk(k, layout)
         state.withLock { if $0.chunks.indices.contains(k) { $0.chunks[k] = outcome } }
         return outcome
+    }
+
+    /// The outcome of the record kept with rank `rank` (decoded, or kept from before).
+    private func outcome(ofKept rank: Int) -> Outcome {
+        let (kept, stream) = state.withLock { s -> (Outcome?, KeptStream?) in
+            guard s.kept.indices.contains(rank) else { return (nil, nil) }
+            return (s.keptChunks[rank], s.kept[rank])
+        }
+        if let kept { return kept }
+        guard let stream else { return .failure(LnoteError(.invalidState, "no kept record \(rank) of deferred points", path: path)) }
+        let outcome = decodeKept(stream)
+        state.withLock { $0.keptChunks[rank] = outcome }
+        return outcome
+    }
+
+    /// Decodes a kept record's points as the eager read of the erase-history section does
+    /// (`PageSnapshot.decodeEraseHistory`): the same stream decoder from the same offset with
+    /// the same reader's end, then [SNAP-19]'s bounds reported at the record's first byte;
+    /// its errors carry the tombstone's rank and are `corrupt` (inside a file whose CRC matched).
+    private func decodeKept(_ s: KeptStream) -> Outcome {
+        var r = ByteReader(bytes, range: s.stream..<s.sectionEnd, base: base, path: path)
+        r.shortestVarints = s.shortestVarints
+        do {
+            let points = try StrokeCodec.decodePoints(&r)
+            if let problem = ContentBounds.problem(.stroke(Stroke(style: s.style, points: points))) {
+                throw r.error(.corrupt, "element \(s.id): \(problem)", at: s.record)
+            }
+            return .success([points])
+        } catch var e as LnoteError {
+            if e.index == nil { e.index = s.tombstone }
+            if e.code == .truncated || e.code == .limitExceeded { e.code = .corrupt }
+            return .failure(e)
+        } catch {
+            return .failure(LnoteError(.corrupt, "\(error)", path: path, offset: s.stream, index: s.tombstone))
+        }
     }
 
     /// Decodes chunk `k` as an eager read would: the same record decoder with points, so the
@@ -186,8 +262,10 @@ public final class DeferredPoints: Sendable, Hashable {
     package static func check(_ sources: [DeferredPoints]) throws {
         var work: [(source: DeferredPoints, chunk: Int)] = []
         for s in sources {
-            let chunks = s.state.withLock { $0.chunks.count }
+            let (chunks, kept) = s.state.withLock { ($0.chunks.count, $0.kept.count) }
             for k in 0..<chunks { work.append((s, k)) }
+            // The kept records after the elements: the erase-history section comes last.
+            for rank in 0..<kept { work.append((s, -1 - rank)) }
         }
         for o in decode(work) { _ = try o.get() }
     }
@@ -225,7 +303,7 @@ public final class DeferredPoints: Sendable, Hashable {
         var needed: [ObjectIdentifier: (source: DeferredPoints, chunks: Set<Int>)] = [:]
         for e in elements {
             guard case .stroke(let s) = e.content, let d = s.deferred else { continue }
-            needed[ObjectIdentifier(d.source), default: (d.source, [])].chunks.insert(d.index / PageSnapshot.elementIndexStride)
+            needed[ObjectIdentifier(d.source), default: (d.source, [])].chunks.insert(chunk(of: d.index))
         }
         guard !needed.isEmpty else { return }
         // Every chunk of every source, decoded on every core; the first failure in the order
@@ -235,18 +313,18 @@ public final class DeferredPoints: Sendable, Hashable {
             guard case .stroke(let s) = e.content, let d = s.deferred else { continue }
             let key = ObjectIdentifier(d.source)
             guard let n = needed.removeValue(forKey: key) else { continue }
-            for k in n.chunks.sorted() { work.append((n.source, k)) }
+            // File order: the elements' chunks, then the kept records' (negative, rank order).
+            for k in n.chunks.filter({ $0 >= 0 }).sorted() + n.chunks.filter({ $0 < 0 }).sorted(by: >) { work.append((n.source, k)) }
         }
         let outcomes = decode(work)
         // Every chunk decoded: the points are taken from the outcomes, without a lock a stroke,
         // and the elements changed only once every stroke has its points.
         var decoded: [ObjectIdentifier: [Int: [[StrokePoint]?]]] = [:]
         for (j, o) in outcomes.enumerated() { decoded[ObjectIdentifier(work[j].source), default: [:]][work[j].chunk] = try o.get() }
-        let stride = PageSnapshot.elementIndexStride
         var resolved: [(Int, Stroke)] = []
         for i in elements.indices {
             guard case .stroke(let s) = elements[i].content, let d = s.deferred else { continue }
-            guard let points = decoded[ObjectIdentifier(d.source)]?[d.index / stride]?[d.index % stride], points.count == d.count else {
+            guard let points = decoded[ObjectIdentifier(d.source)]?[chunk(of: d.index)]?[position(of: d.index)], points.count == d.count else {
                 throw LnoteError(.corrupt, "record \(d.index) decodes differently from when it was read", path: d.source.path, index: d.index)
             }
             resolved.append((i, Stroke(style: s.style, points: points)))

@@ -24,14 +24,9 @@ public enum ElementCodec {
         let at = r.offset
         switch try r.u8("element kind") {
         case strokeTag:
-            let toolAt = r.offset
-            guard let tool = ToolKind(rawValue: try r.u8("tool")) else {
-                throw r.error(.corrupt, "unknown tool kind", at: toolAt)
-            }
-            let color = RGBA(packed: try r.u32("color"))
-            let width = try int32(&r, "width")
+            let style = try decodeStrokeStyle(&r)
             let points = try StrokeCodec.decodePoints(&r)
-            return .stroke(Stroke(style: InkStyle(tool: tool, color: color, width: width), points: points))
+            return .stroke(Stroke(style: style, points: points))
         case imageTag:
             let digest = try r.bytes(32, "asset digest")
             let frame = try decodeRect(&r)
@@ -40,6 +35,17 @@ public enum ElementCodec {
         case let k:
             throw r.error(.corrupt, "unknown element kind \(k)", at: at)
         }
+    }
+
+    /// A version-1 stroke's style, after its kind byte: tool, color, width.
+    static func decodeStrokeStyle(_ r: inout ByteReader) throws -> InkStyle {
+        let toolAt = r.offset
+        guard let tool = ToolKind(rawValue: try r.u8("tool")) else {
+            throw r.error(.corrupt, "unknown tool kind", at: toolAt)
+        }
+        let color = RGBA(packed: try r.u32("color"))
+        let width = try int32(&r, "width")
+        return InkStyle(tool: tool, color: color, width: width)
     }
 
     public static func encode(_ q: QRect, into w: inout ByteWriter) {

@@ -154,7 +154,7 @@ extension PageSnapshot {
                 case .contexts:
                     state.contexts = try decodeContexts(&s, clock: state.clock, maxLamport: state.maxLamport)
                 case .eraseHistory:
-                    try decodeEraseHistory(&s, into: &state)
+                    try decodeEraseHistory(&s, into: &state, deferring: deferral)
                 case .elementIndex:
                     // [SNAP-32] Exactly where the records start (elements came first: tags increase).
                     let at = s.offset
@@ -178,9 +178,12 @@ extension PageSnapshot {
             // set is sized once rather than grown insert by insert).
             if !state.tombstones.isEmpty {
                 var live = OpIDTable(minimumCapacity: state.elements.count)
-                for e in state.elements { live.insert(e.id) }
-                for (i, t) in state.tombstones.enumerated() where live.contains(t.id) && t.isErased {
-                    throw LnoteError(.corrupt, "tombstone \(t.id) is erased and also a live element", path: path, offset: crcAt, index: i)
+                // Through the buffers: reading an id does not copy its record or tombstone.
+                state.elements.withUnsafeBufferPointer { b in for i in b.indices { live.insert(b[i].id) } }
+                try state.tombstones.withUnsafeBufferPointer { b in
+                    for i in b.indices where live.contains(b[i].id) && b[i].isErased {
+                        throw LnoteError(.corrupt, "tombstone \(b[i].id) is erased and also a live element", path: path, offset: crcAt, index: i)
+                    }
                 }
             }
             // [SNAP-40] Present exactly when needed; without it, a format-2 snapshot from before restores.
@@ -192,9 +195,9 @@ extension PageSnapshot {
             } else {
                 lacksHistory = !state.tombstones.isEmpty || state.elements.contains { !$0.erased.isEmpty }
             }
-            // The source when there are records (a page of images only has nothing to decode
-            // later, and its chunks check again quickly).
-            let source = state.elements.isEmpty ? nil : deferral
+            // The source when there are records, live or kept (a page of images only has
+            // nothing to decode later, and its chunks check again quickly).
+            let source = state.elements.isEmpty && !(deferral?.hasKept ?? false) ? nil : deferral
             var contents = Contents(state: state, coveredLogOffset: coveredLogOffset, logIncarnation: logIncarnation, deferredPoints: source)
             contents.lacksEraseHistory = lacksHistory
             return contents
@@ -386,6 +389,25 @@ extension PageSnapshot {
 
     /// One element record ([SNAP-14]), without the checks that involve its neighbours.
     static func decodeElement(_ r: inout ByteReader) throws -> ElementRecord {
+        var eager: KeptPoints? = nil
+        return try decodeElement(&r, keeping: &eager)
+    }
+
+    /// The points of the records an erase-history section keeps ([SNAP-40]) as they are
+    /// read with their points deferred: the snapshot's source, the tombstone being read, and
+    /// where each stream stepped over is.
+    struct KeptPoints {
+        let source: DeferredPoints
+        var tombstone = 0
+        var streams: [DeferredPoints.KeptStream] = []
+    }
+
+    /// `decodeElement`; with `kept`, a stroke whose point stream has the usual header (3
+    /// points or more, read by `StrokeCodec.quickHeader`, which the eager decoder reads
+    /// first too) is stepped over and deferred to `kept.source`: every other check is made
+    /// here, those of the stream's blocks and [SNAP-19]'s point bounds at first use, with the
+    /// errors and offsets of this read.
+    static func decodeElement(_ r: inout ByteReader, keeping kept: inout KeptPoints?) throws -> ElementRecord {
         let at = r.offset
         let id = try ElementCodec.decodeOpID(&r)
         let lamport = try r.varint("lamport")
@@ -396,15 +418,37 @@ extension PageSnapshot {
         let zFrontier = try decodeRefs(&r, "z frontier")
         let erased = try decodeRanges(&r)
         let eraseFrontier = try decodeRefs(&r, "erase frontier")
-        let content = try ElementCodec.decodeContent(&r)
-        // [SNAP-19] What operations carried: within [LOG-23]'s bounds.
-        if let problem = ContentBounds.problem(content) ?? ContentBounds.problem(transform) {
+        let content = kept == nil ? try ElementCodec.decodeContent(&r) : try decodeKeptContent(&r, id: id, at: at, &kept!)
+        // [SNAP-19] What operations carried: within [LOG-23]'s bounds (a deferred stroke's
+        // points when they are decoded).
+        if let problem = ContentBounds.problem(content, allowingDeferred: true) ?? ContentBounds.problem(transform) {
             throw r.error(.corrupt, "element \(id): \(problem)", at: at)
         }
         return ElementRecord(id: id, lamport: lamport, wallTime: wallTime, content: content,
                              transform: LWWRegister(transform, frontier: transformFrontier),
                              z: LWWRegister(z, frontier: zFrontier),
                              erased: erased, frontier: eraseFrontier)
+    }
+
+    /// A kept record's content (see `decodeElement(_:keeping:)`).
+    private static func decodeKeptContent(_ r: inout ByteReader, id: ElementID, at: Int,
+                                          _ kept: inout KeptPoints) throws -> ElementContent {
+        var peek = r
+        guard (try? peek.u8("element kind")) == ElementCodec.strokeTag else { return try ElementCodec.decodeContent(&r) }
+        _ = try r.u8("element kind")
+        let style = try ElementCodec.decodeStrokeStyle(&r)
+        let stream = r.offset
+        guard let h = StrokeCodec.quickHeader(r) else {
+            // Fewer than 3 points, or a header the eager decoder reads slowly to name a fault.
+            return .stroke(Stroke(style: style, points: try StrokeCodec.decodePoints(&r)))
+        }
+        // Cannot throw: `quickHeader` checked that the header, H and G bytes are there ([PTS-3]).
+        _ = try r.skip(h.headerBytes + h.widthBytes + h.packedBytes, "point stream")
+        let rank = kept.streams.count
+        kept.streams.append(DeferredPoints.KeptStream(record: at, stream: stream - r.base, sectionEnd: r.end,
+                                                      shortestVarints: r.shortestVarints, id: id, style: style,
+                                                      tombstone: kept.tombstone))
+        return .stroke(Stroke(style: style, deferred: kept.source.slot(index: -1 - rank, count: h.n)))
     }
 
     /// The element index's offsets if a well-formed index section follows `r` (which is
@@ -472,12 +516,14 @@ extension PageSnapshot {
         let n = try r.count("tombstone count", minSize: 22)
         var out: [Tombstone] = []
         out.reserveCapacity(n)
+        // The previous id alone (`out.last` would copy the whole tombstone).
+        var lastID: ElementID?
         for i in 0..<n {
             let at = r.offset
             do {
                 let id = try ElementCodec.decodeOpID(&r)
                 // [SNAP-25] Sorted by id, so unique.
-                if let last = out.last, !(last.id < id) {
+                if let last = lastID, !(last < id) {
                     throw r.error(.corrupt, "tombstone \(id) not above the previous id", at: at)
                 }
                 let erasuresAt = r.offset
@@ -495,6 +541,7 @@ extension PageSnapshot {
                 }
                 let concurrent = try decodeRefs(&r, "tombstone frontier")
                 out.append(Tombstone(id: id, erasures: erasures, frontier: concurrent))
+                lastID = id
             } catch var e as LnoteError {
                 if e.index == nil { e.index = i }
                 throw e
@@ -506,52 +553,66 @@ extension PageSnapshot {
     /// [SNAP-40] The erase-history section, read onto the state's tombstones and elements
     /// (which come first: tags increase). Checks [SNAP-41] and that erased tombstones keep no
     /// frontier in their record and restored ones have none.
-    static func decodeEraseHistory(_ r: inout ByteReader, into state: inout PageState) throws {
+    ///
+    /// With `deferring` (the snapshot's source of deferred points), the kept records' point
+    /// streams are stepped over and decoded on first use (`decodeElement(_:keeping:)`).
+    static func decodeEraseHistory(_ r: inout ByteReader, into state: inout PageState,
+                                   deferring: DeferredPoints? = nil) throws {
         let countAt = r.offset
         let n = try r.count("tombstone count", minSize: 2)
         guard n == state.tombstones.count else {
             throw r.error(.corrupt, "erase history for \(n) tombstones, the tombstone section has \(state.tombstones.count)", at: countAt)
         }
-        for i in 0..<n {
-            let at = r.offset
-            do {
-                for k in state.tombstones[i].erasures.indices {
-                    let m = try r.count("restore count", minSize: 9)
-                    var by: [OpID] = []
-                    by.reserveCapacity(m)
-                    for _ in 0..<m {
-                        let cAt = r.offset
-                        let c = try ElementCodec.decodeOpID(&r)
-                        if let last = by.last, !(last < c) { throw r.error(.corrupt, "restores not strictly increasing", at: cAt) }
-                        by.append(c)
+        var kept = deferring.map { KeptPoints(source: $0) }
+        // Each tombstone is changed in place (through the array's buffer, which the state
+        // alone holds): no copy of a tombstone, or of the array, per history read.
+        try state.tombstones.withUnsafeMutableBufferPointer { tombstones in
+            for i in 0..<n {
+                let at = r.offset
+                do {
+                    for k in tombstones[i].erasures.indices {
+                        let m = try r.count("restore count", minSize: 9)
+                        guard m > 0 else { continue }
+                        var by: [OpID] = []
+                        by.reserveCapacity(m)
+                        for _ in 0..<m {
+                            let cAt = r.offset
+                            let c = try ElementCodec.decodeOpID(&r)
+                            if let last = by.last, !(last < c) { throw r.error(.corrupt, "restores not strictly increasing", at: cAt) }
+                            by.append(c)
+                        }
+                        tombstones[i].erasures[k].cancelledBy = by
                     }
-                    state.tombstones[i].erasures[k].cancelledBy = by
-                }
-                let t = state.tombstones[i]
-                let flagAt = r.offset
-                switch try r.u8("record flag") {
-                case 0: break
-                case 1:
-                    let rec = try decodeElement(&r)
-                    guard rec.id == t.id, rec.frontier.isEmpty, t.isErased else {
-                        throw r.error(.corrupt, "tombstone \(t.id) keeps a record of \(rec.id), with a frontier, or while restored", at: flagAt)
+                    let isErased = tombstones[i].isErased
+                    let flagAt = r.offset
+                    switch try r.u8("record flag") {
+                    case 0: break
+                    case 1:
+                        kept?.tombstone = i
+                        let rec = try decodeElement(&r, keeping: &kept)
+                        guard rec.id == tombstones[i].id, rec.frontier.isEmpty, isErased else {
+                            throw r.error(.corrupt, "tombstone \(tombstones[i].id) keeps a record of \(rec.id), with a frontier, or while restored", at: flagAt)
+                        }
+                        if let problem = rec.z.value.validityProblem { throw r.error(.corrupt, "invalid z key: \(problem)", at: flagAt) }
+                        tombstones[i].record = rec
+                    default:
+                        throw r.error(.corrupt, "record flag is neither 0 nor 1", at: flagAt)
                     }
-                    if let problem = rec.z.value.validityProblem { throw r.error(.corrupt, "invalid z key: \(problem)", at: flagAt) }
-                    state.tombstones[i].record = rec
-                default:
-                    throw r.error(.corrupt, "record flag is neither 0 nor 1", at: flagAt)
+                    if !isErased && !tombstones[i].frontier.isEmpty {
+                        throw r.error(.corrupt, "restored tombstone \(tombstones[i].id) keeps a frontier", at: at)
+                    }
+                } catch var e as LnoteError {
+                    if e.index == nil { e.index = i }
+                    throw e
                 }
-                if !t.isErased && !t.frontier.isEmpty {
-                    throw r.error(.corrupt, "restored tombstone \(t.id) keeps a frontier", at: at)
-                }
-            } catch var e as LnoteError {
-                if e.index == nil { e.index = i }
-                throw e
             }
         }
         let m = try r.count("partially erased element count", minSize: 11)
         var previous: ElementID?
-        var entries: [ElementID: [RangeErasure]] = [:]
+        // The lists by id (strictly increasing), found through an id table.
+        var lists: [(id: ElementID, list: [RangeErasure])] = []
+        lists.reserveCapacity(m)
+        var rank = OpIDTable(minimumCapacity: m)
         for _ in 0..<m {
             let at = r.offset
             let id = try ElementCodec.decodeOpID(&r)
@@ -569,25 +630,32 @@ extension PageSnapshot {
                 guard !ranges.isEmpty else { throw r.error(.corrupt, "partial erase \(ref) without ranges", at: xAt) }
                 list.append(RangeErasure(ref: ref, ranges: ranges))
             }
-            entries[id] = list
+            rank.set(id, Int32(lists.count))
+            lists.append((id, list))
         }
         let end = r.offset
+        if let kept { kept.source.setKept(kept.streams) }
+        guard m > 0 else { return }
         // Each entry names a stroke this state holds.
+        var attached = [Bool](repeating: false, count: m)
         func attach(_ rec: inout ElementRecord) throws {
             // A stroke with erased ranges and no entry is of a page read from a format-2 snapshot
             // before restores, installed from a checkpoint ([MERGE-30]): its partial erases are unknown.
-            guard let list = entries.removeValue(forKey: rec.id) else { return }
-            rec.rangeErasures = list
+            guard let j = rank[rec.id].map(Int.init), !attached[j] else { return }
+            attached[j] = true
+            rec.rangeErasures = lists[j].list
             if let problem = PageSnapshot.rangeErasureProblem(rec) { throw r.error(.corrupt, "element \(rec.id): \(problem)", at: end) }
         }
-        if !entries.isEmpty {
-            for i in state.elements.indices where entries[state.elements[i].id] != nil { try attach(&state.elements[i]) }
+        for i in state.elements.indices where rank.contains(state.elements[i].id) { try attach(&state.elements[i]) }
+        try state.tombstones.withUnsafeMutableBufferPointer { tombstones in
+            // Looked up by id first, the record matched without a copy.
+            for i in tombstones.indices where rank.contains(tombstones[i].id) {
+                guard case .some = tombstones[i].record else { continue }
+                try attach(&tombstones[i].record!)
+            }
         }
-        for i in state.tombstones.indices where state.tombstones[i].record != nil {
-            try attach(&state.tombstones[i].record!)
-        }
-        if let stray = entries.keys.min() {
-            throw r.error(.corrupt, "partial erases of \(stray), which is neither live nor kept by a tombstone", at: end)
+        if let j = attached.firstIndex(of: false) {
+            throw r.error(.corrupt, "partial erases of \(lists[j].id), which is neither live nor kept by a tombstone", at: end)
         }
     }
 

@@ -211,6 +211,18 @@ extension Array where Element == PointRange {
         return out
     }
 
+    /// True when `self` is its own `normalizedUnion()`: non-empty ranges, each starting past
+    /// the end of the one before (sorted, disjoint, non-adjacent). Checked without allocating.
+    public var isNormalized: Bool {
+        var previous: PointRange?
+        for r in self {
+            guard !r.isEmpty else { return false }
+            if let previous, r.from <= previous.to { return false }
+            previous = r
+        }
+        return true
+    }
+
     /// The points of `self` that `other` does not cover, normalized.
     public func subtracting(_ other: [PointRange]) -> [PointRange] {
         let cut = other.normalizedUnion()

@@ -16,7 +16,8 @@ public struct PageReplica: Sendable {
     private var contexts: [ReplicaContext]
     /// Live elements, by id and bottom to top.
     private var records: ElementTable
-    private var tombstones: [ElementID: Tombstone]
+    /// Tombstones, by id (`TombstoneTable`).
+    private var tombstones: TombstoneTable
     private var buffer = CausalBuffer()
 
     /// Starts from a snapshot's state; `pending` are operations that were waiting when it
@@ -66,7 +67,10 @@ public struct PageReplica: Sendable {
         swap(&elements, &state.elements)
         // Handed over (not copied): the table may grow the array in place.
         records = ElementTable(ordered: consume elements, reserving: reservingAdds)
-        tombstones = Dictionary(uniqueKeysWithValues: state.tombstones.map { ($0.id, $0) })
+        var erased: [Tombstone] = []
+        swap(&erased, &state.tombstones)
+        // Handed over (not copied), as the elements are.
+        tombstones = TombstoneTable(sorted: consume erased)
         for op in pending where !clock.covers(op.id) { _ = buffer.insert(op) }
     }
 
@@ -94,11 +98,12 @@ public struct PageReplica: Sendable {
         try records.resolvePoints()
         // Erased elements keep their records ([MERGE-30]): those erased since the start hold
         // their points as they were read.
-        for (id, t) in tombstones {
-            guard let r = t.record, !r.content.isResolved else { continue }
-            var kept = [r]
-            try DeferredPoints.resolve(&kept)
-            tombstones[id]?.record = kept[0]
+        // Every source was checked above: each stroke takes its points from its chunk's outcome.
+        try tombstones.update { t in
+            guard let r = t.record, !r.content.isResolved else { return nil }
+            var resolved = t
+            resolved.record = try r.resolved()
+            return resolved
         }
         try buffer.update { op in
             guard case .add(let content, let z) = op.body, !content.isResolved else { return op }
@@ -127,7 +132,7 @@ public struct PageReplica: Sendable {
     public var state: PageState {
         PageState(page: page, clock: clock, maxLamport: maxLamport, modified: modified,
                   elements: records.ordered,
-                  tombstones: tombstones.values.sorted { $0.id < $1.id }, contexts: contexts)
+                  tombstones: tombstones.sorted, contexts: contexts)
     }
 
     /// Received operations waiting for their dependencies, by id.

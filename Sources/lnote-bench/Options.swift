@@ -24,7 +24,7 @@ struct BenchOptions: Sendable {
     var codec = false
     /// `--codec-loop KIND[:CASE]`: run one codec path untimed, for valgrind.
     var codecLoop: String? = nil
-    /// `--open-loop PROFILE`: open case 4's page untimed, for perf.
+    /// `--open-loop PROFILE`: open case 4's page (or `erased`: case 13's) untimed, for perf.
     var openLoop: String? = nil
 
     static let usage = """
@@ -43,8 +43,9 @@ struct BenchOptions: Sendable {
                                             run one codec path N times untimed, for valgrind; KIND is
                                             encode, decode, naive-encode or naive-decode
                                             (valgrind --tool=callgrind --toggle-collect='*CodecBench*pass*')
-        lnote-bench --open-loop smooth|pen [--runs N]
-                                            open case 4's page N times (default 200), for a profiler:
+        lnote-bench --open-loop smooth|pen|erased [--runs N]
+                                            open case 4's page (erased: case 13's) N times (default 200),
+                                            for a profiler:
                                             perf record -g lnote-bench --open-loop pen
                                             (LNOTE_OPEN_ALL=1: with every point decoded)
         """

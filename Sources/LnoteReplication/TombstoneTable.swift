@@ -1,0 +1,63 @@
+import LnoteModel
+
+/// A page's tombstones ([MERGE-30]: never dropped), by id.
+///
+/// One array, in the order the tombstones came (a snapshot's, sorted by id, then those of the
+/// erases applied since), found through an `OpIDTable`. Opening a page with many erased
+/// elements moves the decoded array in whole, without a tombstone copied or an id hashed by
+/// SipHash, and `sorted` hands it back out without a copy while no erase has come out of id
+/// order (a `Dictionary` copied every tombstone in, and sorted them all out again).
+struct TombstoneTable: Sendable {
+    private var list: [Tombstone]
+    private var slotOf: OpIDTable
+    /// True while `list` is sorted by id.
+    private var inOrder: Bool
+
+    /// A table of `sorted`, which MUST be sorted by id with unique ids (a `PageState`'s).
+    init(sorted: consuming [Tombstone]) {
+        var list: [Tombstone] = []
+        swap(&list, &sorted)
+        var slotOf = OpIDTable(minimumCapacity: list.count)
+        // Through the buffer: reading an id does not copy (retain and release) its tombstone.
+        list.withUnsafeBufferPointer { b in
+            for i in b.indices { slotOf.set(b[i].id, Int32(i)) }
+        }
+        self.list = list
+        self.slotOf = slotOf
+        self.inOrder = true
+    }
+
+    var isEmpty: Bool { list.isEmpty }
+
+    /// The tombstone of `id`. Setting one stores it, in place of the one there or as a new one
+    /// (a tombstone is never removed: setting nil is a programming error).
+    subscript(id: ElementID) -> Tombstone? {
+        get {
+            guard let s = slotOf[id] else { return nil }
+            return list[Int(s)]
+        }
+        set {
+            guard let t = newValue else { preconditionFailure("tombstone \(id) removed") }
+            precondition(t.id == id, "tombstone \(t.id) stored as \(id)")
+            if let s = slotOf[id] {
+                list[Int(s)] = t
+            } else {
+                if let last = list.last, !(last.id < id) { inOrder = false }
+                slotOf.set(id, Int32(list.count))
+                list.append(t)
+            }
+        }
+    }
+
+    /// Changes every tombstone for which `change` returns a new value (in place).
+    mutating func update(_ change: (Tombstone) throws -> Tombstone?) rethrows {
+        for i in list.indices {
+            if let t = try change(list[i]) { list[i] = t }
+        }
+    }
+
+    /// Every tombstone, sorted by id: the array itself while it is in order.
+    var sorted: [Tombstone] {
+        inOrder ? list : list.sorted { $0.id < $1.id }
+    }
+}
