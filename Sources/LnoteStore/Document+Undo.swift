@@ -265,11 +265,21 @@ extension Document {
         if let c = undoCache, c.replica == replica, c.size == st.size, c.inode == st.inode { return c.journal }
         let bytes = try io.pread(fd, count: Int(st.size), at: 0)
         let j = UndoJournal.read(bytes, replica: replica)
-        undoFloor = max(undoFloor, UInt64(bytes.count))
+        noteUndoFloor(UInt64(bytes.count), inode: st.inode)
         // Not kept when the file ends in a cut line: the next append must see it to begin a new line.
         undoCache = bytes.last.map { $0 == UInt8(ascii: "\n") } ?? true
             ? UndoCache(replica: replica, size: UInt64(bytes.count), inode: st.inode, journal: j) : nil
         return j
+    }
+
+    /// The rewrite floor of a journal read whole: its size when this handle first reads that
+    /// file (a new inode: another process rewrote it), not at every read, or appends that
+    /// keep making the cache stale would keep raising it and the journal would never be
+    /// rewritten.
+    private func noteUndoFloor(_ size: UInt64, inode: UInt64) {
+        guard inode != undoFloorInode else { return }
+        undoFloor = size
+        undoFloorInode = inode
     }
 
     /// Appends a journal line (no `fsync`: [PKG-100]); rewrites a journal grown past its
@@ -302,7 +312,7 @@ extension Document {
                 cut = bytes.last.map { $0 != UInt8(ascii: "\n") } ?? false
                 current = UndoCache(replica: replica, size: before.size, inode: before.inode,
                                     journal: UndoJournal.read(bytes, replica: replica))
-                undoFloor = max(undoFloor, before.size)
+                noteUndoFloor(before.size, inode: before.inode)
             } else if before.size > 0 {
                 cut = try io.pread(fd, count: 1, at: before.size - 1) != [UInt8(ascii: "\n")]
             }
@@ -342,6 +352,7 @@ extension Document {
             if let (_, st) = try undoJournalFile(create: false) {
                 undoCache = UndoCache(replica: replica, size: st.size, inode: st.inode, journal: kept)
                 undoFloor = st.size
+                undoFloorInode = st.inode
             }
         } catch {
             undoCache = nil

@@ -133,6 +133,8 @@ public actor Document {
     /// rewritten again only once it has doubled ([PKG-100]). Kept apart from `undoCache`,
     /// which another process's append makes stale.
     var undoFloor: UInt64 = 0
+    /// The inode `undoFloor` was measured on: a file another process rewrote has a new one.
+    var undoFloorInode: UInt64 = 0
 
     // Group commit.
     var syncWaiters: [LogKey: [CheckedContinuation<Void, Error>]] = [:]

@@ -236,6 +236,38 @@ import LnoteReplication
         try await nb.close()
     }
 
+    @Test("[PKG-100] a journal another process keeps appending to is still rewritten once past its bound")
+    func journalRewrittenDespiteOtherWriters() async throws {
+        let dir = try TempDir("undo-journal-floor")
+        defer { dir.remove() }
+        let nb = try await openNotebook(dir.sub("A"), options: testOptions())
+        let d = try await nb.createDocument(title: "j")
+        let pid = await d.pageList[0].id
+        _ = try await d.addStroke(stroke(3, x: 5), to: pid)
+        let path = await d.undoJournalPath
+        // Another process of another replica id appends 16 KiB lines: this handle's cache is
+        // stale at each of its reads, and the file passes 256 KiB.
+        let other = "{\"change\":\"drop\",\"replica\":\"00000000000000ff\",\"pad\":\"" + String(repeating: "x", count: 16_000) + "\"}\n"
+        var largest: UInt64 = 0
+        for i in 0..<40 {
+            let h = try #require(FileHandle(forWritingAtPath: path))
+            try h.seekToEnd()
+            try h.write(contentsOf: Data(other.utf8))
+            try h.close()
+            largest = max(largest, UInt64(try FileManager.default.attributesOfItem(atPath: path)[.size] as! Int))
+            _ = try await d.canUndo
+            _ = try await d.addStroke(stroke(3, x: Int32(10 + i)), to: pid)
+        }
+        let size = UInt64(try FileManager.default.attributesOfItem(atPath: path)[.size] as! Int)
+        #expect(largest > 256 * 1024, "the journal reached \(largest) bytes")
+        #expect(size < largest, "never rewritten: \(size) bytes")
+        // The rewrite kept this replica's steps: all 41 strokes can be undone.
+        var undone = 0
+        while try await d.undo() != nil { undone += 1 }
+        #expect(undone == 41)
+        try await nb.close()
+    }
+
     @Test("[MERGE-75] [PKG-100] the journal is per replica id; a damaged line is skipped; a restore of a live element is refused")
     func journalAndRefusals() async throws {
         let dir = try TempDir("undo-journal")
