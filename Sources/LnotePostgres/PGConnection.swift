@@ -357,7 +357,10 @@ public final class PGConnection: @unchecked Sendable, CustomStringConvertible {
         var p = options
         while let keyword = p.pointee.keyword {
             let key = String(cString: keyword)
-            if let value = p.pointee.val, key != "password", key != "sslpassword" {
+            // libpq marks its secret settings with the display character "*"; the names stay
+            // as a fallback for a libpq that does not.
+            let secret = p.pointee.dispchar.map { String(cString: $0) == "*" } ?? false
+            if let value = p.pointee.val, !secret, key != "password", key != "sslpassword" {
                 parts.append("\(key)=\(String(cString: value))")
             }
             p += 1

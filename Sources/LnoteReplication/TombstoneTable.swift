@@ -13,18 +13,24 @@ struct TombstoneTable: Sendable {
     /// True while `list` is sorted by id.
     private var inOrder: Bool
 
-    /// A table of `sorted`, which MUST be sorted by id with unique ids (a `PageState`'s).
-    init(sorted: consuming [Tombstone]) {
+    /// A table of `tombstones` (a `PageState`'s: sorted by id when it comes from a snapshot or a
+    /// replica; a state built by hand may not be). Ids MUST be unique.
+    init(sorted tombstones: consuming [Tombstone]) {
         var list: [Tombstone] = []
-        swap(&list, &sorted)
+        swap(&list, &tombstones)
         var slotOf = OpIDTable(minimumCapacity: list.count)
+        var inOrder = true
         // Through the buffer: reading an id does not copy (retain and release) its tombstone.
         list.withUnsafeBufferPointer { b in
-            for i in b.indices { slotOf.set(b[i].id, Int32(i)) }
+            for i in b.indices {
+                precondition(!slotOf.contains(b[i].id), "tombstone \(b[i].id) given twice")
+                if i > 0, !(b[i - 1].id < b[i].id) { inOrder = false }
+                slotOf.set(b[i].id, Int32(i))
+            }
         }
         self.list = list
         self.slotOf = slotOf
-        self.inOrder = true
+        self.inOrder = inOrder
     }
 
     var isEmpty: Bool { list.isEmpty }

@@ -68,13 +68,12 @@ public enum Subprocess {
         /// says ECHILD, Foundation took it, and its `terminationStatus` is read once
         /// `isRunning` turns false.
         public func wait() async -> Result {
-            defer { reaped.store(true, ordering: .releasing) }
             var raw: Int32 = 0
             var ours = false
             while true {
                 let r = waitpid(pid, &raw, WNOHANG)
-                if r == pid { ours = true; break }
-                if r == -1 && errno == ECHILD { break }
+                if r == pid { ours = true; reaped.store(true, ordering: .releasing); break }
+                if r == -1 && errno == ECHILD { reaped.store(true, ordering: .releasing); break }
                 try? await Task.sleep(for: .milliseconds(2))
             }
             let o = await out.value(), e = await err.value()
