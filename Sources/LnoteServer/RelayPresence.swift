@@ -129,7 +129,7 @@ public final class RelayPresence: Sendable {
                 longPolls: @escaping @Sendable () -> Int) {
         var g = SystemRandomNumberGenerator()
         id = hexString((0..<16).map { _ in UInt8.random(in: 0...255, using: &g) })
-        host = ProcessInfo.processInfo.hostName
+        host = Self.hostName()
         pid = Int64(getpid())
         self.port = Int64(port)
         started = RelayStore.now()
@@ -142,6 +142,14 @@ public final class RelayPresence: Sendable {
         thread.name = "lnote relay presence"
         thread.stackSize = 1 << 20
         thread.start()
+    }
+
+    /// This machine's name (`gethostname`: no DNS lookup, which could block the start).
+    public static func hostName() -> String {
+        var buffer = [CChar](repeating: 0, count: 256)
+        guard gethostname(&buffer, buffer.count - 1) == 0 else { return "unknown" }
+        let name = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return name.isEmpty ? "unknown" : name
     }
 
     /// Presence writes that succeeded and failed since the start.

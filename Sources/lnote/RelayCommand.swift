@@ -66,9 +66,11 @@ extension CommandTable {
             console.out("url: \(server.http.baseURL)")
             console.err("lnote relay: serving \(db); notebook URLs are \(server.http.baseURL)/v1/notebooks/<id>; Ctrl-C stops")
             let signal = await signals.wait()
-            try server.close()
+            // Polls answered first, then this process's presence row deleted, then the store closed.
+            let stopped = Result { try server.close() }
             presence.close()
             try store.close()
+            try stopped.get()
             console.err("lnote relay: stopped (\(signal == SIGINT ? "SIGINT" : "SIGTERM"))")
             return Exit.ok
         })

@@ -123,7 +123,7 @@ struct RelayStatsTests {
             defer { presence.close() }
             #expect(await eventually(30) { (try? store.stats())?.longPolls == 3 })
             let row = try #require(try store.stats().processes.first)
-            #expect(row.pid == Int64(getpid()) && row.port == 8080 && row.host == ProcessInfo.processInfo.hostName)
+            #expect(row.pid == Int64(getpid()) && row.port == 8080 && row.host == RelayPresence.hostName() && !row.host.isEmpty)
             // Seen from 61 s later (the row is no longer written): stale, not counted.
             let later = try store.stats(now: row.heartbeat + 61_000)
             #expect(later.relayProcesses == 0 && later.longPolls == 0 && later.staleProcesses == 1, "\(later)")
