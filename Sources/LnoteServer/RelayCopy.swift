@@ -130,7 +130,12 @@ public enum RelayCopy {
         guard size > 0 else {
             throw LnoteError(.notFound, "the copy's source is an empty file, not a relay database", path: path)
         }
-        return try RelaySQLiteDatabase(path: path)
+        do {
+            return try RelaySQLiteDatabase(path: path)
+        } catch let e as LnoteError where e.code == .database {
+            throw LnoteError(.database, "cannot read the copy's source (not an SQLite database, or damaged): \(e.message)",
+                             path: path, underlying: e.underlying)
+        }
     }
 
     /// Opens `database` as the copy's source: it must already hold a relay store (checked
@@ -141,7 +146,11 @@ public enum RelayCopy {
     public static func openSource(_ database: any RelayDatabase) throws -> RelayStore {
         if let b = database as? any RelayCopyBackend {
             let version: Int64?
-            do { version = try b.storedRelaySchemaVersion() } catch {
+            do { version = try b.storedRelaySchemaVersion() } catch let e as LnoteError where e.code == .database {
+                try? database.close()
+                throw LnoteError(.database, "cannot read the copy's source (not a database this backend reads, damaged, or "
+                                 + "unreachable): \(e.message)", path: e.path ?? database.location, underlying: e.underlying)
+            } catch {
                 try? database.close()
                 throw error
             }
