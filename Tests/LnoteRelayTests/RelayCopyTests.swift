@@ -223,3 +223,32 @@ struct RelayCopyTests {
         }
     }
 }
+
+extension RelayCopyTests {
+    @Test("[issue 17] a copy report with any difference is not verified, and says what differs")
+    func reportDifferences() {
+        let nb = NotebookID()
+        let side = RelayCopyNotebookCheck.Side(operations: 3, cursor: 9, epoch: 7, checksum: [1, 2, 3])
+        var r = RelayCopyReport(source: "a.sqlite", target: "host=/x dbname=y")
+        r.tables = [RelayCopyTableCount(table: "ops", source: 3, target: 3)]
+        r.notebooks = [RelayCopyNotebookCheck(notebook: nb, source: side, target: side)]
+        r.sourceIssued = 9
+        r.targetIssued = 9
+        #expect(r.verified && r.differences.isEmpty)
+        var fewer = r
+        fewer.tables[0].target = 2
+        #expect(!fewer.verified && fewer.differences == ["ops: 3 rows in the source, 2 in the target"])
+        var other = r
+        other.notebooks[0].target?.checksum = [9]
+        #expect(!other.verified && other.differences.first?.contains("notebook \(nb)") == true)
+        var missing = r
+        missing.notebooks[0].target = nil
+        #expect(!missing.verified && missing.differences == ["notebook \(nb) is missing from the target"])
+        var behind = r
+        behind.targetIssued = 8
+        #expect(!behind.verified && behind.differences.first?.contains("below the source's 9") == true)
+        var epoch = r
+        epoch.notebooks[0].target?.epoch = 8
+        #expect(!epoch.verified && epoch.differences.first?.contains("epochs differ") == true)
+    }
+}
