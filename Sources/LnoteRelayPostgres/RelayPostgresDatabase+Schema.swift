@@ -6,9 +6,10 @@ import LnoteServer
 /// older versions of the PostgreSQL store.
 ///
 /// Version 3 is the first PostgreSQL schema (the SQLite store's versions 1 and 2 never
-/// existed here). A version 4 is one `Migration(from: 3)` appended to `migrations`, with
-/// `version` raised to 4: `open` runs each migration from the stored version up, in the
-/// transaction that holds the migration lock, and records the new version.
+/// existed here); version 4 adds `relay_presence` (`migrationV3toV4`). A version 5 is one
+/// `Migration(from: 4)` appended to `migrations`, with `version` raised to 5: `open` runs
+/// each migration from the stored version up, in the transaction that holds the migration
+/// lock, and records the new version.
 struct RelayPostgresSchema: Sendable {
     /// One step, from `from` to `from + 1`, run on the connection of the migration's
     /// transaction.
@@ -27,7 +28,23 @@ struct RelayPostgresSchema: Sendable {
     var migrations: [Migration] = []
 
     /// This build's schema: `RelayStore.schemaVersion`.
-    static let current = RelayPostgresSchema(version: RelayStore.schemaVersion)
+    static let current = RelayPostgresSchema(version: RelayStore.schemaVersion, migrations: [migrationV3toV4])
+
+    /// Version 4 over version 3: `relay_presence`, one row per relay process serving the
+    /// database (`RelayPresence`, `RelayStore.Tables`).
+    static let migrationV3toV4 = Migration(from: 3) { conn in
+        try conn.executeScript("""
+            CREATE TABLE IF NOT EXISTS relay_presence (
+                id text PRIMARY KEY,
+                host text NOT NULL,
+                pid bigint NOT NULL,
+                port bigint NOT NULL,
+                started bigint NOT NULL,
+                heartbeat bigint NOT NULL,
+                long_polls bigint NOT NULL
+            );
+            """)
+    }
 
     /// The relay's tables (`RelayStore.Tables`) in PostgreSQL types, plus two of the
     /// backend's own: `relay_meta` (the marker, the version) and `relay_counters` (the

@@ -77,6 +77,21 @@ extension RelaySQLiteDatabase {
         ALTER TABLE tokens ADD COLUMN expires INTEGER;
         """
 
+    /// Version 4 over version 3: `relay_presence`, the relay processes serving the file and
+    /// the long polls each holds (`RelayPresence`). `IF NOT EXISTS`: a file taken back to an
+    /// older version by hand (tests do) may hold it already.
+    static let upgradeV3toV4 = """
+        CREATE TABLE IF NOT EXISTS relay_presence (
+            id TEXT PRIMARY KEY,
+            host TEXT NOT NULL,
+            pid INTEGER NOT NULL,
+            port INTEGER NOT NULL,
+            started INTEGER NOT NULL,
+            heartbeat INTEGER NOT NULL,
+            long_polls INTEGER NOT NULL
+        );
+        """
+
     /// Prepares the schema, then checks the high-water mark ([SYNC-58]): when the
     /// database's change sequence is below it (a restored copy), or the store holds
     /// operations and the mark is missing or unreadable, or the last store was not closed,
@@ -142,6 +157,7 @@ extension RelaySQLiteDatabase {
             dropped = try relay.upgradeFromVersion1(tx)
         }
         if version < 3 { try db.execute(Self.upgradeV2toV3) }
+        if version < 4 { try db.execute(Self.upgradeV3toV4) }
         try db.execute("PRAGMA user_version = \(RelayStore.schemaVersion)")
         return (version, dropped)
     }

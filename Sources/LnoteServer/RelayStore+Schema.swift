@@ -4,7 +4,7 @@ import LnoteReplication
 extension RelayStore {
     /// The version of the schema (`Tables`); a database with a greater one is refused.
     /// SQLite keeps it in `PRAGMA user_version`.
-    public static let schemaVersion: Int64 = 3
+    public static let schemaVersion: Int64 = 4
     /// `PRAGMA application_id`: "LNRY", marks the file as a relay store.
     public static let applicationID: Int64 = 0x4C4E_5259
 
@@ -43,8 +43,18 @@ extension RelayStore {
     ///   operations, so `Digests` answers read one row per replica. Key (nb, document,
     ///   page, replica).
     ///
+    /// - `relay_presence (id, host, pid, port, started, heartbeat, long_polls)`: one row per
+    ///   running relay process (`RelayPresence`), not per notebook: `id` a random id made at
+    ///   the process's start (key), `host`, `pid` and `port` where it runs, `started` and
+    ///   `heartbeat` in milliseconds since 1970 by that process's clock, `long_polls` the
+    ///   requests it holds now ([SYNC-71]). Written off the request path (at most once a
+    ///   second when the count changes, and every 15 s), deleted at a clean stop; a row
+    ///   whose heartbeat is old belongs to a process that died (`RelayStore.stats` counts
+    ///   the recent ones). Never part of a notebook's data: `RelayCopy` does not copy it.
+    ///
     /// Version 2 added `ops.hash`, `tokens.device`, `owners` and `chains`
-    /// (`Protocol/sync-protocol.md` §6), version 3 `tokens.expires`.
+    /// (`Protocol/sync-protocol.md` §6), version 3 `tokens.expires`, version 4
+    /// `relay_presence`.
     enum Tables {}
 
     /// Why every notebook got a new epoch when the store was opened ([SYNC-58]).

@@ -7,7 +7,7 @@ enum CommandTable {
          restoreElement, undo, redo, revert,
          log, history, conflicts, compact, verify, watch,
          sync, serve, relay, relayNotebookCreate, relayNotebookList, relayTokenCreate, relayTokenList, relayTokenRevoke,
-         relayDevices, relayEpochReset, relayQuarantineList, relayQuarantineDrop, relayMigrate,
+         relayDevices, relayEpochReset, relayQuarantineList, relayQuarantineDrop, relayMigrate, relayStats, relayCopy,
          export, thumbnail, demo, replay]
     }
 }

@@ -33,6 +33,10 @@ extension CommandTable {
         (`lnote relay migrate` does it on its own). While the database is unreachable,
         requests are answered with errors and the relay keeps running; once it is back,
         requests succeed again.
+
+        Each relay process records in the database that it serves it (host, pid, port) and
+        how many long polls it holds, for `lnote relay stats`; it deletes that row when it
+        stops cleanly.
         """,
         options: serverOptions.union(relayDatabaseOptions),
         run: { args, console in
@@ -55,11 +59,18 @@ extension CommandTable {
                 throw error
             }
             ServerLog(console: console, prefix: "lnote relay").attach(to: server.http)
+            // `lnote relay stats` counts this process and the long polls it holds.
+            let polls = server.longPolls
+            let presence = RelayPresence(store: store, port: Int(server.http.port),
+                                         log: { console.err("lnote relay: \($0)") }) { polls.waiting }
             console.out("url: \(server.http.baseURL)")
             console.err("lnote relay: serving \(db); notebook URLs are \(server.http.baseURL)/v1/notebooks/<id>; Ctrl-C stops")
             let signal = await signals.wait()
-            try server.close()
+            // Polls answered first, then this process's presence row deleted, then the store closed.
+            let stopped = Result { try server.close() }
+            presence.close()
             try store.close()
+            try stopped.get()
             console.err("lnote relay: stopped (\(signal == SIGINT ? "SIGINT" : "SIGTERM"))")
             return Exit.ok
         })

@@ -236,7 +236,7 @@ struct RelayPostgresTests {
 
     @Test("[issue 17] an older schema is upgraded by its migration, once; a new database gets the base then the migrations")
     func migrationToNextVersion() async throws {
-        let v4 = RelayPostgresSchema(version: RelayStore.schemaVersion + 1, migrations: [
+        let v4 = RelayPostgresSchema(version: RelayStore.schemaVersion + 1, migrations: RelayPostgresSchema.current.migrations + [
             .init(from: RelayStore.schemaVersion) { try $0.executeScript("CREATE TABLE relay_v4_probe (x bigint)") },
         ])
         func probeExists(_ url: String) throws -> Bool {
@@ -264,6 +264,38 @@ struct RelayPostgresTests {
             #expect(fresh.opened.upgradedFrom == 0)
             try fresh.close()
             #expect(try probeExists(url))
+        }
+    }
+
+    @Test("[issue 17] a version 3 database (before relay_presence) is upgraded to 4: data kept, stats and presence work")
+    func upgradeFromVersion3() async throws {
+        try await Self.withDatabase { url in
+            let v3 = RelayPostgresSchema(version: 3)
+            let old = try RelayStore(database: try RelayPostgresDatabase(url: url, poolSize: 1, schema: v3))
+            #expect(old.opened.upgradedFrom == 0)
+            let nb = try old.createNotebook()
+            let log = LogRef(document: DocumentID(), page: PageID())
+            _ = try old.sync(SyncRequest(replica: ReplicaID(1), epoch: 0, cursor: 0,
+                                         push: RelayBackendTests.push(log, replica: ReplicaID(1), counters: 1...4)), notebook: nb)
+            let token = try old.createToken(notebook: nb, label: "", device: "desk")
+            try old.close()
+            let conn = try PGConnection(url: url)
+            defer { conn.close() }
+            #expect(try !conn.execute("SELECT to_regclass('relay_presence') IS NOT NULL").bool(0, 0))
+
+            let store = try Self.store(url)
+            defer { try? store.close() }
+            #expect(store.opened.upgradedFrom == 3)
+            #expect(try (store.database as! RelayPostgresDatabase).storedSchemaVersion() == 4)
+            #expect(try store.info(notebook: nb).operations == 4)
+            #expect(try store.access(token: token, notebook: nb) == Access(.ok, device: "desk"))
+            let presence = RelayPresence(store: store, port: 9, timing: RelayStatsTests.fast) { 2 }
+            defer { presence.close() }
+            #expect(await eventually(30) { (try? store.stats())?.longPolls == 2 })
+            #expect(try store.stats().operations == 4)
+            let again = try Self.store(url)
+            #expect(again.opened.upgradedFrom == nil)
+            try again.close()
         }
     }
 
