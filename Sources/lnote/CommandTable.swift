@@ -6,7 +6,7 @@ enum CommandTable {
          importStrokes, addImage, erase, eraseRange, move, front, back,
          restoreElement, undo, redo, revert,
          log, history, conflicts, compact, verify, watch,
-         sync, serve, relay, relayNotebookCreate, relayNotebookList, relayTokenCreate, relayTokenList, relayTokenRevoke,
+         sync, remoteAdd, remoteList, remoteRemove, remoteDefault, serve, relay, relayNotebookCreate, relayNotebookList, relayTokenCreate, relayTokenList, relayTokenRevoke,
          relayDevices, relayEpochReset, relayQuarantineList, relayQuarantineDrop, relayMigrate,
          export, thumbnail, demo, replay]
     }

@@ -75,10 +75,10 @@ struct LnoteCLI {
             console.err("lnote \(command.name): \(e.description)")
             return e.code
         } catch let e as LnoteError {
-            console.err("lnote \(command.name): \(e.description)")
+            console.err("lnote \(command.name): \(e.forPeople)")
             return Exit.failure
         } catch {
-            console.err("lnote \(command.name): \(error)")
+            console.err("lnote \(command.name): \(describeForPeople(error))")
             return Exit.failure
         }
     }

@@ -9,7 +9,7 @@ extension CommandTable {
         synopsis: "lnote show FOLDER DOC [PAGE] [--at WHEN] [--json] [--points]",
         summary: "Show a document (pages, element counts, conflicts) or one page (its elements)",
         details: """
-        DOC is a document id or a unique prefix of one; PAGE a page id, a unique prefix, or #N
+        DOC is a document id or a unique prefix of one; PAGE a page id, a unique prefix, or a position pN (p1 is the first live page; #N also works, quoted)
         (the N-th live page).
         A document: title, dates, live pages in order with their size and element count,
         deleted pages (marked), and how many conflicts it holds.

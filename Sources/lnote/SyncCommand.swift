@@ -7,12 +7,19 @@ import LnoteSync
 extension CommandTable {
     static let sync = Command(
         name: "sync",
-        synopsis: "lnote sync FOLDER REMOTE [--token T] [--ca-file PEM] [--watch [--wait SECONDS] [--interval SECONDS]]",
+        synopsis: "lnote sync [FOLDER] [REMOTE] [--token T] [--init] [--ca-file PEM] [--watch [--wait SECONDS] [--interval SECONDS]]",
         summary: "Sync a notebook folder with a server (http/https URL) or another folder",
         details: """
         REMOTE is a notebook URL printed by `lnote serve` or `lnote relay notebook create`
-        (http(s)://HOST:PORT/v1/notebooks/UUID), or the path of another notebook folder (a
-        mounted drive: no server involved). The token comes from --token or $LNOTE_TOKEN.
+        (http(s)://HOST:PORT/v1/notebooks/UUID), the path of another notebook folder (a
+        mounted drive: no server involved), or the name of a remote saved with `lnote remote
+        add` (a name wins over a folder of the same name: write ./NAME for the folder).
+        Without REMOTE, the folder's default saved remote; without FOLDER, the current
+        directory (`lnote sync` alone: this folder with its default remote). The token comes
+        from --token, else $LNOTE_TOKEN, else the one saved with the remote.
+        --init creates FOLDER (and REMOTE, when it is a folder) as a new notebook folder when
+        it does not exist or is empty, and says so: a first sync onto a new machine or an
+        empty drive. Without it, a missing folder is an error that suggests it.
         Only the operations the other side lacks cross; assets travel before the operations
         that reference them. A sync interrupted at any point is completed by the next one.
         Also printed, one line each: forks (one operation id with two contents) and their
@@ -33,11 +40,12 @@ extension CommandTable {
         folder missing) stop it with exit status 1.
         """,
         options: ["token", "ca-file", "interval", "wait"],
-        flags: ["watch", "quiet"],
+        flags: ["watch", "quiet", "init"],
         run: { args, console in
-            try args.expect(2, "FOLDER REMOTE")
-            let folder = args.positionals[0], remoteSpec = args.positionals[1]
-            let token = args.option("token") ?? ProcessInfo.processInfo.environment["LNOTE_TOKEN"]
+            try args.expect(0, max: 2, "[FOLDER] [REMOTE]")
+            let target = try await SyncTarget.resolve(args.positionals, initializing: args.flag("init"), console: console)
+            let folder = target.folder, remoteSpec = target.location
+            let token = args.option("token") ?? ProcessInfo.processInfo.environment["LNOTE_TOKEN"] ?? target.savedToken
             let quiet = args.flag("quiet")
             guard args.flag("watch") else {
                 let report = try await SyncRunner.syncOnce(folder: folder, remote: remoteSpec, token: token,
@@ -170,9 +178,9 @@ enum SyncRunner {
                     }
                     for line in trust(r) { console.err("lnote sync: \(line)") }
                 case .failed(let e, let wait):
-                    console.err("\(timestamp()) lnote sync: \(e.description); retrying in \(wait)")
+                    console.err("\(timestamp()) lnote sync: \(describeForPeople(e)); retrying in \(wait)")
                 case .stopped(let e):
-                    console.err("\(timestamp()) lnote sync: \(e.description); stopping: waiting cannot fix this")
+                    console.err("\(timestamp()) lnote sync: \(describeForPeople(e)); stopping: waiting cannot fix this")
                 case .longPollsUnavailable(let e):
                     console.err("\(timestamp()) lnote sync: the remote holds no long polls (\(e.message)); "
                                 + "syncing every \(options.interval)")
