@@ -37,12 +37,12 @@ func withNotebook<T>(_ folder: String, console: Console,
 func requireNotebook(_ folder: String) throws {
     var isDir: ObjCBool = false
     guard FileManager.default.fileExists(atPath: folder, isDirectory: &isDir), isDir.boolValue else {
-        throw LnoteError(.notFound, "no notebook folder (create one with lnote init)", path: folder)
+        throw LnoteError(.notFound, "no notebook folder at \(folder) (create one with lnote init)", path: folder)
     }
     // lstat: a `.lnote` that is a symlink does not make a notebook.
     var st = stat()
     guard lstat(folder + "/.lnote", &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR else {
-        throw LnoteError(.notFound, "not a notebook folder (no .lnote directory; create one with lnote init)", path: folder)
+        throw LnoteError(.notFound, "\(folder) is not a notebook folder (no .lnote directory; create one with lnote init)", path: folder)
     }
 }
 
