@@ -8,6 +8,6 @@ enum CommandTable {
          log, history, conflicts, compact, verify, watch,
          sync, remoteAdd, remoteList, remoteRemove, remoteDefault, serve, relay, relayNotebookCreate, relayNotebookList, relayTokenCreate, relayTokenList, relayTokenRevoke,
          relayDevices, relayEpochReset, relayQuarantineList, relayQuarantineDrop, relayMigrate,
-         export, thumbnail, demo, replay]
+         export, thumbnail, completion, demo, replay]
     }
 }

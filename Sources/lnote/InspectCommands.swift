@@ -106,20 +106,24 @@ extension CommandTable {
 
     static let compact = Command(
         name: "compact",
-        synopsis: "lnote compact FOLDER [DOC]",
+        synopsis: "lnote compact FOLDER [DOC] [--json]",
         summary: "Fold every page's log into its snapshot now",
         details: """
         Writes a fresh snapshot of each page whose log holds operations past what its
         snapshot covers, then saves document.json and manifest.json. Logs are never
         shortened (peers far behind still need their operations). Prints one line per page
         compacted and a total; every document unless DOC is given.
+        --json   {"compacted": N, "pages": N (looked at), "written": [{"document", "page",
+                 "operations", "log_bytes"}, …]}
         """,
+        flags: ["json"],
         run: { args, console in
             try args.expect(1, max: 2, "FOLDER [DOC]")
-            let (lines, total, pages) = try await withNotebook(args.positionals[0], console: console) { nb in
+            let (lines, total, pages, written) = try await withNotebook(args.positionals[0], console: console) { nb in
                 let ids = args.positionals.count == 2 ? [try await Resolve.document(args.positionals[1], in: nb)]
                     : try await nb.documentIDs()
                 var lines: [String] = []
+                var written: [CanonicalJSON] = []
                 var compacted = 0, pages = 0
                 for id in ids {
                     try await withDocument(nb, id.description, console: console) { d in
@@ -129,12 +133,19 @@ extension CommandTable {
                             try await d.closePage(pid)
                             guard r.written else { continue }
                             compacted += 1
+                            written.append(.object(["document": .string(id.description), "page": .string(pid.description),
+                                                    "operations": .int(Int64(r.frames)), "log_bytes": .int(Int64(r.bytes))]))
                             lines.append("\(id) page \(pid): \(r.frames) operation\(r.frames == 1 ? "" : "s") (\(r.bytes) bytes of log) folded into its snapshot")
                         }
                         try await d.flush()
                     }
                 }
-                return (lines, compacted, pages)
+                return (lines, compacted, pages, written)
+            }
+            if args.flag("json") {
+                console.raw(CanonicalJSON.object(["compacted": .int(Int64(total)), "pages": .int(Int64(pages)),
+                                                  "written": .array(written)]).text(.pretty))
+                return Exit.ok
             }
             for l in lines { console.out(l) }
             console.out("compacted \(total) of \(pages) page\(pages == 1 ? "" : "s")")

@@ -72,9 +72,12 @@ extension CommandTable {
         the folder's logs growing wakes it). At most --max-connections connections at once
         (default 128), --max-connections-per-ip from one address (default 32). Stops
         cleanly on SIGINT/SIGTERM: long polls held then are answered 503, which clients retry.
+        --json prints one line of JSON once serving, instead of the url: and token: lines:
+        {"url": URL, "notebook": UUID, "folder": PATH, "port": N, "token": HEX (only when
+        made or replaced now, as the token: line)}.
         """,
         options: serverOptions.union(["token", "url-host"]),
-        flags: ["new-token"],
+        flags: ["new-token", "json"],
         run: { args, console in
             try args.expect(1, "FOLDER")
             let folder = args.positionals[0]
@@ -130,8 +133,17 @@ extension CommandTable {
                 throw error
             }
             ServerLog(console: console, prefix: "lnote serve").attach(to: server.http)
-            console.out("url: \(publicURL(server, host: urlHost))")
-            if printToken { console.out("token: \(token)") }
+            if args.flag("json") {
+                var o: [String: CanonicalJSON] = ["url": .string(publicURL(server, host: urlHost)),
+                                                  "notebook": .string(server.notebookID.uuidString),
+                                                  "folder": .string(notebook.path), "port": .int(Int64(server.http.port))]
+                if printToken { o["token"] = .string(token) }
+                console.raw(CanonicalJSON.object(o).text(.compact) + "\n")
+            } else {
+                console.out("url: \(publicURL(server, host: urlHost))")
+                if printToken { console.out("token: \(token)") }
+            }
+            console.flush()
             console.err("lnote serve: serving \(notebook.path) (replica \(notebook.replica)); Ctrl-C stops")
             if !printToken && given == nil {
                 console.err("lnote serve: the token is the one saved in .lnote/serve.json; --new-token replaces it")

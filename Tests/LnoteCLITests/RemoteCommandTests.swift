@@ -186,3 +186,42 @@ struct RemoteCommandTests {
         #expect(try await sb.ok("show", "nb", doc, "p1", "--json") == (try await sb.ok("show", "nb", doc, "#1", "--json")))
     }
 }
+
+/// Issue 18: `--json` on the commands a script reads: sync, serve, compact, export.
+@Suite("JSON output of sync, serve, compact and export")
+struct JSONOutputTests {
+    @Test("[issue 18] each prints one JSON value with the documented fields and counts that match the text form")
+    func jsonOutputs() async throws {
+        let seed = testSeed()
+        var rng = SplitMix64(seed: seed)
+        let sb = try Sandbox("json")
+        defer { sb.remove() }
+        try await sb.ok("init", "a")
+        let doc = try await sb.ok("new", "a")
+        let n = 2 + Int(rng.next() % 6)
+        try sb.write("s.jsonl", strokeLines(count: n, rng: &rng))
+        try await sb.ok("import", "a", doc, "p1", sb.sub("s.jsonl"))
+        let sync = try parseJSON(try await sb.ok("sync", "a", "b", "--init", "--json")) as? [String: Any]
+        let fields = ["remote", "ops_sent", "ops_accepted", "ops_received", "ops_applied", "assets_sent", "assets_received",
+                      "bytes_sent", "bytes_received", "round_trips", "pages_from_checkpoints", "ops_healed", "forks",
+                      "quarantined", "needs_attention"]
+        #expect(Set(sync?.keys.map { $0 } ?? []) == Set(fields), "seed \(seed): \(String(describing: sync))")
+        // The document's creation, its page and the n strokes.
+        #expect((sync?["ops_sent"] as? Int ?? 0) >= n && sync?["needs_attention"] as? Bool == false, "seed \(seed): \(String(describing: sync))")
+        let compact = try parseJSON(try await sb.ok("compact", "b", "--json")) as? [String: Any]
+        let written = compact?["written"] as? [[String: Any]]
+        // Closing a document already folded its logs (autosave): nothing left to compact, said as such.
+        #expect(compact?["compacted"] as? Int == written?.count && compact?["pages"] as? Int == 1,
+                "seed \(seed): \(String(describing: compact))")
+        let export = try parseJSON(try await sb.ok("export", "b", "--sqlite", sb.sub("b.sqlite"), "--json")) as? [String: Any]
+        #expect(export?["strokes"] as? Int == n && export?["documents"] as? Int == 1 && export?["format"] as? Int == 1,
+                "seed \(seed): \(String(describing: export))")
+        let serve = try Subprocess.start(lnoteBinary, ["serve", sb.sub("a"), "--json"])
+        #expect(await serve.waitForOutput("}\n"))
+        serve.kill(SIGTERM)
+        let served = await serve.wait()
+        let line = try parseJSON(served.outText) as? [String: Any]
+        #expect((line?["url"] as? String)?.contains("/v1/notebooks/") == true && line?["token"] is String
+                && line?["port"] as? Int != nil && line?["folder"] as? String != nil, "\(served.outText)")
+    }
+}
