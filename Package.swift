@@ -89,7 +89,8 @@ let package = Package(
         .testTarget(name: "LnotePostgresTests", dependencies: ["LnoteModel", "LnotePostgres", "LnoteTestSupport"]),
         .testTarget(name: "LnoteHTTPTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer", "LnoteTestSupport"]),
         // Runs the built `lnote` binary as a subprocess (listing it here makes `swift test` build it).
-        .testTarget(name: "LnoteCLITests", dependencies: ["lnote", "LnoteModel", "LnoteReplication", "LnoteStore", "LnoteTestSupport", "CLnoteZlib", "LnotePostgres", "LnoteRelayPostgres"]),
+        .testTarget(name: "LnoteCLITests", dependencies: ["lnote", "LnoteModel", "LnoteReplication", "LnoteStore", "LnoteTestSupport", "CLnoteZlib", "LnotePostgres", "LnoteRelayPostgres"],
+                    exclude: ["Golden"]),
         .testTarget(name: "LnoteExportTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSQLite", "LnoteExport", "lnote", "LnoteTestSupport"]),
         .testTarget(name: "LnoteRelayTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteSync", "LnoteServer", "LnoteSQLite", "LnoteTestSupport", "LnotePostgres", "LnoteRelayPostgres"]),
     ],

@@ -380,7 +380,11 @@ public final class HTTPServer: Sendable {
         }
         guard let pointer else {
             let err = errno
-            let reason = context.log.withLock { $0.last }
+            // libmicrohttpd names port 0 when it was given the address to bind (the port is in
+            // the address): say what failed without its misleading port.
+            let reason = context.log.withLock { $0.last }.map {
+                $0.replacingOccurrences(of: "Failed to bind to port 0: ", with: "cannot bind: ")
+            }
             context.guardian.stop()
             unmanaged.release()
             throw LnoteError(.network, "cannot start HTTP server on \(config.bindAddress):\(config.port)"

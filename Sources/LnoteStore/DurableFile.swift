@@ -31,10 +31,11 @@ enum DurableFile {
     /// On failure before the rename the destination is untouched and the temporary file is
     /// removed (best effort: after a crash it stays, invisible to readers). A failure of the
     /// final directory `fsync` is reported although the new content is already in place.
-    static func replace(_ path: String, with bytes: [UInt8], io: Syscalls) throws {
+    /// `mode`: the new file's permissions (0600 for files holding secrets).
+    static func replace(_ path: String, with bytes: [UInt8], io: Syscalls, mode: mode_t = 0o644) throws {
         let (dir, name) = split(path)
         let temp = join(dir, temporaryName(for: name))
-        let fd = try io.open(temp, O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
+        let fd = try io.open(temp, O_WRONLY | O_CREAT | O_EXCL, mode: mode)
         do {
             try io.write(fd, bytes)
             try io.fsync(fd)

@@ -30,7 +30,10 @@ struct Arguments {
                 inline = String(name[name.index(after: eq)...])
                 name = String(name[..<eq])
             }
-            if name == "h" { name = "help" }
+            // Short forms of the common ones, where the command has the long one.
+            if !a.hasPrefix("--"), let long = Arguments.shortForms[name], knownFlags.contains(long) || known.contains(long) {
+                name = long
+            }
             if knownFlags.contains(name) {
                 guard inline == nil else { throw UsageError(message: "--\(name) takes no value") }
                 flags.insert(name)
@@ -47,6 +50,9 @@ struct Arguments {
             }
         }
     }
+
+    /// `-h`, `-j`, `-q`, `-o FILE`.
+    static let shortForms = ["h": "help", "j": "json", "q": "quiet", "o": "out"]
 
     func flag(_ n: String) -> Bool { flags.contains(n) }
     func option(_ n: String) -> String? { options[n]?.last }

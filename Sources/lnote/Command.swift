@@ -58,10 +58,102 @@ struct Command: Sendable {
     var flags: Set<String> = []
     var run: @Sendable (Arguments, Console) async throws -> Int32
 
+    /// The help text, every line at most 80 columns: the synopsis wrapped keeping each
+    /// bracketed group whole, the details reflowed (`Command.reflow`).
     var help: String {
-        var s = "usage: \(synopsis)\n\n\(summary)\n"
-        if !details.isEmpty { s += "\n\(details)\n" }
-        return s
+        var lines = Command.wrap("usage: \(synopsis)", hang: 7, groups: true) + [""] + Command.wrap(summary)
+        if !details.isEmpty { lines += [""] + Command.reflow(details) }
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// Text as lines of at most `width` columns. A paragraph is a run of lines: a line joins
+    /// the one before unless that one is empty or ends a sentence or a list item (`.`, `:`),
+    /// or it begins an option's description (`--name …`) or is less indented. An option's
+    /// lines hang under its text (`--json   text`); other lines keep their indentation.
+    static func reflow(_ text: String, width: Int = 80) -> [String] {
+        var out: [String] = []
+        var paragraph: [String] = []
+        var lead = 0, hang = 0
+        func flush() {
+            guard !paragraph.isEmpty else { return }
+            // An option's name column is kept as written; the rest is wrapped under it.
+            let head = hang > lead ? String(paragraph[0].prefix(hang - lead)) : ""
+            paragraph[0] = String(paragraph[0].dropFirst(head.count))
+            var lines = wrap(String(repeating: " ", count: lead + head.count) + paragraph.joined(separator: " "),
+                             width: width, hang: hang)
+            lines[0] = String(repeating: " ", count: lead) + head + lines[0].dropFirst(lead + head.count)
+            out += lines
+            paragraph = []
+        }
+        for raw in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            let line = String(raw)
+            let indent = line.prefix { $0 == " " }.count
+            let body = line.dropFirst(indent)
+            if body.isEmpty { flush(); out.append(""); continue }
+            let startsOption = body.hasPrefix("-")
+            let previous = paragraph.last ?? ""
+            let ends = previous.hasSuffix(".") || previous.hasSuffix(":") || previous.hasSuffix(")") && previous.contains("e.g.")
+            if paragraph.isEmpty || startsOption || ends || indent < lead {
+                flush()
+                lead = indent
+                hang = indent
+                // "--opt   text": continuation under the text.
+                if startsOption, let gap = body.range(of: "  ") {
+                    var h = indent + body.distance(from: body.startIndex, to: gap.lowerBound)
+                    let chars = Array(body)
+                    var i = h - indent
+                    while i < chars.count && chars[i] == " " { i += 1; h += 1 }
+                    if h - indent < 28 { hang = h }
+                }
+                paragraph = [String(body)]
+            } else {
+                // An option whose text starts after one space: its next line says where.
+                if paragraph.count == 1, hang == lead, paragraph[0].hasPrefix("-"), indent > lead, indent - lead < 28 {
+                    hang = indent
+                }
+                paragraph.append(String(body))
+            }
+        }
+        flush()
+        while out.last == "" { out.removeLast() }
+        return out
+    }
+
+    /// `line` in lines of at most `width` columns, broken at spaces; continuation lines
+    /// indented by `hang` (default: the line's own indentation). A word longer than the
+    /// width stays whole. With `groups`, spaces inside `[…]`, `(…)` and `{…}` do not break.
+    static func wrap(_ line: String, width: Int = 80, hang: Int? = nil, groups: Bool = false) -> [String] {
+        let chars = Array(line)
+        let lead = chars.prefix { $0 == " " }.count
+        guard chars.count > width else { return [line] }
+        var words: [String] = []
+        var current = ""
+        var depth = 0
+        for c in chars.dropFirst(lead) {
+            if groups { if "[({".contains(c) { depth += 1 } else if "])}".contains(c) { depth = max(0, depth - 1) } }
+            if c == " " && depth == 0 {
+                if !current.isEmpty { words.append(current) }
+                current = ""
+            } else {
+                current.append(c)
+            }
+        }
+        if !current.isEmpty { words.append(current) }
+        let indent = String(repeating: " ", count: hang ?? lead)
+        var out: [String] = []
+        var row = String(repeating: " ", count: lead)
+        var rowHasWord = false
+        for w in words {
+            if rowHasWord && row.count + 1 + w.count > width {
+                out.append(row)
+                row = indent
+                rowHasWord = false
+            }
+            row += (rowHasWord ? " " : "") + w
+            rowHasWord = true
+        }
+        out.append(row)
+        return out
     }
 }
 

@@ -6,8 +6,9 @@ enum CommandTable {
          importStrokes, addImage, erase, eraseRange, move, front, back,
          restoreElement, undo, redo, revert,
          log, history, conflicts, compact, verify, watch,
-         sync, serve, relay, relayNotebookCreate, relayNotebookList, relayTokenCreate, relayTokenList, relayTokenRevoke,
+         sync, remoteAdd, remoteList, remoteRemove, remoteDefault, serve,
+         relay, relayNotebookCreate, relayNotebookList, relayTokenCreate, relayTokenList, relayTokenRevoke,
          relayDevices, relayEpochReset, relayQuarantineList, relayQuarantineDrop, relayMigrate, relayStats, relayCopy,
-         export, thumbnail, demo, replay]
+         export, thumbnail, completion, demo, replay]
     }
 }

@@ -59,7 +59,7 @@ extension CommandTable {
                 try await printDocument(again, console: console)
                 if let first = await again.pageList.first {
                     console.out("")
-                    console.out("$ lnote show \(d.id.description.prefix(8)) #1")
+                    console.out("$ lnote show \(d.id.description.prefix(8)) p1")
                     try await printPage(try await again.pageState(first.id), of: again, console: console, points: false)
                 }
                 try await again.close()

@@ -106,20 +106,24 @@ extension CommandTable {
 
     static let compact = Command(
         name: "compact",
-        synopsis: "lnote compact FOLDER [DOC]",
+        synopsis: "lnote compact FOLDER [DOC] [--json]",
         summary: "Fold every page's log into its snapshot now",
         details: """
         Writes a fresh snapshot of each page whose log holds operations past what its
         snapshot covers, then saves document.json and manifest.json. Logs are never
         shortened (peers far behind still need their operations). Prints one line per page
         compacted and a total; every document unless DOC is given.
+        --json   {"compacted": N, "pages": N (looked at), "written": [{"document", "page",
+                 "operations", "log_bytes"}, …]}
         """,
+        flags: ["json"],
         run: { args, console in
             try args.expect(1, max: 2, "FOLDER [DOC]")
-            let (lines, total, pages) = try await withNotebook(args.positionals[0], console: console) { nb in
+            let (lines, total, pages, written) = try await withNotebook(args.positionals[0], console: console) { nb in
                 let ids = args.positionals.count == 2 ? [try await Resolve.document(args.positionals[1], in: nb)]
                     : try await nb.documentIDs()
                 var lines: [String] = []
+                var written: [CanonicalJSON] = []
                 var compacted = 0, pages = 0
                 for id in ids {
                     try await withDocument(nb, id.description, console: console) { d in
@@ -129,12 +133,19 @@ extension CommandTable {
                             try await d.closePage(pid)
                             guard r.written else { continue }
                             compacted += 1
+                            written.append(.object(["document": .string(id.description), "page": .string(pid.description),
+                                                    "operations": .int(Int64(r.frames)), "log_bytes": .int(Int64(r.bytes))]))
                             lines.append("\(id) page \(pid): \(r.frames) operation\(r.frames == 1 ? "" : "s") (\(r.bytes) bytes of log) folded into its snapshot")
                         }
                         try await d.flush()
                     }
                 }
-                return (lines, compacted, pages)
+                return (lines, compacted, pages, written)
+            }
+            if args.flag("json") {
+                console.raw(CanonicalJSON.object(["compacted": .int(Int64(total)), "pages": .int(Int64(pages)),
+                                                  "written": .array(written)]).text(.pretty))
+                return Exit.ok
             }
             for l in lines { console.out(l) }
             console.out("compacted \(total) of \(pages) page\(pages == 1 ? "" : "s")")
@@ -143,7 +154,7 @@ extension CommandTable {
 
     static let verify = Command(
         name: "verify",
-        synopsis: "lnote verify FOLDER [--json]",
+        synopsis: "lnote verify FOLDER [--repair] [--json]",
         summary: "Check every file of a notebook folder without changing anything",
         details: """
         Decodes every manifest, document.json, page snapshot and log (frame by frame), checks
@@ -157,16 +168,32 @@ extension CommandTable {
         folder is clean.
         The notebook is not opened (no lock is taken and nothing is repaired): run it on a
         folder no other process is writing.
+        --repair opens the notebook (taking its lock) and rebuilds what the folder's own
+                 files can rebuild: torn log tails cut, damaged logs salvaged (the damaged
+                 file kept aside as .corrupt-N), snapshots rewritten from their logs,
+                 manifests, missing thumbnails, temporary files and orphan assets removed.
+                 It prints one "repaired:" line per thing done, then verifies again and
+                 reports what is left (operations a log lost stay listed until a peer sends
+                 them back: sync). Exit status as for verify, after the repair.
         --json   {documents, files, clean, problems: [{kind, path, offset, index, message}],
                   quarantine: [{kind, document, page, operation, remote, reason, remadeAs}]}
+                 with --repair also "repaired": [TEXT, …]
         """,
-        flags: ["json"],
+        flags: ["json", "repair"],
         run: { args, console in
             try args.expect(1, "FOLDER")
             try requireNotebook(args.positionals[0])
-            let report = try Verify.run(folder: args.positionals[0])
+            var repaired: [String]? = nil
+            let report: VerifyReport
+            if args.flag("repair") {
+                let r = try await Repair.run(folder: args.positionals[0])
+                repaired = r.actions
+                report = r.after
+            } else {
+                report = try Verify.run(folder: args.positionals[0])
+            }
             if args.flag("json") {
-                let value: CanonicalJSON = [
+                var value: CanonicalJSON = [
                     "documents": .int(Int64(report.documents)),
                     "files": .int(Int64(report.files)),
                     "clean": .bool(report.isClean),
@@ -191,8 +218,16 @@ extension CommandTable {
                         ]
                     }),
                 ]
+                if let repaired, case .object(var o) = value {
+                    o["repaired"] = .array(repaired.map { .string($0) })
+                    value = .object(o)
+                }
                 console.raw(value.text(.pretty))
             } else {
+                if let repaired {
+                    for a in repaired { console.out("repaired: \(a)") }
+                    if repaired.isEmpty { console.out("repaired: nothing needed it") }
+                }
                 for p in report.problems { console.out(p.description) }
                 for e in report.quarantine where !e.needsAttention {
                     let how = e.remadeAs!.isEmpty ? "nothing left to make again" : "made again as " + e.remadeAs!.map(\.description).joined(separator: ", ")

@@ -21,7 +21,10 @@ struct LnoteCLI {
         return s
     }
 
-    static func run(_ args: [String]) async -> Int32 {
+    static func run(_ arguments: [String]) async -> Int32 {
+        var args = arguments
+        // `lnote help CMD …` is `lnote CMD … --help`.
+        if args.count > 1, args[0] == "help" { args = Array(args.dropFirst()) + ["--help"] }
         let console = Console()
         // Every way out (a result, a usage error, a failure) writes out what stdout holds.
         defer { console.flush() }
@@ -31,9 +34,26 @@ struct LnoteCLI {
             console.outLines(usage())
             return Exit.ok
         }
+        if args.first == "__complete" { return Completion.run(Array(args.dropFirst()), console: console) }
         if args == ["--version"] {
             console.out("lnote \(LnoteVersion.string)")
             return Exit.ok
+        }
+        // A group of commands named alone or with --help ("lnote relay token --help"): its
+        // commands, even when a shorter command ("relay") would take the words as arguments.
+        let words = args.last == "--help" || args.last == "-h" ? Array(args.dropLast()) : args
+        let groupWords = words.joined(separator: " ")
+        if !commands.contains(where: { $0.name == groupWords }) {
+            let group = commands.filter { $0.name.hasPrefix(groupWords + " ") }
+            if words.count > 1, !group.isEmpty {
+                let lines = group.map { "  \($0.synopsis)\n      \($0.summary)" }.joined(separator: "\n")
+                if words.count < args.count {
+                    console.outLines("commands of lnote \(groupWords):\n\(lines)")
+                    return Exit.ok
+                }
+                console.errLines("lnote: \"\(groupWords)\" needs a subcommand; one of:\n\(lines)")
+                return Exit.usage
+            }
         }
         // The longest command name that prefixes the arguments ("page add" before "page").
         let match = commands
@@ -75,10 +95,10 @@ struct LnoteCLI {
             console.err("lnote \(command.name): \(e.description)")
             return e.code
         } catch let e as LnoteError {
-            console.err("lnote \(command.name): \(e.description)")
+            console.err("lnote \(command.name): \(e.forPeople)")
             return Exit.failure
         } catch {
-            console.err("lnote \(command.name): \(error)")
+            console.err("lnote \(command.name): \(describeForPeople(error))")
             return Exit.failure
         }
     }

@@ -20,14 +20,14 @@ extension CommandTable {
             let fm = FileManager.default
             var isDir: ObjCBool = false
             if fm.fileExists(atPath: folder, isDirectory: &isDir) {
-                guard isDir.boolValue else { throw LnoteError(.alreadyExists, "a file is in the way", path: folder) }
+                guard isDir.boolValue else { throw LnoteError(.alreadyExists, "a file is in the way at \(folder)", path: folder) }
                 if fm.fileExists(atPath: folder + "/.lnote/replica.json") {
                     let replica = try await withNotebook(folder, console: console) { $0.replica }
-                    throw LnoteError(.alreadyExists, "already a notebook folder (replica \(replica))", path: folder)
+                    throw LnoteError(.alreadyExists, "\(folder) is already a notebook folder (replica \(replica))", path: folder)
                 }
                 let entries = try fm.contentsOfDirectory(atPath: folder)
                 guard entries.isEmpty else {
-                    throw LnoteError(.invalidArgument, "folder is not empty and not a notebook", path: folder)
+                    throw LnoteError(.invalidArgument, "\(folder) is not empty and not a notebook folder: give a new or empty folder", path: folder)
                 }
             }
             let nb = try await Notebook.open(at: folder, create: true)

@@ -10,7 +10,7 @@ extension CommandTable {
         synopsis: "lnote page add FOLDER DOC [--after PAGE | --first] [--width PT --height PT]",
         summary: "Add an empty page; prints its id",
         details: """
-        The page goes at the end unless --first or --after PAGE (a page id, prefix or #N).
+        The page goes at the end unless --first or --after PAGE (a page id, prefix, or position pN or #N).
         --width, --height   page size in points (default A4 portrait, 595.3 x 841.9)
         """,
         options: ["after", "width", "height"],

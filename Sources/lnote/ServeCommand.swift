@@ -50,14 +50,21 @@ extension CommandTable {
 
     static let serve = Command(
         name: "serve",
-        synopsis: "lnote serve FOLDER [--token HEX] [--port N] [--bind ADDR] [--tls-cert PEM --tls-key PEM] [--max-connections N]",
+        synopsis: "lnote serve FOLDER [--token HEX | --new-token] [--port N] [--bind ADDR] [--url-host HOST] [--tls-cert PEM --tls-key PEM] [--max-connections N]",
         summary: "Serve a notebook folder so another machine can sync with it directly",
         details: """
-        Binds to 127.0.0.1 (port 0: any free port) unless --bind says otherwise, and serves
-        HTTPS with --tls-cert/--tls-key. Requests need the bearer token: give one with --token
-        (or $LNOTE_TOKEN), or one is generated and printed. A token given must be 32 to 256
-        hex digits (at least 128 bits; make one with `openssl rand -hex 32`). Prints the notebook URL to pass to
-        `lnote sync`: its notebook id comes from the folder's replica id, so it is the same at
+        Binds to 127.0.0.1 unless --bind says otherwise (0.0.0.0 or :: for every address),
+        and serves HTTPS with --tls-cert/--tls-key. Requests need the bearer token.
+        The token and the port are kept in the folder's .lnote/serve.json (mode 0600), so the
+        URL and token a peer saved keep working across restarts: the first start generates a
+        token and prints it, and takes a free port; later starts reuse both (the token is
+        then not printed again: lnote serve --new-token makes and prints a new one, and the
+        old one stops working). --token (or $LNOTE_TOKEN) serves with a token of yours,
+        which is kept too: 32 to 256 hex digits (at least 128 bits; make one with
+        `openssl rand -hex 32`). --port serves on another port (0: any free port) and keeps it.
+        Prints the notebook URL to pass to `lnote sync` (or `lnote remote add`): its host is
+        --url-host when given (the name other machines reach this one by), else the bind
+        address. Its notebook id comes from the folder's replica id, so it is the same at
         every start (a copied or moved folder gets a new one); a client using another id gets
         404 not_found. The folder owns its replica id: a push holding a new operation authored
         under it is refused (403 forbidden). The folder stays locked while served. A sync
@@ -65,41 +72,100 @@ extension CommandTable {
         the folder's logs growing wakes it). At most --max-connections connections at once
         (default 128), --max-connections-per-ip from one address (default 32). Stops
         cleanly on SIGINT/SIGTERM: long polls held then are answered 503, which clients retry.
+        --json prints one line of JSON once serving, instead of the url: and token: lines:
+        {"url": URL, "notebook": UUID, "folder": PATH, "port": N, "token": HEX (only when
+        made or replaced now, as the token: line)}.
         """,
-        options: serverOptions.union(["token"]),
+        options: serverOptions.union(["token", "url-host"]),
+        flags: ["new-token", "json"],
         run: { args, console in
             try args.expect(1, "FOLDER")
-            let config = try serverConfiguration(args)
+            let folder = args.positionals[0]
+            var config = try serverConfiguration(args)
             let signals = Signals.trap()
-            var token = args.option("token") ?? ProcessInfo.processInfo.environment["LNOTE_TOKEN"] ?? ""
-            let generated = token.isEmpty
-            if generated {
-                token = RelayToken.generate()
-            } else {
+            try requireNotebook(folder)
+            let saved = try ServeSettings.load(notebook: folder)
+            let given = args.option("token") ?? ProcessInfo.processInfo.environment["LNOTE_TOKEN"]
+            if given != nil && args.flag("new-token") {
+                throw Arguments.UsageError(message: "--new-token makes a token: give it without --token (or $LNOTE_TOKEN)")
+            }
+            let token: String
+            var printToken = false
+            if let given, !given.isEmpty {
                 // [SYNC-28] A short token can be guessed over the network: refused before the
                 // folder is opened, by the check PeerServer makes too, as a usage error (exit 2).
-                do { try RelayToken.checkServerToken(token) } catch let e as LnoteError {
+                do { try RelayToken.checkServerToken(given) } catch let e as LnoteError {
                     let source = args.option("token") != nil ? "--token" : "$LNOTE_TOKEN"
                     throw Arguments.UsageError(message: "\(source): \(e.message), or give none and one is generated and printed")
                 }
+                token = given
+            } else if let saved, !args.flag("new-token") {
+                token = saved.token
+            } else {
+                token = RelayToken.generate()
+                printToken = true
             }
-            try requireNotebook(args.positionals[0])
-            let notebook = try await Notebook.open(at: args.positionals[0])
+            let portGiven = args.option("port") != nil
+            if !portGiven, let saved { config.port = UInt16(saved.port) }
+            let urlHost = args.option("url-host")
+            if let urlHost, urlHost.isEmpty || urlHost.contains("/") || urlHost.contains(" ") {
+                throw Arguments.UsageError(message: "--url-host needs a host name or address, got \"\(urlHost)\"")
+            }
+            let notebook = try await Notebook.open(at: folder)
             let server: PeerServer
-            do { server = try PeerServer(notebook: notebook, token: token, configuration: config) } catch {
+            do {
+                server = try PeerServer(notebook: notebook, token: token, configuration: config)
+            } catch let e as LnoteError where e.code == .network && config.port != 0 {
+                try? await notebook.close()
+                let why = portGiven ? "" : " (where this folder was served before: the URL peers saved points there)"
+                throw CLIError("cannot listen on port \(config.port)\(why): \(e.message). Stop the program using it, "
+                               + "or pass --port N for another port (--port 0: any free port; peers then need the new URL)")
+            } catch {
+                try? await notebook.close()
+                throw error
+            }
+            do {
+                let settings = ServeSettings(token: token, port: Int(server.http.port))
+                if settings != saved { try settings.save(notebook: folder) }
+            } catch {
+                try? server.close()
                 try? await notebook.close()
                 throw error
             }
             ServerLog(console: console, prefix: "lnote serve").attach(to: server.http)
-            console.out("url: \(server.url)")
-            if generated { console.out("token: \(token)") }
+            if args.flag("json") {
+                var o: [String: CanonicalJSON] = ["url": .string(publicURL(server, host: urlHost)),
+                                                  "notebook": .string(server.notebookID.uuidString),
+                                                  "folder": .string(notebook.path), "port": .int(Int64(server.http.port))]
+                if printToken { o["token"] = .string(token) }
+                console.raw(CanonicalJSON.object(o).text(.compact) + "\n")
+            } else {
+                console.out("url: \(publicURL(server, host: urlHost))")
+                if printToken { console.out("token: \(token)") }
+            }
+            console.flush()
             console.err("lnote serve: serving \(notebook.path) (replica \(notebook.replica)); Ctrl-C stops")
+            if !printToken && given == nil {
+                console.err("lnote serve: the token is the one saved in .lnote/serve.json; --new-token replaces it")
+            }
+            if urlHost == nil, ["0.0.0.0", "::"].contains(config.bindAddress) {
+                console.err("lnote serve: listening on every address; other machines use this machine's name or address "
+                            + "in the URL (--url-host \(ProcessInfo.processInfo.hostName) prints it so)")
+            }
             let signal = await signals.wait()
             try server.close()
             try await notebook.close()
             console.err("lnote serve: stopped (\(signal == SIGINT ? "SIGINT" : "SIGTERM"))")
             return Exit.ok
         })
+
+    /// The server's notebook URL with `host` in place of the bind address.
+    static func publicURL(_ server: PeerServer, host: String?) -> String {
+        guard let host else { return server.url }
+        let scheme = server.url.hasPrefix("https:") ? "https" : "http"
+        let h = host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host
+        return "\(scheme)://\(h):\(server.http.port)/v1/notebooks/\(server.notebookID.uuidString)"
+    }
 }
 
 #if canImport(Glibc)

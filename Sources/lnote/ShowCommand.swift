@@ -9,13 +9,15 @@ extension CommandTable {
         synopsis: "lnote show FOLDER DOC [PAGE] [--at WHEN] [--json] [--points]",
         summary: "Show a document (pages, element counts, conflicts) or one page (its elements)",
         details: """
-        DOC is a document id or a unique prefix of one; PAGE a page id, a unique prefix, or #N
-        (the N-th live page).
+        DOC is a document id or a unique prefix of one; PAGE a page id, a unique prefix, or a position pN
+        (the N-th live page: p1 is the first; #N works too, quoted in a shell).
         A document: title, dates, live pages in order with their size and element count,
         deleted pages (marked), and how many conflicts it holds.
         A page: its elements bottom to top, each with its id, kind, style, point count,
         visible point ranges, transform and z key.
-        --points  also list every point (x y in pt, pressure 0-1, radius in pt, t in ms)
+        --points  also list every point, one per line: x y (pt), pressure (0-1), radius (pt),
+                  t (ms from the stroke's start). Note the order: x y p r t, where import
+                  files give x y t p.
         --at WHEN show it as it was at a moment of its history, rebuilt from the logs: a step's
                   id from `lnote history` (a1.17: as that step left it), a clock
                   ({a1:17, b2:3}), or a time (2026-12-02T10:00:00Z, 2026-12-02 for the end of
@@ -26,6 +28,12 @@ extension CommandTable {
                   so equal states print byte-identical text. For a document: its metadata,
                   every page (deleted ones included) with its state, and its conflicts.
                   Points are included with --points; otherwise each stroke shows pointCount.
+                  Units are the stored integers (Protocol/page-snapshot.md), not points:
+                  coordinates, radii, widths and canvas sizes in tenths of a point
+                  ("width": 20 is 2 pt, a canvas of 5953 is 595.3 pt), pressure in
+                  thousandths (500 is 0.5), times in ms; a transform's a b c d in 16.16
+                  fixed point (65536 is 1), its tx ty in tenths of a point; each point is
+                  [x, y, pressure, radius, t].
         """,
         options: ["at"],
         flags: ["json", "points"],

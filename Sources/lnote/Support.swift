@@ -37,12 +37,12 @@ func withNotebook<T>(_ folder: String, console: Console,
 func requireNotebook(_ folder: String) throws {
     var isDir: ObjCBool = false
     guard FileManager.default.fileExists(atPath: folder, isDirectory: &isDir), isDir.boolValue else {
-        throw LnoteError(.notFound, "no notebook folder (create one with lnote init)", path: folder)
+        throw LnoteError(.notFound, "no notebook folder at \(folder) (create one with lnote init)", path: folder)
     }
     // lstat: a `.lnote` that is a symlink does not make a notebook.
     var st = stat()
     guard lstat(folder + "/.lnote", &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR else {
-        throw LnoteError(.notFound, "not a notebook folder (no .lnote directory; create one with lnote init)", path: folder)
+        throw LnoteError(.notFound, "\(folder) is not a notebook folder (no .lnote directory; create one with lnote init)", path: folder)
     }
 }
 
@@ -70,7 +70,7 @@ func withDocument<T>(_ nb: Notebook, _ name: String, console: Console,
 }
 
 /// Names → ids. A name is a full id or a unique prefix of one, compared case-insensitively;
-/// an exact match wins over longer ids it prefixes. Pages may also be named `#N` (the N-th
+/// an exact match wins over longer ids it prefixes. Pages may also be named `pN` or `#N` (the N-th
 /// live page, from 1).
 enum Resolve {
     /// The one candidate `name` names.
@@ -94,16 +94,24 @@ enum Resolve {
         }
     }
 
+    /// The digits of a page position, `p3`, `P3` or `#3`; nil for anything else.
+    static func positionDigits(_ name: String) -> Substring? {
+        guard let first = name.first, first == "#" || first == "p" || first == "P", name.count > 1 else { return nil }
+        return name.dropFirst()
+    }
+
     static func document(_ name: String, in nb: Notebook) async throws -> DocumentID {
         try unique(name, among: try await nb.documentIDs(), what: "document", text: \.description)
     }
 
-    /// A page by `#N` (live pages, in order), id or prefix (deleted pages included).
+    /// A page by position, `pN` or `#N` (live pages, in order: `p1` needs no quoting in a
+    /// shell, where an unquoted `#1` starts a comment), id or prefix (deleted pages included).
+    /// Ids are hexadecimal, so `p` never begins one.
     static func page(_ name: String, in d: Document) async throws -> PageID {
-        if name.hasPrefix("#") {
+        if let digits = positionDigits(name) {
             let live = await d.pageList
-            guard let n = Int(name.dropFirst()), n >= 1 else {
-                throw LnoteError(.invalidArgument, "page position \"\(name)\" must be #1, #2, …")
+            guard let n = Int(digits), n >= 1 else {
+                throw Arguments.UsageError(message: "page position \"\(name)\" must be p1, p2, … (or #1, #2, …)")
             }
             guard n <= live.count else {
                 throw LnoteError(.notFound, "no page \(name): document \(d.id) has \(live.count) live page\(live.count == 1 ? "" : "s")")

@@ -7,12 +7,19 @@ import LnoteSync
 extension CommandTable {
     static let sync = Command(
         name: "sync",
-        synopsis: "lnote sync FOLDER REMOTE [--token T] [--ca-file PEM] [--watch [--wait SECONDS] [--interval SECONDS]]",
+        synopsis: "lnote sync [FOLDER] [REMOTE] [--token T] [--init] [--ca-file PEM] [--watch [--wait SECONDS] [--interval SECONDS]]",
         summary: "Sync a notebook folder with a server (http/https URL) or another folder",
         details: """
         REMOTE is a notebook URL printed by `lnote serve` or `lnote relay notebook create`
-        (http(s)://HOST:PORT/v1/notebooks/UUID), or the path of another notebook folder (a
-        mounted drive: no server involved). The token comes from --token or $LNOTE_TOKEN.
+        (http(s)://HOST:PORT/v1/notebooks/UUID), the path of another notebook folder (a
+        mounted drive: no server involved), or the name of a remote saved with `lnote remote
+        add` (a name wins over a folder of the same name: write ./NAME for the folder).
+        Without REMOTE, the folder's default saved remote; without FOLDER, the current
+        directory (`lnote sync` alone: this folder with its default remote). The token comes
+        from --token, else $LNOTE_TOKEN, else the one saved with the remote.
+        --init creates FOLDER (and REMOTE, when it is a folder) as a new notebook folder when
+        it does not exist or is empty, and says so: a first sync onto a new machine or an
+        empty drive. Without it, a missing folder is an error that suggests it.
         Only the operations the other side lacks cross; assets travel before the operations
         that reference them. A sync interrupted at any point is completed by the next one.
         Also printed, one line each: forks (one operation id with two contents) and their
@@ -31,18 +38,30 @@ extension CommandTable {
         a server error, the folder open in another process) are retried with a backoff of
         1 s doubling to 60 s; the others (401 or 403: a token refused; 404; 400; the local
         folder missing) stop it with exit status 1.
+
+        --json prints the summary as one JSON object on stdout (with --watch, one line of JSON
+        per round that moved something): {"remote", "ops_sent", "ops_accepted",
+        "ops_received", "ops_applied", "assets_sent", "assets_received", "bytes_sent",
+        "bytes_received", "round_trips", "pages_from_checkpoints", "ops_healed", "forks",
+        "quarantined", "needs_attention"} (counts are integers; needs_attention is true when
+        the exit status is 3).
         """,
         options: ["token", "ca-file", "interval", "wait"],
-        flags: ["watch", "quiet"],
+        flags: ["watch", "quiet", "init", "json"],
         run: { args, console in
-            try args.expect(2, "FOLDER REMOTE")
-            let folder = args.positionals[0], remoteSpec = args.positionals[1]
-            let token = args.option("token") ?? ProcessInfo.processInfo.environment["LNOTE_TOKEN"]
+            try args.expect(0, max: 2, "[FOLDER] [REMOTE]")
+            let target = try await SyncTarget.resolve(args.positionals, initializing: args.flag("init"), console: console)
+            let folder = target.folder, remoteSpec = target.location
+            let token = args.option("token") ?? ProcessInfo.processInfo.environment["LNOTE_TOKEN"] ?? target.savedToken
             let quiet = args.flag("quiet")
             guard args.flag("watch") else {
                 let report = try await SyncRunner.syncOnce(folder: folder, remote: remoteSpec, token: token,
                                                            caFile: args.option("ca-file"), console: console, quiet: quiet)
-                if !quiet { console.out(SyncRunner.describe(report, remote: remoteSpec)) }
+                if args.flag("json") {
+                    console.raw(SyncRunner.json(report, remote: remoteSpec).text(.compact) + "\n")
+                } else if !quiet {
+                    console.out(SyncRunner.describe(report, remote: remoteSpec))
+                }
                 // What needs a person is printed even with --quiet (on stderr).
                 for line in SyncRunner.trust(report) { console.err("lnote sync: \(line)") }
                 return report.needsAttention ? Exit.attention : Exit.ok
@@ -54,7 +73,7 @@ extension CommandTable {
             return try await SyncRunner.watch(folder: folder, remote: remoteSpec, token: token, caFile: args.option("ca-file"),
                                               options: SyncWatcher.Options(wait: UInt32(wait),
                                                                            interval: .milliseconds(Int64(interval * 1000))),
-                                              console: console, quiet: quiet)
+                                              console: console, quiet: quiet, json: args.flag("json"))
         })
 }
 
@@ -147,7 +166,7 @@ enum SyncRunner {
     /// failure waiting cannot fix (exit 1), printing a line when it starts, a timestamped
     /// line for each round that moved something, and each failure.
     static func watch(folder: String, remote spec: String, token: String?, caFile: String?,
-                      options: SyncWatcher.Options, console: Console, quiet: Bool) async throws -> Int32 {
+                      options: SyncWatcher.Options, console: Console, quiet: Bool, json: Bool = false) async throws -> Int32 {
         try requireNotebook(folder)
         if !isURL(spec) { try requireNotebook(spec) }
         let signals = Signals.trap()
@@ -165,14 +184,22 @@ enum SyncRunner {
                                 + "SIGINT or SIGTERM stops")
                 case .synced(let r, let cause):
                     // Watching prints only the rounds that moved something.
-                    if !quiet, r.opsSent + r.opsReceived + r.assetsSent + r.assetsReceived > 0 {
+                    if json, r.opsSent + r.opsReceived + r.assetsSent + r.assetsReceived > 0 {
+                        var o = SyncRunner.json(r, remote: spec)
+                        if case .object(var m) = o {
+                            m["time"] = .string(timestamp())
+                            m["cause"] = .string(cause.rawValue)
+                            o = .object(m)
+                        }
+                        console.raw(o.text(.compact) + "\n")
+                    } else if !quiet, r.opsSent + r.opsReceived + r.assetsSent + r.assetsReceived > 0 {
                         console.out("\(timestamp()) \(describe(r, remote: spec)) (\(cause.rawValue))")
                     }
                     for line in trust(r) { console.err("lnote sync: \(line)") }
                 case .failed(let e, let wait):
-                    console.err("\(timestamp()) lnote sync: \(e.description); retrying in \(wait)")
+                    console.err("\(timestamp()) lnote sync: \(describeForPeople(e)); retrying in \(wait)")
                 case .stopped(let e):
-                    console.err("\(timestamp()) lnote sync: \(e.description); stopping: waiting cannot fix this")
+                    console.err("\(timestamp()) lnote sync: \(describeForPeople(e)); stopping: waiting cannot fix this")
                 case .longPollsUnavailable(let e):
                     console.err("\(timestamp()) lnote sync: the remote holds no long polls (\(e.message)); "
                                 + "syncing every \(options.interval)")
@@ -283,13 +310,32 @@ enum SyncRunner {
     }
 
     static func describe(_ r: SyncReport, remote: String) -> String {
-        var s = "synced with \(remote): sent \(r.opsSent) ops (\(r.opsAccepted) new there), "
-        s += "received \(r.opsReceived) ops (\(r.opsApplied) new here)"
+        var s = "synced with \(remote): sent \(count(r.opsSent, "op")) (\(r.opsAccepted) new there), "
+        s += "received \(count(r.opsReceived, "op")) (\(r.opsApplied) new here)"
+        // Pages installed whole from a checkpoint bring their state without their operations.
+        if r.checkpointsInstalled > 0 { s += ", \(count(r.checkpointsInstalled, "page")) installed from checkpoints" }
         if r.assetsSent + r.assetsReceived > 0 { s += ", assets ↑\(r.assetsSent) ↓\(r.assetsReceived)" }
         if r.bytesSent + r.bytesReceived > 0 { s += ", \(r.bytesSent) bytes ↑ \(r.bytesReceived) bytes ↓" }
         s += ", \(r.roundTrips) round trip\(r.roundTrips == 1 ? "" : "s")"
         if r.opsHealed > 0 { s += ", \(r.opsHealed) lost op\(r.opsHealed == 1 ? "" : "s") restored" }
         if !r.forks.isEmpty { s += ", \(r.forks.count) fork\(r.forks.count == 1 ? "" : "s")" }
         return s
+    }
+
+    /// "1 op", "2 ops".
+    static func count(_ n: Int, _ noun: String) -> String { "\(n) \(noun)\(n == 1 ? "" : "s")" }
+
+    /// The summary `--json` prints (the fields `lnote sync --help` lists).
+    static func json(_ r: SyncReport, remote: String) -> CanonicalJSON {
+        .object([
+            "remote": .string(remote),
+            "ops_sent": .int(Int64(r.opsSent)), "ops_accepted": .int(Int64(r.opsAccepted)),
+            "ops_received": .int(Int64(r.opsReceived)), "ops_applied": .int(Int64(r.opsApplied)),
+            "assets_sent": .int(Int64(r.assetsSent)), "assets_received": .int(Int64(r.assetsReceived)),
+            "bytes_sent": .int(Int64(r.bytesSent)), "bytes_received": .int(Int64(r.bytesReceived)),
+            "round_trips": .int(Int64(r.roundTrips)), "pages_from_checkpoints": .int(Int64(r.checkpointsInstalled)),
+            "ops_healed": .int(Int64(r.opsHealed)), "forks": .int(Int64(r.forks.count)),
+            "quarantined": .int(Int64(r.quarantined.count)), "needs_attention": .bool(r.needsAttention),
+        ])
     }
 }

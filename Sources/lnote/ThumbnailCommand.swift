@@ -12,7 +12,7 @@ extension CommandTable {
         Renders the page's current state: white background, strokes in their ink (erased parts
         left out, the highlighter translucent), images as gray boxes (their pixels are not
         drawn). The stored thumbnails are rewritten with each page snapshot; this command
-        renders afresh and writes only FILE. PAGE is an id, a prefix, or #N (the N-th live page).
+        renders afresh and writes only FILE. PAGE is an id, a prefix, or pN (the N-th live page; #N also works, quoted).
         --out FILE   the PNG to write (replaced if it exists)
         --size N     the longer side in pixels, 1 to 4096 (default 256)
         """,
@@ -33,10 +33,15 @@ extension CommandTable {
                     return (pid, try await d.renderThumbnail(pid, maxSide: size))
                 }
             }
+            let parent = (out as NSString).deletingLastPathComponent
+            var isDir: ObjCBool = false
+            if !parent.isEmpty, !FileManager.default.fileExists(atPath: parent, isDirectory: &isDir) || !isDir.boolValue {
+                throw CLIError("cannot write the picture to \(out): the folder \(parent) does not exist")
+            }
             do {
                 try Data(picture.png()).write(to: URL(fileURLWithPath: out), options: .atomic)
             } catch {
-                throw LnoteError(.io, "cannot write the picture: \(error)", path: out)
+                throw LnoteError(.io, "cannot write the picture to \(out): \(describeForPeople(error))")
             }
             console.out("page \(pid): \(picture.width)x\(picture.height) pixels to \(out)")
             return Exit.ok

@@ -287,7 +287,7 @@ func elements(_ state: [String: Any]) -> [[String: Any]] { state["elements"] as!
         #expect(amb.code == 1 && amb.err.contains("ambiguous") && named == min(twins.count, 8)
                 && (twins.count <= 8 || amb.err.contains("(\(twins.count) in all)")), "\(amb)")
         let unknown = try await sb.run("show", "nb", "not-an-id")
-        #expect(unknown.code == 1 && unknown.err.contains("notFound"), "\(unknown)")
+        #expect(unknown.code == 1 && unknown.err.contains("no document"), "\(unknown)")
         for d in docs {
             // The shortest prefix no other document shares.
             let n = (1...d.count).first { n in docs.filter { $0.hasPrefix(d.prefix(n)) }.count == 1 }!
@@ -305,8 +305,9 @@ func elements(_ state: [String: Any]) -> [[String: Any]] { state["elements"] as!
         #expect(try await sb.ok("show", "nb", d, "#3").contains(p1))
         try await sb.ok("page", "remove", "nb", d, "#1")
         #expect(try await sb.ok("show", "nb", d, "#1").contains(p2))
-        for bad in ["#0", "#x", "#3"] {
-            #expect(try await sb.run("show", "nb", d, bad).code == 1)
+        // [issue 18] A position that is not one is a usage error (2); one past the end is not found (1).
+        for (bad, code) in [("#0", Int32(2)), ("#x", 2), ("p0", 2), ("#3", 1), ("p3", 1)] {
+            #expect(try await sb.run("show", "nb", d, bad).code == code, "\(bad)")
         }
         #expect(try await sb.run("page", "restore", "nb", d, "#1").code == 1, "restoring a live page")
         try await sb.ok("page", "restore", "nb", d, p0.lowercased())

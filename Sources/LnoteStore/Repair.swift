@@ -1,0 +1,71 @@
+import Foundation
+import LnoteModel
+
+/// What `Repair.run` did to a notebook folder.
+public struct RepairReport: Sendable {
+    /// `verify` before the repair.
+    public var before: VerifyReport
+    /// `verify` after it: what is left is what no rebuild can fix (a person or a peer must).
+    public var after: VerifyReport
+    /// One line per thing done, in the order done.
+    public var actions: [String] = []
+}
+
+/// `lnote verify --repair`: rebuilds what can be rebuilt from what the folder holds, through
+/// the same code paths an app's open and save take, and says what it did:
+/// - torn log tails cut, damaged logs salvaged (their damaged file kept aside), snapshots
+///   that do not pair with their log set aside ([PKG-37], [PKG-38], [PKG-47]) — opening each
+///   page under the document lock does this;
+/// - snapshots rewritten from their logs where a log runs past its snapshot;
+/// - `manifest.json` rebuilt, missing thumbnails rendered;
+/// - temporary files and orphan assets removed (closing each document).
+/// Nothing the logs hold is dropped: operations missing from a log stay listed until a peer
+/// sends them ([PKG-51]).
+public enum Repair {
+    public static func run(folder: String) async throws -> RepairReport {
+        let before = try Verify.run(folder: folder)
+        var actions: [String] = []
+        let notebook = try await Notebook.open(at: folder)
+        do {
+            for id in try await notebook.documentIDs() {
+                let d: Document
+                do {
+                    d = try await notebook.openDocument(id)
+                } catch {
+                    actions.append("document \(id): cannot be opened, left as it is: \(error)")
+                    continue
+                }
+                do {
+                    for pid in await d.allPageIDs {
+                        let c = try await d.compactReporting(page: pid)
+                        if c.written {
+                            actions.append("document \(id) page \(pid): snapshot rewritten from its log (\(c.frames) operation\(c.frames == 1 ? "" : "s") past it)")
+                        }
+                        if try DurableFile.readIfExists(d.thumbnailPath(pid), io: .live) == nil {
+                            _ = try await d.thumbnail(page: pid)
+                            actions.append("document \(id) page \(pid): thumbnail rendered")
+                        }
+                        try await d.closePage(pid)
+                    }
+                    try await d.flush()
+                    for r in await d.recoveryReports where !r.isClean { actions.append("document \(id): \(r)") }
+                    try await d.close()
+                } catch {
+                    try? await d.close()
+                    throw error
+                }
+            }
+            try await notebook.close()
+        } catch {
+            try? await notebook.close()
+            throw error
+        }
+        let after = try Verify.run(folder: folder)
+        // What closing and saving fixed without saying so (manifests, temporary files, orphans).
+        let fixed = Set(before.problems.map(\.description)).subtracting(after.problems.map(\.description))
+        for p in before.problems where fixed.contains(p.description) && !actions.contains(where: { $0.contains(p.path) }) {
+            actions.append("fixed: \(p.description)")
+        }
+        return RepairReport(before: before, after: after, actions: actions)
+    }
+}

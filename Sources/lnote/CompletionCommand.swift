@@ -1,0 +1,207 @@
+import Foundation
+import LnoteModel
+import LnoteStore
+
+/// `lnote completion bash|zsh|fish` prints a script that completes commands, flags, and the
+/// document and page ids of the folder named on the line. The scripts ask the binary
+/// (`lnote __complete`), so they never fall out of step with the commands it has.
+extension CommandTable {
+    static let completion = Command(
+        name: "completion",
+        synopsis: "lnote completion bash|zsh|fish",
+        summary: "Print a shell completion script",
+        details: """
+        Completes command names, subcommands, flags, documents (ids, from the folder named on
+        the line, with their titles in zsh and fish), page positions (p1, p2, …), saved
+        remote names, and folders. Load it:
+          bash   source <(lnote completion bash)        (or save it under
+                 /etc/bash_completion.d/lnote)
+          zsh    source <(lnote completion zsh)         (after compinit)
+          fish   lnote completion fish | source
+        The script runs `lnote __complete` as you press Tab: reading a folder's manifests
+        only, without locking it.
+        """,
+        run: { args, console in
+            try args.expect(1, "bash|zsh|fish")
+            switch args.positionals[0] {
+            case "bash": console.stdout.write(Completion.bash)
+            case "zsh": console.stdout.write(Completion.zsh)
+            case "fish": console.stdout.write(Completion.fish)
+            default: throw Arguments.UsageError(message: "unknown shell \"\(args.positionals[0])\": bash, zsh or fish")
+            }
+            return Exit.ok
+        })
+}
+
+/// `lnote __complete CWORD WORD…` (what the scripts call; not a listed command, and read
+/// raw: the words typed may hold any flag): the candidates for word CWORD (0 = the word
+/// after `lnote`), one per line; `__dirs__` / `__files__` ask the shell to add directories /
+/// files. Never fails: a folder that cannot be read gives no ids.
+enum Completion {
+    static func run(_ args: [String], console: Console) -> Int32 {
+        guard let cword = args.first.flatMap({ Int($0) }), cword >= 0 else { return Exit.usage }
+        for c in candidates(cword: cword, words: Array(args.dropFirst())) { console.stdout.write(c + "\n") }
+        return Exit.ok
+    }
+
+    /// The candidates for `words[cword]` (the word being completed, possibly empty).
+    static func candidates(cword: Int, words: [String]) -> [String] {
+        let typed = Array(words.prefix(cword))
+        let current = cword < words.count ? words[cword] : ""
+        let commands = CommandTable.all
+        // The command whose name the typed words start with (the longest one).
+        let command = commands.filter { c in
+            let n = c.name.split(separator: " ").map(String.init)
+            return typed.count >= n.count && Array(typed.prefix(n.count)) == n
+        }.max { $0.name.count < $1.name.count }
+        // Still naming the command: the next word of each name that continues the typed ones.
+        let nextWords = Set(commands.compactMap { c -> String? in
+            let n = c.name.split(separator: " ").map(String.init)
+            guard n.count > typed.count, Array(n.prefix(typed.count)) == typed else { return nil }
+            return n[typed.count]
+        })
+        guard let command else { return (nextWords.sorted() + (typed.isEmpty ? ["help"] : [])).filter { $0.hasPrefix(current) } }
+        let nameCount = command.name.split(separator: " ").count
+        var out = nextWords.sorted().filter { $0.hasPrefix(current) && !current.isEmpty }
+        if current.hasPrefix("-") {
+            return (command.options.map { "--" + $0 } + command.flags.map { "--" + $0 } + ["--help"]).sorted()
+                .filter { $0.hasPrefix(current) }
+        }
+        // The previous word an option that takes a value: a file or a value.
+        if let last = typed.last, last.hasPrefix("--"), command.options.contains(String(last.dropFirst(2))) {
+            return ["__files__"]
+        }
+        // Which positional this is, option values left out.
+        var positionals: [String] = []
+        var i = nameCount
+        while i < typed.count {
+            let w = typed[i]
+            if w.hasPrefix("--") {
+                let name = String(w.dropFirst(2).prefix { $0 != "=" })
+                if command.options.contains(name), !w.contains("=") { i += 1 }
+            } else {
+                positionals.append(w)
+            }
+            i += 1
+        }
+        let roles = positionalRoles(command)
+        let role = positionals.count < roles.count ? roles[positionals.count] : roles.last ?? ""
+        let folder = roles.firstIndex(of: "FOLDER").flatMap { $0 < positionals.count ? positionals[$0] : nil }
+        switch role {
+        case "FOLDER", "DIR":
+            out.append("__dirs__")
+        case "DOC":
+            if let folder, let list = try? Notebook.list(at: folder) {
+                out += list.map(\.id.description).filter { $0.lowercased().hasPrefix(current.lowercased()) }
+            }
+        case "PAGE":
+            if let folder, let docIndex = roles.firstIndex(of: "DOC"), docIndex < positionals.count,
+               let list = try? Notebook.list(at: folder) {
+                let key = positionals[docIndex].lowercased()
+                let matching = list.filter { $0.id.description.lowercased().hasPrefix(key) }
+                if matching.count == 1 {
+                    out += (0..<matching[0].pageCount).map { "p\($0 + 1)" }.filter { $0.hasPrefix(current) }
+                }
+            }
+        case "REMOTE", "URL-or-FOLDER", "OTHER":
+            let base = folder ?? (isNotebook(".") ? "." : nil)
+            if let base, let saved = try? SavedRemotes.load(notebook: base) {
+                out += saved.remotes.map { $0.name }.filter { $0.hasPrefix(current) }
+            }
+            out.append("__dirs__")
+        case "":
+            break
+        default:
+            out.append("__files__")
+        }
+        return out
+    }
+
+    static func isNotebook(_ path: String) -> Bool { FileManager.default.fileExists(atPath: path + "/.lnote") }
+
+    /// The positionals a synopsis names, in order: its upper-case words outside option
+    /// groups (`FOLDER DOC [PAGE]`, `[FOLDER] [REMOTE]`).
+    static func positionalRoles(_ c: Command) -> [String] {
+        let words = c.synopsis.split(separator: " ").dropFirst(1 + c.name.split(separator: " ").count)
+        var roles: [String] = []
+        var depth = 0
+        var optionGroup = false
+        for w in words {
+            let opens = w.filter { $0 == "[" || $0 == "(" }.count, closes = w.filter { $0 == "]" || $0 == ")" }.count
+            let bare = w.trimmingCharacters(in: CharacterSet(charactersIn: "[]().,"))
+            if depth == 0 { optionGroup = bare.hasPrefix("-") }
+            if !optionGroup, !bare.isEmpty, bare.first!.isUppercase, !bare.hasPrefix("-"), !bare.contains("|") {
+                roles.append(bare.hasSuffix("...") ? String(bare.dropLast(3)) : bare)
+            }
+            depth += opens - closes
+            if depth <= 0 { depth = 0; optionGroup = false }
+        }
+        return roles
+    }
+
+    static let bash = #"""
+    # lnote completion for bash: source <(lnote completion bash)
+    _lnote() {
+        local cur=${COMP_WORDS[COMP_CWORD]} line dirs=0 files=0
+        local -a words=()
+        while IFS= read -r line; do
+            case $line in
+                __dirs__) dirs=1 ;;
+                __files__) files=1 ;;
+                ?*) words+=("$line") ;;
+            esac
+        done < <(lnote __complete "$((COMP_CWORD - 1))" "${COMP_WORDS[@]:1}" 2>/dev/null)
+        COMPREPLY=()
+        local w
+        for w in "${words[@]}"; do [[ $w == "$cur"* ]] && COMPREPLY+=("$w"); done
+        local IFS=$'\n'
+        if ((dirs)); then COMPREPLY+=($(compgen -d -- "$cur")); fi
+        if ((files)); then COMPREPLY+=($(compgen -f -- "$cur")); fi
+    }
+    complete -o filenames -F _lnote lnote
+
+    """#
+
+    static let zsh = #"""
+    #compdef lnote
+    # lnote completion for zsh: source <(lnote completion zsh), after compinit
+    _lnote() {
+        local line dirs=0 files=0
+        local -a cands
+        for line in "${(@f)$(lnote __complete $((CURRENT - 2)) "${(@)words[2,-1]}" 2>/dev/null)}"; do
+            case $line in
+                __dirs__) dirs=1 ;;
+                __files__) files=1 ;;
+                ?*) cands+=("$line") ;;
+            esac
+        done
+        (( ${#cands} )) && compadd -a cands
+        (( dirs )) && _files -/
+        (( files )) && _files
+        return 0
+    }
+    compdef _lnote lnote
+
+    """#
+
+    static let fish = #"""
+    # lnote completion for fish: lnote completion fish | source
+    function __lnote_complete
+        set -l tokens (commandline -opc)
+        set -l cur (commandline -ct)
+        set -l cword (math (count $tokens) - 1)
+        for line in (lnote __complete $cword $tokens[2..-1] $cur 2>/dev/null)
+            switch $line
+                case __dirs__
+                    __fish_complete_directories $cur
+                case __files__
+                    __fish_complete_path $cur
+                case '*'
+                    echo $line
+            end
+        end
+    end
+    complete -c lnote -f -a '(__lnote_complete)'
+
+    """#
+}
