@@ -110,6 +110,8 @@ extension SyncEndpointWrapper {
     func getAsset(_ id: AssetID, document: DocumentID) async throws -> [UInt8] {
         try await wrapped.getAsset(id, document: document)
     }
+
+    func deviceNames() async throws -> [ReplicaID: String]? { try await wrapped.deviceNames() }
 }
 
 /// A served folder answers one request at a time: held long polls look again at each
@@ -131,6 +133,7 @@ struct SerialEndpoint: SyncEndpoint {
     func getAsset(_ id: AssetID, document: DocumentID) async throws -> [UInt8] {
         try await lock.run { try await inner.getAsset(id, document: document) }
     }
+    func deviceNames() async throws -> [ReplicaID: String]? { try await lock.run { try await inner.deviceNames() } }
 }
 
 /// [SYNC-83] Puts each document the served folder leaves out ([PKG-22]: its package holds a

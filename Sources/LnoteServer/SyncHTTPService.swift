@@ -267,9 +267,13 @@ public struct SyncHTTPService: Sendable {
             return .bytes(200, SyncCodec.encode(answer))
         case ("GET", 1) where rest[0] == "devices":
             // [SYNC-57] Who owns each replica id, for clients to show device names.
-            guard let relay = ep as? RelayEndpoint else { return Self.error(.notFound, "this server keeps no devices") }
-            let owners = try await relay.owners().map { ["replica": $0.replica.description, "device": $0.device] }
-            return Self.json(200, owners)
+            if let relay = ep as? RelayEndpoint {
+                let owners = try await relay.owners().map { ["replica": $0.replica.description, "device": $0.device] }
+                return Self.json(200, owners)
+            }
+            // A peer: the names its folder knows, its own machine's included.
+            guard let names = try await ep.deviceNames() else { return Self.error(.notFound, "this server keeps no devices") }
+            return Self.json(200, names.keys.sorted().map { ["replica": $0.description, "device": names[$0]!] })
         case (_, 4) where rest[0] == "documents" && rest[2] == "assets",
              (_, 5) where rest[0] == "documents" && rest[2] == "assets":
             guard let doc = Self.uuid(rest[1]).map(DocumentID.init) else {

@@ -24,6 +24,17 @@ extension Notebook {
         return DevicesFile.names(bytes, path: devicesPath)
     }
 
+    /// Names this folder's own replica (`lnote init --name`, `lnote name`): shown beside its
+    /// replica id here and given to the folders that sync with this one ([PKG-65]).
+    /// - Throws: `invalidArgument` for a name that is not printable ([SYNC-57]).
+    public func nameThisMachine(_ name: String) throws {
+        if let problem = PrintableText.deviceNameProblem(name) { throw LnoteError(.invalidArgument, problem) }
+        try learnDeviceNames([replica: name])
+    }
+
+    /// This folder's own replica's name, or nil.
+    public func machineName() throws -> String? { try deviceNames()[replica] }
+
     /// Records device names learnt from a remote, by durable replace, when they change
     /// anything.
     /// Read and written under the notebook lock ([PKG-83]), so names two processes learn at
@@ -33,7 +44,8 @@ extension Notebook {
         try notebookLock.withLock {
             var all = try deviceNames()
             let before = all
-            for (r, d) in names { all[r] = d }
+            // The rule every door applies ([PKG-65]): only printable names.
+            for (r, d) in names where PrintableText.deviceNameProblem(d) == nil { all[r] = d }
             guard all != before else { return }
             let file = DevicesFile(format: 1, devices: all.keys.sorted().map { DevicesFile.Entry(replica: $0.description, device: all[$0]!) })
             try DurableFile.replace(devicesPath, with: try StoreJSON.encode(file), io: io)

@@ -4,6 +4,8 @@ import LnoteStore
 
 /// A notebook folder is what the sync engine reads from and writes to.
 extension Notebook: SyncableNotebook {
+    public func knownDeviceNames() async throws -> [ReplicaID: String] { try deviceNames() }
+
     public func logClocks() async throws -> [LogClock] {
         try await logClocks().map { LogClock(log: LogRef(document: $0.document, page: $0.page), clock: $0.clock) }
     }

@@ -20,6 +20,13 @@ public protocol SyncEndpoint: Sendable {
     @discardableResult
     func putAsset(_ bytes: [UInt8], id: AssetID, document: DocumentID) async throws -> Bool
     func getAsset(_ id: AssetID, document: DocumentID) async throws -> [UInt8]
+    /// The device names the endpoint can give for replica ids ([SYNC-57], `GET …/devices`);
+    /// nil when it keeps none.
+    func deviceNames() async throws -> [ReplicaID: String]?
+}
+
+extension SyncEndpoint {
+    public func deviceNames() async throws -> [ReplicaID: String]? { nil }
 }
 
 /// Serves a `SyncableNotebook` (a notebook folder) over the protocol.
@@ -32,6 +39,9 @@ public protocol SyncEndpoint: Sendable {
 /// resynchronize by clocks (`resync`).
 public actor NotebookEndpoint: SyncEndpoint {
     public let notebook: any SyncableNotebook
+
+    /// A folder's device names: its own machine's (`lnote init --name`) and those it learnt.
+    public func deviceNames() async throws -> [ReplicaID: String]? { try await notebook.knownDeviceNames() }
     public nonisolated let epoch: UInt64
     private var sequence: UInt64 = 0
     private var history: [LogRef: [(seq: UInt64, clock: VectorClock)]] = [:]

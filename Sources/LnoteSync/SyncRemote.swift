@@ -72,6 +72,9 @@ public struct LocalRemote: SyncRemote {
     }
     public var traffic: (sent: Int, received: Int) { (0, 0) }
     // Checkpoints: the defaults below (a folder keeps none; `.notFound` as a peer's 404).
+
+    /// The other folder's device names ([SYNC-57]).
+    public func devices() async throws -> [ReplicaID: String] { try await endpoint.deviceNames() ?? [:] }
 }
 
 /// Remotes that keep no checkpoints (a peer, a test double) need not say so.

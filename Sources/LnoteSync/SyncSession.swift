@@ -342,8 +342,10 @@ public struct SyncSession: Sendable {
         }
         // [SYNC-57] The devices behind the replica ids, on a clock comparison only (a steady
         // sync stays one exchange); a cache, so a failure here fails nothing.
-        if let names = try? await remote.devices(), !names.isEmpty {
-            try? await notebook.learnDeviceNames(names)
+        if var names = try? await remote.devices() {
+            // This folder's own machine is named here (`lnote init --name`), not by a peer.
+            names[notebook.replicaID] = nil
+            if !names.isEmpty { try? await notebook.learnDeviceNames(names) }
         }
     }
 

@@ -13,6 +13,9 @@ public protocol SyncableNotebook: Sendable {
     var replicaID: ReplicaID { get }
     /// Records device names a remote gave for replica ids ([SYNC-57]).
     func learnDeviceNames(_ names: [ReplicaID: String]) async throws
+    /// The device names this storage knows (its own machine's name included, when it has
+    /// one), for a peer that asks ([SYNC-57]).
+    func knownDeviceNames() async throws -> [ReplicaID: String]
     /// The applied clock of every log held (documents and pages), sorted by log.
     func logClocks() async throws -> [LogClock]
     /// Operations held in `log` (applied or waiting) whose ids `clock` does not cover, as
@@ -119,6 +122,7 @@ extension SyncableNotebook {
     /// Records device names a remote gave for replica ids ([SYNC-57]); a notebook without a
     /// place for them ignores them.
     public func learnDeviceNames(_ names: [ReplicaID: String]) async throws {}
+    public func knownDeviceNames() async throws -> [ReplicaID: String] { [:] }
 
     public func framesForPeer(in log: LogRef, notCoveredBy clock: VectorClock) async throws -> [Frame] {
         try await frames(in: log, notCoveredBy: clock)

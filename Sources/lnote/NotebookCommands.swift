@@ -7,16 +7,24 @@ import LnoteStore
 extension CommandTable {
     static let initCommand = Command(
         name: "init",
-        synopsis: "lnote init FOLDER",
+        synopsis: "lnote init FOLDER [--name MACHINE]",
         summary: "Create a notebook folder; prints its replica id",
         details: """
         FOLDER must not exist yet or be empty; its parent must exist. The folder gets a
         .lnote/ directory holding its replica id (16 hex digits), which stamps every edit made
         here. A copied or moved folder gets a new replica id when it is next opened.
+        --name names this machine ("laptop"): `lnote log`, `lnote conflicts` and `lnote history`
+        print the name beside its replica id, here and on every folder that syncs with this one
+        (directly, or through `lnote serve`). `lnote name FOLDER NAME` changes it later.
         """,
+        options: ["name"],
         run: { args, console in
             try args.expect(1, "FOLDER")
             let folder = args.positionals[0]
+            let name = args.option("name")
+            if let name, let problem = PrintableText.deviceNameProblem(name) {
+                throw Arguments.UsageError(message: "--name: \(problem)")
+            }
             let fm = FileManager.default
             var isDir: ObjCBool = false
             if fm.fileExists(atPath: folder, isDirectory: &isDir) {
@@ -32,9 +40,42 @@ extension CommandTable {
             }
             let nb = try await Notebook.open(at: folder, create: true)
             let replica = nb.replica
+            do {
+                if let name { try await nb.nameThisMachine(name) }
+            } catch {
+                try? await nb.close()
+                throw error
+            }
             try await nb.close()
             console.out(replica.description)
             return Exit.ok
+        })
+
+    static let name = Command(
+        name: "name",
+        synopsis: "lnote name FOLDER [MACHINE]",
+        summary: "Print or set the name of this machine's replica (shown beside its replica id)",
+        details: """
+        Without MACHINE: prints the name (nothing when none is set) and the replica id. With it:
+        names this folder's replica, as `lnote init --name` does. Names are shown beside
+        replica ids by log, conflicts and history, and given to the folders that sync with
+        this one; a relay's device names (`lnote relay token create --device`) are learnt too.
+        """,
+        run: { args, console in
+            try args.expect(1, max: 2, "FOLDER [MACHINE]")
+            if args.positionals.count == 2, let problem = PrintableText.deviceNameProblem(args.positionals[1]) {
+                throw Arguments.UsageError(message: "MACHINE: \(problem)")
+            }
+            return try await withNotebook(args.positionals[0], console: console) { nb in
+                if args.positionals.count == 2 {
+                    try await nb.nameThisMachine(args.positionals[1])
+                    console.out("\(nb.replica) is now named \(args.positionals[1])")
+                } else {
+                    let known = try await nb.machineName()
+                    console.out(known.map { "\(nb.replica) \($0)" } ?? "\(nb.replica) (no name: set one with lnote name FOLDER MACHINE)")
+                }
+                return Exit.ok
+            }
         })
 
     static let new = Command(

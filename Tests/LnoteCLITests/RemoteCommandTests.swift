@@ -225,3 +225,45 @@ struct JSONOutputTests {
                 && line?["port"] as? Int != nil && line?["folder"] as? String != nil, "\(served.outText)")
     }
 }
+
+/// Issue 18: `lnote init --name` names the machine; the name travels with syncs.
+@Suite("Machine names")
+struct MachineNameTests {
+    @Test("[issue 18] [PKG-65] a machine's name reaches folders synced directly and through lnote serve; a peer cannot rename this folder's replica; names are checked")
+    func namesTravel() async throws {
+        let sb = try Sandbox("names")
+        defer { sb.remove() }
+        let laptop = try await sb.ok("init", "laptop", "--name", "laptop")
+        try await sb.ok("init", "desktop", "--name", "desktop")
+        try await sb.ok("init", "phone")
+        let doc = try await sb.ok("new", "laptop")
+        try sb.write("s.jsonl", "{\"points\": [[0, 0], [10, 5]]}\n")
+        try await sb.ok("import", "laptop", doc, "p1", sb.sub("s.jsonl"))
+        #expect(try await sb.ok("name", "laptop") == "\(laptop) laptop")
+
+        // Directly, folder to folder.
+        try await sb.ok("sync", "desktop", "laptop")
+        #expect(try await sb.ok("log", "desktop", doc, "p1").contains("(laptop)"))
+        // Through a peer server.
+        let serve = try Subprocess.start(lnoteBinary, ["serve", sb.sub("desktop"), "--json"])
+        #expect(await serve.waitForOutput("}\n"))
+        let info = try parseJSON(serve.outputSoFar) as? [String: Any]
+        let url = info?["url"] as? String ?? "", token = info?["token"] as? String ?? ""
+        try await sb.ok("sync", "phone", url, "--token", token)
+        serve.kill(SIGTERM)
+        _ = await serve.wait()
+        #expect(try await sb.ok("log", "phone", doc, "p1").contains("(laptop)"))
+
+        // A peer's devices file naming this folder's own replica does not rename it.
+        let phone = String(try await sb.ok("name", "phone").prefix(16))
+        try Data("{\"devices\": [{\"device\": \"impostor\", \"replica\": \"\(phone)\"}], \"format\": 1}\n".utf8)
+            .write(to: URL(fileURLWithPath: sb.sub("desktop/.lnote/devices.json")))
+        try await sb.ok("sync", "phone", "desktop")
+        #expect(try await sb.ok("name", "phone").contains("no name"))
+        // Names are printable and not empty.
+        #expect(try await sb.run("init", "other", "--name", "bad\u{1B}[2Jname").code == 2)
+        #expect(try await sb.run("name", "phone", " ").code == 2)
+        try await sb.ok("name", "phone", "pocket")
+        #expect(try await sb.ok("name", "phone") == "\(phone) pocket")
+    }
+}

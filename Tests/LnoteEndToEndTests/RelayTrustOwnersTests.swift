@@ -161,8 +161,9 @@ import LnoteServer
                                       SyncRequest(replica: ReplicaID(0xB0B), epoch: 0, cursor: 0, push: [LogBatch(log: p.log, frames: p.frames)]))
         #expect(dup.status == 200)
         #expect(try SyncCodec.decodeResponse(dup.body).accepted == 0)
-        // A peer keeps no devices.
-        #expect(try await Self.devices(client, server.url, token: Fixture.peerToken).0 == 404)
+        // [issue 18] A peer answers with the names its folder knows: none here, an empty list.
+        let devices = try await Self.devices(client, server.url, token: Fixture.peerToken)
+        #expect(devices.0 == 200 && devices.1.isEmpty, "\(devices)")
         // A folder syncing its own work with it is unaffected.
         try await Fixture.sync(dir.sub("B"), server.url, token: Fixture.peerToken)
         try await RelayTrustRestoreTests.draw(dir.sub("B"), 2, seed: 4)
