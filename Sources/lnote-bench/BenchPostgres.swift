@@ -1,0 +1,173 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import LnoteModel
+import LnotePostgres
+
+/// A throwaway PostgreSQL cluster for cases 15 and 16.
+///
+/// A small copy of the recipe of `Tests/LnoteTestSupport/PostgresCluster.swift` (the bench
+/// does not depend on the test-support module): `initdb` in a fresh directory under /tmp
+/// (as the `postgres` user through `runuser` when run as root: initdb refuses root), the
+/// server on a Unix socket in that directory only, stopped and removed by `remove()`.
+///
+/// One difference, on purpose: the tests' cluster runs with `fsync=off` and
+/// `synchronous_commit=off` (speed, nothing to keep); this one keeps PostgreSQL's defaults
+/// (`fsync=on`, `synchronous_commit=on`), so that a commit is durable as the SQLite relay's
+/// is (`synchronous = FULL`) and the comparison is between durable stores. The data
+/// directory is on the same disk as the bench's workspace (/tmp).
+final class BenchPostgres: @unchecked Sendable {
+    let directory: String
+    let bin: String
+    let asRoot: Bool
+    var data: String { directory + "/data" }
+    var logPath: String { directory + "/log" }
+    let user = "lnote"
+
+    /// `postgresql:///DB?host=DIR&user=lnote`.
+    func url(_ database: String = "postgres") -> String {
+        "postgresql:///\(database)?host=\(directory)&user=\(user)&connect_timeout=10"
+    }
+
+    private init(directory: String, bin: String, asRoot: Bool) {
+        self.directory = directory
+        self.bin = bin
+        self.asRoot = asRoot
+    }
+
+    /// initdb and start (about 2 s) in a new directory under `parent` (/tmp: the disk;
+    /// /dev/shm: tmpfs, where fsync costs nothing); throws with the log's tail when it cannot.
+    static func start(parent: String = "/tmp") async throws -> BenchPostgres {
+        let root = "/usr/lib/postgresql"
+        let env = ProcessInfo.processInfo.environment["LNOTE_PG_BIN"]
+        let versions = ((try? FileManager.default.contentsOfDirectory(atPath: root)) ?? []).compactMap { Int($0) }.sorted(by: >)
+        guard let bin = env.flatMap({ $0.isEmpty ? nil : $0 })
+                ?? versions.map({ "\(root)/\($0)/bin" }).first(where: { FileManager.default.isExecutableFile(atPath: $0 + "/initdb") }) else {
+            throw LnoteError(.notFound, "PostgreSQL server binaries not found (/usr/lib/postgresql/*/bin/initdb); "
+                             + "`scripts/setup.sh --deps-only` installs them")
+        }
+        var template = Array("\(parent)/lnote-bench-pg-XXXXXX".utf8CString)
+        guard let made = mkdtemp(&template) else { throw LnoteError(.io, "mkdtemp in \(parent) failed: errno \(errno)") }
+        let pg = BenchPostgres(directory: String(cString: made), bin: bin, asRoot: geteuid() == 0)
+        do {
+            FileManager.default.createFile(atPath: pg.logPath, contents: nil)
+            chmod(pg.directory, 0o755)
+            if pg.asRoot {
+                guard let pw = getpwnam("postgres") else {
+                    throw LnoteError(.notFound, "running as root without a `postgres` user to run PostgreSQL as")
+                }
+                for p in [pg.directory, pg.logPath] { chown(p, pw.pointee.pw_uid, pw.pointee.pw_gid) }
+            }
+            try await pg.run("initdb", ["-D", pg.data, "-A", "trust", "-U", pg.user, "-E", "UTF8", "--locale=C"])
+            try await pg.run("pg_ctl", ["-D", pg.data, "-o", "-k \(pg.directory) -c listen_addresses='' -c max_connections=200",
+                                        "-l", pg.logPath, "-w", "-t", "60", "start"])
+        } catch {
+            await pg.remove()
+            throw error
+        }
+        return pg
+    }
+
+    /// A new empty database; its URL.
+    func createDatabase(_ name: String) throws -> String {
+        let c = try PGConnection(url: url())
+        defer { c.close() }
+        try c.execute("CREATE DATABASE \(name)")
+        return url(name)
+    }
+
+    /// The postmaster's pid (first line of postmaster.pid).
+    var postmasterPID: Int32? {
+        (try? String(contentsOfFile: data + "/postmaster.pid", encoding: .utf8))
+            .flatMap { Int32($0.split(separator: "\n").first ?? "") }
+    }
+
+    /// CPU seconds of the whole server: the postmaster, its live children (backends, WAL
+    /// writer, checkpointer…) and the children it has reaped (cutime + cstime).
+    func cpuSeconds() -> Double {
+        guard let pm = postmasterPID else { return .nan }
+        var total = ProcStat.read(pm).map { $0.cpu + $0.childrenCPU } ?? 0
+        for pid in ProcStat.children(of: pm) { total += ProcStat.read(pid)?.cpu ?? 0 }
+        return total
+    }
+
+    /// Stops the server (fast) and deletes the directory; never throws.
+    func remove() async {
+        if FileManager.default.fileExists(atPath: data + "/postmaster.pid") {
+            try? await run("pg_ctl", ["-D", data, "-m", "fast", "-w", "-t", "60", "stop"])
+        }
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// Runs a server tool (as `postgres` when root), output to the log, waiting by polling
+    /// `waitpid` (pg_ctl start leaves a daemon behind; see PostgresCluster.exitStatus).
+    private func run(_ tool: String, _ arguments: [String]) async throws {
+        let fd = open(logPath, O_WRONLY | O_APPEND | O_CLOEXEC)
+        guard fd >= 0 else { throw LnoteError(.io, "cannot open \(logPath)") }
+        let log = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
+        let p = Process()
+        if asRoot {
+            p.executableURL = URL(fileURLWithPath: "/usr/sbin/runuser")
+            p.arguments = ["-u", "postgres", "--", "\(bin)/\(tool)"] + arguments
+        } else {
+            p.executableURL = URL(fileURLWithPath: "\(bin)/\(tool)")
+            p.arguments = arguments
+        }
+        p.currentDirectoryURL = URL(fileURLWithPath: directory)
+        p.standardInput = FileHandle.nullDevice
+        p.standardOutput = log
+        p.standardError = log
+        try p.run()
+        let pid = p.processIdentifier
+        var raw: Int32 = 0
+        var status: Int32 = -1
+        while true {
+            let r = waitpid(pid, &raw, WNOHANG)
+            if r == pid { status = (raw & 0x7f) == 0 ? (raw >> 8) & 0xff : 128 + (raw & 0x7f); break }
+            if r == -1 && errno == ECHILD {
+                for _ in 0..<10_000 where p.isRunning { try? await Task.sleep(for: .milliseconds(5)) }
+                status = p.terminationStatus
+                break
+            }
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+        try? log.close()
+        guard status == 0 else {
+            let tail = ((try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "").split(separator: "\n").suffix(8).joined(separator: "\n")
+            throw LnoteError(.io, "PostgreSQL: `\(tool) \(arguments.joined(separator: " "))` exited with status \(status):\n\(tail)")
+        }
+    }
+}
+
+/// `/proc/PID/stat`: CPU seconds of a process (utime + stime) and of its reaped children.
+struct ProcStat {
+    var ppid: Int32
+    var cpu: Double
+    var childrenCPU: Double
+
+    static func read(_ pid: Int32) -> ProcStat? {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = text.lastIndex(of: ")") else { return nil }
+        // After the name: fields 3… ; ppid is field 4, utime 14, stime 15, cutime 16, cstime 17.
+        let f = text[text.index(after: close)...].split(separator: " ")
+        guard f.count > 14, let ppid = Int32(f[1]), let u = Double(f[11]), let s = Double(f[12]),
+              let cu = Double(f[13]), let cs = Double(f[14]) else { return nil }
+        let hz = Double(sysconf(Int32(_SC_CLK_TCK)))
+        return ProcStat(ppid: ppid, cpu: (u + s) / hz, childrenCPU: (cu + cs) / hz)
+    }
+
+    /// Live processes whose parent is `parent`.
+    static func children(of parent: Int32) -> [Int32] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).compactMap { Int32($0) }
+            .filter { read($0)?.ppid == parent }
+    }
+
+    /// CPU seconds of this process (every thread), from getrusage.
+    static func selfCPU() -> Double {
+        var u = rusage()
+        getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &u)
+        return Double(u.ru_utime.tv_sec) + Double(u.ru_utime.tv_usec) / 1e6
+            + Double(u.ru_stime.tv_sec) + Double(u.ru_stime.tv_usec) / 1e6
+    }
+}
