@@ -133,7 +133,13 @@ final class LoadClient: @unchecked Sendable {
         return parts.isEmpty ? nil : parts.joined(separator: "; ")
     }
 
+    /// Whether a round moved anything new: operations the relay accepted or the client
+    /// received, assets, checkpoints. Operations sent but not accepted (the relay held them
+    /// already) do not count: a client that switches between relay processes on one
+    /// database was seen to resend operations it had pushed through another process (the
+    /// relay accepting none of them), pass after pass, and such rounds move nothing. The final checks (everything
+    /// made on the relay and on every client) do not depend on this.
     static func moved(_ r: SyncReport) -> Bool {
-        r.opsSent + r.opsReceived + r.assetsSent + r.assetsReceived + r.checkpointsInstalled > 0
+        r.opsAccepted + r.opsReceived + r.assetsSent + r.assetsReceived + r.checkpointsInstalled > 0
     }
 }

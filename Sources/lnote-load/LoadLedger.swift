@@ -26,6 +26,9 @@ final class LoadLedger: Sendable {
         var edits = 0
         /// Successful rounds per relay process.
         var roundsPerRelay: [Int]
+        /// Operations pushed by successful rounds, and how many of them the relay stored anew.
+        var opsSent = 0
+        var opsAccepted = 0
     }
 
     let state: Mutex<State>
@@ -70,7 +73,7 @@ final class LoadLedger: Sendable {
 
     enum RoundOutcome {
         /// The round returned success having started with `pushed` as the client's own operations.
-        case ok(pushed: OpSet, anomaly: String?)
+        case ok(pushed: OpSet, anomaly: String?, sent: Int, accepted: Int)
         case failed(String)
     }
 
@@ -86,7 +89,9 @@ final class LoadLedger: Sendable {
             let upThroughout = started.isUp && now == started
             if duration > Self.roundBound { s.slowRounds += 1 }
             switch outcome {
-            case .ok(let pushed, let anomaly):
+            case .ok(let pushed, let anomaly, let sent, let accepted):
+                s.opsSent += sent
+                s.opsAccepted += accepted
                 s.latencies.append(ms)
                 if upThroughout { s.latenciesUp.append(ms) }
                 s.roundsPerRelay[relay] += 1

@@ -32,6 +32,8 @@ struct LoadRun {
         var acked: UInt64 = 0
         var relayOps = 0
         var passes = 0
+        /// What each convergence pass moved, all clients together.
+        var passMoves: [String] = []
 
         var failed: Bool {
             lost + lostAtKills + unexpected > 0 || divergent > 0 || !corrupted.isEmpty || !crashes.isEmpty
@@ -206,6 +208,7 @@ struct LoadRun {
         for pass in 1...12 where !settled && relays.allSatisfy(\.isRunning) {
             outcome.passes = pass
             var moved = false
+            var sent = 0, accepted = 0, received = 0, assets = 0, checkpoints = 0, failed = 0
             for c in clients {
                 var report: SyncReport?
                 for attempt in 1...3 where report == nil {
@@ -213,7 +216,17 @@ struct LoadRun {
                     if report == nil && attempt < 3 { try? await Task.sleep(for: .milliseconds(200)) }
                 }
                 if let report, LoadClient.moved(report) { moved = true }
+                if let r = report {
+                    sent += r.opsSent; accepted += r.opsAccepted
+                    received += r.opsReceived
+                    assets += r.assetsSent + r.assetsReceived
+                    checkpoints += r.checkpointsInstalled
+                } else {
+                    failed += 1
+                }
             }
+            outcome.passMoves.append("pass \(pass): ops sent \(sent) (accepted \(accepted)), received \(received), assets \(assets), "
+                                     + "checkpoints installed \(checkpoints), clients failed \(failed)")
             settled = !moved
         }
         if !settled { outcome.hung.append("clients still moved operations after \(outcome.passes) passes of syncs") }
@@ -302,7 +315,7 @@ struct LoadRun {
             let pushed = try await c.ownOperations()
             let r = try await c.sync(through: relay)
             ledger.recordRound(client: c.index, relay: relay, started: before, duration: ContinuousClock.now - t0,
-                               .ok(pushed: pushed, anomaly: LoadClient.anomaly(r)))
+                               .ok(pushed: pushed, anomaly: LoadClient.anomaly(r), sent: r.opsSent, accepted: r.opsAccepted))
             return r
         } catch {
             ledger.recordRound(client: c.index, relay: relay, started: before, duration: ContinuousClock.now - t0,

@@ -83,12 +83,15 @@ say("""
 
     PostgreSQL: \(options.relays) relay processes, successful rounds per relay \(s.roundsPerRelay), database restarts \(outcome.databaseRestarts)
     """ : "")
-    operations made \(outcome.made), acknowledged \(outcome.acked), on the relay \(outcome.relayOps)
+    operations made \(outcome.made), acknowledged \(outcome.acked), on the relay \(outcome.relayOps); \
+    pushed \(s.opsSent) in successful rounds, of which the relay already held \(s.opsSent - s.opsAccepted)
     lost \(outcome.lost) (at kills \(outcome.lostAtKills)), unexpected \(outcome.unexpected), divergent clients \(outcome.divergent), \
     corrupted \(outcome.corrupted.count), hung \(outcome.hung.count)
     sync latency ms (successful rounds): \(percentiles(lat))
     sync latency ms (\(latUp.count) successful rounds the relay was up throughout): \(percentiles(latUp))
     """)
+// What the convergence passes moved, when it took more than the two passes a quiet run needs.
+if outcome.passes > 2 { for line in outcome.passMoves { say("  convergence \(line)") } }
 for line in outcome.losses + outcome.problems + outcome.corrupted + outcome.crashes + outcome.hung { say("  - \(line)") }
 
 // One case per kill and database restart (acknowledged operations checked in the database
