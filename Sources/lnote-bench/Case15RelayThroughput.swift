@@ -36,7 +36,7 @@ extension Bench {
         }
         let clientCount = 32
         let pushesEach = options.size(8, quick: 2)
-        let runs = min(options.runs, options.quick ? 1 : 5)
+        let runs = min(options.runs, options.quick ? 1 : 9)
         let dir = try ws.directory("case15")
         let clientRoot = (ws.scratch ?? ws.root) + "/case15-clients"
         try FileManager.default.createDirectory(atPath: clientRoot, withIntermediateDirectories: true)
