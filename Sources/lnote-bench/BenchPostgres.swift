@@ -4,6 +4,8 @@ import Glibc
 import Foundation
 import LnoteModel
 import LnotePostgres
+import Synchronization
+import Dispatch
 
 /// A throwaway PostgreSQL cluster for cases 15 and 16.
 ///
@@ -169,5 +171,67 @@ struct ProcStat {
         getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &u)
         return Double(u.ru_utime.tv_sec) + Double(u.ru_utime.tv_usec) / 1e6
             + Double(u.ru_stime.tv_sec) + Double(u.ru_stime.tv_usec) / 1e6
+    }
+}
+
+/// What PostgreSQL's client backends of one database are doing, sampled from
+/// `pg_stat_activity` every `interval` on a thread of its own (one connection of its own,
+/// left out of the counts): per sample and backend, `active` with its wait event
+/// (`Lock:transactionid`, `IO:WALSync`, `LWLock:WALWrite`, …, or `running` when it waits on
+/// nothing: on the CPU), or its state when not active (`idle`: waiting for the relay's next
+/// statement outside a transaction; `idle in transaction`: inside one, waiting for the relay).
+final class WaitSampler: @unchecked Sendable {
+    private let state = Mutex<(stop: Bool, counts: [String: Int], samples: Int, error: String?)>((false, [:], 0, nil))
+    private let done = DispatchSemaphore(value: 0)
+
+    init(url: String, interval: Duration = .milliseconds(10)) {
+        let micros = UInt32(interval.components.attoseconds / 1_000_000_000_000) + UInt32(interval.components.seconds) * 1_000_000
+        let thread = Thread { [self] in
+            defer { done.signal() }
+            do {
+                let c = try PGConnection(url: url)
+                defer { c.close() }
+                while !state.withLock({ $0.stop }) {
+                    let r = try c.execute("""
+                        SELECT state, wait_event_type, wait_event FROM pg_stat_activity
+                        WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() AND datname = current_database()
+                        """)
+                    var keys: [String] = []
+                    for i in 0..<r.rowCount {
+                        let st = (try? r.isNull(i, 0)) == false ? (try r.string(i, 0)) : "?"
+                        if st == "active" {
+                            if (try? r.isNull(i, 1)) == false {
+                                keys.append("active \(try r.string(i, 1)):\(try r.string(i, 2))")
+                            } else {
+                                keys.append("active, running")
+                            }
+                        } else {
+                            keys.append(st)
+                        }
+                    }
+                    state.withLock { s in
+                        s.samples += 1
+                        for k in keys { s.counts[k, default: 0] += 1 }
+                    }
+                    usleep(micros)
+                }
+            } catch {
+                state.withLock { $0.error = "\(error)" }
+            }
+        }
+        thread.start()
+    }
+
+    /// Stops sampling; the share of backend-samples per key, largest first, as text.
+    func stop() -> String {
+        state.withLock { $0.stop = true }
+        done.wait()
+        return state.withLock { s in
+            if let e = s.error { return "sampling failed: \(e)" }
+            let total = s.counts.values.reduce(0, +)
+            guard total > 0 else { return "no backend seen in \(s.samples) samples" }
+            let parts = s.counts.sorted { $0.value > $1.value }.map { "\($0.key) " + String(format: "%.0f%%", Double($0.value) * 100 / Double(total)) }
+            return "\(s.samples) samples, \(String(format: "%.1f", Double(total) / Double(s.samples))) backends each: " + parts.joined(separator: ", ")
+        }
     }
 }

@@ -70,11 +70,14 @@ extension Bench {
         var run = 0
         var target = ""
         var received: [String: [Int]] = [:]
-        func pull(_ name: String, _ u: String, _ token: String) -> Variant {
+        /// Per pull: CPU seconds of this process (the client), of the relay and of PostgreSQL; round trips.
+        var cpu: [String: [(client: Double, relay: Double, database: Double, roundTrips: Int)]] = [:]
+        func pull(_ name: String, _ u: String, _ token: String, _ relay: BenchRelay) -> Variant {
             Variant(name: name, setup: {
                 run += 1
                 target = self.ws.path("case16/\(name)-\(run)")
             }, body: {
+                let c0 = ProcStat.selfCPU(), r0 = relay.cpuSeconds(), d0 = pg.cpuSeconds()
                 let nb = try await Notebook.open(at: target, create: true, options: storeOptions)
                 let remote = try HTTPRemote(url: u, options: .init(token: token))
                 let r: SyncReport
@@ -88,13 +91,23 @@ extension Bench {
                 try remote.close()
                 try await nb.close()
                 received[name, default: []].append(r.opsApplied)
+                cpu[name, default: []].append((ProcStat.selfCPU() - c0, relay.cpuSeconds() - r0, pg.cpuSeconds() - d0,
+                                               r.roundTrips))
             })
         }
-        let t = try await measure([pull("sqlite", sqliteURL, sq.tokens[1]), pull("postgres", pgURL, pq.tokens[1])],
+        let t = try await measure([pull("sqlite", sqliteURL, sq.tokens[1], sqliteRelay), pull("postgres", pgURL, pq.tokens[1], pgRelay)],
                                   runs: options.size(min(options.runs, 5), quick: 1))
         func check(_ name: String) -> String {
             let counts = received[name] ?? []
             return counts.allSatisfy { $0 == expected } ? "" : "; NOT EVERY RUN RECEIVED ALL \(expected) OPERATIONS: \(counts)"
+        }
+        func split(_ name: String) -> String {
+            let xs = Array((cpu[name] ?? []).dropFirst())  // the warm-up run left out
+            func med(_ f: ((client: Double, relay: Double, database: Double, roundTrips: Int)) -> Double) -> Double {
+                Timing.median(xs.map(f))
+            }
+            return String(format: "%@: CPU per pull: client %.2f s, relay %.2f s, PostgreSQL %.2f s; %d round trips",
+                          name as NSString, med(\.client), med(\.relay), med(\.database), Int(med { Double($0.roundTrips) }))
         }
         let size = "\(documents) documents, \(formatCount(built.value)) strokes, \(formatCount(expected)) operations"
         results.rows.append(Row(16, "first pull from an lnote relay on PostgreSQL, \(size)", measured: t[1].median, unit: .seconds,
@@ -102,7 +115,8 @@ extension Bench {
                                 target: .ratioAtMost(1.5),
                                 note: "both relays real processes on loopback (release), PostgreSQL a throwaway cluster with fsync on, "
                                     + "pool 8; each run a fresh folder, one SyncSession through HTTPRemote, closed; median of "
-                                    + "\(t[1].runs.count) interleaved runs" + check("sqlite") + check("postgres"),
+                                    + "\(t[1].runs.count) interleaved runs; " + split("postgres") + "; " + split("sqlite")
+                                    + " (PostgreSQL's CPU there: the idle cluster)" + check("sqlite") + check("postgres"),
                                 measuredRuns: t[1].runs, baselineRuns: t[0].runs))
     }
 }
