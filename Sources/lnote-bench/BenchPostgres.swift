@@ -40,7 +40,9 @@ final class BenchPostgres: @unchecked Sendable {
 
     /// initdb and start (about 2 s) in a new directory under `parent` (/tmp: the disk;
     /// /dev/shm: tmpfs, where fsync costs nothing); throws with the log's tail when it cannot.
-    static func start(parent: String = "/tmp") async throws -> BenchPostgres {
+    /// With `statements`, the server preloads pg_stat_statements (per-statement execution
+    /// times, read by `topStatements`; a small cost on every statement).
+    static func start(parent: String = "/tmp", statements: Bool = false) async throws -> BenchPostgres {
         let root = "/usr/lib/postgresql"
         let env = ProcessInfo.processInfo.environment["LNOTE_PG_BIN"]
         let versions = ((try? FileManager.default.contentsOfDirectory(atPath: root)) ?? []).compactMap { Int($0) }.sorted(by: >)
@@ -62,7 +64,10 @@ final class BenchPostgres: @unchecked Sendable {
                 for p in [pg.directory, pg.logPath] { chown(p, pw.pointee.pw_uid, pw.pointee.pw_gid) }
             }
             try await pg.run("initdb", ["-D", pg.data, "-A", "trust", "-U", pg.user, "-E", "UTF8", "--locale=C"])
-            try await pg.run("pg_ctl", ["-D", pg.data, "-o", "-k \(pg.directory) -c listen_addresses='' -c max_connections=200",
+            // Room for one pull's statements: the relay names each cursor apart (lnote_cursor_N),
+            // so each DECLARE, FETCH and CLOSE is a statement of its own to pg_stat_statements.
+            let preload = statements ? " -c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.max=60000" : ""
+            try await pg.run("pg_ctl", ["-D", pg.data, "-o", "-k \(pg.directory) -c listen_addresses='' -c max_connections=200" + preload,
                                         "-l", pg.logPath, "-w", "-t", "60", "start"])
         } catch {
             await pg.remove()
@@ -77,6 +82,39 @@ final class BenchPostgres: @unchecked Sendable {
         defer { c.close() }
         try c.execute("CREATE DATABASE \(name)")
         return url(name)
+    }
+
+    /// pg_stat_statements in database `url` (created there; the server must preload it).
+    func resetStatements(_ url: String) throws {
+        let c = try PGConnection(url: url)
+        defer { c.close() }
+        try c.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+        try c.execute("SELECT pg_stat_statements_reset()")
+    }
+
+    /// The statements database `url` ran since the reset, cursor names folded together
+    /// (`lnote_cursor_N`): the total ("N statements, T ms of execution") and the `limit` most
+    /// frequent kinds ("calls × statement: ms").
+    func statementSummary(_ url: String, limit: Int = 4) throws -> String {
+        let c = try PGConnection(url: url)
+        defer { c.close() }
+        let kinds = try c.execute("""
+            SELECT sum(calls)::bigint, (sum(total_exec_time) * 1000)::bigint,
+                   left(regexp_replace(regexp_replace(query, 'lnote_cursor_[0-9]+', 'lnote_cursor_N', 'g'), '\\s+', ' ', 'g'), 100) AS q
+            FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+            AND query NOT LIKE '%pg_stat_statements%'
+            GROUP BY q ORDER BY 1 DESC
+            """)
+        var calls: Int64 = 0, micros: Int64 = 0
+        var top: [String] = []
+        for i in 0..<kinds.rowCount {
+            let n = try kinds.int64(i, 0), us = try kinds.int64(i, 1)
+            calls += n
+            micros += us
+            if i < limit { top.append("\(n) × \(try kinds.string(i, 2)) (" + String(format: "%.0f ms", Double(us) / 1000) + ")") }
+        }
+        return "\(calls) statements, " + String(format: "%.0f ms", Double(micros) / 1000) + " of execution in the server; most frequent: "
+            + top.joined(separator: "; ")
     }
 
     /// The postmaster's pid (first line of postmaster.pid).

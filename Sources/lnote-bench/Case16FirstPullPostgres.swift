@@ -23,7 +23,7 @@ extension Bench {
         }
         let documents = options.size(200, quick: 40)
         let dir = try ws.directory("case16")
-        let pg = try await BenchPostgres.start()
+        let pg = try await BenchPostgres.start(statements: true)
         var relays: [BenchRelay] = []
         do {
             try await firstPulls(lnote: lnote, documents: documents, dir: dir, pg: pg, relays: &relays)
@@ -109,6 +109,18 @@ extension Bench {
             return String(format: "%@: CPU per pull: client %.2f s, relay %.2f s, PostgreSQL %.2f s; %d round trips",
                           name as NSString, med(\.client), med(\.relay), med(\.database), Int(med { Double($0.roundTrips) }))
         }
+        // What PostgreSQL ran for one pull: one more, untimed, with pg_stat_statements reset before it.
+        var statements = ""
+        do {
+            try pg.resetStatements(url)
+            let extra = pull("postgres", pgURL, pq.tokens[1], pgRelay)
+            try await extra.setup()
+            try await extra.body()
+            cpu["postgres"]?.removeLast()  // not one of the timed runs
+            statements = try pg.statementSummary(url)
+        } catch {
+            statements = "not read: \(error)"
+        }
         let size = "\(documents) documents, \(formatCount(built.value)) strokes, \(formatCount(expected)) operations"
         results.rows.append(Row(16, "first pull from an lnote relay on PostgreSQL, \(size)", measured: t[1].median, unit: .seconds,
                                 baselineName: "the same from an lnote relay on SQLite", baseline: t[0].median,
@@ -116,7 +128,9 @@ extension Bench {
                                 note: "both relays real processes on loopback (release), PostgreSQL a throwaway cluster with fsync on, "
                                     + "pool 8; each run a fresh folder, one SyncSession through HTTPRemote, closed; median of "
                                     + "\(t[1].runs.count) interleaved runs; " + split("postgres") + "; " + split("sqlite")
-                                    + " (PostgreSQL's CPU there: the idle cluster)" + check("sqlite") + check("postgres"),
+                                    + " (PostgreSQL's CPU there: the idle cluster); what PostgreSQL ran for one more, untimed pull "
+                                    + "(pg_stat_statements, preloaded in this case's cluster only): " + statements
+                                    + check("sqlite") + check("postgres"),
                                 measuredRuns: t[1].runs, baselineRuns: t[0].runs))
     }
 }
