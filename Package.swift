@@ -70,10 +70,10 @@ let package = Package(
         .executableTarget(name: "two-machines", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer"],
                           path: "Examples/TwoMachines"),
         // Load with restarts (scripts/load.sh): clients syncing with an `lnote relay` that is SIGKILLed.
-        .executableTarget(name: "lnote-load", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteSQLite", "LnoteTestSupport"]),
+        .executableTarget(name: "lnote-load", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteSQLite", "LnotePostgres", "CLnotePQ", "LnoteTestSupport"]),
         // Writes RELIABILITY.md from the rows the reliability runs recorded (scripts/reliability.sh).
         .executableTarget(name: "lnote-reliability"),
-        .executableTarget(name: "lnote-bench", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer", "LnoteSQLite", "CLnoteZlib"]),
+        .executableTarget(name: "lnote-bench", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer", "LnoteSQLite", "CLnoteZlib", "LnotePostgres", "CLnotePQ", "LnoteRelayPostgres"]),
 
         // Helpers shared by test targets (child processes without blocking Swift's threads).
         .target(name: "LnoteTestSupport", path: "Tests/LnoteTestSupport"),

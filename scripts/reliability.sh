@@ -4,9 +4,12 @@
 # hostile files, full disk, load with restarts, each fuzzer), with the cases tried, how many
 # were lost, corrupted, crashed or hung, the goal and whether it was met.
 #   scripts/reliability.sh                  the goal scale: 1,000 kills, 10,000 convergence seeds,
-#                                           10 minutes per fuzzer, 32 clients × 60 s (hours: it
-#                                           prints an estimate first)
-#   scripts/reliability.sh --quick          a small version of every row (about 15 minutes)
+#                                           10 minutes per fuzzer, 32 clients × 60 s, and the
+#                                           PostgreSQL load: 3 relays, 8 clients × 30 s, a database
+#                                           restart (hours: it prints an estimate first)
+#   scripts/reliability.sh --quick          a small version of every row (about 20 minutes; its
+#                                           PostgreSQL load run: 3 relays, 4 clients × 10 s, 2
+#                                           kills, one database restart, about 40 s)
 #   options: --out FILE (default RELIABILITY.md), --report-dir DIR (keep the evidence there;
 #            default a temporary directory), --render-only DIR (write the report from DIR's
 #            evidence without running anything). A report put together from goal-scale runs made
@@ -20,7 +23,8 @@
 # "not run". Exit status 1 when a step failed (the report is still written).
 # Knobs: LNOTE_FUZZ_SECONDS (seconds per fuzzer; 600 full; 0 skips fuzzing; --quick without it
 # runs each fuzzer's fixed CI budget from a fixed seed, `scripts/fuzz.sh all --ci`),
-# LNOTE_LOAD (arguments of scripts/load.sh), LNOTE_TEST_ARGS (more arguments for the test run,
+# LNOTE_LOAD (arguments of scripts/load.sh), LNOTE_LOAD_PG (arguments of the PostgreSQL load run,
+# scripts/load.sh --postgres ...; "skip" leaves it out), LNOTE_TEST_ARGS (more arguments for the test run,
 # e.g. "--filter 'KillTests|FrameTests'" to run only some suites; the report names them).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -72,18 +76,22 @@ extra="${LNOTE_TEST_ARGS:-}"
 if [ "$mode" = quick ]; then
   fuzz_seconds="${LNOTE_FUZZ_SECONDS:---ci}"
   load_args=(${LNOTE_LOAD:---clients 4 --seconds 20 --kills 3})
+  # About 40 s: a PostgreSQL cluster, 3 relay processes, 2 kills, one database restart.
+  load_pg_args=(${LNOTE_LOAD_PG:---postgres --relays 3 --clients 4 --seconds 10 --kills 2 --db-restart})
   for f in "${test_families[@]}"; do note "$f" "LNOTE_REPORT_DIR=DIR scripts/test.sh${extra:+ $extra}"; done
   note "load with restarts" "scripts/load.sh ${load_args[*]}"
+  [ "${load_pg_args[*]}" = skip ] || note "load with restarts" "scripts/load.sh ${load_pg_args[*]}"
   echo "reliability: quick run (test suite, fuzzers: $fuzz_seconds, load ${load_args[*]}); about 20 minutes on 2 cores" >&2
   eval "step scripts/test.sh $extra"
 else
   fuzz_seconds="${LNOTE_FUZZ_SECONDS:-600}"
   load_args=(${LNOTE_LOAD:---clients 32 --seconds 60 --kills 10})
+  load_pg_args=(${LNOTE_LOAD_PG:---postgres --relays 3 --clients 8 --seconds 30 --db-restart})
   n_fuzz=$(echo $fuzz_targets | wc -w)
   minutes=$(( 10 + 60 + 20 + n_fuzz * fuzz_seconds / 60 + 10 + 5 ))
   echo "reliability: full run; estimate on 2 cores: test suite ~10 min, 10,000 convergence seeds (+5,000 hostile) ~60 min," \
        "1,000 SIGKILL rounds ~20 min, fuzzing $n_fuzz × $fuzz_seconds s plus its build ~$(( n_fuzz * fuzz_seconds / 60 + 10 )) min," \
-       "load ~5 min: about $(( minutes / 60 )) h $(( minutes % 60 )) min" >&2
+       "load ~5 min (SQLite, then PostgreSQL): about $(( minutes / 60 )) h $(( minutes % 60 )) min" >&2
   skip='LnoteReplicationTests\.ConvergenceTests|LnoteStoreTests\.KillTests'
   for f in "${test_families[@]}"; do
     note "$f" "LNOTE_REPORT_DIR=DIR LNOTE_SYNC_CRASH_STRIDE=1 scripts/test.sh --skip '$skip'${extra:+ $extra}"
@@ -91,6 +99,7 @@ else
   note "convergence seeds" "LNOTE_SEEDS=10000 swift test --skip-build --no-parallel --filter 'LnoteReplicationTests\.ConvergenceTests'"
   note "sigkill rounds" "LNOTE_KILL_ROUNDS=500 swift test --skip-build --no-parallel --filter 'LnoteStoreTests\.KillTests'"
   note "load with restarts" "scripts/load.sh ${load_args[*]}"
+  [ "${load_pg_args[*]}" = skip ] || note "load with restarts" "scripts/load.sh ${load_pg_args[*]}"
   LNOTE_SYNC_CRASH_STRIDE=1 eval "step scripts/test.sh --skip '$skip' $extra"
   LNOTE_SEEDS=10000 step swift test --skip-build --no-parallel --filter 'LnoteReplicationTests\.ConvergenceTests'
   LNOTE_KILL_ROUNDS=500 step swift test --skip-build --no-parallel --filter 'LnoteStoreTests\.KillTests'
@@ -102,6 +111,7 @@ else
   echo "reliability: fuzzing skipped (LNOTE_FUZZ_SECONDS=0)" >&2
 fi
 step scripts/load.sh "${load_args[@]}"
+[ "${load_pg_args[*]}" = skip ] || step scripts/load.sh "${load_pg_args[@]}"
 step render "$dir" "$mode"
 echo "reliability: evidence in $dir; report in $out" >&2
 if [ -s "$dir/failures.txt" ]; then

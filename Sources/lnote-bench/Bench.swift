@@ -16,7 +16,8 @@ final class Bench {
         6: "merge", 7: "sync over HTTP", 8: "library listing", 9: "peak memory of opening a page",
         10: "live sync: long polls and watchers", 11: "concurrent appends from two processes",
         12: "first sync of a new folder", 13: "time travel: a page as of the middle of its history",
-        14: "undo and redo of one step",
+        14: "undo and redo of one step", 15: "relay throughput: SQLite, PostgreSQL, three relays on PostgreSQL",
+        16: "first pull of a 200-document notebook from a relay on PostgreSQL",
     ]
 
     init(_ options: BenchOptions) throws {
@@ -43,6 +44,8 @@ final class Bench {
         case 12: try await caseFirstSync()
         case 13: try await caseTimeTravel()
         case 14: try await caseUndo()
+        case 15: try await caseRelayThroughput()
+        case 16: try await caseFirstPullPostgres()
         default: break
         }
     }

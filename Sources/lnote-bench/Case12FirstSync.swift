@@ -19,23 +19,7 @@ extension Bench {
     /// side included) over one run.
     func caseFirstSync() async throws {
         let documents = options.size(200, quick: 40)
-        let built = try await Fixtures.notebookFolder(ws, name: "case12") { notebook in
-            var strokes = 0
-            for i in 0..<documents {
-                let d = try await notebook.createDocument(title: "document \(i + 1)")
-                let p = await d.pageList[0].id
-                let n = 2 + (i * 7919) % 59
-                try await d.addStrokes(self.source.handwriting(n, stream: 12_000 + UInt64(i)), to: p)
-                strokes += n
-                if i % 4 == 0 {
-                    let p2 = try await d.addPage()
-                    try await d.addStrokes(self.source.handwriting(n / 2 + 1, stream: 13_000 + UInt64(i)), to: p2)
-                    strokes += n / 2 + 1
-                }
-                try await d.close()
-            }
-            return strokes
-        }
+        let built = try await firstSyncNotebook(name: "case12", documents: documents)
         let served = built.path
         let opsBytes = try Self.logBytes(served)
         var storeOptions = StoreOptions()
@@ -116,6 +100,28 @@ extension Bench {
         results.rows.append(Row(12, "first pull: fsync+fdatasync calls", measured: Double(median(fsyncs["first pull"])),
                                 unit: .count, baselineName: "—", baseline: nil, target: .report,
                                 note: "SyncCallCount over one pull, the serving side's included; the copy makes none"))
+    }
+
+    /// Case 12's served notebook (also case 16's): `documents` documents of 2 to 60 generated
+    /// strokes, a quarter of them with a second page; the folder's path and its stroke count.
+    func firstSyncNotebook(name: String, documents: Int) async throws -> (path: String, value: Int) {
+        try await Fixtures.notebookFolder(ws, name: name) { notebook in
+            var strokes = 0
+            for i in 0..<documents {
+                let d = try await notebook.createDocument(title: "document \(i + 1)")
+                let p = await d.pageList[0].id
+                let n = 2 + (i * 7919) % 59
+                try await d.addStrokes(self.source.handwriting(n, stream: 12_000 + UInt64(i)), to: p)
+                strokes += n
+                if i % 4 == 0 {
+                    let p2 = try await d.addPage()
+                    try await d.addStrokes(self.source.handwriting(n / 2 + 1, stream: 13_000 + UInt64(i)), to: p2)
+                    strokes += n / 2 + 1
+                }
+                try await d.close()
+            }
+            return strokes
+        }
     }
 
     /// Bytes of every log file (`document.log`, `pages/*.log`) under a notebook folder.

@@ -3,13 +3,15 @@ import LnoteModel
 import LnoteStore
 import LnoteSync
 
-/// One client of the run: its own notebook folder and replica, its own HTTP remote and token
-/// (device `client-N`), and its own seeded randomness. Used by one task at a time.
+/// One client of the run: its own notebook folder and replica, its own HTTP remote per relay
+/// process and token (device `client-N`), and its own seeded randomness. Used by one task at
+/// a time.
 final class LoadClient: @unchecked Sendable {
     let index: Int
     let folder: String
     let notebook: Notebook
-    let remote: HTTPRemote
+    /// One per relay process, in the relays' order.
+    let remotes: [HTTPRemote]
     private var rng: SplitMix64
     private var handwriting: HandwritingGenerator
     private var documentsMade = 0
@@ -20,7 +22,7 @@ final class LoadClient: @unchecked Sendable {
         return o
     }
 
-    init(index: Int, folder: String, url: String, token: String, seed: UInt64) async throws {
+    init(index: Int, folder: String, urls: [String], token: String, seed: UInt64) async throws {
         self.index = index
         self.folder = folder
         rng = SplitMix64(seed: seed)
@@ -31,18 +33,25 @@ final class LoadClient: @unchecked Sendable {
         options.retry.maxAttempts = 3
         options.connectTimeout = .seconds(5)
         options.requestTimeout = .seconds(30)
+        var made: [HTTPRemote] = []
         do {
-            remote = try HTTPRemote(url: url, options: options)
+            for url in urls { made.append(try HTTPRemote(url: url, options: options)) }
         } catch {
+            for r in made { try? r.close() }
             try? await notebook.close()
             throw error
         }
+        remotes = made
     }
 
     func close() async throws {
-        try remote.close()
+        for r in remotes { try r.close() }
         try await notebook.close()
     }
+
+    /// The relay process of the next round: one at random when there are several (with one,
+    /// no random draw, so a one-relay run's edits follow its seed as before).
+    func pickRelay() -> Int { remotes.count == 1 ? 0 : rng.int(in: 0...(remotes.count - 1)) }
 
     /// The replica ids this client's operations were made under (one, unless it was reminted).
     var ownReplicas: Set<ReplicaID> {
@@ -108,9 +117,9 @@ final class LoadClient: @unchecked Sendable {
         return elements[rng.int(in: 0...(elements.count - 1))].id
     }
 
-    /// One sync round with the relay.
-    func sync() async throws -> SyncReport {
-        try await SyncSession(notebook: notebook, remote: remote).run()
+    /// One sync round with relay process `relay`.
+    func sync(through relay: Int) async throws -> SyncReport {
+        try await SyncSession(notebook: notebook, remote: remotes[relay]).run()
     }
 
     /// What a report shows that should never happen in this run: forks, quarantined
@@ -124,7 +133,13 @@ final class LoadClient: @unchecked Sendable {
         return parts.isEmpty ? nil : parts.joined(separator: "; ")
     }
 
+    /// Whether a round moved anything new: operations the relay accepted or the client
+    /// received, assets, checkpoints. Operations sent but not accepted (the relay held them
+    /// already) do not count: a client that switches between relay processes on one
+    /// database was seen to resend operations it had pushed through another process (the
+    /// relay accepting none of them), pass after pass, and such rounds move nothing. The final checks (everything
+    /// made on the relay and on every client) do not depend on this.
     static func moved(_ r: SyncReport) -> Bool {
-        r.opsSent + r.opsReceived + r.assetsSent + r.assetsReceived + r.checkpointsInstalled > 0
+        r.opsAccepted + r.opsReceived + r.assetsSent + r.assetsReceived + r.checkpointsInstalled > 0
     }
 }

@@ -1,10 +1,21 @@
 import Foundation
 
-/// `lnote-load`'s command line: `--clients K --seconds T --kills N --seed S [--lnote PATH] [--keep]`.
+/// `lnote-load`'s command line: `--clients K --seconds T --kills N --seed S [--lnote PATH] [--keep]
+/// [--postgres [--relays R] [--db-restart]]`.
 struct LoadOptions: Sendable {
     var clients = 4
     var seconds = 20
-    var kills = 3
+    /// Relay kills over the run: `--kills`, else 3 with one relay, one every 4 s with several.
+    var kills: Int { killsGiven ?? (relays > 1 ? max(1, seconds / 4) : 3) }
+    var killsGiven: Int?
+    /// The relays keep their data in a throwaway PostgreSQL cluster this program starts
+    /// (initdb in a temporary directory, Unix socket only), not in an SQLite file.
+    var postgres = false
+    /// Relay processes on the one database (more than one needs `--postgres`); each sync
+    /// round of each client goes to one of them, chosen at random.
+    var relays = 1
+    /// Restart PostgreSQL once mid-run (`pg_ctl stop -m fast`, a pause, `pg_ctl start`).
+    var dbRestart = false
     var seed: UInt64 = UInt64.random(in: 1...999_999_999)
     /// The `lnote` binary that runs the relay; default: the one next to `lnote-load`.
     var lnote: String?
@@ -17,11 +28,19 @@ struct LoadOptions: Sendable {
 
     static let usage = """
         usage: lnote-load [--clients K] [--seconds T] [--kills N] [--seed S] [--lnote PATH] [--keep]
+                          [--postgres [--relays R] [--db-restart]]
           K clients (default 4) make random edits and sync with one `lnote relay` for T seconds
           (default 20) while the relay is SIGKILLed N times (default 3) at random moments and
           restarted on the same database and port; then every client syncs until nothing
           moves, and the run is checked: every acknowledged operation on every client and on
           the relay, nothing no client made, all clients' canonical JSON identical.
+          --postgres: the relay keeps its data in a throwaway PostgreSQL cluster started here
+          (initdb in a temporary directory, Unix socket only, removed at the end), not SQLite.
+          --relays R: R `lnote relay --postgres` processes on that one database, each on its
+          own port; each client sends each sync round to one of them chosen at random; the
+          kills hit one process at a time, chosen at random (default N: one every 4 s).
+          --db-restart: PostgreSQL is stopped (pg_ctl stop -m fast) once mid-run and started
+          again after a pause; rounds that overlap it may fail, the clients must converge.
           Exit status 0: all held; 1: a check failed; 2: usage.
         """
 
@@ -45,7 +64,10 @@ struct LoadOptions: Sendable {
             switch arguments[i] {
             case "--clients": clients = try number("--clients", 1...256)
             case "--seconds": seconds = try number("--seconds", 1...86_400)
-            case "--kills": kills = try number("--kills", 0...10_000)
+            case "--kills": killsGiven = try number("--kills", 0...10_000)
+            case "--postgres": postgres = true
+            case "--relays": relays = try number("--relays", 1...16)
+            case "--db-restart": dbRestart = true
             case "--seed":
                 let v = try value("--seed")
                 guard let s = UInt64(v) else { throw UsageError(description: "--seed must be an unsigned integer, not \(v)") }
@@ -58,5 +80,17 @@ struct LoadOptions: Sendable {
             }
             i += 1
         }
+        if relays > 1 && !postgres {
+            throw UsageError(description: "--relays \(relays) needs --postgres (relay processes share one PostgreSQL database; an SQLite relay is one process)")
+        }
+        if dbRestart && !postgres { throw UsageError(description: "--db-restart needs --postgres") }
+    }
+
+    /// The arguments that rerun this configuration (with its seed).
+    var rerun: String {
+        var s = "lnote-load --clients \(clients) --seconds \(seconds) --kills \(kills) --seed \(seed)"
+        if postgres { s += " --postgres --relays \(relays)" }
+        if dbRestart { s += " --db-restart" }
+        return s
     }
 }

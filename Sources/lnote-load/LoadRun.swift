@@ -5,6 +5,7 @@ import Foundation
 import LnoteModel
 import LnoteStore
 import LnoteSync
+import LnoteTestSupport
 
 /// One run of the load: setup, the edit phase with kills, convergence, then the checks.
 struct LoadRun {
@@ -26,10 +27,13 @@ struct LoadRun {
         /// What was lost, where (the counts are in `lost` and `lostAtKills`).
         var losses: [String] = []
         var kills = 0
+        var databaseRestarts = 0
         var made: UInt64 = 0
         var acked: UInt64 = 0
         var relayOps = 0
         var passes = 0
+        /// What each convergence pass moved, all clients together.
+        var passMoves: [String] = []
 
         var failed: Bool {
             lost + lostAtKills + unexpected > 0 || divergent > 0 || !corrupted.isEmpty || !crashes.isEmpty
@@ -38,93 +42,130 @@ struct LoadRun {
     }
 
     func run() async throws -> (Outcome, LoadLedger) {
-        let K = options.clients
+        let K = options.clients, R = options.relays
         var rng = SplitMix64(seed: options.seed)
-        let db = dir + "/relay.sqlite"
-        let notebook = try await Tool.output(lnote, ["relay", "notebook", "create", "--db", db])
+        // The database: an SQLite file in the run's directory, or a throwaway PostgreSQL
+        // cluster (stopped and removed when this process exits, also when it dies).
+        let database: LoadDatabase
+        let cluster: PostgresCluster?
+        if options.postgres {
+            let c = try await PostgresCluster.shared()
+            cluster = c
+            database = .postgres(url: c.url)
+            _ = try await Tool.output(lnote, ["relay", "migrate", "--postgres", c.url])
+        } else {
+            cluster = nil
+            database = .sqlite(path: dir + "/relay.sqlite")
+        }
+        let store = database.relayArguments
+        let notebook = try await Tool.output(lnote, ["relay", "notebook", "create"] + store)
         var tokens: [String] = []
         for i in 0..<K {
-            tokens.append(try await Tool.output(lnote, ["relay", "token", "create", "--db", db, "--notebook", notebook,
+            tokens.append(try await Tool.output(lnote, ["relay", "token", "create"] + store + ["--notebook", notebook,
                                                         "--device", "client-\(i)"]))
         }
-        let relay = RelayProcess(lnote: lnote, db: db, dir: dir)
-        let ledger = LoadLedger(clients: K)
+        let relays = (0..<R).map { RelayProcess(lnote: lnote, store: store, dir: dir, name: R == 1 ? "relay" : "relay-\($0)") }
+        let ledger = LoadLedger(clients: K, relays: R)
         var outcome = Outcome()
-        try await relay.start()
-        ledger.relayServing()
-        defer { relay.kill(SIGKILL) }
-        let url = relay.baseURL + "/v1/notebooks/" + notebook
+        defer { for r in relays { r.kill(SIGKILL) } }
+        for (i, relay) in relays.enumerated() {
+            try await relay.start()
+            ledger.relayServing(i)
+        }
+        let urls = relays.map { $0.baseURL + "/v1/notebooks/" + notebook }
 
         var clients: [LoadClient] = []
         for i in 0..<K {
-            clients.append(try await LoadClient(index: i, folder: dir + "/client-\(i)", url: url, token: tokens[i],
+            clients.append(try await LoadClient(index: i, folder: dir + "/client-\(i)", urls: urls, token: tokens[i],
                                                 seed: rng.next()))
         }
         let start = ContinuousClock.now
         let end = start + .seconds(options.seconds)
-        // Kill moments spread over the edit phase (5 %…90 % of it), each followed by a downtime.
+        // Kill moments spread over the edit phase (5 %…90 % of it), each followed by a downtime;
+        // with several relays, each kill hits one of them (one at a time). The database restart,
+        // if any, somewhere in the middle (30 %…70 %), with a downtime of its own.
         let span = Double(options.seconds)
         let killTimes = (0..<options.kills).map { _ in rng.double(0.05 * span, 0.9 * span) }.sorted()
         let downtimes = (0..<options.kills).map { _ in rng.int(in: 20...1500) }
+        let victims = (0..<options.kills).map { _ in R == 1 ? 0 : rng.int(in: 0...(R - 1)) }
+        var events: [(at: Double, event: FaultEvent)] = (0..<options.kills).map {
+            (killTimes[$0], .kill(relay: victims[$0], downtime: downtimes[$0]))
+        }
+        if options.dbRestart {
+            events.append((rng.double(0.3 * span, 0.7 * span), .databaseRestart(downtime: rng.int(in: 200...1500))))
+            events.sort { $0.at < $1.at }
+        }
+        let injectLoss = options.injectLoss
 
-        let killer = Task { () -> (kills: Int, lostAtKills: UInt64, killsWithLoss: Int, crashes: [String], problems: [String], losses: [String]) in
-            var kills = 0, lostAtKills: UInt64 = 0, killsWithLoss = 0
-            var crashes: [String] = [], problems: [String] = [], losses: [String] = []
+        let killer = Task { () -> Faults in
+            var f = Faults()
             var next = 0
-            while ContinuousClock.now < end || next < killTimes.count {
-                if !relay.isRunning {
+            loop: while ContinuousClock.now < end || next < events.count {
+                for (i, relay) in relays.enumerated() where !relay.isRunning {
                     // Not a kill of ours: the relay ended by itself.
-                    crashes.append("relay ended by itself (\(relay.ending ?? "?")): \(relay.tail())")
-                    ledger.relayKilled()
-                    do { try await relay.start(); ledger.relayServing() } catch {
-                        problems.append("relay could not be restarted after it ended: \(error)")
-                        break
+                    f.crashes.append("\(relay.name) ended by itself (\(relay.ending ?? "?")): \(relay.tail())")
+                    ledger.relayKilled(i)
+                    do { try await relay.start(); ledger.relayServing(i) } catch {
+                        f.problems.append("\(relay.name) could not be restarted after it ended: \(error)")
+                        break loop
                     }
                 }
                 // --inject-loss needs an acknowledged operation to delete: its first kill waits for one.
-                let waitForAck = options.injectLoss && kills == 0 && ledger.ackedUnion.count == 0
-                if next < killTimes.count, !waitForAck, ContinuousClock.now >= start + .milliseconds(Int64(killTimes[next] * 1000)) {
-                    // Everything acknowledged before the signal must be in the database after it.
-                    let acked = ledger.ackedUnion
+                let waitForAck = injectLoss && f.kills == 0 && ledger.ackedUnion.count == 0
+                guard next < events.count, !waitForAck,
+                      ContinuousClock.now >= start + .milliseconds(Int64(events[next].at * 1000)) else {
+                    try? await Task.sleep(for: .milliseconds(20))
+                    continue
+                }
+                // Everything acknowledged before the fault must be in the database after it.
+                let acked = ledger.ackedUnion
+                switch events[next].event {
+                case .kill(let i, let downtime):
+                    let relay = relays[i]
                     relay.kill(SIGKILL)
-                    ledger.relayKilled()
+                    ledger.relayKilled(i)
                     guard await relay.waitForExit() else {
-                        problems.append("relay did not end 30 s after SIGKILL")
-                        break
+                        f.problems.append("\(relay.name) did not end 30 s after SIGKILL")
+                        break loop
                     }
-                    kills += 1
-                    if options.injectLoss && kills == 1 {
+                    f.kills += 1
+                    let what = "kill \(f.kills) (\(relay.name))"
+                    if injectLoss && f.kills == 1 {
                         do {
-                            if let (log, op) = try RelayContents.deleteOne(of: acked, db: db) {
+                            if let (log, op) = try database.deleteOne(of: acked) {
                                 FileHandle.standardOutput.write(Data("lnote-load: --inject-loss: deleted acknowledged operation \(op) of \(log) from the relay's database\n".utf8))
                             }
                         } catch {
-                            problems.append("--inject-loss failed: \(error)")
+                            f.problems.append("--inject-loss failed: \(error)")
                         }
                     }
+                    f.check(acked, database, what)
+                    try? await Task.sleep(for: .milliseconds(downtime))
+                    do { try await relay.start(); ledger.relayServing(i) } catch {
+                        f.problems.append("\(relay.name) could not be restarted after \(what): \(error)")
+                        break loop
+                    }
+                case .databaseRestart(let downtime):
+                    guard let cluster else { break }  // --db-restart needs --postgres
+                    // As `pg_ctl restart -m fast`, with a pause between the stop and the start
+                    // so that rounds meet a database that is away.
+                    ledger.databaseStopped()
                     do {
-                        let held = try RelayContents(db: db).held
-                        let lost = acked.missing(from: held)
-                        if lost > 0 {
-                            lostAtKills += lost
-                            killsWithLoss += 1
-                            losses.append("kill \(kills): the relay's database lacks \(lost) acknowledged operations: "
-                                            + acked.describeMissing(from: held))
-                        }
+                        try await cluster.stop()
+                        try? await Task.sleep(for: .milliseconds(downtime))
+                        try await cluster.start()
                     } catch {
-                        problems.append("kill \(kills): the relay's database could not be read: \(error)")
+                        f.problems.append("PostgreSQL could not be restarted: \(error)")
+                        break loop
                     }
-                    try? await Task.sleep(for: .milliseconds(downtimes[next]))
-                    do { try await relay.start(); ledger.relayServing() } catch {
-                        problems.append("relay could not be restarted after kill \(kills): \(error)")
-                        break
-                    }
-                    next += 1
-                    continue
+                    ledger.databaseServing()
+                    f.databaseRestarts += 1
+                    let what = "database restart \(f.databaseRestarts)"
+                    f.check(acked, database, what)
                 }
-                try? await Task.sleep(for: .milliseconds(20))
+                next += 1
             }
-            return (kills, lostAtKills, killsWithLoss, crashes, problems, losses)
+            return f
         }
 
         // The edit phase: each client edits, pauses, syncs, until the end.
@@ -140,36 +181,52 @@ struct LoadRun {
                             return
                         }
                         try? await c.pause(10...300)
-                        await Self.round(c, ledger)
+                        await Self.round(c, relay: c.pickRelay(), ledger)
                     }
                 }
             }
         }
         let k = await killer.value
         outcome.kills = k.kills
+        outcome.databaseRestarts = k.databaseRestarts
         outcome.lostAtKills = k.lostAtKills
-        outcome.killsWithLoss = k.killsWithLoss
+        outcome.killsWithLoss = k.checksWithLoss
         outcome.crashes += k.crashes
         outcome.problems += k.problems
         outcome.losses += k.losses
         outcome.problems += ledger.state.withLock { $0.editFailures }
-        if !relay.isRunning {
-            do { try await relay.start(); ledger.relayServing() } catch { outcome.problems.append("relay did not restart: \(error)") }
+        if let cluster, !cluster.isRunning {
+            do { try await cluster.start(); ledger.databaseServing() } catch { outcome.problems.append("PostgreSQL did not restart: \(error)") }
+        }
+        for (i, relay) in relays.enumerated() where !relay.isRunning {
+            do { try await relay.start(); ledger.relayServing(i) } catch { outcome.problems.append("\(relay.name) did not restart: \(error)") }
         }
 
-        // Convergence: the relay is up for good; every client syncs until a whole pass moves nothing.
+        // Convergence: the relays are up for good; every client syncs (each round through a
+        // relay chosen at random) until a whole pass moves nothing.
         var settled = false
-        for pass in 1...12 where !settled && relay.isRunning {
+        for pass in 1...12 where !settled && relays.allSatisfy(\.isRunning) {
             outcome.passes = pass
             var moved = false
+            var sent = 0, accepted = 0, received = 0, assets = 0, checkpoints = 0, failed = 0
             for c in clients {
                 var report: SyncReport?
                 for attempt in 1...3 where report == nil {
-                    report = await Self.round(c, ledger)
+                    report = await Self.round(c, relay: c.pickRelay(), ledger)
                     if report == nil && attempt < 3 { try? await Task.sleep(for: .milliseconds(200)) }
                 }
                 if let report, LoadClient.moved(report) { moved = true }
+                if let r = report {
+                    sent += r.opsSent; accepted += r.opsAccepted
+                    received += r.opsReceived
+                    assets += r.assetsSent + r.assetsReceived
+                    checkpoints += r.checkpointsInstalled
+                } else {
+                    failed += 1
+                }
             }
+            outcome.passMoves.append("pass \(pass): ops sent \(sent) (accepted \(accepted)), received \(received), assets \(assets), "
+                                     + "checkpoints installed \(checkpoints), clients failed \(failed)")
             settled = !moved
         }
         if !settled { outcome.hung.append("clients still moved operations after \(outcome.passes) passes of syncs") }
@@ -212,16 +269,18 @@ struct LoadRun {
         }
         for c in clients { try await c.close() }
 
-        // The relay: stopped cleanly (SIGTERM, exit 0), then its database read.
-        relay.kill(SIGTERM)
-        if !(await relay.waitForExit()) {
-            outcome.hung.append("the relay did not stop within 30 s of SIGTERM")
-            relay.kill(SIGKILL)
-            _ = await relay.waitForExit()
-        } else if relay.ending != "exit 0" {
-            outcome.crashes.append("the relay ended with \(relay.ending ?? "?") on SIGTERM: \(relay.tail())")
+        // The relays: stopped cleanly (SIGTERM, exit 0), then the database read.
+        for relay in relays { relay.kill(SIGTERM) }
+        for relay in relays {
+            if !(await relay.waitForExit()) {
+                outcome.hung.append("\(relay.name) did not stop within 30 s of SIGTERM")
+                relay.kill(SIGKILL)
+                _ = await relay.waitForExit()
+            } else if relay.ending != "exit 0" {
+                outcome.crashes.append("\(relay.name) ended with \(relay.ending ?? "?") on SIGTERM: \(relay.tail())")
+            }
         }
-        let contents = try RelayContents(db: db)
+        let contents = try database.contents()
         outcome.relayOps = contents.rows
         let relayLost = acked.missing(from: contents.held)
         if relayLost > 0 {
@@ -246,20 +305,21 @@ struct LoadRun {
         return (outcome, ledger)
     }
 
-    /// One sync round, recorded in the ledger; the client's own operations before it are what
-    /// it pushes. Returns the sync's report, nil when the round failed.
+    /// One sync round through relay process `relay`, recorded in the ledger; the client's own
+    /// operations before it are what it pushes. Returns the sync's report, nil when the round failed.
     @discardableResult
-    static func round(_ c: LoadClient, _ ledger: LoadLedger) async -> SyncReport? {
-        let before = ledger.relay
+    static func round(_ c: LoadClient, relay: Int, _ ledger: LoadLedger) async -> SyncReport? {
+        let before = ledger.serving(relay)
         let t0 = ContinuousClock.now
         do {
             let pushed = try await c.ownOperations()
-            let r = try await c.sync()
-            ledger.recordRound(client: c.index, started: before, duration: ContinuousClock.now - t0,
-                               .ok(pushed: pushed, anomaly: LoadClient.anomaly(r)))
+            let r = try await c.sync(through: relay)
+            ledger.recordRound(client: c.index, relay: relay, started: before, duration: ContinuousClock.now - t0,
+                               .ok(pushed: pushed, anomaly: LoadClient.anomaly(r), sent: r.opsSent, accepted: r.opsAccepted))
             return r
         } catch {
-            ledger.recordRound(client: c.index, started: before, duration: ContinuousClock.now - t0, .failed("\(error)"))
+            ledger.recordRound(client: c.index, relay: relay, started: before, duration: ContinuousClock.now - t0,
+                               .failed("relay \(relay): \(error)"))
             return nil
         }
     }
@@ -274,6 +334,41 @@ struct LoadRun {
             out += await d.state.canonicalJSON(pages: states, style: .compact) + "\n"
         }
         return out
+    }
+}
+
+/// A fault the run injects at a moment of its edit phase.
+enum FaultEvent {
+    /// SIGKILL relay process `relay`, check the database, restart it after `downtime` ms.
+    case kill(relay: Int, downtime: Int)
+    /// Stop PostgreSQL (fast), start it again after `downtime` ms, check the database.
+    case databaseRestart(downtime: Int)
+}
+
+/// What the fault controller saw.
+struct Faults {
+    var kills = 0
+    var databaseRestarts = 0
+    var lostAtKills: UInt64 = 0
+    var checksWithLoss = 0
+    var crashes: [String] = []
+    var problems: [String] = []
+    var losses: [String] = []
+
+    /// After a fault: everything `acked` before it must be in the database.
+    mutating func check(_ acked: OpSet, _ database: LoadDatabase, _ what: String) {
+        do {
+            let held = try database.contents().held
+            let lost = acked.missing(from: held)
+            if lost > 0 {
+                lostAtKills += lost
+                checksWithLoss += 1
+                losses.append("\(what): the relay's database lacks \(lost) acknowledged operations: "
+                              + acked.describeMissing(from: held))
+            }
+        } catch {
+            problems.append("\(what): the relay's database could not be read: \(error)")
+        }
     }
 }
 

@@ -6,21 +6,25 @@ import LnoteModel
 
 /// The real `lnote relay` as a child process on 127.0.0.1: started on any free port the first
 /// time, then restarted on the same database and the same port after each SIGKILL. Its
-/// standard output and error go to files in the run's directory (`relay.out`, `relay.err`,
-/// appended across restarts), so a failure can show what the relay said.
+/// standard output and error go to files in the run's directory (`NAME.out.K` per start,
+/// `NAME.err` appended across restarts; NAME is `relay`, or `relay-I` when there are
+/// several), so a failure can show what the relay said.
 final class RelayProcess: @unchecked Sendable {
     let lnote: String
-    let db: String
+    /// Where the relay keeps its data: `--db FILE` or `--postgres URL --pool-size N`.
+    let store: [String]
     let dir: String
+    let name: String
     private(set) var port: UInt16 = 0
     private(set) var baseURL = ""
     private var process: Process?
     private var starts = 0
 
-    init(lnote: String, db: String, dir: String) {
+    init(lnote: String, store: [String], dir: String, name: String = "relay") {
         self.lnote = lnote
-        self.db = db
+        self.store = store
         self.dir = dir
+        self.name = name
     }
 
     var pid: Int32? { process?.processIdentifier }
@@ -49,9 +53,9 @@ final class RelayProcess: @unchecked Sendable {
 
     private func startOnce() async throws {
         starts += 1
-        let out = dir + "/relay.out.\(starts)"
+        let out = dir + "/\(name).out.\(starts)"
         _ = FileManager.default.createFile(atPath: out, contents: nil)
-        let errPath = dir + "/relay.err"
+        let errPath = dir + "/\(name).err"
         if !FileManager.default.fileExists(atPath: errPath) { _ = FileManager.default.createFile(atPath: errPath, contents: nil) }
         let outHandle = try FileHandle(forWritingTo: URL(fileURLWithPath: out))
         let errHandle = try FileHandle(forWritingTo: URL(fileURLWithPath: errPath))
@@ -62,7 +66,7 @@ final class RelayProcess: @unchecked Sendable {
         }
         let p = Process()
         p.executableURL = URL(fileURLWithPath: lnote)
-        p.arguments = ["relay", "--db", db, "--port", String(port), "--max-connections-per-ip", "0"]
+        p.arguments = ["relay"] + store + ["--port", String(port), "--max-connections-per-ip", "0"]
         p.standardOutput = outHandle
         p.standardError = errHandle
         p.standardInput = FileHandle.nullDevice
@@ -81,13 +85,13 @@ final class RelayProcess: @unchecked Sendable {
                 return
             }
             if !p.isRunning {
-                throw LnoteError(.network, "lnote relay ended (\(ending ?? "?")) before serving: \(tail(errPath))")
+                throw LnoteError(.network, "\(name) (lnote relay) ended (\(ending ?? "?")) before serving: \(tail(errPath))")
             }
             try await Task.sleep(for: .milliseconds(10))
         }
         kill(SIGKILL)
         _ = await waitForExit()
-        throw LnoteError(.network, "lnote relay did not print its url within 30 s: \(tail(errPath))")
+        throw LnoteError(.network, "\(name) (lnote relay) did not print its url within 30 s: \(tail(errPath))")
     }
 
     func kill(_ signal: Int32) {
@@ -104,7 +108,7 @@ final class RelayProcess: @unchecked Sendable {
 
     /// The last lines the relay wrote on standard error.
     func tail(_ path: String? = nil) -> String {
-        let text = (try? String(contentsOfFile: path ?? dir + "/relay.err", encoding: .utf8)) ?? ""
+        let text = (try? String(contentsOfFile: path ?? dir + "/\(name).err", encoding: .utf8)) ?? ""
         return text.split(separator: "\n").suffix(5).joined(separator: " | ")
     }
 }

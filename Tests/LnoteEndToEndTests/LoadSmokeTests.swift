@@ -7,9 +7,10 @@ import LnoteTestSupport
 /// checker can fail). The runs record no RELIABILITY.md row (LNOTE_REPORT_DIR emptied): only
 /// the load runs of scripts/reliability.sh do.
 @Suite struct LoadSmokeTests {
-    static func load(_ extra: [String]) async throws -> Subprocess.Result {
+    static func load(_ extra: [String], clients: Int = 2, seconds: Int = 3, kills: Int = 1) async throws -> Subprocess.Result {
         try await Subprocess.run(Subprocess.product("lnote-load"),
-                                 ["--clients", "2", "--seconds", "3", "--kills", "1", "--lnote", Subprocess.product("lnote")] + extra,
+                                 ["--clients", String(clients), "--seconds", String(seconds), "--kills", String(kills),
+                                  "--lnote", Subprocess.product("lnote")] + extra,
                                  environment: ["LNOTE_REPORT_DIR": ""])
     }
 
@@ -28,6 +29,19 @@ import LnoteTestSupport
         #expect(r.outText.contains("kills 1, relay crashes 0"), "\(r.outText)")
         #expect(r.outText.contains("lost 0 (at kills 0), unexpected 0, divergent clients 0, corrupted 0, hung 0"), "\(r.outText)")
         #expect(r.outText.contains("sync latency ms (successful rounds): p50 "), "\(r.outText)")
+    }
+
+    /// Issue 17, in small (the soak is `scripts/load.sh --postgres --relays 3 --clients 8
+    /// --seconds 30`): two relay processes on one PostgreSQL database started by lnote-load,
+    /// clients picking one at random per round, two relay kills and a database restart.
+    @Test func postgresRelaysWithKillsAndADatabaseRestartPass() async throws {
+        let r = try await Self.load(["--postgres", "--relays", "2", "--db-restart"], seconds: 6, kills: 2)
+        defer { Self.removeKept(r) }
+        #expect(r.status == 0, "\(r.outText)\(r.errText)")
+        #expect(r.outText.contains("kills 2, relay crashes 0"), "\(r.outText)")
+        #expect(r.outText.contains("PostgreSQL: 2 relay processes"), "\(r.outText)")
+        #expect(r.outText.contains("database restarts 1"), "\(r.outText)")
+        #expect(r.outText.contains("lost 0 (at kills 0), unexpected 0, divergent clients 0, corrupted 0, hung 0"), "\(r.outText)")
     }
 
     @Test func aRelayThatLostAnAcknowledgedOperationFailsTheRun() async throws {
