@@ -77,14 +77,28 @@ extension CommandTable {
 
     static let relayNotebookCreate = Command(
         name: "relay notebook create",
-        synopsis: "lnote relay notebook create \(relayDatabaseSynopsis)",
-        summary: "Create a notebook on a relay; prints its id",
-        options: relayDatabaseOptions,
+        synopsis: "lnote relay notebook create \(relayDatabaseSynopsis) [--url BASE]",
+        summary: "Create a notebook on a relay; prints its id, or its URL with --url",
+        details: """
+        --url BASE   the relay's address as clients reach it (http(s)://HOST:PORT, what `lnote
+                     relay` prints as url:, with the host other machines use): prints the
+                     notebook's URL for `lnote sync` and `lnote remote add` instead of its id.
+        """,
+        options: relayDatabaseOptions.union(["url"]),
         run: { args, console in
             try args.expect(0, "no positional arguments")
+            var base: String?
+            if let url = args.option("url") {
+                guard SyncRunner.isURL(url), let c = URLComponents(string: url), c.host?.isEmpty == false,
+                      c.path.isEmpty || c.path == "/", c.query == nil else {
+                    throw Arguments.UsageError(message: "--url needs the relay's address, http(s)://HOST:PORT (got \"\(url)\")")
+                }
+                base = url.hasSuffix("/") ? String(url.dropLast()) : url
+            }
             let (store, _) = try openRelayStore(args)
             defer { try? store.close() }
-            console.out(try store.createNotebook().description)
+            let id = try store.createNotebook()
+            console.out(base.map { "\($0)/v1/notebooks/\(id)" } ?? id.description)
             return Exit.ok
         })
 
@@ -92,13 +106,33 @@ extension CommandTable {
         name: "relay notebook list",
         synopsis: "lnote relay notebook list \(relayDatabaseSynopsis)",
         summary: "List a relay's notebooks with their operation, asset and token counts",
+        details: """
+        One line per notebook under a header: ID, OPS, ASSETS, CHECKPOINTS, TOKENS, CURSOR (its
+        greatest change sequence). Nothing on stdout when there is none.
+        --json   an array of {"id", "epoch", "cursor", "operations", "assets", "checkpoints",
+                 "tokens"}
+        """,
         options: relayDatabaseOptions,
+        flags: ["json"],
         run: { args, console in
             let (store, _) = try openRelayStore(args)
             defer { try? store.close() }
-            for n in try store.notebooks() {
-                console.out("\(n.id)  ops \(n.operations)  assets \(n.assets)  tokens \(n.tokens)  cursor \(n.cursor)")
+            let list = try store.notebooks()
+            if args.flag("json") {
+                console.raw(CanonicalJSON.array(list.map { n in
+                    .object(["id": .string(n.id.description), "epoch": .uint(n.epoch), "cursor": .uint(n.cursor),
+                             "operations": .int(Int64(n.operations)), "assets": .int(Int64(n.assets)),
+                             "checkpoints": .int(Int64(n.checkpoints)), "tokens": .int(Int64(n.tokens))])
+                }).text(.pretty))
+                return Exit.ok
             }
+            guard !list.isEmpty else {
+                console.err("lnote relay notebook list: no notebooks yet (lnote relay notebook create makes one)")
+                return Exit.ok
+            }
+            let rows = [["ID", "OPS", "ASSETS", "CHECKPOINTS", "TOKENS", "CURSOR"]]
+                + list.map { ["\($0.id)", "\($0.operations)", "\($0.assets)", "\($0.checkpoints)", "\($0.tokens)", "\($0.cursor)"] }
+            for line in table(rows) { console.out(line.trimmingTrailingSpaces) }
             return Exit.ok
         })
 
@@ -144,7 +178,15 @@ extension CommandTable {
         name: "relay token list",
         synopsis: "lnote relay token list \(relayDatabaseSynopsis) --notebook ID",
         summary: "List a notebook's tokens: id, device, creation date, expiry (UTC), label; never the tokens",
+        details: """
+        One line per token under a header: ID (what `relay token revoke` takes), DEVICE,
+        CREATED, EXPIRES ("never", a date, or "expired DATE"), LABEL. Nothing on stdout when
+        there is none.
+        --json   an array of {"id", "device", "device_named", "created", "expires" (ms since
+                 1970, or null), "expired", "label"}
+        """,
         options: relayDatabaseOptions.union(["notebook"]),
+        flags: ["json"],
         run: { args, console in
             guard let nb = args.option("notebook"), let id = NotebookID(nb) else {
                 throw Arguments.UsageError(message: "--notebook UUID is required")
@@ -152,12 +194,26 @@ extension CommandTable {
             let (store, _) = try openRelayStore(args)
             defer { try? store.close() }
             let now = Int64((Date().timeIntervalSince1970 * 1000).rounded())
-            for t in try store.listTokens(notebook: id) {
-                let device = t.deviceNamed ? t.device : "\(t.device) (unnamed)"
-                let expiry = t.expires.map { (t.isExpired(at: now) ? "expired " : "expires ") + utcDate(milliseconds: $0) } ?? "never expires"
-                console.out("\(t.id)  \(device)  created \(utcDate(milliseconds: t.created))  \(expiry)"
-                            + (t.label.isEmpty ? "" : "  \(t.label)"))
+            let tokens = try store.listTokens(notebook: id)
+            if args.flag("json") {
+                console.raw(CanonicalJSON.array(tokens.map { t in
+                    .object(["id": .string(t.id), "device": .string(t.device), "device_named": .bool(t.deviceNamed),
+                             "created": .int(t.created), "expires": t.expires.map { .int($0) } ?? .null,
+                             "expired": .bool(t.isExpired(at: now)), "label": .string(t.label)])
+                }).text(.pretty))
+                return Exit.ok
             }
+            guard !tokens.isEmpty else {
+                console.err("lnote relay token list: no tokens for notebook \(id) (lnote relay token create makes one)")
+                return Exit.ok
+            }
+            var rows = [["ID", "DEVICE", "CREATED", "EXPIRES", "LABEL"]]
+            for t in tokens {
+                let device = t.deviceNamed ? t.device : "\(t.device) (unnamed)"
+                let expiry = t.expires.map { (t.isExpired(at: now) ? "expired " : "") + utcDate(milliseconds: $0) } ?? "never"
+                rows.append([t.id, device, utcDate(milliseconds: t.created), expiry, t.label.isEmpty ? "-" : t.label])
+            }
+            for line in table(rows) { console.out(line.trimmingTrailingSpaces) }
             return Exit.ok
         })
 

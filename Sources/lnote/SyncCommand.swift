@@ -10,7 +10,7 @@ extension CommandTable {
         synopsis: "lnote sync [FOLDER] [REMOTE] [--token T] [--init] [--ca-file PEM] [--watch [--wait SECONDS] [--interval SECONDS]]",
         summary: "Sync a notebook folder with a server (http/https URL) or another folder",
         details: """
-        REMOTE is a notebook URL printed by `lnote serve` or `lnote relay notebook create`
+        REMOTE is a notebook URL printed by `lnote serve` or `lnote relay notebook create --url`
         (http(s)://HOST:PORT/v1/notebooks/UUID), the path of another notebook folder (a
         mounted drive: no server involved), or the name of a remote saved with `lnote remote
         add` (a name wins over a folder of the same name: write ./NAME for the folder).

@@ -28,14 +28,16 @@ import LnoteTestSupport
         let nb = try await sb.ok("relay", "notebook", "create", "--postgres", url)
         #expect(UUID(uuidString: nb) != nil, "prints the notebook's id: \(nb)")
         let list = try await sb.ok("relay", "notebook", "list", "--postgres", url, "--pool-size", "1")
-        #expect(list.hasPrefix(nb) && list.contains("ops 0") && list.contains("tokens 0"), "\(list)")
+        let rows = list.split(separator: "\n").map { $0.split(separator: " ").map(String.init) }
+        #expect(rows.first == ["ID", "OPS", "ASSETS", "CHECKPOINTS", "TOKENS", "CURSOR"] && rows.count == 2
+                && rows[1] == [nb, "0", "0", "0", "0", "0"], "\(list)")
         let token = try await sb.ok("relay", "token", "create", "--postgres", url, "--notebook", nb, "--device", "tablet",
                                     "--label", "pg")
         #expect(token.count == 64)
         let tokens = try await sb.ok("relay", "token", "list", "--postgres", url, "--notebook", nb)
         #expect(tokens.contains("tablet") && tokens.contains("pg"), "\(tokens)")
         #expect(try await sb.ok("relay", "devices", "--postgres", url, "--notebook", nb).isEmpty)
-        let id = try #require(tokens.split(separator: " ").first.map(String.init))
+        let id = try #require(tokens.split(separator: "\n").dropFirst().first?.split(separator: " ").first.map(String.init))
         try await sb.ok("relay", "token", "revoke", "--postgres", url, "--notebook", nb, id)
         #expect(try await sb.ok("relay", "token", "list", "--postgres", url, "--notebook", nb).isEmpty)
         #expect(try await sb.ok("relay", "epoch", "reset", "--postgres", url, "--notebook", nb).hasPrefix(nb))
@@ -60,5 +62,28 @@ import LnoteTestSupport
         #expect(help.code == 0 && help.out.contains("--postgres URL") && help.out.contains("--pool-size"), "\(help)")
         let migrateHelp = try await sb.run("relay", "migrate", "--help")
         #expect(migrateHelp.code == 0 && migrateHelp.out.contains("--postgres URL"), "\(migrateHelp)")
+    }
+}
+
+/// Issue 18: the relay's lists as people and scripts read them.
+@Suite("Relay lists: headers, --json, notebook URLs")
+struct RelayListCLITests {
+    @Test("[issue 18] notebook create --url prints the notebook URL; notebook and token lists have headers and --json")
+    func lists() async throws {
+        let sb = try Sandbox("relay-lists")
+        defer { sb.remove() }
+        let url = try await sb.ok("relay", "notebook", "create", "--db", "r.sqlite", "--url", "http://desk.local:8080")
+        let nb = String(url.split(separator: "/").last ?? "")
+        #expect(url == "http://desk.local:8080/v1/notebooks/\(nb)" && UUID(uuidString: nb) != nil, "\(url)")
+        #expect(try await sb.run("relay", "notebook", "create", "--db", "r.sqlite", "--url", "desk:8080").code == 2)
+        try await sb.ok("relay", "token", "create", "--db", "r.sqlite", "--notebook", nb, "--device", "laptop", "--expires", "30d")
+        let list = try parseJSON(try await sb.ok("relay", "notebook", "list", "--db", "r.sqlite", "--json")) as? [[String: Any]]
+        #expect(list?.count == 1 && list?.first?["id"] as? String == nb && list?.first?["tokens"] as? Int == 1, "\(String(describing: list))")
+        let tokens = try parseJSON(try await sb.ok("relay", "token", "list", "--db", "r.sqlite", "--notebook", nb, "--json")) as? [[String: Any]]
+        let t = tokens?.first
+        #expect(tokens?.count == 1 && t?["device"] as? String == "laptop" && t?["expires"] as? Int != nil
+                && t?["expired"] as? Bool == false && (t?["id"] as? String)?.count == 16, "\(String(describing: tokens))")
+        let text = try await sb.ok("relay", "token", "list", "--db", "r.sqlite", "--notebook", nb)
+        #expect(text.hasPrefix("ID  ") && text.contains("laptop"), "\(text)")
     }
 }
