@@ -41,8 +41,9 @@ public struct RelayNotebookInfo: Sendable, Equatable {
 /// Every method that writes runs in one transaction: a method that throws changed nothing.
 /// The methods are synchronous and block on the database (and on fsync at each commit), so
 /// call them from a thread of your own (libmicrohttpd's handler threads are fine);
-/// `RelayEndpoint` wraps them for async callers on a dispatch queue, off Swift
-/// concurrency's shared threads. Readers see whole transactions.
+/// `RelayEndpoint` wraps them for async callers on the store's own threads (a serial queue
+/// for SQLite, one thread per pooled connection for PostgreSQL), off Swift concurrency's
+/// shared threads. Readers see whole transactions.
 public final class RelayStore: Sendable {
     /// A pull (the operations of one sync answer) stops before its frames and per-log
     /// headers would exceed this many bytes; the answer's cursor then names the last

@@ -182,6 +182,33 @@ struct RelayPostgresRobustnessTests {
         }
     }
 
+    @Test("[issue 17] a change feed whose server stops answering (its backend frozen, as a silently dropped network) is replaced within the check's bound")
+    func changeFeedSilentServer() async throws {
+        try await withTempDirectory { dir in
+            let url = try await PostgresTestDatabases.create(for: dir)
+            let databaseA = try RelayPostgresDatabase(url: url, poolSize: 2, feedCheck: (.seconds(1), .seconds(2)),
+                                                      schema: .current)
+            let storeA = try RelayStore(database: databaseA), storeB = try RelayPostgresTests.store(url, poolSize: 2)
+            defer { try? storeA.close(); try? storeB.close() }
+            let nb = try storeA.createNotebook()
+            let seen = Mutex<Int>(0)
+            let token = storeA.observeChanges { id in if id == nb { seen.withLock { $0 += 1 } } }
+            defer { storeA.stopObserving(token) }
+            #expect(await eventually(30) { databaseA.changeFeedBackendPID != nil })
+            let pid = try #require(databaseA.changeFeedBackendPID)
+            // The backend's socket stays open, and nothing answers on it: only the check tells.
+            #expect(kill(pid, SIGSTOP) == 0)
+            defer { _ = kill(pid, SIGCONT) }
+            #expect(await eventually(60) { (databaseA.changeFeedStatus?.connections ?? 0) >= 2 && databaseA.changeFeedBackendPID != nil },
+                    "replaced: \(String(describing: databaseA.changeFeedStatus))")
+            #expect(databaseA.changeFeedBackendPID != pid)
+            _ = kill(pid, SIGCONT)
+            let before = seen.withLock { $0 }
+            _ = try storeB.sync(Self.push(LogRef(document: DocumentID(), page: PageID()), replica: 3, 1...1), notebook: nb)
+            #expect(await eventually(30) { seen.withLock { $0 } > before }, "B's push heard through the new connection")
+        }
+    }
+
     @Test("[issue 17] a lost feed wakes every held notebook once it listens again (notifications sent meanwhile are lost)")
     func reconnectWakesEveryNotebook() async throws {
         try await withTempDirectory { dir in
