@@ -27,6 +27,8 @@ final class PostgresChangeFeed: @unchecked Sendable {
     let changed: @Sendable (NotebookID) -> Void
     private let stopped = Atomic<Bool>(false)
     private let finished = DispatchSemaphore(value: 0)
+    /// Signalled once, when the first attempt listens or fails.
+    private let firstAttempt = DispatchSemaphore(value: 0)
     private let state = Mutex<(listening: Bool, connections: Int, pid: Int32?, lastError: String?)>((false, 0, nil, nil))
 
     init(url: String, location: String, check: (interval: Duration, timeout: Duration),
@@ -39,6 +41,15 @@ final class PostgresChangeFeed: @unchecked Sendable {
 
     var status: (listening: Bool, connections: Int) { state.withLock { ($0.listening, $0.connections) } }
     var backendPID: Int32? { state.withLock { $0.listening ? $0.pid : nil } }
+
+    /// Starts the thread and waits until its first connection listens, or failed (then every
+    /// notebook is reported once a later one listens), or `timeout` passed: a change committed
+    /// after this returns is reported, whatever the order of its commit and the `LISTEN`.
+    func start(waitingUpTo timeout: Duration) {
+        start()
+        let (seconds, attoseconds) = timeout.components
+        _ = firstAttempt.wait(timeout: .now() + .nanoseconds(Int(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)))
+    }
 
     func start() {
         let thread = Thread { [self] in run() }
@@ -57,6 +68,8 @@ final class PostgresChangeFeed: @unchecked Sendable {
         defer { finished.signal() }
         var pause = 0.05
         var missed = false
+        var first = true
+        defer { if first { firstAttempt.signal() } }
         while !isStopped {
             do {
                 let conn = try PGConnection(url: url, connectTimeoutSeconds: 5,
@@ -79,6 +92,7 @@ final class PostgresChangeFeed: @unchecked Sendable {
                 // knows that the next report is a notification.
                 let pid = conn.backendPID
                 state.withLock { $0.listening = true; $0.connections += 1; $0.pid = pid }
+                if first { first = false; firstAttempt.signal() }
                 var checked = ContinuousClock.now
                 while !isStopped {
                     for n in try conn.waitForNotifications(timeout: .milliseconds(250))
@@ -91,7 +105,9 @@ final class PostgresChangeFeed: @unchecked Sendable {
                     }
                 }
             } catch {
+                // Whatever was sent before a LISTEN took effect is reported at the next one.
                 missed = true
+                if first { first = false; firstAttempt.signal() }
                 state.withLock { $0.lastError = "\(error)" }
                 let until = Date().addingTimeInterval(pause)
                 while !isStopped && Date() < until { usleep(20_000) }

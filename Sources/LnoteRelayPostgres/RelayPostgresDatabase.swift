@@ -61,6 +61,8 @@ public final class RelayPostgresDatabase: RelayDatabase, @unchecked Sendable {
     public static let applicationName = "lnote relay"
     /// `pg_stat_activity.application_name` of the change feed's connection.
     public static let changeFeedApplicationName = "lnote relay change feed"
+    /// `pg_stat_activity.application_name` of the presence writer's connection.
+    public static let presenceApplicationName = "lnote relay presence"
 
     /// A backend for the database at `url`; no connection is opened until `open` (which
     /// `RelayStore` calls).
@@ -193,13 +195,16 @@ public final class RelayPostgresDatabase: RelayDatabase, @unchecked Sendable {
         try tx.execute("SELECT pg_notify('\(Self.channel)', ?1)", [.text(notebook.description)])
     }
 
+    /// Returns once the feed listens (a change committed afterwards is reported), or once its
+    /// first connection failed (every notebook is then reported when a later one listens),
+    /// waiting at most about the connect timeout.
     public func startChangeFeed(_ changed: @escaping @Sendable (NotebookID) -> Void) throws {
         try checkOpen()
         guard changeFeed else { return }
         let started = PostgresChangeFeed(url: url, location: location, check: feedCheck, changed: changed)
         let previous = feed.withLock { f in defer { f = started }; return f }
         previous?.stop()
-        started.start()
+        started.start(waitingUpTo: .seconds(15))
     }
 
     /// Whether the change feed is listening now, and how many times it connected (for tests

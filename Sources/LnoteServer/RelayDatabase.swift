@@ -84,9 +84,11 @@ public protocol RelayDatabase: AnyObject, Sendable {
     func publishChange(of notebook: NotebookID, _ tx: any RelayTransaction) throws
 
     /// Starts calling `changed` (from any thread) when another process sharing the database
-    /// reports a change (`publishChange`); called once, after `open`. The default does
-    /// nothing: a held long poll then sees another process's change when its wait runs out
-    /// ([SYNC-72]).
+    /// reports a change (`publishChange`); called once, after `open`, by the store's first
+    /// `observeChanges`. It returns once a change committed afterwards will be reported (a
+    /// backend that cannot tell that yet reports every notebook once it can). The default
+    /// does nothing: a held long poll then sees another process's change when its wait runs
+    /// out ([SYNC-72]).
     func startChangeFeed(_ changed: @escaping @Sendable (NotebookID) -> Void) throws
 
     /// Called after the commit of a write that allocated sequences up to `sequence`, before

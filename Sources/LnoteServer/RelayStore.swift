@@ -227,18 +227,23 @@ public final class RelayStore: Sendable {
     /// when they time out).
     ///
     /// The first call starts the backend's change feed (PostgreSQL: a listening connection
-    /// of its own). On a closed store there is nothing to observe: the feed is not started.
+    /// of its own) and returns once a change another process commits afterwards will be
+    /// observed (waiting at most about the connect timeout when the database is away; every
+    /// notebook is then reported once the feed listens). On a closed store there is nothing
+    /// to observe: the feed is not started.
     /// - Returns: what `stopObserving` takes.
     public func observeChanges(_ observer: @escaping @Sendable (NotebookID) -> Void) -> Int {
         let token = observers.add(observer)
-        let start = feedStarted.withLock { started in defer { started = true }; return !started }
-        if start {
-            let observers = self.observers
-            // Throws only when the database is closed (`.invalidState`); the feed's own
-            // connection failures are retried on its thread.
-            do { try database.startChangeFeed { observers.notify($0) } } catch {
-                feedStarted.withLock { $0 = false }
-            }
+        let observers = self.observers
+        // Under the lock: a second observer returns once the feed started, as the first does.
+        feedStarted.withLock { started in
+            guard !started else { return }
+            // Throws only when the database is closed (`.invalidState`: nothing to observe);
+            // the feed's own connection failures are retried on its thread.
+            do {
+                try database.startChangeFeed { observers.notify($0) }
+                started = true
+            } catch {}
         }
         return token
     }
