@@ -65,6 +65,53 @@ extension PGConnection {
         }
     }
 
+    /// Asks the server a trivial question (`SELECT 1`) and waits at most `timeout` for the
+    /// answer: a cheap check that a connection used only for waiting (`LISTEN`) still
+    /// reaches a live server. A server that restarted or ended the session answers with an
+    /// error or the end of the stream; one that vanished silently does not answer at all,
+    /// which only a bound on the wait can tell. Notifications received meanwhile are kept
+    /// for the next `waitForNotifications`.
+    /// - Throws: `PGError(.connection)` when the connection is lost or no answer came within
+    ///   `timeout` (the connection is then unusable: close it); the server's error otherwise.
+    public func checkAlive(timeout: Duration) throws {
+        let deadline = ContinuousClock.now + timeout
+        try withHandle { conn in
+            guard PQsendQuery(conn, "SELECT 1") == 1, PQflush(conn) == 0 else {
+                throw PGError(.connection, "cannot send a liveness check: \(Self.errorMessage(conn))", context: description)
+            }
+            while PQisBusy(conn) == 1 {
+                let remaining = deadline - ContinuousClock.now
+                guard remaining > .zero else {
+                    throw PGError(.connection, "the server did not answer a liveness check within \(timeout)",
+                                  context: description)
+                }
+                var fd = pollfd(fd: PQsocket(conn), events: Int16(POLLIN), revents: 0)
+                let (seconds, attoseconds) = remaining.components
+                let ms = min(Int64(Int32.max), seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000)
+                let r = poll(&fd, 1, Int32(ms))
+                if r < 0 && errno != EINTR {
+                    throw PGError(.connection, "poll on the connection's socket failed: errno \(errno)", context: description)
+                }
+                if r > 0 && PQconsumeInput(conn) == 0 {
+                    throw PGError(.connection, "connection lost during a liveness check: \(Self.errorMessage(conn))",
+                                  context: description)
+                }
+            }
+            var failure: PGError?
+            while let result = PQgetResult(conn) {
+                if failure == nil && PQresultStatus(result) != PGRES_TUPLES_OK {
+                    failure = error(from: result, conn: conn, sql: "SELECT 1")
+                }
+                PQclear(result)
+            }
+            if let failure { throw failure }
+            guard PQstatus(conn) == CONNECTION_OK else {
+                throw PGError(.connection, "connection lost during a liveness check: \(Self.errorMessage(conn))",
+                              context: description)
+            }
+        }
+    }
+
     /// Every notification libpq has parsed; the caller holds the lock.
     private static func drainNotifications(_ conn: OpaquePointer) -> [PGNotification] {
         var out: [PGNotification] = []

@@ -20,9 +20,15 @@ extension PGConnection {
     /// - Throws: what `body` throws; `PGError(.invalidState)` when a transaction is already
     ///   open, or when `body` caught a statement error (the server then aborts the whole
     ///   transaction, which is rolled back rather than committing nothing silently).
+    ///
+    /// `prelude` (statements separated by `;`, no parameters) is sent with `BEGIN` in one
+    /// round trip and runs before the body: settings (`SET LOCAL …`) or locks (`LOCK TABLE
+    /// …`). Utility statements like these take no snapshot, so at `REPEATABLE READ` and
+    /// `SERIALIZABLE` the transaction's snapshot is still taken by the body's first query,
+    /// after the prelude's locks were granted.
     @discardableResult
     public func transaction<T>(_ isolation: PGIsolation = .readCommitted, readOnly: Bool = false, maxAttempts: Int = 1,
-                               _ body: () throws -> T) throws -> T {
+                               prelude: String? = nil, _ body: () throws -> T) throws -> T {
         guard maxAttempts >= 1 else {
             throw PGError(.invalidArgument, "maxAttempts must be at least 1, not \(maxAttempts)")
         }
@@ -30,7 +36,7 @@ extension PGConnection {
             var attempt = 1
             while true {
                 do {
-                    return try transactionOnce(isolation, readOnly: readOnly, body)
+                    return try transactionOnce(isolation, readOnly: readOnly, prelude: prelude, body)
                 } catch let e as PGError where e.isSerializationFailure && attempt < maxAttempts {
                     attempt += 1
                 }
@@ -43,15 +49,22 @@ extension PGConnection {
         (try? withHandle { PQtransactionStatus($0) != PQTRANS_IDLE }) ?? false
     }
 
-    private func transactionOnce<T>(_ isolation: PGIsolation, readOnly: Bool, _ body: () throws -> T) throws -> T {
+    private func transactionOnce<T>(_ isolation: PGIsolation, readOnly: Bool, prelude: String?,
+                                    _ body: () throws -> T) throws -> T {
         let status = try withHandle { PQtransactionStatus($0) }
         guard status == PQTRANS_IDLE else {
             throw PGError(.invalidState, "a transaction is already open on this connection (nesting is not supported)",
                           context: description)
         }
-        try execute("BEGIN ISOLATION LEVEL \(isolation.rawValue)" + (readOnly ? " READ ONLY" : ""))
+        let begin = "BEGIN ISOLATION LEVEL \(isolation.rawValue)" + (readOnly ? " READ ONLY" : "")
         let result: T
         do {
+            if let prelude {
+                // One simple-protocol message: BEGIN, then the prelude, inside the transaction.
+                try executeScript(begin + "; " + prelude)
+            } else {
+                try execute(begin)
+            }
             result = try body()
         } catch {
             rollbackIfOpen()

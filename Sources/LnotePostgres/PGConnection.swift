@@ -36,20 +36,39 @@ public final class PGConnection: @unchecked Sendable, CustomStringConvertible {
     /// PostgreSQL's limit on the parameters of one statement.
     static let maxParameters = 65_535
 
+    /// Receives the connection's notices (`PGNotices`); kept alive as long as the connection.
+    private let notices: PGNotices.Sink
+
     /// Connects to `url` (a `postgresql://` URI or a `key=value` conninfo string) and waits
     /// until the connection is ready.
     ///
-    /// The client encoding is set to UTF8. Unless `url` sets `connect_timeout`,
-    /// `connectTimeoutSeconds` bounds how long an unreachable server can hold the call.
+    /// The client encoding is set to UTF8. Unless `url` sets them, `connectTimeoutSeconds`
+    /// bounds how long an unreachable server can hold the call, `applicationName` names the
+    /// connection in `pg_stat_activity` (libpq's `fallback_application_name`), and
+    /// `keepalive` sets TCP keepalives (ignored on a Unix socket). Notices are given to
+    /// `PGNotices` (NOTICE and below dropped, WARNING logged), not printed by libpq.
     /// - Throws: `PGError(.invalidArgument)` when `url` cannot be parsed;
     ///   `PGError(.connection)` with libpq's reason when the server cannot be reached or
     ///   refuses the connection. Neither message contains the password.
-    public init(url: String, connectTimeoutSeconds: Int = 10) throws {
+    public init(url: String, connectTimeoutSeconds: Int = 10, applicationName: String? = nil,
+                keepalive: PGKeepalive? = nil) throws {
         description = try Self.redacted(url)
+        notices = PGNotices.Sink(context: description)
         // With expand_dbname, the URL's own settings override earlier entries and later
-        // entries override the URL: the timeout is a default, the encoding is forced.
-        let keywords = ["connect_timeout", "dbname", "client_encoding"]
-        let values = [String(max(connectTimeoutSeconds, 1)), url, "UTF8"]
+        // entries override the URL: the timeout, name and keepalives are defaults, the
+        // encoding is forced.
+        var keywords = ["connect_timeout"], values = [String(max(connectTimeoutSeconds, 1))]
+        if let applicationName {
+            keywords.append("fallback_application_name")
+            values.append(applicationName)
+        }
+        if let keepalive {
+            keywords += ["keepalives", "keepalives_idle", "keepalives_interval", "keepalives_count", "tcp_user_timeout"]
+            values += ["1", String(keepalive.idleSeconds), String(keepalive.intervalSeconds), String(keepalive.count),
+                       String(keepalive.userTimeoutMilliseconds)]
+        }
+        keywords += ["dbname", "client_encoding"]
+        values += [url, "UTF8"]
         let conn = Self.withCStrings(keywords) { k in
             Self.withCStrings(values) { v in PQconnectdbParams(k, v, 1) }
         }
@@ -61,6 +80,9 @@ public final class PGConnection: @unchecked Sendable, CustomStringConvertible {
             PQfinish(conn)
             throw PGError(.connection, "cannot connect: \(message)", context: description)
         }
+        // Installed once connected: libpq reports the notices of the start-up itself through
+        // its default processor, and there are none on a successful start.
+        notices.install(on: conn)
         handle = conn
     }
 

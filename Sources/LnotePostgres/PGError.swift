@@ -15,6 +15,9 @@ public struct PGError: Error, Sendable, Equatable, CustomStringConvertible {
         /// The transaction was aborted by a serialization failure (40001) or a deadlock
         /// (40P01): nothing it did was kept, and running it again may succeed.
         case serializationFailure
+        /// A lock could not be had within `lock_timeout` (55P03): the transaction was
+        /// aborted, nothing it did was kept, and running it again may succeed.
+        case lockTimeout
         /// The server rejected a statement (any other SQLSTATE, e.g. 23505).
         case server
         /// A field's bytes do not match its type (length, UTF-8, boolean value).
@@ -59,6 +62,7 @@ public struct PGError: Error, Sendable, Equatable, CustomStringConvertible {
     static func code(forSQLState state: String?) -> Code {
         guard let state else { return .server }
         if state == "40001" || state == "40P01" { return .serializationFailure }
+        if state == "55P03" { return .lockTimeout }
         if state.hasPrefix("08") || state == "57P01" || state == "57P02" || state == "57P03" { return .connection }
         return .server
     }
@@ -69,9 +73,12 @@ public struct PGError: Error, Sendable, Equatable, CustomStringConvertible {
     public var isSerializationFailure: Bool { code == .serializationFailure }
     /// The connection is unreachable or lost.
     public var isConnectionFailure: Bool { code == .connection }
-    /// Running the same work again may succeed (serialization failures only: after a
-    /// connection failure the caller decides whether the work was applied).
-    public var isRetryable: Bool { isSerializationFailure }
+    /// 55P03: a lock was not granted within `lock_timeout`.
+    public var isLockTimeout: Bool { code == .lockTimeout }
+    /// Running the same transaction again may succeed (serialization failures and lock
+    /// timeouts only: after a connection failure the caller decides whether the work was
+    /// applied).
+    public var isRetryable: Bool { isSerializationFailure || isLockTimeout }
 
     /// `server: duplicate key value violates unique constraint "t_pkey" [SQLSTATE 23505]
     /// (Key (k)=(1) already exists.) in INSERT INTO t …`
@@ -90,7 +97,7 @@ public struct PGError: Error, Sendable, Equatable, CustomStringConvertible {
     /// for misuse. `underlying` reads `SQLSTATE 23505: message`.
     public var lnoteError: LnoteError {
         let lnoteCode: LnoteError.Code = switch code {
-        case .connection, .serializationFailure, .server, .timeout: .database
+        case .connection, .serializationFailure, .lockTimeout, .server, .timeout: .database
         case .decoding: .corrupt
         case .typeMismatch, .invalidArgument: .invalidArgument
         case .invalidState: .invalidState

@@ -15,6 +15,8 @@ public final class PGPool: @unchecked Sendable {
     public let checkoutTimeout: Duration
     private let url: String
     private let connectTimeoutSeconds: Int
+    private let applicationName: String?
+    private let keepalive: PGKeepalive?
 
     /// Guards `idle`, `open` and `closed`; waiters sleep on it.
     private let condition = NSCondition()
@@ -23,13 +25,17 @@ public final class PGPool: @unchecked Sendable {
     private var open = 0
     private var closed = false
 
-    /// A pool of at most `size` connections to `url`; none is opened until first use.
-    public init(url: String, size: Int, checkoutTimeout: Duration = .seconds(30), connectTimeoutSeconds: Int = 10) {
+    /// A pool of at most `size` connections to `url`; none is opened until first use. Each
+    /// connection is opened with `applicationName` and `keepalive` (`PGConnection.init`).
+    public init(url: String, size: Int, checkoutTimeout: Duration = .seconds(30), connectTimeoutSeconds: Int = 10,
+                applicationName: String? = nil, keepalive: PGKeepalive? = nil) {
         precondition(size >= 1, "a pool holds at least one connection")
         self.url = url
         self.size = size
         self.checkoutTimeout = checkoutTimeout
         self.connectTimeoutSeconds = connectTimeoutSeconds
+        self.applicationName = applicationName
+        self.keepalive = keepalive
     }
 
     deinit {
@@ -90,7 +96,8 @@ public final class PGPool: @unchecked Sendable {
                 open += 1
                 condition.unlock()
                 do {
-                    return try PGConnection(url: url, connectTimeoutSeconds: connectTimeoutSeconds)
+                    return try PGConnection(url: url, connectTimeoutSeconds: connectTimeoutSeconds,
+                                            applicationName: applicationName, keepalive: keepalive)
                 } catch {
                     condition.lock()
                     open -= 1

@@ -9,9 +9,14 @@ import Synchronization
 /// `forEach` reads through a cursor, a batch at a time, and its body may run other statements.
 final class PostgresRelayTransaction: RelayTransaction {
     let conn: PGConnection
+    /// Opened `.allocating`: it holds the counter's lock, and may allocate sequences.
+    let allocates: Bool
     private var statements: [String: PostgresRelayStatement] = [:]
 
-    init(_ conn: PGConnection) { self.conn = conn }
+    init(_ conn: PGConnection, allocates: Bool) {
+        self.conn = conn
+        self.allocates = allocates
+    }
 
     func prepare(_ sql: String) throws -> any RelayStatement {
         if let s = statements[sql] { return s }
@@ -44,6 +49,15 @@ final class PostgresRelayStatement: RelayStatement {
     func rows(_ params: [RelayValue]) throws -> [[RelayValue]] {
         let result = try execute(params)
         return try (0..<result.rowCount).map { r in try (0..<result.columnCount).map { c in try RelayValue(result.value(r, c)) } }
+    }
+
+    /// One round trip: the prepared statement runs once and the first of its rows is
+    /// taken (callers whose query may give several say `LIMIT 1`). `forEach`, through a
+    /// cursor, costs three (DECLARE, FETCH, CLOSE).
+    func first(_ params: [RelayValue]) throws -> [RelayValue]? {
+        let result = try execute(params)
+        guard result.rowCount > 0 else { return nil }
+        return try (0..<result.columnCount).map { c in try RelayValue(result.value(0, c)) }
     }
 
     /// Rows fetched at a time by `forEach`.

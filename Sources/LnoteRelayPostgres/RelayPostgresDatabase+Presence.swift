@@ -4,8 +4,8 @@ import LnoteServer
 
 extension RelayPostgresDatabase: RelayPresenceBackend {
     /// One connection outside the pool, each statement in autocommit: a presence write takes
-    /// no connection a request could use, and none of the locks a push takes (a write
-    /// transaction of the relay locks `relay_counters` first).
+    /// no connection a request could use, and none of the locks a push takes (a push locks
+    /// `relay_counters` first).
     public func makePresenceWriter() throws -> any RelayPresenceWriter {
         try checkOpen()
         return PostgresPresenceWriter(self)
@@ -23,7 +23,10 @@ final class PostgresPresenceWriter: RelayPresenceWriter {
     func run(_ sql: String, _ params: [RelayValue]) throws {
         try database.checkOpen()
         do {
-            if conn == nil { conn = try PGConnection(url: database.url, connectTimeoutSeconds: 5) }
+            if conn == nil {
+                conn = try PGConnection(url: database.url, connectTimeoutSeconds: 5,
+                                        applicationName: RelayPostgresDatabase.presenceApplicationName, keepalive: .standard)
+            }
             try conn!.execute(RelaySQL.dollarPlaceholders(sql), params.map(\.pg))
         } catch let e as PGError {
             close()

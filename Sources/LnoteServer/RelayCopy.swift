@@ -199,7 +199,8 @@ public enum RelayCopy {
         report.batchRows = batchRows
         report.sourceEpochsReset = source.opened.epochsReset
 
-        let (issued, batches) = try target.database.transaction(.write) { ttx in
+        // `.allocating`: the copy raises the target's sequence counter (allocateSequences).
+        let (issued, batches) = try target.database.transaction(.allocating) { ttx in
             try checkEmpty(ttx, target.path)
             return try source.database.transaction(.read) { stx -> (Int64, Int) in
                 let issued = try from.issuedSequence(stx)

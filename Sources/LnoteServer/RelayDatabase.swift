@@ -55,12 +55,14 @@ public protocol RelayDatabase: AnyObject, Sendable {
     func open(_ relay: RelayOpening) throws -> RelayStore.OpenReport
 
     /// Runs `body` in one transaction: commits when it returns, rolls back when it throws
-    /// (rethrowing the error). In `.write` mode the body may run again after a rollback
-    /// (see the protocol's discussion); in `.read` mode it sees one consistent state and
-    /// must not write.
+    /// (rethrowing the error). In `.write` and `.allocating` mode the body may run again
+    /// after a rollback (see the protocol's discussion); in `.read` mode it sees one
+    /// consistent state and must not write (it may run again too: a backend may retry a
+    /// lock that could not be had in time).
     func transaction<T>(_ mode: RelayTransactionMode, _ body: (any RelayTransaction) throws -> T) throws -> T
 
     /// Reserves `count` change sequences (at least 1) for operations `tx` is about to store
+    /// (`tx` is an `.allocating` transaction: in any other the call throws `.invalidState`)
     /// and returns the first; the others follow it. Each is greater than every sequence
     /// stored, or allocated by a transaction that committed, in any process: a committed
     /// allocation is never handed out again, even where `tx` stored fewer rows (gaps are
@@ -82,9 +84,11 @@ public protocol RelayDatabase: AnyObject, Sendable {
     func publishChange(of notebook: NotebookID, _ tx: any RelayTransaction) throws
 
     /// Starts calling `changed` (from any thread) when another process sharing the database
-    /// reports a change (`publishChange`); called once, after `open`. The default does
-    /// nothing: a held long poll then sees another process's change when its wait runs out
-    /// ([SYNC-72]).
+    /// reports a change (`publishChange`); called once, after `open`, by the store's first
+    /// `observeChanges`. It returns once a change committed afterwards will be reported (a
+    /// backend that cannot tell that yet reports every notebook once it can). The default
+    /// does nothing: a held long poll then sees another process's change when its wait runs
+    /// out ([SYNC-72]).
     func startChangeFeed(_ changed: @escaping @Sendable (NotebookID) -> Void) throws
 
     /// Called after the commit of a write that allocated sequences up to `sequence`, before
@@ -98,9 +102,16 @@ public protocol RelayDatabase: AnyObject, Sendable {
     func close() throws
 
     /// Whether transactions of this process may run at once (several connections, each
-    /// transaction on its own). `RelayStore` then runs its calls on a concurrent queue; with
-    /// false (the default, SQLite's one connection) on a serial queue.
+    /// transaction on its own). `RelayStore` then runs its calls on up to
+    /// `maxConcurrentTransactions` threads of its own; with false (the default, SQLite's one
+    /// connection) on a serial queue.
     var allowsConcurrentTransactions: Bool { get }
+
+    /// How many transactions of this process can be in the database at once (PostgreSQL: its
+    /// pool size): `RelayStore` gives its calls that many threads, so that no connection
+    /// idles while requests wait for a thread. Read only when `allowsConcurrentTransactions`.
+    /// The default is 1.
+    var maxConcurrentTransactions: Int { get }
 }
 
 extension RelayDatabase {
@@ -108,6 +119,7 @@ extension RelayDatabase {
     public func startChangeFeed(_ changed: @escaping @Sendable (NotebookID) -> Void) throws {}
     public func issued(through sequence: Int64) throws {}
     public var allowsConcurrentTransactions: Bool { false }
+    public var maxConcurrentTransactions: Int { 1 }
 }
 
 /// What a relay transaction may do.
@@ -115,8 +127,18 @@ public enum RelayTransactionMode: Sendable, Equatable {
     /// Reads one consistent state (SQLite `BEGIN DEFERRED`; PostgreSQL `REPEATABLE READ
     /// READ ONLY`).
     case read
-    /// Reads and writes, serializably (SQLite `BEGIN IMMEDIATE`; PostgreSQL `SERIALIZABLE`).
+    /// Reads and writes, serializably (SQLite `BEGIN IMMEDIATE`; PostgreSQL `SERIALIZABLE`),
+    /// and never allocates change sequences.
     case write
+    /// A write that may allocate change sequences (`RelayDatabase.allocateSequences`): a
+    /// push. A backend may order these writers before they read anything (PostgreSQL takes
+    /// the counter's lock as the transaction's first statement), which is what makes
+    /// sequences visible in allocation order; the other writes need not wait for them.
+    /// `allocateSequences` in a transaction of another mode throws `.invalidState`.
+    case allocating
+
+    /// Whether the transaction may write (`.write` or `.allocating`).
+    public var writes: Bool { self != .read }
 }
 
 /// The relay's side of opening a database: the parts of an upgrade or a check that are the
@@ -162,6 +184,10 @@ extension RelayTransaction {
 public protocol RelayStatement: AnyObject {
     /// Runs it with `params` and returns every row.
     func rows(_ params: [RelayValue]) throws -> [[RelayValue]]
+    /// Runs it with `params` and returns the first row, or nil: in one step of SQLite, in
+    /// one round trip to PostgreSQL (which sends every row the statement gives: a query
+    /// that may give more than one row says `LIMIT 1`). The default reads through `forEach`.
+    func first(_ params: [RelayValue]) throws -> [RelayValue]?
     /// Runs it with `params`, giving `body` one row at a time until it returns false or the
     /// rows run out (a backend may fetch rows in batches; the rest are not read).
     func forEach(_ params: [RelayValue], _ body: ([RelayValue]) throws -> Bool) throws
@@ -171,7 +197,7 @@ public protocol RelayStatement: AnyObject {
 }
 
 extension RelayStatement {
-    /// The first row, or nil.
+    /// The first row, or nil, through `forEach` (a backend gives a cheaper one).
     public func first(_ params: [RelayValue]) throws -> [RelayValue]? {
         var found: [RelayValue]?
         try forEach(params) { found = $0; return false }

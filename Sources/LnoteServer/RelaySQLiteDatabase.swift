@@ -34,8 +34,8 @@ public final class RelaySQLiteDatabase: RelayDatabase {
     public var tokenInsertionOrder: String { "rowid" }
 
     public func transaction<T>(_ mode: RelayTransactionMode, _ body: (any RelayTransaction) throws -> T) throws -> T {
-        try db.transaction(mode == .write ? .immediate : .deferred) {
-            let tx = SQLiteRelayTransaction(db)
+        try db.transaction(mode.writes ? .immediate : .deferred) {
+            let tx = SQLiteRelayTransaction(db, mode: mode)
             defer { tx.end() }
             return try body(tx)
         }
@@ -47,6 +47,10 @@ public final class RelaySQLiteDatabase: RelayDatabase {
     /// lock, taken by `BEGIN IMMEDIATE`, is held from the read to the commit.
     public func allocateSequences(_ count: Int, _ tx: any RelayTransaction) throws -> Int64 {
         precondition(count > 0, "allocating no sequence")
+        // The same rule as PostgreSQL's, so that the tests on SQLite find a misuse too.
+        guard (tx as? SQLiteRelayTransaction)?.mode ?? .allocating == .allocating else {
+            throw LnoteError(.invalidState, "change sequences allocated in a transaction not opened .allocating", path: path)
+        }
         let issued = try Self.issuedSequence(tx)
         let top = Int64(clamping: issued) + Int64(count)
         if try tx.execute("UPDATE sqlite_sequence SET seq = ?1 WHERE name = 'ops'", [.integer(top)]) == 0 {
@@ -85,9 +89,13 @@ public final class RelaySQLiteDatabase: RelayDatabase {
 /// transaction and finalized when it ends.
 final class SQLiteRelayTransaction: RelayTransaction {
     let db: SQLiteDatabase
+    let mode: RelayTransactionMode
     private var statements: [String: SQLiteRelayStatement] = [:]
 
-    init(_ db: SQLiteDatabase) { self.db = db }
+    init(_ db: SQLiteDatabase, mode: RelayTransactionMode) {
+        self.db = db
+        self.mode = mode
+    }
 
     func end() {
         for s in statements.values { s.statement.finalize() }
@@ -125,6 +133,14 @@ final class SQLiteRelayStatement: RelayStatement {
         while try statement.step() {
             guard try body(try statement.row().map(RelayValue.init)) else { break }
         }
+    }
+
+    /// One step, then a reset: no read cursor is left open.
+    func first(_ params: [RelayValue]) throws -> [RelayValue]? {
+        try statement.reset()
+        try statement.bind(params.map(\.sqlite))
+        defer { try? statement.reset() }
+        return try statement.step() ? try statement.row().map(RelayValue.init) : nil
     }
 
     @discardableResult

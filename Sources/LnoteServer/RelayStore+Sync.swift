@@ -88,7 +88,13 @@ extension RelayStore {
             }
         }
 
-        let (answer, issued): (SyncResponse, Int64) = try database.transaction(.write) { tx in
+        // A push may store operations: it allocates sequences, so it is an `.allocating`
+        // write. A pull alone writes nothing (no cursor, owner or token use is recorded: a
+        // device is claimed only by a push that stores its operations), so it reads one
+        // consistent state and waits for no writer: sequences become visible in allocation
+        // order (`RelayDatabase.allocateSequences`), so its cursor never skips an operation.
+        let mode: RelayTransactionMode = incoming.isEmpty ? .read : .allocating
+        let (answer, issued): (SyncResponse, Int64) = try database.transaction(mode) { tx in
             let (nb, epoch) = try row(of: notebook, tx)
             var present = Set<AssetID>()
             for x in incoming {

@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import LnoteModel
 import LnoteSync
+import Synchronization
 
 /// Names one notebook on a relay (the `{notebook}` of `/v1/notebooks/{notebook}`).
 public struct NotebookID: Hashable, Comparable, Sendable, CustomStringConvertible {
@@ -40,8 +41,9 @@ public struct RelayNotebookInfo: Sendable, Equatable {
 /// Every method that writes runs in one transaction: a method that throws changed nothing.
 /// The methods are synchronous and block on the database (and on fsync at each commit), so
 /// call them from a thread of your own (libmicrohttpd's handler threads are fine);
-/// `RelayEndpoint` wraps them for async callers on a dispatch queue, off Swift
-/// concurrency's shared threads. Readers see whole transactions.
+/// `RelayEndpoint` wraps them for async callers on the store's own threads (a serial queue
+/// for SQLite, one thread per pooled connection for PostgreSQL), off Swift concurrency's
+/// shared threads. Readers see whole transactions.
 public final class RelayStore: Sendable {
     /// A pull (the operations of one sync answer) stops before its frames and per-log
     /// headers would exceed this many bytes; the answer's cursor then names the last
@@ -57,11 +59,17 @@ public final class RelayStore: Sendable {
     public let opened: OpenReport
     /// The backend: every row is read and written through it.
     public let database: any RelayDatabase
-    /// Where `RelayEndpoint` runs the blocking calls: serial, or concurrent when the backend
-    /// allows concurrent transactions (`RelayDatabase.allowsConcurrentTransactions`).
+    /// Where `RelayEndpoint` runs the blocking calls when the backend runs one transaction at
+    /// a time (SQLite): a serial queue.
     let queue: DispatchQueue
+    /// Where it runs them when the backend allows concurrent transactions
+    /// (`RelayDatabase.allowsConcurrentTransactions`): as many threads as it can run
+    /// transactions at once (`maxConcurrentTransactions`, PostgreSQL's pool size).
+    let workers: RelayWorkers?
     /// Told of each notebook that gained operations or a new epoch (`observeChanges`).
     let observers = ChangeObservers()
+    /// Whether the backend's change feed was started (by the first `observeChanges`).
+    let feedStarted = Mutex<Bool>(false)
 
     /// The high-water mark's file for the SQLite database at `path`.
     public static func markPath(for path: String) -> String { RelaySQLiteDatabase.markPath(for: path) }
@@ -86,8 +94,10 @@ public final class RelayStore: Sendable {
     }
 
     /// Opens the relay store in `database`: prepares it (`RelayDatabase.open`: schema,
-    /// upgrades, the backend's checks) and starts its change feed. The store owns the
-    /// database from here: `close()` closes it, and so does a failed opening.
+    /// upgrades, the backend's checks). The store owns the database from here: `close()`
+    /// closes it, and so does a failed opening. The backend's change feed is started by the
+    /// first `observeChanges` (a server's long polls): a store opened for an admin command
+    /// or a copy has no observer, and holds no listening connection.
     ///
     /// - Throws: `.invalidArgument` for a pull limit that is not positive; what
     ///   `RelayDatabase.open` throws.
@@ -108,17 +118,10 @@ public final class RelayStore: Sendable {
         self.pullLimit = pullLimit
         self.database = database
         // A backend with one connection (SQLite) runs one call at a time: a serial queue. One
-        // with a pool (PostgreSQL) runs as many as it has connections; the pool bounds them.
-        self.queue = database.allowsConcurrentTransactions
-            ? DispatchQueue(label: "lnote.relay-store", attributes: .concurrent)
-            : DispatchQueue(label: "lnote.relay-store")
-        let observers = self.observers
-        do {
-            try database.startChangeFeed { observers.notify($0) }
-        } catch {
-            try? database.close()
-            throw error
-        }
+        // with a pool (PostgreSQL) runs as many as it has connections, each on its own thread.
+        self.queue = DispatchQueue(label: "lnote.relay-store")
+        self.workers = database.allowsConcurrentTransactions
+            ? RelayWorkers(limit: database.maxConcurrentTransactions, name: "lnote relay store") : nil
     }
 
     /// A store over `database` as it is, for its upgrade while the real one is being opened.
@@ -127,6 +130,7 @@ public final class RelayStore: Sendable {
         self.pullLimit = pullLimit
         self.database = database
         self.queue = DispatchQueue(label: "lnote.relay-store.opening")
+        self.workers = nil
         opened = OpenReport()
     }
 
@@ -221,9 +225,27 @@ public final class RelayStore: Sendable {
     /// same database is observed only through the backend's change feed
     /// (`RelayDatabase.startChangeFeed`; SQLite has none: its changes reach held requests
     /// when they time out).
+    ///
+    /// The first call starts the backend's change feed (PostgreSQL: a listening connection
+    /// of its own) and returns once a change another process commits afterwards will be
+    /// observed (waiting at most about the connect timeout when the database is away; every
+    /// notebook is then reported once the feed listens). On a closed store there is nothing
+    /// to observe: the feed is not started.
     /// - Returns: what `stopObserving` takes.
     public func observeChanges(_ observer: @escaping @Sendable (NotebookID) -> Void) -> Int {
-        observers.add(observer)
+        let token = observers.add(observer)
+        let observers = self.observers
+        // Under the lock: a second observer returns once the feed started, as the first does.
+        feedStarted.withLock { started in
+            guard !started else { return }
+            // Throws only when the database is closed (`.invalidState`: nothing to observe);
+            // the feed's own connection failures are retried on its thread.
+            do {
+                try database.startChangeFeed { observers.notify($0) }
+                started = true
+            } catch {}
+        }
+        return token
     }
 
     /// Stops calling an observer. Idempotent.
@@ -281,7 +303,11 @@ public final class RelayStore: Sendable {
     /// Runs `body` on the store's queue and returns its result to an async caller.
     func perform<T: Sendable>(_ body: @escaping @Sendable (RelayStore) throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
-            queue.async { continuation.resume(with: Result { try body(self) }) }
+            if let workers {
+                workers.submit { continuation.resume(with: Result { try body(self) }) }
+            } else {
+                queue.async { continuation.resume(with: Result { try body(self) }) }
+            }
         }
     }
 }

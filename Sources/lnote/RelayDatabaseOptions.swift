@@ -13,7 +13,9 @@ extension CommandTable {
     static let relayDatabaseSynopsis = "(--db FILE.sqlite | --postgres URL [--pool-size N])"
 
     /// The store the options name, opened (schema created or upgraded), and where it is
-    /// (the file, or the URL without its password).
+    /// (the file, or the URL without its password). On PostgreSQL the store holds no LISTEN
+    /// connection until something observes its changes (`RelayStore.observeChanges`, which
+    /// only `lnote relay`'s server does): the admin commands use the pool alone.
     /// - Parameter defaultPoolSize: PostgreSQL connections when `--pool-size` is not given.
     static func openRelayStore(_ args: Arguments, defaultPoolSize: Int = 2) throws -> (store: RelayStore, location: String) {
         let db = args.option("db"), url = args.option("postgres")

@@ -45,12 +45,12 @@ struct RelayBackendTests {
         func close() throws { try inner.close() }
 
         func transaction<T>(_ mode: RelayTransactionMode, _ body: (any RelayTransaction) throws -> T) throws -> T {
-            guard mode == .write else { return try inner.transaction(mode, body) }
+            guard mode.writes else { return try inner.transaction(mode, body) }
             var failed = false
             while true {
                 counts.withLock { $0.runs += 1 }
                 do {
-                    return try inner.transaction(.write) { tx in
+                    return try inner.transaction(mode) { tx in
                         let failing = FailingTransaction(tx, failAt: failed ? nil : failAt)
                         let result = try body(failing)
                         if !failed { throw SimulatedSerializationFailure() }
@@ -105,6 +105,10 @@ struct RelayBackendTests {
         func forEach(_ params: [RelayValue], _ body: ([RelayValue]) throws -> Bool) throws {
             try tx.step()
             try inner.forEach(params, body)
+        }
+        func first(_ params: [RelayValue]) throws -> [RelayValue]? {
+            try tx.step()
+            return try inner.first(params)
         }
         func run(_ params: [RelayValue]) throws -> Int {
             try tx.step()
