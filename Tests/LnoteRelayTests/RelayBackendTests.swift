@@ -177,7 +177,17 @@ struct RelayBackendTests {
             ts[i].owners = try store.owners(notebook: nb).map { "\($0.replica) \($0.device)" }
             ts[i].tokens = try store.listTokens(notebook: nb).map { "\($0.label) \($0.deviceNamed ? $0.device : "unnamed")" }
             ts[i].checkpoints = try store.checkpoints(notebook: nb)
-            ts[i].notified = notified.withLock { $0[i] }
+            // Change notices arrive on the feed's own thread (PostgreSQL: a NOTIFY read by the
+            // listening connection after the commit): read the count once it has stopped moving.
+            var seen = notified.withLock { $0[i] }
+            var stable = 0
+            for _ in 0..<100 where stable < 4 {
+                try await Task.sleep(for: .milliseconds(50))
+                let now = notified.withLock { $0[i] }
+                stable = now == seen ? stable + 1 : 0
+                seen = now
+            }
+            ts[i].notified = seen
             ts[i].counts = try RelayCounts.read(store)
         }
         return ts
