@@ -6,74 +6,40 @@ import LnoteModel
 import LnotePostgres
 import Synchronization
 import Dispatch
+import LnoteTestSupport
 
-/// A throwaway PostgreSQL cluster for cases 15 and 16.
+/// A throwaway PostgreSQL cluster for cases 15 and 16: the tests' `PostgresCluster`
+/// (`initdb` as the `postgres` user when root, a Unix socket only, removed by `remove()`),
+/// started durable, plus what the cases read of it (pg_stat_statements, the server's CPU).
 ///
-/// A small copy of the recipe of `Tests/LnoteTestSupport/PostgresCluster.swift` (the bench
-/// does not depend on the test-support module): `initdb` in a fresh directory under /tmp
-/// (as the `postgres` user through `runuser` when run as root: initdb refuses root), the
-/// server on a Unix socket in that directory only, stopped and removed by `remove()`.
-///
-/// One difference, on purpose: the tests' cluster runs with `fsync=off` and
+/// One difference from the tests' cluster, on purpose: the tests run with `fsync=off` and
 /// `synchronous_commit=off` (speed, nothing to keep); this one keeps PostgreSQL's defaults
 /// (`fsync=on`, `synchronous_commit=on`), so that a commit is durable as the SQLite relay's
 /// is (`synchronous = FULL`) and the comparison is between durable stores. The data
 /// directory is on the same disk as the bench's workspace (/tmp).
 final class BenchPostgres: @unchecked Sendable {
-    let directory: String
-    let bin: String
-    let asRoot: Bool
-    var data: String { directory + "/data" }
-    var logPath: String { directory + "/log" }
-    let user = "lnote"
+    let cluster: PostgresCluster
+    var directory: String { cluster.directory }
+    var data: String { cluster.dataDirectory }
 
     /// `postgresql:///DB?host=DIR&user=lnote`.
-    func url(_ database: String = "postgres") -> String {
-        "postgresql:///\(database)?host=\(directory)&user=\(user)&connect_timeout=10"
-    }
+    func url(_ database: String = "postgres") -> String { cluster.url(database: database) }
 
-    private init(directory: String, bin: String, asRoot: Bool) {
-        self.directory = directory
-        self.bin = bin
-        self.asRoot = asRoot
-    }
+    private init(cluster: PostgresCluster) { self.cluster = cluster }
 
     /// initdb and start (about 2 s) in a new directory under `parent` (/tmp: the disk;
     /// /dev/shm: tmpfs, where fsync costs nothing); throws with the log's tail when it cannot.
     /// With `statements`, the server preloads pg_stat_statements (per-statement execution
-    /// times, read by `topStatements`; a small cost on every statement).
+    /// times, read by `statementSummary`; a small cost on every statement).
     static func start(parent: String = "/tmp", statements: Bool = false) async throws -> BenchPostgres {
-        let root = "/usr/lib/postgresql"
-        let env = ProcessInfo.processInfo.environment["LNOTE_PG_BIN"]
-        let versions = ((try? FileManager.default.contentsOfDirectory(atPath: root)) ?? []).compactMap { Int($0) }.sorted(by: >)
-        guard let bin = env.flatMap({ $0.isEmpty ? nil : $0 })
-                ?? versions.map({ "\(root)/\($0)/bin" }).first(where: { FileManager.default.isExecutableFile(atPath: $0 + "/initdb") }) else {
-            throw LnoteError(.notFound, "PostgreSQL server binaries not found (/usr/lib/postgresql/*/bin/initdb); "
-                             + "`scripts/setup.sh --deps-only` installs them")
-        }
-        var template = Array("\(parent)/lnote-bench-pg-XXXXXX".utf8CString)
-        guard let made = mkdtemp(&template) else { throw LnoteError(.io, "mkdtemp in \(parent) failed: errno \(errno)") }
-        let pg = BenchPostgres(directory: String(cString: made), bin: bin, asRoot: geteuid() == 0)
+        // Room for one pull's statements in pg_stat_statements.
+        let preload = statements ? " -c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.max=60000" : ""
         do {
-            FileManager.default.createFile(atPath: pg.logPath, contents: nil)
-            chmod(pg.directory, 0o755)
-            if pg.asRoot {
-                guard let pw = getpwnam("postgres") else {
-                    throw LnoteError(.notFound, "running as root without a `postgres` user to run PostgreSQL as")
-                }
-                for p in [pg.directory, pg.logPath] { chown(p, pw.pointee.pw_uid, pw.pointee.pw_gid) }
-            }
-            try await pg.run("initdb", ["-D", pg.data, "-A", "trust", "-U", pg.user, "-E", "UTF8", "--locale=C"])
-            // Room for one pull's statements: the relay names each cursor apart (lnote_cursor_N),
-            // so each DECLARE, FETCH and CLOSE is a statement of its own to pg_stat_statements.
-            let preload = statements ? " -c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.max=60000" : ""
-            try await pg.run("pg_ctl", ["-D", pg.data, "-o", "-k \(pg.directory) -c listen_addresses='' -c max_connections=200" + preload,
-                                        "-l", pg.logPath, "-w", "-t", "60", "start"])
-        } catch {
-            await pg.remove()
-            throw error
+            return BenchPostgres(cluster: try await PostgresCluster.start(parent: parent, durable: true,
+                                                                          serverOptions: "-c max_connections=200" + preload))
+        } catch let f as PostgresCluster.Failure {
+            throw LnoteError(.io, "PostgreSQL: \(f.message)\n\(f.logTail)")
         }
-        return pg
     }
 
     /// A new empty database; its URL.
@@ -133,51 +99,7 @@ final class BenchPostgres: @unchecked Sendable {
     }
 
     /// Stops the server (fast) and deletes the directory; never throws.
-    func remove() async {
-        if FileManager.default.fileExists(atPath: data + "/postmaster.pid") {
-            try? await run("pg_ctl", ["-D", data, "-m", "fast", "-w", "-t", "60", "stop"])
-        }
-        try? FileManager.default.removeItem(atPath: directory)
-    }
-
-    /// Runs a server tool (as `postgres` when root), output to the log, waiting by polling
-    /// `waitpid` (pg_ctl start leaves a daemon behind; see PostgresCluster.exitStatus).
-    private func run(_ tool: String, _ arguments: [String]) async throws {
-        let fd = open(logPath, O_WRONLY | O_APPEND | O_CLOEXEC)
-        guard fd >= 0 else { throw LnoteError(.io, "cannot open \(logPath)") }
-        let log = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
-        let p = Process()
-        if asRoot {
-            p.executableURL = URL(fileURLWithPath: "/usr/sbin/runuser")
-            p.arguments = ["-u", "postgres", "--", "\(bin)/\(tool)"] + arguments
-        } else {
-            p.executableURL = URL(fileURLWithPath: "\(bin)/\(tool)")
-            p.arguments = arguments
-        }
-        p.currentDirectoryURL = URL(fileURLWithPath: directory)
-        p.standardInput = FileHandle.nullDevice
-        p.standardOutput = log
-        p.standardError = log
-        try p.run()
-        let pid = p.processIdentifier
-        var raw: Int32 = 0
-        var status: Int32 = -1
-        while true {
-            let r = waitpid(pid, &raw, WNOHANG)
-            if r == pid { status = (raw & 0x7f) == 0 ? (raw >> 8) & 0xff : 128 + (raw & 0x7f); break }
-            if r == -1 && errno == ECHILD {
-                for _ in 0..<10_000 where p.isRunning { try? await Task.sleep(for: .milliseconds(5)) }
-                status = p.terminationStatus
-                break
-            }
-            try? await Task.sleep(for: .milliseconds(5))
-        }
-        try? log.close()
-        guard status == 0 else {
-            let tail = ((try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "").split(separator: "\n").suffix(8).joined(separator: "\n")
-            throw LnoteError(.io, "PostgreSQL: `\(tool) \(arguments.joined(separator: " "))` exited with status \(status):\n\(tail)")
-        }
-    }
+    func remove() async { await cluster.remove() }
 }
 
 /// `/proc/PID/stat`: CPU seconds of a process (utime + stime) and of its reaped children.

@@ -36,27 +36,41 @@ public final class PostgresCluster: Sendable {
     /// The superuser `initdb` created (trust authentication).
     public let user = "lnote"
     private let runAsPostgres: Bool
+    /// Commits durable as PostgreSQL's defaults make them (fsync on), for benchmarks;
+    /// otherwise fast and throwaway.
+    public let durable: Bool
+    /// More `-c name=value` server options (a later one wins over an earlier one).
+    public let serverOptions: String
 
     /// `postgresql:///postgres?host=DIR&user=lnote&connect_timeout=5`.
     public var url: String {
         "postgresql:///postgres?host=\(directory)&user=\(user)&connect_timeout=5"
     }
 
-    private init(directory: String, binDirectory: String, runAsPostgres: Bool) {
+    private init(directory: String, binDirectory: String, runAsPostgres: Bool, durable: Bool, serverOptions: String) {
         self.directory = directory
         self.dataDirectory = directory + "/data"
         self.logPath = directory + "/log"
         self.binDirectory = binDirectory
         self.runAsPostgres = runAsPostgres
+        self.durable = durable
+        self.serverOptions = serverOptions
     }
 
     /// Creates and starts a new cluster (about two seconds here).
     ///
-    /// - Parameter binDirectory: PostgreSQL's binaries; by default `$LNOTE_PG_BIN`, else
-    ///   the newest `/usr/lib/postgresql/*/bin` holding `initdb`.
+    /// - Parameters:
+    ///   - binDirectory: PostgreSQL's binaries; by default `$LNOTE_PG_BIN`, else the newest
+    ///     `/usr/lib/postgresql/*/bin` holding `initdb`.
+    ///   - parent: where the cluster's directory is made (/tmp: the disk; /dev/shm: tmpfs).
+    ///     Its path must stay short: the socket path must fit in 107 bytes.
+    ///   - durable: keep PostgreSQL's durable defaults (fsync, synchronous commit, full page
+    ///     writes), as a benchmark comparing durable stores needs; tests run without them.
+    ///   - serverOptions: more `-c name=value` options for the server.
     /// - Throws: `Failure` when the binaries are missing, the temporary directory cannot be
     ///   prepared, or `initdb` / `pg_ctl start` fails (with the log's tail).
-    public static func start(binDirectory: String? = nil) async throws -> PostgresCluster {
+    public static func start(binDirectory: String? = nil, parent: String = "/tmp", durable: Bool = false,
+                             serverOptions: String = "") async throws -> PostgresCluster {
         guard let bin = binDirectory ?? findBinDirectory() else {
             throw Failure(message: "PostgreSQL server binaries not found (no /usr/lib/postgresql/*/bin/initdb, "
                 + "LNOTE_PG_BIN unset). Install them with `scripts/setup.sh --deps-only` "
@@ -69,16 +83,17 @@ public final class PostgresCluster: Sendable {
                 logTail: "")
         }
         // Short path: the socket path (DIR/.s.PGSQL.5432) must fit in 107 bytes.
-        var template = Array("/tmp/lnote-pg-XXXXXX".utf8CString)
+        var template = Array("\(parent)/lnote-pg-XXXXXX".utf8CString)
         guard let made = mkdtemp(&template) else {
-            throw Failure(message: "cannot create a temporary directory in /tmp: errno \(errno)", logTail: "")
+            throw Failure(message: "cannot create a temporary directory in \(parent): errno \(errno)", logTail: "")
         }
         let dir = String(cString: made)
-        let cluster = PostgresCluster(directory: dir, binDirectory: bin, runAsPostgres: asRoot)
+        let cluster = PostgresCluster(directory: dir, binDirectory: bin, runAsPostgres: asRoot, durable: durable,
+                                      serverOptions: serverOptions)
         do {
             try cluster.prepareDirectory()
             try await cluster.run("initdb", ["-D", cluster.dataDirectory, "-A", "trust", "-U", cluster.user,
-                                             "-E", "UTF8", "--locale=C", "--no-sync"])
+                                             "-E", "UTF8", "--locale=C"] + (durable ? [] : ["--no-sync"]))
             try await cluster.start()
         } catch {
             await cluster.remove()
@@ -91,8 +106,9 @@ public final class PostgresCluster: Sendable {
     public func start() async throws {
         // Fast and throwaway: no fsync. Unix socket only. Room for many stores at once (each a
         // pool and a listening connection) while test suites run side by side.
-        let options = "-k \(directory) -c listen_addresses='' -c fsync=off -c synchronous_commit=off "
-            + "-c full_page_writes=off -c max_connections=400"
+        let options = "-k \(directory) -c listen_addresses='' "
+            + (durable ? "" : "-c fsync=off -c synchronous_commit=off -c full_page_writes=off ")
+            + "-c max_connections=400" + (serverOptions.isEmpty ? "" : " " + serverOptions)
         try await run("pg_ctl", ["-D", dataDirectory, "-o", options, "-l", logPath, "-w", "-t", "60", "start"])
     }
 
