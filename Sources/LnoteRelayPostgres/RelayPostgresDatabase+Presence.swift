@@ -26,6 +26,9 @@ final class PostgresPresenceWriter: RelayPresenceWriter {
             if conn == nil {
                 conn = try PGConnection(url: database.url, connectTimeoutSeconds: 5,
                                         applicationName: RelayPostgresDatabase.presenceApplicationName, keepalive: .standard)
+                // A commit that hangs (a frozen backend, a lost synchronous standby) must not
+                // hold the relay's stop: each presence statement gives up after 5 s.
+                _ = try conn!.execute("SET statement_timeout = 5000", [])
             }
             try conn!.execute(RelaySQL.dollarPlaceholders(sql), params.map(\.pg))
         } catch let e as PGError {

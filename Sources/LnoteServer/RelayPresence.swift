@@ -156,11 +156,13 @@ public final class RelayPresence: Sendable {
     public var writes: (written: Int, failed: Int) { counts.withLock { $0 } }
 
     /// Stops the thread and deletes this process's row (a failure to delete it is logged:
-    /// the row then ages out). Waits for a write in progress. Idempotent.
+    /// the row then ages out). Waits for a write in progress, at most 15 s: a database that
+    /// does not answer does not keep the relay from stopping (the row then ages out).
+    /// Idempotent.
     public func close() {
         guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
         stop.signal()
-        done.wait()
+        _ = done.wait(timeout: .now() + 15)
     }
 
     static let upsert = """

@@ -32,20 +32,25 @@ public enum Repair {
                 do {
                     d = try await notebook.openDocument(id)
                 } catch {
-                    actions.append("document \(id): cannot be opened, left as it is: \(error)")
+                    actions.append("document \(id): cannot be opened, left as it is: \(Self.words(error))")
                     continue
                 }
                 do {
                     for pid in await d.allPageIDs {
-                        let c = try await d.compactReporting(page: pid)
-                        if c.written {
-                            actions.append("document \(id) page \(pid): snapshot rewritten from its log (\(c.frames) operation\(c.frames == 1 ? "" : "s") past it)")
+                        // One page that cannot be repaired is said and left; the others go on.
+                        do {
+                            let c = try await d.compactReporting(page: pid)
+                            if c.written {
+                                actions.append("document \(id) page \(pid): snapshot rewritten from its log (\(c.frames) operation\(c.frames == 1 ? "" : "s") past it)")
+                            }
+                            if try DurableFile.readIfExists(d.thumbnailPath(pid), io: .live) == nil {
+                                _ = try await d.thumbnail(page: pid)
+                                actions.append("document \(id) page \(pid): thumbnail rendered")
+                            }
+                            try await d.closePage(pid)
+                        } catch {
+                            actions.append("document \(id) page \(pid): left as it is: \(Self.words(error))")
                         }
-                        if try DurableFile.readIfExists(d.thumbnailPath(pid), io: .live) == nil {
-                            _ = try await d.thumbnail(page: pid)
-                            actions.append("document \(id) page \(pid): thumbnail rendered")
-                        }
-                        try await d.closePage(pid)
                     }
                     try await d.flush()
                     for r in await d.recoveryReports where !r.isClean { actions.append("document \(id): \(r)") }
@@ -67,5 +72,11 @@ public enum Repair {
             actions.append("fixed: \(p.description)")
         }
         return RepairReport(before: before, after: after, actions: actions)
+    }
+
+    /// An error's message with its file, without the library's code name.
+    static func words(_ error: any Error) -> String {
+        guard let e = error as? LnoteError else { return "\(error)" }
+        return e.message + (e.path.map { " (\($0))" } ?? "")
     }
 }

@@ -55,13 +55,36 @@ public struct SavedRemotes: Sendable, Equatable {
         }
     }
 
+    /// Checks a remote's location and token ([PKG-101]): an http(s) URL with a host, or an
+    /// absolute folder path; a token only for a URL, 1 to 256 bytes of visible ASCII (it goes
+    /// into an `Authorization` header).
+    /// - Throws: `invalidArgument` saying what is wrong.
+    public static func checkRemote(_ r: SavedRemote) throws {
+        try checkName(r.name)
+        if r.isURL {
+            guard let c = URLComponents(string: r.location), c.host?.isEmpty == false else {
+                throw LnoteError(.invalidArgument, "remote \(r.name): \"\(PrintableText.escaped(r.location))\" is not an http(s) URL with a host")
+            }
+        } else {
+            guard r.location.hasPrefix("/"), PrintableText.controlCharacter(in: r.location) == nil else {
+                throw LnoteError(.invalidArgument, "remote \(r.name): a folder is saved as an absolute path, not \"\(PrintableText.escaped(r.location))\"")
+            }
+            guard r.token == nil else { throw LnoteError(.invalidArgument, "remote \(r.name): a folder has no token") }
+        }
+        if let t = r.token {
+            guard (1...256).contains(t.utf8.count), t.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
+                throw LnoteError(.invalidArgument, "remote \(r.name): a token is 1 to 256 visible ASCII characters")
+            }
+        }
+    }
+
     // MARK: - Changes
 
     /// Adds a remote; the first one added becomes the default, and so does one added with
     /// `makeDefault`.
     /// - Throws: `alreadyExists` when the name is taken; `invalidArgument` for a bad name.
     public mutating func add(_ remote: SavedRemote, makeDefault: Bool = false) throws {
-        try Self.checkName(remote.name)
+        try Self.checkRemote(remote)
         guard self.remote(named: remote.name) == nil else {
             throw LnoteError(.alreadyExists, "a remote named \"\(remote.name)\" is already saved (remove it first, or pick another name)")
         }
@@ -134,11 +157,19 @@ public struct SavedRemotes: Sendable, Equatable {
                 throw LnoteError(.corrupt, e.message, path: path)
             }
         }
-        if let d = file.default {
+        // [PKG-101] `default` names a saved remote, and is there exactly when one is saved.
+        switch (file.default, file.remotes.isEmpty) {
+        case (let d?, false):
             guard out.remote(named: d) != nil else {
                 throw LnoteError(.corrupt, "the default remote \"\(PrintableText.escaped(d))\" is not among the saved ones", path: path)
             }
             out.defaultName = d
+        case (nil, true):
+            break
+        case (nil, false):
+            throw LnoteError(.corrupt, "remotes are saved but none is the default", path: path)
+        case (.some, true):
+            throw LnoteError(.corrupt, "a default remote is named but none is saved", path: path)
         }
         return out
     }

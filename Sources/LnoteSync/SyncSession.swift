@@ -343,11 +343,19 @@ public struct SyncSession: Sendable {
         // [SYNC-57] The devices behind the replica ids, on a clock comparison only (a steady
         // sync stays one exchange); a cache, so a failure here fails nothing.
         if var names = try? await remote.devices() {
-            // This folder's own machine is named here (`lnote init --name`), not by a peer.
-            names[notebook.replicaID] = nil
-            if !names.isEmpty { try? await notebook.learnDeviceNames(names) }
+            // [PKG-65] A remote names replicas this folder has no name for, never renames one:
+            // this folder names itself (`lnote init --name`), and a name once learnt stays.
+            let known = (try? await notebook.knownDeviceNames()) ?? [:]
+            names = names.filter { known[$0.key] == nil && $0.key != notebook.replicaID }
+            if names.count > Self.maxLearntNames { names = Dictionary(uniqueKeysWithValues: names.sorted { $0.key < $1.key }.prefix(Self.maxLearntNames).map { ($0.key, $0.value) }) }
+            if !names.isEmpty, known.count < Self.maxKnownNames { try? await notebook.learnDeviceNames(names) }
         }
     }
+
+    /// At most this many names learnt from one comparison, and none once the folder knows
+    /// this many: a remote cannot grow `devices.json` without bound.
+    static let maxLearntNames = 1_024
+    static let maxKnownNames = 4_096
 
     /// A steady-state exchange: the push, and the changes since the cursor.
     private func pushExchange(_ push: [LogBatch], _ state: inout RemoteState, _ run: inout SyncRun,

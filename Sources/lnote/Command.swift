@@ -66,11 +66,15 @@ struct Command: Sendable {
         return lines.joined(separator: "\n") + "\n"
     }
 
-    /// Text as lines of at most `width` columns. A paragraph is a run of lines: a line joins
-    /// the one before unless that one is empty or ends a sentence or a list item (`.`, `:`),
-    /// or it begins an option's description (`--name …`) or is less indented. An option's
-    /// lines hang under its text (`--json   text`); other lines keep their indentation.
+    /// Text as lines of at most `width` columns. A paragraph is a run of lines at one
+    /// indentation: a line joins the one before unless that one ends a sentence or a list
+    /// item (`.`, `:`). An option's description (`--name  text`, or `--name VALUE text` whose
+    /// next line is indented under the text) is a paragraph whose lines hang under its
+    /// text. A line indented deeper than its paragraph (a table, an example) is kept as
+    /// written, wrapped only when too long.
     static func reflow(_ text: String, width: Int = 80) -> [String] {
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        func indentOf(_ l: String) -> Int { l.prefix { $0 == " " }.count }
         var out: [String] = []
         var paragraph: [String] = []
         var lead = 0, hang = 0
@@ -79,39 +83,43 @@ struct Command: Sendable {
             // An option's name column is kept as written; the rest is wrapped under it.
             let head = hang > lead ? String(paragraph[0].prefix(hang - lead)) : ""
             paragraph[0] = String(paragraph[0].dropFirst(head.count))
-            var lines = wrap(String(repeating: " ", count: lead + head.count) + paragraph.joined(separator: " "),
-                             width: width, hang: hang)
-            lines[0] = String(repeating: " ", count: lead) + head + lines[0].dropFirst(lead + head.count)
-            out += lines
+            var wrapped = wrap(String(repeating: " ", count: lead + head.count) + paragraph.joined(separator: " "),
+                               width: width, hang: hang)
+            wrapped[0] = String(repeating: " ", count: lead) + head + wrapped[0].dropFirst(lead + head.count)
+            out += wrapped
             paragraph = []
         }
-        for raw in text.split(separator: "\n", omittingEmptySubsequences: false) {
-            let line = String(raw)
-            let indent = line.prefix { $0 == " " }.count
+        for (k, line) in lines.enumerated() {
+            let indent = indentOf(line)
             let body = line.dropFirst(indent)
             if body.isEmpty { flush(); out.append(""); continue }
-            let startsOption = body.hasPrefix("-")
+            let next = k + 1 < lines.count ? lines[k + 1] : ""
+            let nextIndent = next.allSatisfy { $0 == " " } ? -1 : indentOf(next)
+            // Where an option's text starts: after two spaces, or where its next line starts.
+            var textColumn: Int?
+            if body.hasPrefix("-") {
+                if let gap = body.range(of: "  "), body.distance(from: body.startIndex, to: gap.lowerBound) < 28 {
+                    let chars = Array(body)
+                    var i = body.distance(from: body.startIndex, to: gap.lowerBound)
+                    while i < chars.count && chars[i] == " " { i += 1 }
+                    textColumn = indent + i
+                } else if nextIndent > indent, nextIndent - indent < 28 {
+                    textColumn = nextIndent
+                }
+            }
             let previous = paragraph.last ?? ""
-            let ends = previous.hasSuffix(".") || previous.hasSuffix(":") || previous.hasSuffix(")") && previous.contains("e.g.")
-            if paragraph.isEmpty || startsOption || ends || indent < lead {
+            let ended = previous.hasSuffix(".") || previous.hasSuffix(":")
+            if textColumn == nil, !paragraph.isEmpty, !ended, indent == hang {
+                paragraph.append(String(body))
+            } else if textColumn == nil, indent > (paragraph.isEmpty ? lead : hang), !out.isEmpty || !paragraph.isEmpty {
+                // Deeper than the text around it: kept as written.
+                flush()
+                out += wrap(line, width: width)
+            } else {
                 flush()
                 lead = indent
-                hang = indent
-                // "--opt   text": continuation under the text.
-                if startsOption, let gap = body.range(of: "  ") {
-                    var h = indent + body.distance(from: body.startIndex, to: gap.lowerBound)
-                    let chars = Array(body)
-                    var i = h - indent
-                    while i < chars.count && chars[i] == " " { i += 1; h += 1 }
-                    if h - indent < 28 { hang = h }
-                }
+                hang = textColumn ?? indent
                 paragraph = [String(body)]
-            } else {
-                // An option whose text starts after one space: its next line says where.
-                if paragraph.count == 1, hang == lead, paragraph[0].hasPrefix("-"), indent > lead, indent - lead < 28 {
-                    hang = indent
-                }
-                paragraph.append(String(body))
             }
         }
         flush()

@@ -11,9 +11,8 @@ extension CommandTable {
         synopsis: "lnote completion bash|zsh|fish",
         summary: "Print a shell completion script",
         details: """
-        Completes command names, subcommands, flags, documents (ids, from the folder named on
-        the line, with their titles in zsh and fish), page positions (p1, p2, …), saved
-        remote names, and folders. Load it:
+        Completes command names, subcommands, flags, document ids (from the folder named on
+        the line), page positions (p1, p2, …), saved remote names, and folders. Load it:
           bash   source <(lnote completion bash)        (or save it under
                  /etc/bash_completion.d/lnote)
           zsh    source <(lnote completion zsh)         (after compinit)

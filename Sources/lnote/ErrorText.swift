@@ -46,7 +46,7 @@ extension LnoteError {
     private var hint: String? {
         let text = (message + " " + (underlying ?? "")).lowercased()
         switch code {
-        case .corrupt, .truncated where !text.contains("remove it"):
+        case .corrupt where !text.contains("remove it"), .truncated where !text.contains("remove it"):
             return "`lnote verify FOLDER` lists what is damaged; `lnote verify FOLDER --repair` rebuilds what can be rebuilt"
         case .network where text.contains("cannot start http server"):
             return "Another program may be using that port: stop it, or choose another with --port"

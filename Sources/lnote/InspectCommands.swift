@@ -155,7 +155,7 @@ extension CommandTable {
     static let verify = Command(
         name: "verify",
         synopsis: "lnote verify FOLDER [--repair] [--json]",
-        summary: "Check every file of a notebook folder without changing anything",
+        summary: "Check every file of a notebook folder (changing nothing); --repair rebuilds what it can",
         details: """
         Decodes every manifest, document.json, page snapshot and log (frame by frame), checks
         that assets exist and match their hash, and looks for orphaned, temporary and

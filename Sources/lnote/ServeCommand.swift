@@ -85,7 +85,7 @@ extension CommandTable {
             let signals = Signals.trap()
             try requireNotebook(folder)
             let saved = try ServeSettings.load(notebook: folder)
-            let given = args.option("token") ?? ProcessInfo.processInfo.environment["LNOTE_TOKEN"]
+            let given = args.option("token") ?? ProcessInfo.processInfo.environment["LNOTE_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
             if given != nil && args.flag("new-token") {
                 throw Arguments.UsageError(message: "--new-token makes a token: give it without --token (or $LNOTE_TOKEN)")
             }
@@ -108,7 +108,7 @@ extension CommandTable {
             let portGiven = args.option("port") != nil
             if !portGiven, let saved { config.port = UInt16(saved.port) }
             let urlHost = args.option("url-host")
-            if let urlHost, urlHost.isEmpty || urlHost.contains("/") || urlHost.contains(" ") {
+            if let urlHost, urlHost.isEmpty || !urlHost.unicodeScalars.allSatisfy({ $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || "-.:[]".unicodeScalars.contains($0)) }) {
                 throw Arguments.UsageError(message: "--url-host needs a host name or address, got \"\(urlHost)\"")
             }
             let notebook = try await Notebook.open(at: folder)

@@ -15,8 +15,11 @@ extension CommandTable {
         mounted drive: no server involved), or the name of a remote saved with `lnote remote
         add` (a name wins over a folder of the same name: write ./NAME for the folder).
         Without REMOTE, the folder's default saved remote; without FOLDER, the current
-        directory (`lnote sync` alone: this folder with its default remote). The token comes
-        from --token, else $LNOTE_TOKEN, else the one saved with the remote.
+        directory (`lnote sync` alone: this folder with its default remote). With one
+        argument: a URL or the name of a remote saved in the current folder is REMOTE,
+        anything else is FOLDER. The token comes from --token; else, for a saved remote, the
+        one saved with it ($LNOTE_TOKEN is not sent to a saved remote's server); else, for a
+        URL, $LNOTE_TOKEN, or the token saved with a remote of that URL.
         --init creates FOLDER (and REMOTE, when it is a folder) as a new notebook folder when
         it does not exist or is empty, and says so: a first sync onto a new machine or an
         empty drive. Without it, a missing folder is an error that suggests it.
@@ -52,7 +55,7 @@ extension CommandTable {
             try args.expect(0, max: 2, "[FOLDER] [REMOTE]")
             let target = try await SyncTarget.resolve(args.positionals, initializing: args.flag("init"), console: console)
             let folder = target.folder, remoteSpec = target.location
-            let token = args.option("token") ?? ProcessInfo.processInfo.environment["LNOTE_TOKEN"] ?? target.savedToken
+            let token = target.token(option: args.option("token"), environment: ProcessInfo.processInfo.environment["LNOTE_TOKEN"])
             let quiet = args.flag("quiet")
             guard args.flag("watch") else {
                 let report = try await SyncRunner.syncOnce(folder: folder, remote: remoteSpec, token: token,

@@ -11,6 +11,18 @@ struct SyncTarget {
     var location: String
     /// The token saved with the remote (a saved remote's, or a saved remote's of the same URL).
     var savedToken: String?
+    /// True when the remote was named by a saved remote (by name, or the default one): its
+    /// token is the saved one, never `$LNOTE_TOKEN`, which a folder prepared by someone else
+    /// could otherwise send to a server of their choosing.
+    var fromSaved = false
+
+    /// The token to use: `--token`, else for a saved remote its saved token, else for a URL
+    /// typed on the command line `$LNOTE_TOKEN`, else a saved remote's of the same URL.
+    func token(option: String?, environment: String?) -> String? {
+        if let option { return option }
+        if fromSaved { return savedToken }
+        return environment.flatMap { $0.isEmpty ? nil : $0 } ?? savedToken
+    }
 
     static func resolve(_ p: [String], initializing: Bool, console: Console) async throws -> SyncTarget {
         var folder = "."
@@ -19,9 +31,12 @@ struct SyncTarget {
         case 0:
             break
         case 1:
+            // A URL, or the name of a remote saved in the current folder: the remote, with the
+            // current folder. Anything else: the folder, with its default remote.
             let one = p[0]
-            if SyncRunner.isURL(one) || isNotebookFolder(".") && !isNotebookFolder(one) && !initializing {
-                // `lnote sync URL` or `lnote sync NAME` inside a notebook folder.
+            let savedHere = !one.contains("/") && isNotebookFolder(".")
+                && ((try? SavedRemotes.load(notebook: "."))?.remote(named: one) != nil)
+            if SyncRunner.isURL(one) || savedHere {
                 spec = one
             } else {
                 folder = one
@@ -42,15 +57,17 @@ struct SyncTarget {
             if !d.isURL {
                 if initializing { try await createIfNeeded(d.location, console: console) }
                 try requireFolder(d.location, role: "the default remote \(d.name):")
+                try refuseSame(d.location, folder)
             }
-            return SyncTarget(folder: folder, location: d.location, savedToken: d.token)
+            return SyncTarget(folder: folder, location: d.location, savedToken: d.token, fromSaved: true)
         }
         if !SyncRunner.isURL(spec), !spec.contains("/"), let r = saved.remote(named: spec) {
             if !r.isURL {
                 if initializing { try await createIfNeeded(r.location, console: console) }
                 try requireFolder(r.location, role: "the remote \(r.name):")
+                try refuseSame(r.location, folder)
             }
-            return SyncTarget(folder: folder, location: r.location, savedToken: r.token)
+            return SyncTarget(folder: folder, location: r.location, savedToken: r.token, fromSaved: true)
         }
         if SyncRunner.isURL(spec) {
             return SyncTarget(folder: folder, location: spec, savedToken: saved.remotes.first { $0.location == spec }?.token)
@@ -61,13 +78,16 @@ struct SyncTarget {
         }
         if initializing { try await createIfNeeded(spec, console: console) }
         try requireFolder(spec, role: "REMOTE", names: saved.remotes.map(\.name))
-        if realPath(spec) == realPath(folder) {
-            throw CLIError("FOLDER and REMOTE are the same folder (\(folder)): give another notebook folder or a URL",
-                           code: Exit.usage)
-        }
+        try refuseSame(spec, folder)
         let absolute = URL(fileURLWithPath: spec).standardizedFileURL.path
         return SyncTarget(folder: folder, location: spec,
                           savedToken: saved.remotes.first { $0.location == absolute }?.token)
+    }
+
+    static func refuseSame(_ remote: String, _ folder: String) throws {
+        guard realPath(remote) == realPath(folder) else { return }
+        throw CLIError("FOLDER and REMOTE are the same folder (\(folder)): give another notebook folder or a URL",
+                       code: Exit.usage)
     }
 
     static func realPath(_ path: String) -> String {

@@ -102,8 +102,16 @@ struct RemoteCommandTests {
         defer { sb.remove() }
         try await sb.ok("init", "nb")
         let path = SavedRemotes.path(notebook: sb.sub("nb"))
+        let remote = { (name: String, location: String, token: String?) in
+            "{\"added\": 1, \"location\": \"\(location)\", \"name\": \"\(name)\"" + (token.map { ", \"token\": \"\($0)\"" } ?? "") + "}"
+        }
         for bad in ["{\"format\": 1, \"remotes\": [{\"name\": \"a\"}]}", "not json", "{\"format\": 9, \"remotes\": []}",
-                    "{\"format\": 1, \"default\": \"x\", \"remotes\": []}"] {
+                    "{\"format\": 1, \"default\": \"x\", \"remotes\": []}",
+                    // [PKG-101]: remotes but no default; a relative folder; a token for a folder; a token with a space.
+                    "{\"format\": 1, \"remotes\": [\(remote("a", "/x", nil))]}",
+                    "{\"default\": \"a\", \"format\": 1, \"remotes\": [\(remote("a", "drive", nil))]}",
+                    "{\"default\": \"a\", \"format\": 1, \"remotes\": [\(remote("a", "/x", "t"))]}",
+                    "{\"default\": \"a\", \"format\": 1, \"remotes\": [\(remote("a", "http://h:1/v1/notebooks/x", "a b"))]}"] {
             try Data(bad.utf8).write(to: URL(fileURLWithPath: path))
             for args in [["remote", "list", "nb"], ["remote", "add", "nb", "b", sb.sub("other")], ["sync", "nb"]] {
                 let r = try await sb.run(args)
@@ -111,6 +119,21 @@ struct RemoteCommandTests {
                 #expect(String(decoding: try Data(contentsOf: URL(fileURLWithPath: path)), as: UTF8.self) == bad)
             }
         }
+    }
+
+    @Test("[issue 18] `lnote sync NAME --init` in a folder syncs with the saved remote NAME; $LNOTE_TOKEN never goes to a saved remote's server")
+    func savedNameAndTokens() async throws {
+        let sb = try Sandbox("remotes-init")
+        defer { sb.remove() }
+        try await sb.ok("init", "nb")
+        try await sb.ok("remote", "add", "nb", "usb", sb.sub("usb"))
+        let r = try await run(sb, in: sb.sub("nb"), "sync", "usb", "--init")
+        #expect(r.code == 0 && FileManager.default.fileExists(atPath: sb.sub("usb/.lnote")), "\(r)")
+        #expect(!FileManager.default.fileExists(atPath: sb.sub("nb/usb")), "no stray folder named after the remote")
+        // A saved URL without a token: $LNOTE_TOKEN is not sent there.
+        try await sb.ok("remote", "add", "nb", "far", "http://127.0.0.1:9/v1/notebooks/00000000-0000-0000-0000-000000000001")
+        let far = try await run(sb, in: sb.sub("nb"), "sync", "far", env: ["LNOTE_TOKEN": String(repeating: "ab", count: 32)])
+        #expect(far.code == 2 && far.err.contains("token is needed"), "\(far)")
     }
 
     @Test("[issue 18] SavedRemotes: names checked, one default while any is saved, the file read back equal (seeded)")
@@ -254,12 +277,14 @@ struct MachineNameTests {
         _ = await serve.wait()
         #expect(try await sb.ok("log", "phone", doc, "p1").contains("(laptop)"))
 
-        // A peer's devices file naming this folder's own replica does not rename it.
+        // A peer's devices file naming this folder's own replica, or renaming one it knows,
+        // changes nothing here.
         let phone = String(try await sb.ok("name", "phone").prefix(16))
-        try Data("{\"devices\": [{\"device\": \"impostor\", \"replica\": \"\(phone)\"}], \"format\": 1}\n".utf8)
+        try Data("{\"devices\": [{\"device\": \"impostor\", \"replica\": \"\(phone)\"}, {\"device\": \"mallory\", \"replica\": \"\(laptop)\"}], \"format\": 1}\n".utf8)
             .write(to: URL(fileURLWithPath: sb.sub("desktop/.lnote/devices.json")))
         try await sb.ok("sync", "phone", "desktop")
         #expect(try await sb.ok("name", "phone").contains("no name"))
+        #expect(try await sb.ok("log", "phone", doc, "p1").contains("(laptop)"))
         // Names are printable and not empty.
         #expect(try await sb.run("init", "other", "--name", "bad\u{1B}[2Jname").code == 2)
         #expect(try await sb.run("name", "phone", " ").code == 2)

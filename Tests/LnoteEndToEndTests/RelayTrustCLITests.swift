@@ -38,10 +38,14 @@ import LnoteTestSupport
         let listed = try await run("relay", "token", "list", "--db", db, "--notebook", nb).outText
             .split(separator: "\n").map(String.init)
         let year = Calendar(identifier: .gregorian).component(.year, from: Date())
-        #expect(listed.count == 2)
-        #expect(listed[0].hasPrefix(String(hexString(RelayToken.digest(token)).prefix(16)) + "  laptop  created \(year)-"), "\(listed)")
-        #expect(listed[0].hasSuffix("Z  never expires  work"), "\(listed)")
-        #expect(listed[1].contains("  token-\(hexString(RelayToken.digest(legacy)).prefix(8)) (unnamed)  created \(year)-"), "\(listed)")
+        // A header, then one row per token: ID, DEVICE, CREATED, EXPIRES, LABEL.
+        let rows = listed.map { $0.split(separator: " ", omittingEmptySubsequences: true).map(String.init) }
+        #expect(rows.count == 3 && rows[0] == ["ID", "DEVICE", "CREATED", "EXPIRES", "LABEL"], "\(listed)")
+        #expect(rows.count == 3 && rows[1] == [String(hexString(RelayToken.digest(token)).prefix(16)), "laptop", rows[1][2], "never", "work"]
+                && rows[1][2].hasPrefix("\(year)-") && rows[1][2].hasSuffix("Z"), "\(listed)")
+        #expect(rows.count == 3 && Array(rows[2].prefix(3)) == [String(hexString(RelayToken.digest(legacy)).prefix(16)),
+                                                                "token-\(hexString(RelayToken.digest(legacy)).prefix(8))", "(unnamed)"]
+                && rows[2][3].hasPrefix("\(year)-"), "\(listed)")
 
         // The laptop syncs a folder: it owns the folder's replica id.
         _ = try await Fixture.notebook(at: dir.sub("A"), strokes: 2)
