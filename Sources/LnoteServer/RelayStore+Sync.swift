@@ -323,23 +323,44 @@ extension RelayStore {
             var size: Int
         }
         var candidates: [Candidate] = []
-        let select = try tx.prepare("""
-            SELECT seq, counter, length(frame) FROM ops
-            WHERE nb = ?1 AND document = ?2 AND page = ?3 AND replica = ?4 AND counter > ?5
-            """)
-        for h in heads {
-            let known = theirs[h.log]?[ReplicaID(UInt64(bitPattern: h.replica))] ?? 0
-            guard h.top > known else { continue }
-            try select.forEach([.integer(nb), .blob(h.document), .blob(h.page), .integer(h.replica),
-                                .integer(Int64(clamping: known))]) { r in
-                guard let seq = r[0].int64, let counter = r[1].int64, let size = r[2].int64 else {
+        if theirs.isEmpty {
+            // A client that holds nothing of the notebook (a first pull): every operation is a
+            // candidate, read in one statement rather than one per log and replica (on
+            // PostgreSQL each is a round trip, and a notebook has hundreds of logs).
+            var logs: [[UInt8]: LogRef] = [:]
+            for h in heads { logs[h.document + h.page] = h.log }
+            let all = try tx.prepare("SELECT seq, document, page, replica, counter, length(frame) FROM ops WHERE nb = ?1")
+            try all.forEach([.integer(nb)]) { r in
+                guard let seq = r[0].int64, let replica = r[3].int64, let counter = r[4].int64, let size = r[5].int64,
+                      let log = logs[(r[1].bytes ?? []) + (r[2].bytes ?? [])] else {
                     throw LnoteError(.corrupt, "malformed operation row in the relay store", path: path)
                 }
-                let id = OpID(replica: ReplicaID(UInt64(bitPattern: h.replica)), counter: UInt64(counter))
-                if !pushed.contains(LoggedOpID(log: h.log, id: id)) {
-                    candidates.append(Candidate(seq: seq, log: h.log, size: Int(size)))
+                let id = OpID(replica: ReplicaID(UInt64(bitPattern: replica)), counter: UInt64(counter))
+                if !pushed.contains(LoggedOpID(log: log, id: id)) {
+                    candidates.append(Candidate(seq: seq, log: log, size: Int(size)))
                 }
                 return true
+            }
+        } else {
+            let select = try tx.prepare("""
+                SELECT seq, counter, length(frame) FROM ops
+                WHERE nb = ?1 AND document = ?2 AND page = ?3 AND replica = ?4 AND counter > ?5
+                """)
+            for h in heads {
+                let known = theirs[h.log]?[ReplicaID(UInt64(bitPattern: h.replica))] ?? 0
+                guard h.top > known else { continue }
+                // The rows at once (one round trip), not through a cursor (three): a head's rows
+                // past what the client holds are few, and only their sizes are read here.
+                for r in try select.rows([.integer(nb), .blob(h.document), .blob(h.page), .integer(h.replica),
+                                          .integer(Int64(clamping: known))]) {
+                    guard let seq = r[0].int64, let counter = r[1].int64, let size = r[2].int64 else {
+                        throw LnoteError(.corrupt, "malformed operation row in the relay store", path: path)
+                    }
+                    let id = OpID(replica: ReplicaID(UInt64(bitPattern: h.replica)), counter: UInt64(counter))
+                    if !pushed.contains(LoggedOpID(log: h.log, id: id)) {
+                        candidates.append(Candidate(seq: seq, log: h.log, size: Int(size)))
+                    }
+                }
             }
         }
         candidates.sort { $0.seq < $1.seq }
