@@ -42,7 +42,14 @@ extension CommandTable {
         run: { args, console in
             try args.expect(0, "no positional arguments")
             let signals = Signals.trap()
-            let (store, db) = try openRelayStore(args, defaultPoolSize: RelayPostgresDatabase.defaultPoolSize)
+            // A relay that cannot start removes the database file it just made (a mistyped
+            // path, a busy port): nothing is left behind that looks like a relay.
+            let made = args.option("db").map { !FileManager.default.fileExists(atPath: $0) } ?? false
+            func removeMade() {
+                guard made, let path = args.option("db") else { return }
+                for suffix in ["", "-wal", "-shm", ".hwm", ".hwm.lock"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+            }
+            let (store, db) = try openRelayStore(args, defaultPoolSize: RelayPostgresDatabase.defaultPoolSize, creating: true)
             if let from = store.opened.upgradedFrom, from > 0 {
                 console.err("lnote relay: upgraded \(db) from schema version \(from) to \(RelayStore.schemaVersion)"
                             + (store.opened.checkpointsDropped > 0
@@ -56,6 +63,7 @@ extension CommandTable {
                 server = try RelayServer(store: store, configuration: try serverConfiguration(args, connections: (4096, 256)))
             } catch {
                 try? store.close()
+                removeMade()
                 throw error
             }
             ServerLog(console: console, prefix: "lnote relay").attach(to: server.http)
@@ -95,7 +103,7 @@ extension CommandTable {
                 }
                 base = url.hasSuffix("/") ? String(url.dropLast()) : url
             }
-            let (store, _) = try openRelayStore(args)
+            let (store, _) = try openRelayStore(args, creating: true)
             defer { try? store.close() }
             let id = try store.createNotebook()
             console.out(base.map { "\($0)/v1/notebooks/\(id)" } ?? id.description)

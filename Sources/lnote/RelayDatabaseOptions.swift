@@ -1,3 +1,4 @@
+import Foundation
 import LnoteModel
 import LnoteRelayPostgres
 import LnoteServer
@@ -16,13 +17,22 @@ extension CommandTable {
     /// (the file, or the URL without its password). On PostgreSQL the store holds no LISTEN
     /// connection until something observes its changes (`RelayStore.observeChanges`, which
     /// only `lnote relay`'s server does): the admin commands use the pool alone.
-    /// - Parameter defaultPoolSize: PostgreSQL connections when `--pool-size` is not given.
-    static func openRelayStore(_ args: Arguments, defaultPoolSize: Int = 2) throws -> (store: RelayStore, location: String) {
+    /// - Parameters:
+    ///   - defaultPoolSize: PostgreSQL connections when `--pool-size` is not given.
+    ///   - creating: whether a `--db` file that does not exist is made (the relay, `relay
+    ///     migrate`, `relay notebook create`); the other commands read a relay, and a
+    ///     mistyped path must not become a new, empty relay database.
+    static func openRelayStore(_ args: Arguments, defaultPoolSize: Int = 2,
+                               creating: Bool = false) throws -> (store: RelayStore, location: String) {
         let db = args.option("db"), url = args.option("postgres")
         switch (db, url) {
         case (let db?, nil):
             if args.option("pool-size") != nil {
                 throw Arguments.UsageError(message: "--pool-size is for --postgres; an SQLite relay has one connection")
+            }
+            if !creating, !FileManager.default.fileExists(atPath: db) {
+                throw CLIError("no relay database at \(db): check the path (lnote relay notebook create --db \(db), "
+                               + "or lnote relay migrate --db \(db), makes a new one)")
             }
             return (try RelayStore(path: db), db)
         case (nil, let url?):
@@ -54,7 +64,7 @@ extension CommandTable {
         options: relayDatabaseOptions,
         run: { args, console in
             try args.expect(0, "no positional arguments")
-            let (store, location) = try openRelayStore(args, defaultPoolSize: 1)
+            let (store, location) = try openRelayStore(args, defaultPoolSize: 1, creating: true)
             defer { try? store.close() }
             let version = RelayStore.schemaVersion
             switch store.opened.upgradedFrom {

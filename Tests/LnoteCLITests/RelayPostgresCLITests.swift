@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import Testing
 import LnoteModel
 import LnoteTestSupport
@@ -85,5 +88,34 @@ struct RelayListCLITests {
                 && t?["expired"] as? Bool == false && (t?["id"] as? String)?.count == 16, "\(String(describing: tokens))")
         let text = try await sb.ok("relay", "token", "list", "--db", "r.sqlite", "--notebook", nb)
         #expect(text.hasPrefix("ID  ") && text.contains("laptop"), "\(text)")
+    }
+
+    @Test("[issue 18] a mistyped --db is refused by the commands that read a relay, not made into an empty relay; a relay that cannot start removes the file it made")
+    func noAccidentalDatabases() async throws {
+        let sb = try Sandbox("relay-typo")
+        defer { sb.remove() }
+        for args in [["relay", "notebook", "list", "--db", "typo.sqlite"],
+                     ["relay", "token", "create", "--db", "typo.sqlite", "--notebook", UUID().uuidString, "--device", "x"],
+                     ["relay", "stats", "--db", "typo.sqlite"], ["relay", "quarantine", "list", "--db", "typo.sqlite"]] {
+            let r = try await sb.run(args)
+            #expect(r.code == 1 && r.err.contains("no relay database") && r.err.contains("typo.sqlite"), "\(r)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: sb.sub("typo.sqlite")))
+        // A busy port: the relay does not start, and leaves no database behind.
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(listener) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        addr.sin_port = 0
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &addr) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, len) == 0 && listen(listener, 1) == 0 && getsockname(listener, $0, &len) == 0 }
+        }
+        #expect(bound)
+        let port = Int(UInt16(bigEndian: addr.sin_port))
+        let busy = try await sb.run("relay", "--db", "fresh.sqlite", "--port", String(port))
+        #expect(busy.code == 1, "\(busy)")
+        #expect(!FileManager.default.fileExists(atPath: sb.sub("fresh.sqlite")) && !FileManager.default.fileExists(atPath: sb.sub("fresh.sqlite.hwm")))
     }
 }
