@@ -7,6 +7,8 @@ import LnoteReplication
 /// merge-semantics.md §6 on real documents: moments of a page and of the document read
 /// from the logs on disk, across compactions, reopening, a checkpoint base and lost
 /// operations ([MERGE-80] – [MERGE-84]).
+// The notebooks close in a task after the test returns, which writes their snapshots: the
+// folder is removed again after that, or the close would leave it behind in /tmp.
 @Suite struct TimeTravelStoreTests {
     /// A wall clock that ticks 1 s per call, shared by the two notebooks of a test.
     final class Ticks: @unchecked Sendable {
@@ -57,7 +59,7 @@ import LnoteReplication
         }
         try await a.close()
         let reopened = try await openNotebook(dir.sub("A"), options: options)
-        defer { Task { try? await reopened.close(); try? await b.close() } }
+        defer { let path = dir.path; Task { try? await reopened.close(); try? await b.close(); try? FileManager.default.removeItem(atPath: path) } }
         let d = try await reopened.openDocument(da.id)
         // A receives all of B's history, so its log holds every operation of the test.
         _ = try await d.receive(try await db.operations(page: pid, notCoveredBy: try await d.clock(page: pid)), page: pid)
@@ -89,7 +91,7 @@ import LnoteReplication
         defer { dir.remove() }
         let ticks = Ticks()
         let nb = try await openNotebook(dir.path, options: testOptions { $0.now = { ticks.next() } })
-        defer { Task { try? await nb.close() } }
+        defer { let path = dir.path; Task { try? await nb.close(); try? FileManager.default.removeItem(atPath: path) } }
         let d = try await nb.createDocument(title: "before")
         let first = await d.pageList[0].id
         let s1 = try await d.addStroke(stroke(4), to: first)
@@ -122,7 +124,7 @@ import LnoteReplication
         defer { dir.remove() }
         let a = try await openNotebook(dir.sub("A"))
         let b = try await openNotebook(dir.sub("B"))
-        defer { Task { try? await a.close(); try? await b.close() } }
+        defer { let path = dir.path; Task { try? await a.close(); try? await b.close(); try? FileManager.default.removeItem(atPath: path) } }
         let da = try await a.createDocument(title: "source")
         let pid = await da.pageList[0].id
         let early = try await da.addStroke(stroke(4), to: pid)
@@ -161,7 +163,7 @@ import LnoteReplication
         try FileManager.default.removeItem(atPath: paths.log(pid))
 
         let again = try await openNotebook(dir.path)
-        defer { Task { try? await again.close() } }
+        defer { let path = dir.path; Task { try? await again.close(); try? FileManager.default.removeItem(atPath: path) } }
         let d2 = try await again.openDocument(d.id)
         #expect(try await d2.pageState(pid) == state)
         let refused = await #expect(throws: LnoteError.self) { try await d2.pageState(pid, at: .clock(state.clock)) }
