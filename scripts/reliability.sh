@@ -76,8 +76,11 @@ extra="${LNOTE_TEST_ARGS:-}"
 if [ "$mode" = quick ]; then
   fuzz_seconds="${LNOTE_FUZZ_SECONDS:---ci}"
   load_args=(${LNOTE_LOAD:---clients 4 --seconds 20 --kills 3})
-  # About 40 s: a PostgreSQL cluster, 3 relay processes, 2 kills, one database restart.
-  load_pg_args=(${LNOTE_LOAD_PG:---postgres --relays 3 --clients 4 --seconds 10 --kills 2 --db-restart})
+  # The PostgreSQL load run is left to the test suite here: LoadSmokeTests runs it (2 relay
+  # processes on one database, kills, a database restart, the same ledger checks), which
+  # keeps CI within its budget. LNOTE_LOAD_PG="--postgres --relays 3 --clients 4 --seconds 10
+  # --kills 2 --db-restart" (about 40 s) adds the longer run.
+  load_pg_args=(${LNOTE_LOAD_PG:-skip})
   for f in "${test_families[@]}"; do note "$f" "LNOTE_REPORT_DIR=DIR scripts/test.sh${extra:+ $extra}"; done
   note "load with restarts" "scripts/load.sh ${load_args[*]}"
   [ "${load_pg_args[*]}" = skip ] || note "load with restarts" "scripts/load.sh ${load_pg_args[*]}"
