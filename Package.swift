@@ -5,7 +5,7 @@
 //   LnoteModel        pure values and codecs (ids, clocks, strokes, pages, snapshots, JSON);
 //                     CLnoteCRC32C gives it the processor's CRC32 instruction
 //   LnoteReplication  pure: operations, their frame codec, the deterministic merge
-//   LnoteRender       page thumbnails (rasterizer, PNG writer compressing with zlib)
+//   LnoteRender       page pictures: thumbnails, raster, PDF and SVG (cairo, libjpeg-turbo)
 //   LnoteStore        disk: notebook folders, .lnote packages, logs, the syscall seam
 //   LnoteSQLite       a small Swift wrapper over libsqlite3 (relay store, export, baseline)
 //   LnotePostgres     a small Swift wrapper over libpq (the relay's PostgreSQL store)
@@ -44,6 +44,12 @@ let package = Package(
         // libpq: the PostgreSQL client for the relay's PostgreSQL store (issue 17).
         .systemLibrary(name: "CLnotePQ", pkgConfig: "libpq",
                        providers: [.apt(["libpq-dev"])]),
+        // cairo: page rendering, raster and vector (PDF, SVG); issue 19.
+        .systemLibrary(name: "CLnoteCairo", pkgConfig: "cairo",
+                       providers: [.apt(["libcairo2-dev"])]),
+        // libjpeg-turbo's TurboJPEG: JPEG thumbnails and JPEG image assets; issue 19.
+        .systemLibrary(name: "CLnoteJPEG", pkgConfig: "libturbojpeg",
+                       providers: [.apt(["libturbojpeg0-dev"])]),
 
         // The processor's CRC32 instruction for LnoteModel's CRC-32C (plain C, no library).
         .target(name: "CLnoteCRC32C"),
@@ -52,7 +58,7 @@ let package = Package(
 
         .target(name: "LnoteModel", dependencies: ["CLnoteCRC32C"]),
         .target(name: "LnoteReplication", dependencies: ["LnoteModel"]),
-        .target(name: "LnoteRender", dependencies: ["LnoteModel", "CLnoteZlib"]),
+        .target(name: "LnoteRender", dependencies: ["LnoteModel", "CLnoteZlib", "CLnoteCairo", "CLnoteJPEG"]),
         .target(name: "LnoteStore", dependencies: ["LnoteModel", "LnoteReplication", "LnoteRender", "CLnoteSyscalls"]),
         .target(name: "LnoteSQLite", dependencies: ["LnoteModel", "CLnoteSQLite"]),
         .target(name: "LnotePostgres", dependencies: ["LnoteModel", "CLnotePQ"]),
