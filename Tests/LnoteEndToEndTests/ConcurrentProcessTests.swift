@@ -119,7 +119,10 @@ import LnoteTestSupport
         let lockPath = "\(folder)/\(doc).lnote/lock"
         // A process holds the document lock (flock(1), as any other implementation may);
         // `--close` keeps the lock out of its child, so that killing flock kills the holder.
-        let holder = try Subprocess.start("/usr/bin/flock", ["--exclusive", "--close", lockPath, "/bin/sh", "-c", "echo held; sleep 60"])
+        // The child's sleep writes nowhere: holding the output pipes, it kept `holder.wait()`
+        // waiting for their end a whole minute after flock was killed.
+        let holder = try Subprocess.start("/usr/bin/flock", ["--exclusive", "--close", lockPath, "/bin/sh", "-c",
+                                                             "echo held; exec sleep 60 >/dev/null 2>&1 </dev/null"])
         #expect(await holder.waitForOutput("held"))
         let importing = try Subprocess.start(lnote, ["import", folder, doc, "#1", file])
         try await Task.sleep(for: .milliseconds(300))
