@@ -29,8 +29,9 @@ extension CommandTable {
         --color   #rrggbb or #rrggbbaa (default #000000)
         --width   ink width in points (default 2)
                   (InkML brushes and .xopp strokes say their own ink; these fill what they omit)
-        --json    {"pages": [{"page", "created", "canvas", "grown", "strokes", "points"}],
-                   "strokes", "points", "skipped", "elements"} instead of the ids
+        --json    a summary instead of the ids: "pages" (each with "page", "created",
+                  "canvas", "grown", "strokes", "points"), "strokes", "points",
+                  "skipped" (by kind), "elements" (the new ids)
         """,
         options: ["tool", "color", "width", "format"],
         flags: ["json"],
