@@ -135,10 +135,22 @@ class XMLHandler: NSObject, XMLParserDelegate {
     weak var parser: XMLParser?
     var failure: LnoteError?
 
+    /// The start of the last line `here` found, to scan forward from (the parser's
+    /// position only moves forward): offsets cost what the text costs, once.
+    private var knownLine = 1, knownLineStart = 0
+
     /// The parser's current position as a byte offset.
     var here: Int {
         guard let p = parser else { return 0 }
-        return input.offset(line: p.lineNumber, column: p.columnNumber)
+        let line = p.lineNumber, column = p.columnNumber
+        if line < knownLine { (knownLine, knownLineStart) = (1, 0) }
+        let b = input.bytes
+        var i = knownLineStart
+        while knownLine < line, i < b.count {
+            if b[i] == 0x0A { knownLine += 1; knownLineStart = i + 1 }
+            i += 1
+        }
+        return min(b.count, knownLineStart + max(0, column - 1))
     }
 
     /// Stores the first failure and stops the parser.
