@@ -16,6 +16,34 @@ struct InterchangeVectorTests {
         #expect(describe(ink) == expected)
     }
 
+    /// [XCH-3] [XCH-6] A resolution channel property for unitless channels (1000 per inch: 1000
+    /// is 72 pt), seconds for T (0.5025 ⊗ 1000 is 502.49999999999994: 502 ms),
+    /// loose traces before a page group going to the first page, nested groups, a canvas.
+    @Test func resolutionPagesAndSeconds() throws {
+        let text = """
+        <ink xmlns="http://www.w3.org/2003/InkML">
+          <definitions><context xml:id="c"><inkSource>
+            <traceFormat><channel name="X"/><channel name="Y"/><channel name="T" units="s"/></traceFormat>
+            <channelProperties><channelProperty channel="X" name="resolution" value="1000" units="1/in"/>
+              <channelProperty channel="Y" name="resolution" value="10" units="1/pt"/></channelProperties>
+          </inkSource></context></definitions>
+          <trace contextRef="#c">1000 15 0.5, 500 25 0.5025</trace>
+          <traceGroup><annotation type="page">one</annotation><annotation type="canvas">100 50.05</annotation>
+            <traceGroup><trace contextRef="#c">1000 10 0</trace></traceGroup></traceGroup>
+          <traceGroup><annotation type="page">two</annotation></traceGroup>
+        </ink>
+        """
+        let ink = try InkMLReader.read(Array(text.utf8), path: "r.inkml")
+        #expect(describe(ink) == """
+        page 1 given -
+        stroke pen #000000ff 20 [[720, 15, 500, 10, 0], [360, 25, 500, 10, 2]]
+        page 2 new 1000x501
+        stroke pen #000000ff 20 [[720, 10, 500, 10, 0]]
+        page 3 new -
+
+        """)
+    }
+
     /// [XCH-7] [XCH-8] The .xopp example, gzip-compressed as Xournal++ writes it, and as plain XML.
     @Test func xoppExample() throws {
         let input = try specVector("xopp-example", in: "interchange.md")
