@@ -6,6 +6,8 @@
 //                     CLnoteCRC32C gives it the processor's CRC32 instruction
 //   LnoteReplication  pure: operations, their frame codec, the deterministic merge
 //   LnoteRender       page pictures: thumbnails, raster, PDF and SVG (cairo, libjpeg-turbo)
+//   LnoteInterchange  ink in and out: InkML read and written, Xournal++ .xopp (gzip through
+//                     zlib) and JSON lines split into pages, all quantized as JSON lines are
 //   LnoteStore        disk: notebook folders, .lnote packages, logs, the syscall seam
 //   LnoteSQLite       a small Swift wrapper over libsqlite3 (relay store, export, baseline)
 //   LnotePostgres     a small Swift wrapper over libpq (the relay's PostgreSQL store)
@@ -59,6 +61,7 @@ let package = Package(
         .target(name: "LnoteModel", dependencies: ["CLnoteCRC32C"]),
         .target(name: "LnoteReplication", dependencies: ["LnoteModel"]),
         .target(name: "LnoteRender", dependencies: ["LnoteModel", "CLnoteZlib", "CLnoteCairo", "CLnoteJPEG"]),
+        .target(name: "LnoteInterchange", dependencies: ["LnoteModel", "CLnoteZlib"]),
         .target(name: "LnoteStore", dependencies: ["LnoteModel", "LnoteReplication", "LnoteRender", "CLnoteSyscalls"]),
         .target(name: "LnoteSQLite", dependencies: ["LnoteModel", "CLnoteSQLite"]),
         .target(name: "LnotePostgres", dependencies: ["LnoteModel", "CLnotePQ"]),
@@ -68,7 +71,7 @@ let package = Package(
         .target(name: "LnoteRelayPostgres", dependencies: ["LnoteModel", "LnotePostgres", "LnoteServer"]),
         .target(name: "LnoteExport", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSQLite"]),
         .target(name: "LnoteScenario", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer"]),
-        .executableTarget(name: "lnote", dependencies: ["CLnoteSyscalls", "LnoteModel", "LnoteReplication", "LnoteRender", "LnoteStore", "LnoteSync", "LnoteServer", "LnoteSQLite", "LnoteScenario", "LnoteExport", "LnotePostgres", "LnoteRelayPostgres"]),
+        .executableTarget(name: "lnote", dependencies: ["CLnoteSyscalls", "LnoteModel", "LnoteInterchange", "LnoteReplication", "LnoteRender", "LnoteStore", "LnoteSync", "LnoteServer", "LnoteSQLite", "LnoteScenario", "LnoteExport", "LnotePostgres", "LnoteRelayPostgres"]),
         // A writer that the store's crash tests kill with SIGKILL.
         .target(name: "LnoteFuzzing", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync"]),
         .executableTarget(name: "lnote-fuzz", dependencies: ["LnoteFuzzing"]),
@@ -85,6 +88,7 @@ let package = Package(
         .target(name: "LnoteTestSupport", path: "Tests/LnoteTestSupport"),
         .testTarget(name: "LnoteModelTests", dependencies: ["LnoteModel", "LnoteTestSupport"], exclude: ["Fixtures"]),
         .testTarget(name: "LnoteReplicationTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteTestSupport"]),
+        .testTarget(name: "LnoteInterchangeTests", dependencies: ["LnoteModel", "LnoteInterchange", "CLnoteZlib"]),
         .testTarget(name: "LnoteRenderTests", dependencies: ["LnoteModel", "LnoteRender", "LnoteStore", "CLnoteZlib"]),
         .testTarget(name: "LnoteStoreTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteTestSupport"]),
         .testTarget(name: "LnoteScenarioTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer", "LnoteScenario", "LnoteTestSupport"]),

@@ -72,10 +72,30 @@ public enum StrokeImport {
     ///   over `maxBytes`; `invalidArgument` naming the line, its offset and the point for the
     ///   first bad line ([IMP-7]), read no further than that.
     public static func strokes(contentsOf path: String, style: InkStyle = InkStyle()) throws -> [Stroke] {
-        guard let handle = FileHandle(forReadingAtPath: path) else {
-            throw LnoteError(.notFound, "cannot read import file", path: path)
+        try pagedStrokes(contentsOf: path, style: style).map(\.stroke)
+    }
+
+    /// One stroke of a file with the line's `"page"` value (nil without one) and its line.
+    public struct PagedStroke: Sendable {
+        public var page: String?
+        public var lineNumber: Int
+        public var offset: Int
+        public var stroke: Stroke
+    }
+
+    /// `strokes(contentsOf:style:)` keeping each line's `"page"` ([IMP-10]); `-` reads standard
+    /// input (a pipe has no size: the limit is applied as it is read).
+    public static func pagedStrokes(contentsOf path: String, style: InkStyle = InkStyle()) throws -> [PagedStroke] {
+        let handle: FileHandle
+        if path == "-" {
+            handle = FileHandle.standardInput
+        } else {
+            guard let h = FileHandle(forReadingAtPath: path) else {
+                throw LnoteError(.notFound, "cannot read import file", path: path)
+            }
+            handle = h
         }
-        defer { try? handle.close() }
+        defer { if path != "-" { try? handle.close() } }
         // A regular file says its size: one over the limit is refused before any byte is read.
         if let size = try? handle.seekToEnd() {
             guard size <= UInt64(maxBytes) else {
@@ -100,8 +120,11 @@ public enum StrokeImport {
             return [UInt8](data)
         }
         var reader = ImportLineReader(stream, path: path)
-        var out: [Stroke] = []
-        while let line = try reader.next() { out.append(try stroke(line, style: style, path: path)) }
+        var out: [PagedStroke] = []
+        while let line = try reader.next() {
+            out.append(PagedStroke(page: line.page, lineNumber: line.lineNumber, offset: line.offset,
+                                   stroke: try stroke(line, style: style, path: path)))
+        }
         return out
     }
 

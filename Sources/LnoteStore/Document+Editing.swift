@@ -703,13 +703,22 @@ extension Document {
     }
 
     /// Adds an empty page (an `addPage` operation); its files are created when it is first
-    /// written. Returns its id.
+    /// written. Returns its id. Without a canvas, the page has the size of the document's
+    /// last live page (A4 in a document without one): `defaultCanvas`.
     @discardableResult
-    public func addPage(_ placement: PagePlacement = .last, canvas: CanvasSize = .a4) async throws -> PageID {
+    public func addPage(_ placement: PagePlacement = .last, canvas: CanvasSize? = nil) async throws -> PageID {
         let pid = PageID()
+        let canvas = canvas ?? defaultCanvas
         _ = try await commitDocument { .addPage(pid, position: try position(placement), canvas: canvas) }
         snapshotCounts[pid] = .empty  // a new id: no files yet
         return pid
+    }
+
+    /// The size a new page gets when none is given: that of the document's last live page in
+    /// document order, A4 when it has none.
+    public var defaultCanvas: CanvasSize {
+        refreshQuietly()
+        return doc.livePages.last?.canvas.value ?? .a4
     }
 
     /// Deletes a page (soft: content kept; `restorePage` brings it back).

@@ -8,42 +8,34 @@ import LnoteStore
 extension CommandTable {
     static let importStrokes = Command(
         name: "import",
-        synopsis: "lnote import FOLDER DOC PAGE FILE.jsonl [--tool pen|pencil|marker|highlighter] [--color #rrggbb[aa]] [--width PT]",
-        summary: "Add strokes from a JSON-lines file; prints the new element ids",
+        synopsis: "lnote import FOLDER DOC [PAGE] FILE [--format jsonl|inkml|xopp] [--tool pen|pencil|marker|highlighter] [--color #rrggbb[aa]] [--width PT] [--json]",
+        summary: "Add strokes from JSON lines, InkML or Xournal++ (.xopp); prints the new element ids",
         details: """
-        One stroke per line: {"points": [[x, y, t_ms, pressure], ...]}, x and y in points
-        (y down); t and pressure are optional (Protocol/import-jsonl.md). The whole file is
-        checked first: a malformed line imports nothing and the error names the line.
+        The format comes from FILE's name (.jsonl or - for standard input: JSON lines;
+        .inkml or .xml: W3C InkML; .xopp: Xournal++) or --format. The whole input is read and
+        checked first: a malformed one imports nothing and the error names the file, the line
+        or byte offset (Protocol/import-jsonl.md, Protocol/interchange.md).
+        JSON lines: {"points": [[x, y, t_ms, pressure], ...]}, x and y in points (y down); a
+        line's "page" key sends it to the page at that position (1, 2, ...; pages are added
+        at the end up to it) or to the page with that id; lines without it go to PAGE.
+        InkML and .xopp: the file's first page goes to PAGE, each further page to a new page
+        added at the end. Without PAGE, a new page at the end takes what would go to PAGE.
+        New pages have the size the file gives (.xopp, InkML's canvas annotation), else the
+        size of the document's last page. A page whose ink reaches past its right or bottom
+        edge grows to fit it (said on stderr); ink left of or above a page (negative
+        coordinates) is imported and reported, as no canvas grows that way.
+        Text, images and eraser strokes of a .xopp file are skipped and counted.
         --tool    pen (default), pencil, marker or highlighter
         --color   #rrggbb or #rrggbbaa (default #000000)
         --width   ink width in points (default 2)
+                  (InkML brushes and .xopp strokes say their own ink; these fill what they omit)
+        --json    a summary instead of the ids: "pages" (each with "page", "created",
+                  "canvas", "grown", "strokes", "points"), "strokes", "points",
+                  "skipped" (by kind), "elements" (the new ids)
         """,
-        options: ["tool", "color", "width"],
-        run: { args, console in
-            try args.expect(4, "FOLDER DOC PAGE FILE.jsonl")
-            var style = InkStyle()
-            if let t = args.option("tool") {
-                guard let tool = ToolKind(name: t) else {
-                    throw Arguments.UsageError(message: "--tool must be pen, pencil, marker or highlighter, got \"\(t)\"")
-                }
-                style.tool = tool
-            }
-            if let c = args.option("color") {
-                guard let color = RGBA(hex: c) else { throw Arguments.UsageError(message: "--color must be #rrggbb or #rrggbbaa, got \"\(c)\"") }
-                style.color = color
-            }
-            if let w = try Units.positive(args, "width") { style.width = w }
-            let strokes = try StrokeImport.strokes(contentsOf: args.positionals[3], style: style)
-            let ids = try await withNotebook(args.positionals[0], console: console) { nb in
-                try await withDocument(nb, args.positionals[1], console: console) { d in
-                    let pid = try await Resolve.page(args.positionals[2], in: d)
-                    return try await d.addStrokes(strokes, to: pid)
-                }
-            }
-            if ids.isEmpty { console.err("lnote import: the file holds no strokes; nothing added") }
-            for id in ids { console.out(id.description) }
-            return Exit.ok
-        })
+        options: ["tool", "color", "width", "format"],
+        flags: ["json"],
+        run: { args, console in try await runImport(args, console: console) })
 
     static let addImage = Command(
         name: "add-image",

@@ -13,6 +13,8 @@ extension CommandTable {
         compared with the notebook (every row, every stroke's points, every asset's bytes), and
         only then renamed to FILE, replacing it. When anything fails, FILE is left as it was.
         The file is self-contained (no -wal beside it). Format: Protocol/sqlite-export.md.
+        lnote export FOLDER DOC --inkml FILE writes one document's live pages as W3C InkML
+        (Protocol/interchange.md).
         Points are 32-bit floats; a stroke with a value they cannot hold exactly (a coordinate
         beyond 2^20 pt, a time beyond 2^24 ms) also gets its exact integers (strokes.exact),
         which makes the file format 2, and a note on stderr says how many.
@@ -20,9 +22,11 @@ extension CommandTable {
         --json   {"file", "format", "bytes", "documents", "pages", "strokes", "points",
                  "images", "assets", "exact_strokes", "source_replica"}
         """,
-        options: ["sqlite"],
+        options: ["sqlite", "inkml"],
         flags: ["include-deleted", "json"],
         run: { args, console in
+            // lnote export FOLDER DOC --inkml FILE: InterchangeCommands.swift.
+            if let inkml = args.option("inkml") { return try await exportInkML(args, console: console, to: inkml) }
             try args.expect(1, "FOLDER")
             guard let file = args.option("sqlite") else { throw Arguments.UsageError(message: "expected --sqlite FILE") }
             try requireNotebook(args.positionals[0])

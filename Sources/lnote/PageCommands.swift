@@ -11,16 +11,20 @@ extension CommandTable {
         summary: "Add an empty page; prints its id",
         details: """
         The page goes at the end unless --first or --after PAGE (a page id, prefix, or position pN or #N).
-        --width, --height   page size in points (default A4 portrait, 595.3 x 841.9)
+        --width, --height   page size in points (default: the size of the document's last
+                            page, A4 portrait 595.3 x 841.9 when it has none; one of the two
+                            given alone keeps the other side of that size)
         """,
         options: ["after", "width", "height"],
         flags: ["first"],
         run: { args, console in
             try args.expect(2, "FOLDER DOC")
-            let canvas = try Units.canvas(args)
+            let width = try Units.positive(args, "width"), height = try Units.positive(args, "height")
             let pid = try await withNotebook(args.positionals[0], console: console) { nb in
                 try await withDocument(nb, args.positionals[1], console: console) { d in
-                    try await d.addPage(try await placement(args, in: d, required: false), canvas: canvas)
+                    let base = await d.defaultCanvas
+                    let canvas = CanvasSize(width: width ?? base.width, height: height ?? base.height)
+                    return try await d.addPage(try await placement(args, in: d, required: false), canvas: canvas)
                 }
             }
             console.out(pid.description)

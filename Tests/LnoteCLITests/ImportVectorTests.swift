@@ -41,12 +41,19 @@ struct ImportVectorTests {
         let d = try await sb.ok("new", "nb")
         let ids = try await sb.ok("import", "nb", d, "#1", "v.jsonl").split(separator: "\n").map(String.init)
         #expect(ids.count == 5)
-        let page = try #require(try parseJSON(try await sb.ok("show", "nb", d, "#1", "--json", "--points")) as? [String: Any])
-        let elements = try #require(page["elements"] as? [[String: Any]])
+        // [IMP-10] The second line's "page": 7 sends it to the 7th page, added with the pages
+        // before it; the others go to the page named (#1). Ids: #1's strokes first, then #7's.
+        func elements(_ page: String) async throws -> [[String: Any]] {
+            let shown = try #require(try parseJSON(try await sb.ok("show", "nb", d, page, "--json", "--points")) as? [String: Any])
+            return try #require(shown["elements"] as? [[String: Any]])
+        }
+        let first = try await elements("#1"), seventh = try await elements("#7")
         // Each import lands on top of the ones before: bottom to top is file order.
-        #expect(elements.map { $0["id"] as? String } == ids)
-        #expect(elements.map { $0["points"] as? [[Int]] ?? [] } == expected)
-        #expect(elements.allSatisfy { ($0["style"] as? [String: Any])?["width"] as? Int == 20 })
+        #expect(first.map { $0["id"] as? String } == ids.prefix(4).map { $0 })
+        #expect(seventh.map { $0["id"] as? String } == [ids[4]])
+        #expect(first.map { $0["points"] as? [[Int]] ?? [] } == [expected[0]] + expected[2...])
+        #expect(seventh.map { $0["points"] as? [[Int]] ?? [] } == [expected[1]])
+        #expect((first + seventh).allSatisfy { ($0["style"] as? [String: Any])?["width"] as? Int == 20 })
     }
 
     /// [IMP-7] [IMP-3] [IMP-4] Values the quantizer refuses (a coordinate beyond ±10,000,000 pt,

@@ -1,0 +1,216 @@
+import Foundation
+import LnoteInterchange
+import LnoteModel
+import LnoteStore
+
+// `lnote import` (JSON lines, InkML, .xopp) and `lnote export --inkml`: argument parsing and
+// printing around LnoteInterchange.
+
+extension CommandTable {
+    /// `lnote import FOLDER DOC [PAGE] FILE`: reads and checks the whole input, then resolves
+    /// every page it names, then writes: new pages, grown canvases, strokes.
+    static func runImport(_ args: Arguments, console: Console) async throws -> Int32 {
+        try args.expect(3, max: 4, "FOLDER DOC [PAGE] FILE")
+        let file = args.positionals[args.positionals.count - 1]
+        let pageName = args.positionals.count == 4 ? args.positionals[2] : nil
+        let format: InterchangeFormat
+        if let f = args.option("format") {
+            guard let v = InterchangeFormat(rawValue: f) else {
+                throw Arguments.UsageError(message: "--format must be jsonl, inkml or xopp, got \"\(f)\"")
+            }
+            format = v
+        } else {
+            guard let v = InterchangeFormat(path: file) else {
+                throw Arguments.UsageError(message: "cannot tell the format of \(file) from its name: give --format jsonl, inkml or xopp")
+            }
+            format = v
+        }
+        guard file != "-" || format == .jsonl else { throw Arguments.UsageError(message: "standard input (-) is read as JSON lines only") }
+        var style = InkStyle()
+        if let t = args.option("tool") {
+            guard let tool = ToolKind(name: t) else {
+                throw Arguments.UsageError(message: "--tool must be pen, pencil, marker or highlighter, got \"\(t)\"")
+            }
+            style.tool = tool
+        }
+        if let c = args.option("color") {
+            guard let color = RGBA(hex: c) else { throw Arguments.UsageError(message: "--color must be #rrggbb or #rrggbbaa, got \"\(c)\"") }
+            style.color = color
+        }
+        if let w = try Units.positive(args, "width") { style.width = w }
+
+        // 1. The whole input, checked, before the notebook is opened ([IMP-7], [XCH-1]).
+        let ink: ImportedInk
+        switch format {
+        case .jsonl: ink = try JSONLinesReader.read(contentsOf: file, style: style)
+        case .inkml: ink = try InkMLReader.read(contentsOf: file, style: style)
+        case .xopp: ink = try XoppReader.read(contentsOf: file, style: style)
+        }
+        for p in ink.pages {
+            for (k, s) in p.strokes.enumerated() {
+                if let problem = ContentBounds.problem(.stroke(s)) {
+                    throw LnoteError(.invalidArgument, "stroke \(k + 1) of an input page: \(problem)", path: file)
+                }
+            }
+        }
+
+        struct Placed {
+            var pid: PageID
+            var created: Bool
+            var canvas: CanvasSize
+            var grown: Bool
+            var strokes: [Stroke]
+            var inkBeforeOrigin: Bool
+        }
+        let (placed, ids) = try await withNotebook(args.positionals[0], console: console) { nb in
+            try await withDocument(nb, args.positionals[1], console: console) { d -> ([Placed], [ElementID]) in
+                // 2. Every page named, resolved before anything is written.
+                let live = await d.pageList
+                var given: PageID?
+                if let pageName { given = try await Resolve.page(pageName, in: d) }
+                enum Slot: Hashable { case existing(PageID), new(Int) }
+                var slots: [Slot] = []
+                var newCanvas: [Int: CanvasSize?] = [:]
+                var nextNew = 0
+                var positionsAdded = 0
+                var givenNew: Int?
+                for p in ink.pages {
+                    switch p.target {
+                    case .given:
+                        if let given { slots.append(.existing(given)) } else {
+                            if givenNew == nil { givenNew = nextNew; newCanvas[nextNew] = p.canvas; nextNew += 1 }
+                            slots.append(.new(givenNew!))
+                        }
+                    case .new:
+                        newCanvas[nextNew] = p.canvas
+                        slots.append(.new(nextNew)); nextNew += 1
+                    case .id(let pid):
+                        guard live.contains(where: { $0.id == pid }) else {
+                            throw LnoteError(.notFound, "\"page\" \(pid) is not a live page of document \(d.id)", path: file)
+                        }
+                        slots.append(.existing(pid))
+                    case .position(let n):
+                        if n <= live.count { slots.append(.existing(live[n - 1].id)) } else {
+                            positionsAdded = max(positionsAdded, n - live.count)
+                            slots.append(.new(-(n - live.count)))  // filled below: the k-th page added for positions
+                        }
+                    }
+                }
+                // 3. Pages created: first those positions need (in order), then the others.
+                var created: [Int: PageID] = [:]
+                var order: [PageID] = []
+                let base = await d.defaultCanvas
+                var createdPages: [PageID: CanvasSize] = [:]
+                func fitted(_ pages: [Int], _ c: CanvasSize) -> CanvasSize {
+                    var canvas = c
+                    for i in pages { canvas = ink.pages[i].fitting(canvas).canvas }
+                    return canvas
+                }
+                for k in 1...max(1, positionsAdded) where positionsAdded > 0 {
+                    let which = ink.pages.indices.filter { slots[$0] == .new(-k) }
+                    let canvas = fitted(which, base)
+                    let pid = try await d.addPage(.last, canvas: canvas)
+                    created[-k] = pid
+                    createdPages[pid] = canvas
+                    order.append(pid)
+                }
+                for k in 0..<nextNew {
+                    let which = ink.pages.indices.filter { slots[$0] == .new(k) }
+                    let canvas = fitted(which, (newCanvas[k] ?? nil) ?? base)
+                    let pid = try await d.addPage(.last, canvas: canvas)
+                    created[k] = pid
+                    createdPages[pid] = canvas
+                    order.append(pid)
+                }
+                // 4. Existing pages grow to fit; then the strokes, one page at a time.
+                var byPage: [PageID: [Stroke]] = [:]
+                var pageOrder: [PageID] = []
+                for (i, p) in ink.pages.enumerated() {
+                    let pid: PageID
+                    switch slots[i] {
+                    case .existing(let e): pid = e
+                    case .new(let k): pid = created[k]!
+                    }
+                    if byPage[pid] == nil { pageOrder.append(pid) }
+                    byPage[pid, default: []] += p.strokes
+                }
+                for pid in order where byPage[pid] == nil { pageOrder.append(pid); byPage[pid] = [] }
+                var placed: [Placed] = []
+                var ids: [ElementID] = []
+                for pid in pageOrder {
+                    let strokes = byPage[pid]!
+                    let page = ImportedPage(target: .given, strokes: strokes)
+                    var canvas: CanvasSize
+                    var grown = false
+                    if let c = createdPages[pid] { canvas = c } else {
+                        let current = live.first(where: { $0.id == pid })?.canvas ?? base
+                        canvas = page.fitting(current).canvas
+                        if canvas != current {
+                            try await d.setCanvas(pid, canvas)
+                            grown = true
+                        }
+                    }
+                    if !strokes.isEmpty { ids += try await d.addStrokes(strokes, to: pid) }
+                    placed.append(Placed(pid: pid, created: createdPages[pid] != nil, canvas: canvas, grown: grown,
+                                         strokes: strokes, inkBeforeOrigin: page.fitting(canvas).inkBeforeOrigin))
+                }
+                return (placed, ids)
+            }
+        }
+        let skipped = ink.skipped.sorted { $0.key < $1.key }
+        if args.flag("json") {
+            var pageObjects: [CanonicalJSON] = []
+            for p in placed {
+                let canvas: [String: CanonicalJSON] = ["width": .int(Int64(p.canvas.width)), "height": .int(Int64(p.canvas.height))]
+                let points = p.strokes.reduce(0) { $0 + $1.points.count }
+                let fields: [String: CanonicalJSON] = [
+                    "page": .string(p.pid.description), "created": .bool(p.created), "grown": .bool(p.grown),
+                    "canvas": .object(canvas), "strokes": .int(Int64(p.strokes.count)), "points": .int(Int64(points)),
+                ]
+                pageObjects.append(.object(fields))
+            }
+            var skippedObject: [String: CanonicalJSON] = [:]
+            for (k, v) in skipped { skippedObject[k] = .int(Int64(v)) }
+            let summary: [String: CanonicalJSON] = [
+                "pages": .array(pageObjects), "strokes": .int(Int64(ink.strokeCount)), "points": .int(Int64(ink.pointCount)),
+                "skipped": .object(skippedObject), "elements": .array(ids.map { .string($0.description) }),
+            ]
+            console.raw(CanonicalJSON.object(summary).text(.pretty))
+        } else {
+            for id in ids { console.out(id.description) }
+        }
+        for p in placed {
+            let size = "\(Units.pt(p.canvas.width)) x \(Units.pt(p.canvas.height)) pt"
+            if p.created { console.err("lnote import: added page \(p.pid) (\(size)) with \(p.strokes.count) stroke\(p.strokes.count == 1 ? "" : "s")") }
+            if p.grown { console.err("lnote import: page \(p.pid) grew to \(size) to fit the ink") }
+            if p.inkBeforeOrigin { console.err("lnote import: note: ink on page \(p.pid) lies left of or above the page (negative coordinates)") }
+        }
+        if !skipped.isEmpty {
+            console.err("lnote import: skipped " + skipped.map { "\($0.value) \($0.key)\($0.value == 1 ? "" : "s")" }.joined(separator: ", "))
+        }
+        if ids.isEmpty { console.err("lnote import: the file holds no strokes; nothing added") }
+        return Exit.ok
+    }
+
+    /// `lnote export FOLDER DOC --inkml FILE`: every live page of the document as InkML,
+    /// replaced durably.
+    static func exportInkML(_ args: Arguments, console: Console, to file: String) async throws -> Int32 {
+        try args.expect(2, "FOLDER DOC (with --inkml FILE)")
+        let (pages, strokes) = try await withNotebook(args.positionals[0], console: console) { nb in
+            try await withDocument(nb, args.positionals[1], console: console) { d -> ([InkMLWriter.Page], Int) in
+                var pages: [InkMLWriter.Page] = []
+                var n = 0
+                for info in await d.pageList {
+                    let strokes = InkMLWriter.visibleStrokes(try await d.elements(info.id))
+                    n += strokes.count
+                    pages.append(InkMLWriter.Page(canvas: info.canvas, strokes: strokes))
+                }
+                return (pages, n)
+            }
+        }
+        let text = InkMLWriter.write(pages)
+        try DurableExport.replace(file, with: Array(text.utf8))
+        console.out("exported \(pages.count) page\(pages.count == 1 ? "" : "s"), \(strokes) stroke\(strokes == 1 ? "" : "s") to \(file)")
+        return Exit.ok
+    }
+}
