@@ -79,7 +79,7 @@ let package = Package(
         .executableTarget(name: "lnote-load", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteSQLite", "LnotePostgres", "CLnotePQ", "LnoteTestSupport"]),
         // Writes RELIABILITY.md from the rows the reliability runs recorded (scripts/reliability.sh).
         .executableTarget(name: "lnote-reliability"),
-        .executableTarget(name: "lnote-bench", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer", "LnoteSQLite", "CLnoteZlib", "LnotePostgres", "CLnotePQ", "LnoteRelayPostgres", "LnoteTestSupport"]),
+        .executableTarget(name: "lnote-bench", dependencies: ["LnoteModel", "LnoteReplication", "LnoteRender", "LnoteStore", "LnoteSync", "LnoteServer", "LnoteSQLite", "CLnoteZlib", "LnotePostgres", "CLnotePQ", "LnoteRelayPostgres", "LnoteTestSupport"]),
 
         // Helpers shared by test targets (child processes without blocking Swift's threads).
         .target(name: "LnoteTestSupport", path: "Tests/LnoteTestSupport"),

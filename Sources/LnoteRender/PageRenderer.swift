@@ -18,6 +18,9 @@ public typealias AssetLookup = (AssetID) -> [UInt8]?
 /// - **A stroke** is one filled path: for each visible fragment (`ElementRecord.visibleRanges`:
 ///   erased ranges are gaps) a disc at each point, of the point's radius (pressure makes it),
 ///   and between consecutive points the quadrilateral joining the two discs' outer tangents.
+///   A disc at a joint only fills the wedge the two pieces leave open on the outside of a
+///   turn; where that wedge is narrower than 0.4 × `skipDistance` device units it is left out
+///   (most joints of smooth ink: arcs are what costs, in time and in PDF and SVG bytes).
 ///   Filled with the non-zero winding rule (every piece wound the same way), the path is the
 ///   union of round-capped segments whose width changes linearly from one point to the next:
 ///   antialiased by cairo, with no seam and no double coverage where pieces overlap. Radii are
@@ -290,6 +293,7 @@ public enum PageRenderer {
             return DevicePoint(x: x * view.scale, y: y * view.scale, r: r)
         }
         let skip2 = view.options.skipDistance * view.options.skipDistance
+        let joinTolerance = view.options.skipDistance * 0.4
         var bounds = Bounds()
         cairo_new_path(cr)
         s.points.withUnsafeBufferPointer { pts in
@@ -297,14 +301,26 @@ public enum PageRenderer {
                 let lo = Int(range.from), hi = Int(range.to)
                 guard lo < hi, hi <= pts.count else { continue }
                 var prev = project(pts[lo])
+                // The previous piece's tangent directions, to decide whether the joint needs its disc.
+                var lastSides: Sides? = nil
                 disc(prev, cr, view, &bounds)
                 for i in (lo + 1)..<hi {
                     let next = project(pts[i])
                     let dx = next.x - prev.x, dy = next.y - prev.y
                     if i + 1 < hi, dx * dx + dy * dy < skip2, abs(next.r - prev.r) < view.options.skipDistance { continue }
-                    segment(prev, next, cr, view, &bounds)
+                    let sides = segment(prev, next, cr, view, &bounds)
+                    // A joint's disc fills the wedge between two pieces' outlines: needed only
+                    // where it is wider than `joinTolerance` (a turn, a change of width slope).
+                    if let a = lastSides, let b = sides, a.gap(b) * prev.r <= joinTolerance {
+                        // No visible wedge.
+                    } else if lastSides != nil || sides == nil {
+                        disc(prev, cr, view, &bounds)
+                    }
+                    if sides == nil { disc(next, cr, view, &bounds) }
+                    lastSides = sides
                     prev = next
                 }
+                if lastSides != nil { disc(prev, cr, view, &bounds) }
             }
         }
         guard !bounds.isEmpty else {
@@ -346,18 +362,19 @@ public enum PageRenderer {
     }
 
     /// Adds the piece from `p` to `q`: the quadrilateral between the two discs' outer
-    /// tangents, and the disc at `q`. Wound positively (as `cairo_arc` winds a disc), so
-    /// that the non-zero fill is the union.
-    static func segment(_ p: DevicePoint, _ q: DevicePoint, _ cr: OpaquePointer, _ view: Viewport, _ bounds: inout Bounds) {
+    /// tangents, wound positively (as `cairo_arc` winds a disc), so that the non-zero fill is
+    /// the union. Returns its tangent directions; nil when it added nothing (outside the
+    /// output, or one disc inside the other: the discs are then the whole piece).
+    @discardableResult
+    static func segment(_ p: DevicePoint, _ q: DevicePoint, _ cr: OpaquePointer, _ view: Viewport, _ bounds: inout Bounds) -> Sides? {
         var b = Bounds()
         b.add(p)
         b.add(q)
-        guard b.meets(view) else { return }
-        disc(q, cr, view, &bounds)
+        guard b.meets(view) else { return nil }
         let dx = q.x - p.x, dy = q.y - p.y
         let d = (dx * dx + dy * dy).squareRoot()
         // One disc inside the other: the discs are the whole piece.
-        guard d > abs(p.r - q.r), d > 0 else { return }
+        guard d > abs(p.r - q.r), d > 0 else { return nil }
         let ux = dx / d, uy = dy / d
         let s = (p.r - q.r) / d, c = (1 - s * s).squareRoot()
         // Unit vectors from each center to its tangent points: s·u ± c·n, n = (−uy, ux).
@@ -370,12 +387,25 @@ public enum PageRenderer {
             let (x0, y0) = quad[i], (x1, y1) = quad[(i + 1) % 4]
             area += x0 * y1 - x1 * y0
         }
-        guard area != 0 else { return }
+        guard area != 0 else { return nil }
         let order = area > 0 ? [0, 1, 2, 3] : [0, 3, 2, 1]
         cairo_move_to(cr, quad[order[0]].0, quad[order[0]].1)
         for k in order.dropFirst() { cairo_line_to(cr, quad[k].0, quad[k].1) }
         cairo_close_path(cr)
         bounds.add(p)
+        bounds.add(q)
+        return Sides(ax: ax, ay: ay, bx: bx, by: by)
+    }
+
+    /// A piece's two tangent directions (unit vectors from a center to its tangent points).
+    struct Sides {
+        var ax: Double, ay: Double, bx: Double, by: Double
+        /// How far apart two pieces' outlines open at a shared point, per unit of radius.
+        func gap(_ o: Sides) -> Double {
+            let da = (ax - o.ax) * (ax - o.ax) + (ay - o.ay) * (ay - o.ay)
+            let db = (bx - o.bx) * (bx - o.bx) + (by - o.by) * (by - o.by)
+            return max(da, db).squareRoot()
+        }
     }
 
     enum ImageOutcome { case drawn, placeholder, nothing }

@@ -15,7 +15,9 @@ public enum OutputFile {
     public static func makeDirectory(_ path: String) throws {
         let io = Syscalls.live
         if let st = try io.stat(path) {
-            guard st.isDirectory else { throw Syscalls.notRegular(path, kind: "not a directory", wantsDirectory: true) }
+            guard st.isDirectory else {
+                throw Syscalls.notRegular(path, kind: io.fileType(atPath: path) ?? "unknown", wantsDirectory: true)
+            }
             return
         }
         try io.mkdir(path, existingOK: true)
