@@ -82,14 +82,14 @@ let package = Package(
         .executableTarget(name: "lnote-load", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteSQLite", "LnotePostgres", "CLnotePQ", "LnoteTestSupport"]),
         // Writes RELIABILITY.md from the rows the reliability runs recorded (scripts/reliability.sh).
         .executableTarget(name: "lnote-reliability"),
-        .executableTarget(name: "lnote-bench", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer", "LnoteSQLite", "CLnoteZlib", "LnotePostgres", "CLnotePQ", "LnoteRelayPostgres", "LnoteTestSupport"]),
+        .executableTarget(name: "lnote-bench", dependencies: ["LnoteModel", "LnoteReplication", "LnoteRender", "LnoteStore", "LnoteSync", "LnoteServer", "LnoteSQLite", "CLnoteZlib", "LnotePostgres", "CLnotePQ", "LnoteRelayPostgres", "LnoteTestSupport"]),
 
         // Helpers shared by test targets (child processes without blocking Swift's threads).
         .target(name: "LnoteTestSupport", path: "Tests/LnoteTestSupport"),
         .testTarget(name: "LnoteModelTests", dependencies: ["LnoteModel", "LnoteTestSupport"], exclude: ["Fixtures"]),
         .testTarget(name: "LnoteReplicationTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteTestSupport"]),
         .testTarget(name: "LnoteInterchangeTests", dependencies: ["LnoteModel", "LnoteInterchange", "CLnoteZlib"]),
-        .testTarget(name: "LnoteRenderTests", dependencies: ["LnoteModel", "LnoteRender", "LnoteStore", "CLnoteZlib"]),
+        .testTarget(name: "LnoteRenderTests", dependencies: ["LnoteModel", "LnoteRender", "LnoteStore", "CLnoteZlib", "CLnoteJPEG"]),
         .testTarget(name: "LnoteStoreTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteTestSupport"]),
         .testTarget(name: "LnoteScenarioTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer", "LnoteScenario", "LnoteTestSupport"]),
         .testTarget(name: "LnoteSyncTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteSync", "LnoteScenario", "LnoteFuzzing", "LnoteTestSupport"]),
@@ -99,9 +99,9 @@ let package = Package(
         .testTarget(name: "LnotePostgresTests", dependencies: ["LnoteModel", "LnotePostgres", "LnoteTestSupport"]),
         .testTarget(name: "LnoteHTTPTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteServer", "LnoteTestSupport"]),
         // Runs the built `lnote` binary as a subprocess (listing it here makes `swift test` build it).
-        .testTarget(name: "LnoteCLITests", dependencies: ["lnote", "LnoteModel", "LnoteReplication", "LnoteStore", "LnoteTestSupport", "CLnoteZlib", "LnotePostgres", "LnoteRelayPostgres"],
+        .testTarget(name: "LnoteCLITests", dependencies: ["lnote", "LnoteModel", "LnoteRender", "LnoteReplication", "LnoteStore", "LnoteTestSupport", "CLnoteZlib", "LnotePostgres", "LnoteRelayPostgres"],
                     exclude: ["Golden"]),
-        .testTarget(name: "LnoteExportTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSQLite", "LnoteExport", "lnote", "LnoteTestSupport"]),
+        .testTarget(name: "LnoteExportTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSQLite", "LnoteExport", "LnoteRender", "lnote", "LnoteTestSupport"]),
         .testTarget(name: "LnoteRelayTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteSync", "LnoteServer", "LnoteSQLite", "LnoteTestSupport", "LnotePostgres", "LnoteRelayPostgres"]),
     ],
     swiftLanguageModes: [.v6]

@@ -209,7 +209,7 @@ extension CommandTable {
             }
         }
         let text = InkMLWriter.write(pages)
-        try DurableExport.replace(file, with: Array(text.utf8))
+        try OutputFile.replace(file, with: Array(text.utf8))
         console.out("exported \(pages.count) page\(pages.count == 1 ? "" : "s"), \(strokes) stroke\(strokes == 1 ? "" : "s") to \(file)")
         return Exit.ok
     }

@@ -9,10 +9,11 @@ extension CommandTable {
         synopsis: "lnote thumbnail FOLDER DOC PAGE --out FILE.png [--size N]",
         summary: "Render a page as a PNG picture (what thumbnails/<page>.png holds)",
         details: """
-        Renders the page's current state: white background, strokes in their ink (erased parts
-        left out, the highlighter translucent), images as gray boxes (their pixels are not
-        drawn). The stored thumbnails are rewritten with each page snapshot; this command
-        renders afresh and writes only FILE. PAGE is an id, a prefix, or pN (the N-th live page; #N also works, quoted).
+        Renders the page's current state with cairo: white background, strokes in their ink
+        (width following pressure, erased parts left out, the highlighter translucent), images
+        with their pixels, size and rotation (a missing or undecodable asset as a gray box).
+        The stored thumbnails are rewritten with each page snapshot; this command renders
+        afresh and writes only FILE (replaced durably). PAGE is an id, a prefix, or pN (the N-th live page; #N also works, quoted).
         --out FILE   the PNG to write (replaced if it exists)
         --size N     the longer side in pixels, 1 to 4096 (default 256)
         """,
@@ -30,7 +31,8 @@ extension CommandTable {
             let (pid, picture) = try await withNotebook(args.positionals[0], console: console) { nb in
                 try await withDocument(nb, args.positionals[1], console: console) { d in
                     let pid = try await Resolve.page(args.positionals[2], in: d)
-                    return (pid, try await d.renderThumbnail(pid, maxSide: size))
+                    let page = try await d.renderable(pid)
+                    return (pid, try PageRenderer.raster(page.state, canvas: page.canvas, maxSide: size, assets: page.asset))
                 }
             }
             let parent = (out as NSString).deletingLastPathComponent
@@ -39,7 +41,7 @@ extension CommandTable {
                 throw CLIError("cannot write the picture to \(out): the folder \(parent) does not exist")
             }
             do {
-                try Data(picture.png()).write(to: URL(fileURLWithPath: out), options: .atomic)
+                try OutputFile.replace(out, with: picture.cairoPNG())
             } catch {
                 throw LnoteError(.io, "cannot write the picture to \(out): \(describeForPeople(error))")
             }

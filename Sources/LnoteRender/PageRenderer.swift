@@ -1,0 +1,490 @@
+import CLnoteCairo
+import LnoteModel
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Finds an image asset's bytes by its id; nil when the asset is not there.
+public typealias AssetLookup = (AssetID) -> [UInt8]?
+
+/// Draws pages with cairo: raster pictures (thumbnails), PDF and SVG.
+///
+/// One drawing routine for every output. The page is white; its live elements are drawn
+/// bottom to top (`PageState.elements` order), each under its transform (16.16 fixed point,
+/// applied to the quantized coordinates in 64-bit integers, then scaled to the output):
+/// - **A stroke** is one filled path: for each visible fragment (`ElementRecord.visibleRanges`:
+///   erased ranges are gaps) a disc at each point, of the point's radius (pressure makes it),
+///   and between consecutive points the quadrilateral joining the two discs' outer tangents.
+///   A disc at a joint only fills the wedge the two pieces leave open on the outside of a
+///   turn; where that wedge is narrower than 0.4 × `skipDistance` device units it is left out
+///   (most joints of smooth ink: arcs are what costs, in time and in PDF and SVG bytes).
+///   Filled with the non-zero winding rule (every piece wound the same way), the path is the
+///   union of round-capped segments whose width changes linearly from one point to the next:
+///   antialiased by cairo, with no seam and no double coverage where pieces overlap. Radii are
+///   scaled by the transform's linear scale (square root of |determinant|) and never drawn
+///   thinner than `Options.minRadius` device units. Points within `Options.skipDistance`
+///   device units of the last point drawn (and of its radius) add nothing visible and are
+///   skipped (never a fragment's last point). An opaque ink is filled in its color; a
+///   translucent one, and the highlighter (drawn at 90/256 ≈ 35 % of its color's alpha,
+///   as the old rasterizer did), is filled opaque in a cairo group, clipped to the stroke's
+///   bounds, then painted with its alpha once (`cairo_paint_with_alpha`): a stroke never
+///   darkens where it overlaps itself.
+/// - **An image** is its asset's pixels (PNG through cairo's reader, JPEG through
+///   `JPEGDecoder`) scaled to its frame, rotated by `rotation` (hundredths of a degree,
+///   clockwise on the page, y down) about the frame's center, then placed by the element's
+///   transform. An asset that is missing or does not decode (see `ImageAsset`) is drawn as
+///   a light gray box (#E0E0E0) with a one-device-unit border (#909090) over the same rotated
+///   frame: never an error. An element whose transform is singular draws nothing.
+///
+/// Deterministic: the same state, canvas, options and asset bytes give the same pixels (and
+/// the same PDF and SVG bytes, for one cairo build).
+public enum PageRenderer {
+    /// How a drawing is sized and simplified for its output.
+    public struct Options: Sendable, Hashable {
+        /// Smallest radius drawn, in device units (pixels, or points for PDF and SVG).
+        public var minRadius: Double
+        /// Points closer than this (device units) to the last one drawn are skipped.
+        public var skipDistance: Double
+        /// Raster output: ink at least half a pixel wide, points a quarter pixel apart.
+        public static let raster = Options(minRadius: 0.5, skipDistance: 0.25)
+        /// Vector output (points): a hairline is 0.1 pt, points kept 0.2 pt (0.07 mm) apart:
+        /// finer than a printer's dot or a screen's pixel at 300 % zoom, and a fifth of the
+        /// path data of keeping every 240 Hz sample.
+        public static let vector = Options(minRadius: 0.05, skipDistance: 0.2)
+        public init(minRadius: Double, skipDistance: Double) {
+            self.minRadius = minRadius
+            self.skipDistance = skipDistance
+        }
+    }
+
+    /// What a drawing did with the page's images.
+    public struct ImageCounts: Sendable, Hashable {
+        /// Images drawn with their pixels.
+        public var drawn = 0
+        /// Images drawn as a gray box (asset missing or undecodable).
+        public var placeholders = 0
+        public init() {}
+    }
+
+    /// Highlighter opacity, in 1/256 of the color's alpha.
+    public static let highlighterAlpha = 90
+    static let placeholderFill = RGBA(r: 0xE0, g: 0xE0, b: 0xE0)
+    static let placeholderBorder = RGBA(r: 0x90, g: 0x90, b: 0x90)
+
+    /// The picture size for a canvas: the longer side is `maxSide` (at least 1), the other
+    /// keeps the aspect ratio (rounded, at least 1). A degenerate canvas is treated as square.
+    public static func size(for canvas: CanvasSize, maxSide: Int = 256) -> (width: Int, height: Int) {
+        let side = max(1, maxSide)
+        let w = Int64(max(1, canvas.width)), h = Int64(max(1, canvas.height))
+        if w >= h { return (side, Int(max(1, (Int64(side) * h + w / 2) / w))) }
+        return (Int(max(1, (Int64(side) * w + h / 2) / h)), side)
+    }
+
+    /// Renders `state` on a canvas of `canvas` (tenths of a point) into an RGBA picture whose
+    /// longer side is `maxSide` pixels (clamped to 1...4096), opaque, white background.
+    /// - Throws: what cairo reports (out of memory).
+    public static func raster(_ state: PageState, canvas: CanvasSize, maxSide: Int = 256,
+                              assets: AssetLookup = { _ in nil }) throws -> Thumbnail {
+        let (w, h) = size(for: canvas, maxSide: min(max(1, maxSide), 4096))
+        // Pixels per tenth of a point, the same on both axes.
+        let scale = canvas.width >= canvas.height
+            ? Double(w) / Double(max(1, canvas.width))
+            : Double(h) / Double(max(1, canvas.height))
+        let cv = try CairoCanvas.image(width: w, height: h)
+        withoutActuallyEscaping(assets) { assets in
+            let images = ImageCache(assets)
+            defer { images.close() }
+            _ = draw(state, on: cv.cr, view: Viewport(scale: scale, width: Double(w), height: Double(h), options: .raster),
+                     images: images)
+        }
+        try cv.check("drawing the page")
+        cairo_surface_flush(cv.surface)
+        let stride = Int(cairo_image_surface_get_stride(cv.surface))
+        let data = UnsafeRawPointer(cairo_image_surface_get_data(cv.surface)!)
+        var pixels = [UInt8](repeating: 255, count: w * h * 4)
+        pixels.withUnsafeMutableBufferPointer { out in
+            for y in 0..<h {
+                let row = (data + y * stride).assumingMemoryBound(to: UInt32.self)
+                for x in 0..<w {
+                    // Opaque (white background): premultiplied values are the values.
+                    let v = row[x], o = (y * w + x) * 4
+                    out[o] = UInt8((v >> 16) & 0xff)
+                    out[o + 1] = UInt8((v >> 8) & 0xff)
+                    out[o + 2] = UInt8(v & 0xff)
+                }
+            }
+        }
+        try cv.close()
+        return Thumbnail(width: w, height: h, pixels: pixels)
+    }
+
+    /// One page of a PDF or SVG: its state and canvas.
+    public struct Page: Sendable {
+        public var state: PageState
+        public var canvas: CanvasSize
+        public init(state: PageState, canvas: CanvasSize) {
+            self.state = state
+            self.canvas = canvas
+        }
+    }
+
+    /// The size in points cairo is given for a canvas (at least 1 pt a side).
+    static func points(_ canvas: CanvasSize) -> (Double, Double) {
+        (max(1, Double(canvas.width) / 10), max(1, Double(canvas.height) / 10))
+    }
+
+    /// A PDF file with one page per element of `pages`, in order, each the size of its
+    /// canvas in points (at least 1 pt), strokes as vector paths, images embedded.
+    /// `creationDate` (PDF date text, `D:YYYYMMDDHHmmSS`), when given, replaces the time of
+    /// the run in the file's metadata, so that the same pages give the same bytes.
+    /// - Throws: `invalidArgument` for no pages; what cairo reports.
+    public static func pdf(_ pages: [Page], assets: AssetLookup = { _ in nil }, creationDate: String? = nil)
+        throws -> (bytes: [UInt8], images: ImageCounts) {
+        guard let first = pages.first else { throw LnoteError(.invalidArgument, "a PDF needs at least one page") }
+        let (w0, h0) = points(first.canvas)
+        let cv = try CairoCanvas.pdf(width: w0, height: h0)
+        if let d = creationDate {
+            cairo_pdf_surface_set_metadata(cv.surface, CAIRO_PDF_METADATA_CREATE_DATE, d)
+            cairo_pdf_surface_set_metadata(cv.surface, CAIRO_PDF_METADATA_MOD_DATE, d)
+        }
+        cairo_pdf_surface_set_metadata(cv.surface, CAIRO_PDF_METADATA_CREATOR, "lnote")
+        let counts = try withoutActuallyEscaping(assets) { assets in
+            let images = ImageCache(assets)
+            defer { images.close() }
+            var counts = ImageCounts()
+            for p in pages {
+                let (w, h) = points(p.canvas)
+                cairo_pdf_surface_set_size(cv.surface, w, h)
+                let c = draw(p.state, on: cv.cr, view: Viewport(scale: 0.1, width: w, height: h, options: .vector), images: images)
+                counts.drawn += c.drawn
+                counts.placeholders += c.placeholders
+                cairo_show_page(cv.cr)
+                try cv.check("drawing page \(p.state.page)")
+            }
+            return counts
+        }
+        return (try cv.close(), counts)
+    }
+
+    /// An SVG file of one page: the root's `width` and `height` are the canvas in points
+    /// (`pt`), its `viewBox` `0 0 width height` in points; strokes are `<path>` elements,
+    /// images embedded as PNG data.
+    /// - Throws: what cairo reports.
+    public static func svg(_ page: Page, assets: AssetLookup = { _ in nil }) throws -> (bytes: [UInt8], images: ImageCounts) {
+        let (w, h) = points(page.canvas)
+        let cv = try CairoCanvas.svg(width: w, height: h)
+        cairo_svg_surface_restrict_to_version(cv.surface, CAIRO_SVG_VERSION_1_1)
+        cairo_svg_surface_set_document_unit(cv.surface, CAIRO_SVG_UNIT_PT)
+        let counts = withoutActuallyEscaping(assets) { assets in
+            let images = ImageCache(assets)
+            defer { images.close() }
+            return draw(page.state, on: cv.cr, view: Viewport(scale: 0.1, width: w, height: h, options: .vector), images: images)
+        }
+        try cv.check("drawing page \(page.state.page)")
+        return (renumberSurfaces(try cv.close()), counts)
+    }
+
+    /// cairo names the groups of an SVG `surface<N>` with N a process-wide counter: renumbered
+    /// here from 1 in order of first appearance, so that the same page gives the same bytes.
+    static func renumberSurfaces(_ svg: [UInt8]) -> [UInt8] {
+        let key = Array("surface".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(svg.count)
+        var map: [ArraySlice<UInt8>: Int] = [:]
+        var i = 0
+        svg.withUnsafeBufferPointer { b in
+            while i < b.count {
+                if b[i] == key[0], i + key.count < b.count, b[i + key.count] >= 0x30, b[i + key.count] <= 0x39,
+                   Array(b[i..<(i + key.count)]) == key {
+                    var j = i + key.count
+                    while j < b.count, b[j] >= 0x30, b[j] <= 0x39 { j += 1 }
+                    let digits = svg[(i + key.count)..<j]
+                    let n = map[digits] ?? (map.count + 1)
+                    map[digits] = n
+                    out += key
+                    out += Array(String(n).utf8)
+                    i = j
+                } else {
+                    out.append(b[i])
+                    i += 1
+                }
+            }
+        }
+        return out
+    }
+
+    // MARK: - Drawing
+
+    /// The output: device units per tenth of a point, the device area, the options.
+    struct Viewport {
+        var scale: Double
+        var width: Double
+        var height: Double
+        var options: Options
+    }
+
+    /// Paints the page white, then its elements bottom to top. The context's matrix is the
+    /// identity (device units) on entry and on return.
+    static func draw(_ state: PageState, on cr: OpaquePointer, view: Viewport, images: ImageCache) -> ImageCounts {
+        cairo_save(cr)
+        cairo_set_source_rgb(cr, 1, 1, 1)
+        cairo_paint(cr)
+        cairo_set_fill_rule(cr, CAIRO_FILL_RULE_WINDING)
+        var counts = ImageCounts()
+        for e in state.elements {
+            switch e.content {
+            case .stroke(let s):
+                drawStroke(s, ranges: e.visibleRanges, transform: e.transform.value, on: cr, view: view)
+            case .image(let img):
+                switch drawImage(img, transform: e.transform.value, on: cr, view: view, images: images) {
+                case .drawn: counts.drawn += 1
+                case .placeholder: counts.placeholders += 1
+                case .nothing: break
+                }
+            }
+        }
+        cairo_restore(cr)
+        return counts
+    }
+
+    /// A point in device units with its radius.
+    struct DevicePoint {
+        var x: Double, y: Double, r: Double
+    }
+
+    /// How much a transform's linear part scales lengths (square root of |determinant|).
+    static func linearScale(_ t: Transform) -> Double {
+        let det = (Double(t.a) * Double(t.d) - Double(t.b) * Double(t.c)) / (65536.0 * 65536.0)
+        return abs(det).squareRoot()
+    }
+
+    /// `t` applied to (x, y), in tenths of a point (exact in Int64: |a·x| < 2^31 · 2^31).
+    static func apply(_ t: Transform, _ x: Int32, _ y: Int32) -> (Double, Double) {
+        let xx = Int64(t.a) * Int64(x) + Int64(t.c) * Int64(y)
+        let yy = Int64(t.b) * Int64(x) + Int64(t.d) * Int64(y)
+        return (Double(xx) / 65536.0 + Double(t.tx), Double(yy) / 65536.0 + Double(t.ty))
+    }
+
+    /// The bounds of the path being built, in device units.
+    struct Bounds {
+        var x0 = Double.infinity, y0 = Double.infinity, x1 = -Double.infinity, y1 = -Double.infinity
+        var isEmpty: Bool { x0 > x1 }
+        mutating func add(_ p: DevicePoint) {
+            x0 = min(x0, p.x - p.r); x1 = max(x1, p.x + p.r)
+            y0 = min(y0, p.y - p.r); y1 = max(y1, p.y + p.r)
+        }
+        func meets(_ v: Viewport) -> Bool { !isEmpty && x1 >= 0 && y1 >= 0 && x0 <= v.width && y0 <= v.height }
+    }
+
+    static func drawStroke(_ s: Stroke, ranges: [PointRange], transform t: Transform, on cr: OpaquePointer, view: Viewport) {
+        var alpha = Int(s.style.color.a)
+        if s.style.tool == .highlighter { alpha = (alpha * highlighterAlpha + 128) >> 8 }
+        guard alpha > 0 else { return }
+        let lin = linearScale(t)
+        // Radii beyond the page's diagonal are drawn as that: the page looks the same and
+        // cairo's fixed-point coordinates stay in range.
+        let maxR = max(1, (view.width * view.width + view.height * view.height).squareRoot())
+        func project(_ p: StrokePoint) -> DevicePoint {
+            let (x, y) = apply(t, p.x, p.y)
+            let r = min(maxR, max(view.options.minRadius, Double(max(0, p.radius)) * view.scale * lin))
+            return DevicePoint(x: x * view.scale, y: y * view.scale, r: r)
+        }
+        let skip2 = view.options.skipDistance * view.options.skipDistance
+        let joinTolerance = view.options.skipDistance * 0.4
+        var bounds = Bounds()
+        cairo_new_path(cr)
+        s.points.withUnsafeBufferPointer { pts in
+            for range in ranges {
+                let lo = Int(range.from), hi = Int(range.to)
+                guard lo < hi, hi <= pts.count else { continue }
+                var prev = project(pts[lo])
+                // The previous piece's tangent directions, to decide whether the joint needs its disc.
+                var lastSides: Sides? = nil
+                disc(prev, cr, view, &bounds)
+                for i in (lo + 1)..<hi {
+                    let next = project(pts[i])
+                    let dx = next.x - prev.x, dy = next.y - prev.y
+                    if i + 1 < hi, dx * dx + dy * dy < skip2, abs(next.r - prev.r) < view.options.skipDistance { continue }
+                    let sides = segment(prev, next, cr, view, &bounds)
+                    // A joint's disc fills the wedge between two pieces' outlines: needed only
+                    // where it is wider than `joinTolerance` (a turn, a change of width slope).
+                    if let a = lastSides, let b = sides, a.gap(b) * prev.r <= joinTolerance {
+                        // No visible wedge.
+                    } else if lastSides != nil || sides == nil {
+                        disc(prev, cr, view, &bounds)
+                    }
+                    if sides == nil { disc(next, cr, view, &bounds) }
+                    lastSides = sides
+                    prev = next
+                }
+                if lastSides != nil { disc(prev, cr, view, &bounds) }
+            }
+        }
+        guard !bounds.isEmpty else {
+            cairo_new_path(cr)
+            return
+        }
+        let c = s.style.color
+        if alpha == 255 {
+            cairo_set_source_rgb(cr, Double(c.r) / 255, Double(c.g) / 255, Double(c.b) / 255)
+            cairo_fill(cr)
+            return
+        }
+        // Translucent: opaque in a group (clipped to the stroke), painted once with its alpha.
+        let path = cairo_copy_path(cr)
+        cairo_new_path(cr)
+        cairo_save(cr)
+        cairo_rectangle(cr, (bounds.x0 - 1).rounded(.down), (bounds.y0 - 1).rounded(.down),
+                        (bounds.x1 - bounds.x0 + 2).rounded(.up), (bounds.y1 - bounds.y0 + 2).rounded(.up))
+        cairo_clip(cr)
+        cairo_push_group(cr)
+        cairo_append_path(cr, path)
+        cairo_path_destroy(path)
+        cairo_set_source_rgb(cr, Double(c.r) / 255, Double(c.g) / 255, Double(c.b) / 255)
+        cairo_fill(cr)
+        cairo_pop_group_to_source(cr)
+        cairo_paint_with_alpha(cr, Double(alpha) / 255)
+        cairo_restore(cr)
+    }
+
+    /// Adds a disc (wound like `segment`'s quadrilaterals) when it meets the output.
+    static func disc(_ p: DevicePoint, _ cr: OpaquePointer, _ view: Viewport, _ bounds: inout Bounds) {
+        var b = Bounds()
+        b.add(p)
+        guard b.meets(view) else { return }
+        cairo_new_sub_path(cr)
+        cairo_arc(cr, p.x, p.y, p.r, 0, 2 * Double.pi)
+        cairo_close_path(cr)
+        bounds.add(p)
+    }
+
+    /// Adds the piece from `p` to `q`: the quadrilateral between the two discs' outer
+    /// tangents, wound positively (as `cairo_arc` winds a disc), so that the non-zero fill is
+    /// the union. Returns its tangent directions; nil when it added nothing (outside the
+    /// output, or one disc inside the other: the discs are then the whole piece).
+    @discardableResult
+    static func segment(_ p: DevicePoint, _ q: DevicePoint, _ cr: OpaquePointer, _ view: Viewport, _ bounds: inout Bounds) -> Sides? {
+        var b = Bounds()
+        b.add(p)
+        b.add(q)
+        guard b.meets(view) else { return nil }
+        let dx = q.x - p.x, dy = q.y - p.y
+        let d = (dx * dx + dy * dy).squareRoot()
+        // One disc inside the other: the discs are the whole piece.
+        guard d > abs(p.r - q.r), d > 0 else { return nil }
+        let ux = dx / d, uy = dy / d
+        let s = (p.r - q.r) / d, c = (1 - s * s).squareRoot()
+        // Unit vectors from each center to its tangent points: s·u ± c·n, n = (−uy, ux).
+        let ax = s * ux - c * uy, ay = s * uy + c * ux
+        let bx = s * ux + c * uy, by = s * uy - c * ux
+        let quad = [(p.x + p.r * ax, p.y + p.r * ay), (q.x + q.r * ax, q.y + q.r * ay),
+                    (q.x + q.r * bx, q.y + q.r * by), (p.x + p.r * bx, p.y + p.r * by)]
+        var area = 0.0
+        for i in 0..<4 {
+            let (x0, y0) = quad[i], (x1, y1) = quad[(i + 1) % 4]
+            area += x0 * y1 - x1 * y0
+        }
+        guard area != 0 else { return nil }
+        let order = area > 0 ? [0, 1, 2, 3] : [0, 3, 2, 1]
+        cairo_move_to(cr, quad[order[0]].0, quad[order[0]].1)
+        for k in order.dropFirst() { cairo_line_to(cr, quad[k].0, quad[k].1) }
+        cairo_close_path(cr)
+        bounds.add(p)
+        bounds.add(q)
+        return Sides(ax: ax, ay: ay, bx: bx, by: by)
+    }
+
+    /// A piece's two tangent directions (unit vectors from a center to its tangent points).
+    struct Sides {
+        var ax: Double, ay: Double, bx: Double, by: Double
+        /// How far apart two pieces' outlines open at a shared point, per unit of radius.
+        func gap(_ o: Sides) -> Double {
+            let da = (ax - o.ax) * (ax - o.ax) + (ay - o.ay) * (ay - o.ay)
+            let db = (bx - o.bx) * (bx - o.bx) + (by - o.by) * (by - o.by)
+            return max(da, db).squareRoot()
+        }
+    }
+
+    enum ImageOutcome { case drawn, placeholder, nothing }
+
+    static func drawImage(_ img: ImageElement, transform t: Transform, on cr: OpaquePointer, view: Viewport,
+                          images: ImageCache) -> ImageOutcome {
+        let det = Int64(t.a) * Int64(t.d) - Int64(t.b) * Int64(t.c)
+        guard det != 0, img.frame.width > 0, img.frame.height > 0 else { return .nothing }
+        let fw = Double(img.frame.width), fh = Double(img.frame.height)
+        let cx = Double(img.frame.x) + fw / 2, cy = Double(img.frame.y) + fh / 2
+        let angle = Double(img.rotation) * Double.pi / 18_000
+        let k = view.scale / 65536
+        // frame-local (u, v), origin at the frame's top-left → page (rotation about the
+        // center) → element transform → device.
+        var m = cairo_matrix_t()
+        cairo_matrix_init(&m, Double(t.a) * k, Double(t.b) * k, Double(t.c) * k, Double(t.d) * k,
+                          Double(t.tx) * view.scale, Double(t.ty) * view.scale)
+        cairo_matrix_translate(&m, cx, cy)
+        cairo_matrix_rotate(&m, angle)
+        cairo_matrix_translate(&m, -fw / 2, -fh / 2)
+        // Cull what lies outside the output.
+        var b = Bounds()
+        for (u, v) in [(0.0, 0.0), (fw, 0), (0, fh), (fw, fh)] {
+            var x = u, y = v
+            cairo_matrix_transform_point(&m, &x, &y)
+            b.add(DevicePoint(x: x, y: y, r: 0))
+        }
+        guard b.meets(view) else { return .nothing }
+        cairo_save(cr)
+        defer { cairo_restore(cr) }
+        cairo_set_matrix(cr, &m)
+        if let asset = images.asset(img.asset) {
+            cairo_scale(cr, fw / Double(asset.width), fh / Double(asset.height))
+            cairo_set_source_surface(cr, asset.surface, 0, 0)
+            cairo_pattern_set_filter(cairo_get_source(cr), CAIRO_FILTER_GOOD)
+            cairo_rectangle(cr, 0, 0, Double(asset.width), Double(asset.height))
+            cairo_fill(cr)
+            return .drawn
+        }
+        cairo_rectangle(cr, 0, 0, fw, fh)
+        let f = placeholderFill, e = placeholderBorder
+        cairo_set_source_rgb(cr, Double(f.r) / 255, Double(f.g) / 255, Double(f.b) / 255)
+        cairo_fill_preserve(cr)
+        cairo_identity_matrix(cr)
+        cairo_set_line_width(cr, 1)
+        cairo_set_source_rgb(cr, Double(e.r) / 255, Double(e.g) / 255, Double(e.b) / 255)
+        cairo_stroke(cr)
+        return .placeholder
+    }
+}
+
+/// Image assets decoded for one rendering call (each once), released by `close()`.
+final class ImageCache {
+    let lookup: AssetLookup
+    private var entries: [AssetID: ImageAsset?] = [:]
+    /// Why each asset that could not be drawn was not (absent or a decode error).
+    private(set) var failures: [AssetID: LnoteError] = [:]
+
+    init(_ lookup: @escaping AssetLookup) { self.lookup = lookup }
+
+    /// The decoded asset, or nil when it is missing or does not decode.
+    func asset(_ id: AssetID) -> ImageAsset? {
+        if let e = entries[id] { return e }
+        var decoded: ImageAsset?
+        if let bytes = lookup(id) {
+            do { decoded = try ImageAsset.decode(bytes, name: "assets/\(id)") } catch let e as LnoteError {
+                failures[id] = e
+            } catch {
+                failures[id] = LnoteError(.corrupt, "\(error)", path: "assets/\(id)")
+            }
+        } else {
+            failures[id] = LnoteError(.notFound, "no asset", path: "assets/\(id)")
+        }
+        entries[id] = .some(decoded)
+        return decoded
+    }
+
+    func close() {
+        for case let a? in entries.values { a.close() }
+        entries = [:]
+    }
+}
