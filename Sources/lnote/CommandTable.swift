@@ -7,7 +7,7 @@ enum CommandTable {
          restoreElement, undo, redo, revert,
          log, history, conflicts, compact, verify, watch,
          sync, remoteAdd, remoteList, remoteRemove, remoteDefault, serve,
-         relay, relayNotebookCreate, relayNotebookList, relayTokenCreate, relayTokenList, relayTokenRevoke,
+         relay, relayNotebookCreate, relayNotebookList, relayNotebookRename, relayNotebookDelete, relayTokenCreate, relayTokenList, relayTokenRevoke,
          relayDevices, relayEpochReset, relayQuarantineList, relayQuarantineDrop, relayMigrate, relayStats, relayCopy,
          export, thumbnail, completion, demo, replay]
     }
