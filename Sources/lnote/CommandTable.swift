@@ -1,7 +1,7 @@
 /// Every command, in the order `lnote --help` lists them.
 enum CommandTable {
     static var all: [Command] {
-        [initCommand, name, new, ls, show, title, rm, restore,
+        [initCommand, name, new, ls, show, title, docRemove, docRestore, rm, restore,
          pageAdd, pageRemove, pageRestore, pageMove,
          importStrokes, addImage, erase, eraseRange, move, front, back,
          restoreElement, undo, redo, revert,
