@@ -6,10 +6,11 @@ import LnoteServer
 /// older versions of the PostgreSQL store.
 ///
 /// Version 3 is the first PostgreSQL schema (the SQLite store's versions 1 and 2 never
-/// existed here); version 4 adds `relay_presence` (`migrationV3toV4`). A version 5 is one
-/// `Migration(from: 4)` appended to `migrations`, with `version` raised to 5: `open` runs
-/// each migration from the stored version up, in the transaction that holds the migration
-/// lock, and records the new version.
+/// existed here); version 4 adds `relay_presence` (`migrationV3toV4`), version 5
+/// `notebooks.name` (`migrationV4toV5`). A version 6 is one `Migration(from: 5)` appended to
+/// `migrations`, with `version` raised to 6: `open` runs each migration from the stored
+/// version up, in the transaction that holds the migration lock, and records the new
+/// version.
 struct RelayPostgresSchema: Sendable {
     /// One step, from `from` to `from + 1`, run on the connection of the migration's
     /// transaction.
@@ -28,7 +29,16 @@ struct RelayPostgresSchema: Sendable {
     var migrations: [Migration] = []
 
     /// This build's schema: `RelayStore.schemaVersion`.
-    static let current = RelayPostgresSchema(version: RelayStore.schemaVersion, migrations: [migrationV3toV4])
+    static let current = RelayPostgresSchema(version: RelayStore.schemaVersion,
+                                             migrations: [migrationV3toV4, migrationV4toV5])
+
+    /// Version 5 over version 4: `notebooks.name` (`RelayStore.Tables`), '' for every
+    /// notebook made before.
+    static let migrationV4toV5 = Migration(from: 4) { conn in
+        try conn.executeScript("""
+            ALTER TABLE notebooks ADD COLUMN IF NOT EXISTS name text NOT NULL DEFAULT '';
+            """)
+    }
 
     /// Version 4 over version 3: `relay_presence`, one row per relay process serving the
     /// database (`RelayPresence`, `RelayStore.Tables`).

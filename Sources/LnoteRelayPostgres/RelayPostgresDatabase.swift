@@ -126,6 +126,10 @@ public final class RelayPostgresDatabase: RelayDatabase, @unchecked Sendable {
     /// The identity column of `tokens`.
     public var tokenInsertionOrder: String { "ins" }
 
+    /// The server's clock (`clock_timestamp()`: the time of the statement, not of its
+    /// transaction's start) as milliseconds since 1970.
+    public var nowMillisecondsSQL: String { "CAST(floor(extract(epoch FROM clock_timestamp()) * 1000) AS bigint)" }
+
     /// Opens the transaction with one message (`BEGIN` and its prelude), then runs `body`.
     ///
     /// An `.allocating` transaction (a push) takes `LOCK TABLE relay_counters IN EXCLUSIVE

@@ -34,6 +34,8 @@ public struct RelayCopyNotebookCheck: Sendable, Equatable {
         public var cursor: Int64
         public var epoch: UInt64
         public var checksum: [UInt8]
+        /// The notebook's name (`notebooks.name`).
+        public var name: String = ""
     }
     public var notebook: NotebookID
     public var source: Side
@@ -72,7 +74,8 @@ public struct RelayCopyReport: Sendable, Equatable {
             guard let t = n.target else { out.append("notebook \(n.notebook) is missing from the target"); continue }
             out.append("notebook \(n.notebook): source \(n.source.operations) operations up to sequence \(n.source.cursor), "
                        + "checksum \(hexString(n.source.checksum).prefix(16)); target \(t.operations) up to \(t.cursor), "
-                       + "checksum \(hexString(t.checksum).prefix(16))" + (n.source.epoch != t.epoch ? "; epochs differ" : ""))
+                       + "checksum \(hexString(t.checksum).prefix(16))" + (n.source.epoch != t.epoch ? "; epochs differ" : "")
+                       + (n.source.name != t.name ? "; names differ" : ""))
         }
         if targetIssued < sourceIssued {
             out.append("the target's change sequence \(targetIssued) is below the source's \(sourceIssued)")
@@ -85,7 +88,7 @@ public struct RelayCopyReport: Sendable, Equatable {
 /// between any two backends (SQLite to PostgreSQL, PostgreSQL to SQLite, …), then verifies.
 ///
 /// **What is copied**: every table of `RelayStore.Tables` that holds the relay's data —
-/// notebooks (ids and epochs), tokens (their hashes, devices, expiry, in creation order),
+/// notebooks (ids, epochs and names), tokens (their hashes, devices, expiry, in creation order),
 /// operations with their change sequences, content hashes and frames as received, assets,
 /// checkpoints, owners, chains. `relay_presence` is not: it describes running processes.
 /// The internal notebook key (`nb`) is given anew by the target and mapped.
@@ -109,7 +112,8 @@ public struct RelayCopyReport: Sendable, Equatable {
 ///
 /// **Verification**, after the commit, in new read transactions on both sides: rows per
 /// table, and per notebook the operations' count, greatest sequence, epoch and a SHA-256
-/// over their (sequence, document, page, replica, counter, content hash) in sequence order.
+/// over their (sequence, document, page, replica, counter, content hash) in sequence order,
+/// and its name.
 public enum RelayCopy {
     /// The tables copied, in order (a table after those it refers to).
     public static let tables = ["notebooks", "tokens", "ops", "assets", "checkpoints", "owners", "chains"]
@@ -248,11 +252,11 @@ public enum RelayCopy {
         var batches = 0
         // notebooks: the target gives its own key; the source's is mapped to it.
         var nbMap: [Int64: Int64] = [:]
-        let insertNotebook = try ttx.prepare("INSERT INTO notebooks (id, epoch, created) VALUES (?1, ?2, ?3)")
+        let insertNotebook = try ttx.prepare("INSERT INTO notebooks (id, epoch, created, name) VALUES (?1, ?2, ?3, ?4)")
         let targetKey = try ttx.prepare("SELECT nb FROM notebooks WHERE id = ?1")
-        try paged(stx, "SELECT nb, id, epoch, created FROM notebooks WHERE nb > ?1 ORDER BY nb LIMIT ?2", table: "notebooks",
-                  batchRows: batchRows, &batches, progress) { r in
-            try insertNotebook.run([r[1], r[2], r[3]])
+        try paged(stx, "SELECT nb, id, epoch, created, name FROM notebooks WHERE nb > ?1 ORDER BY nb LIMIT ?2",
+                  table: "notebooks", batchRows: batchRows, &batches, progress) { r in
+            try insertNotebook.run([r[1], r[2], r[3], r[4]])
             guard let old = r[0].int64, let new = try targetKey.first([r[1]])?.first?.int64 else {
                 throw LnoteError(.corrupt, "a notebook row of the copy's source has no key or id: \(r[1])")
             }
@@ -342,8 +346,9 @@ public enum RelayCopy {
         for table in tables { counts[table] = try tx.query("SELECT count(*) FROM \(table)").first?.first?.int64 ?? 0 }
         var notebooks: [NotebookID: RelayCopyNotebookCheck.Side] = [:]
         let ops = try tx.prepare("SELECT seq, document, page, replica, counter, hash FROM ops WHERE nb = ?1 ORDER BY seq")
-        for r in try tx.query("SELECT nb, id, epoch FROM notebooks") {
-            guard let nb = r[0].int64, let id = r[1].string.flatMap(NotebookID.init), let epoch = r[2].int64 else {
+        for r in try tx.query("SELECT nb, id, epoch, name FROM notebooks") {
+            guard let nb = r[0].int64, let id = r[1].string.flatMap(NotebookID.init), let epoch = r[2].int64,
+                  let name = r[3].string else {
                 throw LnoteError(.corrupt, "malformed notebook row: \(r)")
             }
             var hasher = SHA256()
@@ -362,7 +367,8 @@ public enum RelayCopy {
                 cursor = o[0].int64 ?? cursor
                 return true
             }
-            notebooks[id] = .init(operations: count, cursor: cursor, epoch: UInt64(bitPattern: epoch), checksum: hasher.finalize())
+            notebooks[id] = .init(operations: count, cursor: cursor, epoch: UInt64(bitPattern: epoch), checksum: hasher.finalize(),
+                                  name: name)
         }
         return (counts, notebooks)
     }

@@ -78,6 +78,13 @@ public protocol RelayDatabase: AnyObject, Sendable {
     /// millisecond by insertion (SQLite: `rowid`; PostgreSQL: an identity column).
     var tokenInsertionOrder: String { get }
 
+    /// An SQL expression whose value is the database's clock, in whole milliseconds since
+    /// 1970 (int8): what `relay_presence` heartbeats are written and judged by, so that relay
+    /// processes on hosts whose clocks differ agree on which ones are alive (SQLite: the
+    /// clock of the host running the statement, the only one that opens the file;
+    /// PostgreSQL: the server's `clock_timestamp()`).
+    var nowMillisecondsSQL: String { get }
+
     /// Called in the write transaction that stored operations in `notebook` or gave it a
     /// new epoch, so that a backend can tell other processes at the commit (PostgreSQL:
     /// `NOTIFY`, which is itself transactional). The default does nothing.

@@ -12,9 +12,10 @@ public struct RelayProcessPresence: Sendable, Equatable {
     public var pid: Int64
     /// The HTTP port it listens on.
     public var port: Int64
-    /// Milliseconds since 1970, by that process's clock.
+    /// When it first wrote its row, in milliseconds since 1970 by the database's clock
+    /// (`RelayDatabase.nowMillisecondsSQL`).
     public var started: Int64
-    /// When it last wrote its row, in milliseconds since 1970 by its clock.
+    /// When it last wrote its row, in milliseconds since 1970 by the database's clock.
     public var heartbeat: Int64
     /// The long polls it held then ([SYNC-71]).
     public var longPolls: Int64
@@ -71,6 +72,8 @@ final class TransactionPresenceWriter: RelayPresenceWriter {
 /// not it changed, and deleted by `close()`. A process that dies leaves its row behind; its
 /// heartbeat then grows old, and `RelayStore.stats` counts only rows with a recent one
 /// (60 s). Rows whose heartbeat is older than an hour are deleted when a relay starts.
+/// Times are the database's (`RelayDatabase.nowMillisecondsSQL`), never the host's: a relay
+/// on a host whose clock is a minute slow would otherwise look gone to every other one.
 ///
 /// A write that fails (the database unreachable, busy, or of an older schema) is not thrown
 /// anywhere: it is told to `log` at most once per minute (with the count of failures in
@@ -104,7 +107,6 @@ public final class RelayPresence: Sendable {
     public let host: String
     public let pid: Int64
     public let port: Int64
-    public let started: Int64
     public let location: String
     private let timing: Timing
     private let longPolls: @Sendable () -> Int
@@ -132,7 +134,6 @@ public final class RelayPresence: Sendable {
         host = Self.hostName()
         pid = Int64(getpid())
         self.port = Int64(port)
-        started = RelayStore.now()
         location = store.database.location
         database = store.database
         self.timing = timing
@@ -165,10 +166,13 @@ public final class RelayPresence: Sendable {
         _ = done.wait(timeout: .now() + 15)
     }
 
-    static let upsert = """
-        INSERT INTO relay_presence (id, host, pid, port, started, heartbeat, long_polls) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+    /// Writes this process's row; `started` stays what the first write gave it.
+    static func upsert(now: String) -> String {
+        """
+        INSERT INTO relay_presence (id, host, pid, port, started, heartbeat, long_polls) VALUES (?1, ?2, ?3, ?4, \(now), \(now), ?5)
         ON CONFLICT (id) DO UPDATE SET heartbeat = excluded.heartbeat, long_polls = excluded.long_polls
         """
+    }
 
     private func run() {
         var writer: (any RelayPresenceWriter)?
@@ -220,14 +224,13 @@ public final class RelayPresence: Sendable {
             }
             if due {
                 lastAttempt = now
-                let wall = RelayStore.now()
+                let clock = database.nowMillisecondsSQL
                 if !pruned {
-                    pruned = write("DELETE FROM relay_presence WHERE heartbeat < ?1",
-                                   [.integer(wall - Self.forgetAfterMilliseconds)], "prune old rows of")
+                    pruned = write("DELETE FROM relay_presence WHERE heartbeat < \(clock) - ?1",
+                                   [.integer(Self.forgetAfterMilliseconds)], "prune old rows of")
                 }
-                let params: [RelayValue] = [.text(id), .text(host), .integer(pid), .integer(port), .integer(started),
-                                            .integer(wall), .integer(Int64(count))]
-                written = write(Self.upsert, params, "record") ? count : nil
+                let params: [RelayValue] = [.text(id), .text(host), .integer(pid), .integer(port), .integer(Int64(count))]
+                written = write(Self.upsert(now: clock), params, "record") ? count : nil
             }
             if stop.wait(timeout: .now() + .nanoseconds(Int(timing.poll.components.attoseconds / 1_000_000_000
                                                              + timing.poll.components.seconds * 1_000_000_000))) == .success {

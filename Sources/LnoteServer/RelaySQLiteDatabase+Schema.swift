@@ -92,6 +92,12 @@ extension RelaySQLiteDatabase {
         );
         """
 
+    /// Version 5 over version 4: `notebooks.name`. Added only where it is missing: a file
+    /// taken back to an older version by hand (tests do) may hold it already.
+    static let upgradeV4toV5 = """
+        ALTER TABLE notebooks ADD COLUMN name TEXT NOT NULL DEFAULT '';
+        """
+
     /// Prepares the schema, then checks the high-water mark ([SYNC-58]): when the
     /// database's change sequence is below it (a restored copy), or the store holds
     /// operations and the mark is missing or unreadable, or the last store was not closed,
@@ -158,6 +164,10 @@ extension RelaySQLiteDatabase {
         }
         if version < 3 { try db.execute(Self.upgradeV2toV3) }
         if version < 4 { try db.execute(Self.upgradeV3toV4) }
+        if version < 5,
+           try tx.query("SELECT count(*) FROM pragma_table_info('notebooks') WHERE name = 'name'").first?.first?.int64 == 0 {
+            try db.execute(Self.upgradeV4toV5)
+        }
         try db.execute("PRAGMA user_version = \(RelayStore.schemaVersion)")
         return (version, dropped)
     }

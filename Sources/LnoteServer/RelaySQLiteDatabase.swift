@@ -33,6 +33,9 @@ public final class RelaySQLiteDatabase: RelayDatabase {
 
     public var tokenInsertionOrder: String { "rowid" }
 
+    /// `julianday('now')` (this host's clock, to the millisecond) as milliseconds since 1970.
+    public var nowMillisecondsSQL: String { "CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)" }
+
     public func transaction<T>(_ mode: RelayTransactionMode, _ body: (any RelayTransaction) throws -> T) throws -> T {
         try db.transaction(mode.writes ? .immediate : .deferred) {
             let tx = SQLiteRelayTransaction(db, mode: mode)

@@ -4,16 +4,18 @@ import LnoteReplication
 extension RelayStore {
     /// The version of the schema (`Tables`); a database with a greater one is refused.
     /// SQLite keeps it in `PRAGMA user_version`.
-    public static let schemaVersion: Int64 = 4
+    public static let schemaVersion: Int64 = 5
     /// `PRAGMA application_id`: "LNRY", marks the file as a relay store.
     public static let applicationID: Int64 = 0x4C4E_5259
 
     /// The relay's tables, as every backend creates them (SQLite's DDL is in
     /// `RelaySQLiteDatabase+Schema.swift`). Integers are int8, bytes BLOB / bytea.
     ///
-    /// - `notebooks (nb, id, epoch, created)`: `nb` is the internal id every other table
-    ///   refers to, given by the database at insertion; `id` the UUID (uppercase text,
-    ///   UNIQUE); `epoch` a random non-zero u64 stored by bit pattern.
+    /// - `notebooks (nb, id, epoch, created, name)`: `nb` is the internal id every other
+    ///   table refers to, given by the database at insertion; `id` the UUID (uppercase text,
+    ///   UNIQUE); `epoch` a random non-zero u64 stored by bit pattern; `name` what an
+    ///   operator calls it (`RelayStore.checkNotebookName`; not unique), '' when unnamed
+    ///   (every notebook made before version 5).
     /// - `tokens (digest, nb, label, created, device, expires)`: only the SHA-256 of each
     ///   token ([SYNC-25]), UNIQUE; `device` the device a token belongs to ([SYNC-57]),
     ///   NULL for tokens made before version 2, which act as the unnamed device
@@ -46,7 +48,8 @@ extension RelayStore {
     /// - `relay_presence (id, host, pid, port, started, heartbeat, long_polls)`: one row per
     ///   running relay process (`RelayPresence`), not per notebook: `id` a random id made at
     ///   the process's start (key), `host`, `pid` and `port` where it runs, `started` and
-    ///   `heartbeat` in milliseconds since 1970 by that process's clock, `long_polls` the
+    ///   `heartbeat` in milliseconds since 1970 by the database's clock
+    ///   (`RelayDatabase.nowMilliseconds`: one clock for every host), `long_polls` the
     ///   requests it holds now ([SYNC-71]). Written off the request path (at most once a
     ///   second when the count changes, and every 15 s), deleted at a clean stop; a row
     ///   whose heartbeat is old belongs to a process that died (`RelayStore.stats` counts
@@ -54,7 +57,7 @@ extension RelayStore {
     ///
     /// Version 2 added `ops.hash`, `tokens.device`, `owners` and `chains`
     /// (`Protocol/sync-protocol.md` §6), version 3 `tokens.expires`, version 4
-    /// `relay_presence`.
+    /// `relay_presence`, version 5 `notebooks.name`.
     enum Tables {}
 
     /// Why every notebook got a new epoch when the store was opened ([SYNC-58]).

@@ -21,6 +21,9 @@ public struct RelayStats: Sendable, Equatable {
     public var lastSequence: Int64 = 0
     /// Relay processes counted: those whose heartbeat is at most this old.
     public var windowSeconds: Int64 = 60
+    /// The time the window ends at, in milliseconds since 1970: the database's clock when
+    /// the stats were read (heartbeats are written by it), unless the caller gave one.
+    public var now: Int64 = 0
     /// The relay processes seen in the window (`relay_presence`), by host, port, id.
     public var processes: [RelayProcessPresence] = []
     /// Relay processes whose row is older than the window (died, or stopped without a
@@ -38,17 +41,20 @@ public struct RelayStats: Sendable, Equatable {
 extension RelayStore {
     /// Counts the relay's rows and bytes in one consistent read, and the relay processes
     /// whose presence row ([`RelayPresence`]) has a heartbeat within `windowSeconds` of
-    /// `now` (milliseconds since 1970; nil: this clock), with the long polls they hold.
+    /// `now` (milliseconds since 1970; nil: the database's clock, which wrote the
+    /// heartbeats, so this host's clock does not matter), with the long polls they hold.
     ///
     /// Sums read every row of `ops`, `assets` and `checkpoints` (a full scan: an operator's
-    /// command, not a request's). Heartbeats are written by each process's clock: clocks
-    /// further apart than the window make a live process look stale.
+    /// command, not a request's).
     /// - Throws: `.database` for storage failures.
-    public func stats(windowSeconds: Int64 = 60, now: Int64? = nil) throws -> RelayStats {
-        let now = now ?? Self.now()
-        return try database.transaction(.read) { tx in
+    public func stats(windowSeconds: Int64 = 60, now given: Int64? = nil) throws -> RelayStats {
+        try database.transaction(.read) { tx in
             var s = RelayStats(location: path)
             s.windowSeconds = windowSeconds
+            guard let now = try given ?? tx.query("SELECT \(database.nowMillisecondsSQL)").first?.first?.int64 else {
+                throw LnoteError(.database, "the database did not give its clock", path: path)
+            }
+            s.now = now
             func ints(_ sql: String) throws -> [Int64] {
                 guard let row = try tx.query(sql).first else { return [] }
                 return row.map { $0.int64 ?? 0 }

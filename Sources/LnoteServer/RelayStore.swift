@@ -22,6 +22,8 @@ public struct NotebookID: Hashable, Comparable, Sendable, CustomStringConvertibl
 /// What the relay knows about one notebook.
 public struct RelayNotebookInfo: Sendable, Equatable {
     public var id: NotebookID
+    /// What an operator calls it (`relay notebook create --name`, `rename`); "" when unnamed.
+    public var name: String
     /// Changes when the relay can no longer answer "what changed since cursor c" ([SYNC-2]).
     public var epoch: UInt64
     /// The greatest change sequence of the notebook's operations (0: none yet).
@@ -147,21 +149,93 @@ public final class RelayStore: Sendable {
 
     /// Creates a notebook with a fresh random epoch.
     ///
-    /// - Parameter id: the notebook's id (default: a new random UUID). Giving one lets an
-    ///   operator recreate a notebook under a known id.
-    /// - Throws: `.alreadyExists` when a notebook has that id.
+    /// - Parameters:
+    ///   - id: the notebook's id (default: a new random UUID). Giving one lets an operator
+    ///     recreate a notebook under a known id.
+    ///   - name: what an operator calls it ("": unnamed); `RelayStore.checkNotebookName`.
+    /// - Throws: `.alreadyExists` when a notebook has that id; `.invalidArgument` for a
+    ///   name that is not fit.
     @discardableResult
-    public func createNotebook(id: NotebookID = NotebookID()) throws -> NotebookID {
-        try database.transaction(.write) { tx in
+    public func createNotebook(id: NotebookID = NotebookID(), name: String = "") throws -> NotebookID {
+        if !name.isEmpty { try Self.checkNotebookName(name) }
+        return try database.transaction(.write) { tx in
             // The UNIQUE key decides, so that two processes creating it at once store it once.
             let inserted = try tx.execute("""
-                INSERT INTO notebooks (id, epoch, created) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING
-                """, [.text(id.description), .integer(Int64(bitPattern: Self.randomEpoch())), .integer(Self.now())])
+                INSERT INTO notebooks (id, epoch, created, name) VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING
+                """, [.text(id.description), .integer(Int64(bitPattern: Self.randomEpoch())), .integer(Self.now()), .text(name)])
             guard inserted == 1 else {
                 throw LnoteError(.alreadyExists, "notebook \(id) already exists", path: path)
             }
             return id
         }
+    }
+
+    /// The longest notebook name, in bytes of UTF-8.
+    public static let maxNotebookNameBytes = 200
+
+    /// Throws `.invalidArgument` saying what makes `name` unfit to name a notebook: empty,
+    /// longer than `maxNotebookNameBytes`, a control character, a space at either end.
+    public static func checkNotebookName(_ name: String) throws {
+        guard !name.isEmpty else { throw LnoteError(.invalidArgument, "an empty notebook name") }
+        if let p = PrintableText.problem(name, maxBytes: maxNotebookNameBytes, what: "a notebook name") {
+            throw LnoteError(.invalidArgument, p)
+        }
+        guard name.first?.isWhitespace == false, name.last?.isWhitespace == false else {
+            throw LnoteError(.invalidArgument, "a notebook name that starts or ends with a space")
+        }
+    }
+
+    /// Gives a notebook another name ("": none). Clients are not affected: they reach it
+    /// by its id.
+    /// - Throws: `.notFound` for an unknown notebook; `.invalidArgument` for a name that is
+    ///   not fit (`checkNotebookName`).
+    public func renameNotebook(_ notebook: NotebookID, to name: String) throws {
+        if !name.isEmpty { try Self.checkNotebookName(name) }
+        try database.transaction(.write) { tx in
+            let (nb, _) = try row(of: notebook, tx)
+            try tx.execute("UPDATE notebooks SET name = ?1 WHERE nb = ?2", [.text(name), .integer(nb)])
+        }
+    }
+
+    /// What `deleteNotebook` removed.
+    public struct NotebookDeletion: Sendable, Equatable {
+        public var notebook: RelayNotebookInfo
+        /// Rows removed from `owners` and `chains` (derived from the operations).
+        public var owners = 0
+        public var chains = 0
+    }
+
+    /// Deletes a notebook and everything it holds, in one transaction: its operations,
+    /// assets (each notebook has its own: none is shared with another), checkpoints, tokens
+    /// (its clients are then refused, 401), owners and chains, then its row. Change
+    /// cursors are not stored per client: the operations' sequences go with them (never
+    /// issued again). Long polls held for it are answered, and then refused like any
+    /// request for an unknown notebook.
+    ///
+    /// - Parameter onlyIfEmpty: refuse (`.invalidState`, saying how many) when it holds
+    ///   operations; checked in the deleting transaction.
+    /// - Returns: what it held.
+    /// - Throws: `.notFound` for an unknown notebook; `.invalidState` as said.
+    @discardableResult
+    public func deleteNotebook(_ notebook: NotebookID, onlyIfEmpty: Bool = false) throws -> NotebookDeletion {
+        let deleted = try database.transaction(.write) { tx in
+            var d = NotebookDeletion(notebook: try info(notebook: notebook, tx))
+            if onlyIfEmpty && d.notebook.operations > 0 {
+                throw LnoteError(.invalidState, "notebook \(notebook) holds \(d.notebook.operations) operation"
+                                 + (d.notebook.operations == 1 ? "" : "s"), path: path)
+            }
+            let nb = try row(of: notebook, tx).nb
+            for table in ["ops", "assets", "checkpoints", "tokens"] {
+                try tx.execute("DELETE FROM \(table) WHERE nb = ?1", [.integer(nb)])
+            }
+            d.owners = try tx.execute("DELETE FROM owners WHERE nb = ?1", [.integer(nb)])
+            d.chains = try tx.execute("DELETE FROM chains WHERE nb = ?1", [.integer(nb)])
+            try tx.execute("DELETE FROM notebooks WHERE nb = ?1", [.integer(nb)])
+            try database.publishChange(of: notebook, tx)
+            return d
+        }
+        observers.notify(notebook)
+        return deleted
     }
 
     /// Every notebook, sorted by id.
@@ -178,12 +252,13 @@ public final class RelayStore: Sendable {
         try database.transaction(.read) { tx in try info(notebook: notebook, tx) }
     }
 
-    private func info(notebook: NotebookID, _ tx: any RelayTransaction) throws -> RelayNotebookInfo {
+    func info(notebook: NotebookID, _ tx: any RelayTransaction) throws -> RelayNotebookInfo {
         let (nb, epoch) = try row(of: notebook, tx)
         func count(_ table: String) throws -> Int {
             Int(try tx.query("SELECT count(*) FROM \(table) WHERE nb = ?1", [.integer(nb)])[0][0].int64 ?? 0)
         }
-        return RelayNotebookInfo(id: notebook, epoch: epoch, cursor: try cursor(nb, tx), operations: try count("ops"),
+        let name = try tx.query("SELECT name FROM notebooks WHERE nb = ?1", [.integer(nb)]).first?.first?.string ?? ""
+        return RelayNotebookInfo(id: notebook, name: name, epoch: epoch, cursor: try cursor(nb, tx), operations: try count("ops"),
                                  assets: try count("assets"), checkpoints: try count("checkpoints"),
                                  tokens: try count("tokens"))
     }

@@ -239,7 +239,11 @@ extension Notebook {
     ///
     /// - Returns: per document created, the operations its logs received; they are durable
     ///   when this returns.
-    public func createReceived(_ docs: [ReceivedDocument]) async throws -> [DocumentID: Int] {
+    ///
+    /// - Parameter progress: told the number of packages staged so far, after each one (a
+    ///   progress indicator's count; the batch is durable only when this returns).
+    public func createReceived(_ docs: [ReceivedDocument],
+                               progress: (@Sendable (Int) -> Void)? = nil) async throws -> [DocumentID: Int] {
         let held = Set(try documentIDs())
         let prepared = docs.filter { !held.contains($0.id) }.compactMap(Document.prepareReceived)
         var created: [DocumentID: Int] = [:]
@@ -247,9 +251,11 @@ extension Notebook {
         while start < prepared.count {
             // A bounded number of staged packages (and of their lock files held open) at once.
             let chunk = Array(prepared[start..<min(prepared.count, start + DurableBatch.maxPackages)])
+            let before = start
             start += chunk.count
             for p in chunk { origins.registerCreated(p.id, origin: .merge) }
-            let published = try Notebook.createBatch(chunk, folder: path, io: io, notebookLock: notebookLock)
+            let published = try Notebook.createBatch(chunk, folder: path, io: io, notebookLock: notebookLock,
+                                                     staged: progress.map { tell in { tell(before + $0) } })
             for id in published {
                 created[id] = chunk.first { $0.id == id }!.operationCount
                 pokeFollowing(id)
@@ -279,8 +285,9 @@ extension Notebook {
     }
 
     /// Stages, syncs and publishes one batch of packages ([PKG-96]). Returns those published.
+    /// `staged` is told how many packages of the chunk are staged, after each.
     private static func createBatch(_ chunk: [PreparedPackage], folder path: String, io: Syscalls,
-                                    notebookLock: FileLock) throws -> [DocumentID] {
+                                    notebookLock: FileLock, staged stagedCount: ((Int) -> Void)? = nil) throws -> [DocumentID] {
         let batch = DurableBatch(io: io)
         var locks: [FileLock.Held] = []
         var staged: [(id: DocumentID, paths: PackagePaths, final: String)] = []
@@ -301,8 +308,9 @@ extension Notebook {
                     locks.append(l)
                 }
             }
-            for (p, s) in zip(chunk.filter { id in staged.contains { $0.id == id.id } }, staged) {
+            for (k, (p, s)) in zip(chunk.filter { id in staged.contains { $0.id == id.id } }, staged).enumerated() {
                 try Document.stage(p, at: s.paths, final: s.final, batch: batch)
+                stagedCount?(k + 1)
             }
             try batch.sync(folder: path)
             let (done, refused) = try batch.publish()

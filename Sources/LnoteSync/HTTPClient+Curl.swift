@@ -37,6 +37,14 @@ extension Transfer {
             set(clnote_curl_setopt_long(h, CURLOPT_LOW_SPEED_TIME, seconds))
         }
 
+        if let rate = config.maxReceiveBytesPerSecond, rate > 0 {
+            set(clnote_curl_setopt_off(h, CURLOPT_MAX_RECV_SPEED_LARGE, curl_off_t(rate)))
+            // libcurl reads up to 100 buffers in one pass before it looks at the rate: with
+            // buffers of a millisecond's worth (1 KiB to 16 KiB), a pass is at most a tenth of
+            // a second's, so the limit holds from the first bytes rather than after a burst.
+            set(clnote_curl_setopt_long(h, CURLOPT_BUFFERSIZE, min(16_384, max(1_024, rate / 1_000))))
+        }
+
         // TLS: verification always on; optional CA bundle.
         set(clnote_curl_setopt_long(h, CURLOPT_SSL_VERIFYPEER, 1))
         set(clnote_curl_setopt_long(h, CURLOPT_SSL_VERIFYHOST, 2))

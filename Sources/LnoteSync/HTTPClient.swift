@@ -51,6 +51,9 @@ public final class HTTPClient: Sendable {
         /// `https_proxy` environment variables are ignored, so behaviour does not depend on
         /// the environment.
         public var proxy: String? = nil
+        /// Receive at most this many bytes per second (`CURLOPT_MAX_RECV_SPEED_LARGE`): a
+        /// slow link, for a trial or a metered connection. nil: as fast as the link goes.
+        public var maxReceiveBytesPerSecond: Int? = nil
 
         public init(connectTimeout: Duration = .seconds(10), requestTimeout: Duration? = .seconds(300),
                     lowSpeedLimitBytesPerSecond: Int = 1, lowSpeedTime: Duration? = .seconds(60),

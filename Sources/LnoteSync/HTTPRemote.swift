@@ -16,6 +16,7 @@ public final class HTTPRemote: SyncRemote {
     private let requestTimeout: Duration
     private let counters = Mutex<(sent: Int, received: Int)>((0, 0))
     private let progressHandler: (@Sendable (HTTPProgress) -> Void)?
+    private let transferObserver = Mutex<(@Sendable (TransferProgress) -> Void)?>(nil)
 
     public struct Options: Sendable {
         public var token: String
@@ -23,6 +24,8 @@ public final class HTTPRemote: SyncRemote {
         public var connectTimeout: Duration = .seconds(10)
         public var requestTimeout: Duration = .seconds(300)
         public var retry = HTTPClient.RetryPolicy()
+        /// `HTTPClient.Configuration.maxReceiveBytesPerSecond`.
+        public var maxReceiveBytesPerSecond: Int?
         public init(token: String, caFile: String? = nil) {
             self.token = token
             self.caFile = caFile
@@ -47,6 +50,7 @@ public final class HTTPRemote: SyncRemote {
         config.connectTimeout = options.connectTimeout
         config.requestTimeout = options.requestTimeout
         config.caFile = options.caFile
+        config.maxReceiveBytesPerSecond = options.maxReceiveBytesPerSecond
         config.bearerToken = options.token
         config.userAgent = "lnote/\(SyncCodec.version)"
         client = try HTTPClient(configuration: config)
@@ -59,6 +63,23 @@ public final class HTTPRemote: SyncRemote {
     public var supportsLongPolls: Bool { true }
 
     public func close() throws { try client.close() }
+
+    public func observeTransfers(_ observer: (@Sendable (TransferProgress) -> Void)?) {
+        transferObserver.withLock { $0 = observer }
+    }
+
+    /// What libcurl's transfer-progress callback (`CURLOPT_XFERINFOFUNCTION`, through
+    /// `HTTPClient.send`) is told for one call: the `progress` given at `init`, and the
+    /// observer with the remote's running totals (`base`: the totals when the call began;
+    /// a retry starts its counts again from there).
+    private func transferProgress(base: (sent: Int, received: Int)) -> @Sendable (HTTPProgress) -> Void {
+        { [self] p in
+            progressHandler?(p)
+            guard let observer = transferObserver.withLock({ $0 }) else { return }
+            observer(TransferProgress(sent: base.sent + Int(clamping: p.uploaded), received: base.received + Int(clamping: p.downloaded),
+                                      receiving: Int(clamping: p.downloaded), receivingTotal: Int(clamping: max(0, p.downloadTotal))))
+        }
+    }
 
     /// Sends with retries; counts the bytes of request and response (start line, headers,
     /// body, as HTTP/1.1 writes them); turns error statuses into typed errors.
@@ -74,7 +95,8 @@ public final class HTTPRemote: SyncRemote {
             request.timeout = max(requestTimeout, holds + .seconds(60))
             request.lowSpeedTime = holds + .seconds(30)
         }
-        let response = try await client.sendWithRetry(request, policy: retry, progress: progressHandler)
+        let response = try await client.sendWithRetry(request, policy: retry,
+                                                      progress: transferProgress(base: counters.withLock { $0 }))
         let sent = Self.wireSize(startLine: "\(method) \(path) HTTP/1.1", headers: headers, body: body.count,
                                  extra: ["Host", "Authorization: Bearer " + token, "User-Agent", "Accept", "Content-Length"])
         let received = Self.wireSize(startLine: "HTTP/1.1 \(response.status)", headers: response.headers, body: response.body.count, extra: [])

@@ -1,6 +1,7 @@
 import LnoteModel
 import LnoteReplication
 import LnoteStore
+import Synchronization
 
 /// A notebook folder is what the sync engine reads from and writes to.
 extension Notebook: SyncableNotebook {
@@ -102,6 +103,19 @@ extension Notebook: SyncableNotebook {
     /// Documents this folder does not hold yet (a first sync, a push into an empty folder)
     /// are created together, their packages made durable as one batch ([PKG-96]).
     public func receive(checked logs: [CheckedLog], remote: String, recordForks: Bool) async throws -> Receipt {
+        try await receive(checked: logs, remote: remote, recordForks: recordForks, progress: nil)
+    }
+
+    /// Documents are counted as handled when their new package is staged (the batch is
+    /// durable once the call returns), or when the last of their logs was received.
+    public func receive(checked logs: [CheckedLog], remote: String, recordForks: Bool,
+                        progress given: (@Sendable (Int) -> Void)?) async throws -> Receipt {
+        // A package another process created meanwhile is staged, then received log by log:
+        // counted once, and the count never goes down.
+        let progress = given.map { tell in
+            let highest = HighestCount()
+            return { @Sendable (n: Int) in if highest.raise(to: n) { tell(n) } }
+        }
         var out = Receipt()
         let held = Set(try documentIDs())
         var new: [DocumentID: ReceivedDocument] = [:]
@@ -110,10 +124,17 @@ extension Notebook: SyncableNotebook {
             if let p = l.log.page { r.pages[p, default: []] += l.ops } else { r.documentOps += l.ops }
             new[l.log.document] = r
         }
-        let created = new.isEmpty ? [:] : try await createReceived(new.values.sorted { $0.id < $1.id })
+        let created = new.isEmpty ? [:] : try await createReceived(new.values.sorted { $0.id < $1.id }, progress: progress)
         out.appended = created.values.reduce(0, +)
         out.created = Set(created.keys)
+        var done = created.count
+        var previous: DocumentID?
         for l in logs.sorted(by: { $0.log < $1.log }) where !l.ops.isEmpty && created[l.log.document] == nil {
+            if let p = previous, p != l.log.document {
+                done += 1
+                progress?(done)
+            }
+            previous = l.log.document
             let label: String? = recordForks ? remote : nil
             do {
                 out.add(try await receive(l.ops, document: l.log.document, page: l.log.page, remote: label), log: l.log)
@@ -132,6 +153,7 @@ extension Notebook: SyncableNotebook {
                 }
             }
         }
+        if previous != nil { progress?(done + 1) }
         return out
     }
 
@@ -164,4 +186,11 @@ extension Receipt {
         healed += o.healed.count
         forks += o.forks.map { (log, $0) }
     }
+}
+
+/// The greatest count told so far.
+private final class HighestCount: Sendable {
+    private let value = Mutex(0)
+    /// True when `n` is above every count before it (and is now the greatest).
+    func raise(to n: Int) -> Bool { value.withLock { if n > $0 { $0 = n; return true }; return false } }
 }

@@ -27,11 +27,36 @@ public protocol SyncRemote: Sendable {
     /// has something this side lacks. False for a folder reached directly (its changes are
     /// noticed on disk).
     var supportsLongPolls: Bool { get }
+    /// Installs what is told the bytes of each transfer as they move (nil: removes it), so
+    /// that a progress indicator moves while one large answer arrives. Called on the
+    /// transfer's thread: it must be quick and thread-safe. A remote that moves no bytes
+    /// (a folder) never calls it.
+    func observeTransfers(_ observer: (@Sendable (TransferProgress) -> Void)?)
+}
+
+/// Bytes moved through a remote so far, the transfer in flight included.
+public struct TransferProgress: Sendable, Equatable {
+    /// Bytes sent and received since the remote was made: every finished exchange (as
+    /// `SyncRemote.traffic` counts it) plus what the transfer in flight moved so far.
+    public var sent: Int
+    public var received: Int
+    /// The body of the answer in flight: bytes received so far, and its length when the
+    /// server said (0: not known yet).
+    public var receiving: Int
+    public var receivingTotal: Int
+
+    public init(sent: Int, received: Int, receiving: Int, receivingTotal: Int) {
+        self.sent = sent
+        self.received = received
+        self.receiving = receiving
+        self.receivingTotal = receivingTotal
+    }
 }
 
 extension SyncRemote {
     public var cursorsOutliveProcess: Bool { true }
     public var supportsLongPolls: Bool { false }
+    public func observeTransfers(_ observer: (@Sendable (TransferProgress) -> Void)?) {}
     public func devices() async throws -> [ReplicaID: String] { [:] }
 }
 

@@ -52,7 +52,7 @@ extension SyncSession {
     /// used (the document log is small).
     func checkpointCandidates(_ report: inout SyncReport, _ tell: Tell) async throws -> [DocumentID: [PageState]]? {
         guard checkpointInterval >= 0, try await notebook.holdsNoDocuments() else { return nil }
-        tell(.downloadingAssets, report)
+        tell(.fetchingCheckpoints, report)
         let list = try await remote.checkpoints()
         guard !list.isEmpty else { return nil }
         var byDocument: [DocumentID: [PageState]] = [:]
@@ -73,11 +73,14 @@ extension SyncSession {
     /// (`theirs`, the first exchange's `clocks`) covers, with the assets they reference; the
     /// others are rejected, and a second clock comparison then fetches their pages' whole
     /// history (the first pull was computed from their checkpoint clocks).
-    func installCovered(_ theirs: [LogRef: VectorClock], _ run: inout SyncRun, _ report: inout SyncReport) async throws {
+    func installCovered(_ theirs: [LogRef: VectorClock], _ run: inout SyncRun, _ report: inout SyncReport,
+                        _ tell: Tell) async throws {
         guard let candidates = run.candidates else { return }
         run.candidates = nil
         var installed = CheckpointState.decode(try await notebook.loadRemoteState(key: CheckpointState.key(remote.key)) ?? [])
-        for (doc, states) in candidates.sorted(by: { $0.key < $1.key }) {
+        tell.documents(.installingCheckpoints, 0, of: candidates.count, report)
+        for (k, (doc, states)) in candidates.sorted(by: { $0.key < $1.key }).enumerated() {
+            defer { tell.documents(.installingCheckpoints, k + 1, of: candidates.count, report) }
             var accepted: [PageState] = []
             for s in states {
                 if theirs[LogRef(document: doc, page: s.page)]?.covers(s.clock) == true {
@@ -101,9 +104,14 @@ extension SyncSession {
             }
             try await notebook.installCheckpoint(document: doc, pages: accepted, assets: assets)
             report.checkpointsInstalled += accepted.count
+            run.documentsReceived.insert(doc)
             for s in accepted {
-                installed.uploaded[LogRef(document: doc, page: s.page)] = s.clock
-                run.installed.append(LogRef(document: doc, page: s.page))
+                let log = LogRef(document: doc, page: s.page)
+                installed.uploaded[log] = s.clock
+                run.installed.append(log)
+                let covered = Int(clamping: s.clock.total)
+                run.installedOperations[log] = covered
+                report.opsFromCheckpoints += covered
             }
         }
         // What was installed counts as uploaded: this client re-uploads a page only once it
@@ -121,6 +129,8 @@ extension SyncSession {
             guard let ok = try await notebook.installedPageMatches(log), !ok else { continue }
             try await notebook.dropCheckpoint(log)
             report.checkpointsRebuilt.append(log)
+            // Its history now comes as operations, counted as received.
+            report.opsFromCheckpoints -= run.installedOperations[log] ?? 0
             rebuilt = true
         }
         run.installed = []

@@ -43,7 +43,8 @@ extension SyncSession {
             return report
         }
         var run = SyncRun()
-        _ = try await absorb(answer, into: &state, &run, &report, { _, _ in })
+        _ = try await absorb(answer, into: &state, &run, &report, Tell(nil))
+        report.documentsReceived = run.documentsReceived.count
         state.cursor = run.forks.isEmpty ? answer.cursor : 0
         if !run.forks.isEmpty { state.epoch = 0 }
         try await notebook.saveRemoteState(state.encoded(), key: remote.key)

@@ -9,6 +9,10 @@ struct SyncRun {
     var candidates: [DocumentID: [PageState]]?
     /// Pages installed from checkpoints by this run, checked after it ([SYNC-59]).
     var installed: [LogRef] = []
+    /// The operations each installed page's checkpoint covers (its clock's total).
+    var installedOperations: [LogRef: Int] = [:]
+    /// Documents that received operations or installed pages (`SyncReport.documentsReceived`).
+    var documentsReceived: Set<DocumentID> = []
     /// Replica ids this folder wrote under until a mint of this run: forks of them are its own.
     var sessionOwn: Set<ReplicaID> = []
     /// Forks found and not handled yet.

@@ -3,16 +3,6 @@ import LnoteModel
 import LnoteReplication
 import LnoteStore
 
-/// Progress of a running sync, for a progress line or an app's indicator.
-public struct SyncProgress: Sendable, Equatable {
-    public enum Phase: String, Sendable { case comparing, uploadingAssets, exchanging, downloadingAssets, applying, done }
-    public var phase: Phase
-    public var opsSent: Int
-    public var opsReceived: Int
-    public var bytesSent: Int
-    public var bytesReceived: Int
-}
-
 /// What one sync did.
 public struct SyncReport: Sendable, Equatable {
     /// Operations sent, and how many of them the remote did not have.
@@ -34,6 +24,13 @@ public struct SyncReport: Sendable, Equatable {
     public var checkpointsInstalled = 0
     public var checkpointsRejected = 0
     public var checkpointsSent = 0
+    /// Operations the pages installed from checkpoints hold: the sum of their checkpoints'
+    /// clocks, less those of pages given up and rebuilt from operations (which count in
+    /// `opsReceived`). With `opsReceived`, what the newcomer got of the notebook.
+    public var opsFromCheckpoints = 0
+    /// Documents that received something: operations stored, or pages installed from
+    /// checkpoints.
+    public var documentsReceived = 0
     /// Installed pages whose state was not what their checkpoint and the operations received
     /// give, rebuilt from operations ([SYNC-59]).
     public var checkpointsRebuilt: [LogRef] = []
@@ -213,8 +210,6 @@ public struct SyncSession: Sendable {
         self.remote = remote
     }
 
-    typealias Tell = (SyncProgress.Phase, SyncReport) -> Void
-
     public func run(progress: (@Sendable (SyncProgress) -> Void)? = nil) async throws -> SyncReport {
         var report = SyncReport()
         var state = RemoteState.decode(try await notebook.loadRemoteState(key: remote.key) ?? [])
@@ -224,13 +219,9 @@ public struct SyncSession: Sendable {
             state.cursor = 0
         }
         let start = remote.traffic
-        // Takes the report as an argument: reading `report` from here while a callee holds
-        // it inout would be an exclusivity violation.
-        let tell: Tell = { [remote] phase, r in
-            let t = remote.traffic
-            progress?(SyncProgress(phase: phase, opsSent: r.opsSent, opsReceived: r.opsReceived,
-                                   bytesSent: t.sent - start.sent, bytesReceived: t.received - start.received))
-        }
+        let tell = Tell(progress.map { LiveProgress(remote: remote, start: start, handler: $0) })
+        if let live = tell.live { remote.observeTransfers { live.transfer($0) } }
+        defer { if tell.live != nil { remote.observeTransfers(nil) } }
         let firstContact = state.epoch == 0
         var run = SyncRun()
         if firstContact { run.candidates = try await checkpointCandidates(&report, tell) }
@@ -247,6 +238,7 @@ public struct SyncSession: Sendable {
         }
         try await uploadCheckpoints(state, firstContact: firstContact, &report)
         report.missingOperations = try await notebook.missingOperations()
+        report.documentsReceived = run.documentsReceived.count
         let t = remote.traffic
         report.bytesSent = t.sent - start.sent
         report.bytesReceived = t.received - start.received
@@ -330,7 +322,7 @@ public struct SyncSession: Sendable {
         let answer = try await exchange(SyncRequest(replica: notebook.replicaID, epoch: 0, cursor: 0, have: have,
                                                     digests: digests), &report, tell)
         let theirs = Dictionary((answer.clocks ?? []).map { ($0.log, $0.clock) }, uniquingKeysWith: { $0.merged($1) })
-        if run.candidates != nil { try await installCovered(theirs, &run, &report) }
+        if run.candidates != nil { try await installCovered(theirs, &run, &report, tell) }
         try await checkRestoredInPlace(have: clocks, theirs: theirs, &run, &report)
         let touched = try await absorb(answer, into: &state, &run, &report, tell)
         state.known = theirs
@@ -500,8 +492,14 @@ public struct SyncSession: Sendable {
             }
             checked[i].ops = kept
         }
-        tell(.applying, report)
-        let receipt = try await notebook.receive(checked: checked, remote: remote.key, recordForks: false)
+        let documents = Set(checked.lazy.filter { !$0.ops.isEmpty }.map(\.log.document))
+        tell.documents(.applying, 0, of: documents.count, report)
+        let counts = report
+        let stored: (@Sendable (Int) -> Void)? = tell.live == nil ? nil : { @Sendable done in
+            tell.documents(.applying, done, of: documents.count, counts)
+        }
+        let receipt = try await notebook.receive(checked: checked, remote: remote.key, recordForks: false, progress: stored)
+        run.documentsReceived.formUnion(documents)
         run.createdHashes = [:]
         for l in checked where receipt.created.contains(l.log.document) {
             var byReplica: [ReplicaID: [UInt64: [UInt8]]] = [:]

@@ -71,6 +71,12 @@ public protocol SyncableNotebook: Sendable {
     ///   - recordForks: keep each fork found in the quarantine as a `fork` entry (a server;
     ///     a client decides about its forks itself, [SYNC-54]).
     func receive(checked logs: [CheckedLog], remote: String, recordForks: Bool) async throws -> Receipt
+    /// `receive(checked:remote:recordForks:)`, telling `progress` how many of the documents
+    /// the logs belong to were handled so far (from any thread, any number of times, the
+    /// count never going down; the last call gives them all). A storage that cannot tell
+    /// before the end tells it once, at the end (the default).
+    func receive(checked logs: [CheckedLog], remote: String, recordForks: Bool,
+                 progress: (@Sendable (Int) -> Void)?) async throws -> Receipt
     /// The applied clock of a log (what its state holds, which may exceed what its log holds).
     func appliedClock(of log: LogRef) async throws -> VectorClock
     /// Mints a new replica id ([SYNC-54], [SYNC-55]); nil when the storage cannot.
@@ -142,6 +148,12 @@ extension SyncableNotebook {
         throw LnoteError(.invalidState, "this storage cannot install checkpoints")
     }
     public func checkpointState(of log: LogRef) async throws -> PageState? { nil }
+    public func receive(checked logs: [CheckedLog], remote: String, recordForks: Bool,
+                        progress: (@Sendable (Int) -> Void)?) async throws -> Receipt {
+        let receipt = try await receive(checked: logs, remote: remote, recordForks: recordForks)
+        progress?(Set(logs.lazy.filter { !$0.ops.isEmpty }.map(\.log.document)).count)
+        return receipt
+    }
 }
 
 /// Storage that knows nothing of §6: no digests, no fork detection beyond what its own

@@ -106,6 +106,10 @@ enum Completion {
             let base = folder ?? (isNotebook(".") ? "." : nil)
             if let base, let saved = try? SavedRemotes.load(notebook: base) {
                 out += saved.remotes.map { $0.name }.filter { $0.hasPrefix(current) }
+                // The URLs saved (a remote of another folder's name is often typed as its URL).
+                if current.contains(":") {
+                    out += Set(saved.remotes.map(\.location).filter { SyncRunner.isURL($0) && $0.hasPrefix(current) }).sorted()
+                }
             }
             out.append("__dirs__")
         case "":
@@ -140,22 +144,49 @@ enum Completion {
 
     static let bash = #"""
     # lnote completion for bash: source <(lnote completion bash)
+    # COMP_WORDBREAKS holds ':' by default, so bash splits http://host:8080/… into several
+    # words: _lnote_words joins them back (the words of COMP_LINE that touch a ':'), and the
+    # candidates lose what precedes the last ':' of the word (bash puts them after it), as
+    # bash-completion's __ltrim_colon_completions does, without needing bash-completion.
+    _lnote_words() {
+        local line=$COMP_LINE pos=0 i w rest gap
+        _lnote_w=() _lnote_cword=0
+        for ((i = 0; i < ${#COMP_WORDS[@]}; i++)); do
+            w=${COMP_WORDS[i]}
+            rest=${line:pos}
+            gap=${rest%%[![:space:]]*}
+            pos=$((pos + ${#gap}))
+            if ((i > 0 && ${#gap} == 0)) && [[ $w == :* || ${_lnote_w[-1]} == *: ]]; then
+                _lnote_w[-1]+=$w
+            else
+                _lnote_w+=("$w")
+            fi
+            pos=$((pos + ${#w}))
+            ((i == COMP_CWORD)) && _lnote_cword=$((${#_lnote_w[@]} - 1))
+        done
+    }
     _lnote() {
-        local cur=${COMP_WORDS[COMP_CWORD]} line dirs=0 files=0
-        local -a words=()
+        local line dirs=0 files=0 _lnote_cword
+        local -a words=() _lnote_w
+        _lnote_words
+        local cur=${_lnote_w[_lnote_cword]}
         while IFS= read -r line; do
             case $line in
                 __dirs__) dirs=1 ;;
                 __files__) files=1 ;;
                 ?*) words+=("$line") ;;
             esac
-        done < <(lnote __complete "$((COMP_CWORD - 1))" "${COMP_WORDS[@]:1}" 2>/dev/null)
+        done < <(lnote __complete "$((_lnote_cword - 1))" "${_lnote_w[@]:1}" 2>/dev/null)
         COMPREPLY=()
         local w
         for w in "${words[@]}"; do [[ $w == "$cur"* ]] && COMPREPLY+=("$w"); done
         local IFS=$'\n'
         if ((dirs)); then COMPREPLY+=($(compgen -d -- "$cur")); fi
         if ((files)); then COMPREPLY+=($(compgen -f -- "$cur")); fi
+        if [[ $cur == *:* && $COMP_WORDBREAKS == *:* ]]; then
+            local colon=${cur%"${cur##*:}"} i
+            for i in "${!COMPREPLY[@]}"; do COMPREPLY[i]=${COMPREPLY[i]#"$colon"}; done
+        fi
     }
     complete -o filenames -F _lnote lnote
 

@@ -167,40 +167,54 @@ extension CommandTable {
             return Exit.ok
         })
 
-    static let rm = Command(
-        name: "rm",
-        synopsis: "lnote rm FOLDER DOC",
-        summary: "Delete a document (soft: lnote restore brings it back)",
-        details: "The deletion is an operation like any other: it replicates, and the package stays on disk.",
-        run: { args, console in
-            try args.expect(2, "FOLDER DOC")
-            try await withNotebook(args.positionals[0], console: console) { nb in
-                try await withDocument(nb, args.positionals[1], console: console) { d in
-                    guard await !d.state.deleted.value else {
-                        throw LnoteError(.invalidState, "document \(d.id) is already deleted")
-                    }
-                    try await d.markDeleted()
-                }
-            }
-            return Exit.ok
-        })
+    /// `doc remove`, named like `page remove`; `rm` is kept as its alias (scripts use it).
+    static let docRemove = documentRemoval(name: "doc remove")
+    static let rm = documentRemoval(name: "rm", aliasOf: "doc remove")
+    /// `doc restore`, named like `page restore`; `restore` is kept as its alias.
+    static let docRestore = documentRestoral(name: "doc restore")
+    static let restore = documentRestoral(name: "restore", aliasOf: "doc restore")
 
-    static let restore = Command(
-        name: "restore",
-        synopsis: "lnote restore FOLDER DOC",
-        summary: "Restore a deleted document",
-        run: { args, console in
-            try args.expect(2, "FOLDER DOC")
-            try await withNotebook(args.positionals[0], console: console) { nb in
-                try await withDocument(nb, args.positionals[1], console: console) { d in
-                    guard await d.state.deleted.value else {
-                        throw LnoteError(.invalidState, "document \(d.id) is not deleted")
+    static func documentRemoval(name: String, aliasOf: String? = nil) -> Command {
+        Command(
+            name: name,
+            synopsis: "lnote \(name) FOLDER DOC",
+            summary: aliasOf.map { "The same as lnote \($0) (kept for scripts)" }
+                ?? "Delete a document (soft: lnote doc restore brings it back)",
+            details: "The deletion is an operation like any other: it replicates, and the package stays on disk. "
+                + "Pages are removed alike with lnote page remove.",
+            run: { args, console in
+                try args.expect(2, "FOLDER DOC")
+                try await withNotebook(args.positionals[0], console: console) { nb in
+                    try await withDocument(nb, args.positionals[1], console: console) { d in
+                        guard await !d.state.deleted.value else {
+                            throw LnoteError(.invalidState, "document \(d.id) is already deleted")
+                        }
+                        try await d.markDeleted()
                     }
-                    try await d.restore()
                 }
-            }
-            return Exit.ok
-        })
+                return Exit.ok
+            })
+    }
+
+    static func documentRestoral(name: String, aliasOf: String? = nil) -> Command {
+        Command(
+            name: name,
+            synopsis: "lnote \(name) FOLDER DOC",
+            summary: aliasOf.map { "The same as lnote \($0) (kept for scripts)" }
+                ?? "Restore a deleted document (name it by id or prefix: lnote ls --all lists deleted ones)",
+            run: { args, console in
+                try args.expect(2, "FOLDER DOC")
+                try await withNotebook(args.positionals[0], console: console) { nb in
+                    try await withDocument(nb, args.positionals[1], console: console) { d in
+                        guard await d.state.deleted.value else {
+                            throw LnoteError(.invalidState, "document \(d.id) is not deleted")
+                        }
+                        try await d.restore()
+                    }
+                }
+                return Exit.ok
+            })
+    }
 }
 
 extension DocumentSummary {

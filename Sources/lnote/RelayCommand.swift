@@ -85,14 +85,17 @@ extension CommandTable {
 
     static let relayNotebookCreate = Command(
         name: "relay notebook create",
-        synopsis: "lnote relay notebook create \(relayDatabaseSynopsis) [--url BASE]",
+        synopsis: "lnote relay notebook create \(relayDatabaseSynopsis) [--name NAME] [--url BASE]",
         summary: "Create a notebook on a relay; prints its id, or its URL with --url",
         details: """
+        --name NAME  what you call it, shown by `relay notebook list` (printable, at most 200
+                     bytes, no space at either end; names need not be unique: commands take
+                     the id). `relay notebook rename` changes it.
         --url BASE   the relay's address as clients reach it (http(s)://HOST:PORT, what `lnote
                      relay` prints as url:, with the host other machines use): prints the
                      notebook's URL for `lnote sync` and `lnote remote add` instead of its id.
         """,
-        options: relayDatabaseOptions.union(["url"]),
+        options: relayDatabaseOptions.union(["url", "name"]),
         run: { args, console in
             try args.expect(0, "no positional arguments")
             var base: String?
@@ -103,9 +106,15 @@ extension CommandTable {
                 }
                 base = url.hasSuffix("/") ? String(url.dropLast()) : url
             }
+            let name = args.option("name") ?? ""
+            if args.option("name") != nil {
+                do { try RelayStore.checkNotebookName(name) } catch let e as LnoteError {
+                    throw Arguments.UsageError(message: "--name: \(e.message)")
+                }
+            }
             let (store, _) = try openRelayStore(args, creating: true)
             defer { try? store.close() }
-            let id = try store.createNotebook()
+            let id = try store.createNotebook(name: name)
             console.out(base.map { "\($0)/v1/notebooks/\(id)" } ?? id.description)
             return Exit.ok
         })
@@ -113,12 +122,13 @@ extension CommandTable {
     static let relayNotebookList = Command(
         name: "relay notebook list",
         synopsis: "lnote relay notebook list \(relayDatabaseSynopsis)",
-        summary: "List a relay's notebooks with their operation, asset and token counts",
+        summary: "List a relay's notebooks with their names and operation, asset and token counts",
         details: """
         One line per notebook under a header: ID, OPS, ASSETS, CHECKPOINTS, TOKENS, CURSOR (its
-        greatest change sequence). Nothing on stdout when there is none.
-        --json   an array of {"id", "epoch", "cursor", "operations", "assets", "checkpoints",
-                 "tokens"}
+        greatest change sequence), NAME ("-" when it has none). Nothing on stdout when there is
+        none.
+        --json   an array of {"id", "name" ("" when it has none), "epoch", "cursor",
+                 "operations", "assets", "checkpoints", "tokens"}
         """,
         options: relayDatabaseOptions,
         flags: ["json"],
@@ -128,7 +138,7 @@ extension CommandTable {
             let list = try store.notebooks()
             if args.flag("json") {
                 console.raw(CanonicalJSON.array(list.map { n in
-                    .object(["id": .string(n.id.description), "epoch": .uint(n.epoch), "cursor": .uint(n.cursor),
+                    .object(["id": .string(n.id.description), "name": .string(n.name), "epoch": .uint(n.epoch), "cursor": .uint(n.cursor),
                              "operations": .int(Int64(n.operations)), "assets": .int(Int64(n.assets)),
                              "checkpoints": .int(Int64(n.checkpoints)), "tokens": .int(Int64(n.tokens))])
                 }).text(.pretty))
@@ -138,11 +148,74 @@ extension CommandTable {
                 console.err("lnote relay notebook list: no notebooks yet (lnote relay notebook create makes one)")
                 return Exit.ok
             }
-            let rows = [["ID", "OPS", "ASSETS", "CHECKPOINTS", "TOKENS", "CURSOR"]]
-                + list.map { ["\($0.id)", "\($0.operations)", "\($0.assets)", "\($0.checkpoints)", "\($0.tokens)", "\($0.cursor)"] }
+            let rows = [["ID", "OPS", "ASSETS", "CHECKPOINTS", "TOKENS", "CURSOR", "NAME"]]
+                + list.map { ["\($0.id)", "\($0.operations)", "\($0.assets)", "\($0.checkpoints)", "\($0.tokens)", "\($0.cursor)",
+                              $0.name.isEmpty ? "-" : $0.name] }
             for line in table(rows) { console.out(line.trimmingTrailingSpaces) }
             return Exit.ok
         })
+
+    static let relayNotebookRename = Command(
+        name: "relay notebook rename",
+        synopsis: "lnote relay notebook rename \(relayDatabaseSynopsis) ID NAME",
+        summary: "Give a relay's notebook another name (\"\" removes it); its id, URL and tokens stay",
+        options: relayDatabaseOptions,
+        run: { args, console in
+            try args.expect(2, "ID NAME")
+            let id = try relayNotebookID(args.positionals[0])
+            let name = args.positionals[1]
+            if !name.isEmpty {
+                do { try RelayStore.checkNotebookName(name) } catch let e as LnoteError {
+                    throw Arguments.UsageError(message: "NAME: \(e.message)")
+                }
+            }
+            let (store, _) = try openRelayStore(args)
+            defer { try? store.close() }
+            try store.renameNotebook(id, to: name)
+            return Exit.ok
+        })
+
+    static let relayNotebookDelete = Command(
+        name: "relay notebook delete",
+        synopsis: "lnote relay notebook delete \(relayDatabaseSynopsis) ID [--yes]",
+        summary: "Delete a notebook from a relay with everything it holds",
+        details: """
+        Removes, in one transaction, the notebook's operations, its assets (a notebook shares
+        none with another), checkpoints, tokens (its devices are refused from then on),
+        replica owners and chains, then the notebook itself; its change sequences are never
+        issued again. Long polls a relay holds for it are answered. The folders that synced
+        with it keep their copies.
+        A notebook that holds operations is deleted only with --yes (without it, the command
+        says how many and changes nothing); an empty one is deleted at once. Prints what was
+        removed.
+        """,
+        options: relayDatabaseOptions,
+        flags: ["yes"],
+        run: { args, console in
+            try args.expect(1, "ID")
+            let id = try relayNotebookID(args.positionals[0])
+            let (store, _) = try openRelayStore(args)
+            defer { try? store.close() }
+            let d: RelayStore.NotebookDeletion
+            do {
+                d = try store.deleteNotebook(id, onlyIfEmpty: !args.flag("yes"))
+            } catch let e as LnoteError where e.code == .invalidState {
+                throw CLIError("\(e.message); nothing was deleted: add --yes to delete it with them")
+            }
+            let n = d.notebook
+            let count = SyncRunner.count
+            console.out("deleted notebook \(id)\(n.name.isEmpty ? "" : " (\(n.name))"): \(count(n.operations, "operation")), "
+                        + "\(count(n.assets, "asset")), \(count(n.checkpoints, "checkpoint")), \(count(n.tokens, "token"))")
+            return Exit.ok
+        })
+
+    /// A notebook id given as an argument; a usage error (exit 2) when it is not a UUID.
+    static func relayNotebookID(_ text: String) throws -> NotebookID {
+        guard let id = NotebookID(text) else {
+            throw Arguments.UsageError(message: "\"\(text)\" is not a notebook id (a UUID, as `lnote relay notebook list` prints)")
+        }
+        return id
+    }
 
     static let relayTokenCreate = Command(
         name: "relay token create",

@@ -30,8 +30,8 @@ extension CommandTable {
         this database: each `lnote relay` writes its count into the database (when it
         changes, at most once a second, and every 15 s), and deletes its row when it stops
         cleanly. Processes whose last write is older than 60 s are not counted (they died
-        or lost the database; their clocks are trusted, so keep the hosts' clocks in sync),
-        and are listed as stale. Then one line per process seen: host, pid, port, long
+        or lost the database), and are listed as stale. Times are the database's clock
+        (PostgreSQL's server; for SQLite, this host's), so hosts whose clocks differ agree. Then one line per process seen: host, pid, port, long
         polls held, seconds since its last write, start time (UTC), id.
 
         --json   one object: location (the database, without any password), notebooks,
@@ -40,7 +40,7 @@ extension CommandTable {
                  (the greatest change sequence held), windowSeconds (60), relayProcesses,
                  longPolls (their sum: the connected watchers), staleProcesses, and
                  processes: [{id, host, pid, port, started, heartbeat (ms since 1970, by
-                 that process's clock), longPolls}]. Byte counts are exact, in bytes.
+                 the database's clock), longPolls}]. Byte counts are exact, in bytes.
         """,
         options: relayDatabaseOptions,
         flags: ["json"],
@@ -48,8 +48,8 @@ extension CommandTable {
             try args.expect(0, "no positional arguments")
             let (store, location) = try openExistingRelayStore(args)
             defer { try? store.close() }
-            let now = Int64((Date().timeIntervalSince1970 * 1000).rounded())
-            let s = try store.stats(now: now)
+            let s = try store.stats()
+            let now = s.now
             if args.flag("json") {
                 console.raw(relayStatsJSON(s, location: location).text(.pretty))
                 return Exit.ok

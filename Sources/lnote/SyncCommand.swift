@@ -7,7 +7,7 @@ import LnoteSync
 extension CommandTable {
     static let sync = Command(
         name: "sync",
-        synopsis: "lnote sync [FOLDER] [REMOTE] [--token T] [--init] [--ca-file PEM] [--watch [--wait SECONDS] [--interval SECONDS]]",
+        synopsis: "lnote sync [FOLDER] [REMOTE] [--token T] [--init] [--ca-file PEM] [--progress] [--watch [--wait SECONDS] [--interval SECONDS]]",
         summary: "Sync a notebook folder with a server (http/https URL) or another folder",
         details: """
         REMOTE is a notebook URL printed by `lnote serve` or `lnote relay notebook create --url`
@@ -42,15 +42,24 @@ extension CommandTable {
         1 s doubling to 60 s; the others (401 or 403: a token refused; 404; 400; the local
         folder missing) stop it with exit status 1.
 
+        The summary counts the operations received and, for a first sync from a relay, those
+        the pages installed from its checkpoints hold (a checkpoint brings a page's state, not
+        its operations), and the documents that received something.
+        While it runs, a progress line on stderr shows the bytes of each answer as they arrive,
+        then the documents as they are installed and stored: when stderr is a terminal (not
+        with --json or -q), or with --progress (one line per step and per tenth of it when
+        stderr is not a terminal; never with -q). $LNOTE_SYNC_MAX_RATE (bytes per second) caps
+        how fast answers are received: a trial of a slow link.
+
         --json prints the summary as one JSON object on stdout (with --watch, one line of JSON
         per round that moved something): {"remote", "ops_sent", "ops_accepted",
-        "ops_received", "ops_applied", "assets_sent", "assets_received", "bytes_sent",
-        "bytes_received", "round_trips", "pages_from_checkpoints", "ops_healed", "forks",
-        "quarantined", "needs_attention"} (counts are integers; needs_attention is true when
-        the exit status is 3).
+        "ops_received", "ops_applied", "ops_from_checkpoints", "documents_received",
+        "assets_sent", "assets_received", "bytes_sent", "bytes_received", "round_trips",
+        "pages_from_checkpoints", "ops_healed", "forks", "quarantined", "needs_attention"}
+        (counts are integers; needs_attention is true when the exit status is 3).
         """,
         options: ["token", "ca-file", "interval", "wait"],
-        flags: ["watch", "quiet", "init", "json"],
+        flags: ["watch", "quiet", "init", "json", "progress"],
         run: { args, console in
             try args.expect(0, max: 2, "[FOLDER] [REMOTE]")
             let target = try await SyncTarget.resolve(args.positionals, initializing: args.flag("init"), console: console)
@@ -58,8 +67,18 @@ extension CommandTable {
             let token = target.token(option: args.option("token"), environment: ProcessInfo.processInfo.environment["LNOTE_TOKEN"])
             let quiet = args.flag("quiet")
             guard args.flag("watch") else {
-                let report = try await SyncRunner.syncOnce(folder: folder, remote: remoteSpec, token: token,
-                                                           caFile: args.option("ca-file"), console: console, quiet: quiet)
+                // Progress on a terminal unless the output is for a script; --progress asks for it anywhere.
+                let line: SyncProgressLine? = quiet ? nil
+                    : console.isTerminal && (args.flag("progress") || !args.flag("json")) ? SyncProgressLine(console: console, mode: .terminal)
+                    : args.flag("progress") ? SyncProgressLine(console: console, mode: .lines) : nil
+                let report: SyncReport
+                do {
+                    report = try await SyncRunner.syncOnce(folder: folder, remote: remoteSpec, token: token,
+                                                           caFile: args.option("ca-file"), console: console, progress: line)
+                } catch {
+                    line?.end()
+                    throw error
+                }
                 if args.flag("json") {
                     console.raw(SyncRunner.json(report, remote: remoteSpec).text(.compact) + "\n")
                 } else if !quiet {
@@ -88,19 +107,18 @@ enum SyncRunner {
     /// - Parameters:
     ///   - http: the remote to use for a URL (a watch keeps one); nil: one made for this sync.
     ///   - pushOnly: with nothing to push, do not reach the remote (`SyncSession.pullWithoutPush`).
+    ///   - progress: where the sync's progress is drawn; nil: nowhere.
     static func syncOnce(folder: String, remote spec: String, token: String?, caFile: String?,
-                         console: Console, quiet: Bool, http: HTTPRemote? = nil, pushOnly: Bool = false) async throws -> SyncReport {
+                         console: Console, progress line: SyncProgressLine?, http: HTTPRemote? = nil,
+                         pushOnly: Bool = false) async throws -> SyncReport {
         try requireNotebook(folder)
         let notebook = try await openWaiting(folder)
         if let recovery = notebook.replicaFileRecovery { console.err("lnote: note: \(recovery)") }
         if let change = notebook.replicaChange { console.err("lnote: note: this folder was copied or moved: \(change)") }
         do {
             let report: SyncReport
-            let progress: @Sendable (SyncProgress) -> Void = { p in
-                guard !quiet else { return }
-                if p.phase == .done { console.endProgress(); return }
-                console.progress("sync: \(p.phase.rawValue) — ops ↑\(p.opsSent) ↓\(p.opsReceived), bytes ↑\(p.bytesSent) ↓\(p.bytesReceived)")
-            }
+            var progress: (@Sendable (SyncProgress) -> Void)?
+            if let line { progress = { @Sendable p in line.tell(p) } }
             if isURL(spec) {
                 let remote = try http ?? makeRemote(spec, token: token, caFile: caFile)
                 defer { if http == nil { try? remote.close() } }
@@ -146,6 +164,12 @@ enum SyncRunner {
         }
         var options = HTTPRemote.Options(token: token, caFile: caFile)
         options.retry.maxAttempts = 3
+        if let text = ProcessInfo.processInfo.environment["LNOTE_SYNC_MAX_RATE"] {
+            guard let rate = Int(text), rate > 0 else {
+                throw CLIError("LNOTE_SYNC_MAX_RATE must be a whole number of bytes per second (got \"\(text)\")", code: Exit.usage)
+            }
+            options.maxReceiveBytesPerSecond = rate
+        }
         return try HTTPRemote(url: spec, options: options)
     }
 
@@ -255,7 +279,7 @@ enum SyncRunner {
         func sync(pushOnly: Bool) async throws -> SyncReport {
             try requireFolders()
             return try await syncOnce(folder: folder, remote: spec, token: token, caFile: caFile, console: console,
-                                      quiet: true, http: http, pushOnly: pushOnly)
+                                      progress: nil, http: http, pushOnly: pushOnly)
         }
 
         private func withSession<T: Sendable>(_ body: (SyncSession) async throws -> T) async throws -> T {
@@ -312,21 +336,27 @@ enum SyncRunner {
         return out
     }
 
+    /// The summary line: `synced with URL: sent 0 operations (0 new there), received 7,979
+    /// operations (7,979 new here) and 14,738 from checkpoints of 180 pages, in 200 documents, …`.
     static func describe(_ r: SyncReport, remote: String) -> String {
-        var s = "synced with \(remote): sent \(count(r.opsSent, "op")) (\(r.opsAccepted) new there), "
-        s += "received \(count(r.opsReceived, "op")) (\(r.opsApplied) new here)"
+        let g = SyncProgressLine.grouped
+        var s = "synced with \(remote): sent \(count(r.opsSent, "operation")) (\(g(r.opsAccepted)) new there), "
+        s += "received \(count(r.opsReceived, "operation")) (\(g(r.opsApplied)) new here)"
         // Pages installed whole from a checkpoint bring their state without their operations.
-        if r.checkpointsInstalled > 0 { s += ", \(count(r.checkpointsInstalled, "page")) installed from checkpoints" }
-        if r.assetsSent + r.assetsReceived > 0 { s += ", assets ↑\(r.assetsSent) ↓\(r.assetsReceived)" }
-        if r.bytesSent + r.bytesReceived > 0 { s += ", \(r.bytesSent) bytes ↑ \(r.bytesReceived) bytes ↓" }
-        s += ", \(r.roundTrips) round trip\(r.roundTrips == 1 ? "" : "s")"
-        if r.opsHealed > 0 { s += ", \(r.opsHealed) lost op\(r.opsHealed == 1 ? "" : "s") restored" }
-        if !r.forks.isEmpty { s += ", \(r.forks.count) fork\(r.forks.count == 1 ? "" : "s")" }
+        if r.checkpointsInstalled > 0 {
+            s += " and \(g(r.opsFromCheckpoints)) from checkpoints of \(count(r.checkpointsInstalled, "page"))"
+        }
+        if r.documentsReceived > 0 { s += ", in \(count(r.documentsReceived, "document"))" }
+        if r.assetsSent + r.assetsReceived > 0 { s += ", assets ↑\(g(r.assetsSent)) ↓\(g(r.assetsReceived))" }
+        if r.bytesSent + r.bytesReceived > 0 { s += ", \(g(r.bytesSent)) bytes ↑ \(g(r.bytesReceived)) bytes ↓" }
+        s += ", \(count(r.roundTrips, "round trip"))"
+        if r.opsHealed > 0 { s += ", \(count(r.opsHealed, "lost operation")) restored" }
+        if !r.forks.isEmpty { s += ", \(count(r.forks.count, "fork"))" }
         return s
     }
 
-    /// "1 op", "2 ops".
-    static func count(_ n: Int, _ noun: String) -> String { "\(n) \(noun)\(n == 1 ? "" : "s")" }
+    /// "1 operation", "7,979 operations".
+    static func count(_ n: Int, _ noun: String) -> String { "\(SyncProgressLine.grouped(n)) \(noun)\(n == 1 ? "" : "s")" }
 
     /// The summary `--json` prints (the fields `lnote sync --help` lists).
     static func json(_ r: SyncReport, remote: String) -> CanonicalJSON {
@@ -334,6 +364,7 @@ enum SyncRunner {
             "remote": .string(remote),
             "ops_sent": .int(Int64(r.opsSent)), "ops_accepted": .int(Int64(r.opsAccepted)),
             "ops_received": .int(Int64(r.opsReceived)), "ops_applied": .int(Int64(r.opsApplied)),
+            "ops_from_checkpoints": .int(Int64(r.opsFromCheckpoints)), "documents_received": .int(Int64(r.documentsReceived)),
             "assets_sent": .int(Int64(r.assetsSent)), "assets_received": .int(Int64(r.assetsReceived)),
             "bytes_sent": .int(Int64(r.bytesSent)), "bytes_received": .int(Int64(r.bytesReceived)),
             "round_trips": .int(Int64(r.roundTrips)), "pages_from_checkpoints": .int(Int64(r.checkpointsInstalled)),

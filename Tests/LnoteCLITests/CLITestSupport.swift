@@ -40,8 +40,10 @@ struct Run: CustomStringConvertible {
 struct Sandbox {
     let path: String
 
-    init(_ label: String) throws {
-        var template = Array((NSTemporaryDirectory() + "lnote-cli-\(label)-XXXXXX").utf8CString)
+    /// - Parameter parent: where the directory is made (default: the temporary directory).
+    init(_ label: String, parent: String? = nil) throws {
+        let parent = parent.map { $0.hasSuffix("/") ? $0 : $0 + "/" } ?? NSTemporaryDirectory()
+        var template = Array((parent + "lnote-cli-\(label)-XXXXXX").utf8CString)
         guard let p = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
             throw LnoteError(.io, "mkdtemp failed")
         }

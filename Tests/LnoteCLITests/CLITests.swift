@@ -199,7 +199,7 @@ func elements(_ state: [String: Any]) -> [[String: Any]] { state["elements"] as!
             String($0.dropFirst(2)).components(separatedBy: "  ")[0]
         }
         for expected in ["init", "new", "ls", "show", "page add", "page remove", "page restore", "page move", "title",
-                         "rm", "restore", "import", "add-image", "erase", "erase-range", "move", "front", "back", "log",
+                         "doc remove", "doc restore", "rm", "restore", "import", "add-image", "erase", "erase-range", "move", "front", "back", "log",
                          "conflicts", "compact", "verify", "demo", "replay"] {
             #expect(names.contains(expected), "lnote --help does not list \(expected)")
         }
@@ -325,11 +325,20 @@ func elements(_ state: [String: Any]) -> [[String: Any]] { state["elements"] as!
         try await sb.ok("erase", "nb", d, "#1", String(replica.prefix(3)))  // unique now
 
         // Documents: soft delete and restore.
-        try await sb.ok("rm", "nb", docs[5])
+        // `doc remove` / `doc restore` (named like `page remove` / `page restore`); `rm` and
+        // `restore` are their aliases.
+        try await sb.ok("doc", "remove", "nb", docs[5])
         #expect(!(try await sb.ok("ls", "nb")).contains(docs[5]))
         #expect(try await sb.ok("ls", "nb", "--all").contains(docs[5]))
         #expect(try await sb.run("rm", "nb", docs[5]).code == 1)
+        #expect(try await sb.run("doc", "remove", "nb", docs[5]).code == 1)
+        try await sb.ok("doc", "restore", "nb", docs[5])
+        #expect(try await sb.run("restore", "nb", docs[5]).code == 1, "restoring a live document")
+        try await sb.ok("rm", "nb", docs[5])
+        #expect(!(try await sb.ok("ls", "nb")).contains(docs[5]))
         try await sb.ok("restore", "nb", docs[5])
+        #expect(try await sb.ok("doc", "remove", "--help").hasPrefix("usage: lnote doc remove FOLDER DOC"))
+        #expect(try await sb.ok("rm", "--help").contains("The same as lnote doc remove"))
         let listed = try parseJSON(try await sb.ok("ls", "nb", "--json")) as! [[String: Any]]
         #expect(listed.count == 17)
     }

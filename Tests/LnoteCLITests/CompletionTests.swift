@@ -6,15 +6,38 @@ import LnoteTestSupport
 /// documents and pages of the folder on the line.
 @Suite("Shell completion")
 struct CompletionTests {
+    /// A word as bash splits it at COMP_WORDBREAKS, which holds ':' by default:
+    /// `http://h:1` is `http`, `:`, `//h`, `:`, `1`.
+    static func bashSplit(_ word: String) -> [String] {
+        var out: [String] = []
+        var current = ""
+        for c in word {
+            if c == ":" {
+                if !current.isEmpty { out.append(current) }
+                out.append(":")
+                current = ""
+            } else {
+                current.append(c)
+            }
+        }
+        if !current.isEmpty || out.isEmpty { out.append(current) }
+        return out
+    }
+
     /// COMPREPLY after `_lnote` for the words typed (the last one being completed), in a bash
-    /// that sourced the script, with the binary's folder first on PATH.
+    /// that sourced the script, with the binary's folder first on PATH: COMP_WORDS split as
+    /// bash splits them (at ':' too), COMP_LINE and COMP_POINT as bash sets them.
     func complete(_ sb: Sandbox, _ words: [String]) async throws -> [String] {
         let script = try await sb.ok("completion", "bash")
         try sb.write("completion.bash", script + "\n")
-        let quoted = (["lnote"] + words).map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }.joined(separator: " ")
+        func quote(_ s: String) -> String { "'" + s.replacingOccurrences(of: "'", with: "'\\''") + "'" }
+        let compWords = ["lnote"] + words.flatMap(Self.bashSplit)
+        let line = (["lnote"] + words).joined(separator: " ")
         let program = """
         source completion.bash
-        COMP_WORDS=(\(quoted)); COMP_CWORD=\(words.count)
+        COMP_WORDBREAKS=$' \\t\\n"\\'><=;|&(:'
+        COMP_WORDS=(\(compWords.map(quote).joined(separator: " "))); COMP_CWORD=\(compWords.count - 1)
+        COMP_LINE=\(quote(line)); COMP_POINT=${#COMP_LINE}
         _lnote
         printf '%s\\n' "${COMPREPLY[@]}"
         """
@@ -44,18 +67,93 @@ struct CompletionTests {
         #expect(try await complete(sb, ["sync", "nb", "des"]) == ["desktop"])
         // A folder that is not a notebook: no ids, no error.
         #expect(try await complete(sb, ["show", "nowhere", "a"]) == [])
+        // A URL: bash splits it at each ':'; the words are joined back, and the candidates
+        // given from its last ':' on, as bash then shows them after what is typed.
+        let url = "http://127.0.0.1:8080/v1/notebooks/\(UUID().uuidString)"
+        try await sb.ok("remote", "add", "nb", "home", url, "--token", String(repeating: "ab", count: 32))
+        #expect(try await complete(sb, ["sync", "nb", "http://127.0.0.1:80"]) == [String(url.dropFirst("http://127.0.0.1:".count))])
+        #expect(try await complete(sb, ["sync", "nb", "http:"]) == [String(url.dropFirst("http:".count))])
+        #expect(try await complete(sb, ["sync", "nb", "ho"]) == ["home"])
+        #expect(try await complete(sb, ["sync", "nb", url, "--to"]) == ["--token"])
+        #expect(try await complete(sb, ["sync", url, "--ca-file", "x", "--in"]) == ["--init", "--interval"])
     }
 
-    @Test("[issue 18] zsh and fish scripts parse (when the shell is installed); an unknown shell is a usage error")
+    /// The shell at `path`, or a failure saying how to install it (CI installs both).
+    static func shell(_ path: String) throws -> String {
+        try #require(FileManager.default.isExecutableFile(atPath: path),
+                     "\(path) is missing: scripts/setup.sh --deps-only installs zsh and fish (the completion tests run them)")
+        return path
+    }
+
+    /// What the zsh script adds for `words` (the last one being completed): `_lnote` run in
+    /// a real zsh that sourced the script, with compadd, _files and compdef standing in for
+    /// the completion system's (they only work inside a completion widget).
+    func zshComplete(_ sb: Sandbox, _ words: [String]) async throws -> [String] {
+        try sb.write("c.zsh", try await sb.ok("completion", "zsh") + "\n")
+        func quote(_ s: String) -> String { "'" + s.replacingOccurrences(of: "'", with: "'\\''") + "'" }
+        let program = """
+        compdef() { : }
+        compadd() { [[ $1 == -a ]] && print -rl -- "${(@P)2}" }
+        _files() { print -r -- __files__ }
+        source ./c.zsh
+        words=(lnote \(words.map(quote).joined(separator: " "))); CURRENT=\(words.count + 1)
+        _lnote
+        """
+        let bin = URL(fileURLWithPath: lnoteBinary).deletingLastPathComponent().path
+        let r = try await Subprocess.run(try Self.shell("/usr/bin/zsh"), ["-f", "-c", program],
+                                         environment: ["PATH": bin + ":/usr/bin:/bin"], directory: sb.path)
+        #expect(r.code == 0 && r.errText.isEmpty, "zsh: \(r.errText)")
+        return r.outText.split(separator: "\n").map(String.init).sorted()
+    }
+
+    /// What fish completes for the command line `line` (`complete -C`, fish's own completion
+    /// of a line, after the script was sourced).
+    func fishComplete(_ sb: Sandbox, _ line: String) async throws -> [String] {
+        try sb.write("c.fish", try await sb.ok("completion", "fish") + "\n")
+        let bin = URL(fileURLWithPath: lnoteBinary).deletingLastPathComponent().path
+        let r = try await Subprocess.run(try Self.shell("/usr/bin/fish"),
+                                         ["--no-config", "-c", "source c.fish; complete -C '\(line)'"],
+                                         environment: ["PATH": bin + ":/usr/bin:/bin", "HOME": sb.path], directory: sb.path)
+        #expect(r.code == 0 && r.errText.isEmpty, "fish: \(r.errText)")
+        return r.outText.split(separator: "\n").map { String($0.split(separator: "\t").first ?? "") }.sorted()
+    }
+
+    @Test("[issue 18] zsh: the script loads and completes commands, subcommands, flags, document ids and pages")
+    func zsh() async throws {
+        let sb = try Sandbox("completion-zsh")
+        defer { sb.remove() }
+        try await sb.ok("init", "nb")
+        let doc = try await sb.ok("new", "nb", "--pages", "2")
+        #expect(try await zshComplete(sb, ["rel"]).contains("relay"))
+        #expect(try await zshComplete(sb, ["relay", "token", "c"]) == ["create"])
+        #expect(try await zshComplete(sb, ["sync", "--w"]) == ["--wait", "--watch"])
+        #expect(try await zshComplete(sb, ["show", "nb", String(doc.prefix(4))]) == [doc])
+        #expect(try await zshComplete(sb, ["show", "nb", String(doc.prefix(8)), "p"]) == ["p1", "p2"])
+        #expect(try await zshComplete(sb, ["show", "n"]) == ["__files__"], "a folder: the shell's own")
+    }
+
+    @Test("[issue 18] fish: the script loads and completes commands, subcommands, flags, document ids and pages")
+    func fish() async throws {
+        let sb = try Sandbox("completion-fish")
+        defer { sb.remove() }
+        try await sb.ok("init", "nb")
+        let doc = try await sb.ok("new", "nb", "--pages", "2")
+        #expect(try await fishComplete(sb, "lnote rel").contains("relay"))
+        #expect(try await fishComplete(sb, "lnote relay token c") == ["create"])
+        #expect(try await fishComplete(sb, "lnote sync --w") == ["--wait", "--watch"])
+        #expect(try await fishComplete(sb, "lnote show nb \(doc.prefix(4))") == [doc])
+        #expect(try await fishComplete(sb, "lnote show nb \(doc.prefix(8)) p") == ["p1", "p2"])
+    }
+
+    @Test("[issue 18] the zsh and fish scripts parse; an unknown shell is a usage error")
     func otherShells() async throws {
         let sb = try Sandbox("completion-shells")
         defer { sb.remove() }
         for (shell, path, check) in [("zsh", "/usr/bin/zsh", ["-n"]), ("fish", "/usr/bin/fish", ["--no-execute"])] {
             let script = try await sb.ok("completion", shell)
             #expect(script.contains("__complete"))
-            guard FileManager.default.isExecutableFile(atPath: path) else { continue }
             try sb.write("c.\(shell)", script + "\n")
-            let r = try await Subprocess.run(path, check + [sb.sub("c.\(shell)")])
+            let r = try await Subprocess.run(try Self.shell(path), check + [sb.sub("c.\(shell)")])
             #expect(r.code == 0, "\(shell): \(r.errText)")
         }
         #expect(try await sb.run("completion", "tcsh").code == 2)

@@ -49,7 +49,7 @@ import LnoteTestSupport
             for d in ["a", "b", "c"] { _ = try await sb.ok(["relay", "token", "create"] + db + ["--notebook", nb, "--device", d]) }
             let text = try await sb.ok(["relay", "stats"] + db)
             let lines = text.split(separator: "\n").map(String.init)
-            #expect(lines.first?.hasPrefix("relay stats of ") == true && lines.first?.contains("schema version 4") == true, "\(text)")
+            #expect(lines.first?.hasPrefix("relay stats of ") == true && lines.first?.contains("schema version 5") == true, "\(text)")
             #expect(lines.dropFirst().first?.split(separator: " ").map(String.init) == ["WHAT", "COUNT", "BYTES", "BYTES", "OF"],
                     "\(text)")
             #expect(lines.contains { $0.hasPrefix("notebooks") && $0.hasSuffix(" 2") }, "\(text)")
@@ -121,9 +121,11 @@ import LnoteTestSupport
     }
 
     static func checkCopy(_ sb: Sandbox, _ url: String, _ url2: String) async throws {
-        let nb = try await sb.ok("relay", "notebook", "create", "--db", "r.sqlite")
+        let nb = try await sb.ok("relay", "notebook", "create", "--db", "r.sqlite", "--name", "Field notes")
         let token = try await sb.ok("relay", "token", "create", "--db", "r.sqlite", "--notebook", nb, "--device", "desk")
         let text = try await sb.ok("relay", "copy", "--from", "r.sqlite", "--to", url)
+        // [SYNC-85] The notebook's name goes with it.
+        #expect(try await sb.ok("relay", "notebook", "list", "--postgres", url).hasSuffix("  Field notes"))
         #expect(text.hasPrefix("copied r.sqlite to "), "\(text)")
         #expect(text.contains("verified: every count and checksum is equal"), "\(text)")
         let lines = text.split(separator: "\n").map(String.init)
@@ -149,7 +151,8 @@ import LnoteTestSupport
         #expect(tables.allSatisfy { $0["source"] as? Int == $0["target"] as? Int }, "\(tables)")
         #expect(((j["notebooks"] as? [[String: Any]]) ?? []).first?["id"] as? String == nb, "\(j)")
         #expect((j["differences"] as? [Any])?.isEmpty == true)
-        #expect(try await sb.ok("relay", "notebook", "list", "--db", "back.sqlite").split(separator: "\n").last?.hasPrefix(nb) == true)
+        let back = try await sb.ok("relay", "notebook", "list", "--db", "back.sqlite").split(separator: "\n").last
+        #expect(back?.hasPrefix(nb) == true && back?.hasSuffix("  Field notes") == true, "\(String(describing: back))")
 
         // Bad sources: missing (not created), not a database, an empty PostgreSQL database.
         let missing = try await sb.run("relay", "copy", "--from", "missing.sqlite", "--to", url2)

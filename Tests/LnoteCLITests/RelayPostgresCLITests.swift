@@ -26,14 +26,14 @@ import LnoteTestSupport
     }
 
     static func check(_ sb: Sandbox, _ url: String) async throws {
-        #expect(try await sb.ok("relay", "migrate", "--postgres", url).hasSuffix("created the relay schema, version 4"))
-        #expect(try await sb.ok("relay", "migrate", "--postgres", url).hasSuffix("schema version 4 is current; nothing to do"))
+        #expect(try await sb.ok("relay", "migrate", "--postgres", url).hasSuffix("created the relay schema, version 5"))
+        #expect(try await sb.ok("relay", "migrate", "--postgres", url).hasSuffix("schema version 5 is current; nothing to do"))
         let nb = try await sb.ok("relay", "notebook", "create", "--postgres", url)
         #expect(UUID(uuidString: nb) != nil, "prints the notebook's id: \(nb)")
         let list = try await sb.ok("relay", "notebook", "list", "--postgres", url, "--pool-size", "1")
         let rows = list.split(separator: "\n").map { $0.split(separator: " ").map(String.init) }
-        #expect(rows.first == ["ID", "OPS", "ASSETS", "CHECKPOINTS", "TOKENS", "CURSOR"] && rows.count == 2
-                && rows[1] == [nb, "0", "0", "0", "0", "0"], "\(list)")
+        #expect(rows.first == ["ID", "OPS", "ASSETS", "CHECKPOINTS", "TOKENS", "CURSOR", "NAME"] && rows.count == 2
+                && rows[1] == [nb, "0", "0", "0", "0", "0", "-"], "\(list)")
         let token = try await sb.ok("relay", "token", "create", "--postgres", url, "--notebook", nb, "--device", "tablet",
                                     "--label", "pg")
         #expect(token.count == 64)
@@ -47,7 +47,7 @@ import LnoteTestSupport
         #expect(try await sb.ok("relay", "quarantine", "list", "--postgres", url).isEmpty)
 
         // SQLite stays the default backend, and migrate works on it too.
-        #expect(try await sb.ok("relay", "migrate", "--db", "r.sqlite").hasSuffix("r.sqlite: created the relay schema, version 4"))
+        #expect(try await sb.ok("relay", "migrate", "--db", "r.sqlite").hasSuffix("r.sqlite: created the relay schema, version 5"))
         #expect(try await sb.ok("relay", "migrate", "--db", "r.sqlite").hasSuffix("is current; nothing to do"))
 
         // Usage errors, and an unreachable server named without its password.

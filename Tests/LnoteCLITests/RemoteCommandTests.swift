@@ -225,7 +225,8 @@ struct JSONOutputTests {
         try sb.write("s.jsonl", strokeLines(count: n, rng: &rng))
         try await sb.ok("import", "a", doc, "p1", sb.sub("s.jsonl"))
         let sync = try parseJSON(try await sb.ok("sync", "a", "b", "--init", "--json")) as? [String: Any]
-        let fields = ["remote", "ops_sent", "ops_accepted", "ops_received", "ops_applied", "assets_sent", "assets_received",
+        let fields = ["remote", "ops_sent", "ops_accepted", "ops_received", "ops_applied", "ops_from_checkpoints",
+                      "documents_received", "assets_sent", "assets_received",
                       "bytes_sent", "bytes_received", "round_trips", "pages_from_checkpoints", "ops_healed", "forks",
                       "quarantined", "needs_attention"]
         #expect(Set(sync?.keys.map { $0 } ?? []) == Set(fields), "seed \(seed): \(String(describing: sync))")

@@ -27,7 +27,7 @@ import LnoteTestSupport
 
         // Folder to folder (a mounted drive).
         let folderSync = try await run("sync", dir.sub("A"), dir.sub("B"))
-        #expect(folderSync.outText.contains("sent 4 ops"), "\(folderSync.outText)")
+        #expect(folderSync.outText.contains("sent 4 operations"), "\(folderSync.outText)")
         let a = try await run("show", dir.sub("A"), doc, "--json").outText
         #expect(try await run("show", dir.sub("B"), doc, "--json").outText == a)
 

@@ -91,7 +91,7 @@ import LnoteTestSupport
         #expect(lines.allSatisfy { $0.contains(stamp) }, "\(lines)")
         #expect(lines.first?.contains("watching \(dir.sub("B")) with \(relay.url): local changes by inotify, its changes by long polls of 50 s") == true,
                 "\(lines.first ?? "")")
-        #expect(lines.filter { $0.hasSuffix("(remote)") && $0.contains("received 1 op (1 new here)") }.count == 5, "\(lines)")
+        #expect(lines.filter { $0.hasSuffix("(remote)") && $0.contains("received 1 operation (1 new here)") }.count == 5, "\(lines)")
         // Rounds that moved nothing print nothing: the start, the five strokes.
         #expect(lines.count == 7, "\(lines)")
         #expect(try await Fixture.canonical(dir.sub("B")) == Fixture.canonical(dir.sub("A")))
@@ -132,7 +132,7 @@ import LnoteTestSupport
         let r = await Self.finish(watch)
         #expect(r.status == 1, "\(r.errText)")
         #expect(r.errText.contains("HTTP 401 unauthorized") && r.errText.contains("stopping"), "\(r.errText)")
-        #expect(r.outText.contains("received 1 op (1 new here)"), "the change was stored before the refusal: \(r.outText)")
+        #expect(r.outText.contains("received 1 operation (1 new here)"), "the change was stored before the refusal: \(r.outText)")
     }
 
     @Test("[SYNC-75] lnote sync --watch exits 1 when its folder is removed")

@@ -33,6 +33,7 @@ struct RelayBackendTests {
 
         var location: String { inner.location }
         var tokenInsertionOrder: String { inner.tokenInsertionOrder }
+        var nowMillisecondsSQL: String { inner.nowMillisecondsSQL }
         func open(_ relay: RelayOpening) throws -> RelayStore.OpenReport { try inner.open(relay) }
         func allocateSequences(_ count: Int, _ tx: any RelayTransaction) throws -> Int64 {
             try inner.allocateSequences(count, (tx as? FailingTransaction)?.inner ?? tx)

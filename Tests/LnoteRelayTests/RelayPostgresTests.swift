@@ -267,13 +267,17 @@ struct RelayPostgresTests {
         }
     }
 
-    @Test("[issue 17] a version 3 database (before relay_presence) is upgraded to 4: data kept, stats and presence work")
+    @Test("[issue 17] a version 3 database (before relay_presence) is upgraded to the current version: data kept, stats and presence work")
     func upgradeFromVersion3() async throws {
         try await Self.withDatabase { url in
             let v3 = RelayPostgresSchema(version: 3)
             let old = try RelayStore(database: try RelayPostgresDatabase(url: url, poolSize: 1, schema: v3))
             #expect(old.opened.upgradedFrom == 0)
-            let nb = try old.createNotebook()
+            // As version 3 made it (no name: version 5).
+            let nb = NotebookID()
+            try old.database.transaction(.write) { tx in
+                _ = try tx.execute("INSERT INTO notebooks (id, epoch, created) VALUES (?1, 42, 1)", [.text(nb.description)])
+            }
             let log = LogRef(document: DocumentID(), page: PageID())
             _ = try old.sync(SyncRequest(replica: ReplicaID(1), epoch: 0, cursor: 0,
                                          push: RelayBackendTests.push(log, replica: ReplicaID(1), counters: 1...4)), notebook: nb)
@@ -286,7 +290,7 @@ struct RelayPostgresTests {
             let store = try Self.store(url)
             defer { try? store.close() }
             #expect(store.opened.upgradedFrom == 3)
-            #expect(try (store.database as! RelayPostgresDatabase).storedSchemaVersion() == 4)
+            #expect(try (store.database as! RelayPostgresDatabase).storedSchemaVersion() == RelayStore.schemaVersion)
             #expect(try store.info(notebook: nb).operations == 4)
             #expect(try store.access(token: token, notebook: nb) == Access(.ok, device: "desk"))
             let presence = RelayPresence(store: store, port: 9, timing: RelayStatsTests.fast) { 2 }
