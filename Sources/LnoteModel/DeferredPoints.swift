@@ -77,14 +77,18 @@ public final class DeferredPoints: Sendable, Hashable {
     /// position, for a stroke of that style.
     enum Kind: Sendable {
         case snapshot(PageSnapshot.ReplicaTable)
-        case frame(style: InkStyle, operation: OpID)
+        /// The stream starts at `pointsAt` and ends with the payload.
+        case frame(style: InkStyle, operation: OpID, pointsAt: Int)
     }
 
     let bytes: [UInt8]
     let base: Int
     let path: String?
     let kind: Kind
-    private let state = Mutex<(layout: Layout, chunks: [Outcome?], kept: [KeptStream], keptChunks: [Outcome?])>((Layout(), [], [], []))
+    /// A snapshot's layout and the outcomes of its chunks and kept records; a frame's one
+    /// outcome (`frame`: a frame's source needs no arrays, made for each of a log tail's frames).
+    private let state = Mutex<(layout: Layout, chunks: [Outcome?], kept: [KeptStream], keptChunks: [Outcome?], frame: Outcome?)>(
+        (Layout(), [], [], [], nil))
 
     init(bytes: [UInt8], path: String?, replicas: PageSnapshot.ReplicaTable) {
         self.bytes = bytes
@@ -99,11 +103,13 @@ public final class DeferredPoints: Sendable, Hashable {
         self.bytes = payload
         self.base = base
         self.path = path
-        self.kind = .frame(style: style, operation: operation)
-        state.withLock {
-            $0.layout = Layout(starts: [at], end: payload.count, records: 1)
-            $0.chunks = [nil]
-        }
+        self.kind = .frame(style: style, operation: operation, pointsAt: at)
+    }
+
+    /// True for one frame's points (one chunk, numbered 0).
+    var isFrame: Bool {
+        if case .frame = kind { return true }
+        return false
     }
 
     var replicas: PageSnapshot.ReplicaTable? {
@@ -143,6 +149,15 @@ public final class DeferredPoints: Sendable, Hashable {
     }
 
     private func outcome(ofChunk k: Int) -> Outcome {
+        if case .frame(let style, let operation, let at) = kind {
+            guard k == 0 else { return .failure(LnoteError(.invalidState, "no chunk \(k) of a frame's points", path: path)) }
+            if let done = state.withLock({ $0.frame }) { return done }
+            var r = ByteReader(bytes, range: at..<bytes.count, base: base, path: path)
+            r.shortestVarints = true
+            let outcome = decodeFrame(&r, style: style, operation: operation)
+            state.withLock { $0.frame = outcome }
+            return outcome
+        }
         if k < 0 { return outcome(ofKept: -1 - k) }
         let (kept, layout) = state.withLock { s -> (Outcome?, Layout?) in
             if s.chunks.indices.contains(k), let o = s.chunks[k] { return (o, nil) }
@@ -203,7 +218,7 @@ public final class DeferredPoints: Sendable, Hashable {
         r.shortestVarints = true
         let replicas: PageSnapshot.ReplicaTable
         switch kind {
-        case .frame(let style, let operation): return decodeFrame(&r, style: style, operation: operation)
+        case .frame(let style, let operation, _): return decodeFrame(&r, style: style, operation: operation)
         case .snapshot(let table): replicas = table
         }
         var context = PageSnapshot.RecordContext()
@@ -262,7 +277,7 @@ public final class DeferredPoints: Sendable, Hashable {
     package static func check(_ sources: [DeferredPoints]) throws {
         var work: [(source: DeferredPoints, chunk: Int)] = []
         for s in sources {
-            let (chunks, kept) = s.state.withLock { ($0.chunks.count, $0.kept.count) }
+            let (chunks, kept) = s.isFrame ? (1, 0) : s.state.withLock { ($0.chunks.count, $0.kept.count) }
             for k in 0..<chunks { work.append((s, k)) }
             // The kept records after the elements: the erase-history section comes last.
             for rank in 0..<kept { work.append((s, -1 - rank)) }

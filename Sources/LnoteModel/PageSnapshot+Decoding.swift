@@ -260,9 +260,14 @@ extension PageSnapshot {
         // Structure only, when the points are deferred: the parallel path is worth it from a
         // bigger section.
         let parallelFrom = parallelSectionBytes(version: version) * (deferring == nil ? 1 : 4)
-        if let index, r.remaining >= parallelFrom, Parallel.processors > 1,
+        // With an index, a smaller section takes the same path on this thread alone: records
+        // decoded straight into their slots and ids checked by a sort rather than a hash
+        // table (a pen page's 1,500 records read with their points deferred: a fifth of
+        // their decode was records copied and ids hashed).
+        if let index,
            let done = decodeElementsInParallel(r, count: n, bodyStart: bodyStart, index: index, v2: v2, replicas: replicas,
-                                               deferring: deferring, reserving: reserving) {
+                                               deferring: deferring, reserving: reserving,
+                                               parallel: r.remaining >= parallelFrom && Parallel.processors > 1) {
             _ = try r.skip(r.remaining)
             layOut(index)
             return (done, index)
@@ -309,9 +314,10 @@ extension PageSnapshot {
 
     /// The parallel path of `decodeElements`, or nil when anything does not hold (the
     /// caller then decodes serially and reports what is wrong). `r` is just past the count.
+    /// Without `parallel`, the same on the calling thread alone.
     static func decodeElementsInParallel(_ r: ByteReader, count n: Int, bodyStart: Int, index: [Int], v2: Bool,
                                          replicas: ReplicaTable, deferring: DeferredPoints? = nil,
-                                         reserving: Int = 0) -> [ElementRecord]? {
+                                         reserving: Int = 0, parallel: Bool = true) -> [ElementRecord]? {
         let stride = elementIndexStride
         guard n > stride, index.count == (n - 1) / stride else { return nil }
         // Chunk k holds records k·64 ..< (k+1)·64 and starts at starts[k].
@@ -323,14 +329,14 @@ extension PageSnapshot {
         }
         starts.append(r.end)
         let chunks = index.count + 1
-        let groups = min(chunks, Parallel.processors * 4)
+        let groups = parallel ? min(chunks, Parallel.processors * 4) : 1
         let bytes = r.bytes, path = r.path, base = r.base, bounds = starts
         // Each group decodes its records straight into their slots of the result (moved, never
         // copied); a group that fails says how many it had initialized, so they are undone.
         var complete = false
         let all = [ElementRecord](unsafeUninitializedCapacity: n + reserving + spareElements(n)) { buffer, initialized in
             let slots = Slots(base: buffer.baseAddress!)
-            let outcomes = Parallel.map(groups) { g -> (decoded: Int, ok: Bool) in
+            let outcomes = Parallel.map(groups, parallel: parallel) { g -> (decoded: Int, ok: Bool) in
                 let first = chunks * g / groups, last = chunks * (g + 1) / groups
                 var reader = ByteReader(bytes, range: bounds[first]..<bounds[last], base: base, path: path)
                 reader.shortestVarints = v2

@@ -1,10 +1,14 @@
 import LnoteModel
+import Synchronization
 
 /// A page's live elements: what `PageReplica` looks them up by (id) and lists them in (z
 /// order, bottom to top).
 ///
 /// The records sit in one dense array (`slots`) that never has holes: a removed record's slot
-/// takes the last record. An id finds its slot through `slotOf`. The z order is `order`, a
+/// takes the last record. An id finds its slot through `index`, an id → slot table built the
+/// first time an id is looked up, not when the table is made: opening a page to list it
+/// (a snapshot's records, then a log tail's adds on top) looks up no id, and building the
+/// table for a 2,500-element page was a sixth of that open. The z order is `order`, a
 /// list of slots bottom to top, or nil when the slots already are in z order. That is the
 /// usual case (a snapshot's records come in z order, new strokes go on top), and then
 /// building the table moves the snapshot's array in without copying a record and `ordered`
@@ -15,7 +19,9 @@ import LnoteModel
 /// numbers.
 struct ElementTable: Sendable {
     private(set) var slots: [ElementRecord]
-    private var slotOf: OpIDTable
+    /// The id → slot table, or nil until an id is first looked up. Shared by copies of the
+    /// table until one of them changes (then that one takes its own, `mutableIndex`).
+    private var index: SlotIndex
     /// Slots bottom to top; nil when that is `0 ..< slots.count`.
     private var order: [Int32]?
 
@@ -26,14 +32,41 @@ struct ElementTable: Sendable {
         var records: [ElementRecord] = []
         swap(&records, &ordered)
         if records.capacity < records.count + reserving { records.reserveCapacity(records.count + reserving) }
-        var slotOf = OpIDTable(minimumCapacity: records.count + reserving + 16)
-        // Through the buffer: reading an id does not copy (retain and release) its record.
-        records.withUnsafeBufferPointer { b in
-            for i in b.indices { slotOf.set(b[i].id, Int32(i)) }
-        }
         self.slots = records
-        self.slotOf = slotOf
+        self.index = SlotIndex()
         self.order = nil
+    }
+
+    /// The id → slot table of `slots` (what `index` holds once built).
+    private static func table(of slots: [ElementRecord]) -> OpIDTable {
+        var t = OpIDTable(minimumCapacity: slots.count + slots.count / 4 + 16)
+        // Through the buffer: reading an id does not copy (retain and release) its record.
+        slots.withUnsafeBufferPointer { b in
+            for i in b.indices { t.set(b[i].id, Int32(i)) }
+        }
+        return t
+    }
+
+    /// The slot of a live element (builds the id table the first time).
+    private func slot(of id: ElementID) -> Int32? {
+        index.table.withLock { t in
+            if t == nil { t = Self.table(of: slots) }
+            return t![id]
+        }
+    }
+
+    /// Runs `change` on this table's own id table (built if `build`, else left nil when not
+    /// built yet: a later lookup builds it from the slots). A table shared with a copy is
+    /// copied first.
+    private mutating func mutableIndex<R>(build: Bool, _ change: (inout OpIDTable?) -> R) -> R {
+        if !isKnownUniquelyReferenced(&index) {
+            index = SlotIndex(index.table.withLock { $0 })
+        }
+        let current = slots
+        return index.table.withLock { t in
+            if build && t == nil { t = Self.table(of: current) }
+            return change(&t)
+        }
     }
 
     var count: Int { slots.count }
@@ -42,11 +75,11 @@ struct ElementTable: Sendable {
     mutating func resolvePoints() throws { try DeferredPoints.resolve(&slots) }
 
     subscript(id: ElementID) -> ElementRecord? {
-        guard let s = slotOf[id] else { return nil }
+        guard let s = slot(of: id) else { return nil }
         return slots[Int(s)]
     }
 
-    func contains(_ id: ElementID) -> Bool { slotOf.contains(id) }
+    func contains(_ id: ElementID) -> Bool { slot(of: id) != nil }
 
     /// The records bottom to top. Without a copy when the slots are in z order.
     var ordered: [ElementRecord] {
@@ -62,7 +95,7 @@ struct ElementTable: Sendable {
 
     /// The z position (0 = bottom) of a live element.
     func position(of id: ElementID) -> Int? {
-        guard let s = slotOf[id] else { return nil }
+        guard let s = slot(of: id) else { return nil }
         guard let order else { return Int(s) }
         return order.firstIndex(of: s)
     }
@@ -77,7 +110,7 @@ struct ElementTable: Sendable {
     /// False when `id` is not live.
     @discardableResult
     mutating func update(_ id: ElementID, _ change: (inout ElementRecord) -> Void) -> Bool {
-        guard let s = slotOf[id] else { return false }
+        guard let s = slot(of: id) else { return false }
         change(&slots[Int(s)])
         return true
     }
@@ -96,7 +129,7 @@ struct ElementTable: Sendable {
         let id = r.id
         if slots.isEmpty || isAbove(r, position: slots.count - 1) {
             slots.append(r)
-            slotOf.set(id, s)
+            mutableIndex(build: false) { $0?.set(id, s) }
             order?.append(s)
             return
         }
@@ -109,14 +142,14 @@ struct ElementTable: Sendable {
             }
         }
         slots.append(r)
-        slotOf.set(id, s)
+        mutableIndex(build: false) { $0?.set(id, s) }
         o.insert(s, at: lo)
         order = o
     }
 
     /// Removes a live record and returns it; nil when `id` is not live.
     mutating func remove(_ id: ElementID) -> ElementRecord? {
-        guard let s = slotOf.removeValue(forKey: id) else { return nil }
+        guard let s = mutableIndex(build: true, { $0!.removeValue(forKey: id) }) else { return nil }
         let last = Int32(slots.count - 1)
         if order == nil && s == last {
             return slots.removeLast()
@@ -131,8 +164,9 @@ struct ElementTable: Sendable {
         } else {
             let moved = slots.removeLast()
             removed = slots[Int(s)]
+            let movedID = moved.id
             slots[Int(s)] = moved
-            slotOf.set(moved.id, s)
+            mutableIndex(build: true) { $0!.set(movedID, s) }
             o[o.firstIndex(of: last)!] = s
         }
         order = o.elementsEqual(0 ..< Int32(o.count)) ? nil : o
@@ -145,4 +179,12 @@ struct ElementTable: Sendable {
         change(&r)
         insert(r)
     }
+}
+
+/// The id → slot table of an `ElementTable`, built on first lookup. A class, so that a
+/// lookup (which does not change the table) can build it; its lock makes that safe for copies
+/// of a table read from several threads. Copies share it until one changes (`mutableIndex`).
+final class SlotIndex: Sendable {
+    let table: Mutex<OpIDTable?>
+    init(_ table: OpIDTable? = nil) { self.table = Mutex(table) }
 }

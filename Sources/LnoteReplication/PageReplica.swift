@@ -327,6 +327,15 @@ public struct PageReplica: Sendable {
     /// them, whatever became of the operation.
     @discardableResult
     public mutating func receive(_ ops: [Op], allowingDeferred: Bool) throws -> [Op] {
+        try receive(ops, allowingDeferred: allowingDeferred, validated: false)
+    }
+
+    /// `receive(_:allowingDeferred:)`; with `validated`, the caller vouches that every
+    /// operation passed `OpValidator.violation(of:allowingDeferred:)` with the same
+    /// `allowingDeferred` (the frame decoder makes that check, [LOG-20]: a replay of decoded
+    /// frames need not make it twice).
+    @discardableResult
+    package mutating func receive(_ ops: [Op], allowingDeferred: Bool, validated: Bool) throws -> [Op] {
         var sources: [DeferredPoints] = []
         // Through the buffer: each operation is checked in place, not copied out first.
         try ops.withUnsafeBufferPointer { b in
@@ -334,7 +343,7 @@ public struct PageReplica: Sendable {
                 guard b[i].body.isPageOperation else {
                     throw LnoteError(.invalidArgument, "\(b[i].body.name) \(b[i].id) is not a page operation")
                 }
-                try OpValidator.validate(b[i], allowingDeferred: allowingDeferred)
+                if !validated { try OpValidator.validate(b[i], allowingDeferred: allowingDeferred) }
                 // Also a duplicate of what the state holds: its frame is checked like any other.
                 if case .add(.stroke(let s), _) = b[i].body, let d = s.deferredSource { sources.append(d) }
             }

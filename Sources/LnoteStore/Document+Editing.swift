@@ -101,7 +101,11 @@ extension Document {
         do {
             applied = try Document.feed(frames, kind: .page, fromStart: covered == nil, path: paths.log(pid),
                                         report: &report, pending: &pending, deferringPoints: deferring,
-                                        decoded: decodedFrames) { try live.receive($0, allowingDeferred: true) }
+                                        decoded: decodedFrames) {
+                // Every operation `feed` hands over came out of the frame decoder, which
+                // validated it as `receive` would ([LOG-20]).
+                try live.receive($0, allowingDeferred: true, validated: true)
+            }
         } catch {
             try? log.close()
             throw error

@@ -161,4 +161,69 @@ struct PageSnapshotIndexTests {
             #expect(p == s, "seed \(seed)")
         }
     }
+
+    /// The outcome of a read with the points deferred ([SNAP-38]), then every point decoded.
+    static func deferredOutcome(_ b: [UInt8], parallel: Bool) -> Outcome {
+        do {
+            // Resolved: a deferred stroke is `==` only to one of the same read.
+            return .state(try PageSnapshot.decode(b, path: "p.content", parallel: parallel, deferringPoints: true).state.resolved())
+        } catch let e as LnoteError {
+            return .failure(e.code, e.offset, e.index, e.message)
+        } catch {
+            return .failure(.invalidState, nil, nil, "\(error)")
+        }
+    }
+
+    /// A section too small for several cores, but with an index, is read by the same
+    /// in-place path on one thread (ids checked by a sort, not a hash table): on any failure
+    /// it gives way to the record-by-record read, so outcomes and errors are that read's.
+    @Test("[SNAP-20] [SNAP-22] [SNAP-32] a small indexed section read in place on one thread: same records, same errors")
+    func smallSectionInPlace() throws {
+        for n in [65, 200] {
+            // Distinct layers, so that a duplicated id keeps the z order and only [SNAP-22] fails.
+            var state = Self.page(seed: UInt64(n), count: n)
+            for i in state.elements.indices { state.elements[i].z = LWWRegister(ZKey(layer: Int64(i + 1))) }
+            state = PageSnapshot.canonicalized(state)
+            let bytes = PageSnapshot.encode(state, coveredLogOffset: 40, logIncarnation: 9)
+            let secs = Self.sections(bytes)
+            let index = try #require(secs.first { $0.tag == 0x0005 })
+            let elements = try #require(secs.first { $0.tag == 0x0002 })
+            var ir = ByteReader(bytes, range: index.body)
+            let offsets = try PageSnapshot.elementIndexOffsets(&ir)
+            var er = ByteReader(bytes, range: elements.body)
+            er.shortestVarints = true
+            let count = try er.count("element count", minSize: 7)
+            let inPlace = PageSnapshot.decodeElementsInParallel(er, count: count, bodyStart: elements.body.lowerBound,
+                                                                  index: offsets, v2: true, replicas: .init(state.clock),
+                                                                  parallel: false)
+            #expect(inPlace == state.elements, "n \(n)")
+            #expect(Self.deferredOutcome(bytes, parallel: true) == Self.deferredOutcome(bytes, parallel: false), "n \(n)")
+
+            // The same id twice, in different chunks: refused at the second, by every path.
+            var dup = state
+            dup.elements[n - 2].id = dup.elements[3].id
+            let dupBytes = PageSnapshot.encode(dup, coveredLogOffset: 40, logIncarnation: 9)
+            let serial = Self.outcome(dupBytes, parallel: false)
+            guard case .failure(.corrupt, _, let at, let message) = serial else {
+                Issue.record("n \(n): a duplicated id is accepted (\(serial))")
+                continue
+            }
+            #expect(message.contains("duplicate") && at == n - 2, "n \(n): \(message), index \(String(describing: at))")
+            #expect(Self.outcome(dupBytes, parallel: true) == serial, "n \(n)")
+            #expect(Self.deferredOutcome(dupBytes, parallel: true) == serial, "n \(n)")
+
+            // Random damage under a resealed CRC: the in-place read and the record-by-record one agree.
+            for seed in testSeeds(0x5A11 + UInt64(n), count: 12) {
+                var rng = SplitMix64(seed: seed)
+                var b = bytes
+                for _ in 0..<rng.int(in: 1...3) {
+                    let at = elements.body.lowerBound + Int(rng.below(UInt64(elements.body.count)))
+                    b[at] = UInt8(truncatingIfNeeded: rng.next())
+                }
+                b = PageSnapshotTests.reseal(b)
+                #expect(Self.deferredOutcome(b, parallel: true) == Self.deferredOutcome(b, parallel: false), "n \(n) seed \(seed)")
+                #expect(Self.outcome(b, parallel: true) == Self.outcome(b, parallel: false), "n \(n) seed \(seed)")
+            }
+        }
+    }
 }

@@ -85,4 +85,61 @@ import LnoteModel
         #expect(table.ordered == records.filter { $0.id.counter != 3 })
         #expect(table.position(of: OpID(replica: ReplicaID(1), counter: 10)) == 8)
     }
+
+    /// The id table is built on the first lookup, not with the table, and copies share it
+    /// until one of them changes: inserts and removals before any lookup, lookups on a copy
+    /// that build the shared table, then changes to the original, must leave every copy
+    /// answering for its own records.
+    @Test("the id table built on first lookup, shared by copies until one changes, answers for each copy's own records")
+    func lazyIndexAndCopies() {
+        for seed: UInt64 in 1...60 {
+            var rng = SplitMix64(seed: seed)
+            var next: UInt64 = 1
+            var reference: [ElementRecord] = []
+            for _ in 0..<Int(rng.next() % 40) {
+                reference.append(Self.record(OpID(replica: ReplicaID(1 + rng.next() % 2), counter: next), layer: Int64(next)))
+                next += 1
+            }
+            var table = ElementTable(ordered: reference)
+            var copies: [(table: ElementTable, records: [ElementRecord])] = []
+            for step in 0..<120 {
+                let roll = rng.next() % 100
+                if roll < 40 || reference.isEmpty {
+                    let layer = roll < 25 ? Int64(next) : Int64(rng.next() % (next + 1))
+                    let r = Self.record(OpID(replica: ReplicaID(1 + rng.next() % 2), counter: next), layer: layer)
+                    next += 1
+                    table.insert(r)
+                    reference.append(r)
+                    reference.sort(by: ElementRecord.zLess)
+                } else if roll < 65 {
+                    let i = Int(rng.next() % UInt64(reference.count))
+                    #expect(table.remove(reference[i].id) == reference[i], "seed \(seed) step \(step)")
+                    reference.remove(at: i)
+                } else if roll < 75 {
+                    let i = Int(rng.next() % UInt64(reference.count))
+                    #expect(table.update(reference[i].id) { $0.wallTime = 5 }, "seed \(seed) step \(step)")
+                    reference[i].wallTime = 5
+                } else if roll < 90 {
+                    // A copy, sometimes looked up at once (building the table the copies share).
+                    let copy = table
+                    if rng.next() % 2 == 0, let r = reference.first { #expect(copy[r.id] == r, "seed \(seed) step \(step)") }
+                    copies.append((copy, reference))
+                } else if let r = reference.last {
+                    #expect(table.contains(r.id) && table[r.id] == r, "seed \(seed) step \(step)")
+                }
+            }
+            copies.append((table, reference))
+            for (k, c) in copies.enumerated() {
+                #expect(c.table.ordered == c.records, "seed \(seed) copy \(k)")
+                for (position, r) in c.records.enumerated() {
+                    #expect(c.table[r.id] == r && c.table.position(of: r.id) == position, "seed \(seed) copy \(k): \(r.id)")
+                }
+                // An id removed from the table or added only to a later copy is not found.
+                let live = Set(c.records.map(\.id))
+                for r in reference + copies.flatMap(\.records) where !live.contains(r.id) {
+                    #expect(!c.table.contains(r.id), "seed \(seed) copy \(k): \(r.id) found")
+                }
+            }
+        }
+    }
 }
