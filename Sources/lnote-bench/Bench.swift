@@ -18,6 +18,7 @@ final class Bench {
         12: "first sync of a new folder", 13: "time travel: a page as of the middle of its history",
         14: "undo and redo of one step", 15: "relay throughput: SQLite, PostgreSQL, three relays on PostgreSQL",
         16: "first pull of a 200-document notebook from a relay on PostgreSQL",
+        18: "thumbnails off the save path",
     ]
 
     init(_ options: BenchOptions) throws {
@@ -46,6 +47,7 @@ final class Bench {
         case 14: try await caseUndo()
         case 15: try await caseRelayThroughput()
         case 16: try await caseFirstPullPostgres()
+        case 18: try await caseThumbnails()
         default: break
         }
     }
