@@ -274,9 +274,9 @@ extension Document {
             } catch {
                 failure = error
             }
-            // The pictures still waiting are drawn now: nothing is written after close ([PKG-103]).
-            finishThumbnailsForClose()
         }
+        // The pictures still waiting are drawn now: nothing is written after close ([PKG-103]).
+        finishThumbnailsForClose()
         closed = true
         watcher?.stop()
         watcher = nil

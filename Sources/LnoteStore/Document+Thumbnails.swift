@@ -144,10 +144,13 @@ extension Document {
     }
 
     /// `close()`: renders, on this thread, every page still waiting and the one the renderer
-    /// has in flight (its own result is then dropped: the handle is closed when it returns).
-    /// Failures are skipped, as in the background.
+    /// has in flight (its own result is then dropped: the handle is closed when it returns),
+    /// unless the handle is broken (then they are dropped). Failures are skipped, as in the
+    /// background.
     func finishThumbnailsForClose() {
         let waiting = thumbnailQueue.takeAll()
+        // A renderer waiting out `thumbnailDelay` wakes now, finds nothing, and stops.
+        thumbnailQueue.worker?.cancel()
         guard options.thumbnails, broken == nil else { return }
         for pid in waiting {
             guard let job = thumbnailJob(pid) else { continue }
