@@ -55,8 +55,10 @@ public struct StoreOptions: Sendable {
     public var thumbnails = true
     /// How long the background renderer waits once pages were marked before it renders
     /// them: marks made meanwhile (an autosave after each burst of strokes) coalesce into
-    /// one picture per page. Zero: it starts as soon as the save's work is done.
-    public var thumbnailDelay: Duration = .zero
+    /// one picture per page, and the caller of the save gets the processor first (drawing at
+    /// once competed with it: lnote-bench case 18). Zero: it starts as soon as the save's
+    /// work is done. `close()` does not wait for it.
+    public var thumbnailDelay: Duration = .milliseconds(200)
     /// Pages waiting for their picture at most; one more mark drops the oldest waiting page
     /// (its picture stays stale until its next mark, an on-demand `thumbnail(page:)` or a
     /// repair). A page marked again while it waits keeps its place.
