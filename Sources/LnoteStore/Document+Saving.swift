@@ -45,7 +45,7 @@ extension Document {
         }
         snapshotCounts[lp.id] = PageCounts(state)
         try keepPast(lp.id, total: state.clock.total, incarnation: lp.log.incarnation, bytes: bytes)
-        writeThumbnailAfterSnapshot(state)
+        markThumbnail(lp.id)  // drawn in the background, after this save ([PKG-103])
         lp.covered = (coveredOffset, lp.log.incarnation)
         lp.framesSinceSnapshot = lp.pendingOffsets.count
         lp.dirty = false
@@ -120,6 +120,8 @@ extension Document {
     /// and the page counts cached here are read again from the snapshots.
     func saveDocumentFiles() throws {
         precondition(lockDepth > 0, "saving needs the document lock")
+        // Pictures of the pages that changed are drawn after the save, in the background ([PKG-103]).
+        defer { markChangedThumbnails() }
         try syncAllLogs()
         let coveredOffset = min(docLog.end, docPendingOffsets.values.min() ?? .max)
         let key = DocumentFileKey(clock: doc.clock, coveredOffset: coveredOffset, incarnation: docLog.incarnation,
@@ -273,6 +275,8 @@ extension Document {
                 failure = error
             }
         }
+        // The pictures still waiting are drawn now: nothing is written after close ([PKG-103]).
+        finishThumbnailsForClose()
         closed = true
         watcher?.stop()
         watcher = nil

@@ -199,6 +199,7 @@ extension Document {
         }
         noteAssets(of: staged.incoming.compactMap(\.addedContent), page: pid)
         emitPageEvents(staged.applied, lp, origin: .merge)
+        if !staged.applied.isEmpty { markThumbnail(pid) }  // redrawn in the background ([PKG-103])
         return ReceiveOutcome(appended: staged.incoming.count, applied: staged.applied, healed: sorted.healed.map(\.id),
                               forks: sorted.forks)
     }

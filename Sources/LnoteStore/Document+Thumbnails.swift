@@ -1,53 +1,291 @@
 import LnoteModel
+import LnoteReplication
 import LnoteRender
 
-// Thumbnails ([PKG-17]): `thumbnails/<page>.png`, derived from the page snapshot and
-// rewritten with it. They are a convenience for a library view (the first live page's
-// thumbnail doubles as the document's cover), never a source of truth.
+// Thumbnails ([PKG-17], [PKG-103]): `thumbnails/<page>.jpg`, a JPEG whose COM segment stamps
+// the page state it shows. Derived data, never a source of truth, and kept off the edit path:
+// a save (autosave, flush, compaction, close) or a merge marks the pages whose picture is
+// stale; a background task renders them once the save's own work is done, without the
+// document lock, and writes each under the lock by durable replace. `close()` finishes what
+// is still waiting before it returns (nothing is written by this handle after that).
 
 extension Document {
     /// Longest side of a stored thumbnail, in pixels.
     public static let thumbnailSide = 256
 
-    /// Where a page's thumbnail lives.
-    public nonisolated func thumbnailPath(_ pid: PageID) -> String {
-        "\(paths.thumbnails)/\(pid).png"
+    /// Where a page's thumbnail lives: `thumbnails/<page>.jpg`.
+    public nonisolated func thumbnailPath(_ pid: PageID) -> String { paths.thumbnail(pid) }
+
+    /// Where older versions of lnote kept a page's thumbnail: `thumbnails/<page>.png`. Read
+    /// when no `.jpg` exists yet; removed when the page's JPEG is written.
+    public nonisolated func legacyThumbnailPath(_ pid: PageID) -> String { paths.legacyThumbnail(pid) }
+
+    /// What the stored thumbnail of a page is made from, for the background renderer.
+    struct ThumbnailJob: Sendable {
+        var page: PageID
+        var state: PageState
+        var canvas: CanvasSize
+        var stamp: ThumbnailStamp
     }
 
-    /// Writes `thumbnails/<page>.png` from `state`, durably (temp file, fsync, rename).
-    ///
-    /// Called after a page snapshot is written. A thumbnail is derived: failing to write one
-    /// must never fail the save, so this swallows every error (the next snapshot of the page
-    /// writes it again, and a missing or stale thumbnail is not a problem `Verify` reports).
-    func writeThumbnailAfterSnapshot(_ state: PageState) {
-        let canvas = doc.page(state.page)?.canvas.value ?? .a4
-        let png = ThumbnailRenderer.render(state, canvas: canvas, maxSide: Document.thumbnailSide).png()
-        do {
-            try DurableFile.replace(thumbnailPath(state.page), with: png, io: io)
-        } catch {
-            // Derived data: skipped on purpose (see above).
+    /// Draws a page as its stored thumbnail: rendered, then a JPEG stamped with what it shows.
+    /// Pure: runs off the document's thread.
+    static func drawThumbnail(_ job: ThumbnailJob) throws -> [UInt8] {
+        let picture = ThumbnailRenderer.render(job.state, canvas: job.canvas, maxSide: thumbnailSide)
+        return try JPEGEncoder.encode(picture, comment: job.stamp.comment)
+    }
+
+    // MARK: - Marking stale pictures
+
+    /// Queues a page for the background renderer: its state may not be the one its picture
+    /// shows. Cheap (a stamp of the page's clock), made on the save or merge path; nothing is
+    /// drawn here. A loaded page whose picture this handle wrote for the same state is
+    /// left alone.
+    func markThumbnail(_ pid: PageID) {
+        guard options.thumbnails, !closed, broken == nil else { return }
+        if let lp = pages[pid], let record = doc.page(pid),
+           thumbnailQueue.known(pid) == ThumbnailStamp(page: pid, clock: lp.replica.clock, canvas: record.canvas.value) {
+            return
         }
+        let delay = options.thumbnailDelay
+        thumbnailQueue.mark(pid) {
+            // A task of its own, started now but running its first step only once this
+            // actor's current job (the save or the merge) is over: the jobs it sends here
+            // queue behind it.
+            Task.detached(priority: .utility) { [self] in
+                if delay > .zero { try? await Task.sleep(for: delay) }
+                await self.renderMarkedThumbnails()
+            }
+        }
+    }
+
+    /// At the end of a save: marks every loaded live page whose picture, as far as this
+    /// handle knows, shows another state (edits since, a merge, a new canvas).
+    func markChangedThumbnails() {
+        guard options.thumbnails, !closed, broken == nil else { return }
+        for (pid, lp) in pages {
+            guard let record = doc.page(pid), !record.deleted.value else { continue }
+            if thumbnailQueue.known(pid) != ThumbnailStamp(page: pid, clock: lp.replica.clock, canvas: record.canvas.value) {
+                markThumbnail(pid)
+            }
+        }
+    }
+
+    /// The background renderer: takes marked pages one at a time until none waits. Asks the
+    /// document for what to draw, draws it here (no lock, not on the document's thread),
+    /// and has the document write it.
+    nonisolated func renderMarkedThumbnails() async {
+        while let pid = thumbnailQueue.next() {
+            guard let job = await thumbnailJob(pid) else { continue }
+            let bytes: [UInt8]
+            do {
+                bytes = try Document.drawThumbnail(job)
+            } catch {
+                thumbnailQueue.count(failed: 1)
+                continue
+            }
+            await storeThumbnail(job, bytes)
+        }
+    }
+
+    /// What to draw for a marked page; nil when there is nothing to do: the handle is closed,
+    /// the page is gone or deleted (a deleted page keeps its last picture), its state cannot
+    /// be read without loading it, or its stored picture already shows this state.
+    func thumbnailJob(_ pid: PageID) -> ThumbnailJob? {
+        guard options.thumbnails, !closed, broken == nil, let record = doc.page(pid), !record.deleted.value,
+              let state = try? stateForThumbnail(pid) else { return nil }
+        let stamp = ThumbnailStamp(page: pid, clock: state.clock, canvas: record.canvas.value)
+        if thumbnailQueue.known(pid) == stamp { return nil }
+        if let stored = try? DurableFile.readIfExists(thumbnailPath(pid), io: io), ThumbnailStamp.read(fromJPEG: stored) == stamp {
+            thumbnailQueue.setKnown(pid, stamp)
+            return nil
+        }
+        return ThumbnailJob(page: pid, state: state, canvas: record.canvas.value, stamp: stamp)
+    }
+
+    /// A page's state for its picture without loading it: a loaded page's state; else its
+    /// snapshot's (an evicted page's snapshot holds what it was evicted with); else, for a
+    /// page with no files, the empty page. nil when only its log would tell.
+    func stateForThumbnail(_ pid: PageID) throws -> PageState? {
+        if pages[pid] != nil { return try loadedPage(pid).replica.state }
+        if let bytes = try DurableFile.readIfExists(paths.content(pid), io: io) {
+            let state = try PageSnapshot.decode(bytes, path: paths.content(pid)).state
+            return state.page == pid ? state : nil
+        }
+        return try pageHasFiles(pid) ? nil : PageState(page: pid)
+    }
+
+    /// Writes a picture the background renderer drew, unless the handle closed meanwhile or
+    /// the page (loaded) moved on to another state: a newer mark is then on its way, and an
+    /// older picture must not replace one `thumbnail(page:)` wrote meanwhile. Failures are
+    /// counted, never thrown: a thumbnail is derived ([PKG-17]).
+    func storeThumbnail(_ job: ThumbnailJob, _ bytes: [UInt8]) {
+        guard !closed, broken == nil else { return }
+        if let lp = pages[job.page], lp.replica.clock != job.state.clock { return }
+        do {
+            try writeThumbnail(job.page, bytes)
+            thumbnailQueue.setKnown(job.page, job.stamp)
+            thumbnailQueue.count(rendered: 1)
+        } catch {
+            thumbnailQueue.count(failed: 1)
+        }
+    }
+
+    /// `thumbnails/<page>.jpg` by durable replace under the document lock ([PKG-20],
+    /// [PKG-92]); then the page's old `.png`, if any, is removed.
+    func writeThumbnail(_ pid: PageID, _ bytes: [UInt8]) throws {
+        try locked {
+            try DurableFile.replace(thumbnailPath(pid), with: bytes, io: io)
+            if try io.stat(legacyThumbnailPath(pid)) != nil {
+                try io.unlink(legacyThumbnailPath(pid), missingOK: true)
+                try DurableFile.syncDirectory(paths.thumbnails, io: io)
+            }
+        }
+    }
+
+    /// `close()`: renders, on this thread, every page still waiting and the one the renderer
+    /// has in flight (its own result is then dropped: the handle is closed when it returns),
+    /// unless the handle is broken (then they are dropped). Failures are skipped, as in the
+    /// background.
+    func finishThumbnailsForClose() {
+        let waiting = thumbnailQueue.takeAll()
+        // A renderer waiting out `thumbnailDelay` wakes now, finds nothing, and stops.
+        thumbnailQueue.worker?.cancel()
+        guard options.thumbnails, broken == nil else { return }
+        for pid in waiting {
+            guard let job = thumbnailJob(pid) else { continue }
+            guard let bytes = try? Document.drawThumbnail(job) else {
+                thumbnailQueue.count(failed: 1)
+                continue
+            }
+            storeThumbnail(job, bytes)
+        }
+    }
+
+    /// Returns once no page waits for its picture and the background renderer has stopped
+    /// (after `thumbnailDelay`, when one is set). Tests wait here before looking at
+    /// `thumbnails/`; an app need not (`close()` finishes the pictures itself).
+    public func thumbnailsSettled() async {
+        while let worker = thumbnailQueue.worker { await worker.value }
+    }
+
+    /// How the background renderer fared on this handle: pictures written, failures (drawing
+    /// or writing), marks dropped because the queue was full.
+    public nonisolated var thumbnailCounts: (rendered: Int, failed: Int, dropped: Int) {
+        thumbnailQueue.state.withLock { ($0.rendered, $0.failed, $0.dropped) }
+    }
+}
+
+// MARK: - Reading thumbnails
+
+/// What `Document.refreshThumbnail(page:)` found before it made the picture fresh.
+public enum ThumbnailRefresh: String, Sendable, Equatable {
+    /// The stored JPEG showed the page's current state: nothing was written.
+    case fresh
+    /// No picture at all: one was rendered.
+    case missing
+    /// A JPEG of another state (or without a stamp): rendered again.
+    case stale
+    /// Only the `.png` of an older lnote: rendered as JPEG, the PNG removed.
+    case legacyPNG
+}
+
+/// A page's picture as it is on disk, fresh or not.
+public struct StoredThumbnail: Sendable, Equatable {
+    public enum Format: String, Sendable { case jpeg, png }
+    public var format: Format
+    public var bytes: [UInt8]
+    /// The stamp of a JPEG written by lnote ([PKG-103]); nil for a PNG.
+    public var stamp: ThumbnailStamp?
+
+    public init(format: Format, bytes: [UInt8], stamp: ThumbnailStamp?) {
+        self.format = format
+        self.bytes = bytes
+        self.stamp = stamp
     }
 }
 
 extension Document {
-    /// A page's thumbnail as a library shows it ([PKG-17], [PKG-97]): the stored
-    /// `thumbnails/<page>.png` when there is one, else the page rendered now from its current
-    /// state and stored (by durable replace, best-effort: a failure to store it still returns
-    /// the picture). A page installed by a first sync has none until it is asked for here or
-    /// its next snapshot is written: absent means "not rendered yet", never an empty page.
+    /// A page's picture, fresh ([PKG-17], [PKG-97], [PKG-103]): the stored
+    /// `thumbnails/<page>.jpg` when its stamp is that of the page's current state; else the
+    /// page drawn now from that state (a page with no files is drawn empty, without creating
+    /// them) and stored by durable replace under the document lock, best-effort (a failure to
+    /// store it still returns the picture), replacing an old `.png`.
+    /// - Returns: the JPEG's bytes.
     /// - Throws: `notFound` when the document has no such page; what reading the page throws.
     public func thumbnail(page pid: PageID) throws -> [UInt8] {
+        try freshThumbnail(pid, mustStore: false).bytes
+    }
+
+    /// `thumbnail(page:)` for `lnote verify --repair`: makes the stored picture fresh and says
+    /// what it found. A failure to store it throws.
+    public func refreshThumbnail(page pid: PageID) throws -> ThumbnailRefresh {
+        try freshThumbnail(pid, mustStore: true).found
+    }
+
+    /// The cover ([PKG-17]): the picture of the first live page (`manifest.json`'s
+    /// `coverPage`), fresh as `thumbnail(page:)` makes it; nil when no page is live.
+    public func coverThumbnail() throws -> [UInt8]? {
         try checkUsable()
-        if let stored = try? DurableFile.readIfExists(thumbnailPath(pid), io: io), !stored.isEmpty { return stored }
-        let png = try renderThumbnail(pid).png()
-        do {
-            // Under the document lock, as every write in the package ([PKG-92]).
-            try locked { try DurableFile.replace(thumbnailPath(pid), with: png, io: io) }
-        } catch {
-            // Derived data ([PKG-17]): the picture is returned all the same.
+        try refreshDocument()
+        guard let first = doc.livePages.first else { return nil }
+        return try thumbnail(page: first.id)
+    }
+
+    /// The picture stored for a page, without drawing anything: `thumbnails/<page>.jpg`, else
+    /// the `.png` of an older lnote; nil when there is neither (or it is not a regular file).
+    /// It may be stale: compare `stamp` with the page's, or ask `thumbnail(page:)`.
+    public nonisolated func storedThumbnail(page pid: PageID) -> StoredThumbnail? {
+        if let jpeg = try? DurableFile.readIfExists(thumbnailPath(pid), io: io) {
+            return StoredThumbnail(format: .jpeg, bytes: jpeg, stamp: ThumbnailStamp.read(fromJPEG: jpeg))
         }
-        return png
+        if let png = try? DurableFile.readIfExists(legacyThumbnailPath(pid), io: io) {
+            return StoredThumbnail(format: .png, bytes: png, stamp: nil)
+        }
+        return nil
+    }
+
+    /// The stamp of a page's current state ([PKG-103]), for telling whether a stored picture
+    /// is fresh. Loads the page (without decoding its points) unless it has no files.
+    /// - Throws: `notFound` when the document has no such page.
+    public func thumbnailStamp(page pid: PageID) throws -> ThumbnailStamp {
+        try checkUsable()
+        try refreshDocument()
+        guard let record = doc.page(pid) else {
+            throw LnoteError(.notFound, "no page \(pid) in document \(id)", path: paths.root)
+        }
+        let hasContent = try pages[pid] != nil || pageHasFiles(pid)
+        let clock = hasContent ? try loadedPageDeferred(pid).replica.clock : VectorClock()
+        return ThumbnailStamp(page: pid, clock: clock, canvas: record.canvas.value)
+    }
+
+    func freshThumbnail(_ pid: PageID, mustStore: Bool) throws -> (bytes: [UInt8], found: ThumbnailRefresh) {
+        let current = try thumbnailStamp(page: pid)
+        let found: ThumbnailRefresh
+        switch storedThumbnail(page: pid) {
+        case let s? where s.format == .jpeg && s.stamp == current:
+            thumbnailQueue.setKnown(pid, current)
+            return (s.bytes, .fresh)
+        case let s? where s.format == .jpeg: found = .stale
+        case _?: found = .legacyPNG
+        case nil: found = .missing
+        }
+        guard let record = doc.page(pid) else {
+            throw LnoteError(.notFound, "no page \(pid) in document \(id)", path: paths.root)
+        }
+        let hasContent = try pages[pid] != nil || pageHasFiles(pid)
+        let state = hasContent ? try loadedPage(pid).replica.state : PageState(page: pid)
+        let job = ThumbnailJob(page: pid, state: state, canvas: record.canvas.value,
+                               stamp: ThumbnailStamp(page: pid, clock: state.clock, canvas: record.canvas.value))
+        let bytes = try Document.drawThumbnail(job)
+        do {
+            try writeThumbnail(pid, bytes)
+            thumbnailQueue.setKnown(pid, job.stamp)
+        } catch {
+            // Derived data ([PKG-17]): the picture is returned all the same, except to a repair.
+            if mustStore { throw error }
+        }
+        return (bytes, found)
     }
 }
 

@@ -136,6 +136,9 @@ public actor Document {
     /// The inode `undoFloor` was measured on: a file another process rewrote has a new one.
     var undoFloorInode: UInt64 = 0
 
+    /// Pages whose picture is stale, waiting for the background renderer ([PKG-103]).
+    nonisolated let thumbnailQueue: ThumbnailQueue
+
     // Group commit.
     var syncWaiters: [LogKey: [CheckedContinuation<Void, Error>]] = [:]
     var syncTimers: [LogKey: Task<Void, Never>] = [:]
@@ -160,6 +163,7 @@ public actor Document {
         self.executor = StoreExecutor(name: "lnote.document")
         self.lock = FileLock.document(paths, io: io, timeout: options.lockTimeout)
         self.hub = ChangeHub(document: paths.id)
+        self.thumbnailQueue = ThumbnailQueue(limit: options.thumbnailQueueLimit)
         self.doc = DocumentReplica(id: paths.id)
         self.docLog = PageLog(absent: paths.documentLog, kind: .document, owner: paths.id.uuid, io: io)
     }

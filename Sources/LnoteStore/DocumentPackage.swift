@@ -18,7 +18,9 @@ import LnoteReplication
 ///   pages/<page>.log         append-only page operations
 ///   pages/<page>.<N>.past    optional earlier snapshot of the page, for time travel ([PKG-98])
 ///   assets/<sha256-hex>      content-addressed image bytes
-///   thumbnails/<page>.png    derived page picture, rewritten with its snapshot ([PKG-17])
+///   thumbnails/<page>.jpg    derived page picture (JPEG stamped with the state it shows), redrawn
+///                            in the background after a save or a merge ([PKG-17], [PKG-103]);
+///                            older notebooks may hold thumbnails/<page>.png instead
 /// ```
 public struct PackagePaths: Sendable, Hashable {
     public static let suffix = ".lnote"
@@ -39,6 +41,11 @@ public struct PackagePaths: Sendable, Hashable {
     public func content(_ p: PageID) -> String { "\(pages)/\(p).content" }
     public func log(_ p: PageID) -> String { "\(pages)/\(p).log" }
     public func asset(_ a: AssetID) -> String { "\(assets)/\(a)" }
+    /// `thumbnails/<page>.jpg`: the page's picture ([PKG-17]).
+    public func thumbnail(_ p: PageID) -> String { "\(thumbnails)/\(p).jpg" }
+    /// `thumbnails/<page>.png`: the page's picture as older versions wrote it, replaced by the
+    /// `.jpg` when the page is next drawn.
+    public func legacyThumbnail(_ p: PageID) -> String { "\(thumbnails)/\(p).png" }
     /// `pages/<page>.missing`: operations the page's state holds that its log lacks ([PKG-51]).
     public func missing(_ p: PageID) -> String { "\(pages)/\(p)\(PackagePaths.missingSuffix)" }
     /// `document.missing`: operations the document's state holds that `document.log` lacks ([PKG-51]).

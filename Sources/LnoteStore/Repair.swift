@@ -17,7 +17,8 @@ public struct RepairReport: Sendable {
 ///   that do not pair with their log set aside ([PKG-37], [PKG-38], [PKG-47]) — opening each
 ///   page under the document lock does this;
 /// - snapshots rewritten from their logs where a log runs past its snapshot;
-/// - `manifest.json` rebuilt, missing thumbnails rendered;
+/// - `manifest.json` rebuilt; thumbnails that are missing, stale or still the `.png` of an
+///   older lnote rendered as `thumbnails/<page>.jpg` ([PKG-103]);
 /// - temporary files and orphan assets removed (closing each document).
 /// Nothing the logs hold is dropped: operations missing from a log stay listed until a peer
 /// sends them ([PKG-51]).
@@ -43,9 +44,12 @@ public enum Repair {
                             if c.written {
                                 actions.append("document \(id) page \(pid): snapshot rewritten from its log (\(c.frames) operation\(c.frames == 1 ? "" : "s") past it)")
                             }
-                            if try DurableFile.readIfExists(d.thumbnailPath(pid), io: .live) == nil {
-                                _ = try await d.thumbnail(page: pid)
-                                actions.append("document \(id) page \(pid): thumbnail rendered")
+                            // [PKG-103] Missing, stale or still the PNG of an older lnote: drawn again.
+                            switch try await d.refreshThumbnail(page: pid) {
+                            case .fresh: break
+                            case .missing: actions.append("document \(id) page \(pid): thumbnail rendered (there was none)")
+                            case .stale: actions.append("document \(id) page \(pid): thumbnail rendered again (it showed another state of the page)")
+                            case .legacyPNG: actions.append("document \(id) page \(pid): thumbnail rendered as JPEG, its old PNG removed")
                             }
                             try await d.closePage(pid)
                         } catch {

@@ -47,5 +47,22 @@ public struct StoreOptions: Sendable {
     /// Tests only: watch by polling even where inotify works.
     var forcePolling = false
 
+    /// Page thumbnails ([PKG-17], [PKG-103]): a save or a merge marks the pages whose
+    /// picture is stale, and a background task renders them into `thumbnails/<page>.jpg`
+    /// after the save, off the edit path. False: nothing is rendered in the background nor
+    /// at close (the pictures on disk go stale); `Document.thumbnail(page:)` still renders a
+    /// fresh one on demand, and `lnote verify --repair` rebuilds them.
+    public var thumbnails = true
+    /// How long the background renderer waits once pages were marked before it renders
+    /// them: marks made meanwhile (an autosave after each burst of strokes) coalesce into
+    /// one picture per page, and the caller of the save gets the processor first (drawing at
+    /// once competed with it: lnote-bench case 18). Zero: it starts as soon as the save's
+    /// work is done. `close()` does not wait for it.
+    public var thumbnailDelay: Duration = .milliseconds(200)
+    /// Pages waiting for their picture at most; one more mark drops the oldest waiting page
+    /// (its picture stays stale until its next mark, an on-demand `thumbnail(page:)` or a
+    /// repair). A page marked again while it waits keeps its place.
+    public var thumbnailQueueLimit = 256
+
     public init() {}
 }

@@ -19,6 +19,7 @@ final class Bench {
         14: "undo and redo of one step", 15: "relay throughput: SQLite, PostgreSQL, three relays on PostgreSQL",
         16: "first pull of a 200-document notebook from a relay on PostgreSQL",
         17: "pages drawn by cairo: thumbnails against the old rasterizer, PDF export",
+        18: "thumbnails off the save path",
     ]
 
     init(_ options: BenchOptions) throws {
@@ -48,6 +49,7 @@ final class Bench {
         case 15: try await caseRelayThroughput()
         case 16: try await caseFirstPullPostgres()
         case 17: try await caseRender()
+        case 18: try await caseThumbnails()
         default: break
         }
     }

@@ -32,7 +32,7 @@ struct BenchOptions: Sendable {
 
           --quick            fewer runs and smaller sizes (a smoke test, under a minute)
           --runs N           timed runs per measurement after one warm-up (default 9; 3 with --quick)
-          --only N[,M...]    run only these cases (1-17)
+          --only N[,M...]    run only these cases (1-18)
           --json FILE        also write the figures as JSON to FILE
           --strokes FILE     real strokes, one per line: {"page": ID, "points": [[x, y, t_ms, pressure], ...]}
           --seed N           seed of the handwriting generator (default \(0x1A0E_2024))
@@ -69,8 +69,8 @@ struct BenchOptions: Sendable {
                 runsGiven = true
             case "--only":
                 let list = try value(a).split(separator: ",").map { Int($0.trimmingCharacters(in: .whitespaces)) }
-                guard !list.isEmpty, list.allSatisfy({ $0 != nil && (1...17).contains($0!) }) else {
-                    throw LnoteError(.invalidArgument, "--only takes case numbers 1 to 17, comma separated")
+                guard !list.isEmpty, list.allSatisfy({ $0 != nil && (1...18).contains($0!) }) else {
+                    throw LnoteError(.invalidArgument, "--only takes case numbers 1 to 18, comma separated")
                 }
                 o.only = Set(list.map { $0! })
             case "--json": o.jsonPath = try value(a)

@@ -4,6 +4,12 @@
 // checks that every printed edit is there and nothing is damaged.
 //
 //   lnote-crashtest <notebook-folder> <seed>
+//   lnote-crashtest --thumbnails <notebook-folder> <delay-ms>
+//
+// The second form ([PKG-103]) adds a stroke to each page of the folder's first document (two
+// pages, made on the first run), flushes, prints `S <page>` per page and `saved`, then waits
+// for ever: its background thumbnails start `delay-ms` after the save, so a kill right after
+// `saved` lands between the save and the pictures.
 //
 // Lines: `A <page> <element>` (stroke added), `E <page> <element>` (erased),
 //        `X <page> <element>` (about to erase: printed before the call),
@@ -100,8 +106,38 @@ func run() async throws {
     try await nb.close()
 }
 
+/// `--thumbnails`: see the header.
+func runThumbnails(_ folder: String, delayMS: Int) async throws {
+    var options = StoreOptions()
+    options.autosave = false
+    options.thumbnailDelay = .milliseconds(delayMS)
+    let nb = try await Notebook.open(at: folder, create: true, options: options)
+    let doc: Document
+    if let first = try await nb.list(includeDeleted: true).first {
+        doc = try await nb.openDocument(first.id)
+    } else {
+        doc = try await nb.createDocument(title: "thumbnails")
+        _ = try await doc.addPage()
+    }
+    let pages = await doc.pageList.map(\.id)
+    let round = try await doc.elements(pages[0]).count
+    for (k, p) in pages.enumerated() {
+        let points = (0..<12).map { StrokePoint(x: Int32(400 + 300 * $0), y: Int32(600 + 500 * (round % 12) + 40 * k), radius: 50) }
+        _ = try await doc.addStroke(Stroke(points: points), to: p)
+    }
+    try await doc.flush()
+    for p in pages { say("S \(p)") }
+    say("saved")
+    while true { try await Task.sleep(for: .seconds(3600)) }
+}
+
 do {
-    try await run()
+    let args = CommandLine.arguments
+    if args.count == 4, args[1] == "--thumbnails", let delay = Int(args[3]) {
+        try await runThumbnails(args[2], delayMS: delay)
+    } else {
+        try await run()
+    }
 } catch {
     FileHandle.standardError.write("lnote-crashtest: \(error)\n".data(using: .utf8)!)
     exit(1)

@@ -171,7 +171,8 @@ extension CommandTable {
         --repair opens the notebook (taking its lock) and rebuilds what the folder's own
                  files can rebuild: torn log tails cut, damaged logs salvaged (the damaged
                  file kept aside as .corrupt-N), snapshots rewritten from their logs,
-                 manifests, missing thumbnails, temporary files and orphan assets removed.
+                 manifests, thumbnails (missing, stale or old PNG ones drawn again as JPEG),
+                 temporary files and orphan assets removed.
                  It prints one "repaired:" line per thing done, then verifies again and
                  reports what is left (operations a log lost stay listed until a peer sends
                  them back: sync). Exit status as for verify, after the repair.

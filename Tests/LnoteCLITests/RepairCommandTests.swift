@@ -32,7 +32,7 @@ struct RepairCommandTests {
                 try h.close()
             },
             { try FileManager.default.removeItem(atPath: package + "/manifest.json") },
-            { for t in sb.files(under: "nb/\(doc).lnote/thumbnails", endingWith: ".png") { try FileManager.default.removeItem(atPath: t) } },
+            { for t in sb.files(under: "nb/\(doc).lnote/thumbnails", endingWith: ".jpg") { try FileManager.default.removeItem(atPath: t) } },
             { try Data("x".utf8).write(to: URL(fileURLWithPath: package + "/.document.json.tmp-0123456789abcdef")) },
         ]
         damage.shuffle(using: &rng)
@@ -46,7 +46,8 @@ struct RepairCommandTests {
                 "seed \(seed): \(repaired)")
         #expect(try await sb.run("verify", "nb").code == 0, "seed \(seed)")
         #expect(try await sb.ok("show", "nb", doc, "p1", "--json", "--points") == before, "seed \(seed)")
-        #expect(!sb.files(under: "nb/\(doc).lnote/thumbnails", endingWith: ".png").isEmpty)
+        #expect(!sb.files(under: "nb/\(doc).lnote/thumbnails", endingWith: ".jpg").isEmpty)
+        #expect(sb.files(under: "nb/\(doc).lnote/thumbnails", endingWith: ".png").isEmpty)
 
         // A clean folder: nothing to do, said so; --json lists what was done.
         let clean = try await sb.run("verify", "nb", "--repair")

@@ -71,7 +71,9 @@ import LnoteReplication
             id: d.id, documentOps: try await d.operations(notCoveredBy: VectorClock()),
             pages: [p0: try await d.operations(page: p0, notCoveredBy: VectorClock()),
                     p1: try await d.operations(page: p1, notCoveredBy: VectorClock())])
-        let expected = [p0: try await d.renderThumbnail(p0).png(), p1: try await d.renderThumbnail(p1).png()]
+        // The picture of each page's state, stamped ([PKG-103]): the encoder is deterministic.
+        var expected: [PageID: [UInt8]] = [:]
+        for p in [p0, p1] { expected[p] = try await d.renderThumbnail(p).jpeg(comment: try await d.thumbnailStamp(page: p).comment) }
 
         let b = try await openNotebook(dir.sub("b"))
         #expect(try await b.createReceived([received]) == [d.id: received.operationCount])
@@ -81,9 +83,9 @@ import LnoteReplication
         #expect(FileManager.default.fileExists(atPath: paths.content(p0)))
         let db = try await b.openDocument(d.id)
         for p in [p0, p1] {
-            let png = try await db.thumbnail(page: p)
-            #expect(png == expected[p], "the picture of the page's current state")
-            #expect(fileBytes(db.thumbnailPath(p)) == png, "stored once rendered")
+            let jpeg = try await db.thumbnail(page: p)
+            #expect(jpeg == expected[p], "the picture of the page's current state")
+            #expect(fileBytes(db.thumbnailPath(p)) == jpeg, "stored once rendered")
         }
         // Asked again: the stored file, read back.
         #expect(try await db.thumbnail(page: p0) == expected[p0])

@@ -101,7 +101,7 @@ struct PackageLayoutTests {
         uuid + #"\.lnote/(manifest\.json|document\.json|document\.log|lock|pages|assets|thumbnails)"#,
         uuid + #"\.lnote/pages/"# + uuid + #"\.(content|log|base)"#,
         uuid + #"\.lnote/assets/"# + hex64,
-        uuid + #"\.lnote/thumbnails/"# + uuid + #"\.png"#,
+        uuid + #"\.lnote/thumbnails/"# + uuid + #"\.(jpg|png)"#,
     ]
 
     /// Every path under `root`, relative to it.
@@ -144,7 +144,7 @@ struct PackageLayoutTests {
                         "\(pkg)/assets/\(AssetID.of(image))", "\(pkg)/lock", "\(other.id).lnote/document.log",
                         "\(other.id).lnote/lock"]
         for p in [p0, p1, gone] { expected += ["\(pkg)/pages/\(p).content", "\(pkg)/pages/\(p).log"] }
-        for p in [p0, p1] { expected.append("\(pkg)/thumbnails/\(p).png") }
+        for p in [p0, p1] { expected.append("\(pkg)/thumbnails/\(p).jpg") }
         for e in expected { #expect(paths.contains(e), "\(e) is missing: \(paths)") }
         #expect(!paths.contains { $0.hasSuffix(".base") }, "a .base file only comes with a checkpoint")
         #expect(try Verify.run(folder: dir.path).isClean)

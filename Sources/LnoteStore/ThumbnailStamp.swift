@@ -1,0 +1,83 @@
+import Foundation
+import LnoteModel
+import LnoteRender
+
+/// What a stored thumbnail depicts ([PKG-103]): the SHA-256 of the page's id, its canvas and
+/// the clock of the page state drawn. A thumbnail is fresh when the stamp in its `COM`
+/// segment equals the stamp of the page's current state; stale otherwise, and so is a
+/// picture without a stamp (an old `.png`, a JPEG written by something else).
+///
+/// The merge is deterministic and a page's log has no gaps per replica, so two states of a
+/// page with one clock are the same state: the clock names the picture's content without
+/// hashing the elements (cheap to compute at every save).
+public struct ThumbnailStamp: Hashable, Sendable, CustomStringConvertible {
+    /// 32 bytes.
+    public let digest: [UInt8]
+
+    /// The `COM` payload's first bytes: `lnote-thumbnail 1 ` (the stamp's format, 1).
+    public static let prefix = Array("lnote-thumbnail 1 ".utf8)
+    /// The `COM` payload's size: the prefix and 64 lowercase hex digits.
+    public static let commentSize = 18 + 64
+
+    /// The stamp of `clock`'s state of page `page` drawn on `canvas` ([PKG-103]): SHA-256 of
+    /// the page UUID's 16 bytes, the canvas width and height (int32 big-endian each), the
+    /// number n of clock entries (uint32 big-endian) and n × (replica uint64 big-endian,
+    /// counter uint64 big-endian), ascending by replica, zero counters left out.
+    public init(page: PageID, clock: VectorClock, canvas: CanvasSize) {
+        digest = SHA256.hash(ThumbnailStamp.input(page: page, clock: clock, canvas: canvas))
+    }
+
+    init(digest: [UInt8]) {
+        self.digest = digest
+    }
+
+    /// The bytes hashed (see `init(page:clock:canvas:)`).
+    static func input(page: PageID, clock: VectorClock, canvas: CanvasSize) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(28 + 16 * clock.entries.count)
+        withUnsafeBytes(of: page.uuid.uuid) { out += $0 }
+        func be<T: FixedWidthInteger>(_ v: T) { withUnsafeBytes(of: v.bigEndian) { out += $0 } }
+        be(canvas.width)
+        be(canvas.height)
+        be(UInt32(clock.entries.count))
+        for e in clock.entries {
+            be(e.replica.rawValue)
+            be(e.counter)
+        }
+        return out
+    }
+
+    /// The `COM` payload holding this stamp.
+    public var comment: [UInt8] { ThumbnailStamp.prefix + Array(hexString(digest).utf8) }
+
+    /// The stamp a `COM` payload holds, or nil when it is not one (another prefix or
+    /// format, a size other than 82 bytes, a digit that is not lowercase hex).
+    public init?(comment: [UInt8]) {
+        guard comment.count == ThumbnailStamp.commentSize, comment.starts(with: ThumbnailStamp.prefix) else { return nil }
+        var d: [UInt8] = []
+        d.reserveCapacity(32)
+        var i = ThumbnailStamp.prefix.count
+        func nibble(_ c: UInt8) -> UInt8? {
+            switch c {
+            case 0x30...0x39: c - 0x30
+            case 0x61...0x66: c - 0x61 + 10
+            default: nil
+            }
+        }
+        while i < comment.count {
+            guard let hi = nibble(comment[i]), let lo = nibble(comment[i + 1]) else { return nil }
+            d.append(hi << 4 | lo)
+            i += 2
+        }
+        digest = d
+    }
+
+    /// The stamp of a stored thumbnail: the first `COM` segment of its header that holds one.
+    /// nil when it has none, or the bytes are not a JPEG header (a `.png`, damage).
+    public static func read(fromJPEG bytes: [UInt8]) -> ThumbnailStamp? {
+        guard let comments = try? JPEGEncoder.comments(in: bytes) else { return nil }
+        return comments.lazy.compactMap(ThumbnailStamp.init(comment:)).first
+    }
+
+    public var description: String { hexString(digest) }
+}
