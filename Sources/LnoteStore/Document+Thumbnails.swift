@@ -26,12 +26,19 @@ extension Document {
         var state: PageState
         var canvas: CanvasSize
         var stamp: ThumbnailStamp
+        /// Where the package keeps the image assets the page shows.
+        var paths: PackagePaths
+        var io: Syscalls
     }
 
-    /// Draws a page as its stored thumbnail: rendered, then a JPEG stamped with what it shows.
-    /// Pure: runs off the document's thread.
+    /// Draws a page as its stored thumbnail: rendered by cairo ([PKG-17]: images with their
+    /// pixels, size and rotation), then a JPEG stamped with what it shows. Runs off the
+    /// document's thread: asset files are read without the lock, which they do not need
+    /// (content-addressed, written before the operations that show them, never rewritten);
+    /// an asset missing or unreadable is drawn as the renderer's placeholder.
     static func drawThumbnail(_ job: ThumbnailJob) throws -> [UInt8] {
-        let picture = ThumbnailRenderer.render(job.state, canvas: job.canvas, maxSide: thumbnailSide)
+        let picture = try PageRenderer.raster(job.state, canvas: job.canvas, maxSide: thumbnailSide,
+                                              assets: { id in try? DurableFile.read(job.paths.asset(id), io: job.io) })
         return try JPEGEncoder.encode(picture, comment: job.stamp.comment)
     }
 
@@ -100,7 +107,7 @@ extension Document {
             thumbnailQueue.setKnown(pid, stamp)
             return nil
         }
-        return ThumbnailJob(page: pid, state: state, canvas: record.canvas.value, stamp: stamp)
+        return ThumbnailJob(page: pid, state: state, canvas: record.canvas.value, stamp: stamp, paths: paths, io: io)
     }
 
     /// A page's state for its picture without loading it: a loaded page's state; else its
@@ -276,7 +283,8 @@ extension Document {
         let hasContent = try pages[pid] != nil || pageHasFiles(pid)
         let state = hasContent ? try loadedPage(pid).replica.state : PageState(page: pid)
         let job = ThumbnailJob(page: pid, state: state, canvas: record.canvas.value,
-                               stamp: ThumbnailStamp(page: pid, clock: state.clock, canvas: record.canvas.value))
+                               stamp: ThumbnailStamp(page: pid, clock: state.clock, canvas: record.canvas.value),
+                               paths: paths, io: io)
         let bytes = try Document.drawThumbnail(job)
         do {
             try writeThumbnail(pid, bytes)
@@ -301,6 +309,7 @@ extension Document {
         // A page with no files yet is empty: render it without creating its files.
         let hasContent = try pages[pid] != nil || pageHasFiles(pid)
         let state = hasContent ? try pageState(pid) : PageState(page: pid)
-        return ThumbnailRenderer.render(state, canvas: record.canvas.value, maxSide: maxSide)
+        return try PageRenderer.raster(state, canvas: record.canvas.value, maxSide: maxSide,
+                                       assets: { id in try? DurableFile.read(self.paths.asset(id), io: self.io) })
     }
 }
