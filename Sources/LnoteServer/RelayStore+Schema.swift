@@ -49,7 +49,7 @@ extension RelayStore {
     ///   running relay process (`RelayPresence`), not per notebook: `id` a random id made at
     ///   the process's start (key), `host`, `pid` and `port` where it runs, `started` and
     ///   `heartbeat` in milliseconds since 1970 by the database's clock
-    ///   (`RelayDatabase.nowMilliseconds`: one clock for every host), `long_polls` the
+    ///   (`RelayDatabase.nowMillisecondsSQL`: one clock for every host), `long_polls` the
     ///   requests it holds now ([SYNC-71]). Written off the request path (at most once a
     ///   second when the count changes, and every 15 s), deleted at a clean stop; a row
     ///   whose heartbeat is old belongs to a process that died (`RelayStore.stats` counts

@@ -149,15 +149,17 @@ enum Completion {
     # candidates lose what precedes the last ':' of the word (bash puts them after it), as
     # bash-completion's __ltrim_colon_completions does, without needing bash-completion.
     _lnote_words() {
-        local line=$COMP_LINE pos=0 i w rest gap
+        local line=$COMP_LINE pos=0 i n w rest gap
         _lnote_w=() _lnote_cword=0
         for ((i = 0; i < ${#COMP_WORDS[@]}; i++)); do
             w=${COMP_WORDS[i]}
             rest=${line:pos}
             gap=${rest%%[![:space:]]*}
             pos=$((pos + ${#gap}))
-            if ((i > 0 && ${#gap} == 0)) && [[ $w == :* || ${_lnote_w[-1]} == *: ]]; then
-                _lnote_w[-1]+=$w
+            # (No negative subscripts: bash 3.2 and 4.2 refuse them.)
+            n=${#_lnote_w[@]}
+            if ((i > 0 && ${#gap} == 0)) && [[ $w == :* || ${_lnote_w[n-1]} == *: ]]; then
+                _lnote_w[n-1]+=$w
             else
                 _lnote_w+=("$w")
             fi

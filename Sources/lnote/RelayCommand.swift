@@ -183,7 +183,8 @@ extension CommandTable {
         Removes, in one transaction, the notebook's operations, its assets (a notebook shares
         none with another), checkpoints, tokens (its devices are refused from then on),
         replica owners and chains, then the notebook itself; its change sequences are never
-        issued again. Long polls a relay holds for it are answered. The folders that synced
+        issued again. Long polls a relay holds for it are answered: at once on PostgreSQL, when
+        their wait runs out for a running SQLite relay (another process). The folders that synced
         with it keep their copies.
         A notebook that holds operations is deleted only with --yes (without it, the command
         says how many and changes nothing); an empty one is deleted at once. Prints what was

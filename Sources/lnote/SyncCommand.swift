@@ -49,7 +49,8 @@ extension CommandTable {
         then the documents as they are installed and stored: when stderr is a terminal (not
         with --json or -q), or with --progress (one line per step and per tenth of it when
         stderr is not a terminal; never with -q). $LNOTE_SYNC_MAX_RATE (bytes per second) caps
-        how fast answers are received: a trial of a slow link.
+        how fast answers are received: a trial of a slow link (a request still times out
+        after 300 s, so an answer larger than 300 × the rate fails and is retried).
 
         --json prints the summary as one JSON object on stdout (with --watch, one line of JSON
         per round that moved something): {"remote", "ops_sent", "ops_accepted",
