@@ -40,11 +40,17 @@ public struct ImportedPage: Sendable {
     /// The page size the input says (xopp's `<page width height>`, InkML's canvas annotation).
     public var canvas: CanvasSize?
     public var strokes: [Stroke]
+    /// Where the input first names this page: the byte offset of that line or element, and
+    /// for JSON lines the line number (errors about the page name them).
+    public var offset: Int?
+    public var line: Int?
 
-    public init(target: Target, canvas: CanvasSize? = nil, strokes: [Stroke] = []) {
+    public init(target: Target, canvas: CanvasSize? = nil, strokes: [Stroke] = [], offset: Int? = nil, line: Int? = nil) {
         self.target = target
         self.canvas = canvas
         self.strokes = strokes
+        self.offset = offset
+        self.line = line
     }
 
     /// The smallest canvas holding every point's ink (x + radius, y + radius), at least

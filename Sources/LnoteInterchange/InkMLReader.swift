@@ -15,14 +15,17 @@ public enum InkMLReader {
     /// - Throws: `notFound`/`io` for an unreadable file, `limitExceeded` for one over
     ///   256 MiB or a trace over `Stroke.maxPoints` points, `invalidArgument` naming the file
     ///   and the byte offset for anything else ([XCH-1] to [XCH-8]).
-    public static func read(contentsOf path: String, style: InkStyle = InkStyle()) throws -> ImportedInk {
-        try read(XMLInput.read(path, limit: XMLInput.maxBytes), path: path, style: style)
+    public static func read(contentsOf path: String, style: InkStyle = InkStyle(), budget: ImportBudget = ImportBudget()) throws -> ImportedInk {
+        try read(XMLInput.read(path, limit: XMLInput.maxBytes), path: path, style: style, budget: budget)
     }
 
     /// Reads InkML held in memory.
-    public static func read(_ bytes: [UInt8], path: String? = nil, style: InkStyle = InkStyle()) throws -> ImportedInk {
+    /// `budget`: the strokes and points one import may add ([XCH-12]).
+    public static func read(_ bytes: [UInt8], path: String? = nil, style: InkStyle = InkStyle(),
+                            budget: ImportBudget = ImportBudget()) throws -> ImportedInk {
         let input = try XMLInput(bytes: bytes, path: path)
         let handler = InkMLHandler(style: style)
+        handler.budget = budget
         try input.parse(handler)
         guard handler.sawInk else {
             throw LnoteError(.invalidArgument, "not InkML: no <ink> element", path: path, offset: 0)
@@ -159,9 +162,13 @@ final class InkMLHandler: XMLHandler {
     func brushProperty(_ name: String, _ value: String, units: String?) {
         switch name {
         case "width":
-            guard let w = XMLInput.number(Substring(value)), w > 0 else { return fail("brush width \"\(value)\" is not a positive number") }
-            guard let f = Units.length(units ?? "pt") else { return fail("brush width: unsupported units \"\(units ?? "")\"") }
-            guard let q = try? Quantization.coordinate(f == 1 ? w : w * f) else { return fail("brush width \(value) is out of range") }
+            guard let w = XMLInput.number(Substring(value)), w > 0 else {
+                return fail("brush width \"\(value)\" is not a positive number", at: attributeOffset("value"))
+            }
+            guard let f = Units.length(units ?? "pt") else { return fail("brush width: unsupported units \"\(units ?? "")\"", at: attributeOffset("units")) }
+            guard let q = try? Quantization.coordinate(f == 1 ? w : w * f), q <= ContentBounds.maxRadius else {
+                return fail("brush width \(value) \(units ?? "pt") is larger than \(ContentBounds.maxRadius / 10) pt", at: attributeOffset("value"))
+            }
             brush.width = max(1, q)
         case "color":
             guard value.count == 7, let c = RGBA(hex: value) else { return fail("brush color \"\(value)\" is not #rrggbb") }
@@ -224,7 +231,8 @@ final class InkMLHandler: XMLHandler {
                 if ink.pages.count == 1, ink.pages[0].strokes.isEmpty, ink.pages[0].canvas == nil, !startedPageGroup {
                     page = 0
                 } else {
-                    ink.pages.append(ImportedPage(target: .new))
+                    guard checkPageCount(ink.pages.count, at: here) else { return }
+                    ink.pages.append(ImportedPage(target: .new, offset: here))
                     page = ink.pages.count - 1
                 }
                 startedPageGroup = true
@@ -242,6 +250,7 @@ final class InkMLHandler: XMLHandler {
             do {
                 let stroke = try InkMLTrace.stroke(text, format: t.format, resolutions: resolutions, style: t.style,
                                                    traceIndex: traceIndex, textStart: t.start, path: input.path)
+                guard count(stroke, what: "trace \(traceIndex)", at: t.start) else { return }
                 ink.pages[page].strokes.append(stroke)
             } catch let e as LnoteError {
                 fail(e)

@@ -65,6 +65,8 @@ enum InkMLTrace {
         values.reserveCapacity(format.count)
 
         var widths: [Double?] = []
+        // The offset of each point in the text: where an error about the point is.
+        var pointStarts: [Int] = []
         var i = 0
         var pointStart = 0
         func finishPoint(at end: Int) throws {
@@ -106,12 +108,14 @@ enum InkMLTrace {
             }
             samples.append(s)
             widths.append(w)
+            pointStarts.append(pointStart)
             values.removeAll(keepingCapacity: true)
         }
 
         func isSpace(_ b: UInt8) -> Bool { b == 0x20 || b == 0x09 || b == 0x0A || b == 0x0D }
         while true {
             while i < bytes.count, isSpace(bytes[i]) { i += 1 }
+            if values.isEmpty { pointStart = i }  // a point starts at its first value
             if i == bytes.count || bytes[i] == UInt8(ascii: ",") {
                 if values.isEmpty && i == bytes.count && samples.isEmpty { break }
                 if values.isEmpty { throw fault("point \(samples.count) is empty", at: i) }
@@ -196,8 +200,9 @@ enum InkMLTrace {
         do {
             stroke = try Stroke(samples: samples, style: style)
         } catch var e as LnoteError {
+            // Stroke(samples:) names the point at fault in its index.
+            e.offset = textStart + (e.index.flatMap { $0 < pointStarts.count ? pointStarts[$0] : nil } ?? 0)
             e.path = path
-            e.offset = textStart
             e.index = traceIndex
             e.message = "trace \(traceIndex): \(e.message)"
             throw e
@@ -210,12 +215,12 @@ enum InkMLTrace {
                 let tenths: Int32
                 do { tenths = try Quantization.coordinate(w) } catch {
                     throw LnoteError(.invalidArgument, "trace \(traceIndex): point \(k): width \(w) is out of range",
-                                     path: path, offset: textStart, index: traceIndex)
+                                     path: path, offset: textStart + pointStarts[k], index: traceIndex)
                 }
                 let r = Interchange.div(Int64(tenths), 2)
                 guard r <= Int64(ContentBounds.maxRadius) else {
                     throw LnoteError(.invalidArgument, "trace \(traceIndex): point \(k): width \(w) is larger than \(ContentBounds.maxRadius / 5) pt",
-                                     path: path, offset: textStart, index: traceIndex)
+                                     path: path, offset: textStart + pointStarts[k], index: traceIndex)
                 }
                 points[k].radius = Int32(r)
             }

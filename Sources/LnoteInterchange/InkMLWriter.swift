@@ -76,24 +76,37 @@ public enum InkMLWriter {
 
     /// The strokes a page shows, as they are drawn: each visible fragment of a partly erased
     /// stroke on its own, every point through the element's transform ([XCH-10]).
-    public static func visibleStrokes(_ elements: [ElementRecord]) -> [Stroke] {
+    ///
+    /// - Throws: `limitExceeded` naming the element when its transform (a scale, up to 256)
+    ///   takes a point past ±10,000,000 pt or a radius past 10,000 pt: InkML written that way
+    ///   could not be read back ([XCH-9]), so nothing is written.
+    public static func visibleStrokes(_ elements: [ElementRecord]) throws -> [Stroke] {
         var out: [Stroke] = []
         for e in elements {
             guard case .stroke(let s) = e.content else { continue }
             let t = e.transform.value
             let points = s.points
-            for r in e.visibleRanges where !r.isEmpty {
-                var frag = Array(points[Int(r.from)..<Int(r.to)])
+            for r0 in e.visibleRanges where !r0.isEmpty {
+                var frag = Array(points[Int(r0.from)..<Int(r0.to)])
                 let t0 = frag[0].t
                 for k in frag.indices {
                     var p = frag[k]
                     if t != .identity {
                         let x = Int64(t.a) * Int64(p.x) + Int64(t.c) * Int64(p.y)
                         let y = Int64(t.b) * Int64(p.x) + Int64(t.d) * Int64(p.y)
-                        p.x = Int32(clamping: Interchange.div(x, 65536) + Int64(t.tx))
-                        p.y = Int32(clamping: Interchange.div(y, 65536) + Int64(t.ty))
+                        let nx = Interchange.div(x, 65536) + Int64(t.tx), ny = Interchange.div(y, 65536) + Int64(t.ty)
+                        // [XCH-10] |det| in binary64: (a·d − b·c) ⊘ 2^32, every step one binary64 operation.
                         let det = (Double(t.a) * Double(t.d) - Double(t.b) * Double(t.c)) / (65536.0 * 65536.0)
-                        p.radius = Int32(clamping: Int64((Double(p.radius) * abs(det).squareRoot()).rounded(.toNearestOrAwayFromZero)))
+                        let r = (Double(p.radius) * abs(det).squareRoot()).rounded(.toNearestOrAwayFromZero)
+                        let limit = Int64(Quantization.coordinateLimit)
+                        guard abs(nx) <= limit, abs(ny) <= limit, r <= Double(ContentBounds.maxRadius) else {
+                            throw LnoteError(.limitExceeded,
+                                             "element \(e.id): its transform puts point \(Int(r0.from) + k) at (\(nx), \(ny)) tenths with radius \(r), "
+                                             + "beyond ±\(limit) tenths or a radius of \(ContentBounds.maxRadius): InkML could not hold it")
+                        }
+                        p.x = Int32(nx)
+                        p.y = Int32(ny)
+                        p.radius = Int32(r)
                     }
                     p.t -= t0
                     frag[k] = p

@@ -10,15 +10,15 @@ public enum JSONLinesReader {
 
     /// Reads a file (`-`: standard input) and groups its strokes by page, pages in the
     /// order their first line comes.
-    public static func read(contentsOf path: String, style: InkStyle = InkStyle()) throws -> ImportedInk {
-        let lines = try StrokeImport.pagedStrokes(contentsOf: path, style: style)
+    public static func read(contentsOf path: String, style: InkStyle = InkStyle(), budget: ImportBudget = ImportBudget()) throws -> ImportedInk {
+        let lines = try StrokeImport.pagedStrokes(contentsOf: path, style: style, budget: budget)
         var ink = ImportedInk()
         var slot: [ImportedPage.Target: Int] = [:]
         for l in lines {
-            let target = try target(l.page, line: l.lineNumber, offset: l.offset, path: path)
+            let target = try target(l.page, kind: l.pageKind, line: l.lineNumber, offset: l.offset, path: path)
             if slot[target] == nil {
                 slot[target] = ink.pages.count
-                ink.pages.append(ImportedPage(target: target))
+                ink.pages.append(ImportedPage(target: target, offset: l.offset, line: l.lineNumber))
             }
             ink.pages[slot[target]!].strokes.append(l.stroke)
         }
@@ -26,17 +26,18 @@ public enum JSONLinesReader {
     }
 
     /// [IMP-10] What a `"page"` value names.
-    static func target(_ page: String?, line: Int, offset: Int, path: String) throws -> ImportedPage.Target {
+    static func target(_ page: String?, kind: StrokeImport.PageKind?, line: Int, offset: Int, path: String) throws -> ImportedPage.Target {
         guard let page else { return .given }
         let bytes = Array(page.utf8)
-        if let f = bytes.first, (0x31...0x39).contains(f), bytes.allSatisfy({ (0x30...0x39).contains($0) }) {
+        // A position is a JSON number; a string is a page id, never a position (`"3"` is refused).
+        if kind != .string, let f = bytes.first, (0x31...0x39).contains(f), bytes.allSatisfy({ (0x30...0x39).contains($0) }) {
             guard bytes.count <= 5, let n = Int(page), n <= maxPosition else {
                 throw LnoteError(.invalidArgument, "line \(line): \"page\" \(page) is past the largest position, \(maxPosition)",
                                  path: path, offset: offset, index: line)
             }
             return .position(n)
         }
-        if bytes.count == 36, let id = PageID(page) { return .id(id) }
+        if kind != .number, bytes.count == 36, let id = PageID(page) { return .id(id) }
         throw LnoteError(.invalidArgument,
                          "line \(line): \"page\" must be a position (1, 2, ...) or a page id, got \"\(page.prefix(40))\"",
                          path: path, offset: offset, index: line)

@@ -18,11 +18,57 @@ struct XMLInput {
         guard bytes.count <= XMLInput.maxBytes else {
             throw LnoteError(.limitExceeded, "XML text is \(bytes.count) bytes; the limit is \(XMLInput.maxBytes)", path: path)
         }
+        try XMLInput.checkEncoding(bytes, path: path)
         // [XCH-2] No document type declaration: its entities could expand a small file into
         // gigabytes (and external ones read other files). Neither InkML nor Xournal++ writes one.
+        // (The byte search holds because the text is UTF-8; the delegate refuses declarations too.)
         if let at = XMLInput.find(Array("<!DOCTYPE".utf8), in: bytes) ?? XMLInput.find(Array("<!ENTITY".utf8), in: bytes) {
             throw LnoteError(.invalidArgument, "a document type declaration is not accepted", path: path, offset: at)
         }
+        self.bytes = bytes
+        self.path = path
+    }
+
+    /// [XCH-2] UTF-8 (or ASCII) only: the refusal of `<!DOCTYPE` is a search for UTF-8 bytes, and
+    /// libxml2 would decode UTF-16, UTF-32 or EBCDIC into the same declarations. Refused: a byte
+    /// order mark other than `ef bb bf`, a first byte (after it) other than `<` or white space,
+    /// any NUL byte, an XML declaration's `encoding` other than UTF-8 or ASCII.
+    static func checkEncoding(_ bytes: [UInt8], path: String?) throws {
+        func refuse(_ m: String, at offset: Int) -> LnoteError {
+            LnoteError(.invalidArgument, "not UTF-8 XML: \(m)", path: path, offset: offset)
+        }
+        let start = bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? 3 : 0
+        if start < bytes.count {
+            let b = bytes[start]
+            guard b == UInt8(ascii: "<") || b == 0x20 || b == 0x09 || b == 0x0A || b == 0x0D else {
+                throw refuse("the text must start with '<' or white space (after an optional UTF-8 byte order mark), not byte 0x\(String(b, radix: 16))", at: start)
+            }
+        }
+        if let nul = bytes.firstIndex(of: 0) { throw refuse("a NUL byte (UTF-16 or UTF-32 text?)", at: nul) }
+        // The XML declaration, when the text starts with one: `<?xml ... ?>`.
+        let decl = Array("<?xml".utf8)
+        guard bytes.count >= start + decl.count, bytes[start..<(start + decl.count)].elementsEqual(decl) else { return }
+        var end = start + decl.count
+        while end < bytes.count, bytes[end] != UInt8(ascii: ">") { end += 1 }
+        let head = Array(bytes[start..<end])
+        guard let at = find(Array("encoding".utf8), in: head) else { return }
+        var i = at + 8
+        while i < head.count, head[i] == 0x20 || head[i] == 0x09 || head[i] == 0x0A || head[i] == 0x0D || head[i] == UInt8(ascii: "=") { i += 1 }
+        guard i < head.count, head[i] == UInt8(ascii: "\"") || head[i] == UInt8(ascii: "'") else {
+            throw refuse("the encoding declaration has no quoted name", at: start + at)
+        }
+        let quote = head[i]
+        var j = i + 1
+        while j < head.count, head[j] != quote { j += 1 }
+        let name = String(decoding: head[(i + 1)..<j], as: UTF8.self).lowercased()
+        guard ["utf-8", "utf8", "us-ascii", "ascii"].contains(name) else {
+            throw refuse("encoding \"\(name.prefix(40))\" (only UTF-8 and ASCII are read)", at: start + i + 1)
+        }
+    }
+
+    /// The bytes without the checks of `init(bytes:path:)`: for the tests of the delegate's
+    /// own refusal of declarations, which those checks otherwise reach first.
+    init(unchecked bytes: [UInt8], path: String?) {
         self.bytes = bytes
         self.path = path
     }
@@ -179,6 +225,44 @@ class XMLHandler: NSObject, XMLParserDelegate {
         return min(i + 1, b.count)
     }
 
+    /// What the import has read so far, against its budget ([XCH-12]).
+    var budget = ImportBudget()
+
+    /// Counts a stroke whose text starts at `offset`; false (and the parsing stopped) when
+    /// it passes the import's budget.
+    func count(_ stroke: Stroke, what: String, at offset: Int) -> Bool {
+        guard let problem = budget.add(pointCount: stroke.points.count) else { return true }
+        fail("\(what): \(problem)", code: .limitExceeded, at: offset)
+        return false
+    }
+
+    /// Refuses the page that would pass [XCH-12]'s page limit, at `offset`.
+    func checkPageCount(_ pages: Int, at offset: Int) -> Bool {
+        guard pages >= ImportBudget.maxPages else { return true }
+        fail("page \(pages + 1): more than \(ImportBudget.maxPages) pages in one import", code: .limitExceeded, at: offset)
+        return false
+    }
+
+    /// The offset of attribute `name` of the start tag just reported (the parser stands at its
+    /// end): the first byte of `name=` after the tag's `<`, else the tag's end.
+    func attributeOffset(_ name: String) -> Int {
+        let b = input.bytes
+        let end = min(contentStart, b.count)
+        var open = max(0, end - 1)
+        while open > 0, b[open] != UInt8(ascii: "<") { open -= 1 }
+        let needle = Array(name.utf8)
+        var i = open
+        while i + needle.count < end {
+            if (b[i] == 0x20 || b[i] == 0x09 || b[i] == 0x0A || b[i] == 0x0D), b[(i + 1)..<(i + 1 + needle.count)].elementsEqual(needle) {
+                var j = i + 1 + needle.count
+                while j < end, b[j] == 0x20 || b[j] == 0x09 || b[j] == 0x0A || b[j] == 0x0D { j += 1 }
+                if j < end, b[j] == UInt8(ascii: "=") { return i + 1 }
+            }
+            i += 1
+        }
+        return end
+    }
+
     func start(_ name: String, _ attributes: [String: String]) {}
     func end(_ name: String) {}
     func characters(_ s: String) {}
@@ -199,5 +283,38 @@ class XMLHandler: NSObject, XMLParserDelegate {
     func parser(_ parser: XMLParser, foundCharacters string: String) {
         guard failure == nil else { return }
         characters(string)
+    }
+
+    // [XCH-2] Declarations refused whatever bytes spelled them (the byte search is the first
+    // line; this is the second): libxml2 would otherwise substitute internal entities.
+    func parser(_ parser: XMLParser, foundInternalEntityDeclarationWithName name: String, value: String?) {
+        fail("an entity declaration is not accepted")
+    }
+
+    func parser(_ parser: XMLParser, foundExternalEntityDeclarationWithName name: String, publicID: String?, systemID: String?) {
+        fail("an entity declaration is not accepted")
+    }
+
+    func parser(_ parser: XMLParser, foundUnparsedEntityDeclarationWithName name: String, publicID: String?, systemID: String?,
+                notationName: String?) {
+        fail("an entity declaration is not accepted")
+    }
+
+    func parser(_ parser: XMLParser, foundElementDeclarationWithName elementName: String, model: String) {
+        fail("a document type declaration is not accepted")
+    }
+
+    func parser(_ parser: XMLParser, foundAttributeDeclarationWithName attributeName: String, forElement elementName: String,
+                type: String?, defaultValue: String?) {
+        fail("a document type declaration is not accepted")
+    }
+
+    func parser(_ parser: XMLParser, foundNotationDeclarationWithName name: String, publicID: String?, systemID: String?) {
+        fail("a document type declaration is not accepted")
+    }
+
+    func parser(_ parser: XMLParser, resolveExternalEntityName name: String, systemID: String?) -> Data? {
+        fail("an external entity is not accepted")
+        return nil
     }
 }

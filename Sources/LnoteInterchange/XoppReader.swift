@@ -14,15 +14,16 @@ public enum XoppReader {
     /// Reads a .xopp file. `style` gives what a stroke does not say (none: Xournal++ writes
     /// tool, color and width on every stroke).
     public static func read(contentsOf path: String, style: InkStyle = InkStyle(),
-                            inflateLimit: Int = StrokeImport.maxBytes) throws -> ImportedInk {
-        try read(XMLInput.read(path, limit: maxFileBytes), path: path, style: style, inflateLimit: inflateLimit)
+                            inflateLimit: Int = StrokeImport.maxBytes, budget: ImportBudget = ImportBudget()) throws -> ImportedInk {
+        try read(XMLInput.read(path, limit: maxFileBytes), path: path, style: style, inflateLimit: inflateLimit, budget: budget)
     }
 
     public static func read(_ bytes: [UInt8], path: String? = nil, style: InkStyle = InkStyle(),
-                            inflateLimit: Int = StrokeImport.maxBytes) throws -> ImportedInk {
+                            inflateLimit: Int = StrokeImport.maxBytes, budget: ImportBudget = ImportBudget()) throws -> ImportedInk {
         let xml = Gzip.isGzip(bytes) ? try Gzip.inflate(bytes, limit: inflateLimit, path: path) : bytes
         let input = try XMLInput(bytes: xml, path: path.map { Gzip.isGzip(bytes) ? $0 + " (inflated)" : $0 })
         let handler = XoppHandler(style: style)
+        handler.budget = budget
         try input.parse(handler)
         guard handler.sawRoot else { throw LnoteError(.invalidArgument, "not a Xournal++ document: no <xournal> element", path: path, offset: 0) }
         return handler.ink
@@ -40,7 +41,7 @@ final class XoppHandler: XMLHandler {
     let base: InkStyle
     var ink = ImportedInk()
     var sawRoot = false
-    var stroke: (style: InkStyle, widths: [Double], start: Int)?
+    var stroke: (style: InkStyle, widths: [Double], widthsAt: Int, start: Int)?
     var text = ""
     var strokeIndex = 0
 
@@ -51,11 +52,12 @@ final class XoppHandler: XMLHandler {
         case "xournal":
             sawRoot = true
         case "page":
+            guard checkPageCount(ink.pages.count, at: here) else { return }
             guard let ws = a["width"], let hs = a["height"], let w = XMLInput.number(Substring(ws)), let h = XMLInput.number(Substring(hs)),
                   let qw = try? Quantization.coordinate(w), let qh = try? Quantization.coordinate(h), qw > 0, qh > 0 else {
                 return fail("page \(ink.pages.count + 1): width and height must be positive numbers")
             }
-            ink.pages.append(ImportedPage(target: ink.pages.isEmpty ? .given : .new, canvas: CanvasSize(width: qw, height: qh)))
+            ink.pages.append(ImportedPage(target: ink.pages.isEmpty ? .given : .new, canvas: CanvasSize(width: qw, height: qh), offset: here))
         case "stroke":
             strokeIndex += 1
             guard !ink.pages.isEmpty else { return fail("stroke \(strokeIndex) is outside a <page>") }
@@ -87,12 +89,14 @@ final class XoppHandler: XMLHandler {
                     guard widths.count <= Stroke.maxPoints else { return fail("stroke \(strokeIndex): more than \(Stroke.maxPoints) widths", code: .limitExceeded) }
                     widths.append(w)
                 }
-                guard let w0 = widths.first, w0 > 0 else { return fail("stroke \(strokeIndex): no positive width") }
-                guard let q = try? Quantization.coordinate(w0) else { return fail("stroke \(strokeIndex): width \(w0) is out of range") }
+                guard let w0 = widths.first, w0 > 0 else { return fail("stroke \(strokeIndex): no positive width", at: attributeOffset("width")) }
+                guard let q = try? Quantization.coordinate(w0), q <= ContentBounds.maxRadius else {
+                    return fail("stroke \(strokeIndex): width \(w0) pt is larger than \(ContentBounds.maxRadius / 10) pt", at: attributeOffset("width"))
+                }
                 style.width = max(1, q)
             }
             text = ""
-            stroke = (style, widths, contentStart)
+            stroke = (style, widths, a["width"] == nil ? contentStart : attributeOffset("width"), contentStart)
         case "text": ink.skip("text")
         case "image": ink.skip("image")
         case "teximage": ink.skip("LaTeX image")
@@ -109,19 +113,26 @@ final class XoppHandler: XMLHandler {
         guard name == "stroke", let s = stroke else { return }
         stroke = nil
         do {
-            ink.pages[ink.pages.count - 1].strokes.append(try XoppStroke.stroke(text, style: s.style, widths: s.widths, index: strokeIndex,
-                                                                                  textStart: s.start, path: input.path))
+            let stroke = try XoppStroke.stroke(text, style: s.style, widths: s.widths, widthsAt: s.widthsAt, index: strokeIndex,
+                                               textStart: s.start, path: input.path)
+            guard count(stroke, what: "stroke \(strokeIndex)", at: s.start) else { return }
+            ink.pages[ink.pages.count - 1].strokes.append(stroke)
         } catch let e as LnoteError { fail(e) } catch { fail("\(error)") }
     }
 }
 
 /// One `<stroke>`'s coordinates and widths to a stroke ([XCH-8]).
 enum XoppStroke {
-    static func stroke(_ text: String, style: InkStyle, widths: [Double], index: Int, textStart: Int, path: String?) throws -> Stroke {
+    /// `widthsAt` is the offset of the `width` attribute (errors about point widths name it),
+    /// `textStart` that of the stroke's text.
+    static func stroke(_ text: String, style: InkStyle, widths: [Double], widthsAt: Int, index: Int, textStart: Int,
+                       path: String?) throws -> Stroke {
         func fault(_ m: String, code: LnoteError.Code = .invalidArgument, at i: Int = 0) -> LnoteError {
             LnoteError(code, "stroke \(index): \(m)", path: path, offset: textStart + i, index: index)
         }
         var coords: [Double] = []
+        // The offset of each point's x in the text: where an error about the point is.
+        var pointStarts: [Int] = []
         let bytes = Array(text.utf8)
         var i = 0
         while i < bytes.count {
@@ -133,6 +144,7 @@ enum XoppStroke {
             guard let v = XMLInput.number(Substring(decoding: bytes[start..<i], as: UTF8.self)) else {
                 throw fault("\"\(String(decoding: bytes[start..<i].prefix(24), as: UTF8.self))\" is not a number", at: start)
             }
+            if coords.count % 2 == 0 { pointStarts.append(start) }
             coords.append(v)
         }
         guard !coords.isEmpty, coords.count % 2 == 0 else { throw fault("\(coords.count) coordinates: x y pairs expected") }
@@ -154,13 +166,17 @@ enum XoppStroke {
             for k in 0..<n {
                 let wk = perPoint[min(k, perPoint.count - 1)]
                 let q: Int32
-                do { q = try Quantization.coordinate(wk) } catch { throw fault("point \(k): width \(wk) is out of range") }
+                do { q = try Quantization.coordinate(wk) } catch {
+                    throw LnoteError(.invalidArgument, "stroke \(index): point \(k): width \(wk) is out of range", path: path, offset: widthsAt, index: index)
+                }
                 tenths.append(Int64(q))
             }
         }
         var stroke: Stroke
         do { stroke = try Stroke(samples: samples, style: style) } catch var e as LnoteError {
-            e.path = path; e.offset = textStart; e.index = index
+            // Stroke(samples:) names the point at fault in its index: the error's offset is its x.
+            e.offset = textStart + (e.index.flatMap { $0 < pointStarts.count ? pointStarts[$0] : nil } ?? 0)
+            e.path = path; e.index = index
             e.message = "stroke \(index): \(e.message)"
             throw e
         }
@@ -169,7 +185,10 @@ enum XoppStroke {
             for k in 0..<n {
                 let p = min(1000, Interchange.div(1000 * tenths[k], w))
                 let r = Interchange.div(tenths[k], 2)
-                guard r <= Int64(ContentBounds.maxRadius) else { throw fault("point \(k): width is out of range") }
+                guard r <= Int64(ContentBounds.maxRadius) else {
+                    throw LnoteError(.invalidArgument, "stroke \(index): point \(k): width \(perPoint[min(k, perPoint.count - 1)]) pt is larger than \(ContentBounds.maxRadius / 5) pt",
+                                     path: path, offset: widthsAt, index: index)
+                }
                 points[k].pressure = UInt16(p)
                 points[k].radius = Int32(r)
             }

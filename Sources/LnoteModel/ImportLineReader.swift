@@ -142,7 +142,7 @@ struct ImportLineReader {
         }
         s.advance()
         var samples: [InputSample]?
-        var page: String??
+        var page: (String, StrokeImport.PageKind)?
         try skipWhitespace()
         if try s.peek() == UInt8(ascii: "}") {
             s.advance()
@@ -161,7 +161,7 @@ struct ImportLineReader {
                     samples = try points()
                 case Self.pageKey:
                     guard page == nil else { throw Problem.line("\"page\" appears twice") }
-                    page = .some(try pageValue())
+                    page = try pageValue()
                 default:
                     try skipValue(depth: 1)
                 }
@@ -176,7 +176,7 @@ struct ImportLineReader {
         }
         try endOfLine()
         guard let samples else { throw Problem.line("missing \"points\" array") }
-        return StrokeImport.Line(samples: samples, page: page ?? nil, lineNumber: lineNumber, offset: lineStart)
+        return StrokeImport.Line(samples: samples, page: page?.0, lineNumber: lineNumber, offset: lineStart, pageKind: page?.1)
     }
 
     /// Nothing but whitespace up to the end of the line, which is consumed.
@@ -264,13 +264,13 @@ struct ImportLineReader {
         }
     }
 
-    /// `"page"`: a string, or a number's text exactly as written.
-    private mutating func pageValue() throws -> String {
+    /// `"page"`: a string, or a number's text exactly as written, with its JSON type.
+    private mutating func pageValue() throws -> (String, StrokeImport.PageKind) {
         switch try s.peek() {
         case UInt8(ascii: "\"")?:
-            return String(decoding: try string(keep: .max), as: UTF8.self)
+            return (String(decoding: try string(keep: .max), as: UTF8.self), .string)
         case UInt8(ascii: "-")?, (UInt8(ascii: "0")...UInt8(ascii: "9"))?:
-            return try number().text
+            return (try number().text, .number)
         default:
             try skipValue(depth: 1)
             throw Problem.line("\"page\" must be a string or a number")

@@ -29,7 +29,12 @@ public enum StrokeImport {
         public var lineNumber: Int
         /// Byte offset of the line's first byte in the file.
         public var offset: Int = 0
+        /// Whether `page` was a JSON string or a number ([IMP-10] reads them differently).
+        public var pageKind: PageKind? = nil
     }
+
+    /// The JSON type of a line's `"page"` value.
+    public enum PageKind: Sendable, Equatable { case string, number }
 
     /// Largest import file accepted (a notebook page of strokes is a few MB).
     public static let maxBytes = 256 << 20
@@ -78,6 +83,7 @@ public enum StrokeImport {
     /// One stroke of a file with the line's `"page"` value (nil without one) and its line.
     public struct PagedStroke: Sendable {
         public var page: String?
+        public var pageKind: PageKind?
         public var lineNumber: Int
         public var offset: Int
         public var stroke: Stroke
@@ -85,7 +91,8 @@ public enum StrokeImport {
 
     /// `strokes(contentsOf:style:)` keeping each line's `"page"` ([IMP-10]); `-` reads standard
     /// input (a pipe has no size: the limit is applied as it is read).
-    public static func pagedStrokes(contentsOf path: String, style: InkStyle = InkStyle()) throws -> [PagedStroke] {
+    public static func pagedStrokes(contentsOf path: String, style: InkStyle = InkStyle(),
+                                    budget: ImportBudget = ImportBudget()) throws -> [PagedStroke] {
         let handle: FileHandle
         if path == "-" {
             handle = FileHandle.standardInput
@@ -121,8 +128,13 @@ public enum StrokeImport {
         }
         var reader = ImportLineReader(stream, path: path)
         var out: [PagedStroke] = []
+        var budget = budget
         while let line = try reader.next() {
-            out.append(PagedStroke(page: line.page, lineNumber: line.lineNumber, offset: line.offset,
+            // [IMP-11] The import's budget, checked at the line that passes it.
+            if let problem = budget.add(pointCount: line.samples.count) {
+                throw LnoteError(.limitExceeded, "line \(line.lineNumber): \(problem)", path: path, offset: line.offset, index: line.lineNumber)
+            }
+            out.append(PagedStroke(page: line.page, pageKind: line.pageKind, lineNumber: line.lineNumber, offset: line.offset,
                                    stroke: try stroke(line, style: style, path: path)))
         }
         return out

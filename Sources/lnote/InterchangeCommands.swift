@@ -40,12 +40,14 @@ extension CommandTable {
         if let w = try Units.positive(args, "width") { style.width = w }
 
         // 1. The whole input, checked, before the notebook is opened ([IMP-7], [XCH-1]).
-        let ink: ImportedInk
+        var ink: ImportedInk
         switch format {
         case .jsonl: ink = try JSONLinesReader.read(contentsOf: file, style: style)
         case .inkml: ink = try InkMLReader.read(contentsOf: file, style: style)
         case .xopp: ink = try XoppReader.read(contentsOf: file, style: style)
         }
+        // An input without strokes or page sizes creates no page ([XCH-11]): there is nothing to add.
+        if ink.strokeCount == 0, ink.pages.allSatisfy({ $0.canvas == nil }) { ink.pages = [] }
         for p in ink.pages {
             for (k, s) in p.strokes.enumerated() {
                 if let problem = ContentBounds.problem(.stroke(s)) {
@@ -67,7 +69,14 @@ extension CommandTable {
                 // 2. Every page named, resolved before anything is written.
                 let live = await d.pageList
                 var given: PageID?
-                if let pageName { given = try await Resolve.page(pageName, in: d) }
+                if let pageName {
+                    let pid = try await Resolve.page(pageName, in: d)
+                    // A deleted page has no current canvas to grow, and ink sent to it would not show.
+                    guard live.contains(where: { $0.id == pid }) else {
+                        throw LnoteError(.invalidState, "page \(pid) is deleted: restore it (lnote page restore) or name a live page")
+                    }
+                    given = pid
+                }
                 enum Slot: Hashable { case existing(PageID), new(Int) }
                 var slots: [Slot] = []
                 var newCanvas: [Int: CanvasSize?] = [:]
@@ -86,7 +95,9 @@ extension CommandTable {
                         slots.append(.new(nextNew)); nextNew += 1
                     case .id(let pid):
                         guard live.contains(where: { $0.id == pid }) else {
-                            throw LnoteError(.notFound, "\"page\" \(pid) is not a live page of document \(d.id)", path: file)
+                            let at = p.line.map { "line \($0): " } ?? ""
+                            throw LnoteError(.notFound, "\(at)\"page\" \(pid) is not a live page of document \(d.id)", path: file,
+                                             offset: p.offset, index: p.line)
                         }
                         slots.append(.existing(pid))
                     case .position(let n):
@@ -96,65 +107,95 @@ extension CommandTable {
                         }
                     }
                 }
-                // 3. Pages created: first those positions need (in order), then the others.
-                var created: [Int: PageID] = [:]
-                var order: [PageID] = []
+                // The input pages of each slot, in one pass (a lookup per slot would be quadratic).
+                var pagesOf: [Slot: [Int]] = [:]
+                for (i, slot) in slots.enumerated() { pagesOf[slot, default: []].append(i) }
                 let base = await d.defaultCanvas
-                var createdPages: [PageID: CanvasSize] = [:]
                 func fitted(_ pages: [Int], _ c: CanvasSize) -> CanvasSize {
                     var canvas = c
                     for i in pages { canvas = ink.pages[i].fitting(canvas).canvas }
                     return canvas
                 }
-                for k in 1...max(1, positionsAdded) where positionsAdded > 0 {
-                    let which = ink.pages.indices.filter { slots[$0] == .new(-k) }
-                    let canvas = fitted(which, base)
-                    let pid = try await d.addPage(.last, canvas: canvas)
-                    created[-k] = pid
-                    createdPages[pid] = canvas
-                    order.append(pid)
-                }
-                for k in 0..<nextNew {
-                    let which = ink.pages.indices.filter { slots[$0] == .new(k) }
-                    let canvas = fitted(which, (newCanvas[k] ?? nil) ?? base)
-                    let pid = try await d.addPage(.last, canvas: canvas)
-                    created[k] = pid
-                    createdPages[pid] = canvas
-                    order.append(pid)
-                }
-                // 4. Existing pages grow to fit; then the strokes, one page at a time.
-                var byPage: [PageID: [Stroke]] = [:]
-                var pageOrder: [PageID] = []
-                for (i, p) in ink.pages.enumerated() {
-                    let pid: PageID
-                    switch slots[i] {
-                    case .existing(let e): pid = e
-                    case .new(let k): pid = created[k]!
+                // 3. Pages created: first those positions need (in order), then the others.
+                var created: [Int: PageID] = [:]
+                var order: [PageID] = []
+                var createdPages: [PageID: CanvasSize] = [:]
+                // What was written, to take back if a later write fails ([XCH-1]).
+                var grownFrom: [(PageID, CanvasSize)] = []
+                var added: [(PageID, [ElementID])] = []
+                do {
+                    for k in 1...max(1, positionsAdded) where positionsAdded > 0 {
+                        let canvas = fitted(pagesOf[.new(-k)] ?? [], base)
+                        let pid = try await d.addPage(.last, canvas: canvas)
+                        created[-k] = pid
+                        createdPages[pid] = canvas
+                        order.append(pid)
                     }
-                    if byPage[pid] == nil { pageOrder.append(pid) }
-                    byPage[pid, default: []] += p.strokes
-                }
-                for pid in order where byPage[pid] == nil { pageOrder.append(pid); byPage[pid] = [] }
-                var placed: [Placed] = []
-                var ids: [ElementID] = []
-                for pid in pageOrder {
-                    let strokes = byPage[pid]!
-                    let page = ImportedPage(target: .given, strokes: strokes)
-                    var canvas: CanvasSize
-                    var grown = false
-                    if let c = createdPages[pid] { canvas = c } else {
-                        let current = live.first(where: { $0.id == pid })?.canvas ?? base
-                        canvas = page.fitting(current).canvas
-                        if canvas != current {
-                            try await d.setCanvas(pid, canvas)
-                            grown = true
+                    for k in 0..<nextNew {
+                        let canvas = fitted(pagesOf[.new(k)] ?? [], (newCanvas[k] ?? nil) ?? base)
+                        let pid = try await d.addPage(.last, canvas: canvas)
+                        created[k] = pid
+                        createdPages[pid] = canvas
+                        order.append(pid)
+                    }
+                    // 4. Existing pages grow to fit; then the strokes, one page at a time.
+                    var byPage: [PageID: [Stroke]] = [:]
+                    var pageOrder: [PageID] = []
+                    for (i, p) in ink.pages.enumerated() {
+                        let pid: PageID
+                        switch slots[i] {
+                        case .existing(let e): pid = e
+                        case .new(let k): pid = created[k]!
                         }
+                        if byPage[pid] == nil { pageOrder.append(pid) }
+                        byPage[pid, default: []] += p.strokes
                     }
-                    if !strokes.isEmpty { ids += try await d.addStrokes(strokes, to: pid) }
-                    placed.append(Placed(pid: pid, created: createdPages[pid] != nil, canvas: canvas, grown: grown,
-                                         strokes: strokes, inkBeforeOrigin: page.fitting(canvas).inkBeforeOrigin))
+                    for pid in order where byPage[pid] == nil { pageOrder.append(pid); byPage[pid] = [] }
+                    var placed: [Placed] = []
+                    var ids: [ElementID] = []
+                    for pid in pageOrder {
+                        let strokes = byPage[pid]!
+                        let page = ImportedPage(target: .given, strokes: strokes)
+                        var canvas: CanvasSize
+                        var grown = false
+                        if let c = createdPages[pid] { canvas = c } else {
+                            let current = live.first(where: { $0.id == pid })?.canvas ?? base
+                            canvas = page.fitting(current).canvas
+                            if canvas != current {
+                                try await d.setCanvas(pid, canvas)
+                                grownFrom.append((pid, current))
+                                grown = true
+                            }
+                        }
+                        if !strokes.isEmpty {
+                            let new = try await d.addStrokes(strokes, to: pid)
+                            ids += new
+                            if createdPages[pid] == nil { added.append((pid, new)) }
+                        }
+                        placed.append(Placed(pid: pid, created: createdPages[pid] != nil, canvas: canvas, grown: grown,
+                                             strokes: strokes, inkBeforeOrigin: page.fitting(canvas).inkBeforeOrigin))
+                    }
+                    return (placed, ids)
+                } catch {
+                    // [XCH-1] Take back what was written, newest first: strokes on existing pages
+                    // erased, canvases set back, created pages deleted.
+                    var left: [String] = []
+                    for (pid, new) in added.reversed() {
+                        do { try await d.erase(new, on: pid) } catch { left.append("\(new.count) strokes on page \(pid)") }
+                    }
+                    for (pid, canvas) in grownFrom.reversed() {
+                        do { try await d.setCanvas(pid, canvas) } catch { left.append("the grown canvas of page \(pid)") }
+                    }
+                    for pid in order.reversed() {
+                        do { try await d.deletePage(pid) } catch { left.append("new page \(pid)") }
+                    }
+                    guard left.isEmpty else {
+                        var e = (error as? LnoteError) ?? LnoteError(.io, "\(error)")
+                        e.message += "; the import could not take back: " + left.joined(separator: ", ")
+                        throw e
+                    }
+                    throw error
                 }
-                return (placed, ids)
             }
         }
         let skipped = ink.skipped.sorted { $0.key < $1.key }
@@ -201,7 +242,7 @@ extension CommandTable {
                 var pages: [InkMLWriter.Page] = []
                 var n = 0
                 for info in await d.pageList {
-                    let strokes = InkMLWriter.visibleStrokes(try await d.elements(info.id))
+                    let strokes = try InkMLWriter.visibleStrokes(try await d.elements(info.id))
                     n += strokes.count
                     pages.append(InkMLWriter.Page(canvas: info.canvas, strokes: strokes))
                 }

@@ -150,6 +150,68 @@ struct InterchangeCLITests {
         #expect(try await sb.ok("show", "nb", d, "--json", "--points") == before)
     }
 
+    /// A deleted PAGE is refused (its canvas is not the one a live page would give), and an
+    /// id that is not a live page names its line and offset.
+    @Test func deletedPageAndUnknownIdsAreRefused() async throws {
+        let sb = try Sandbox("import-deleted")
+        defer { sb.remove() }
+        try await sb.ok("init", "nb")
+        let d = try await sb.ok("new", "nb")
+        try await sb.ok("page", "add", "nb", d, "--width", "100", "--height", "50")
+        try await sb.ok("page", "add", "nb", d, "--width", "900", "--height", "900")
+        let rows = try await pages(sb, d)
+        try await sb.ok("page", "remove", "nb", d, rows[1].id)
+        try sb.write("a.jsonl", "{\"points\": [[1, 1]]}\n")
+        let before = try await sb.ok("show", "nb", d, "--json", "--points")
+        let r = try await sb.run("import", "nb", d, rows[1].id, "a.jsonl")
+        #expect(r.code == 1 && r.err.contains("deleted"), "\(r)")
+        #expect(try await sb.ok("show", "nb", d, "--json", "--points") == before)
+        // The same id as a line's "page": the line and its offset are named.
+        try sb.write("b.jsonl", "{\"points\": [[1, 1]]}\n{\"points\": [[1, 1]], \"page\": \"\(rows[1].id)\"}\n")
+        let b = try await sb.run("import", "nb", d, "#1", "b.jsonl")
+        #expect(b.code == 1 && b.err.contains("line 2") && b.err.contains("offset 21"), "\(b)")
+        // An InkML file with no traces adds nothing, not even a page.
+        try sb.write("e.inkml", "<ink><traceFormat><channel name=\"X\"/><channel name=\"Y\"/></traceFormat></ink>")
+        let e = try await sb.run("import", "nb", d, "e.inkml")
+        #expect(e.code == 0 && e.err.contains("nothing added") && !e.err.contains("added page"), "\(e)")
+        #expect(try await sb.ok("show", "nb", d, "--json", "--points") == before)
+    }
+
+    /// [XCH-1] A write that fails after others: what the import wrote is taken back (strokes
+    /// erased, canvases set back, created pages deleted), and the error is reported.
+    @Test func failedWriteTakesBackTheImport() async throws {
+        let sb = try Sandbox("import-rollback")
+        defer { sb.remove() }
+        try await sb.ok("init", "nb")
+        let d = try await sb.ok("new", "nb")
+        let victim = try await sb.ok("page", "add", "nb", d, "--width", "100", "--height", "50")
+        try sb.write("one.jsonl", "{\"points\": [[1, 1], [2, 2]]}\n")
+        try await sb.ok("import", "nb", d, "#2", "one.jsonl")
+        // Page 2's log made unwritable (a directory where the file was): its write fails after
+        // page 1 grew (x 700 pt is past A4) and got a stroke, and after position 3 added a page.
+        let logs = sb.files(under: "nb", endingWith: "/pages/\(victim).log")
+        try #require(logs.count == 1, "\(logs)")
+        try FileManager.default.moveItem(atPath: logs[0], toPath: sb.sub("saved.log"))
+        try FileManager.default.createDirectory(atPath: logs[0], withIntermediateDirectories: false)
+        try sb.write("p.jsonl", """
+        {"points": [[700, 400]], "page": 1}
+        {"points": [[3, 3]], "page": 3}
+        {"points": [[4, 4]], "page": 2}
+
+        """)
+        let r = try await sb.run("import", "nb", d, "p.jsonl")
+        #expect(r.code == 1 && r.out.isEmpty && r.err.contains(victim) && !r.err.contains("could not take back"), "\(r)")
+        try FileManager.default.removeItem(atPath: logs[0])
+        try FileManager.default.moveItem(atPath: sb.sub("saved.log"), toPath: logs[0])
+        // Page 1 as it was (A4, no element), page 2 as it was, the page made for position 3 deleted.
+        let rows = try await pages(sb, d)
+        #expect(rows.map(\.canvas) == ["595.3 x 841.9", "100 x 50"] && rows.map(\.elements) == ["0", "1"], "\(rows)")
+        let shown = try await sb.ok("show", "nb", d)
+        #expect(shown.contains("1 deleted"), "\(shown)")
+        let after = try #require(try parseJSON(try await sb.ok("show", "nb", d, "#1", "--json", "--points")) as? [String: Any])
+        #expect((after["elements"] as? [Any])?.isEmpty == true, "\(after)")
+    }
+
     func gzipped(_ input: [UInt8]) throws -> [UInt8] {
         var stream = z_stream()
         guard deflateInit2_(&stream, 6, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY, ZLIB_VERSION,

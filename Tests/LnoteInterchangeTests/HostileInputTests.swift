@@ -90,9 +90,18 @@ struct HostileInputTests {
         #expect(throws: LnoteError(.truncated)) { try XoppReader.read(Array(good.prefix(good.count / 2)), path: "cut.xopp") }
         var flipped = good
         flipped[12] ^= 0xFF
-        #expect(throws: LnoteError.self) { try XoppReader.read(flipped, path: "flipped.xopp") }
-        do { _ = try XoppReader.read(Array(good.prefix(good.count / 2)), path: "cut.xopp") } catch let e as LnoteError {
-            #expect(e.path == "cut.xopp" && e.offset != nil, "\(e)")
+        // [XCH-7] Data zlib refuses is `corrupt`, at an offset inside the file.
+        do {
+            _ = try XoppReader.read(flipped, path: "flipped.xopp")
+            Issue.record("a damaged gzip stream was accepted")
+        } catch let e as LnoteError {
+            #expect(e.code == .corrupt && e.path == "flipped.xopp" && e.offset.map { $0 <= flipped.count } == true, "\(e)")
+        }
+        do {
+            _ = try XoppReader.read(Array(good.prefix(good.count / 2)), path: "cut.xopp")
+            Issue.record("a cut gzip stream was accepted")
+        } catch let e as LnoteError {
+            #expect(e.code == .truncated && e.path == "cut.xopp" && e.offset != nil, "\(e)")
         }
     }
 

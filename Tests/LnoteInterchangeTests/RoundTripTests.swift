@@ -60,10 +60,29 @@ struct RoundTripTests {
                               z: LWWRegister(ZKey(layer: 0)))
         e.erased = [PointRange(2, 4)]
         e.transform = LWWRegister(.translation(7, -3))
-        let out = InkMLWriter.visibleStrokes([e])
+        let out = try InkMLWriter.visibleStrokes([e])
         #expect(out.count == 2)
         #expect(out[0].points.map(\.x) == [7, 17] && out[1].points.map(\.x) == [47, 57])
         #expect(out.allSatisfy { $0.points.allSatisfy { $0.y == 2 } })
         #expect(out[1].points.map(\.t) == [0, 4])
+    }
+
+    /// [XCH-10] A scaled and mirrored element: points and radius through the matrix; one
+    /// scaled past the coordinate limit is refused, naming the element, rather than clamped.
+    @Test func scaledAndMirroredElements() throws {
+        let pts = [StrokePoint(x: 100, y: 50, pressure: 500, radius: 10, t: 0), StrokePoint(x: 1_000_000, y: 0, pressure: 500, radius: 10, t: 4)]
+        var e = ElementRecord(id: ElementID(replica: ReplicaID(1), counter: 7), lamport: 1, wallTime: 0,
+                              content: .stroke(Stroke(style: InkStyle(), points: pts)), z: LWWRegister(ZKey(layer: 0)))
+        e.transform = LWWRegister(Transform(a: -2 * Transform.one, b: 0, c: 0, d: 2 * Transform.one, tx: 5, ty: 0))
+        let out = try InkMLWriter.visibleStrokes([e])
+        #expect(out[0].points.map(\.x) == [-195, -1_999_995] && out[0].points.map(\.y) == [100, 0])
+        #expect(out[0].points.map(\.radius) == [20, 20])  // |det| = 4: radius × 2
+        e.transform = LWWRegister(Transform(a: -256 * Transform.one, b: 0, c: 0, d: 256 * Transform.one, tx: 0, ty: 0))
+        do {
+            _ = try InkMLWriter.visibleStrokes([e])
+            Issue.record("a point scaled past the coordinate limit was exported")
+        } catch let err as LnoteError {
+            #expect(err.code == .limitExceeded && err.message.contains("element \(e.id)") && err.message.contains("point 1"), "\(err)")
+        }
     }
 }
