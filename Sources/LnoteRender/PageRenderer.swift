@@ -71,8 +71,8 @@ public enum PageRenderer {
         /// Vector output (points): a hairline is 0.1 pt, points kept 0.2 pt (0.07 mm) apart:
         /// finer than a printer's dot or a screen's pixel at 300 % zoom, and a fifth of the
         /// path data of keeping every 240 Hz sample; widths within 0.1 pt (0.035 mm) and
-        /// lines within 0.05 pt (0.018 mm) of every point, under half a 600 dpi dot.
-        public static let vector = Options(minRadius: 0.05, skipDistance: 0.2, radiusTolerance: 0.05, flatness: 0.05)
+        /// lines within 0.1 pt (0.035 mm) of every point, under a 600 dpi dot.
+        public static let vector = Options(minRadius: 0.05, skipDistance: 0.2, radiusTolerance: 0.05, flatness: 0.1)
         public init(minRadius: Double, skipDistance: Double, radiusTolerance: Double, flatness: Double) {
             self.minRadius = minRadius
             self.skipDistance = skipDistance
@@ -362,8 +362,9 @@ public enum PageRenderer {
         enum Piece {
             /// A polyline (at least two points, or one for a dot), stroked `2 · radius` wide.
             case line([DevicePoint], radius: Double)
-            /// A filled taper from the first point to the second.
-            case taper(DevicePoint, DevicePoint)
+            /// A filled taper from the first point to the second; the first point's disc is
+            /// left out when the previous taper ended with the same disc.
+            case taper(DevicePoint, DevicePoint, startDisc: Bool)
         }
         /// Largest difference allowed between a drawn radius and a point's radius.
         let tolerance: Double
@@ -436,7 +437,9 @@ public enum PageRenderer {
                 lo = min(p.r, q.r)
                 hi = max(p.r, q.r)
             } else {
-                pieces.append(.taper(p, q))
+                var again = false
+                if case .taper(_, let e, _)? = pieces.last, e.x == p.x, e.y == p.y, e.r == p.r { again = true }
+                pieces.append(.taper(p, q, startDisc: !again))
             }
         }
 
@@ -486,8 +489,8 @@ public enum PageRenderer {
                     for p in pts.dropFirst() { cairo_line_to(cr, p.x, p.y) }
                     cairo_set_line_width(cr, 2 * r)
                     cairo_stroke(cr)
-                case .taper(let p, let q):
-                    disc(p, cr)
+                case .taper(let p, let q, let startDisc):
+                    if startDisc { disc(p, cr) }
                     taper(p, q, cr)
                     disc(q, cr)
                     cairo_fill(cr)
