@@ -15,23 +15,31 @@ public typealias AssetLookup = (AssetID) -> [UInt8]?
 /// One drawing routine for every output. The page is white; its live elements are drawn
 /// bottom to top (`PageState.elements` order), each under its transform (16.16 fixed point,
 /// applied to the quantized coordinates in 64-bit integers, then scaled to the output):
-/// - **A stroke** is one filled path: for each visible fragment (`ElementRecord.visibleRanges`:
-///   erased ranges are gaps) a disc at each point, of the point's radius (pressure makes it),
-///   and between consecutive points the quadrilateral joining the two discs' outer tangents.
-///   A disc at a joint only fills the wedge the two pieces leave open on the outside of a
-///   turn; where that wedge is narrower than 0.4 × `skipDistance` device units it is left out
-///   (most joints of smooth ink: arcs are what costs, in time and in PDF and SVG bytes).
-///   Filled with the non-zero winding rule (every piece wound the same way), the path is the
-///   union of round-capped segments whose width changes linearly from one point to the next:
-///   antialiased by cairo, with no seam and no double coverage where pieces overlap. Radii are
-///   scaled by the transform's linear scale (square root of |determinant|) and never drawn
-///   thinner than `Options.minRadius` device units. Points within `Options.skipDistance`
-///   device units of the last point drawn (and of its radius) add nothing visible and are
-///   skipped (never a fragment's last point). An opaque ink is filled in its color; a
-///   translucent one, and the highlighter (drawn at 90/256 ≈ 35 % of its color's alpha,
-///   as the old rasterizer did), is filled opaque in a cairo group, clipped to the stroke's
-///   bounds, then painted with its alpha once (`cairo_paint_with_alpha`): a stroke never
-///   darkens where it overlaps itself.
+/// - **A stroke** is drawn fragment by fragment (`ElementRecord.visibleRanges`: erased
+///   ranges are gaps), each point with its radius (pressure makes it), as **polylines stroked
+///   by cairo with round caps and round joins**: consecutive points go on one polyline while
+///   their radii stay within 2 × `Options.radiusTolerance` of each other, and the polyline is
+///   `cairo_stroke`d with the middle of that range as its half-width, so every drawn radius is
+///   within the tolerance of its point's (a quarter pixel for thumbnails, 0.05 pt for PDF and
+///   SVG). A point is left out of its polyline when the chord from the last point kept to
+///   the next passes within `Options.flatness` of it and of every point left out since (at
+///   most 32 in a row): smooth 240 Hz ink keeps a fraction of its points. Where the radius
+///   changes faster (a pressure ramp), the next polyline starts at the
+///   last point of the previous one (their round caps overlap there: no seam); a single step
+///   whose two radii differ by more than twice the tolerance is a **taper**: the two discs and
+///   the quadrilateral joining their outer tangents, filled non-zero (all three wound the
+///   same way: their union). A fragment of one point is a disc. A PDF or SVG thus holds a
+///   path of `m`/`l` operators and a width per polyline, not a polygon per pair of points,
+///   and cairo's rasterizer strokes a polyline much faster than it tessellates thousands of
+///   overlapping sub-paths. Radii are scaled by the transform's linear scale (square root
+///   of |determinant|) and never drawn thinner than `Options.minRadius` device units. Points
+///   within `Options.skipDistance` device units of the last point drawn (and of its radius)
+///   add nothing visible and are skipped (never a fragment's last point). A step lying wholly
+///   outside the output ends the polyline and is left out. An opaque ink is drawn in its
+///   color; a translucent one, and the highlighter (drawn at 90/256 ≈ 35 % of its color's
+///   alpha, as the old rasterizer did), is drawn opaque in a cairo group, clipped to the
+///   stroke's bounds, then painted with its alpha once (`cairo_paint_with_alpha`; in a PDF a
+///   vector transparency group): a stroke never darkens where it overlaps itself.
 /// - **An image** is its asset's pixels (PNG through cairo's reader, JPEG through
 ///   `JPEGDecoder`) scaled to its frame, rotated by `rotation` (hundredths of a degree,
 ///   clockwise on the page, y down) about the frame's center, then placed by the element's
@@ -48,15 +56,28 @@ public enum PageRenderer {
         public var minRadius: Double
         /// Points closer than this (device units) to the last one drawn are skipped.
         public var skipDistance: Double
-        /// Raster output: ink at least half a pixel wide, points a quarter pixel apart.
-        public static let raster = Options(minRadius: 0.5, skipDistance: 0.25)
+        /// Largest difference (device units) between the radius a polyline is drawn with and
+        /// the radius of each of its points: consecutive points whose radii stay within
+        /// twice this are one polyline of one width.
+        public var radiusTolerance: Double
+        /// Largest distance (device units) between a point left out of a polyline and the
+        /// polyline drawn: a point whose neighbours' chord passes this close to it (and to
+        /// the points already left out since the last kept one) is not drawn.
+        public var flatness: Double
+        /// Raster output: ink at least half a pixel wide, points a quarter pixel apart,
+        /// widths within half a pixel, lines within a tenth of a pixel (cairo's own tolerance
+        /// for curves).
+        public static let raster = Options(minRadius: 0.5, skipDistance: 0.25, radiusTolerance: 0.25, flatness: 0.1)
         /// Vector output (points): a hairline is 0.1 pt, points kept 0.2 pt (0.07 mm) apart:
         /// finer than a printer's dot or a screen's pixel at 300 % zoom, and a fifth of the
-        /// path data of keeping every 240 Hz sample.
-        public static let vector = Options(minRadius: 0.05, skipDistance: 0.2)
-        public init(minRadius: Double, skipDistance: Double) {
+        /// path data of keeping every 240 Hz sample; widths within 0.1 pt (0.035 mm) and
+        /// lines within 0.1 pt (0.035 mm) of every point, under a 600 dpi dot.
+        public static let vector = Options(minRadius: 0.05, skipDistance: 0.2, radiusTolerance: 0.05, flatness: 0.1)
+        public init(minRadius: Double, skipDistance: Double, radiusTolerance: Double, flatness: Double) {
             self.minRadius = minRadius
             self.skipDistance = skipDistance
+            self.radiusTolerance = radiusTolerance
+            self.flatness = flatness
         }
     }
 
@@ -292,89 +313,206 @@ public enum PageRenderer {
             let r = min(maxR, max(view.options.minRadius, Double(max(0, p.radius)) * view.scale * lin))
             return DevicePoint(x: x * view.scale, y: y * view.scale, r: r)
         }
-        let skip2 = view.options.skipDistance * view.options.skipDistance
-        let joinTolerance = view.options.skipDistance * 0.4
-        var bounds = Bounds()
-        cairo_new_path(cr)
+        // The pieces, in drawing order (drawn once the stroke's bounds are known).
+        var runs = Runs(tolerance: view.options.radiusTolerance, flatness: view.options.flatness)
+        let skip = view.options.skipDistance
         s.points.withUnsafeBufferPointer { pts in
             for range in ranges {
                 let lo = Int(range.from), hi = Int(range.to)
                 guard lo < hi, hi <= pts.count else { continue }
                 var prev = project(pts[lo])
-                // The previous piece's tangent directions, to decide whether the joint needs its disc.
-                var lastSides: Sides? = nil
-                disc(prev, cr, view, &bounds)
+                runs.start(prev)
                 for i in (lo + 1)..<hi {
                     let next = project(pts[i])
                     let dx = next.x - prev.x, dy = next.y - prev.y
-                    if i + 1 < hi, dx * dx + dy * dy < skip2, abs(next.r - prev.r) < view.options.skipDistance { continue }
-                    let sides = segment(prev, next, cr, view, &bounds)
-                    // A joint's disc fills the wedge between two pieces' outlines: needed only
-                    // where it is wider than `joinTolerance` (a turn, a change of width slope).
-                    if let a = lastSides, let b = sides, a.gap(b) * prev.r <= joinTolerance {
-                        // No visible wedge.
-                    } else if lastSides != nil || sides == nil {
-                        disc(prev, cr, view, &bounds)
-                    }
-                    if sides == nil { disc(next, cr, view, &bounds) }
-                    lastSides = sides
+                    if i + 1 < hi, dx * dx + dy * dy < skip * skip, abs(next.r - prev.r) < skip { continue }
+                    runs.add(prev, next, view)
                     prev = next
                 }
-                if lastSides != nil { disc(prev, cr, view, &bounds) }
+                runs.end(view)
             }
         }
-        guard !bounds.isEmpty else {
-            cairo_new_path(cr)
-            return
-        }
+        guard !runs.bounds.isEmpty else { return }
         let c = s.style.color
+        cairo_save(cr)
+        defer { cairo_restore(cr) }
+        cairo_set_line_cap(cr, CAIRO_LINE_CAP_ROUND)
+        cairo_set_line_join(cr, CAIRO_LINE_JOIN_ROUND)
         if alpha == 255 {
             cairo_set_source_rgb(cr, Double(c.r) / 255, Double(c.g) / 255, Double(c.b) / 255)
-            cairo_fill(cr)
+            runs.draw(cr)
             return
         }
         // Translucent: opaque in a group (clipped to the stroke), painted once with its alpha.
-        let path = cairo_copy_path(cr)
-        cairo_new_path(cr)
-        cairo_save(cr)
-        cairo_rectangle(cr, (bounds.x0 - 1).rounded(.down), (bounds.y0 - 1).rounded(.down),
-                        (bounds.x1 - bounds.x0 + 2).rounded(.up), (bounds.y1 - bounds.y0 + 2).rounded(.up))
+        let b = runs.bounds
+        cairo_rectangle(cr, (b.x0 - 1).rounded(.down), (b.y0 - 1).rounded(.down),
+                        (b.x1 - b.x0 + 2).rounded(.up), (b.y1 - b.y0 + 2).rounded(.up))
         cairo_clip(cr)
         cairo_push_group(cr)
-        cairo_append_path(cr, path)
-        cairo_path_destroy(path)
         cairo_set_source_rgb(cr, Double(c.r) / 255, Double(c.g) / 255, Double(c.b) / 255)
-        cairo_fill(cr)
+        runs.draw(cr)
         cairo_pop_group_to_source(cr)
         cairo_paint_with_alpha(cr, Double(alpha) / 255)
-        cairo_restore(cr)
     }
 
-    /// Adds a disc (wound like `segment`'s quadrilaterals) when it meets the output.
-    static func disc(_ p: DevicePoint, _ cr: OpaquePointer, _ view: Viewport, _ bounds: inout Bounds) {
-        var b = Bounds()
-        b.add(p)
-        guard b.meets(view) else { return }
+    /// A stroke's visible pieces as drawn: polylines stroked at one width (round caps and
+    /// joins), and filled tapers (a quadrilateral between two discs' outer tangents, and the
+    /// discs) where one step changes the radius too much for a polyline.
+    struct Runs {
+        enum Piece {
+            /// A polyline (at least two points, or one for a dot), stroked `2 · radius` wide.
+            case line([DevicePoint], radius: Double)
+            /// A filled taper from the first point to the second; the first point's disc is
+            /// left out when the previous taper ended with the same disc.
+            case taper(DevicePoint, DevicePoint, startDisc: Bool)
+        }
+        /// Largest difference allowed between a drawn radius and a point's radius.
+        let tolerance: Double
+        /// Largest distance allowed between a point left out and the polyline.
+        let flatness: Double
+        private(set) var pieces: [Piece] = []
+        private(set) var bounds = Bounds()
+        /// The polyline being built (points kept) and its radius range.
+        private var open: [DevicePoint] = []
+        private var lo = 0.0, hi = 0.0
+        /// The polyline's last point, kept unless the next one makes it redundant, and the
+        /// points left out between the last kept point and it.
+        private var pending: DevicePoint?
+        private var between: [DevicePoint] = []
+        /// At most this many points left out in a row (bounds the work per point).
+        static let maxBetween = 32
+        /// The fragment's first point, drawn as a dot if nothing else of the fragment is.
+        private var first: DevicePoint?
+        private var drewFragment = false
+
+        init(tolerance: Double, flatness: Double) {
+            self.tolerance = tolerance
+            self.flatness = flatness
+        }
+
+        mutating func start(_ p: DevicePoint) {
+            first = p
+            drewFragment = false
+        }
+
+        /// The piece from `p` to `q` (consecutive points drawn): extends the open polyline
+        /// when `q`'s radius keeps its range within twice the tolerance, else starts another.
+        /// A piece outside the output ends the polyline and is left out.
+        mutating func add(_ p: DevicePoint, _ q: DevicePoint, _ view: Viewport) {
+            var b = Bounds()
+            b.add(p)
+            b.add(q)
+            guard b.meets(view) else {
+                flush()
+                drewFragment = true
+                return
+            }
+            drewFragment = true
+            bounds.add(p)
+            bounds.add(q)
+            if !open.isEmpty, max(hi, q.r) - min(lo, q.r) <= 2 * tolerance {
+                lo = min(lo, q.r)
+                hi = max(hi, q.r)
+                guard let last = pending else {
+                    pending = q
+                    return
+                }
+                // `last` can go when the chord from the last kept point to `q` passes within
+                // `flatness` of it and of every point already left out since.
+                let k = open[open.count - 1]
+                if between.count < Runs.maxBetween, Runs.distance(last, k, q) <= flatness,
+                   between.allSatisfy({ Runs.distance($0, k, q) <= flatness }) {
+                    between.append(last)
+                } else {
+                    open.append(last)
+                    between.removeAll(keepingCapacity: true)
+                }
+                pending = q
+                return
+            }
+            flush()
+            if abs(p.r - q.r) <= 2 * tolerance {
+                open = [p]
+                pending = q
+                lo = min(p.r, q.r)
+                hi = max(p.r, q.r)
+            } else {
+                var again = false
+                if case .taper(_, let e, _)? = pieces.last, e.x == p.x, e.y == p.y, e.r == p.r { again = true }
+                pieces.append(.taper(p, q, startDisc: !again))
+            }
+        }
+
+        /// Ends the fragment: closes the open polyline; a fragment of one point is a dot.
+        mutating func end(_ view: Viewport) {
+            flush()
+            if !drewFragment, let p = first {
+                var b = Bounds()
+                b.add(p)
+                if b.meets(view) {
+                    pieces.append(.line([p], radius: p.r))
+                    bounds.add(p)
+                }
+            }
+            first = nil
+        }
+
+        private mutating func flush() {
+            if let last = pending { open.append(last) }
+            if open.count >= 2 { pieces.append(.line(open, radius: (lo + hi) / 2)) }
+            open = []
+            pending = nil
+            between.removeAll(keepingCapacity: true)
+        }
+
+        /// The distance from `p` to the segment from `a` to `b`.
+        static func distance(_ p: DevicePoint, _ a: DevicePoint, _ b: DevicePoint) -> Double {
+            let dx = b.x - a.x, dy = b.y - a.y
+            let len2 = dx * dx + dy * dy
+            var t = len2 > 0 ? ((p.x - a.x) * dx + (p.y - a.y) * dy) / len2 : 0
+            t = min(1, max(0, t))
+            let ex = a.x + t * dx - p.x, ey = a.y + t * dy - p.y
+            return (ex * ex + ey * ey).squareRoot()
+        }
+
+        /// Draws every piece in the current source (the caller sets round caps and joins).
+        func draw(_ cr: OpaquePointer) {
+            for piece in pieces {
+                switch piece {
+                case .line(let pts, let r):
+                    if pts.count == 1 {
+                        disc(pts[0], cr)
+                        cairo_fill(cr)
+                        continue
+                    }
+                    cairo_move_to(cr, pts[0].x, pts[0].y)
+                    for p in pts.dropFirst() { cairo_line_to(cr, p.x, p.y) }
+                    cairo_set_line_width(cr, 2 * r)
+                    cairo_stroke(cr)
+                case .taper(let p, let q, let startDisc):
+                    if startDisc { disc(p, cr) }
+                    taper(p, q, cr)
+                    disc(q, cr)
+                    cairo_fill(cr)
+                }
+            }
+        }
+    }
+
+    /// Adds a disc (wound like `taper`'s quadrilateral) to the path.
+    static func disc(_ p: DevicePoint, _ cr: OpaquePointer) {
         cairo_new_sub_path(cr)
         cairo_arc(cr, p.x, p.y, p.r, 0, 2 * Double.pi)
         cairo_close_path(cr)
-        bounds.add(p)
     }
 
-    /// Adds the piece from `p` to `q`: the quadrilateral between the two discs' outer
-    /// tangents, wound positively (as `cairo_arc` winds a disc), so that the non-zero fill is
-    /// the union. Returns its tangent directions; nil when it added nothing (outside the
-    /// output, or one disc inside the other: the discs are then the whole piece).
-    @discardableResult
-    static func segment(_ p: DevicePoint, _ q: DevicePoint, _ cr: OpaquePointer, _ view: Viewport, _ bounds: inout Bounds) -> Sides? {
-        var b = Bounds()
-        b.add(p)
-        b.add(q)
-        guard b.meets(view) else { return nil }
+    /// Adds the quadrilateral between the discs of `p` and `q`'s outer tangents, wound
+    /// positively (as `cairo_arc` winds a disc), so that the non-zero fill with both discs is
+    /// their hull. Adds nothing when one disc lies inside the other.
+    static func taper(_ p: DevicePoint, _ q: DevicePoint, _ cr: OpaquePointer) {
         let dx = q.x - p.x, dy = q.y - p.y
         let d = (dx * dx + dy * dy).squareRoot()
-        // One disc inside the other: the discs are the whole piece.
-        guard d > abs(p.r - q.r), d > 0 else { return nil }
+        guard d > abs(p.r - q.r), d > 0 else { return }
         let ux = dx / d, uy = dy / d
         let s = (p.r - q.r) / d, c = (1 - s * s).squareRoot()
         // Unit vectors from each center to its tangent points: s·u ± c·n, n = (−uy, ux).
@@ -387,25 +525,11 @@ public enum PageRenderer {
             let (x0, y0) = quad[i], (x1, y1) = quad[(i + 1) % 4]
             area += x0 * y1 - x1 * y0
         }
-        guard area != 0 else { return nil }
+        guard area != 0 else { return }
         let order = area > 0 ? [0, 1, 2, 3] : [0, 3, 2, 1]
         cairo_move_to(cr, quad[order[0]].0, quad[order[0]].1)
         for k in order.dropFirst() { cairo_line_to(cr, quad[k].0, quad[k].1) }
         cairo_close_path(cr)
-        bounds.add(p)
-        bounds.add(q)
-        return Sides(ax: ax, ay: ay, bx: bx, by: by)
-    }
-
-    /// A piece's two tangent directions (unit vectors from a center to its tangent points).
-    struct Sides {
-        var ax: Double, ay: Double, bx: Double, by: Double
-        /// How far apart two pieces' outlines open at a shared point, per unit of radius.
-        func gap(_ o: Sides) -> Double {
-            let da = (ax - o.ax) * (ax - o.ax) + (ay - o.ay) * (ay - o.ay)
-            let db = (bx - o.bx) * (bx - o.bx) + (by - o.by) * (by - o.by)
-            return max(da, db).squareRoot()
-        }
     }
 
     enum ImageOutcome { case drawn, placeholder, nothing }

@@ -7,6 +7,7 @@ extension Bench {
     /// 17. Pages drawn by cairo (issue 19): a thumbnail (256 px) of each page of a 28-page
     /// document with cairo against the old hand-made rasterizer, in the same interleaved loop;
     /// and the PDF export of the 28 pages (drawn in one PDF and written durably).
+    /// `LNOTE_BENCH_PDF=FILE` keeps a copy of the PDF (to inspect it, e.g. with `pdfimages -list`).
     func caseRender() async throws {
         let pageCount = options.size(28, quick: 6)
         let strokesPerPage = options.size(150, quick: 40)
@@ -41,6 +42,9 @@ extension Bench {
             pdfBytes = bytes.count
         })
         let t = try await measure([cairo, old, pdf], runs: options.runs)
+        if let keep = ProcessInfo.processInfo.environment["LNOTE_BENCH_PDF"], !keep.isEmpty {
+            try OutputFile.replace(keep, with: try Files.read(file))
+        }
         guard cairoPixels == oldPixels, cairoPixels > 0, pdfBytes > 0 else {
             throw LnoteError(.invalidState, "case 17 drew \(cairoPixels) and \(oldPixels) pixels, a PDF of \(pdfBytes) bytes")
         }

@@ -146,8 +146,9 @@ import LnoteTestSupport
     }
 
     /// SVG: one file per live page, named NNN-<page>.svg; the root's size and viewBox are the
-    /// canvas in points; one `<path>` per visible stroke and per image (whose picture is an
-    /// `<image>` in a `<pattern>` filling the frame's path).
+    /// canvas in points; at least one `<path>` per visible stroke (one per polyline of nearly
+    /// constant width and per taper, see `PageRenderer`) and one per image (whose picture is
+    /// an `<image>` in a `<pattern>` filling the frame's path), the only `<image>`s.
     @Test func svgHasOneFilePerPageWithItsStrokes() async throws {
         let dir = try TempDir()
         defer { dir.remove() }
@@ -168,9 +169,9 @@ import LnoteTestSupport
             let w = pt(p.canvas.width), h = pt(p.canvas.height)
             #expect(doc.root?["width"] == "\(w)pt" && doc.root?["height"] == "\(h)pt", "\(String(describing: doc.root))")
             #expect(doc.root?["viewBox"] == "0 0 \(w) \(h)", "\(String(describing: doc.root))")
-            // One path per stroke, and one per image (its frame, filled with the picture).
+            // At least one path per stroke, and one per image (its frame, filled with the picture).
             let images = i == 0 ? 1 : 0
-            #expect(doc.counts["path", default: 0] == p.strokes + images, "seed \(seed) page \(i + 1): \(doc.counts)")
+            #expect(doc.counts["path", default: 0] >= p.strokes + images, "seed \(seed) page \(i + 1): \(doc.counts)")
             #expect(doc.counts["image", default: 0] == images, "page \(i + 1): \(doc.counts)")
         }
         // Again, the same bytes (rewritten in place).
