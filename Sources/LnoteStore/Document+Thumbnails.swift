@@ -56,9 +56,11 @@ extension Document {
         }
         let delay = options.thumbnailDelay
         thumbnailQueue.mark(pid) {
-            // A task of its own, started now but running its first step only once this
-            // actor's current job (the save or the merge) is over: the jobs it sends here
-            // queue behind it.
+            // A task of its own, running at once on the shared pool, concurrently with the
+            // rest of this actor's current job (the save or the merge): its wait and its
+            // `thumbnailQueue.next()` need no actor, so it can take a page mid-save. Only
+            // what it asks of the document (`thumbnailJob`, `storeThumbnail`) waits for the
+            // current job to end.
             Task.detached(priority: .utility) { [self] in
                 if delay > .zero { try? await Task.sleep(for: delay) }
                 await self.renderMarkedThumbnails()
@@ -103,7 +105,10 @@ extension Document {
               let state = try? stateForThumbnail(pid) else { return nil }
         let stamp = ThumbnailStamp(page: pid, clock: state.clock, canvas: record.canvas.value)
         if thumbnailQueue.known(pid) == stamp { return nil }
-        if let stored = try? DurableFile.readIfExists(thumbnailPath(pid), io: io), ThumbnailStamp.read(fromJPEG: stored) == stamp {
+        // Only the file's first bytes (the stamp's segment): a sparse file of a terabyte in a
+        // hostile folder is not allocated.
+        if let stored = try? DurableFile.readPrefixIfExists(thumbnailPath(pid), count: ThumbnailStamp.stampPrefixSize, io: io),
+           ThumbnailStamp.read(fromJPEG: stored) == stamp {
             thumbnailQueue.setKnown(pid, stamp)
             return nil
         }
@@ -176,6 +181,16 @@ extension Document {
         while let worker = thumbnailQueue.worker { await worker.value }
     }
 
+    /// For tests: wakes a renderer waiting out `thumbnailDelay` (as `close()` does, but the
+    /// pages still waiting are rendered by it), then returns once none waits and it stopped.
+    /// With a long delay, a test decides when pictures are drawn, whatever the machine's load.
+    func renderThumbnailsNow() async {
+        while let worker = thumbnailQueue.worker {
+            worker.cancel()
+            await worker.value
+        }
+    }
+
     /// How the background renderer fared on this handle: pictures written, failures (drawing
     /// or writing), marks dropped because the queue was full.
     public nonisolated var thumbnailCounts: (rendered: Int, failed: Int, dropped: Int) {
@@ -240,13 +255,15 @@ extension Document {
     }
 
     /// The picture stored for a page, without drawing anything: `thumbnails/<page>.jpg`, else
-    /// the `.png` of an older lnote; nil when there is neither (or it is not a regular file).
+    /// the `.png` of an older lnote; nil when there is neither (or it is not a regular file,
+    /// or it is larger than `ThumbnailStamp.maxStoredSize`: not read, drawn again on request).
     /// It may be stale: compare `stamp` with the page's, or ask `thumbnail(page:)`.
     public nonisolated func storedThumbnail(page pid: PageID) -> StoredThumbnail? {
-        if let jpeg = try? DurableFile.readIfExists(thumbnailPath(pid), io: io) {
+        let limit = ThumbnailStamp.maxStoredSize
+        if let jpeg = try? DurableFile.readIfExists(thumbnailPath(pid), io: io, limit: limit) {
             return StoredThumbnail(format: .jpeg, bytes: jpeg, stamp: ThumbnailStamp.read(fromJPEG: jpeg))
         }
-        if let png = try? DurableFile.readIfExists(legacyThumbnailPath(pid), io: io) {
+        if let png = try? DurableFile.readIfExists(legacyThumbnailPath(pid), io: io, limit: limit) {
             return StoredThumbnail(format: .png, bytes: png, stamp: nil)
         }
         return nil

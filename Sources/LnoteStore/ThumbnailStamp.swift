@@ -74,10 +74,24 @@ public struct ThumbnailStamp: Hashable, Sendable, CustomStringConvertible {
 
     /// The stamp of a stored thumbnail: the first `COM` segment of its header that holds one.
     /// nil when it has none, or the bytes are not a JPEG header (a `.png`, damage).
+    /// The walk stops at that segment: `bytes` may be a prefix of the file
+    /// (`stampPrefixSize`), and no other payload is copied.
     public static func read(fromJPEG bytes: [UInt8]) -> ThumbnailStamp? {
-        guard let comments = try? JPEGEncoder.comments(in: bytes) else { return nil }
-        return comments.lazy.compactMap(ThumbnailStamp.init(comment:)).first
+        var stamp: ThumbnailStamp?
+        _ = try? JPEGEncoder.firstComment(in: bytes) { c in
+            guard c.count == commentSize else { return false }
+            stamp = ThumbnailStamp(comment: Array(c))
+            return stamp != nil
+        }
+        return stamp
     }
+
+    /// How much of a stored thumbnail is read to find its stamp: lnote's sits about 20 bytes
+    /// in; a stamp further than this is not looked for (the picture is then stale).
+    public static let stampPrefixSize = 64 << 10
+    /// The largest stored thumbnail handed to a caller: a larger file (a hostile or damaged
+    /// folder) is treated as missing and drawn again, never read whole.
+    public static let maxStoredSize = 16 << 20
 
     public var description: String { hexString(digest) }
 }
