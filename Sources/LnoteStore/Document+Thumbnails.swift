@@ -34,12 +34,22 @@ extension Document {
     /// Draws a page as its stored thumbnail: rendered by cairo ([PKG-17]: images with their
     /// pixels, size and rotation), then a JPEG stamped with what it shows. Runs off the
     /// document's thread: asset files are read without the lock, which they do not need
-    /// (content-addressed, written before the operations that show them, never rewritten);
-    /// an asset missing or unreadable is drawn as the renderer's placeholder.
-    static func drawThumbnail(_ job: ThumbnailJob) throws -> [UInt8] {
-        let picture = try PageRenderer.raster(job.state, canvas: job.canvas, maxSide: thumbnailSide,
-                                              assets: { id in try? DurableFile.read(job.paths.asset(id), io: job.io) })
-        return try JPEGEncoder.encode(picture, comment: job.stamp.comment)
+    /// (content-addressed, written before the operations that show them, never rewritten).
+    /// An asset file that is absent, or that does not decode, is drawn as the renderer's
+    /// placeholder, and the picture is what this state looks like for good. An asset whose
+    /// reading failed (EIO, EMFILE, ...) is drawn as the placeholder too, but `assetError`
+    /// then says so: such a picture must not be stored stamped fresh (a later try may read it).
+    static func drawThumbnail(_ job: ThumbnailJob) throws -> (bytes: [UInt8], assetError: (any Error)?) {
+        var assetError: (any Error)?
+        let picture = try PageRenderer.raster(job.state, canvas: job.canvas, maxSide: thumbnailSide, assets: { id in
+            do {
+                return try DurableFile.readIfExists(job.paths.asset(id), io: job.io)
+            } catch {
+                assetError = assetError ?? error
+                return nil
+            }
+        })
+        return (try JPEGEncoder.encode(picture, comment: job.stamp.comment), assetError)
     }
 
     // MARK: - Marking stale pictures
@@ -88,7 +98,14 @@ extension Document {
             guard let job = await thumbnailJob(pid) else { continue }
             let bytes: [UInt8]
             do {
-                bytes = try Document.drawThumbnail(job)
+                let drawn = try Document.drawThumbnail(job)
+                // An asset that could not be read: not stored, not known; the next save's
+                // look at the page marks it again.
+                guard drawn.assetError == nil else {
+                    thumbnailQueue.count(failed: 1)
+                    continue
+                }
+                bytes = drawn.bytes
             } catch {
                 thumbnailQueue.count(failed: 1)
                 continue
@@ -166,11 +183,11 @@ extension Document {
         guard options.thumbnails, broken == nil else { return }
         for pid in waiting {
             guard let job = thumbnailJob(pid) else { continue }
-            guard let bytes = try? Document.drawThumbnail(job) else {
+            guard let drawn = try? Document.drawThumbnail(job), drawn.assetError == nil else {
                 thumbnailQueue.count(failed: 1)
                 continue
             }
-            storeThumbnail(job, bytes)
+            storeThumbnail(job, drawn.bytes)
         }
     }
 
@@ -302,7 +319,13 @@ extension Document {
         let job = ThumbnailJob(page: pid, state: state, canvas: record.canvas.value,
                                stamp: ThumbnailStamp(page: pid, clock: state.clock, canvas: record.canvas.value),
                                paths: paths, io: io)
-        let bytes = try Document.drawThumbnail(job)
+        let (bytes, assetError) = try Document.drawThumbnail(job)
+        // An asset that could not be read: the picture (its placeholder) is returned, not
+        // stored stamped fresh; a repair is told why.
+        if let assetError {
+            if mustStore { throw assetError }
+            return (bytes, found)
+        }
         do {
             try writeThumbnail(pid, bytes)
             thumbnailQueue.setKnown(pid, job.stamp)

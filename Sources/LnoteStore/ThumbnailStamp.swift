@@ -14,15 +14,17 @@ public struct ThumbnailStamp: Hashable, Sendable, CustomStringConvertible {
     /// 32 bytes.
     public let digest: [UInt8]
 
-    /// The `COM` payload's first bytes: `lnote-thumbnail 1 ` (the stamp's format, 1).
-    public static let prefix = Array("lnote-thumbnail 1 ".utf8)
+    /// The `COM` payload's first bytes: `lnote-thumbnail 2 ` (the stamp's format, 2). Format 1
+    /// was written before pictures were drawn by cairo with their images: such a stamp is not
+    /// read, so those pictures are stale and drawn again.
+    public static let prefix = Array("lnote-thumbnail 2 ".utf8)
     /// The `COM` payload's size: the prefix and 64 lowercase hex digits.
     public static let commentSize = 18 + 64
 
     /// The stamp of `clock`'s state of page `page` drawn on `canvas` ([PKG-103]): SHA-256 of
     /// the page UUID's 16 bytes, the canvas width and height (int32 big-endian each), the
     /// number n of clock entries (uint32 big-endian) and n × (replica uint64 big-endian,
-    /// counter uint64 big-endian), ascending by replica, zero counters left out.
+    /// counter uint64 big-endian), ascending by replica id as unsigned 64-bit, zero counters left out.
     public init(page: PageID, clock: VectorClock, canvas: CanvasSize) {
         digest = SHA256.hash(ThumbnailStamp.input(page: page, clock: clock, canvas: canvas))
     }

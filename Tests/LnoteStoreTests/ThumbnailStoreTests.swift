@@ -34,11 +34,14 @@ struct ThumbnailStoreTests {
         #expect(stamp.digest == SHA256.hash(expected))
         #expect(stamp.description == "38b8e60b992d1378685d85877e3e334ce98e171647df10b43ceece58f37051bf", "the spec's vector")
         let comment = stamp.comment
-        #expect(comment.count == 82 && String(decoding: comment.prefix(18), as: UTF8.self) == "lnote-thumbnail 1 ")
+        #expect(comment.count == 82 && String(decoding: comment.prefix(18), as: UTF8.self) == "lnote-thumbnail 2 ")
         #expect(ThumbnailStamp(comment: comment) == stamp)
-        // Another format, an uppercase digit, a short payload: not a stamp.
+        // Another format (1: pictures drawn before cairo drew images), an uppercase digit, a
+        // short payload: not a stamp.
         var other = comment
-        other[16] = UInt8(ascii: "2")
+        other[16] = UInt8(ascii: "1")
+        #expect(ThumbnailStamp(comment: other) == nil)
+        other[16] = UInt8(ascii: "3")
         #expect(ThumbnailStamp(comment: other) == nil)
         if let letter = comment.indices.dropFirst(18).first(where: { comment[$0] >= UInt8(ascii: "a") }) {
             var upper = comment
@@ -185,6 +188,63 @@ struct ThumbnailStoreTests {
         try await nb.close()
         #expect(storedStamp(path) == stamp)
         #expect((fileBytes(path)?.count ?? 0) < 1 << 20)
+    }
+
+    @Test("[PKG-103] a picture stamped in format 1 (drawn before images were) is stale: drawn again with format 2")
+    func formatOneIsStale() async throws {
+        let dir = try TempDir("thumb-v1")
+        defer { dir.remove() }
+        let nb = try await openNotebook(dir.path, options: testOptions { $0.thumbnails = false })
+        let d = try await nb.createDocument(title: "t")
+        let p = await d.pageList[0].id
+        _ = try await d.addStroke(bar(y: 1000), to: p)
+        let v2 = try await d.thumbnail(page: p)
+        let stamp = try await d.thumbnailStamp(page: p)
+        // The same picture and digest with the old format's text, as an older lnote wrote it.
+        let at = try #require((0..<(v2.count - 18)).first { v2[$0..<($0 + 18)].elementsEqual("lnote-thumbnail 2 ".utf8) })
+        var v1 = v2
+        v1[at + 16] = UInt8(ascii: "1")
+        try writeFile(d.thumbnailPath(p), v1)
+        #expect(ThumbnailStamp.read(fromJPEG: v1) == nil)
+        #expect(try await d.refreshThumbnail(page: p) == .stale)
+        #expect(storedStamp(d.thumbnailPath(p)) == stamp)
+        #expect(fileBytes(d.thumbnailPath(p)) == v2)
+        try await d.close()
+        try await nb.close()
+    }
+
+    @Test("[PKG-17] an asset that cannot be read (not absent) is no placeholder stamped fresh: nothing stored, retried at the next save")
+    func unreadableAssetNotStored() async throws {
+        let dir = try TempDir("thumb-asset")
+        defer { dir.remove() }
+        let nb = try await openNotebook(dir.path, options: testOptions { $0.thumbnailDelay = .seconds(3600) })
+        let d = try await nb.createDocument(title: "t")
+        let p = await d.pageList[0].id
+        _ = try await d.addImage(Array(repeating: 0x42, count: 300), frame: QRect(x: 100, y: 100, width: 2000, height: 2000), to: p)
+        let name = try #require(listNames(d.paths.assets).first)
+        let asset = d.paths.assets + "/" + name
+        // The asset's path made a directory: reading it fails (as EIO would), it is not absent.
+        try FileManager.default.moveItem(atPath: asset, toPath: dir.path + "/aside")
+        try FileManager.default.createDirectory(atPath: asset, withIntermediateDirectories: false)
+        try await d.flush()
+        await d.renderThumbnailsNow()
+        #expect(d.thumbnailCounts.failed == 1 && d.thumbnailCounts.rendered == 0, "\(d.thumbnailCounts)")
+        #expect(fileBytes(d.thumbnailPath(p)) == nil, "no placeholder stored as fresh")
+        #expect(d.thumbnailQueue.known(p) == nil)
+        // Asked for: the picture is returned, not stored; a repair's refresh says why.
+        _ = try await d.thumbnail(page: p)
+        #expect(fileBytes(d.thumbnailPath(p)) == nil)
+        await #expect(throws: (any Error).self) { try await d.refreshThumbnail(page: p) }
+        // The asset readable again (absent would do too: a placeholder for good): the next save draws it.
+        try FileManager.default.removeItem(atPath: asset)
+        try FileManager.default.moveItem(atPath: dir.path + "/aside", toPath: asset)
+        _ = try await d.addStroke(bar(y: 5000), to: p)
+        try await d.flush()
+        await d.renderThumbnailsNow()
+        #expect(d.thumbnailCounts.rendered == 1, "\(d.thumbnailCounts)")
+        #expect(storedStamp(d.thumbnailPath(p)) == (try await d.thumbnailStamp(page: p)))
+        try await d.close()
+        try await nb.close()
     }
 
     @Test("[PKG-103] thumbnails off: nothing drawn in the background or at close; on demand still works")
