@@ -148,15 +148,56 @@ extension Document {
     /// the page (loaded) moved on to another state: a newer mark is then on its way, and an
     /// older picture must not replace one `thumbnail(page:)` wrote meanwhile. Failures are
     /// counted, never thrown: a thumbnail is derived ([PKG-17]).
+    ///
+    /// The lock is only tried, never waited for: another process holding it would otherwise
+    /// stall this actor (every edit and save) for up to `lockTimeout`. Under the lock the page
+    /// is checked again (catching up may have moved it on), and a loaded page must have no
+    /// frame not yet synced: a state whose frames a failed sync or a power cut could take back
+    /// would reuse its counters for other content after reopening, and the picture would look
+    /// fresh. A busy lock or such a page: nothing written, not known, marked again later.
     func storeThumbnail(_ job: ThumbnailJob, _ bytes: [UInt8]) {
         guard !closed, broken == nil else { return }
-        if let lp = pages[job.page], lp.replica.clock != job.state.clock { return }
+        guard pictureStillFits(job) else { return }
         do {
-            try writeThumbnail(job.page, bytes)
+            let written = try tryLocked { () throws -> Bool in
+                guard pictureStillFits(job), pageSettled(job.page) else { return false }
+                try writeThumbnail(job.page, bytes)
+                return true
+            }
+            guard written == true else {
+                remarkThumbnailLater(job.page)
+                return
+            }
             thumbnailQueue.setKnown(job.page, job.stamp)
             thumbnailQueue.count(rendered: 1)
         } catch {
             thumbnailQueue.count(failed: 1)
+        }
+    }
+
+    /// The page is not loaded (its state came from its snapshot, durable, or it has no
+    /// files), or loaded with the clock the picture shows.
+    private func pictureStillFits(_ job: ThumbnailJob) -> Bool {
+        guard let lp = pages[job.page] else { return true }
+        return lp.replica.clock == job.state.clock
+    }
+
+    /// A loaded page's log holds nothing not yet synced, by this process or (as far as it
+    /// read) another, and no failed sync: its state survives a crash as it is.
+    private func pageSettled(_ pid: PageID) -> Bool {
+        guard let lp = pages[pid] else { return true }
+        return lp.log.unsyncedFrames == 0 && !lp.log.othersUnsynced && lp.log.poisoned == nil
+    }
+
+    /// Marks a page again after a pause (a busy lock, frames not yet synced): a renderer that
+    /// took it again at once would spin while the other process holds the lock. The pause is
+    /// `thumbnailDelay`, between 100 ms and 5 s; a save meanwhile marks the page anyway (its
+    /// picture is not known).
+    private func remarkThumbnailLater(_ pid: PageID) {
+        let pause = min(max(options.thumbnailDelay, .milliseconds(100)), .seconds(5))
+        Task.detached(priority: .utility) { [weak self] in
+            try? await Task.sleep(for: pause)
+            await self?.markThumbnail(pid)
         }
     }
 

@@ -247,6 +247,37 @@ struct ThumbnailStoreTests {
         try await nb.close()
     }
 
+    @Test("[PKG-103] the lock held by another process: the renderer does not wait for it (the actor stays free), the page is drawn later")
+    func busyLockNotWaited() async throws {
+        let dir = try TempDir("thumb-lock")
+        defer { dir.remove() }
+        let nb = try await openNotebook(dir.path, options: testOptions {
+            $0.thumbnailDelay = .seconds(3600)
+            $0.lockTimeout = .seconds(30)
+        })
+        let d = try await nb.createDocument(title: "t")
+        let p = await d.pageList[0].id
+        _ = try await d.addStroke(bar(y: 1000), to: p)
+        try await d.flush()
+        // Another open file description holding the document's flock, as another process would.
+        let fd = open(d.paths.lock, O_RDWR)
+        #expect(fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0)
+        let clock = ContinuousClock()
+        let start = clock.now
+        await d.renderThumbnailsNow()
+        #expect(clock.now - start < .seconds(15), "waited for the lock")
+        #expect(d.thumbnailCounts.rendered == 0 && d.thumbnailCounts.failed == 0, "\(d.thumbnailCounts)")
+        #expect(fileBytes(d.thumbnailPath(p)) == nil)
+        close(fd)
+        // Not recorded as known: the next save marks it again.
+        try await d.flush()
+        await d.renderThumbnailsNow()
+        #expect(d.thumbnailCounts.rendered == 1, "\(d.thumbnailCounts)")
+        #expect(storedStamp(d.thumbnailPath(p)) == (try await d.thumbnailStamp(page: p)))
+        try await d.close()
+        try await nb.close()
+    }
+
     @Test("[PKG-103] thumbnails off: nothing drawn in the background or at close; on demand still works")
     func thumbnailsOff() async throws {
         let dir = try TempDir("thumb-off")
