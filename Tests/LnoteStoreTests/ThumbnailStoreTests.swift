@@ -278,6 +278,39 @@ struct ThumbnailStoreTests {
         try await nb.close()
     }
 
+    @Test("[PKG-103] [PKG-35] a state whose frames wait for their group commit is not stored: counters a failed sync takes back would make a wrong picture look fresh")
+    func unsyncedStateNotStored() async throws {
+        let dir = try TempDir("thumb-group")
+        defer { dir.remove() }
+        let nb = try await openNotebook(dir.path, options: testOptions {
+            $0.thumbnailDelay = .seconds(3600)
+            $0.groupCommit = GroupCommit(maxDelay: .seconds(3600), maxFrames: 1000)
+        })
+        let d = try await nb.createDocument(title: "t")
+        let p = await d.pageList[0].id
+        /// An edit whose group commit the test ends itself (no timer reached).
+        func edit(_ y: Int32, drawWhilePending: Bool) async throws {
+            let task = Task { try await d.addStroke(bar(y: y), to: p) }
+            while await d.unsyncedFrames(p) == 0 { try await Task.sleep(for: .milliseconds(1)) }
+            if drawWhilePending { await d.renderThumbnailsNow() }
+            try await d.syncPageNow(p)
+            _ = try await task.value
+        }
+        try await edit(1000, drawWhilePending: false)
+        try await d.flush()  // marks the page; the renderer sleeps
+        try await edit(3000, drawWhilePending: true)
+        #expect(d.thumbnailCounts.rendered == 0, "\(d.thumbnailCounts)")
+        #expect(!FileManager.default.fileExists(atPath: d.thumbnailPath(p)), "a picture of frames not yet synced")
+        #expect(d.thumbnailQueue.known(p) == nil)
+        // Synced: the next save marks it, and it is drawn.
+        try await d.flush()
+        await d.renderThumbnailsNow()
+        #expect(d.thumbnailCounts.rendered == 1, "\(d.thumbnailCounts)")
+        #expect(storedStamp(d.thumbnailPath(p)) == (try await d.thumbnailStamp(page: p)))
+        try await d.close()
+        try await nb.close()
+    }
+
     @Test("[PKG-103] thumbnails off: nothing drawn in the background or at close; on demand still works")
     func thumbnailsOff() async throws {
         let dir = try TempDir("thumb-off")
@@ -406,5 +439,14 @@ struct ThumbnailStoreTests {
         }
         try await d.close()
         try await nb.close()
+    }
+}
+
+extension Document {
+    /// Frames of a loaded page's log not yet synced (0 when not loaded).
+    fileprivate func unsyncedFrames(_ p: PageID) -> Int { pages[p]?.log.unsyncedFrames ?? 0 }
+    /// Ends a loaded page's group commit now, releasing the edits waiting on it.
+    fileprivate func syncPageNow(_ p: PageID) throws {
+        if let lp = pages[p] { try syncNow(.page(p), lp.log) }
     }
 }
