@@ -115,10 +115,35 @@ public enum JPEGEncoder {
     ///   a byte other than `FF` where a marker is due, a length below 2 or past the end);
     ///   `truncated` when the bytes end before SOS.
     public static func comments(in jpeg: [UInt8], path: String? = nil) throws -> [[UInt8]] {
+        var out: [[UInt8]] = []
+        try walkComments(in: jpeg, path: path) { payload in
+            out.append(Array(payload))
+            return false
+        }
+        return out
+    }
+
+    /// The first `COM` payload of a JPEG's header that `accept` takes, found as `comments(in:)`
+    /// walks, which stops there: nothing after it is read or copied (a stored picture's stamp
+    /// sits in its first segment, so a prefix of the file is enough). nil when the walk
+    /// reaches SOS or EOI without one.
+    /// - Throws: as `comments(in:)`, for a fault met before such a payload.
+    public static func firstComment(in jpeg: [UInt8], path: String? = nil,
+                                    where accept: (ArraySlice<UInt8>) -> Bool) throws -> ArraySlice<UInt8>? {
+        var found: ArraySlice<UInt8>?
+        try walkComments(in: jpeg, path: path) { payload in
+            guard accept(payload) else { return false }
+            found = payload
+            return true
+        }
+        return found
+    }
+
+    /// Walks a JPEG's header segments, handing each `COM` payload to `body` until it returns true.
+    private static func walkComments(in jpeg: [UInt8], path: String?, _ body: (ArraySlice<UInt8>) -> Bool) throws {
         guard jpeg.count >= 2, jpeg[0] == 0xFF, jpeg[1] == 0xD8 else {
             throw LnoteError(.corrupt, "not a JPEG (no start-of-image marker)", path: path, offset: 0)
         }
-        var out: [[UInt8]] = []
         var at = 2
         while true {
             guard at < jpeg.count else { throw LnoteError(.truncated, "the JPEG ends before its scan", path: path, offset: at) }
@@ -129,7 +154,7 @@ public enum JPEGEncoder {
             while m < jpeg.count, jpeg[m] == 0xFF { m += 1 }  // fill bytes
             guard m < jpeg.count else { throw LnoteError(.truncated, "the JPEG ends inside a marker", path: path, offset: m) }
             let marker = jpeg[m]
-            if marker == 0xDA || marker == 0xD9 { return out }  // SOS, or EOI of an empty stream
+            if marker == 0xDA || marker == 0xD9 { return }  // SOS, or EOI of an empty stream
             // Markers without a length: TEM and RSTn (never expected here, but standalone).
             if marker == 0x01 || (0xD0...0xD7).contains(marker) {
                 at = m + 1
@@ -144,7 +169,7 @@ public enum JPEGEncoder {
             guard end <= jpeg.count else {
                 throw LnoteError(.truncated, "segment length \(length) runs past the end of the JPEG", path: path, offset: m + 1)
             }
-            if marker == 0xFE { out.append(Array(jpeg[(m + 3)..<end])) }
+            if marker == 0xFE, body(jpeg[(m + 3)..<end]) { return }
             at = end
         }
     }

@@ -34,12 +34,22 @@ extension Document {
     /// Draws a page as its stored thumbnail: rendered by cairo ([PKG-17]: images with their
     /// pixels, size and rotation), then a JPEG stamped with what it shows. Runs off the
     /// document's thread: asset files are read without the lock, which they do not need
-    /// (content-addressed, written before the operations that show them, never rewritten);
-    /// an asset missing or unreadable is drawn as the renderer's placeholder.
-    static func drawThumbnail(_ job: ThumbnailJob) throws -> [UInt8] {
-        let picture = try PageRenderer.raster(job.state, canvas: job.canvas, maxSide: thumbnailSide,
-                                              assets: { id in try? DurableFile.read(job.paths.asset(id), io: job.io) })
-        return try JPEGEncoder.encode(picture, comment: job.stamp.comment)
+    /// (content-addressed, written before the operations that show them, never rewritten).
+    /// An asset file that is absent, or that does not decode, is drawn as the renderer's
+    /// placeholder, and the picture is what this state looks like for good. An asset whose
+    /// reading failed (EIO, EMFILE, ...) is drawn as the placeholder too, but `assetError`
+    /// then says so: such a picture must not be stored stamped fresh (a later try may read it).
+    static func drawThumbnail(_ job: ThumbnailJob) throws -> (bytes: [UInt8], assetError: (any Error)?) {
+        var assetError: (any Error)?
+        let picture = try PageRenderer.raster(job.state, canvas: job.canvas, maxSide: thumbnailSide, assets: { id in
+            do {
+                return try DurableFile.readIfExists(job.paths.asset(id), io: job.io)
+            } catch {
+                assetError = assetError ?? error
+                return nil
+            }
+        })
+        return (try JPEGEncoder.encode(picture, comment: job.stamp.comment), assetError)
     }
 
     // MARK: - Marking stale pictures
@@ -56,9 +66,11 @@ extension Document {
         }
         let delay = options.thumbnailDelay
         thumbnailQueue.mark(pid) {
-            // A task of its own, started now but running its first step only once this
-            // actor's current job (the save or the merge) is over: the jobs it sends here
-            // queue behind it.
+            // A task of its own, running at once on the shared pool, concurrently with the
+            // rest of this actor's current job (the save or the merge): its wait and its
+            // `thumbnailQueue.next()` need no actor, so it can take a page mid-save. Only
+            // what it asks of the document (`thumbnailJob`, `storeThumbnail`) waits for the
+            // current job to end.
             Task.detached(priority: .utility) { [self] in
                 if delay > .zero { try? await Task.sleep(for: delay) }
                 await self.renderMarkedThumbnails()
@@ -86,7 +98,14 @@ extension Document {
             guard let job = await thumbnailJob(pid) else { continue }
             let bytes: [UInt8]
             do {
-                bytes = try Document.drawThumbnail(job)
+                let drawn = try Document.drawThumbnail(job)
+                // An asset that could not be read: not stored, not known; the next save's
+                // look at the page marks it again.
+                guard drawn.assetError == nil else {
+                    thumbnailQueue.count(failed: 1)
+                    continue
+                }
+                bytes = drawn.bytes
             } catch {
                 thumbnailQueue.count(failed: 1)
                 continue
@@ -103,7 +122,10 @@ extension Document {
               let state = try? stateForThumbnail(pid) else { return nil }
         let stamp = ThumbnailStamp(page: pid, clock: state.clock, canvas: record.canvas.value)
         if thumbnailQueue.known(pid) == stamp { return nil }
-        if let stored = try? DurableFile.readIfExists(thumbnailPath(pid), io: io), ThumbnailStamp.read(fromJPEG: stored) == stamp {
+        // Only the file's first bytes (the stamp's segment): a sparse file of a terabyte in a
+        // hostile folder is not allocated.
+        if let stored = try? DurableFile.readPrefixIfExists(thumbnailPath(pid), count: ThumbnailStamp.stampPrefixSize, io: io),
+           ThumbnailStamp.read(fromJPEG: stored) == stamp {
             thumbnailQueue.setKnown(pid, stamp)
             return nil
         }
@@ -126,15 +148,56 @@ extension Document {
     /// the page (loaded) moved on to another state: a newer mark is then on its way, and an
     /// older picture must not replace one `thumbnail(page:)` wrote meanwhile. Failures are
     /// counted, never thrown: a thumbnail is derived ([PKG-17]).
+    ///
+    /// The lock is only tried, never waited for: another process holding it would otherwise
+    /// stall this actor (every edit and save) for up to `lockTimeout`. Under the lock the page
+    /// is checked again (catching up may have moved it on), and a loaded page must have no
+    /// frame not yet synced: a state whose frames a failed sync or a power cut could take back
+    /// would reuse its counters for other content after reopening, and the picture would look
+    /// fresh. A busy lock or such a page: nothing written, not known, marked again later.
     func storeThumbnail(_ job: ThumbnailJob, _ bytes: [UInt8]) {
         guard !closed, broken == nil else { return }
-        if let lp = pages[job.page], lp.replica.clock != job.state.clock { return }
+        guard pictureStillFits(job) else { return }
         do {
-            try writeThumbnail(job.page, bytes)
+            let written = try tryLocked { () throws -> Bool in
+                guard pictureStillFits(job), pageSettled(job.page) else { return false }
+                try writeThumbnail(job.page, bytes)
+                return true
+            }
+            guard written == true else {
+                remarkThumbnailLater(job.page)
+                return
+            }
             thumbnailQueue.setKnown(job.page, job.stamp)
             thumbnailQueue.count(rendered: 1)
         } catch {
             thumbnailQueue.count(failed: 1)
+        }
+    }
+
+    /// The page is not loaded (its state came from its snapshot, durable, or it has no
+    /// files), or loaded with the clock the picture shows.
+    private func pictureStillFits(_ job: ThumbnailJob) -> Bool {
+        guard let lp = pages[job.page] else { return true }
+        return lp.replica.clock == job.state.clock
+    }
+
+    /// A loaded page's log holds nothing not yet synced, by this process or (as far as it
+    /// read) another, and no failed sync: its state survives a crash as it is.
+    private func pageSettled(_ pid: PageID) -> Bool {
+        guard let lp = pages[pid] else { return true }
+        return lp.log.unsyncedFrames == 0 && !lp.log.othersUnsynced && lp.log.poisoned == nil
+    }
+
+    /// Marks a page again after a pause (a busy lock, frames not yet synced): a renderer that
+    /// took it again at once would spin while the other process holds the lock. The pause is
+    /// `thumbnailDelay`, between 100 ms and 5 s; a save meanwhile marks the page anyway (its
+    /// picture is not known).
+    private func remarkThumbnailLater(_ pid: PageID) {
+        let pause = min(max(options.thumbnailDelay, .milliseconds(100)), .seconds(5))
+        Task.detached(priority: .utility) { [weak self] in
+            try? await Task.sleep(for: pause)
+            await self?.markThumbnail(pid)
         }
     }
 
@@ -161,11 +224,11 @@ extension Document {
         guard options.thumbnails, broken == nil else { return }
         for pid in waiting {
             guard let job = thumbnailJob(pid) else { continue }
-            guard let bytes = try? Document.drawThumbnail(job) else {
+            guard let drawn = try? Document.drawThumbnail(job), drawn.assetError == nil else {
                 thumbnailQueue.count(failed: 1)
                 continue
             }
-            storeThumbnail(job, bytes)
+            storeThumbnail(job, drawn.bytes)
         }
     }
 
@@ -174,6 +237,16 @@ extension Document {
     /// `thumbnails/`; an app need not (`close()` finishes the pictures itself).
     public func thumbnailsSettled() async {
         while let worker = thumbnailQueue.worker { await worker.value }
+    }
+
+    /// For tests: wakes a renderer waiting out `thumbnailDelay` (as `close()` does, but the
+    /// pages still waiting are rendered by it), then returns once none waits and it stopped.
+    /// With a long delay, a test decides when pictures are drawn, whatever the machine's load.
+    func renderThumbnailsNow() async {
+        while let worker = thumbnailQueue.worker {
+            worker.cancel()
+            await worker.value
+        }
     }
 
     /// How the background renderer fared on this handle: pictures written, failures (drawing
@@ -240,13 +313,15 @@ extension Document {
     }
 
     /// The picture stored for a page, without drawing anything: `thumbnails/<page>.jpg`, else
-    /// the `.png` of an older lnote; nil when there is neither (or it is not a regular file).
+    /// the `.png` of an older lnote; nil when there is neither (or it is not a regular file,
+    /// or it is larger than `ThumbnailStamp.maxStoredSize`: not read, drawn again on request).
     /// It may be stale: compare `stamp` with the page's, or ask `thumbnail(page:)`.
     public nonisolated func storedThumbnail(page pid: PageID) -> StoredThumbnail? {
-        if let jpeg = try? DurableFile.readIfExists(thumbnailPath(pid), io: io) {
+        let limit = ThumbnailStamp.maxStoredSize
+        if let jpeg = try? DurableFile.readIfExists(thumbnailPath(pid), io: io, limit: limit) {
             return StoredThumbnail(format: .jpeg, bytes: jpeg, stamp: ThumbnailStamp.read(fromJPEG: jpeg))
         }
-        if let png = try? DurableFile.readIfExists(legacyThumbnailPath(pid), io: io) {
+        if let png = try? DurableFile.readIfExists(legacyThumbnailPath(pid), io: io, limit: limit) {
             return StoredThumbnail(format: .png, bytes: png, stamp: nil)
         }
         return nil
@@ -285,7 +360,13 @@ extension Document {
         let job = ThumbnailJob(page: pid, state: state, canvas: record.canvas.value,
                                stamp: ThumbnailStamp(page: pid, clock: state.clock, canvas: record.canvas.value),
                                paths: paths, io: io)
-        let bytes = try Document.drawThumbnail(job)
+        let (bytes, assetError) = try Document.drawThumbnail(job)
+        // An asset that could not be read: the picture (its placeholder) is returned, not
+        // stored stamped fresh; a repair is told why.
+        if let assetError {
+            if mustStore { throw assetError }
+            return (bytes, found)
+        }
         do {
             try writeThumbnail(pid, bytes)
             thumbnailQueue.setKnown(pid, job.stamp)

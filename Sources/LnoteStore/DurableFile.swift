@@ -69,6 +69,38 @@ enum DurableFile {
         }
     }
 
+    /// At most the first `count` bytes of a file (fewer when it is shorter), or nil when it
+    /// does not exist. Allocates `count` bytes at most, whatever the file's size (a sparse
+    /// file of a terabyte from a hostile folder reads as its first bytes).
+    static func readPrefixIfExists(_ path: String, count: Int, io: Syscalls) throws -> [UInt8]? {
+        do {
+            return try io.open(path, O_RDONLY, followingSymlinks: false).closing { try io.pread($0, count: count, at: 0) }
+        } catch let e as LnoteError where e.isNotFound {
+            return nil
+        }
+    }
+
+    /// The content of a file of at most `limit` bytes, or nil when it does not exist.
+    /// - Throws: `limitExceeded` (nothing allocated for it) when the file is larger.
+    static func readIfExists(_ path: String, io: Syscalls, limit: Int) throws -> [UInt8]? {
+        do {
+            return try io.open(path, O_RDONLY, followingSymlinks: false).closing { fd in
+                let size = try io.fstat(fd).size
+                guard size <= UInt64(limit) else {
+                    throw LnoteError(.limitExceeded, "\(size) bytes, more than the \(limit) allowed", path: path)
+                }
+                // One byte more than the size told: a file that grew since is refused too.
+                let bytes = try io.pread(fd, count: Int(size) + 1, at: 0)
+                guard bytes.count <= limit else {
+                    throw LnoteError(.limitExceeded, "more than the \(limit) bytes allowed", path: path)
+                }
+                return bytes
+            }
+        } catch let e as LnoteError where e.isNotFound {
+            return nil
+        }
+    }
+
     /// Removes the temporary files left in `dir` by interrupted replaces. Returns their names.
     @discardableResult
     static func removeTemporaryFiles(in dir: String, io: Syscalls) throws -> [String] {

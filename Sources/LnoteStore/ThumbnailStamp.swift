@@ -14,15 +14,17 @@ public struct ThumbnailStamp: Hashable, Sendable, CustomStringConvertible {
     /// 32 bytes.
     public let digest: [UInt8]
 
-    /// The `COM` payload's first bytes: `lnote-thumbnail 1 ` (the stamp's format, 1).
-    public static let prefix = Array("lnote-thumbnail 1 ".utf8)
+    /// The `COM` payload's first bytes: `lnote-thumbnail 2 ` (the stamp's format, 2). Format 1
+    /// was written before pictures were drawn by cairo with their images: such a stamp is not
+    /// read, so those pictures are stale and drawn again.
+    public static let prefix = Array("lnote-thumbnail 2 ".utf8)
     /// The `COM` payload's size: the prefix and 64 lowercase hex digits.
     public static let commentSize = 18 + 64
 
     /// The stamp of `clock`'s state of page `page` drawn on `canvas` ([PKG-103]): SHA-256 of
     /// the page UUID's 16 bytes, the canvas width and height (int32 big-endian each), the
     /// number n of clock entries (uint32 big-endian) and n × (replica uint64 big-endian,
-    /// counter uint64 big-endian), ascending by replica, zero counters left out.
+    /// counter uint64 big-endian), ascending by replica id as unsigned 64-bit, zero counters left out.
     public init(page: PageID, clock: VectorClock, canvas: CanvasSize) {
         digest = SHA256.hash(ThumbnailStamp.input(page: page, clock: clock, canvas: canvas))
     }
@@ -74,10 +76,24 @@ public struct ThumbnailStamp: Hashable, Sendable, CustomStringConvertible {
 
     /// The stamp of a stored thumbnail: the first `COM` segment of its header that holds one.
     /// nil when it has none, or the bytes are not a JPEG header (a `.png`, damage).
+    /// The walk stops at that segment: `bytes` may be a prefix of the file
+    /// (`stampPrefixSize`), and no other payload is copied.
     public static func read(fromJPEG bytes: [UInt8]) -> ThumbnailStamp? {
-        guard let comments = try? JPEGEncoder.comments(in: bytes) else { return nil }
-        return comments.lazy.compactMap(ThumbnailStamp.init(comment:)).first
+        var stamp: ThumbnailStamp?
+        _ = try? JPEGEncoder.firstComment(in: bytes) { c in
+            guard c.count == commentSize else { return false }
+            stamp = ThumbnailStamp(comment: Array(c))
+            return stamp != nil
+        }
+        return stamp
     }
+
+    /// How much of a stored thumbnail is read to find its stamp: lnote's sits about 20 bytes
+    /// in; a stamp further than this is not looked for (the picture is then stale).
+    public static let stampPrefixSize = 64 << 10
+    /// The largest stored thumbnail handed to a caller: a larger file (a hostile or damaged
+    /// folder) is treated as missing and drawn again, never read whole.
+    public static let maxStoredSize = 16 << 20
 
     public var description: String { hexString(digest) }
 }

@@ -118,6 +118,12 @@ struct JPEGEncoderTests {
         #expect(try JPEGEncoder.comments(in: JPEGEncoder.encode(t, comment: [])) == [[]])
         let largest = [UInt8](repeating: 0x41, count: JPEGEncoder.maxCommentBytes)
         #expect(try JPEGEncoder.comments(in: JPEGEncoder.encode(t, comment: largest)) == [largest])
+        // The first comment taken ends the walk: a prefix cut in the scan, or in a later
+        // segment, still yields it; one not taken is passed over; none taken reads to SOS.
+        let cut = Array(stamped.prefix(segs[0].payload.count + 8 + text.count + 10))
+        #expect(try JPEGEncoder.firstComment(in: cut) { $0.count == 82 }.map(Array.init) == text)
+        #expect(throws: LnoteError(.truncated)) { try JPEGEncoder.firstComment(in: cut) { _ in false } }
+        #expect(try JPEGEncoder.firstComment(in: stamped) { $0.count == 1 } == nil)
     }
 
     @Test("bad arguments and bad bytes are typed errors, never a crash (seeded truncations and flips)")
