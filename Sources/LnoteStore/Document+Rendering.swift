@@ -27,9 +27,27 @@ extension Document {
         let state = hasContent ? try pageState(pid) : PageState(page: pid)
         var assets: [AssetID: [UInt8]] = [:]
         for case .image(let img) in state.elements.map(\.content) where assets[img.asset] == nil {
-            guard try hasAsset(img.asset) else { continue }
-            assets[img.asset] = try assetBytes(img.asset)
+            guard let bytes = try Document.drawableAsset(paths.asset(img.asset), io: io) else { continue }
+            assets[img.asset] = bytes
         }
         return RenderablePage(state: state, canvas: record.canvas.value, assets: assets)
+    }
+}
+
+extension Document {
+    /// The largest asset file a picture reads (64 MiB): beyond it, the image is drawn as the
+    /// renderer's placeholder, as an undecodable one is. A file's size is read before its
+    /// bytes: a sparse file claiming a terabyte (a damaged or hostile folder) must not be
+    /// allocated, on the renderer's thread or anywhere else.
+    public static let maxDrawnAssetBytes: UInt64 = 64 << 20
+
+    /// The bytes of an asset file for drawing, or nil when it is absent or larger than
+    /// `maxDrawnAssetBytes` (both drawn as the placeholder).
+    /// - Throws: what reading it throws (EIO, EMFILE, ...: a later try may succeed).
+    static func drawableAsset(_ path: String, io: Syscalls) throws -> [UInt8]? {
+        guard let st = try io.stat(path) else { return nil }
+        // (Not a regular file: the read below fails, as an unreadable asset.)
+        if st.isRegular && st.size > maxDrawnAssetBytes { return nil }
+        return try DurableFile.readIfExists(path, io: io)
     }
 }

@@ -43,7 +43,7 @@ extension Document {
         var assetError: (any Error)?
         let picture = try PageRenderer.raster(job.state, canvas: job.canvas, maxSide: thumbnailSide, assets: { id in
             do {
-                return try DurableFile.readIfExists(job.paths.asset(id), io: job.io)
+                return try Document.drawableAsset(job.paths.asset(id), io: job.io)
             } catch {
                 assetError = assetError ?? error
                 return nil
@@ -391,6 +391,6 @@ extension Document {
         let hasContent = try pages[pid] != nil || pageHasFiles(pid)
         let state = hasContent ? try pageState(pid) : PageState(page: pid)
         return try PageRenderer.raster(state, canvas: record.canvas.value, maxSide: maxSide,
-                                       assets: { id in try? DurableFile.read(self.paths.asset(id), io: self.io) })
+                                       assets: { id in try? Document.drawableAsset(self.paths.asset(id), io: self.io) })
     }
 }

@@ -247,6 +247,26 @@ struct ThumbnailStoreTests {
         try await nb.close()
     }
 
+    @Test("[PKG-103] an asset file claiming a terabyte (sparse) is drawn as the placeholder, never read into memory")
+    func hugeSparseAssetIsAPlaceholder() async throws {
+        let dir = try TempDir("thumb-sparse")
+        defer { dir.remove() }
+        let nb = try await openNotebook(dir.path, options: testOptions { $0.thumbnailDelay = .seconds(3600) })
+        let d = try await nb.createDocument(title: "t")
+        let p = await d.pageList[0].id
+        _ = try await d.addImage(Array(repeating: 0x42, count: 300), frame: QRect(x: 100, y: 100, width: 2000, height: 2000), to: p)
+        let name = try #require(listNames(d.paths.assets).first)
+        #expect(truncate(d.paths.assets + "/" + name, 1 << 40) == 0)
+        try await d.flush()
+        await d.renderThumbnailsNow()
+        #expect(d.thumbnailCounts.rendered == 1 && d.thumbnailCounts.failed == 0, "\(d.thumbnailCounts)")
+        _ = try await d.thumbnail(page: p)
+        let page = try await d.renderable(p)
+        #expect(page.assets.isEmpty, "a 1 TiB asset was read for drawing")
+        try await d.close()
+        try await nb.close()
+    }
+
     @Test("[PKG-103] the lock held by another process: the renderer does not wait for it (the actor stays free), the page is drawn later")
     func busyLockNotWaited() async throws {
         let dir = try TempDir("thumb-lock")
