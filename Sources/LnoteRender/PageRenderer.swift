@@ -276,18 +276,6 @@ public enum PageRenderer {
         var x: Double, y: Double, r: Double
     }
 
-    /// How much a transform's linear part scales lengths (square root of |determinant|).
-    static func linearScale(_ t: Transform) -> Double {
-        let det = (Double(t.a) * Double(t.d) - Double(t.b) * Double(t.c)) / (65536.0 * 65536.0)
-        return abs(det).squareRoot()
-    }
-
-    /// `t` applied to (x, y), in tenths of a point (exact in Int64: |a·x| < 2^31 · 2^31).
-    static func apply(_ t: Transform, _ x: Int32, _ y: Int32) -> (Double, Double) {
-        let xx = Int64(t.a) * Int64(x) + Int64(t.c) * Int64(y)
-        let yy = Int64(t.b) * Int64(x) + Int64(t.d) * Int64(y)
-        return (Double(xx) / 65536.0 + Double(t.tx), Double(yy) / 65536.0 + Double(t.ty))
-    }
 
     /// The bounds of the path being built, in device units.
     struct Bounds {
@@ -304,12 +292,12 @@ public enum PageRenderer {
         var alpha = Int(s.style.color.a)
         if s.style.tool == .highlighter { alpha = (alpha * highlighterAlpha + 128) >> 8 }
         guard alpha > 0 else { return }
-        let lin = linearScale(t)
+        let lin = t.linearScale
         // Radii beyond the page's diagonal are drawn as that: the page looks the same and
         // cairo's fixed-point coordinates stay in range.
         let maxR = max(1, (view.width * view.width + view.height * view.height).squareRoot())
         func project(_ p: StrokePoint) -> DevicePoint {
-            let (x, y) = apply(t, p.x, p.y)
+            let (x, y) = t.apply(p.x, p.y)
             let r = min(maxR, max(view.options.minRadius, Double(max(0, p.radius)) * view.scale * lin))
             return DevicePoint(x: x * view.scale, y: y * view.scale, r: r)
         }

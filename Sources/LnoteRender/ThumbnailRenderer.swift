@@ -75,7 +75,7 @@ public enum ThumbnailRenderer {
                 if s.style.tool == .highlighter { alpha = (alpha * highlighterAlpha + 128) >> 8 }
                 if alpha == 0 { continue }
                 r.beginStroke()
-                let lin = linearScale(t)
+                let lin = t.linearScale
                 for range in e.visibleRanges {
                     let lo = Int(range.from), hi = Int(range.to)
                     guard lo < hi, hi <= s.points.count else { continue }
@@ -105,28 +105,16 @@ public enum ThumbnailRenderer {
         var x: Double, y: Double, r: Double
     }
 
-    /// How much the transform's linear part scales lengths (square root of |determinant|).
-    static func linearScale(_ t: Transform) -> Double {
-        let det = (Double(t.a) * Double(t.d) - Double(t.b) * Double(t.c)) / (65536.0 * 65536.0)
-        return abs(det).squareRoot()
-    }
-
-    static func apply(_ t: Transform, _ x: Int32, _ y: Int32) -> (Double, Double) {
-        // Exact in Int64: |a·x| < 2^31 · 2^31.
-        let xx = Int64(t.a) * Int64(x) + Int64(t.c) * Int64(y)
-        let yy = Int64(t.b) * Int64(x) + Int64(t.d) * Int64(y)
-        return (Double(xx) / 65536.0 + Double(t.tx), Double(yy) / 65536.0 + Double(t.ty))
-    }
 
     static func project(_ p: StrokePoint, _ t: Transform, _ scale: Double, _ lin: Double) -> PixelPoint {
-        let (x, y) = apply(t, p.x, p.y)
+        let (x, y) = t.apply(p.x, p.y)
         return PixelPoint(x: x * scale, y: y * scale, r: max(0.5, Double(max(0, p.radius)) * scale * lin))
     }
 
     /// Pixel bounds (x0, y0, x1, y1; doubles) of a transformed frame.
     static func bounds(_ f: QRect, _ t: Transform, _ scale: Double) -> (Double, Double, Double, Double) {
         let x1 = Int32(clamping: Int64(f.x) + Int64(f.width)), y1 = Int32(clamping: Int64(f.y) + Int64(f.height))
-        let corners = [apply(t, f.x, f.y), apply(t, x1, f.y), apply(t, f.x, y1), apply(t, x1, y1)]
+        let corners = [t.apply(f.x, f.y), t.apply(x1, f.y), t.apply(f.x, y1), t.apply(x1, y1)]
         var lo = corners[0], hi = corners[0]
         for c in corners.dropFirst() {
             lo = (min(lo.0, c.0), min(lo.1, c.1))
