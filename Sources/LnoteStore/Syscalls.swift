@@ -176,13 +176,21 @@ final class Syscalls: Sendable {
         }
     }
 
+    /// [PKG-104] The most bytes one read takes from a file (`readToEnd`, `pread`): 2 GiB. A
+    /// notebook's files are far smaller; a larger one (a sparse file from a hostile folder or
+    /// backup claiming a terabyte) is refused with `limitExceeded` naming it, before anything
+    /// is allocated for it, instead of exhausting memory.
+    static let maxReadBytes = 1 << 31
+
     /// Reads from the current position to end of file.
-    func readToEnd(_ fd: FileDescriptor) throws -> [UInt8] {
+    /// - Throws: `limitExceeded` for a file of more than `limit` bytes ([PKG-104]).
+    func readToEnd(_ fd: FileDescriptor, limit: Int = Syscalls.maxReadBytes) throws -> [UInt8] {
         // The file's size, as a hint only (an fstat that fails, or a file that grows, just
         // means more reads): the bytes go straight into the result instead of through a
         // chunk buffer and repeated appends. Not a recorded call: it cannot change the read.
         var st = StatBuffer()
         let hint = Glibc.fstat(fd.raw, &st) == 0 ? max(0, Int(st.st_size)) : 0
+        guard hint <= limit else { throw Syscalls.tooLarge(fd.path, claimed: UInt64(hint), limit: limit) }
         var atEnd = false
         // One byte more than the hint, so that a file of exactly that size ends in one pass.
         var out = try [UInt8](unsafeUninitializedCapacity: hint + 1) { buffer, initialized in
@@ -208,13 +216,24 @@ final class Syscalls: Sendable {
                 chunk.withUnsafeMutableBytes { Glibc.read(fd.raw, $0.baseAddress, $0.count) }
             }
             if n == 0 { return out }
+            guard out.count + n <= limit else { throw Syscalls.tooLarge(fd.path, claimed: nil, limit: limit) }
             out.append(contentsOf: chunk[0..<n])
         }
     }
 
+    static func tooLarge(_ path: String?, claimed: UInt64?, limit: Int) -> LnoteError {
+        LnoteError(.limitExceeded, (claimed.map { "\($0) bytes" } ?? "more bytes")
+                       + " than the \(limit) one read may take: not a file this notebook wrote", path: path)
+    }
+
     /// Reads up to `count` bytes at `offset` (fewer only at end of file).
+    /// - Throws: `limitExceeded` for a `count` over `maxReadBytes` ([PKG-104]): callers size
+    ///   reads from a file's size, which a hostile file sets.
     func pread(_ fd: FileDescriptor, count: Int, at offset: UInt64) throws -> [UInt8] {
         guard count > 0 else { return [] }
+        guard count <= Syscalls.maxReadBytes else {
+            throw Syscalls.tooLarge(fd.path, claimed: UInt64(count), limit: Syscalls.maxReadBytes)
+        }
         var out = [UInt8](repeating: 0, count: count)
         var done = 0
         while done < count {
