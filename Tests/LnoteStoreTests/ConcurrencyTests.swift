@@ -128,7 +128,7 @@ struct ConcurrencyTests {
         let lock = FileLock(path: d.paths.lock, io: .live, timeout: .seconds(1))
         let held = try lock.acquire()
         let clock = ContinuousClock()
-        var start = clock.now
+        let start = clock.now
         do {
             try await d.addStroke(marked(2), to: p)
             Issue.record("an append went through while another holder had the lock")
@@ -137,10 +137,9 @@ struct ConcurrencyTests {
         }
         let waited = clock.now - start
         #expect(waited >= .milliseconds(280) && waited < .seconds(3), "waited \(waited)")
-        // A reader is not kept waiting by the lock.
-        start = clock.now
+        // A reader is not kept waiting by the lock: it reads while the lock is still held
+        // (released only below), where waiting for it would fail after lockTimeout.
         #expect(try await d.elements(p).map { marker(of: $0) } == [1])
-        #expect(clock.now - start < .milliseconds(250))
         // A writer that starts waiting gets the lock as soon as it is released.
         let writer = Task { try await d.addStroke(marked(3), to: p) }
         try await Task.sleep(for: .milliseconds(100))
