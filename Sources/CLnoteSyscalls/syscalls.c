@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 int lnote_start_writeback(int fd, int64_t offset, int64_t count) {
@@ -48,4 +49,10 @@ int lnote_trap_signals(int fd) {
     if (sigaction(SIGINT, &sa, NULL) != 0) return -1;
     if (sigaction(SIGTERM, &sa, NULL) != 0) return -1;
     return 0;
+}
+
+int lnote_terminal_columns(int fd) {
+    struct winsize ws;
+    if (ioctl(fd, TIOCGWINSZ, &ws) != 0) return 0;
+    return ws.ws_col;
 }

@@ -1,3 +1,4 @@
+import CLnoteSyscalls
 import Foundation
 import LnoteModel
 
@@ -32,9 +33,17 @@ struct Console: Sendable {
     /// True when stderr is a terminal (progress lines are drawn only then).
     var isTerminal: Bool { isatty(2) == 1 }
     /// Rewrites the current terminal line (progress).
+    /// Cut to the terminal's width (one column spare): a line that wrapped would leave its
+    /// first part behind at every redraw, since `\r` only returns to the last row.
     func progress(_ s: String) {
         guard isTerminal else { return }
-        toStderr("\r\u{1B}[K\(PrintableText.escaped(s))")
+        toStderr("\r\u{1B}[K\(Self.fitted(PrintableText.escaped(s), columns: Int(lnote_terminal_columns(2))))")
+    }
+    /// `s` in at most `columns - 1` characters, its end replaced by "…" when cut; as it is
+    /// when the width is unknown (0). Every character the progress line uses is one column wide.
+    static func fitted(_ s: String, columns: Int) -> String {
+        guard columns > 1, s.count > columns - 1 else { return s }
+        return columns > 2 ? String(s.prefix(columns - 2)) + "…" : String(s.prefix(1))
     }
     func endProgress() {
         guard isTerminal else { return }

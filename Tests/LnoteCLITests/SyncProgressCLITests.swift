@@ -95,6 +95,34 @@ struct SyncProgressCLITests {
         _ = await serve.wait()
     }
 
+    @Test("[issue 18] on a terminal 40 columns wide the progress line is redrawn in at most 39, its end cut with …")
+    func progressFitsTheTerminal() async throws {
+        let seed = testSeed()
+        let sb = try Sandbox("progress-tty", parent: Self.scratch)
+        defer { sb.remove() }
+        _ = try await Self.notebook(at: sb.sub("served"), documents: 30, seed: seed)
+        let serve = try Subprocess.start(lnoteBinary, ["serve", sb.sub("served")])
+        defer { serve.kill(SIGTERM) }
+        #expect(await serve.waitForOutput("token: "))
+        try await Task.sleep(for: .milliseconds(50))
+        let lines = serve.outputSoFar.split(separator: "\n")
+        let url = lines.first { $0.hasPrefix("url: ") }.map { String($0.dropFirst(5)) } ?? ""
+        let token = lines.first { $0.hasPrefix("token: ") }.map { String($0.dropFirst(7)) } ?? ""
+        // A real terminal: script(1) runs the sync on a pseudo-terminal set to 40 columns.
+        let command = "stty cols 40 rows 20; exec \(lnoteBinary) sync \(sb.sub("new")) \(url) --token \(token) --init"
+        let run = try await Subprocess.run("/usr/bin/script", ["-qfec", command, "/dev/null"],
+                                           environment: ["LNOTE_SYNC_MAX_RATE": "300000"], directory: sb.path)
+        #expect(run.code == 0, "seed \(seed): \(run.outText) \(run.errText)")
+        // Each redraw is "\r ESC[K text"; the text runs to the next "\r" or newline.
+        let draws = run.outText.components(separatedBy: "\r\u{1B}[K").dropFirst()
+            .map { $0.prefix { $0 != "\r" && $0 != "\n" } }.filter { $0.hasPrefix("sync: ") }  // not the summary after the last clear
+        #expect(draws.count >= 2, "seed \(seed): \(run.outText.debugDescription)")
+        #expect(draws.allSatisfy { $0.count <= 39 }, "seed \(seed): \(draws)")
+        #expect(draws.contains { $0.hasPrefix("sync: receiving ") && $0.hasSuffix("…") }, "seed \(seed): \(draws)")
+        serve.kill(SIGTERM)
+        _ = await serve.wait()
+    }
+
     @Test("[issue 18] a newcomer's first sync from a relay counts the operations its checkpoints hold, and installs with progress")
     func firstSyncFromCheckpoints() async throws {
         let seed = testSeed()

@@ -20,4 +20,8 @@ int lnote_sync_file_system(int fd);
 // returns, so no signal that arrives afterwards is lost. Returns 0, or -1 with errno set.
 int lnote_trap_signals(int fd);
 
+// The width in columns of the terminal on fd (ioctl TIOCGWINSZ, which Swift cannot call:
+// ioctl is variadic), or 0 when fd is not a terminal or its width is unknown.
+int lnote_terminal_columns(int fd);
+
 #endif
