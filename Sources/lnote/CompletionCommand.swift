@@ -38,9 +38,58 @@ extension CommandTable {
 /// files. Never fails: a folder that cannot be read gives no ids.
 enum Completion {
     static func run(_ args: [String], console: Console) -> Int32 {
+        // `--typed`: the words as the line holds them (bash's COMP_WORDS), quoting included;
+        // their quotes are removed here, and the word being completed is given back first
+        // (`__word__ TEXT`) for the shell's own file completion.
+        var args = args
+        let typed = args.first == "--typed"
+        if typed { args.removeFirst() }
         guard let cword = args.first.flatMap({ Int($0) }), cword >= 0 else { return Exit.usage }
-        for c in candidates(cword: cword, words: Array(args.dropFirst())) { console.stdout.write(c + "\n") }
+        var words = Array(args.dropFirst())
+        if typed {
+            // Unquoted, `~` left as typed: compgen expands it itself, and a candidate must
+            // begin with what the line holds.
+            console.stdout.write("__word__ " + (cword < words.count ? dequoted(words[cword], home: false) : "") + "\n")
+            words = words.map { dequoted($0) }
+        } else {
+            // zsh and fish remove the quoting themselves; `~/` is still to expand.
+            words = words.map(homeExpanded)
+        }
+        for c in candidates(cword: cword, words: words) { console.stdout.write(c + "\n") }
         return Exit.ok
+    }
+
+    /// A word as typed on a shell's line, its quoting removed as the shell would: a
+    /// backslash outside quotes takes the next character as is, '…' is literal, "…" takes
+    /// a backslash only before $ ` " \ and a newline; a quote left open runs to the end (the
+    /// word is still being typed). With `home`, a leading `~` or `~/` is the home folder.
+    static func dequoted(_ word: String, home: Bool = true) -> String {
+        enum Quote { case none, single, double }
+        let c = Array(word)
+        var out = "", q = Quote.none, k = 0
+        while k < c.count {
+            let ch = c[k], next: Character? = k + 1 < c.count ? c[k + 1] : nil
+            switch q {
+            case .none where ch == "\\":
+                if let next { out.append(next) }
+                k += 1
+            case .double where ch == "\\" && next.map({ "$`\"\\\n".contains($0) }) == true:
+                out.append(next!)
+                k += 1
+            case .none where ch == "'": q = .single
+            case .none where ch == "\"": q = .double
+            case .single where ch == "'", .double where ch == "\"": q = .none
+            default: out.append(ch)
+            }
+            k += 1
+        }
+        return home && (word == "~" || word.hasPrefix("~/")) ? homeExpanded(out) : out
+    }
+
+    /// `~` or `~/…` with the home folder in place of `~`; any other word as it is.
+    static func homeExpanded(_ word: String) -> String {
+        guard word == "~" || word.hasPrefix("~/"), let dir = ProcessInfo.processInfo.environment["HOME"] else { return word }
+        return dir + word.dropFirst()
     }
 
     /// The candidates for `words[cword]` (the word being completed, possibly empty).
@@ -171,20 +220,24 @@ enum Completion {
         local line dirs=0 files=0 _lnote_cword
         local -a words=() _lnote_w
         _lnote_words
-        local cur=${_lnote_w[_lnote_cword]}
+        local cur=${_lnote_w[_lnote_cword]} word
+        word=$cur
+        # --typed: lnote removes the words' quoting (a folder typed as my\ notes or 'my notes')
+        # and gives the word back unquoted (__word__) for compgen, which does not unquote.
         while IFS= read -r line; do
             case $line in
                 __dirs__) dirs=1 ;;
                 __files__) files=1 ;;
+                "__word__ "*) word=${line#"__word__ "} ;;
                 ?*) words+=("$line") ;;
             esac
-        done < <(lnote __complete "$((_lnote_cword - 1))" "${_lnote_w[@]:1}" 2>/dev/null)
+        done < <(lnote __complete --typed "$((_lnote_cword - 1))" "${_lnote_w[@]:1}" 2>/dev/null)
         COMPREPLY=()
         local w
         for w in "${words[@]}"; do [[ $w == "$cur"* ]] && COMPREPLY+=("$w"); done
         local IFS=$'\n'
-        if ((dirs)); then COMPREPLY+=($(compgen -d -- "$cur")); fi
-        if ((files)); then COMPREPLY+=($(compgen -f -- "$cur")); fi
+        if ((dirs)); then COMPREPLY+=($(compgen -d -- "$word")); fi
+        if ((files)); then COMPREPLY+=($(compgen -f -- "$word")); fi
         if [[ $cur == *:* && $COMP_WORDBREAKS == *:* ]]; then
             local colon=${cur%"${cur##*:}"} i
             for i in "${!COMPREPLY[@]}"; do COMPREPLY[i]=${COMPREPLY[i]#"$colon"}; done
@@ -200,7 +253,7 @@ enum Completion {
     _lnote() {
         local line dirs=0 files=0
         local -a cands
-        for line in "${(@f)$(lnote __complete $((CURRENT - 2)) "${(@)words[2,-1]}" 2>/dev/null)}"; do
+        for line in "${(@f)$(lnote __complete $((CURRENT - 2)) "${(@Q)words[2,-1]}" 2>/dev/null)}"; do
             case $line in
                 __dirs__) dirs=1 ;;
                 __files__) files=1 ;;

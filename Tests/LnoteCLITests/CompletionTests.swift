@@ -27,7 +27,7 @@ struct CompletionTests {
     /// COMPREPLY after `_lnote` for the words typed (the last one being completed), in a bash
     /// that sourced the script, with the binary's folder first on PATH: COMP_WORDS split as
     /// bash splits them (at ':' too), COMP_LINE and COMP_POINT as bash sets them.
-    func complete(_ sb: Sandbox, _ words: [String]) async throws -> [String] {
+    func complete(_ sb: Sandbox, _ words: [String], home: String? = nil) async throws -> [String] {
         let script = try await sb.ok("completion", "bash")
         try sb.write("completion.bash", script + "\n")
         func quote(_ s: String) -> String { "'" + s.replacingOccurrences(of: "'", with: "'\\''") + "'" }
@@ -43,7 +43,8 @@ struct CompletionTests {
         """
         let bin = URL(fileURLWithPath: lnoteBinary).deletingLastPathComponent().path
         let r = try await Subprocess.run("/bin/bash", ["--noprofile", "--norc", "-c", program],
-                                         environment: ["PATH": bin + ":/usr/bin:/bin"], directory: sb.path)
+                                         environment: ["PATH": bin + ":/usr/bin:/bin"].merging(home.map { ["HOME": $0] } ?? [:]) { $1 },
+                                         directory: sb.path)
         #expect(r.code == 0 && r.errText.isEmpty, "bash: \(r.errText)")
         return r.outText.split(separator: "\n").map(String.init).sorted()
     }
@@ -78,6 +79,23 @@ struct CompletionTests {
         #expect(try await complete(sb, ["sync", url, "--ca-file", "x", "--in"]) == ["--init", "--interval"])
     }
 
+    @Test("[issue 18] bash and zsh: a folder whose name holds a space, typed with a backslash or in quotes, completes and gives its ids and pages")
+    func quotedFolders() async throws {
+        let sb = try Sandbox("completion-quoted")
+        defer { sb.remove() }
+        try await sb.ok("init", "my notes")
+        let doc = try await sb.ok("new", "my notes", "--pages", "2")
+        for typed in ["my\\ notes", "'my notes'", "\"my notes\"", "my' 'notes", "~/my\\ notes"] {
+            #expect(try await complete(sb, ["show", typed, String(doc.prefix(4))], home: sb.path) == [doc], "bash: \(typed)")
+            #expect(try await complete(sb, ["show", typed, String(doc.prefix(8)), "p"], home: sb.path) == ["p1", "p2"], "bash: \(typed)")
+            #expect(try await zshComplete(sb, ["show", typed, String(doc.prefix(4))], home: sb.path) == [doc], "zsh: \(typed)")
+        }
+        // The folder itself: compgen is given the word unquoted.
+        let folders = try await complete(sb, ["show", "my\\ no"])
+        #expect(folders == ["my notes"] || folders == ["my notes/"], "\(folders)")
+        #expect(try await complete(sb, ["show", "'my no"]).contains { $0.hasPrefix("my notes") })
+    }
+
     /// The shell at `path`, or a failure saying how to install it (CI installs both).
     static func shell(_ path: String) throws -> String {
         try #require(FileManager.default.isExecutableFile(atPath: path),
@@ -88,7 +106,7 @@ struct CompletionTests {
     /// What the zsh script adds for `words` (the last one being completed): `_lnote` run in
     /// a real zsh that sourced the script, with compadd, _files and compdef standing in for
     /// the completion system's (they only work inside a completion widget).
-    func zshComplete(_ sb: Sandbox, _ words: [String]) async throws -> [String] {
+    func zshComplete(_ sb: Sandbox, _ words: [String], home: String? = nil) async throws -> [String] {
         try sb.write("c.zsh", try await sb.ok("completion", "zsh") + "\n")
         func quote(_ s: String) -> String { "'" + s.replacingOccurrences(of: "'", with: "'\\''") + "'" }
         let program = """
@@ -101,7 +119,8 @@ struct CompletionTests {
         """
         let bin = URL(fileURLWithPath: lnoteBinary).deletingLastPathComponent().path
         let r = try await Subprocess.run(try Self.shell("/usr/bin/zsh"), ["-f", "-c", program],
-                                         environment: ["PATH": bin + ":/usr/bin:/bin"], directory: sb.path)
+                                         environment: ["PATH": bin + ":/usr/bin:/bin"].merging(home.map { ["HOME": $0] } ?? [:]) { $1 },
+                                         directory: sb.path)
         #expect(r.code == 0 && r.errText.isEmpty, "zsh: \(r.errText)")
         return r.outText.split(separator: "\n").map(String.init).sorted()
     }
