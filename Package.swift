@@ -66,7 +66,7 @@ let package = Package(
         .target(name: "LnoteSQLite", dependencies: ["LnoteModel", "CLnoteSQLite"]),
         .target(name: "LnotePostgres", dependencies: ["LnoteModel", "CLnotePQ"]),
         .target(name: "LnoteSync", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "CLnoteCurl"]),
-        .target(name: "LnoteServer", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteSQLite", "CLnoteMicroHTTPD"]),
+        .target(name: "LnoteServer", dependencies: ["LnoteModel", "LnoteReplication", "LnoteRender", "LnoteStore", "LnoteSync", "LnoteSQLite", "CLnoteMicroHTTPD"]),
         // The relay's PostgreSQL backend (issue 17): RelayDatabase over LnotePostgres.
         .target(name: "LnoteRelayPostgres", dependencies: ["LnoteModel", "LnotePostgres", "LnoteServer"]),
         .target(name: "LnoteExport", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSQLite"]),
