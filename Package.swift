@@ -102,6 +102,8 @@ let package = Package(
         .testTarget(name: "LnoteCLITests", dependencies: ["lnote", "LnoteModel", "LnoteRender", "LnoteReplication", "LnoteStore", "LnoteTestSupport", "CLnoteZlib", "LnotePostgres", "LnoteRelayPostgres"],
                     exclude: ["Golden"]),
         .testTarget(name: "LnoteExportTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSQLite", "LnoteExport", "LnoteRender", "lnote", "LnoteTestSupport"]),
+        // The read-only web view (issue 19 part 6): serve and relay over HTTP, and headless Chromium.
+        .testTarget(name: "LnoteWebViewTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteRender", "LnoteStore", "LnoteSync", "LnoteServer", "CLnoteCairo", "LnoteTestSupport"]),
         .testTarget(name: "LnoteRelayTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteSync", "LnoteServer", "LnoteSQLite", "LnoteTestSupport", "LnotePostgres", "LnoteRelayPostgres"]),
     ],
     swiftLanguageModes: [.v6]

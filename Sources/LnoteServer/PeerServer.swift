@@ -242,7 +242,9 @@ public final class RelayServer: Sendable {
     public let longPolls: LongPolls
     private let observation: Int
 
-    public init(store: RelayStore, configuration: HTTPServer.Configuration = .init()) throws {
+    /// - Parameter viewLimit: the most bytes one web view answer reads of a notebook ([SYNC-95]).
+    public init(store: RelayStore, configuration: HTTPServer.Configuration = .init(),
+                viewLimit: Int = RelayStore.maxViewBytes) throws {
         self.store = store
         let polls = LongPolls()
         longPolls = polls
@@ -254,7 +256,9 @@ public final class RelayServer: Sendable {
                                           try await store.perform { try $0.endpoint(notebook: NotebookID(nb), device: device) }
                                       },
                                       // [SYNC-95] Materialized from the store for each request.
-                                      view: { nb in WebView(notebook: nb, source: RelayWebSource(store: store, notebook: NotebookID(nb))) })
+                                      view: { nb in
+                                          WebView(notebook: nb, source: RelayWebSource(store: store, notebook: NotebookID(nb), limit: viewLimit))
+                                      })
         observation = store.observeChanges { polls.bump($0.uuid) }
         do {
             http = try HTTPServer(configuration: configuration.answeringShutdownAsSync, admission: service.admit,
