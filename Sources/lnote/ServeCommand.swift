@@ -73,15 +73,16 @@ extension CommandTable {
         (default 128), --max-connections-per-ip from one address (default 32). Stops
         cleanly on SIGINT/SIGTERM: long polls held then are answered 503, which clients retry.
         A read-only web view of the notebook (its library with covers, each document's
-        pages as SVG, its conflicts) is served too, behind the same token: open the view:
-        URL in a browser. The token travels in the URL's fragment (#token=...), which the
-        browser never sends; the page's script removes it from the address bar and sends it
-        as the bearer token. The view: line ends in #token=HEX when the token is printed
-        (made or replaced now); else append #token= and the token (.lnote/serve.json) to it.
-        The view uses no outside script, font or style (Protocol/sync-protocol.md §9).
-        --json prints one line of JSON once serving, instead of the url:, view: and token:
+        pages as SVG, its conflicts) is served too, behind the same token: open the URL
+        of the view: line in a browser. The token travels in the URL's fragment
+        (#token=...), which the browser never sends; the page's script removes it from
+        the address bar and sends it as the bearer token. The view: line ends in
+        #token=HEX when the token is printed (made or replaced now); else append #token=
+        and the token (.lnote/serve.json) to it. The view uses no outside script, font
+        or style (Protocol/sync-protocol.md §8).
+        --json prints one line of JSON once serving, in place of the url, view and token
         lines: {"url": URL, "view_url": URL, "notebook": UUID, "folder": PATH, "port": N,
-        "token": HEX (only when made or replaced now, as the token: line; view_url then
+        "token": HEX (only when made or replaced now, as the token line; view_url then
         has the #token= fragment)}.
         """,
         options: serverOptions.union(["token", "url-host"]),

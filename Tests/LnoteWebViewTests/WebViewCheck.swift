@@ -58,8 +58,8 @@ enum WebViewCheck {
         #expect(bad.status == 400, "\(bad.status) \(bad.text)")
     }
 
-    /// The library, the document and the page escape the hostile title; the SVG is XML and
-    /// holds the page's strokes.
+    /// [SYNC-90] The library, the document and the page escape the hostile title; the SVG is
+    /// XML and holds the page's strokes; [SYNC-93] the cover is a JPEG of the first page.
     static func content(_ client: HTTPClient, base: String, notebook: UUID, token: String, fixture f: Fixture) async throws {
         let api = "\(base)/v1/notebooks/\(notebook.uuidString)/view"
         let escaped = "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &#39;quotes&#39; &lt;img src=x onerror=alert(1)&gt;"
