@@ -32,21 +32,24 @@ extension RelayStore {
         return try OperationCodec.decode(frames[0], path: path)
     }
 
-    /// Every document of the notebook (deleted ones included) from its document logs, by id.
+    /// Every document of the notebook (deleted ones included) from its document logs, by id;
+    /// only document `only` when given (nothing when the relay holds no operation of it).
     /// - Throws: `.notFound` for an unknown notebook; `.limitExceeded` past `limit`.
-    public func viewDocuments(notebook: NotebookID, limit: Int = RelayStore.maxViewBytes) throws -> [DocumentID: DocumentReplica] {
+    public func viewDocuments(notebook: NotebookID, only: DocumentID? = nil,
+                              limit: Int = RelayStore.maxViewBytes) throws -> [DocumentID: DocumentReplica] {
         try database.transaction(.read) { tx in
             let (nb, _) = try row(of: notebook, tx)
             var budget = ViewBudget(limit: limit)
             var ops: [DocumentID: [Op]] = [:]
-            try tx.prepare("SELECT document, frame FROM ops WHERE nb = ?1 AND page = ?2")
-                .forEach([.integer(nb), .blob([])]) { r in
-                    let frame = r[1].bytes ?? []
-                    try budget.take(frame.count, notebook)
-                    let log = try Self.logRef(document: r[0], page: .blob([]), path: path)
-                    ops[log.document, default: []].append(try viewOp(frame))
-                    return true
-                }
+            let q = only == nil ? try tx.prepare("SELECT document, frame FROM ops WHERE nb = ?1 AND page = ?2")
+                : try tx.prepare("SELECT document, frame FROM ops WHERE nb = ?1 AND page = ?2 AND document = ?3")
+            try q.forEach([.integer(nb), .blob([])] + (only.map { [RelayValue.blob($0.uuid.bytes)] } ?? [])) { r in
+                let frame = r[1].bytes ?? []
+                try budget.take(frame.count, notebook)
+                let log = try Self.logRef(document: r[0], page: .blob([]), path: path)
+                ops[log.document, default: []].append(try viewOp(frame))
+                return true
+            }
             var out: [DocumentID: DocumentReplica] = [:]
             for (id, list) in ops {
                 var replica = DocumentReplica(id: id)
@@ -166,7 +169,9 @@ public struct RelayWebSource: WebViewSource {
     public func document(_ id: DocumentID) async throws -> WebViewPages? {
         let (notebook, limit) = (notebook, limit)
         return try await store.perform { s in
-            guard let d = try s.viewDocuments(notebook: notebook, limit: limit)[id]?.state, !d.deleted.value else { return nil }
+            guard let d = try s.viewDocuments(notebook: notebook, only: id, limit: limit)[id]?.state, !d.deleted.value else {
+                return nil
+            }
             return WebViewPages(id: id, title: d.title.value, pages: d.livePages.map { .init(id: $0.id, canvas: $0.canvas.value) })
         }
     }
@@ -175,7 +180,7 @@ public struct RelayWebSource: WebViewSource {
         let (notebook, limit) = (notebook, limit)
         return try await store.perform { s -> WebViewPage? in
             var budget = RelayStore.ViewBudget(limit: limit)
-            guard let d = try s.viewDocuments(notebook: notebook, limit: limit)[document]?.state, !d.deleted.value,
+            guard let d = try s.viewDocuments(notebook: notebook, only: document, limit: limit)[document]?.state, !d.deleted.value,
                   let record = d.livePages.first(where: { $0.id == page }) else { return nil }
             let state = try s.viewPage(notebook: notebook, log: LogRef(document: document, page: page), budget: &budget).state
             var assets: [AssetID: [UInt8]] = [:]

@@ -6,7 +6,8 @@ import LnoteReplication
 /// `WebView` turns what a source answers into HTML, SVG and pictures.
 ///
 /// Everything a source returns came from other machines (titles, device names, ink):
-/// `WebView` escapes every text it puts in HTML. A source never writes anything.
+/// `WebView` escapes every text it puts in HTML. A source stores nothing of its own (opening a
+/// served folder's document may still repair a torn log tail, as every open does).
 public protocol WebViewSource: Sendable {
     /// The live documents, in the order the library lists them (newest change first).
     func library() async throws -> [WebViewDocument]

@@ -75,6 +75,54 @@ import LnoteServer
         relay.close()
     }
 
+    /// [SYNC-95] The relay's conflicts page lists what `allConflicts` of a folder holding the
+    /// same operations lists: a title written on two machines at once and an element moved on
+    /// both, materialized from the relay's logs (and its checkpoints, when a client left some).
+    @Test func sync95RelayConflictsPage() async throws {
+        let seed: UInt64 = 0x5EED_C095
+        let dir = try TempDir()
+        let f = try await Fixture.make(at: dir.sub("A"), strokes: 3, seed: seed)
+        let relay = try Self.relay(dir)
+        let client = try HTTPClient()
+        do {
+            let url = relay.server.url(notebook: relay.notebook)
+            try await Fixture.sync(dir.sub("A"), url, token: relay.token)
+            try await Fixture.sync(dir.sub("B"), url, token: relay.token)
+            var element: ElementID?
+            for (side, dx, title) in [("A", Int32(100), "from A"), ("B", Int32(0), "from <i>B</i>")] {
+                let nb = try await Notebook.open(at: dir.sub(side), options: Fixture.quiet)
+                let d = try await nb.openDocument(f.document)
+                try await d.setTitle(title)
+                let e = try await d.elementIDs(f.page)[0]
+                element = e
+                try await d.move([e], dx: dx, dy: 100 - dx, on: f.page)
+                try await d.close()
+                try await nb.close()
+            }
+            for side in ["A", "B", "A"] { try await Fixture.sync(dir.sub(side), url, token: relay.token) }
+            let nb = try await Notebook.open(at: dir.sub("A"), options: Fixture.quiet)
+            let d = try await nb.openDocument(f.document)
+            let expected = try await d.allConflicts()
+            try await d.close()
+            try await nb.close()
+            #expect(Set(expected.map(\.kind)) == [.title, .move], "\(expected)")
+            let api = "\(relay.server.http.baseURL)/v1/notebooks/\(relay.notebook.uuid.uuidString)/view/conflicts"
+            let page = try await get(client, api, token: relay.token)
+            #expect(page.status == 200, "\(page.status) \(page.text)")
+            WebViewCheck.secured(page, "relay conflicts")
+            for c in expected {
+                #expect(page.text.contains("<td>\(c.kind.rawValue)</td>"), "\(c.kind) missing: \(page.text)")
+                for op in c.ops + [c.winner] { #expect(page.text.contains(op.description), "\(op) missing: \(page.text)") }
+            }
+            #expect(page.text.contains(element!.description) && page.text.contains(">#1</a>"), "\(page.text)")
+            #expect(!page.text.contains("<i>B</i>"))
+        } catch {
+            Issue.record("seed \(seed): \(error)")
+        }
+        try? client.close()
+        relay.close()
+    }
+
     /// [SYNC-95] A notebook larger than the view reads for one answer is refused with 413 and
     /// a message, not materialized; the same request fits a larger budget.
     @Test func sync95TooLargeIs413() async throws {
