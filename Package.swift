@@ -103,7 +103,7 @@ let package = Package(
                     exclude: ["Golden"]),
         .testTarget(name: "LnoteExportTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSQLite", "LnoteExport", "LnoteRender", "lnote", "LnoteTestSupport"]),
         // The read-only web view (issue 19 part 6): serve and relay over HTTP, and headless Chromium.
-        .testTarget(name: "LnoteWebViewTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteRender", "LnoteStore", "LnoteSync", "LnoteServer", "CLnoteCairo", "LnoteTestSupport"]),
+        .testTarget(name: "LnoteWebViewTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteRender", "LnoteStore", "LnoteSync", "LnoteServer", "LnoteRelayPostgres", "CLnoteCairo", "LnoteTestSupport"]),
         .testTarget(name: "LnoteRelayTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteSync", "LnoteServer", "LnoteSQLite", "LnoteTestSupport", "LnotePostgres", "LnoteRelayPostgres"]),
     ],
     swiftLanguageModes: [.v6]

@@ -6,6 +6,8 @@ import LnoteRender
 import LnoteStore
 import LnoteSync
 import LnoteServer
+import LnoteRelayPostgres
+import LnoteTestSupport
 
 /// The web view of the relay ([SYNC-95]): a notebook synced up from a folder, materialized
 /// from the relay's operations and checkpoints, shown as the folder's own view shows it.
@@ -16,28 +18,44 @@ import LnoteServer
         let server: RelayServer
         let notebook: NotebookID
         let token: String
-        func close() {
+        /// The PostgreSQL database made for the test, dropped by `close()`.
+        let postgres: (cluster: PostgresCluster, name: String)?
+        func close() async {
             try? server.close()
             try? store.close()
+            if let postgres { await postgres.cluster.dropDatabase(postgres.name) }
         }
     }
 
-    static func relay(_ dir: TempDir, viewLimit: Int = RelayStore.maxViewBytes) throws -> Setup {
-        let store = try RelayStore(path: dir.sub("relay.sqlite"))
+    /// A relay on `backend`: SQLite in `dir`, or a database of its own in the test process's
+    /// PostgreSQL cluster (a machine without PostgreSQL fails, saying how to install it).
+    static func relay(_ dir: TempDir, backend: RelayBackendKind = .sqlite,
+                      viewLimit: Int = RelayStore.maxViewBytes) async throws -> Setup {
+        var postgres: (cluster: PostgresCluster, name: String)?
+        let store: RelayStore
+        switch backend {
+        case .sqlite:
+            store = try RelayStore(path: dir.sub("relay.sqlite"))
+        case .postgres:
+            let cluster = try await PostgresCluster.shared()
+            let (name, url) = try await cluster.createDatabase()
+            postgres = (cluster, name)
+            store = try RelayStore(database: try RelayPostgresDatabase(url: url, poolSize: 4))
+        }
         let notebook = try store.createNotebook()
         let token = try store.createToken(notebook: notebook, label: "test")
         let server = try RelayServer(store: store, viewLimit: viewLimit)
-        return Setup(store: store, server: server, notebook: notebook, token: token)
+        return Setup(store: store, server: server, notebook: notebook, token: token, postgres: postgres)
     }
 
     /// [SYNC-95] Every route behind the notebook's token (401 without, 403 with another
     /// notebook's), the escaping, the SVG, and the same bytes as the folder's own view: the
     /// page's SVG from the relay's operations is the SVG of the folder's page.
-    @Test func sync95RelayViewMatchesTheFolder() async throws {
+    @Test(arguments: RelayBackends.all) func sync95RelayViewMatchesTheFolder(backend: RelayBackendKind) async throws {
         let seed: UInt64 = 0x5EED_0095
         let dir = try TempDir()
         let f = try await Fixture.make(at: dir.sub("A"), seed: seed)
-        let relay = try Self.relay(dir)
+        let relay = try await Self.relay(dir, backend: backend)
         let client = try HTTPClient()
         do {
             try await Fixture.sync(dir.sub("A"), relay.server.url(notebook: relay.notebook), token: relay.token)
@@ -69,20 +87,20 @@ import LnoteServer
             try peer.close()
             try await nb.close()
         } catch {
-            Issue.record("seed \(seed): \(error)")
+            Issue.record("seed \(seed), \(backend): \(error)")
         }
         try? client.close()
-        relay.close()
+        await relay.close()
     }
 
     /// [SYNC-95] The relay's conflicts page lists what `allConflicts` of a folder holding the
     /// same operations lists: a title written on two machines at once and an element moved on
     /// both, materialized from the relay's logs (and its checkpoints, when a client left some).
-    @Test func sync95RelayConflictsPage() async throws {
+    @Test(arguments: RelayBackends.all) func sync95RelayConflictsPage(backend: RelayBackendKind) async throws {
         let seed: UInt64 = 0x5EED_C095
         let dir = try TempDir()
         let f = try await Fixture.make(at: dir.sub("A"), strokes: 3, seed: seed)
-        let relay = try Self.relay(dir)
+        let relay = try await Self.relay(dir, backend: backend)
         let client = try HTTPClient()
         do {
             let url = relay.server.url(notebook: relay.notebook)
@@ -117,10 +135,10 @@ import LnoteServer
             #expect(page.text.contains(element!.description) && page.text.contains(">#1</a>"), "\(page.text)")
             #expect(!page.text.contains("<i>B</i>"))
         } catch {
-            Issue.record("seed \(seed): \(error)")
+            Issue.record("seed \(seed), \(backend): \(error)")
         }
         try? client.close()
-        relay.close()
+        await relay.close()
     }
 
     /// [SYNC-95] A notebook larger than the view reads for one answer is refused with 413 and
@@ -129,7 +147,7 @@ import LnoteServer
         let seed: UInt64 = 0x5EED_0413
         let dir = try TempDir()
         let f = try await Fixture.make(at: dir.sub("A"), strokes: 40, seed: seed)
-        let small = try Self.relay(dir, viewLimit: 2048)
+        let small = try await Self.relay(dir, viewLimit: 2048)
         let client = try HTTPClient()
         do {
             try await Fixture.sync(dir.sub("A"), small.server.url(notebook: small.notebook), token: small.token)
@@ -145,7 +163,7 @@ import LnoteServer
             Issue.record("seed \(seed): \(error)")
         }
         try? client.close()
-        small.close()
+        await small.close()
     }
 
     /// [SYNC-96] The relay's page view in headless Chromium looks as lnote draws the page.
@@ -153,7 +171,7 @@ import LnoteServer
         let seed: UInt64 = 0x5EED_1096
         let dir = try TempDir()
         let f = try await Fixture.make(at: dir.sub("A"), seed: seed)
-        let relay = try Self.relay(dir)
+        let relay = try await Self.relay(dir)
         do {
             try await Fixture.sync(dir.sub("A"), relay.server.url(notebook: relay.notebook), token: relay.token)
             let state = try relay.store.viewPage(notebook: relay.notebook, document: f.document, page: f.page).state
@@ -164,6 +182,6 @@ import LnoteServer
         } catch {
             Issue.record("seed \(seed): \(error)")
         }
-        relay.close()
+        await relay.close()
     }
 }
