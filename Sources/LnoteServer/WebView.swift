@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import LnoteModel
 import LnoteRender
@@ -58,6 +59,16 @@ public struct WebView: Sendable {
 
     static func notFound(_ message: String) -> LnoteError { LnoteError(.notFound, message) }
 
+    /// Where pages are drawn: one serial queue for every view of the process, off Swift's
+    /// shared threads (two on a small machine: a large page drawn there would stall every
+    /// sync request meanwhile), and at most one core's worth of drawing at a time.
+    static let drawingQueue = DispatchQueue(label: "lnote.webview.draw", qos: .utility)
+
+    /// Runs `body` on `drawingQueue` and returns what it returns.
+    static func drawing<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { c in drawingQueue.async { c.resume(with: Result { try body() }) } }
+    }
+
     /// [SYNC-92] Answers `GET /v1/notebooks/<notebook>/view/<rest…>` (the token already
     /// checked): `""` the library, `conflicts`, `documents/<doc>`, `documents/<doc>/cover`,
     /// `documents/<doc>/pages/<page>`, `documents/<doc>/pages/<page>/svg`.
@@ -94,7 +105,9 @@ public struct WebView: Sendable {
             guard let page = try await source.page(pid, of: docID) else {
                 throw Self.notFound("no page \(pid) in document \(docID)")
             }
-            let svg = try PageRenderer.svg(PageRenderer.Page(state: page.state, canvas: page.canvas), assets: page.asset).bytes
+            let svg = try await Self.drawing {
+                try PageRenderer.svg(PageRenderer.Page(state: page.state, canvas: page.canvas), assets: page.asset).bytes
+            }
             return Self.picture(svg, "image/svg+xml")
         default:
             throw Self.notFound("no such view: \(r.joined(separator: "/"))")
@@ -112,7 +125,9 @@ public struct WebView: Sendable {
         guard let page = try await source.page(first.id, of: docID) else {
             throw Self.notFound("no page \(first.id) in document \(docID)")
         }
-        let picture = try PageRenderer.raster(page.state, canvas: page.canvas, maxSide: Self.coverSide, assets: page.asset)
-        return Self.picture(try JPEGEncoder.encode(picture), "image/jpeg")
+        let jpeg = try await Self.drawing {
+            try JPEGEncoder.encode(try PageRenderer.raster(page.state, canvas: page.canvas, maxSide: Self.coverSide, assets: page.asset))
+        }
+        return Self.picture(jpeg, "image/jpeg")
     }
 }
