@@ -42,6 +42,7 @@ enum WebViewHTML {
     header{padding:10px 16px;background:#bcbcbc;color:#111}
     header a{color:#123;margin-right:14px}
     #status{padding:10px 16px;color:#600}
+    #status:empty{display:none}
     main{padding:8px 16px 32px}
     h1{font-size:20px;margin:8px 0 12px}
     h2{font-size:17px;margin:18px 0 6px}
