@@ -66,7 +66,7 @@ let package = Package(
         .target(name: "LnoteSQLite", dependencies: ["LnoteModel", "CLnoteSQLite"]),
         .target(name: "LnotePostgres", dependencies: ["LnoteModel", "CLnotePQ"]),
         .target(name: "LnoteSync", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "CLnoteCurl"]),
-        .target(name: "LnoteServer", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSync", "LnoteSQLite", "CLnoteMicroHTTPD"]),
+        .target(name: "LnoteServer", dependencies: ["LnoteModel", "LnoteReplication", "LnoteRender", "LnoteStore", "LnoteSync", "LnoteSQLite", "CLnoteMicroHTTPD"]),
         // The relay's PostgreSQL backend (issue 17): RelayDatabase over LnotePostgres.
         .target(name: "LnoteRelayPostgres", dependencies: ["LnoteModel", "LnotePostgres", "LnoteServer"]),
         .target(name: "LnoteExport", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSQLite"]),
@@ -102,6 +102,8 @@ let package = Package(
         .testTarget(name: "LnoteCLITests", dependencies: ["lnote", "LnoteModel", "LnoteRender", "LnoteReplication", "LnoteStore", "LnoteTestSupport", "CLnoteZlib", "LnotePostgres", "LnoteRelayPostgres"],
                     exclude: ["Golden"]),
         .testTarget(name: "LnoteExportTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteStore", "LnoteSQLite", "LnoteExport", "LnoteRender", "lnote", "LnoteTestSupport"]),
+        // The read-only web view (issue 19 part 6): serve and relay over HTTP, and headless Chromium.
+        .testTarget(name: "LnoteWebViewTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteRender", "LnoteStore", "LnoteSync", "LnoteServer", "LnoteRelayPostgres", "CLnoteCairo", "LnoteTestSupport"]),
         .testTarget(name: "LnoteRelayTests", dependencies: ["LnoteModel", "LnoteReplication", "LnoteSync", "LnoteServer", "LnoteSQLite", "LnoteTestSupport", "LnotePostgres", "LnoteRelayPostgres"]),
     ],
     swiftLanguageModes: [.v6]

@@ -41,15 +41,18 @@ public final class PeerServer: Sendable {
         let digest = TokenDigest(token: token)
         let id = Self.notebookID(replica: notebook.replica)
         let refusals = RefusedDocumentsLog()
+        let lock = AsyncLock()
         let owned = SerialEndpoint(inner: ReportingEndpoint(inner: OwnReplicaEndpoint(inner: endpoint, notebook: notebook),
-                                                            notebook: notebook, log: refusals))
+                                                            notebook: notebook, log: refusals), lock: lock)
+        let view = WebView(notebook: id, source: NotebookWebSource(notebook: notebook, lock: lock))
         let polls = LongPolls()
         let service = SyncHTTPService(kind: "peer", maxBodyBytes: configuration.maxRequestBodyBytes, longPolls: polls,
                                       authorize: { t, _ in
                                           guard let t else { return Access(.unauthorized) }
                                           return Access(digest.matches(t) ? .ok : .unauthorized)
                                       },
-                                      endpoint: { nb, _ in nb == id ? owned : nil })
+                                      endpoint: { nb, _ in nb == id ? owned : nil },
+                                      view: { nb in nb == id ? view : nil })
         self.endpoint = endpoint
         notebookID = id
         longPolls = polls
@@ -80,6 +83,9 @@ public final class PeerServer: Sendable {
 
     /// The notebook URL clients pass to `lnote sync`.
     public var url: String { "\(http.baseURL)/v1/notebooks/\(notebookID.uuidString)" }
+
+    /// [SYNC-91] The web view's entry URL, the token in its fragment.
+    public func viewURL(token: String) -> String { WebView.url(baseURL: http.baseURL, notebook: notebookID, token: token) }
 
     /// Answers the long polls it holds 503 ([SYNC-74]), stops watching, stops serving.
     /// Idempotent.
@@ -120,7 +126,8 @@ extension SyncEndpointWrapper {
 /// short; a held long poll does not hold the lock while it waits (only while it answers).
 struct SerialEndpoint: SyncEndpoint {
     let inner: any SyncEndpoint
-    let lock = AsyncLock()
+    /// Shared with the web view's reads of the folder (`NotebookWebSource`).
+    let lock: AsyncLock
 
     func sync(_ request: SyncRequest) async throws -> SyncResponse { try await lock.run { try await inner.sync(request) } }
     func missingAssets(_ ids: [AssetID], document: DocumentID) async throws -> [AssetID] {
@@ -235,7 +242,9 @@ public final class RelayServer: Sendable {
     public let longPolls: LongPolls
     private let observation: Int
 
-    public init(store: RelayStore, configuration: HTTPServer.Configuration = .init()) throws {
+    /// - Parameter viewLimit: the most bytes one web view answer reads of a notebook ([SYNC-95]).
+    public init(store: RelayStore, configuration: HTTPServer.Configuration = .init(),
+                viewLimit: Int = RelayStore.maxViewBytes) throws {
         self.store = store
         let polls = LongPolls()
         longPolls = polls
@@ -245,6 +254,10 @@ public final class RelayServer: Sendable {
                                       },
                                       endpoint: { nb, device in
                                           try await store.perform { try $0.endpoint(notebook: NotebookID(nb), device: device) }
+                                      },
+                                      // [SYNC-95] Materialized from the store for each request.
+                                      view: { nb in
+                                          WebView(notebook: nb, source: RelayWebSource(store: store, notebook: NotebookID(nb), limit: viewLimit))
                                       })
         observation = store.observeChanges { polls.bump($0.uuid) }
         do {
@@ -258,6 +271,11 @@ public final class RelayServer: Sendable {
 
     /// The URL of one notebook on this relay.
     public func url(notebook: NotebookID) -> String { "\(http.baseURL)/v1/notebooks/\(notebook.uuid.uuidString)" }
+
+    /// [SYNC-91] The web view's entry URL of one notebook, the token in its fragment.
+    public func viewURL(notebook: NotebookID, token: String) -> String {
+        WebView.url(baseURL: http.baseURL, notebook: notebook.uuid, token: token)
+    }
 
     /// Answers the long polls it holds 503 ([SYNC-74]), then stops serving. Idempotent.
     public func close() throws {

@@ -16,6 +16,8 @@ public struct SyncHTTPService: Sendable {
     public typealias Authorizer = @Sendable (_ token: String?, _ notebook: UUID) async throws -> Access
     /// The endpoint of a notebook for the device of the request's token (nil: no such notebook).
     public typealias Resolver = @Sendable (_ notebook: UUID, _ device: String?) async throws -> (any SyncEndpoint)?
+    /// The web view of a notebook whose token was checked ([SYNC-90]); nil: no view.
+    public typealias ViewResolver = @Sendable (_ notebook: UUID) async throws -> WebView?
 
     /// "peer" or "relay", reported by `GET /v1/hello`.
     public let kind: String
@@ -27,9 +29,13 @@ public struct SyncHTTPService: Sendable {
     public let longPolls: LongPolls?
     /// The longest a request is held, whatever its `wait` asks ([SYNC-70]).
     public let maxWait: UInt32
+    /// The read-only web view ([SYNC-90]); nil: `/view/…` and `…/view/…` are 404.
+    public let view: ViewResolver?
 
     public init(kind: String, maxBodyBytes: Int = SyncCodec.maxBodySize, longPolls: LongPolls? = nil,
-                maxWait: UInt32 = SyncCodec.maxWait, authorize: @escaping Authorizer, endpoint: @escaping Resolver) {
+                maxWait: UInt32 = SyncCodec.maxWait, authorize: @escaping Authorizer, endpoint: @escaping Resolver,
+                view: ViewResolver? = nil) {
+        self.view = view
         self.kind = kind
         self.authorize = authorize
         self.endpoint = endpoint
@@ -153,6 +159,8 @@ public struct SyncHTTPService: Sendable {
     private enum Gate {
         /// `GET /v1/hello`, which needs no token.
         case hello
+        /// `GET /view/<notebook>`: the web view's shell, which needs no token ([SYNC-91]).
+        case shell
         /// Answered without reading the body: a refusal.
         case answer(HTTPServerResponse)
         /// A notebook request whose token opens the notebook.
@@ -168,6 +176,10 @@ public struct SyncHTTPService: Sendable {
             return .answer(Self.error(.badRequest, "path segments . and .. are not allowed"))
         }
         if segments == ["v1", "hello"], request.method == "GET" { return .hello }
+        // [SYNC-91] The shell names no notebook's content: the same bytes for any id.
+        if view != nil, segments.count == 2, segments[0] == "view", request.method == "GET", Self.uuid(segments[1]) != nil {
+            return .shell
+        }
         guard segments.count >= 4, segments[0] == "v1", segments[1] == "notebooks" else {
             return .answer(Self.error(.notFound, "no such resource: \(request.path)"))
         }
@@ -210,7 +222,7 @@ public struct SyncHTTPService: Sendable {
     /// announced over its limit ([SYNC-82]) is refused, before any byte of the body is read.
     public func admit(_ head: HTTPServerRequest) async -> HTTPServerResponse? {
         switch await gate(head) {
-        case .hello:
+        case .hello, .shell:
             return nil
         case .answer(let refusal):
             return refusal
@@ -231,6 +243,8 @@ public struct SyncHTTPService: Sendable {
         switch await gate(request) {
         case .hello:
             return Self.json(200, ["protocol": [Int(SyncCodec.version)], "server": "lnote", "kind": kind])
+        case .shell:
+            return WebView.shell
         case .answer(let refusal):
             return refusal
         case .open(let n, let e, let r):
@@ -257,6 +271,10 @@ public struct SyncHTTPService: Sendable {
     private func route(_ ep: any SyncEndpoint, _ notebook: UUID, _ rest: [Substring],
                        _ r: HTTPServerRequest) async throws -> HTTPServerResponse {
         switch (r.method, rest.count) {
+        case ("GET", _) where rest[0] == "view":
+            // [SYNC-92] The view's fragments and pictures, behind the token like the rest.
+            guard let view, let v = try await view(notebook) else { return Self.error(.notFound, "this server has no web view") }
+            return try await v.respond(rest.dropFirst())
         case ("POST", 1) where rest[0] == "sync":
             let q = try SyncCodec.decodeRequest(r.body, path: "request body")
             let answer: SyncResponse

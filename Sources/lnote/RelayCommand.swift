@@ -37,6 +37,13 @@ extension CommandTable {
         Each relay process records in the database that it serves it (host, pid, port) and
         how many long polls it holds, for `lnote relay stats`; it deletes that row when it
         stops cleanly.
+
+        A read-only web view of each notebook (its library, each document's pages as SVG,
+        its conflicts), drawn from the operations and checkpoints held, is served behind
+        the notebook's tokens: open URL/view/<id>#token=TOKEN in a browser (the fragment is
+        never sent; the page sends the token as the bearer token). An answer that would read
+        more than 64 MiB of a notebook is refused (413): sync it to a folder and use
+        `lnote serve` there.
         """,
         options: serverOptions.union(relayDatabaseOptions),
         run: { args, console in
@@ -72,7 +79,8 @@ extension CommandTable {
             let presence = RelayPresence(store: store, port: Int(server.http.port),
                                          log: { console.err("lnote relay: \($0)") }) { polls.waiting }
             console.out("url: \(server.http.baseURL)")
-            console.err("lnote relay: serving \(db); notebook URLs are \(server.http.baseURL)/v1/notebooks/<id>; Ctrl-C stops")
+            console.err("lnote relay: serving \(db); notebook URLs are \(server.http.baseURL)/v1/notebooks/<id>, "
+                        + "web views \(server.http.baseURL)/view/<id>#token=TOKEN; Ctrl-C stops")
             let signal = await signals.wait()
             // Polls answered first, then this process's presence row deleted, then the store closed.
             let stopped = Result { try server.close() }

@@ -72,9 +72,18 @@ extension CommandTable {
         the folder's logs growing wakes it). At most --max-connections connections at once
         (default 128), --max-connections-per-ip from one address (default 32). Stops
         cleanly on SIGINT/SIGTERM: long polls held then are answered 503, which clients retry.
-        --json prints one line of JSON once serving, instead of the url: and token: lines:
-        {"url": URL, "notebook": UUID, "folder": PATH, "port": N, "token": HEX (only when
-        made or replaced now, as the token: line)}.
+        A read-only web view of the notebook (its library with covers, each document's
+        pages as SVG, its conflicts) is served too, behind the same token: open the URL
+        of the view: line in a browser. The token travels in the URL's fragment
+        (#token=...), which the browser never sends; the page's script removes it from
+        the address bar and sends it as the bearer token. The view: line ends in
+        #token=HEX when the token is printed (made or replaced now); else append #token=
+        and the token (.lnote/serve.json) to it. The view uses no outside script, font
+        or style (Protocol/sync-protocol.md §8).
+        --json prints one line of JSON once serving, in place of the url, view and token
+        lines: {"url": URL, "view_url": URL, "notebook": UUID, "folder": PATH, "port": N,
+        "token": HEX (only when made or replaced now, as the token line; view_url then
+        has the #token= fragment)}.
         """,
         options: serverOptions.union(["token", "url-host"]),
         flags: ["new-token", "json"],
@@ -133,14 +142,19 @@ extension CommandTable {
                 throw error
             }
             ServerLog(console: console, prefix: "lnote serve").attach(to: server.http)
+            // [SYNC-91] The token goes into the view's URL only where it is printed anyway.
+            let viewURL = publicBase(server, host: urlHost) + "/view/\(server.notebookID.uuidString)"
+                + (printToken ? "#token=\(token)" : "")
             if args.flag("json") {
                 var o: [String: CanonicalJSON] = ["url": .string(publicURL(server, host: urlHost)),
+                                                  "view_url": .string(viewURL),
                                                   "notebook": .string(server.notebookID.uuidString),
                                                   "folder": .string(notebook.path), "port": .int(Int64(server.http.port))]
                 if printToken { o["token"] = .string(token) }
                 console.raw(CanonicalJSON.object(o).text(.compact) + "\n")
             } else {
                 console.out("url: \(publicURL(server, host: urlHost))")
+                console.out("view: \(viewURL)")
                 if printToken { console.out("token: \(token)") }
             }
             console.flush()
@@ -161,10 +175,15 @@ extension CommandTable {
 
     /// The server's notebook URL with `host` in place of the bind address.
     static func publicURL(_ server: PeerServer, host: String?) -> String {
-        guard let host else { return server.url }
+        publicBase(server, host: host) + "/v1/notebooks/\(server.notebookID.uuidString)"
+    }
+
+    /// `scheme://host:port` of the server, with `host` in place of the bind address.
+    static func publicBase(_ server: PeerServer, host: String?) -> String {
+        guard let host else { return server.http.baseURL }
         let scheme = server.url.hasPrefix("https:") ? "https" : "http"
         let h = host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host
-        return "\(scheme)://\(h):\(server.http.port)/v1/notebooks/\(server.notebookID.uuidString)"
+        return "\(scheme)://\(h):\(server.http.port)"
     }
 }
 
