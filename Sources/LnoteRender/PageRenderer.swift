@@ -37,7 +37,7 @@ public typealias AssetLookup = (AssetID) -> [UInt8]?
 ///   add nothing visible and are skipped (never a fragment's last point). A step lying wholly
 ///   outside the output ends the polyline and is left out. An opaque ink is drawn in its
 ///   color; a translucent one, and the highlighter (drawn at 90/256 ≈ 35 % of its color's
-///   alpha, as the old rasterizer did), is drawn opaque in a cairo group, clipped to the
+///   alpha), is drawn opaque in a cairo group, clipped to the
 ///   stroke's bounds, then painted with its alpha once (`cairo_paint_with_alpha`; in a PDF a
 ///   vector transparency group): a stroke never darkens where it overlaps itself.
 /// - **An image** is its asset's pixels (PNG through cairo's reader, JPEG through
