@@ -198,7 +198,7 @@ import Testing
         }
     }
 
-    @Test("[MERGE-58] no conflicts: no pictures and an index saying so; a later run removes the pictures of an earlier one and nothing else; DIR a file is refused")
+    @Test("[MERGE-58] no conflicts: no pictures and an index saying so; a later run removes the pictures of an earlier one and nothing else (whatever the old index says); DIR a file is refused")
     func noConflictsAndReruns() async throws {
         let sb = try Sandbox("conflictpic-none")
         defer { sb.remove() }
@@ -223,6 +223,15 @@ import Testing
         try await sb.ok("conflicts", "a", "--render", "pics")
         for f in first { #expect(!FileManager.default.fileExists(atPath: sb.sub("pics/" + f)), "\(f) left behind") }
         #expect(FileManager.default.fileExists(atPath: sb.sub("pics/mine.txt")))
+        #expect((try index(sb, "pics")["pages"] as! [Any]).isEmpty)
+
+        // An index written by someone else never makes it remove anything but its own pictures.
+        try sb.write("outside.png", "not mine to remove")
+        try sb.write("pics/index.json", "{\"files\": [\"../outside.png\", \"mine.txt\", \"\(doc)/../../outside.png\", 7]}")
+        try await sb.ok("conflicts", "a", "--render", "pics")
+        #expect(FileManager.default.fileExists(atPath: sb.sub("outside.png")) && FileManager.default.fileExists(atPath: sb.sub("pics/mine.txt")))
+        try sb.write("pics/index.json", "not JSON")
+        try await sb.ok("conflicts", "a", "--render", "pics")
         #expect((try index(sb, "pics")["pages"] as! [Any]).isEmpty)
 
         try sb.write("plain", "x")
