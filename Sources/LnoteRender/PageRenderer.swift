@@ -37,7 +37,7 @@ public typealias AssetLookup = (AssetID) -> [UInt8]?
 ///   add nothing visible and are skipped (never a fragment's last point). A step lying wholly
 ///   outside the output ends the polyline and is left out. An opaque ink is drawn in its
 ///   color; a translucent one, and the highlighter (drawn at 90/256 ≈ 35 % of its color's
-///   alpha, as the old rasterizer did), is drawn opaque in a cairo group, clipped to the
+///   alpha), is drawn opaque in a cairo group, clipped to the
 ///   stroke's bounds, then painted with its alpha once (`cairo_paint_with_alpha`; in a PDF a
 ///   vector transparency group): a stroke never darkens where it overlaps itself.
 /// - **An image** is its asset's pixels (PNG through cairo's reader, JPEG through
@@ -522,22 +522,29 @@ public enum PageRenderer {
 
     enum ImageOutcome { case drawn, placeholder, nothing }
 
+    /// The matrix from an image's frame-local coordinates (origin at the frame's top-left,
+    /// tenths of a point) to device units: rotation about the frame's center, then the
+    /// element's transform, then `scale`.
+    static func imageMatrix(_ img: ImageElement, transform t: Transform, scale: Double) -> cairo_matrix_t {
+        let fw = Double(img.frame.width), fh = Double(img.frame.height)
+        let cx = Double(img.frame.x) + fw / 2, cy = Double(img.frame.y) + fh / 2
+        let angle = Double(img.rotation) * Double.pi / 18_000
+        let k = scale / 65536
+        var m = cairo_matrix_t()
+        cairo_matrix_init(&m, Double(t.a) * k, Double(t.b) * k, Double(t.c) * k, Double(t.d) * k,
+                          Double(t.tx) * scale, Double(t.ty) * scale)
+        cairo_matrix_translate(&m, cx, cy)
+        cairo_matrix_rotate(&m, angle)
+        cairo_matrix_translate(&m, -fw / 2, -fh / 2)
+        return m
+    }
+
     static func drawImage(_ img: ImageElement, transform t: Transform, on cr: OpaquePointer, view: Viewport,
                           images: ImageCache) -> ImageOutcome {
         let det = Int64(t.a) * Int64(t.d) - Int64(t.b) * Int64(t.c)
         guard det != 0, img.frame.width > 0, img.frame.height > 0 else { return .nothing }
         let fw = Double(img.frame.width), fh = Double(img.frame.height)
-        let cx = Double(img.frame.x) + fw / 2, cy = Double(img.frame.y) + fh / 2
-        let angle = Double(img.rotation) * Double.pi / 18_000
-        let k = view.scale / 65536
-        // frame-local (u, v), origin at the frame's top-left → page (rotation about the
-        // center) → element transform → device.
-        var m = cairo_matrix_t()
-        cairo_matrix_init(&m, Double(t.a) * k, Double(t.b) * k, Double(t.c) * k, Double(t.d) * k,
-                          Double(t.tx) * view.scale, Double(t.ty) * view.scale)
-        cairo_matrix_translate(&m, cx, cy)
-        cairo_matrix_rotate(&m, angle)
-        cairo_matrix_translate(&m, -fw / 2, -fh / 2)
+        var m = imageMatrix(img, transform: t, scale: view.scale)
         // Cull what lies outside the output.
         var b = Bounds()
         for (u, v) in [(0.0, 0.0), (fw, 0), (0, fh), (fw, fh)] {

@@ -1,7 +1,7 @@
 import LnoteModel
 
-// What both renderers (cairo's `PageRenderer` and the old `ThumbnailRenderer`) need of an
-// element's transform (16.16 fixed point, translation in tenths of a point).
+// What drawing needs of an element's transform (16.16 fixed point, translation in tenths of
+// a point): `PageRenderer`'s strokes and its highlights' bounds.
 extension Transform {
     /// How much the linear part scales lengths (square root of |determinant|).
     var linearScale: Double {

@@ -18,7 +18,7 @@ final class Bench {
         12: "first sync of a new folder", 13: "time travel: a page as of the middle of its history",
         14: "undo and redo of one step", 15: "relay throughput: SQLite, PostgreSQL, three relays on PostgreSQL",
         16: "first pull of a 200-document notebook from a relay on PostgreSQL",
-        17: "pages drawn by cairo: thumbnails against the old rasterizer, PDF export",
+        17: "pages drawn by cairo: thumbnails, PDF export",
         18: "thumbnails off the save path",
     ]
 

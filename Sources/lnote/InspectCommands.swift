@@ -55,8 +55,8 @@ extension CommandTable {
 
     static let conflicts = Command(
         name: "conflicts",
-        synopsis: "lnote conflicts FOLDER [DOC] [--json]",
-        summary: "List every conflict (concurrent edits and which one won)",
+        synopsis: "lnote conflicts FOLDER [DOC] [--render DIR [--size N]] [--json]",
+        summary: "List every conflict (concurrent edits and which one won); --render draws them",
         details: """
         Document level: concurrent title writes, page moves, canvas changes, and pages deleted
         while edited elsewhere. Page level: concurrent moves and reorders of an element, and
@@ -66,11 +66,51 @@ extension CommandTable {
         Every document is searched (deleted ones included) unless DOC is given. The exit
         status is 0 whether or not there are conflicts.
         --json   an array of {document, kind, page, element, ops, winner}
+
+        --render DIR draws, for each page with element conflicts (move, reorder, erase) or
+        deleted while edited, PNG pictures (merge-semantics.md [MERGE-55] - [MERGE-58]):
+          DIR/DOC/PAGE-merged.png
+              the page as it is now, each conflicting element outlined in
+              magenta (an erased one: its ink faint, the outline dashed)
+          DIR/DOC/PAGE-side-R.png
+              for each replica R that made one of the concurrent operations,
+              the page as R saw it right after its latest one (the moment of
+              that operation), the same elements outlined
+          DIR/DOC/PAGE-delete-R.png
+              a page deleted while edited: the page as the delete's author R
+              had seen it; outlined are the elements changed since
+          DIR/DOC/PAGE.png
+              all of them side by side, merged first, each labelled
+          DIR/index.json
+              {pages: [{document, page, number (live pages), deleted,
+              conflicts, highlighted, merged, combined, sides: [{view,
+              replica, operation, moment, device, file or reason}]}],
+              not_pictured: [{document, kind, ..., reason}], files}
+        Replicas holding the same operations write the same pictures. Pages without such
+        conflicts get no files (title, page order and canvas conflicts are listed in the
+        index as not pictured). DIR is created if missing; each file is replaced
+        atomically, and the files a previous run listed in DIR/index.json and this one does
+        not write are removed (nothing else in DIR is touched). With --json the index is
+        printed.
+        --size N the longer side of each picture in pixels, 16 to 4096 (default 800)
         """,
+        options: ["render", "size"],
         flags: ["json"],
         run: { args, console in
             try args.expect(1, max: 2, "FOLDER [DOC]")
+            let render = args.option("render")
+            var size = 800
+            if let s = args.option("size") {
+                guard render != nil else { throw Arguments.UsageError(message: "--size goes with --render DIR") }
+                guard let n = Int(s), (16...4096).contains(n) else {
+                    throw Arguments.UsageError(message: "--size \(s) must be a whole number from 16 to 4096")
+                }
+                size = n
+            }
+            if let render { try ConflictPictures.checkTarget(render) }
             var devices: [ReplicaID: String] = [:]
+            var plans: [ConflictPictures.PagePlan] = []
+            var unpictured: [ConflictPictures.Unpictured] = []
             let found: [(DocumentID, [PageID], Conflict)] = try await withNotebook(args.positionals[0], console: console) { nb in
                 devices = try await nb.deviceNames()
                 let ids = args.positionals.count == 2 ? [try await Resolve.document(args.positionals[1], in: nb)]
@@ -79,10 +119,39 @@ extension CommandTable {
                 for id in ids {
                     try await withDocument(nb, id.description, console: console) { d in
                         let live = await d.pageList.map(\.id)
-                        for c in try await d.allConflicts() { out.append((id, live, c)) }
+                        let all = try await d.allConflicts()
+                        for c in all { out.append((id, live, c)) }
+                        if render != nil {
+                            let r = try await ConflictPictures.plans(d, conflicts: all, live: live)
+                            plans += r.plans
+                            unpictured += r.unpictured
+                        }
                     }
                 }
                 return out
+            }
+            if let render {
+                let index = try ConflictPictures.write(plans, unpictured: unpictured, to: render, size: size, devices: devices)
+                if args.flag("json") {
+                    console.raw(index.text(.pretty))
+                    return Exit.ok
+                }
+                var files = 0
+                for p in plans {
+                    let drawn = p.sides.filter { $0.page != nil }.count
+                    files += 2 + drawn
+                    let at = p.number.map { "#\($0)" } ?? "(deleted)"
+                    var line = "\(p.document) page \(at) \(p.page): \(p.conflicts.count) conflict\(p.conflicts.count == 1 ? "" : "s"), "
+                        + "merged and \(drawn) side\(drawn == 1 ? "" : "s") in "
+                        + (render as NSString).appendingPathComponent(ConflictPictures.file(p.document, p.page, ""))
+                    for s in p.sides where s.page == nil { line += "; \(s.label) not drawn: \(s.reason ?? "")" }
+                    console.out(line)
+                }
+                for u in unpictured { console.out("\(u.document)  \(u.conflict.kind.rawValue): not pictured (\(u.reason))") }
+                let indexPath = (render as NSString).appendingPathComponent("index.json")
+                console.out(plans.isEmpty ? "no conflicts to picture (\(indexPath) lists none)"
+                            : "wrote \(files) pictures of \(plans.count) page\(plans.count == 1 ? "" : "s") and \(indexPath)")
+                return Exit.ok
             }
             if args.flag("json") {
                 console.raw(CanonicalJSON.array(found.map { doc, _, c in

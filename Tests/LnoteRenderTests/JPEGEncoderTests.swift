@@ -10,14 +10,14 @@ private func jpegSeed() -> UInt64 {
 }
 
 /// A page of seeded handwriting on A4, rendered at 256 px.
-private func handwritingThumbnail(seed: UInt64, strokes: Int = 120) -> Thumbnail {
+private func handwritingThumbnail(seed: UInt64, strokes: Int = 120) throws -> Thumbnail {
     let rep = ReplicaID(3)
     let elements = HandwritingGenerator.strokes(seed: seed, count: strokes).enumerated().map { i, s in
         ElementRecord(id: OpID(replica: rep, counter: UInt64(i + 1)), lamport: UInt64(i + 1), wallTime: 0,
                       content: .stroke(s), transform: LWWRegister(.identity), z: LWWRegister(ZKey(layer: Int64(i))),
                       erased: [])
     }
-    return ThumbnailRenderer.render(PageState(page: PageID(), elements: elements), canvas: .a4, maxSide: 256)
+    return try PageRenderer.raster(PageState(page: PageID(), elements: elements), canvas: .a4, maxSide: 256)
 }
 
 /// The marker segments of a JPEG header up to SOS: (marker, offset of FF, payload).
@@ -37,7 +37,7 @@ struct JPEGEncoderTests {
     @Test("[PKG-103] a rendered page round-trips through JPEG within a tolerance (seeded)")
     func roundTrip() throws {
         let seed = jpegSeed()
-        let t = handwritingThumbnail(seed: seed)
+        let t = try handwritingThumbnail(seed: seed)
         let jpeg = try JPEGEncoder.encode(t)
         let back = try JPEGEncoder.decode(jpeg)
         #expect(back.width == t.width && back.height == t.height, "seed \(seed)")
@@ -64,7 +64,7 @@ struct JPEGEncoderTests {
 
     @Test("[PKG-103] baseline sequential (SOF0), 3 components at 4:2:0, JFIF first, SOI … EOI")
     func baseline420() throws {
-        let t = handwritingThumbnail(seed: 11, strokes: 10)
+        let t = try handwritingThumbnail(seed: 11, strokes: 10)
         let jpeg = try JPEGEncoder.encode(t)
         #expect(jpeg.prefix(2) == [0xFF, 0xD8] && jpeg.suffix(2) == [0xFF, 0xD9])
         let segs = segments(jpeg)
@@ -103,7 +103,7 @@ struct JPEGEncoderTests {
 
     @Test("[PKG-103] a comment goes in one COM segment right after APP0 and is read back; the picture is unchanged")
     func comment() throws {
-        let t = handwritingThumbnail(seed: 5, strokes: 20)
+        let t = try handwritingThumbnail(seed: 5, strokes: 20)
         let text = Array("lnote-thumbnail 1 ".utf8) + Array(repeating: UInt8(ascii: "a"), count: 64)
         let plain = try JPEGEncoder.encode(t)
         let stamped = try JPEGEncoder.encode(t, comment: text)
@@ -128,14 +128,14 @@ struct JPEGEncoderTests {
 
     @Test("bad arguments and bad bytes are typed errors, never a crash (seeded truncations and flips)")
     func errors() throws {
-        let t = handwritingThumbnail(seed: 9, strokes: 10)
+        let t = try handwritingThumbnail(seed: 9, strokes: 10)
         #expect(throws: LnoteError(.invalidArgument)) { try JPEGEncoder.encode(t, quality: 0) }
         #expect(throws: LnoteError(.invalidArgument)) { try JPEGEncoder.encode(t, quality: 101) }
         #expect(throws: LnoteError(.invalidArgument)) {
             try JPEGEncoder.encode(t, comment: [UInt8](repeating: 0, count: JPEGEncoder.maxCommentBytes + 1))
         }
         #expect(throws: LnoteError(.corrupt)) { try JPEGEncoder.decode(Array("not a jpeg".utf8)) }
-        #expect(throws: LnoteError(.corrupt)) { try JPEGEncoder.comments(in: PNGEncoder.encode(t)) }
+        #expect(throws: LnoteError(.corrupt)) { try JPEGEncoder.comments(in: t.cairoPNG()) }
         let jpeg = try JPEGEncoder.encode(t, comment: Array("hello".utf8))
         do {
             _ = try JPEGEncoder.comments(in: Array(jpeg.prefix(30)))

@@ -215,35 +215,92 @@ enum Pages {
         #expect(samePDF, "seed \(seed)")
     }
 
-    /// cairo against the old rasterizer on generated pages: the same ink in the same places.
-    /// Both antialias, with different coverage rules (cairo's exact area against the old
-    /// distance ramp), so edge pixels differ while inner and blank pixels match. Measured mean
-    /// absolute differences (of 255, all pixels): 0.8 (60 strokes, 256 px), 2.7 (120 strokes,
-    /// 181 px: the densest ink per pixel), 1.6 (180 strokes, 400 px); the same ink moved by
-    /// 3 pt gives 6.4, 13 and 18. Hence the bound: under 4, and under half the moved page's.
-    /// With strokes drawn as polylines (widths within a quarter pixel, points within 0.1 px of
-    /// the line), four seeds measured 1.0–1.2, 2.7–3.0 and 1.9–2.0: the bound is unchanged.
-    @Test func matchesTheOldRasterizer() throws {
+    /// The ink lies where the geometry says, on generated pages: each visible piece of a
+    /// stroke (two consecutive points of a fragment, under the element's transform) is a
+    /// capsule between the two points' discs. A pixel whose center lies 1 px inside the capsule
+    /// of the smaller radius is dark; one whose center lies more than 1.5 px outside every
+    /// capsule of the larger radius is white. (The margins hold the renderer's tolerances:
+    /// widths within a quarter pixel, points left out within 0.1 px, antialiased edges.) The
+    /// reference is computed here from the points alone, not by cairo; it once was the old
+    /// hand-made rasterizer. The same check fails on the ink moved by 3 pt.
+    @Test func inkLiesWhereTheGeometrySays() throws {
         let seed = UInt64.random(in: 0...UInt64.max)
         var rng = SplitMix64(seed: seed)
-        for k in 0..<3 {
-            let strokes = HandwritingGenerator.strokes(seed: rng.next(), count: 60 + 60 * k)
+        for k in 0..<2 {
+            // Black pen strokes four times wider than generated (3 to 6 px at 1024 px on A4).
+            let strokes = HandwritingGenerator.strokes(seed: rng.next(), count: 40 + 40 * k).map { s -> Stroke in
+                Stroke(style: InkStyle(tool: .pen, color: .black, width: s.style.width * 4),
+                       points: s.points.map { p in var q = p; q.radius *= 4; return q })
+            }
             var contents: [(ElementContent, Transform, [PointRange])] = strokes.map { (.stroke($0), .identity, []) }
-            // Some partial erases, a highlighter stroke and a moved one.
             contents[3].2 = [PointRange(2, 9)]
-            if case .stroke(var s) = contents[5].0 { s.style = InkStyle(tool: .highlighter, color: RGBA(r: 250, g: 220, b: 0)); contents[5].0 = .stroke(s) }
             contents[7].1 = .translation(400, -300)
-            let state = P.state(contents)
-            let side = [256, 181, 400][k]
-            let cairo = try PageRenderer.raster(state, canvas: .a4, maxSide: side)
-            let old = ThumbnailRenderer.render(state, canvas: .a4, maxSide: side)
-            let mad = P.meanAbsoluteDifference(cairo, old)
-            #expect(mad < 4, "seed \(seed) page \(k): mean absolute difference \(mad)")
-            // And a shifted picture is far: the measure can fail.
-            let shifted = try PageRenderer.raster(P.state(contents.map { ($0.0, .translation(30, 30), $0.2) }), canvas: .a4, maxSide: side)
-            let far = P.meanAbsoluteDifference(shifted, old)
-            #expect(far > 2 * mad, "seed \(seed) page \(k): \(far) against \(mad)")
+            contents[9].1 = Transform(a: 58_982, b: 9_830, c: -9_830, d: 58_982, tx: 200, ty: 100)   // rotated, scaled 0.91
+            let side = 1024
+            let picture = try PageRenderer.raster(P.state(contents), canvas: .a4, maxSide: side)
+            let scale = Double(picture.height) / 8419
+            let (inside, near) = Self.reference(contents, width: picture.width, height: picture.height, scale: scale)
+            var light = 0, stray = 0
+            for y in 0..<picture.height {
+                for x in 0..<picture.width {
+                    let i = y * picture.width + x
+                    if inside[i], !P.dark(picture.pixel(x, y)) { light += 1 }
+                    if !near[i], picture.pixel(x, y) != P.white { stray += 1 }
+                }
+            }
+            #expect(inside.contains(true) && light == 0 && stray == 0,
+                    "seed \(seed) page \(k): \(light) pixels inside the ink not dark, \(stray) away from it not white")
+            // The check can fail: the same reference against the ink moved by 3 pt.
+            let moved = try PageRenderer.raster(P.state(try contents.map { ($0.0, try $0.1.translated(by: 30, 30), $0.2) }), canvas: .a4, maxSide: side)
+            var wrong = 0
+            for i in 0..<(moved.width * moved.height) where inside[i] || !near[i] {
+                let c = moved.pixel(i % moved.width, i / moved.width)
+                if inside[i] ? !P.dark(c) : c != P.white { wrong += 1 }
+            }
+            #expect(wrong > 1000, "seed \(seed) page \(k): moved ink passed the check (\(wrong) pixels wrong)")
         }
+    }
+
+    /// For each pixel: its center lies 1 px inside some piece's capsule of the smaller radius
+    /// (`inside`), or within 1.5 px of some piece's capsule of the larger radius (`near`).
+    static func reference(_ contents: [(ElementContent, Transform, [PointRange])], width: Int, height: Int, scale: Double)
+        -> (inside: [Bool], near: [Bool]) {
+        var inside = [Bool](repeating: false, count: width * height)
+        var near = inside
+        func mark(_ ax: Double, _ ay: Double, _ ar: Double, _ bx: Double, _ by: Double, _ br: Double) {
+            let reach = max(ar, br) + 1.5
+            let x0 = max(0, Int((min(ax, bx) - reach).rounded(.down))), x1 = min(width - 1, Int((max(ax, bx) + reach).rounded(.up)))
+            let y0 = max(0, Int((min(ay, by) - reach).rounded(.down))), y1 = min(height - 1, Int((max(ay, by) + reach).rounded(.up)))
+            guard x0 <= x1, y0 <= y1 else { return }
+            let dx = bx - ax, dy = by - ay, len2 = dx * dx + dy * dy
+            for y in y0...y1 {
+                for x in x0...x1 {
+                    let px = Double(x) + 0.5, py = Double(y) + 0.5
+                    let t = len2 > 0 ? min(1, max(0, ((px - ax) * dx + (py - ay) * dy) / len2)) : 0
+                    let ex = ax + t * dx - px, ey = ay + t * dy - py
+                    let d = (ex * ex + ey * ey).squareRoot()
+                    if d < min(ar, br) - 1 { inside[y * width + x] = true }
+                    if d <= reach { near[y * width + x] = true }
+                }
+            }
+        }
+        for (content, t, erased) in contents {
+            guard case .stroke(let s) = content else { continue }
+            let lin = (abs(Double(t.a) * Double(t.d) - Double(t.b) * Double(t.c)) / 65536 / 65536).squareRoot()
+            let record = ElementRecord(id: OpID(replica: ReplicaID(1), counter: 1), lamport: 1, wallTime: 0, content: content,
+                                       transform: LWWRegister(t), z: LWWRegister(ZKey(layer: 0)), erased: erased)
+            func device(_ p: StrokePoint) -> (Double, Double, Double) {
+                let x = (Double(t.a) * Double(p.x) + Double(t.c) * Double(p.y)) / 65536 + Double(t.tx)
+                let y = (Double(t.b) * Double(p.x) + Double(t.d) * Double(p.y)) / 65536 + Double(t.ty)
+                return (x * scale, y * scale, max(0.5, Double(p.radius) * scale * lin))
+            }
+            for range in record.visibleRanges where range.count > 0 {
+                let pts = s.points[Int(range.from)..<Int(range.to)].map(device)
+                if pts.count == 1 { mark(pts[0].0, pts[0].1, pts[0].2, pts[0].0, pts[0].1, pts[0].2) }
+                for (a, b) in zip(pts, pts.dropFirst()) { mark(a.0, a.1, a.2, b.0, b.1, b.2) }
+            }
+        }
+        return (inside, near)
     }
 
     /// Vector output stays vector: ink (a translucent highlighter included, drawn as a PDF

@@ -368,7 +368,7 @@ struct ThumbnailStoreTests {
         try FileManager.default.removeItem(atPath: d.thumbnailPath(p1))
         _ = try await d.addStroke(bar(y: 6000), to: p2)
         try FileManager.default.removeItem(atPath: d.thumbnailPath(p3))
-        let png = try await d.renderThumbnail(p3).png()
+        let png = try await d.renderThumbnail(p3).cairoPNG()
         try writeFile(d.legacyThumbnailPath(p3), png)
         try await d.close()
         try await nb.close()

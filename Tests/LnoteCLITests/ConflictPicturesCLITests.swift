@@ -1,0 +1,272 @@
+import Foundation
+import LnoteModel
+import LnoteRender
+import Testing
+
+/// `lnote conflicts --render DIR` (merge-semantics.md [MERGE-55] – [MERGE-58]): two
+/// notebook folders edit one page concurrently and sync; the pictures are read back and
+/// looked at pixel by pixel.
+///
+/// Every page is 400 × 300 pt drawn with `--size 400`: one pixel per point.
+@Suite struct ConflictPicturesCLITests {
+    /// A picture read back.
+    struct Picture {
+        let image: Thumbnail
+        init(_ path: String) throws {
+            let bytes = try #require(FileManager.default.contents(atPath: path).map { Array($0) }, "no \(path)")
+            image = try Thumbnail(decoding: bytes, name: path)
+        }
+        static func isHighlight(_ p: RGBA) -> Bool { p.r > 180 && p.g < 90 && p.b > 120 }
+        static func isInk(_ p: RGBA) -> Bool { Int(p.r) + Int(p.g) + Int(p.b) < 200 }
+
+        /// The pixels passing `test`.
+        func pixels(_ test: (RGBA) -> Bool) -> [(x: Int, y: Int)] {
+            var out: [(Int, Int)] = []
+            for y in 0..<image.height { for x in 0..<image.width where test(image.pixel(x, y)) { out.append((x, y)) } }
+            return out
+        }
+
+        /// The bounding box of the pixels passing `test`, nil when none does.
+        func box(_ test: (RGBA) -> Bool) -> (x0: Int, y0: Int, x1: Int, y1: Int)? {
+            let p = pixels(test)
+            guard !p.isEmpty else { return nil }
+            return (p.map(\.x).min()!, p.map(\.y).min()!, p.map(\.x).max()!, p.map(\.y).max()!)
+        }
+    }
+
+    /// Folder `a` with one 400 × 300 pt document holding `strokes` (JSON lines), folder `b`
+    /// made from it by a first sync. Returns the document and the strokes' ids.
+    func twoFolders(_ sb: Sandbox, strokes: String, color: String? = nil, more: String? = nil, moreColor: String? = nil)
+        async throws -> (doc: String, ids: [String]) {
+        try await sb.ok("init", "a")
+        let doc = try await sb.ok("new", "a", "--width", "400", "--height", "300")
+        var ids: [String] = []
+        for (i, (text, c)) in [(strokes, color), (more, moreColor)].enumerated() {
+            guard let text else { continue }
+            try sb.write("s\(i).jsonl", text)
+            let r = try await sb.run(["import", "a", doc, "#1", "s\(i).jsonl", "--width", "4"] + (c.map { ["--color", $0] } ?? []))
+            try #require(r.code == 0, "\(r)")
+            ids += r.lines
+        }
+        try await sb.ok("sync", "a", sb.sub("b"), "--init")
+        return (doc, ids)
+    }
+
+    /// The replica that made the last operation of `folder`'s first page.
+    func lastReplica(_ sb: Sandbox, _ folder: String, _ doc: String) async throws -> String {
+        let log = try parseJSON(try await sb.ok("log", folder, doc, "#1", "--json")) as! [[String: Any]]
+        let id = try #require(log.last?["id"] as? String)
+        return String(id.split(separator: ".")[0])
+    }
+
+    func index(_ sb: Sandbox, _ dir: String) throws -> [String: Any] {
+        let data = try #require(FileManager.default.contents(atPath: sb.sub(dir + "/index.json")))
+        return try JSONSerialization.jsonObject(with: data) as! [String: Any]
+    }
+
+    /// A horizontal line from (x0, y) to (x1, y) in points, a point every point.
+    static func line(_ x0: Int, _ x1: Int, y: Int) -> String {
+        let pts = stride(from: x0, through: x1, by: 1).map { "[\($0), \(y)]" }.joined(separator: ", ")
+        return "{\"points\": [\(pts)]}\n"
+    }
+
+    /// Every highlight pixel lies around `ink` (within the margin and the outline's width),
+    /// and there is some on each of its four sides.
+    func expectOutlined(_ pic: Picture, around ink: (x0: Int, y0: Int, x1: Int, y1: Int), _ what: String,
+                        sourceLocation: SourceLocation = #_sourceLocation) {
+        let reach = Int(PageRenderer.highlightMargin + PageRenderer.highlightWidth) + 3
+        let hl = pic.pixels(Picture.isHighlight)
+        let stray = hl.filter { $0.x < ink.x0 - reach || $0.x > ink.x1 + reach || $0.y < ink.y0 - reach || $0.y > ink.y1 + reach }
+        #expect(!hl.isEmpty && stray.isEmpty, "\(what): \(hl.count) highlight pixels, \(stray.count) away from the element \(ink), e.g. \(stray.prefix(3))",
+                sourceLocation: sourceLocation)
+        #expect(hl.contains { $0.x < ink.x0 } && hl.contains { $0.x > ink.x1 } && hl.contains { $0.y < ink.y0 } && hl.contains { $0.y > ink.y1 },
+                "\(what): the outline does not go around \(ink)", sourceLocation: sourceLocation)
+    }
+
+    @Test("[MERGE-55] [MERGE-56] concurrent moves: the merged page outlines the element where the winner put it, each side shows it where its replica did")
+    func concurrentMoves() async throws {
+        let sb = try Sandbox("conflictpic-moves")
+        defer { sb.remove() }
+        let (doc, ids) = try await twoFolders(sb, strokes: Self.line(50, 100, y: 50))
+        try await sb.ok("move", "a", doc, "#1", ids[0], "--dx", "200", "--dy", "0")
+        try await sb.ok("move", "b", doc, "#1", ids[0], "--dx", "0", "--dy", "150")
+        let ra = try await lastReplica(sb, "a", doc), rb = try await lastReplica(sb, "b", doc)
+        try await sb.ok("sync", "a", sb.sub("b"))
+
+        let out = try await sb.ok("conflicts", "a", "--render", "pics", "--size", "400")
+        #expect(out.contains("1 conflict, merged and 2 sides"), "\(out)")
+        let idx = try index(sb, "pics")
+        let pages = idx["pages"] as! [[String: Any]]
+        try #require(pages.count == 1, "\(idx)")
+        let page = pages[0]["page"] as! String
+        #expect(pages[0]["highlighted"] as? [String] == [ids[0]] && pages[0]["number"] as? Int == 1)
+        let sides = pages[0]["sides"] as! [[String: Any]]
+        #expect(sides.compactMap { $0["replica"] as? String } == [ra, rb].sorted(), "\(sides)")
+        #expect(Set(idx["files"] as! [String]) == Set(["\(doc)/\(page).png", "\(doc)/\(page)-merged.png",
+                                                       "\(doc)/\(page)-side-\(ra).png", "\(doc)/\(page)-side-\(rb).png"]))
+
+        // Each side: the ink where that replica put it (1 px per pt; the line is 4 pt wide), outlined.
+        let sideA = try Picture(sb.sub("pics/\(doc)/\(page)-side-\(ra).png"))
+        let inkA = try #require(sideA.box(Picture.isInk))
+        #expect(abs(inkA.x0 - 248) <= 2 && abs(inkA.x1 - 302) <= 2 && abs(inkA.y0 - 48) <= 2 && abs(inkA.y1 - 52) <= 2, "\(inkA)")
+        expectOutlined(sideA, around: inkA, "side \(ra)")
+        let sideB = try Picture(sb.sub("pics/\(doc)/\(page)-side-\(rb).png"))
+        let inkB = try #require(sideB.box(Picture.isInk))
+        #expect(abs(inkB.x0 - 48) <= 2 && abs(inkB.x1 - 102) <= 2 && abs(inkB.y0 - 198) <= 2 && abs(inkB.y1 - 202) <= 2, "\(inkB)")
+        expectOutlined(sideB, around: inkB, "side \(rb)")
+
+        // Merged: the ink is where the winner's side has it, and outlined there only.
+        let merged = try Picture(sb.sub("pics/\(doc)/\(page)-merged.png"))
+        #expect(merged.image.width == 400 && merged.image.height == 300)
+        let ink = try #require(merged.box(Picture.isInk))
+        let winner = ((pages[0]["conflicts"] as! [[String: Any]])[0]["winner"] as! String).split(separator: ".")[0]
+        #expect(ink == (winner == ra ? inkA : inkB), "merged ink \(ink), winner \(winner)")
+        expectOutlined(merged, around: ink, "merged")
+        // The combined picture holds the three, merged first.
+        let combined = try Picture(sb.sub("pics/\(doc)/\(page).png"))
+        #expect(combined.image.width > 3 * 400 && combined.image.height > 300)
+    }
+
+    @Test("[MERGE-55] an erase against a move: the merged page shows the erased ink faint and dashed-outlined, the mover's side shows it moved")
+    func eraseAgainstMove() async throws {
+        let sb = try Sandbox("conflictpic-erase")
+        defer { sb.remove() }
+        let (doc, ids) = try await twoFolders(sb, strokes: Self.line(50, 100, y: 50) + Self.line(300, 350, y: 250))
+        try await sb.ok("erase", "a", doc, "#1", ids[0])
+        try await sb.ok("move", "b", doc, "#1", ids[0], "--dx", "0", "--dy", "100")
+        let ra = try await lastReplica(sb, "a", doc), rb = try await lastReplica(sb, "b", doc)
+        try await sb.ok("sync", "a", sb.sub("b"))
+
+        try await sb.ok("conflicts", "a", "--render", "pics", "--size", "400")
+        let pages = try index(sb, "pics")["pages"] as! [[String: Any]]
+        try #require(pages.count == 1)
+        let page = pages[0]["page"] as! String
+        #expect((pages[0]["conflicts"] as! [[String: Any]]).map { $0["kind"] as? String } == ["erase"])
+
+        // Merged: only the other stroke is ink; the erased one is outlined, not drawn dark.
+        let merged = try Picture(sb.sub("pics/\(doc)/\(page)-merged.png"))
+        let ink = try #require(merged.box(Picture.isInk))
+        #expect(ink.x0 >= 296 && ink.y0 >= 246, "erased ink still drawn: \(ink)")
+        let hl = try #require(merged.box(Picture.isHighlight))
+        #expect(hl.x1 < 200 && hl.y1 < 200, "outline \(hl) should surround the erased stroke, not the live one")
+        // The eraser's side: the stroke gone from where it was, its outline dashed there.
+        let sideA = try Picture(sb.sub("pics/\(doc)/\(page)-side-\(ra).png"))
+        #expect(sideA.box(Picture.isInk).map { $0.x0 >= 296 } == true)
+        let hlA = try #require(sideA.box(Picture.isHighlight))
+        #expect(hlA.y0 > 30 && hlA.y1 < 70 && hlA.x0 > 30 && hlA.x1 < 120, "\(hlA)")
+        // The mover's side: the stroke moved down by 100 pt, outlined.
+        let sideB = try Picture(sb.sub("pics/\(doc)/\(page)-side-\(rb).png"))
+        let inkB = sideB.pixels(Picture.isInk).filter { $0.x < 200 }
+        #expect(!inkB.isEmpty && inkB.allSatisfy { abs($0.y - 150) <= 3 }, "\(inkB.prefix(3))")
+        let hlB = try #require(sideB.box(Picture.isHighlight))
+        #expect(hlB.y0 > 130 && hlB.y1 < 170, "\(hlB)")
+    }
+
+    @Test("[MERGE-56] concurrent reorders: each side shows the stacking its replica chose; [MERGE-55] both folders write the same bytes")
+    func concurrentReordersAreDeterministic() async throws {
+        let sb = try Sandbox("conflictpic-reorder")
+        defer { sb.remove() }
+        // A red line and a blue one crossing at (100, 100); the blue one on top.
+        let blue = (0..<101).map { "[100, \(50 + $0)]" }.joined(separator: ", ")
+        let (doc, ids) = try await twoFolders(sb, strokes: Self.line(50, 150, y: 100), color: "#ff0000",
+                                              more: "{\"points\": [\(blue)]}\n", moreColor: "#0000ff")
+        try #require(ids.count == 2)
+        try await sb.ok("front", "a", doc, "#1", ids[0])
+        try await sb.ok("back", "b", doc, "#1", ids[0])
+        let ra = try await lastReplica(sb, "a", doc), rb = try await lastReplica(sb, "b", doc)
+        try await sb.ok("sync", "a", sb.sub("b"))
+        try await sb.ok("sync", "b", sb.sub("a"))
+
+        try await sb.ok("conflicts", "a", "--render", "pa", "--size", "400")
+        try await sb.ok("conflicts", "b", "--render", "pb", "--size", "400")
+        let ia = try index(sb, "pa"), ib = try index(sb, "pb")
+        let pages = ia["pages"] as! [[String: Any]]
+        try #require(pages.count == 1, "\(ia)")
+        #expect((pages[0]["conflicts"] as! [[String: Any]]).map { $0["kind"] as? String } == ["reorder"])
+        let page = pages[0]["page"] as! String
+        let crossingA = try Picture(sb.sub("pa/\(doc)/\(page)-side-\(ra).png")).image.pixel(100, 100)
+        let crossingB = try Picture(sb.sub("pa/\(doc)/\(page)-side-\(rb).png")).image.pixel(100, 100)
+        #expect(crossingA.r > 150 && crossingA.b < 100, "the side that brought red to the front: \(crossingA)")
+        #expect(crossingB.b > 150 && crossingB.r < 100, "the side that sent red to the back: \(crossingB)")
+
+        // Same operations, same files, byte for byte.
+        let files = ia["files"] as! [String]
+        #expect(files == ib["files"] as! [String] && files.count == 4)
+        for f in files {
+            let x = FileManager.default.contents(atPath: sb.sub("pa/" + f)), y = FileManager.default.contents(atPath: sb.sub("pb/" + f))
+            #expect(x != nil && x == y, "\(f) differs between the two folders")
+        }
+    }
+
+    @Test("[MERGE-58] no conflicts: no pictures and an index saying so; a later run removes the pictures of an earlier one and nothing else (whatever the old index says); DIR a file is refused")
+    func noConflictsAndReruns() async throws {
+        let sb = try Sandbox("conflictpic-none")
+        defer { sb.remove() }
+        let (doc, ids) = try await twoFolders(sb, strokes: Self.line(50, 100, y: 50))
+        let none = try await sb.ok("conflicts", "a", "--render", "pics")
+        #expect(none.contains("no conflicts to picture"), "\(none)")
+        let empty = try index(sb, "pics")
+        #expect((empty["pages"] as! [Any]).isEmpty && (empty["files"] as! [Any]).isEmpty)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: sb.sub("pics")) == ["index.json"])
+        let json = try parseJSON(try await sb.ok("conflicts", "a", "--render", "pics", "--json")) as! [String: Any]
+        #expect((json["pages"] as! [Any]).isEmpty)
+
+        try await sb.ok("move", "a", doc, "#1", ids[0], "--dx", "10", "--dy", "0")
+        try await sb.ok("move", "b", doc, "#1", ids[0], "--dx", "-10", "--dy", "0")
+        try await sb.ok("sync", "a", sb.sub("b"))
+        try await sb.ok("conflicts", "a", "--render", "pics")
+        try sb.write("pics/mine.txt", "keep me")
+        let first = try index(sb, "pics")["files"] as! [String]
+        #expect(first.count == 4)
+        // A move that saw both supersedes them: the conflict is gone, and so are its pictures.
+        try await sb.ok("move", "a", doc, "#1", ids[0], "--dx", "5", "--dy", "0")
+        try await sb.ok("conflicts", "a", "--render", "pics")
+        for f in first { #expect(!FileManager.default.fileExists(atPath: sb.sub("pics/" + f)), "\(f) left behind") }
+        #expect(FileManager.default.fileExists(atPath: sb.sub("pics/mine.txt")))
+        #expect((try index(sb, "pics")["pages"] as! [Any]).isEmpty)
+
+        // An index written by someone else never makes it remove anything but its own pictures.
+        try sb.write("outside.png", "not mine to remove")
+        try sb.write("pics/index.json", "{\"files\": [\"../outside.png\", \"mine.txt\", \"\(doc)/../../outside.png\", 7]}")
+        try await sb.ok("conflicts", "a", "--render", "pics")
+        #expect(FileManager.default.fileExists(atPath: sb.sub("outside.png")) && FileManager.default.fileExists(atPath: sb.sub("pics/mine.txt")))
+        try sb.write("pics/index.json", "not JSON")
+        try await sb.ok("conflicts", "a", "--render", "pics")
+        #expect((try index(sb, "pics")["pages"] as! [Any]).isEmpty)
+
+        try sb.write("plain", "x")
+        let refused = try await sb.run("conflicts", "a", "--render", "plain")
+        #expect(refused.code != 0 && refused.err.contains("not a directory"), "\(refused)")
+        let usage = try await sb.run("conflicts", "a", "--size", "100")
+        #expect(usage.code == 2, "\(usage)")
+    }
+
+    @Test("[MERGE-57] a page deleted while edited elsewhere: pictured with the delete's view and the edit's")
+    func pageDeletedWhileEdited() async throws {
+        let sb = try Sandbox("conflictpic-delete")
+        defer { sb.remove() }
+        let (doc, _) = try await twoFolders(sb, strokes: Self.line(50, 100, y: 50))
+        try await sb.ok("page", "add", "a", doc)
+        try await sb.ok("sync", "a", sb.sub("b"))
+        try await sb.ok("page", "remove", "a", doc, "#1")
+        try sb.write("t.jsonl", Self.line(200, 250, y: 200))
+        let added = try await sb.ok("import", "b", doc, "#1", "t.jsonl", "--width", "4")
+        let rb = try await lastReplica(sb, "b", doc)
+        try await sb.ok("sync", "a", sb.sub("b"))
+
+        try await sb.ok("conflicts", "a", "--render", "pics", "--size", "400")
+        let pages = try index(sb, "pics")["pages"] as! [[String: Any]]
+        try #require(pages.count == 1)
+        #expect(pages[0]["deleted"] as? Bool == true && pages[0]["number"] == nil)
+        #expect(pages[0]["highlighted"] as? [String] == [added])
+        let sides = pages[0]["sides"] as! [[String: Any]]
+        #expect(sides.map { $0["view"] as? String } == ["delete", "operation"] && sides[1]["replica"] as? String == rb, "\(sides)")
+        let page = pages[0]["page"] as! String
+        // The delete's author had not seen the new stroke; the merged page keeps it, outlined.
+        let deleteView = try Picture(sb.sub("pics/" + (sides[0]["file"] as! String)))
+        #expect(deleteView.box(Picture.isInk).map { $0.x1 < 150 } == true)
+        let merged = try Picture(sb.sub("pics/\(doc)/\(page)-merged.png"))
+        let hl = try #require(merged.box(Picture.isHighlight))
+        #expect(hl.x0 > 180 && hl.y0 > 180, "\(hl)")
+    }
+}
