@@ -114,13 +114,14 @@ public struct WebView: Sendable {
         }
     }
 
-    /// [SYNC-93] A document's cover: the stored picture when it is fresh, else its first page
-    /// drawn now (JPEG); a document without pages has none (404).
+    /// [SYNC-93] A document's cover: the stored picture when it is fresh (a PNG, by its
+    /// signature, or a JPEG), else its first page drawn now (JPEG); a document without pages
+    /// has none (404).
     func cover(_ docID: DocumentID) async throws -> HTTPServerResponse {
         guard let doc = try await source.document(docID) else { throw Self.notFound("no document \(docID)") }
         guard let first = doc.pages.first else { throw Self.notFound("document \(docID) has no page") }
         if let stored = try await source.storedCover(docID) {
-            return Self.picture(stored, stored.starts(with: PNGEncoder.signature) ? "image/png" : "image/jpeg")
+            return Self.picture(stored, stored.starts(with: [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]) ? "image/png" : "image/jpeg")
         }
         guard let page = try await source.page(first.id, of: docID) else {
             throw Self.notFound("no page \(first.id) in document \(docID)")
