@@ -73,3 +73,60 @@ extension OperationCodec {
         return .add(.stroke(Stroke(style: style, points: points)), z: z)
     }
 }
+
+/// An `addStroke` frame read straight from its bytes for a replay ([LOG-28]): the fields a
+/// replica needs to apply a plain add, without an `Op` (no context clock, no body enum).
+/// Only what `OperationCodec.plainAddStroke(_:base:path:)` accepts: a context naming no
+/// replica but the author (its own entry `counter − 1`, so the Lamport timestamp is the
+/// counter, [LOG-4]), the implied z key, the points deferred ([LOG-27]).
+package struct PlainAddStroke: Sendable {
+    package var id: OpID
+    package var wallTime: Int64
+    /// Its points deferred: the frame's payload and where the stream starts.
+    package var stroke: Stroke
+    /// [LOG-4]: the counter, as the context names no other replica.
+    package var lamport: UInt64 { id.counter }
+    /// The implied z key ([LOG-24]).
+    package var z: ZKey { OperationCodec.impliedZ(lamport: lamport) }
+}
+
+extension OperationCodec {
+    /// The frame as a plain add ([LOG-28]), or nil when it is anything else: another type, a
+    /// context naming another replica, an explicit z key, or anything `decode(_:base:path:
+    /// deferringPoints: true)` would refuse (that decoder then reports it, with its error
+    /// and offset). Accepts exactly what that decoder accepts among such frames, with the
+    /// same checks, the validator's ([LOG-20]) included.
+    package static func plainAddStroke(_ frame: Frame, base: Int, path: String?) -> PlainAddStroke? {
+        guard frame.type == Kind.addStroke.rawValue else { return nil }
+        var r = ByteReader(frame.payload, base: base, path: path)
+        r.shortestVarints = true
+        do {
+            // The header, as `decodeHeader` reads it ([LOG-2]: neither zero).
+            let replica = try r.u64("replica id")
+            let counter = try r.varint("counter")
+            guard replica != 0, counter != 0, counter <= OpValidator.maxLamport else { return nil }
+            let wall = try r.svarint("wall time")
+            guard try ElementCodec.decodeClock(&r).isEmpty else { return nil }
+            // The body, as `decodeAddStrokeBody` reads it: the implied key only.
+            let flags = try r.u8("flags")
+            guard flags & ~toolMask == 0, let tool = ToolKind(rawValue: flags & toolMask) else { return nil }
+            let color = RGBA(packed: try r.u32("color"))
+            let width = try ElementCodec.int32(&r, "width")
+            let style = InkStyle(tool: tool, color: color, width: width)
+            let id = OpID(replica: ReplicaID(replica), counter: counter)
+            let at = r.offset
+            let count = try StrokeCodecV2.skipPoints(&r)
+            guard r.isAtEnd else { return nil }
+            let source = DeferredPoints(frame: r.bytes, pointsAt: at - r.base, style: style, operation: id, base: r.base, path: r.path)
+            let stroke = Stroke(style: style, deferred: source.slot(index: 0, count: count))
+            // [LOG-23] and [SHR-6] / [MERGE-12] as `OpValidator` checks them (the context is
+            // empty but for the author; [LOG-3] and [LOG-4] hold by construction).
+            guard ContentBounds.problem(.stroke(stroke), allowingDeferred: true) == nil else { return nil }
+            let z = impliedZ(lamport: counter)
+            guard z.validityProblem == nil, z.layer <= Int64(counter), z.layer >= -Int64(counter) else { return nil }
+            return PlainAddStroke(id: id, wallTime: wall, stroke: stroke)
+        } catch {
+            return nil
+        }
+    }
+}

@@ -362,6 +362,29 @@ public struct PageReplica: Sendable {
         return applied
     }
 
+    /// Applies a plain add read straight from its frame ([LOG-28]) when `receive` would
+    /// apply it at once and in full: nothing waits, it is its author's next operation (its
+    /// context, the author's own entry alone, is then covered), and its Lamport timestamp
+    /// exceeds what that context covers ([MERGE-43]). Exactly what `receive` of the same
+    /// operation, decoded, would do then (its points deferred, [LOG-27]). False, with
+    /// nothing changed, otherwise: the caller then hands the frame to `receive`.
+    package mutating func applyPlainAdd(_ a: PlainAddStroke) -> Bool {
+        let id = a.id, lamport = a.lamport
+        guard buffer.isEmpty, clock[id.replica] == id.counter - 1,
+              contexts.lamportExceedsItsPast(ownContextOf: id, lamport: lamport) else { return false }
+        if let d = a.stroke.deferredSource {
+            deferredSources.append(d)
+            isResolved = false
+        }
+        clock.include(id)
+        maxLamport = max(maxLamport, lamport)
+        modified = max(modified, a.wallTime)
+        contexts.record(ownContextOf: id, lamport: lamport)
+        records.insert(ElementRecord(id: id, lamport: lamport, wallTime: a.wallTime, content: .stroke(a.stroke),
+                                     z: LWWRegister(a.z)))
+        return true
+    }
+
     // MARK: - The rules
 
     private mutating func apply(_ op: Op) throws {

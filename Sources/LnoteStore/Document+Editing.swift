@@ -79,6 +79,9 @@ extension Document {
             report = replay.report
         }
         var decodedFrames: [Result<Op, any Error>]?
+        // [LOG-28] A tail's leading plain adds, read straight from their frames (listing only:
+        // their points are deferred); the frames past them decoded as operations.
+        var plain: [PlainAddStroke] = []
         if let snapshot {
             // [PKG-42] Points deferred to their first use ([SNAP-38]): `loadedPage`.
             let both = Document.decode(snapshot: snapshot, path: contentPath, frames: frames, logPath: paths.log(pid),
@@ -92,16 +95,26 @@ extension Document {
             base = s.state
             deferred = s.deferredPoints
             decodedFrames = both.frames
+            plain = both.plain
+        } else if deferring {
+            plain = Document.plainAdds(frames, path: paths.log(pid))
         }
         // The images of the base, before the state moves into the replica (without a copy).
         let baseAssets = base.imageAssets
         var live = PageReplica(state: consume base, reservingAdds: Document.addFrames(frames), deferredPoints: .some(deferred))
         var pending: [OpID: UInt64] = [:]
         let applied: [Op]
+        // Applied straight from their bytes while the replica would apply them at once; the
+        // first that it would not, and every frame after it, go through `receive`.
+        var direct = 0
+        for a in plain {
+            guard live.applyPlainAdd(a) else { break }
+            direct += 1
+        }
         do {
-            applied = try Document.feed(frames, kind: .page, fromStart: covered == nil, path: paths.log(pid),
+            applied = try Document.feed(frames, skipping: direct, kind: .page, fromStart: covered == nil, path: paths.log(pid),
                                         report: &report, pending: &pending, deferringPoints: deferring,
-                                        decoded: decodedFrames) {
+                                        decoded: decodedFrames, decodedFrom: plain.count) {
                 // Every operation `feed` hands over came out of the frame decoder, which
                 // validated it as `receive` would ([LOG-20]).
                 try live.receive($0, allowingDeferred: true, validated: true)
@@ -120,7 +133,7 @@ extension Document {
         lp.pendingOffsets = pending
         lp.covered = covered
         lp.framesSinceSnapshot = frames.count
-        lp.dirty = !applied.isEmpty || fromBase
+        lp.dirty = !applied.isEmpty || direct > 0 || fromBase
         noteAssets(Set(baseAssets), page: pid)
         noteAssets(of: applied.lazy.compactMap(\.addedContent), page: pid)
         return lp
@@ -130,27 +143,52 @@ extension Document {
     /// decoded side by side on two cores when the tail is worth it: neither needs the other,
     /// and each alone leaves a core idle on a short tail. The snapshot is decoded with room
     /// for the tail's adds.
+    ///
+    /// With `deferringPoints`, the tail's leading plain adds are read as such ([LOG-28],
+    /// `plain`), and `frames` holds the operations of the frames past them (those from
+    /// `plain.count` on).
     static func decode(snapshot: [UInt8], path: String, frames: [LoggedFrame], logPath: String,
-                       deferringPoints: Bool) -> (snapshot: PageSnapshot.Contents?, frames: [Result<Op, any Error>]?) {
+                       deferringPoints: Bool)
+        -> (snapshot: PageSnapshot.Contents?, frames: [Result<Op, any Error>]?, plain: [PlainAddStroke]) {
         let reserving = addFrames(frames)
         @Sendable func decodeSnapshot() -> PageSnapshot.Contents? {
             try? PageSnapshot.decode(snapshot, path: path, deferringPoints: deferringPoints, reserving: reserving)
         }
-        guard frames.count >= sideBySideFrames else { return (decodeSnapshot(), nil) }
+        guard frames.count >= sideBySideFrames else {
+            return (decodeSnapshot(), nil, deferringPoints ? plainAdds(frames, path: logPath) : [])
+        }
         enum Half: Sendable {
             case snapshot(PageSnapshot.Contents?)
-            case frames([Result<Op, any Error>])
+            case frames([Result<Op, any Error>], [PlainAddStroke])
+        }
+        @Sendable func decodeTail() -> Half {
+            let plain = deferringPoints ? plainAdds(frames, path: logPath) : []
+            let rest = plain.isEmpty ? frames : Array(frames[plain.count...])
+            return .frames(decode(rest, path: logPath, deferringPoints: deferringPoints), plain)
         }
         var contents: PageSnapshot.Contents?
         var operations: [Result<Op, any Error>]?
-        for half in Parallel.map(2, { $0 == 0 ? Half.snapshot(decodeSnapshot())
-                                             : Half.frames(decode(frames, path: logPath, deferringPoints: deferringPoints)) }) {
+        var plain: [PlainAddStroke] = []
+        for half in Parallel.map(2, { $0 == 0 ? Half.snapshot(decodeSnapshot()) : decodeTail() }) {
             switch half {
             case .snapshot(let c): contents = c
-            case .frames(let f): operations = f
+            case .frames(let f, let p): (operations, plain) = (f, p)
             }
         }
-        return (contents, operations)
+        return (contents, operations, plain)
+    }
+
+    /// The leading frames of a log tail that are plain adds ([LOG-28]), read as such; stops
+    /// at the first frame that is not one.
+    static func plainAdds(_ frames: [LoggedFrame], path: String) -> [PlainAddStroke] {
+        var out: [PlainAddStroke] = []
+        for lf in frames {
+            guard let a = OperationCodec.plainAddStroke(lf.frame, base: Int(lf.offset) + Frame.headerSize + 1, path: path)
+            else { break }
+            if out.isEmpty { out.reserveCapacity(frames.count) }
+            out.append(a)
+        }
+        return out
     }
 
     /// From this many frames in a tail, `decode(snapshot:…)` decodes them beside the snapshot.

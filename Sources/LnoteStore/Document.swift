@@ -793,21 +793,30 @@ public actor Document {
     /// with their offsets so compaction never covers them. `decoded`: the frames' operations
     /// when the caller decoded them already (`decode(snapshot:…)`), in frame order.
     @discardableResult
-    static func feed(_ frames: [LoggedFrame], kind: LogKind, fromStart: Bool, path: String,
+    static func feed(_ frames: [LoggedFrame], skipping skip: Int = 0, kind: LogKind, fromStart: Bool, path: String,
                      report: inout RecoveryReport, pending: inout [OpID: UInt64], deferringPoints: Bool = false,
-                     decoded predecoded: [Result<Op, any Error>]? = nil,
+                     decoded predecoded: [Result<Op, any Error>]? = nil, decodedFrom: Int = 0,
                      receive: ([Op]) throws -> [Op]) throws -> [Op] {
+        guard skip < frames.count else { return [] }
         var ops: [Op] = []
-        ops.reserveCapacity(frames.count)
+        ops.reserveCapacity(frames.count - skip)
         // The offset of each operation's frame (no table by id: a clean replay never needs one).
         var opOffsets: [UInt64] = []
-        opOffsets.reserveCapacity(frames.count)
+        opOffsets.reserveCapacity(frames.count - skip)
         // Decoded where they are used: a serial replay (the usual one: a short tail) decodes
-        // each frame right here, without a `Result` array copied out of.
-        let decoded = predecoded ?? decode(frames, path: path, deferringPoints: deferringPoints, onlyInParallel: true)
-        for (i, lf) in frames.enumerated() {
+        // each frame right here, without a `Result` array copied out of. `decoded[j]` is the
+        // operation of frame `first + j` (frames the caller applied already are skipped).
+        let decoded: [Result<Op, any Error>], first: Int
+        if let predecoded {
+            (decoded, first) = (predecoded, decodedFrom)
+        } else {
+            let rest = skip == 0 ? frames : Array(frames[skip...])
+            (decoded, first) = (decode(rest, path: path, deferringPoints: deferringPoints, onlyInParallel: true), skip)
+        }
+        for (i, lf) in frames.enumerated() where i >= skip {
             do {
-                let op = try decoded.isEmpty ? decodeFrame(lf, path: path, deferringPoints: deferringPoints) : decoded[i].get()
+                let op = try decoded.isEmpty || i < first ? decodeFrame(lf, path: path, deferringPoints: deferringPoints)
+                                                         : decoded[i - first].get()
                 guard op.body.isPageOperation == (kind == .page) else {
                     throw LnoteError(.corrupt, "\(op.body.name) operation in a \(kind) log", path: path, offset: Int(lf.offset))
                 }
