@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import LnoteModel
 import LnoteReplication
 
@@ -111,6 +112,7 @@ extension Document {
             guard live.applyPlainAdd(a) else { break }
             direct += 1
         }
+        Document.listingOpenStats.withLock { $0.opens += 1; $0.direct += direct; $0.plain += plain.count; $0.frames += frames.count }
         do {
             applied = try Document.feed(frames, skipping: direct, kind: .page, fromStart: covered == nil, path: paths.log(pid),
                                         report: &report, pending: &pending, deferringPoints: deferring,
@@ -193,6 +195,12 @@ extension Document {
 
     /// From this many frames in a tail, `decode(snapshot:…)` decodes them beside the snapshot.
     static let sideBySideFrames = 64
+
+    /// What the listing opens of this process did with their log tails ([LOG-28]): opens,
+    /// tail frames, plain adds found, and those applied from their bytes. Read by tests (that
+    /// the shortcut runs where it should) and free to keep: four additions under a lock per open.
+    struct ListingOpenStats: Sendable { var opens = 0, direct = 0, plain = 0, frames = 0 }
+    static let listingOpenStats = Mutex(ListingOpenStats())
 
     /// How many of `frames` say they add an element (by their type byte): the room a replay
     /// makes at once. No more than applying them would take.
