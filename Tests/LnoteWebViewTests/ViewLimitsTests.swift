@@ -178,3 +178,97 @@ final class HeldSource: WebViewSource, Sendable {
         await relay.close()
     }
 }
+
+/// [SYNC-95] The relay's view equals the folder's after every kind of edit, with a checkpoint
+/// uploaded for every page log that grew (`checkpointInterval = 1`), so that the relay
+/// materializes pages from checkpoints plus the operations past them.
+@Suite struct RelayEqualsFolderTests {
+    /// Syncs with a checkpoint for every page log that grew by one operation.
+    static func syncCheckpointing(_ path: String, _ url: String, token: String) async throws {
+        let nb = try await Notebook.open(at: path, create: true, options: Fixture.quiet)
+        do {
+            let remote = try HTTPRemote(url: url, options: .init(token: token))
+            defer { try? remote.close() }
+            var session = SyncSession(notebook: nb, remote: remote)
+            session.checkpointInterval = 1
+            _ = try await session.run()
+            try await nb.close()
+        } catch {
+            try? await nb.close()
+            throw error
+        }
+    }
+
+    @Test func sync95RelayEqualsFolderAfterEditsWithCheckpoints() async throws {
+        let seed: UInt64 = 0x5EED_E0A1
+        let dir = try TempDir()
+        let f = try await Fixture.make(at: dir.sub("A"), strokes: 10, seed: seed)
+        let relay = try await RelayWebViewTests.relay(dir)
+        let client = try HTTPClient()
+        do {
+            let url = relay.server.url(notebook: relay.notebook)
+            try await Self.syncCheckpointing(dir.sub("A"), url, token: relay.token)
+            var other: DocumentID?
+            // Edits: erase, erase a range, move, delete a page, delete a document; a sync and a
+            // comparison after each.
+            let steps: [(String, (Document, [ElementID]) async throws -> Void)] = [
+                ("erase", { d, ids in try await d.erase([ids[0]], on: f.page) }),
+                ("erase range", { d, ids in try await d.eraseRange(ids[1], [PointRange(2, 8)], on: f.page) }),
+                ("move", { d, ids in try await d.move([ids[2], ids[3]], dx: 150, dy: -60, on: f.page) }),
+                ("delete page", { d, _ in try await d.deletePage(f.second) }),
+            ]
+            for (name, step) in steps + [("delete document", { _, _ in })] {
+                let nb = try await Notebook.open(at: dir.sub("A"), options: Fixture.quiet)
+                if name == "delete document" {
+                    if let other { try await nb.deleteDocument(other) }
+                } else {
+                    if other == nil {
+                        let d2 = try await nb.createDocument(title: "second", firstPage: Fixture.canvas)
+                        _ = try await d2.addStrokes(Fixture.strokes(3, seed: seed &+ 1), to: await d2.pageList[0].id)
+                        other = d2.id
+                        try await d2.close()
+                    }
+                    let d = try await nb.openDocument(f.document)
+                    try await step(d, try await d.elementIDs(f.page))
+                    try await d.close()
+                }
+                try await nb.close()
+                try await Self.syncCheckpointing(dir.sub("A"), url, token: relay.token)
+                let held = try await relay.store.perform { s in
+                    try s.database.transaction(.read) { tx in try tx.query("SELECT count(*) FROM checkpoints", []).first?.first?.int64 ?? 0 }
+                }
+                #expect(held > 0, "\(name): no checkpoint on the relay")
+                // Every live page's SVG, from the relay and from the folder.
+                let nbA = try await Notebook.open(at: dir.sub("A"), options: Fixture.quiet)
+                let peer = try PeerServer(notebook: nbA, token: relay.token)
+                let api = "\(relay.server.http.baseURL)/v1/notebooks/\(relay.notebook.uuid.uuidString)/view"
+                let peerAPI = "\(peer.http.baseURL)/v1/notebooks/\(peer.notebookID.uuidString)/view"
+                var pages = 0
+                for doc in [f.document] + (other.map { [$0] } ?? []) {
+                    let (relayDoc, folderDoc) = (try await get(client, api + "/documents/\(doc)", token: relay.token),
+                                                 try await get(client, peerAPI + "/documents/\(doc)", token: relay.token))
+                    // The same HTML but for the notebook id each server names in its paths.
+                    let relayText = relayDoc.text.replacingOccurrences(of: relay.notebook.uuid.uuidString, with: peer.notebookID.uuidString)
+                    #expect(relayDoc.status == folderDoc.status && relayText == folderDoc.text, "\(name): document \(doc) differs")
+                    guard folderDoc.status == 200 else { continue }
+                    let d = try await nbA.openDocument(doc)
+                    for p in await d.pageList {
+                        let path = "/documents/\(doc)/pages/\(p.id)/svg"
+                        let r = try await get(client, api + path, token: relay.token)
+                        let l = try await get(client, peerAPI + path, token: relay.token)
+                        #expect(r.status == 200 && r.body == l.body, "\(name): page \(p.id) differs (seed \(seed))")
+                        pages += 1
+                    }
+                    try await d.close()
+                }
+                #expect(pages > 0, "\(name)")
+                try peer.close()
+                try await nbA.close()
+            }
+        } catch {
+            Issue.record("seed \(seed): \(error)")
+        }
+        try? client.close()
+        await relay.close()
+    }
+}
