@@ -32,6 +32,18 @@ final class ImageAsset {
     /// The PNG signature.
     static let pngSignature: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
 
+    /// The width and height a PNG (`IHDR`) or JPEG (`SOF`, read by TurboJPEG's header reader)
+    /// says it has, read without decoding; nil for bytes whose header does not say.
+    static func pixelSize(_ bytes: [UInt8]) -> (width: Int, height: Int)? {
+        if bytes.starts(with: pngSignature) {
+            guard bytes.count >= 24, Array(bytes[12..<16]) == Array("IHDR".utf8) else { return nil }
+            func be32(_ o: Int) -> Int { Int(bytes[o]) << 24 | Int(bytes[o + 1]) << 16 | Int(bytes[o + 2]) << 8 | Int(bytes[o + 3]) }
+            return (be32(16), be32(20))
+        }
+        if bytes.starts(with: JPEGDecoder.signature) { return JPEGDecoder.size(bytes) }
+        return nil
+    }
+
     /// Decodes a PNG or JPEG asset.
     /// - Parameter name: how errors name the asset.
     /// - Throws: `corrupt` for bytes that are neither or do not decode (`truncated` for a PNG

@@ -33,6 +33,18 @@ public enum JPEGDecoder {
     static let nativeFormat = TJPF_BGRA
     #endif
 
+    /// The width and height the JPEG's frame header says, without decoding; nil when the
+    /// header cannot be read.
+    static func size(_ bytes: [UInt8]) -> (width: Int, height: Int)? {
+        guard let handle = tjInitDecompress() else { return nil }
+        defer { tjDestroy(handle) }
+        var width: Int32 = 0, height: Int32 = 0, subsampling: Int32 = 0, colorspace: Int32 = 0
+        let header = bytes.withUnsafeBufferPointer {
+            tjDecompressHeader3(handle, $0.baseAddress, UInt($0.count), &width, &height, &subsampling, &colorspace)
+        }
+        return header == 0 ? (Int(width), Int(height)) : nil
+    }
+
     /// Decodes `bytes`.
     /// - Parameter name: how errors name the input (an asset path or id).
     /// - Throws: `corrupt` (with libjpeg-turbo's message) for bytes that are not a JPEG it

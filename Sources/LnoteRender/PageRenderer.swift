@@ -43,7 +43,10 @@ public typealias AssetLookup = (AssetID) -> [UInt8]?
 /// - **An image** is its asset's pixels (PNG through cairo's reader, JPEG through
 ///   `JPEGDecoder`) scaled to its frame, rotated by `rotation` (hundredths of a degree,
 ///   clockwise on the page, y down) about the frame's center, then placed by the element's
-///   transform. An asset that is missing or does not decode (see `ImageAsset`) is drawn as
+///   transform. An asset that is missing, does not decode (see `ImageAsset`) or would take
+///   the page's decoded pixels past `ImageCache.defaultPixelBudget` (64 megapixels, sizes read
+///   from the headers before decoding; each asset decoded once a page and released after the
+///   last element drawing it) is drawn as
 ///   a light gray box (#E0E0E0) with a one-device-unit border (#909090) over the same rotated
 ///   frame: never an error. An element whose transform is singular draws nothing.
 ///
@@ -255,7 +258,8 @@ public enum PageRenderer {
         cairo_paint(cr)
         cairo_set_fill_rule(cr, CAIRO_FILL_RULE_WINDING)
         var counts = ImageCounts()
-        for e in state.elements {
+        images.begin(state)
+        for (i, e) in state.elements.enumerated() {
             switch e.content {
             case .stroke(let s):
                 drawStroke(s, ranges: e.visibleRanges, transform: e.transform.value, on: cr, view: view)
@@ -265,6 +269,7 @@ public enum PageRenderer {
                 case .placeholder: counts.placeholders += 1
                 case .nothing: break
                 }
+                images.done(img.asset, at: i)
             }
         }
         cairo_restore(cr)
@@ -576,34 +581,100 @@ public enum PageRenderer {
     }
 }
 
-/// Image assets decoded for one rendering call (each once), released by `close()`.
+/// Image assets decoded for the drawing of one page, within a budget of decoded pixels.
+///
+/// Each asset is decoded at most once per page and its surface released right after the last
+/// element of the page that draws it ([PKG-17]): a page never holds more decoded pixels than
+/// `pixelBudget`. The size is read from the asset's header (PNG `IHDR`, JPEG `SOF`) before
+/// decoding; an asset that would take the page's decoded pixels past the budget is not
+/// decoded and is drawn as the placeholder, like one that does not decode.
 final class ImageCache {
+    /// Decoded pixels one page may use in all: 64 megapixels (256 MiB as ARGB32).
+    static let defaultPixelBudget = 64_000_000
+
     let lookup: AssetLookup
+    let pixelBudget: Int
     private var entries: [AssetID: ImageAsset?] = [:]
-    /// Why each asset that could not be drawn was not (absent or a decode error).
+    /// The index of the last element of the page that draws each asset.
+    private var lastUse: [AssetID: Int] = [:]
+    /// Pixels decoded for the current page (charged once per asset, by its header).
+    private(set) var pagePixels = 0
+    /// Pixels of the surfaces held now, and the most held at once since the cache was made.
+    private(set) var livePixels = 0
+    private(set) var peakLivePixels = 0
+    /// Pixels decoded since the cache was made, over every page.
+    private(set) var decodedPixels = 0
+    /// Why each asset that could not be drawn was not (absent, a decode error, the budget).
     private(set) var failures: [AssetID: LnoteError] = [:]
 
-    init(_ lookup: @escaping AssetLookup) { self.lookup = lookup }
+    init(_ lookup: @escaping AssetLookup, pixelBudget: Int = ImageCache.defaultPixelBudget) {
+        self.lookup = lookup
+        self.pixelBudget = pixelBudget
+    }
 
-    /// The decoded asset, or nil when it is missing or does not decode.
+    deinit { close() }
+
+    /// Starts a page: releases what the last one held, resets the budget, notes where each
+    /// asset is last drawn.
+    func begin(_ state: PageState) {
+        close()
+        pagePixels = 0
+        lastUse = [:]
+        for (i, e) in state.elements.enumerated() {
+            if case .image(let img) = e.content { lastUse[img.asset] = i }
+        }
+    }
+
+    /// The decoded asset, or nil when it is missing, does not decode or is past the page's
+    /// budget of decoded pixels.
     func asset(_ id: AssetID) -> ImageAsset? {
         if let e = entries[id] { return e }
         var decoded: ImageAsset?
+        let name = "assets/\(id)"
         if let bytes = lookup(id) {
-            do { decoded = try ImageAsset.decode(bytes, name: "assets/\(id)") } catch let e as LnoteError {
+            do {
+                // A size past `ImageLimits` is refused by the decoder itself, before allocating.
+                if let (w, h) = ImageAsset.pixelSize(bytes), (1...ImageLimits.maxSide).contains(w),
+                   (1...ImageLimits.maxSide).contains(h) {
+                    let pixels = w * h
+                    guard pagePixels + pixels <= pixelBudget else {
+                        throw LnoteError(.limitExceeded, "an image of \(w)x\(h) pixels past the page's budget of "
+                                         + "\(pixelBudget) decoded pixels", path: name)
+                    }
+                    pagePixels += pixels
+                }
+                let a = try ImageAsset.decode(bytes, name: name)
+                decoded = a
+                // A PDF embeds an asset drawn on several pages once, though each page decodes it.
+                cairo_surface_set_mime_data(a.surface, CAIRO_MIME_TYPE_UNIQUE_ID, strdup("\(id)"),
+                                            UInt(id.description.utf8.count), free, nil)
+                decodedPixels += a.width * a.height
+                livePixels += a.width * a.height
+                peakLivePixels = max(peakLivePixels, livePixels)
+            } catch let e as LnoteError {
                 failures[id] = e
             } catch {
-                failures[id] = LnoteError(.corrupt, "\(error)", path: "assets/\(id)")
+                failures[id] = LnoteError(.corrupt, "\(error)", path: name)
             }
         } else {
-            failures[id] = LnoteError(.notFound, "no asset", path: "assets/\(id)")
+            failures[id] = LnoteError(.notFound, "no asset", path: name)
         }
         entries[id] = .some(decoded)
         return decoded
     }
 
+    /// The element at `index` (drawing `id`) is done: the asset's surface is released when no
+    /// later element of the page draws it.
+    func done(_ id: AssetID, at index: Int) {
+        guard lastUse[id] == index, case let a?? = entries[id] else { return }
+        livePixels -= a.width * a.height
+        a.close()
+        entries[id] = .some(nil)
+    }
+
     func close() {
         for case let a? in entries.values { a.close() }
         entries = [:]
+        livePixels = 0
     }
 }

@@ -1,3 +1,4 @@
+import Synchronization
 import LnoteModel
 import LnoteReplication
 import LnoteStore
@@ -5,18 +6,26 @@ import LnoteSync
 
 /// What the web view ([SYNC-95]) reads of a relay's notebook: its documents and pages
 /// materialized in memory from the operations and checkpoints held, for one request, never
-/// stored. A request reads at most `maxViewBytes` of operation frames and checkpoint
-/// snapshots: past that it is refused whole (`.limitExceeded`, HTTP 413).
+/// stored. One answer reads at most `maxViewBytes` of operation frames, checkpoint snapshots
+/// and image assets, counted in one `ViewBudget` over every read the answer makes (a cover
+/// reads the document log, then its first page and its assets): past that it is refused whole
+/// (`.limitExceeded`, HTTP 413). An asset's length is read before its bytes.
 extension RelayStore {
     /// The most bytes of frames, snapshots and image assets one view request reads (64 MiB).
     public static let maxViewBytes = 64 << 20
 
-    /// Counts the bytes a view request read, and refuses past its budget.
-    struct ViewBudget {
+    /// Counts the bytes one view answer read, and refuses past its budget: one per answer,
+    /// shared by every read the answer makes.
+    final class ViewBudget: Sendable {
         let limit: Int
-        var used = 0
-        mutating func take(_ n: Int, _ notebook: NotebookID) throws {
-            used += n
+        private let taken = Mutex(0)
+        init(limit: Int) { self.limit = limit }
+        var used: Int { taken.withLock { $0 } }
+        func take(_ n: Int, _ notebook: NotebookID) throws {
+            let used = taken.withLock { u in
+                u += n
+                return u
+            }
             guard used <= limit else {
                 throw LnoteError(.limitExceeded, "notebook \(notebook) is too large for the web view (more than "
                                     + "\(limit >> 20) MiB of operations to read for one answer); sync it to a folder "
@@ -37,18 +46,29 @@ extension RelayStore {
     /// - Throws: `.notFound` for an unknown notebook; `.limitExceeded` past `limit`.
     public func viewDocuments(notebook: NotebookID, only: DocumentID? = nil,
                               limit: Int = RelayStore.maxViewBytes) throws -> [DocumentID: DocumentReplica] {
+        try viewDocuments(notebook: notebook, only: only, budget: ViewBudget(limit: limit))
+    }
+
+    func viewDocuments(notebook: NotebookID, only: DocumentID? = nil, budget: ViewBudget) throws -> [DocumentID: DocumentReplica] {
         try database.transaction(.read) { tx in
             let (nb, _) = try row(of: notebook, tx)
-            var budget = ViewBudget(limit: limit)
             var ops: [DocumentID: [Op]] = [:]
-            let q = only == nil ? try tx.prepare("SELECT document, frame FROM ops WHERE nb = ?1 AND page = ?2")
-                : try tx.prepare("SELECT document, frame FROM ops WHERE nb = ?1 AND page = ?2 AND document = ?3")
-            try q.forEach([.integer(nb), .blob([])] + (only.map { [RelayValue.blob($0.uuid.bytes)] } ?? [])) { r in
-                let frame = r[1].bytes ?? []
-                try budget.take(frame.count, notebook)
-                let log = try Self.logRef(document: r[0], page: .blob([]), path: path)
-                ops[log.document, default: []].append(try viewOp(frame))
-                return true
+            // The documents from their chains, then each log's operations by the leading
+            // columns of the ops table's unique index (nb, document, page, …): a seek each,
+            // never a scan of every operation of the notebook.
+            let documents: [RelayValue] = if let only { [.blob(only.uuid.bytes)] } else {
+                try tx.query("SELECT DISTINCT document FROM chains WHERE nb = ?1 AND page = ?2", [.integer(nb), .blob([])])
+                    .map { $0[0] }
+            }
+            let q = try tx.prepare("SELECT frame FROM ops WHERE nb = ?1 AND document = ?2 AND page = ?3")
+            for d in documents {
+                let log = try Self.logRef(document: d, page: .blob([]), path: path)
+                try q.forEach([.integer(nb), d, .blob([])]) { r in
+                    let frame = r[0].bytes ?? []
+                    try budget.take(frame.count, notebook)
+                    ops[log.document, default: []].append(try viewOp(frame))
+                    return true
+                }
             }
             var out: [DocumentID: DocumentReplica] = [:]
             for (id, list) in ops {
@@ -65,11 +85,10 @@ extension RelayStore {
     /// - Throws: `.notFound` for an unknown notebook; `.limitExceeded` past `limit`.
     public func viewPage(notebook: NotebookID, document: DocumentID, page: PageID,
                          limit: Int = RelayStore.maxViewBytes) throws -> PageReplica {
-        var budget = ViewBudget(limit: limit)
-        return try viewPage(notebook: notebook, log: LogRef(document: document, page: page), budget: &budget)
+        try viewPage(notebook: notebook, log: LogRef(document: document, page: page), budget: ViewBudget(limit: limit))
     }
 
-    func viewPage(notebook: NotebookID, log: LogRef, budget: inout ViewBudget) throws -> PageReplica {
+    func viewPage(notebook: NotebookID, log: LogRef, budget: ViewBudget) throws -> PageReplica {
         guard let page = log.page else { throw LnoteError(.invalidArgument, "a document log has no page state") }
         return try database.transaction(.read) { tx in
             let (nb, _) = try row(of: notebook, tx)
@@ -122,14 +141,27 @@ extension RelayStore {
         }
     }
 
+    /// An image asset's bytes for the view, its length taken from the budget before they are
+    /// read; nil when the relay does not hold it.
+    func viewAsset(_ id: AssetID, notebook: NotebookID, budget: ViewBudget) throws -> [UInt8]? {
+        try database.transaction(.read) { tx in
+            let (nb, _) = try row(of: notebook, tx)
+            let key: [RelayValue] = [.integer(nb), .text(id.description)]
+            guard let length = try tx.query("SELECT length(bytes) FROM assets WHERE nb = ?1 AND id = ?2", key).first?.first?.int64
+            else { return nil }
+            try budget.take(Int(clamping: length), notebook)
+            return try tx.query("SELECT bytes FROM assets WHERE nb = ?1 AND id = ?2", key).first?.first?.bytes
+        }
+    }
+
     /// A document's conflicts as `Document.allConflicts` gives them for a folder: the
     /// document-level ones with every page's clock, then each page's, in document order.
-    func viewConflicts(notebook: NotebookID, document: DocumentReplica, budget: inout ViewBudget) throws -> [Conflict] {
+    func viewConflicts(notebook: NotebookID, document: DocumentReplica, budget: ViewBudget) throws -> [Conflict] {
         let held = try viewPageLogs(notebook: notebook, document: document.state.id)
         var clocks: [PageID: VectorClock] = [:]
         var pageConflicts: [Conflict] = []
         for p in document.state.pages where held.contains(p.id) {
-            let replica = try viewPage(notebook: notebook, log: LogRef(document: document.state.id, page: p.id), budget: &budget)
+            let replica = try viewPage(notebook: notebook, log: LogRef(document: document.state.id, page: p.id), budget: budget)
             clocks[p.id] = replica.clock
             pageConflicts += replica.conflicts()
         }
@@ -138,17 +170,20 @@ extension RelayStore {
 }
 
 /// The web view's source for one notebook of a relay ([SYNC-95]): each call materializes
-/// what it needs from the store (on the store's queue), within `RelayStore.maxViewBytes`.
+/// what it needs from the store (on the store's queue). A source is made for one answer:
+/// every call it answers takes from one budget of `limit` bytes (`RelayStore.maxViewBytes`).
 /// The relay holds no thumbnails: covers are drawn by the view.
 public struct RelayWebSource: WebViewSource {
     public let store: RelayStore
     public let notebook: NotebookID
     public let limit: Int
+    let budget: RelayStore.ViewBudget
 
     public init(store: RelayStore, notebook: NotebookID, limit: Int = RelayStore.maxViewBytes) {
         self.store = store
         self.notebook = notebook
         self.limit = limit
+        budget = RelayStore.ViewBudget(limit: limit)
     }
 
     /// Live documents, newest change first (then by id), as a folder's library lists them.
@@ -158,18 +193,18 @@ public struct RelayWebSource: WebViewSource {
     }
 
     public func library() async throws -> [WebViewDocument] {
-        let (notebook, limit) = (notebook, limit)
+        let (notebook, budget) = (notebook, budget)
         return try await store.perform { s in
-            Self.live(try s.viewDocuments(notebook: notebook, limit: limit)).map {
+            Self.live(try s.viewDocuments(notebook: notebook, budget: budget)).map {
                 WebViewDocument(id: $0.id, title: $0.title.value, pageCount: $0.livePages.count, modified: $0.modified)
             }
         }
     }
 
     public func document(_ id: DocumentID) async throws -> WebViewPages? {
-        let (notebook, limit) = (notebook, limit)
+        let (notebook, budget) = (notebook, budget)
         return try await store.perform { s in
-            guard let d = try s.viewDocuments(notebook: notebook, only: id, limit: limit)[id]?.state, !d.deleted.value else {
+            guard let d = try s.viewDocuments(notebook: notebook, only: id, budget: budget)[id]?.state, !d.deleted.value else {
                 return nil
             }
             return WebViewPages(id: id, title: d.title.value, pages: d.livePages.map { .init(id: $0.id, canvas: $0.canvas.value) })
@@ -177,22 +212,15 @@ public struct RelayWebSource: WebViewSource {
     }
 
     public func page(_ page: PageID, of document: DocumentID) async throws -> WebViewPage? {
-        let (notebook, limit) = (notebook, limit)
+        let (notebook, budget) = (notebook, budget)
         return try await store.perform { s -> WebViewPage? in
-            var budget = RelayStore.ViewBudget(limit: limit)
-            guard let d = try s.viewDocuments(notebook: notebook, only: document, limit: limit)[document]?.state, !d.deleted.value,
+            guard let d = try s.viewDocuments(notebook: notebook, only: document, budget: budget)[document]?.state, !d.deleted.value,
                   let record = d.livePages.first(where: { $0.id == page }) else { return nil }
-            let state = try s.viewPage(notebook: notebook, log: LogRef(document: document, page: page), budget: &budget).state
+            let state = try s.viewPage(notebook: notebook, log: LogRef(document: document, page: page), budget: budget).state
             var assets: [AssetID: [UInt8]] = [:]
             for case .image(let img) in state.elements.map(\.content) where assets[img.asset] == nil {
                 // A missing asset is drawn as the placeholder, as in a folder.
-                do {
-                    let bytes = try s.asset(img.asset, notebook: notebook)
-                    try budget.take(bytes.count, notebook)
-                    assets[img.asset] = bytes
-                } catch let e as LnoteError where e.code == .notFound {
-                    continue
-                }
+                if let bytes = try s.viewAsset(img.asset, notebook: notebook, budget: budget) { assets[img.asset] = bytes }
             }
             return WebViewPage(state: state, canvas: record.canvas.value, assets: assets)
         }
@@ -201,13 +229,12 @@ public struct RelayWebSource: WebViewSource {
     public func storedCover(_ document: DocumentID) async throws -> [UInt8]? { nil }
 
     public func conflicts() async throws -> [WebViewConflicts] {
-        let (notebook, limit) = (notebook, limit)
+        let (notebook, budget) = (notebook, budget)
         return try await store.perform { s in
-            var budget = RelayStore.ViewBudget(limit: limit)
-            let docs = try s.viewDocuments(notebook: notebook, limit: limit)
+            let docs = try s.viewDocuments(notebook: notebook, budget: budget)
             var out: [WebViewConflicts] = []
             for d in Self.live(docs) {
-                let found = try s.viewConflicts(notebook: notebook, document: docs[d.id]!, budget: &budget)
+                let found = try s.viewConflicts(notebook: notebook, document: docs[d.id]!, budget: budget)
                 if !found.isEmpty {
                     out.append(WebViewConflicts(document: d.id, title: d.title.value, livePages: d.livePages.map(\.id),
                                                 conflicts: found))

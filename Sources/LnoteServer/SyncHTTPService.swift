@@ -31,11 +31,17 @@ public struct SyncHTTPService: Sendable {
     public let maxWait: UInt32
     /// The read-only web view ([SYNC-90]); nil: `/view/…` and `…/view/…` are 404.
     public let view: ViewResolver?
+    /// The view answers being built at once, at most `maxViewAnswers` ([SYNC-95]).
+    let viewSlots: ViewSlots
+    /// The most view answers built at once by this server (default 2): past it a view
+    /// request is answered 503 with `Retry-After` at once, never queued.
+    public var maxViewAnswers: Int { viewSlots.limit }
 
     public init(kind: String, maxBodyBytes: Int = SyncCodec.maxBodySize, longPolls: LongPolls? = nil,
                 maxWait: UInt32 = SyncCodec.maxWait, authorize: @escaping Authorizer, endpoint: @escaping Resolver,
-                view: ViewResolver? = nil) {
+                view: ViewResolver? = nil, maxViewAnswers: Int = 2) {
         self.view = view
+        viewSlots = ViewSlots(limit: max(1, maxViewAnswers))
         self.kind = kind
         self.authorize = authorize
         self.endpoint = endpoint
@@ -225,7 +231,7 @@ public struct SyncHTTPService: Sendable {
         case .hello, .shell:
             return nil
         case .answer(let refusal):
-            return refusal
+            return Self.isView(head.path) ? WebView.secured(refusal) : refusal
         case .open(_, _, let rest):
             // A body over the server's limit is HTTPServer's to refuse (413, once admitted).
             let length = head.headers["Content-Length"].flatMap { Int($0) }
@@ -237,8 +243,22 @@ public struct SyncHTTPService: Sendable {
         }
     }
 
-    /// Answers one request of the HTTP binding. Never throws: every failure is a JSON error.
+    /// Answers one request of the HTTP binding. Never throws: every failure is a JSON error;
+    /// every answer under the view's routes, errors included, carries the headers of [SYNC-94].
     public func respond(_ request: HTTPServerRequest) async -> HTTPServerResponse {
+        let r = await answer(request)
+        return Self.isView(request.path) ? WebView.secured(r) : r
+    }
+
+    /// Whether a path is under the web view's routes: `/view/…` or `/v1/notebooks/<id>/view…`.
+    static func isView(_ path: String) -> Bool {
+        let s = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
+        let segments = Array(s)
+        if segments.first == "view" { return true }
+        return segments.count >= 4 && segments[0] == "v1" && segments[1] == "notebooks" && segments[3] == "view"
+    }
+
+    private func answer(_ request: HTTPServerRequest) async -> HTTPServerResponse {
         let notebook: UUID, ep: any SyncEndpoint, rest: [Substring]
         switch await gate(request) {
         case .hello:
@@ -273,8 +293,19 @@ public struct SyncHTTPService: Sendable {
         switch (r.method, rest.count) {
         case ("GET", _) where rest[0] == "view":
             // [SYNC-92] The view's fragments and pictures, behind the token like the rest.
-            guard let view, let v = try await view(notebook) else { return Self.error(.notFound, "this server has no web view") }
-            return try await v.respond(rest.dropFirst())
+            guard let view else { return Self.error(.notFound, "this server has no web view") }
+            // [SYNC-95] A few answers are built at once; the others are told to come back,
+            // never queued behind them.
+            guard viewSlots.enter() else {
+                return Self.error(.unavailable, "the web view is building \(viewSlots.limit) other answers; retry")
+            }
+            defer { viewSlots.leave() }
+            guard let v = try await view(notebook) else { return Self.error(.notFound, "this server has no web view") }
+            do { return try await v.respond(rest.dropFirst()) } catch let e as LnoteError where e.code == .corrupt || e.code == .truncated {
+                // What the view reads is stored data (a relay's rows on any backend, a folder's
+                // files), never the request's: damage there is the server's failure ([SYNC-81]).
+                return Self.failure("damaged stored data", detail: e.description)
+            }
         case ("POST", 1) where rest[0] == "sync":
             let q = try SyncCodec.decodeRequest(r.body, path: "request body")
             let answer: SyncResponse
@@ -366,4 +397,22 @@ public struct TokenDigest: Sendable, Hashable {
     public func matches(_ token: String) -> Bool {
         RelayToken.constantTimeEqual(digest, RelayToken.digest(token))
     }
+}
+
+/// Counts the web view answers being built, up to a limit ([SYNC-95]).
+final class ViewSlots: Sendable {
+    let limit: Int
+    private let busy = Mutex(0)
+    init(limit: Int) { self.limit = limit }
+
+    /// Takes a slot; false when all `limit` are taken.
+    func enter() -> Bool {
+        busy.withLock { n in
+            guard n < limit else { return false }
+            n += 1
+            return true
+        }
+    }
+
+    func leave() { busy.withLock { $0 -= 1 } }
 }

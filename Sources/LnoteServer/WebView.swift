@@ -42,6 +42,18 @@ public struct WebView: Sendable {
         return h
     }
 
+    /// `r` with the headers of [SYNC-94] when it lacks them (an error answer under the view's
+    /// routes): the content policy, which allows nothing to run or load.
+    static func secured(_ r: HTTPServerResponse) -> HTTPServerResponse {
+        guard r.headers["Content-Security-Policy"] == nil else { return r }
+        var out = r
+        let h = headers(r.headers["Content-Type"] ?? "application/json", policy: WebViewHTML.contentPolicy)
+        for name in ["Content-Security-Policy", "X-Content-Type-Options", "Cache-Control", "Referrer-Policy", "X-Frame-Options"] {
+            out.headers.set(name, h[name]!)
+        }
+        return out
+    }
+
     /// [SYNC-91] The shell: the same page for every notebook, answered without a token.
     public static var shell: HTTPServerResponse {
         HTTPServerResponse(status: 200, headers: headers("text/html; charset=utf-8", policy: WebViewHTML.shellPolicy),

@@ -71,7 +71,8 @@ enum WebViewHTML {
       "use strict";
       var main = document.getElementById("main"), status = document.getElementById("status");
       var uuid = /^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$/;
-      var nb = location.pathname.split("/")[2] || "";
+      // The answers name the notebook in upper case ([SYNC-92]): an address in lower case must match them.
+      var nb = (location.pathname.split("/")[2] || "").toUpperCase();
       if (!uuid.test(nb)) { status.textContent = "This is not the address of a notebook."; return; }
       var key = "lnote-token-" + nb.toLowerCase();
       var token = new URLSearchParams(location.hash.slice(1)).get("token");

@@ -302,7 +302,7 @@ struct RelayBackendTests {
     static let sharedFiles = ["RelayStore.swift", "RelayStore+Assets.swift", "RelayStore+Chains.swift",
                               "RelayStore+Checkpoints.swift", "RelayStore+Owners.swift", "RelayStore+Quarantine.swift",
                               "RelayStore+Schema.swift", "RelayStore+Sync.swift", "TokenStore.swift",
-                              "RelayStore+Stats.swift", "RelayPresence.swift", "RelayCopy.swift"]
+                              "RelayStore+Stats.swift", "RelayPresence.swift", "RelayCopy.swift", "RelayStore+View.swift"]
 
     @Test("[issue 17] the relay's shared SQL uses nothing one of SQLite and PostgreSQL lacks")
     func portableSQL() throws {

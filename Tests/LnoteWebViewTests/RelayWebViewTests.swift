@@ -175,7 +175,8 @@ import LnoteTestSupport
         do {
             try await Fixture.sync(dir.sub("A"), relay.server.url(notebook: relay.notebook), token: relay.token)
             let state = try relay.store.viewPage(notebook: relay.notebook, document: f.document, page: f.page).state
-            let url = "\(relay.server.http.baseURL)/view/\(relay.notebook.uuid.uuidString)?document=\(f.document)&page=\(f.page)"
+            // The notebook id in lower case: the shell matches the answers' upper-case addresses anyway.
+            let url = "\(relay.server.http.baseURL)/view/\(relay.notebook.uuid.uuidString.lowercased())?document=\(f.document)&page=\(f.page)"
                 + "#token=\(relay.token)"
             try await WebViewCheck.screenshot(url: url, dir: dir, fixture: f, state: state, seed: seed)
         } catch is CancellationError {

@@ -171,9 +171,16 @@ enum Browser {
             Issue.record("\(binary) is missing: run scripts/setup.sh --deps-only (it installs chromium-headless-shell)")
             throw CancellationError()
         }
-        let r = try await Subprocess.run(binary, ["--no-sandbox", "--headless", "--disable-gpu", "--hide-scrollbars",
+        let child = try Subprocess.start(binary, ["--no-sandbox", "--headless", "--disable-gpu", "--hide-scrollbars",
                                                   "--window-size=\(width),\(height)", "--virtual-time-budget=5000",
                                                   "--user-data-dir=\(file).profile", "--screenshot=\(file)", url])
+        // A browser that hangs is killed (by its pid) after 60 s instead of holding the suite.
+        let watchdog = Task {
+            try await Task.sleep(for: .seconds(60))
+            child.kill()
+        }
+        let r = await child.wait()
+        watchdog.cancel()
         guard r.code == 0, FileManager.default.fileExists(atPath: file) else {
             Issue.record("chromium failed (\(r.code)): \(r.errText.suffix(2000))")
             throw CancellationError()

@@ -15,6 +15,8 @@ enum WebViewCheck {
         #expect(!csp.contains("'unsafe-eval'"), "\(what): \(csp)")
         #expect(f.headers["X-Content-Type-Options"] == "nosniff", "\(what)")
         #expect(f.headers["Cache-Control"] == "no-store", "\(what)")
+        #expect(f.headers["Referrer-Policy"] == "no-referrer", "\(what)")
+        #expect(f.headers["X-Frame-Options"] == "DENY", "\(what)")
     }
 
     /// [SYNC-92] Every route of a document's view: 401 without a token and with a wrong one
