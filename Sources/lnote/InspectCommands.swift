@@ -80,7 +80,8 @@ extension CommandTable {
               a page deleted while edited: the page as the delete's author R
               had seen it; outlined are the elements changed since
           DIR/DOC/PAGE.png
-              all of them side by side, merged first, each labelled
+              all of them side by side, merged first, in the index's order
+              (no text is drawn)
           DIR/index.json
               {pages: [{document, page, number (live pages), deleted,
               conflicts, highlighted, merged, combined, sides: [{view,
@@ -89,9 +90,8 @@ extension CommandTable {
               reason}], files}
         Every panel outlines the page's whole highlighted set. At most 32
         sides are drawn per page (the rest: reason "too many sides").
-        Replicas holding the same operations and assets write the same index and
-        panel pictures, byte for byte (an image not fetched yet is drawn as a
-        placeholder); the combined picture's labels depend on the fonts installed.
+        Replicas holding the same operations and assets write the same files,
+        byte for byte (an image not fetched yet is drawn as a placeholder).
         A document folder in DIR that is a symlink or not a directory is
         refused; only regular files are removed. Pages without such
         conflicts get no files (title, page order and canvas conflicts are listed in the

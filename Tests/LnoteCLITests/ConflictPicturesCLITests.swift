@@ -127,6 +127,18 @@ import Testing
         // The combined picture holds the three, merged first.
         let combined = try Picture(sb.sub("pics/\(doc)/\(page).png"))
         #expect(combined.image.width > 3 * 400 && combined.image.height > 300)
+        // [MERGE-58] No text: outside the three panels (12 px apart and around) only the
+        // background and the panels' one-pixel gray frames.
+        let c = combined.image
+        var other = 0
+        for y in 0..<c.height {
+            for x in 0..<c.width {
+                let k = (x - 12) / 412, inPanel = x >= 12 && k < 3 && (x - 12) % 412 < 400 && y >= 12 && y < 312
+                let p = c.pixel(x, y)
+                if !inPanel && !(p.r == 0xF2 && p.g == 0xF2 && p.b == 0xF2) && !(p.r == 0x99 && p.g == 0x99 && p.b == 0x99) { other += 1 }
+            }
+        }
+        #expect(c.height == 300 + 2 * 12 && other == 0, "\(other) pixels outside the panels are neither background nor frame (\(c.width) x \(c.height))")
     }
 
     @Test("[MERGE-55] an erase against a move: the merged page shows the erased ink faint and dashed-outlined, the mover's side shows it moved")
