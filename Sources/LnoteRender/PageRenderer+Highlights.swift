@@ -14,11 +14,11 @@ import LnoteModel
 ///   at a quarter of its alpha (a ghost; an image's frame as the placeholder's border) and
 ///   the same rectangle dashed (6 pixels on, 4 off), not filled;
 /// - an element the state does not know: nothing.
-/// Deterministic as `raster`: the same panels give the same bytes (for one cairo build; the
-/// labels of the combined picture also depend on the fonts fontconfig finds).
+/// Deterministic as `raster`: the same panels give the same bytes (for one cairo build); no
+/// text is drawn, so no font the machine has changes a byte.
 extension PageRenderer {
     /// One panel: a page state to draw, its canvas, the assets its images show, the elements
-    /// to outline, and a label for the combined picture.
+    /// to outline, and a label naming it (for callers' messages; not drawn).
     public struct HighlightedPage: Sendable {
         public var label: String
         public var state: PageState
@@ -60,28 +60,41 @@ extension PageRenderer {
     public static let highlightMargin = 5.0
     /// The opacity of the fill inside a live element's outline.
     public static let highlightFillAlpha = 0.12
-    /// The combined picture: space between and around panels, and the label band above them.
+    /// The combined picture: space between and around panels.
     static let combinedGap = 12
-    static let labelBand = 26
 
     /// Draws each panel (its longer side `maxSide` pixels, clamped to 1...4096) with its
-    /// highlights, as PNG, then one PNG with every panel left to right in order, each under
-    /// its label (cairo's toy text API, sans-serif, 14 px), on a light gray background. A
-    /// combined picture wider than 32,000 pixels is scaled down to that width.
+    /// highlights, as PNG, then one PNG with every panel left to right in order, each in a
+    /// one-pixel gray frame, on a light gray background, without text. A combined picture
+    /// wider than 32,000 pixels is scaled down to that width.
     /// - Throws: `invalidArgument` for no panels; what cairo reports.
     public static func highlightedPictures(_ panels: [HighlightedPage], maxSide: Int) throws -> HighlightedPictures {
         guard !panels.isEmpty else { throw LnoteError(.invalidArgument, "no picture to draw") }
-        var canvases: [CairoCanvas] = []
-        defer { for c in canvases { try? c.close() } }
+        let side = min(max(1, maxSide), 4096)
+        // Every panel's size is known before any is drawn, so each is painted into the
+        // combined picture as soon as it is drawn and its surface freed: one panel's pixels
+        // at a time besides the combined picture's.
+        let sizes = panels.map { size(for: $0.canvas, maxSide: side) }
+        let gap = combinedGap
+        let fullW = sizes.reduce(gap) { $0 + $1.0 + gap }
+        let fullH = gap + (sizes.map(\.1).max() ?? 1) + gap
+        let f = min(1.0, 32_000.0 / Double(fullW))
+        let cw = max(1, Int((Double(fullW) * f).rounded(.up))), ch = max(1, Int((Double(fullH) * f).rounded(.up)))
+        let all = try CairoCanvas.image(width: cw, height: ch)
+        defer { _ = try? all.close() }
+        let cr = all.cr
+        cairo_scale(cr, f, f)
+        cairo_set_source_rgb(cr, 0xF2 / 255.0, 0xF2 / 255.0, 0xF2 / 255.0)
+        cairo_paint(cr)
         var pngs: [[UInt8]] = []
         var outlines: [[Outline]] = []
-        for p in panels {
-            let (w, h) = size(for: p.canvas, maxSide: min(max(1, maxSide), 4096))
+        var x = gap
+        for (p, (w, h)) in zip(panels, sizes) {
             let scale = p.canvas.width >= p.canvas.height
                 ? Double(w) / Double(max(1, p.canvas.width))
                 : Double(h) / Double(max(1, p.canvas.height))
             let cv = try CairoCanvas.image(width: w, height: h)
-            canvases.append(cv)
+            defer { _ = try? cv.close() }
             let view = Viewport(scale: scale, width: Double(w), height: Double(h), options: .raster)
             let assets = p.assets
             let images = ImageCache { assets[$0] }
@@ -90,37 +103,14 @@ extension PageRenderer {
             outlines.append(drawHighlights(p, on: cv.cr, view: view))
             try cv.check("drawing the highlights of page \(p.state.page)")
             pngs.append(try png(cv.surface))
-        }
-        // Side by side.
-        let gap = combinedGap, band = labelBand
-        let sizes = canvases.map { (Int(cairo_image_surface_get_width($0.surface)), Int(cairo_image_surface_get_height($0.surface))) }
-        let fullW = sizes.reduce(gap) { $0 + $1.0 + gap }
-        let fullH = band + (sizes.map(\.1).max() ?? 1) + gap
-        let f = min(1.0, 32_000.0 / Double(fullW))
-        let cw = max(1, Int((Double(fullW) * f).rounded(.up))), ch = max(1, Int((Double(fullH) * f).rounded(.up)))
-        let all = try CairoCanvas.image(width: cw, height: ch)
-        defer { try? all.close() }
-        let cr = all.cr
-        cairo_scale(cr, f, f)
-        cairo_set_source_rgb(cr, 0xF2 / 255.0, 0xF2 / 255.0, 0xF2 / 255.0)
-        cairo_paint(cr)
-        cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL)
-        cairo_set_font_size(cr, 14)
-        var x = gap
-        for (i, (w, h)) in sizes.enumerated() {
-            cairo_save(cr)
-            cairo_rectangle(cr, Double(x), 0, Double(w), Double(band))
-            cairo_clip(cr)
-            cairo_set_source_rgb(cr, 0.1, 0.1, 0.1)
-            cairo_move_to(cr, Double(x), Double(band) - 8)
-            cairo_show_text(cr, panels[i].label)
-            cairo_restore(cr)
-            // A one-pixel frame, then the panel.
+            // A one-pixel frame, then the panel. No text: the index names the panels in
+            // order, and text would depend on the fonts the machine has ([MERGE-58]).
             cairo_set_source_rgb(cr, 0.6, 0.6, 0.6)
-            cairo_rectangle(cr, Double(x) - 1, Double(band) - 1, Double(w) + 2, Double(h) + 2)
+            cairo_rectangle(cr, Double(x) - 1, Double(gap) - 1, Double(w) + 2, Double(h) + 2)
             cairo_fill(cr)
-            cairo_set_source_surface(cr, canvases[i].surface, Double(x), Double(band))
+            cairo_set_source_surface(cr, cv.surface, Double(x), Double(gap))
             cairo_paint(cr)
+            cairo_set_source_rgb(cr, 0, 0, 0)
             x += w + gap
         }
         try all.check("drawing the combined picture")
@@ -189,9 +179,18 @@ extension PageRenderer {
             let det = Int64(e.transform.value.a) * Int64(e.transform.value.d) - Int64(e.transform.value.b) * Int64(e.transform.value.c)
             guard det != 0, img.frame.width > 0, img.frame.height > 0 else { return }
             var m = imageMatrix(img, transform: e.transform.value, scale: view.scale)
+            // Culled like `drawImage`: a frame wholly outside the output draws nothing.
+            let fw = Double(img.frame.width), fh = Double(img.frame.height)
+            var bounds = Bounds()
+            for (u, v) in [(0.0, 0.0), (fw, 0), (0, fh), (fw, fh)] {
+                var x = u, y = v
+                cairo_matrix_transform_point(&m, &x, &y)
+                bounds.add(DevicePoint(x: x, y: y, r: 0))
+            }
+            guard bounds.meets(view) else { return }
             cairo_save(cr)
             cairo_set_matrix(cr, &m)
-            cairo_rectangle(cr, 0, 0, Double(img.frame.width), Double(img.frame.height))
+            cairo_rectangle(cr, 0, 0, fw, fh)
             cairo_identity_matrix(cr)
             let b = placeholderBorder
             cairo_set_source_rgb(cr, Double(b.r) / 255, Double(b.g) / 255, Double(b.b) / 255)

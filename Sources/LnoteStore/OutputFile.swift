@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Durable writes of files outside notebooks (exports, pictures): the store's durable
 /// replace ([PKG-20]: temp file in the same directory, write, fsync, rename, fsync the
 /// directory) through the syscall seam, for callers outside the store.
@@ -22,5 +28,58 @@ public enum OutputFile {
         }
         try io.mkdir(path, existingOK: true)
         try DurableFile.syncDirectory(DurableFile.split(path).dir, io: io)
+    }
+
+    /// What `lstat` says `path` is ("regular file", "directory", "symlink", …; a final
+    /// symlink is not followed), nil when it does not exist.
+    public static func fileType(atPath path: String) -> String? {
+        Syscalls.live.fileType(atPath: path)
+    }
+
+    /// Like `makeDirectory`, but never through a final symlink: `path` is examined with
+    /// `lstat`, so a symlink there is refused like any other non-directory, and it is
+    /// created without `existingOK` (a name appearing meanwhile is an error, not followed).
+    /// - Throws: `corrupt` "not a directory (symlink)" naming `path`, and `io`.
+    public static func makeOwnDirectory(_ path: String) throws {
+        let io = Syscalls.live
+        if let st = try io.lstat(path) {
+            guard st.isDirectory else {
+                throw Syscalls.notRegular(path, kind: io.fileType(atPath: path) ?? "unknown", wantsDirectory: true)
+            }
+            return
+        }
+        try io.mkdir(path)
+        try DurableFile.syncDirectory(DurableFile.split(path).dir, io: io)
+    }
+
+    /// Removes the entry `name` of the directory `dir` when, and only when, it is a regular
+    /// file. `dir` is opened `O_NOFOLLOW|O_DIRECTORY` (a final symlink is refused), the entry
+    /// is examined with `fstatat(AT_SYMLINK_NOFOLLOW)` and removed with `unlinkat` relative
+    /// to that descriptor, so nothing outside `dir` and no directory is ever removed.
+    /// - Returns: true when a file was removed; false when `name` is missing or is not a
+    ///   regular file (a directory, a symlink, …: left alone).
+    /// - Throws: `corrupt` when `dir` is a symlink or not a directory, and `io`.
+    public static func removeRegularFile(_ name: String, in dir: String) throws -> Bool {
+        precondition(!name.contains("/") && name != "." && name != "..", "removeRegularFile takes one name")
+        let io = Syscalls.live
+        let fd = try io.openDirectory(dir)
+        return try fd.closing { fd in
+            let path = DurableFile.join(dir, name)
+            var st = StatBuffer()
+            while fstatat(fd.raw, name, &st, AT_SYMLINK_NOFOLLOW) != 0 {
+                let e = errno
+                if e == EINTR { continue }
+                if e == ENOENT { return false }
+                throw Syscalls.error("fstatat", path: path, errno: e)
+            }
+            guard st.st_mode & S_IFMT == S_IFREG else { return false }
+            while unlinkat(fd.raw, name, 0) != 0 {
+                let e = errno
+                if e == EINTR { continue }
+                if e == ENOENT { return false }
+                throw Syscalls.error("unlinkat", path: path, errno: e)
+            }
+            return true
+        }
     }
 }

@@ -37,6 +37,8 @@ enum ConflictPictures {
         var highlighted: [ElementID]
         var merged: RenderablePage
         var sides: [Side]
+        /// [MERGE-57] Why the edits a delete had not seen could not be listed (so they give no sides).
+        var unseenReason: String?
     }
 
     /// Conflicts no picture shows, with the reason.
@@ -45,6 +47,10 @@ enum ConflictPictures {
         var conflict: Conflict
         var reason: String
     }
+
+    /// The most operation sides drawn for one page ([MERGE-56]); the rest are listed with
+    /// the reason "too many sides".
+    static let maxSides = 32
 
     /// The conflict kinds about a page's elements ([MERGE-55]).
     static let elementKinds: Set<Conflict.Kind> = [.move, .reorder, .erase]
@@ -75,6 +81,7 @@ enum ConflictPictures {
             var highlighted: [ElementID] = []
             for c in own { if let e = c.element, !highlighted.contains(e) { highlighted.append(e) } }
             var sides: [Side] = []
+            var unseenReason: String?
             // [MERGE-57] A page deleted while edited: the delete's view, and the edits it had not seen.
             if let deletion {
                 let applied = try await d.clock(page: pid)
@@ -84,30 +91,57 @@ enum ConflictPictures {
                     do {
                         let before = try await d.renderable(pid, at: .clock(seen))
                         side.page = before
+                        side.moment = before.state.clock.description
                         for e in changedElements(before.state, merged.state) where !highlighted.contains(e) { highlighted.append(e) }
                     } catch let e as LnoteError {
-                        side.reason = e.description
+                        side.reason = reason(e)
                     }
                     sides.append(side)
-                    for op in try await d.operations(page: pid, notCoveredBy: seen) where applied.covers(op.id) { note(op.id) }
+                    // A page installed from a checkpoint the delete's clock does not cover holds
+                    // no log below its base ([MERGE-82]): the unseen edits cannot be listed.
+                    do {
+                        for op in try await d.operations(page: pid, notCoveredBy: seen) where applied.covers(op.id) { note(op.id) }
+                    } catch let e as LnoteError {
+                        unseenReason = reason(e, unseen: true)
+                    }
                 }
             }
-            for (replica, op) in latest.sorted(by: { $0.key < $1.key }) {
+            for (k, (replica, op)) in latest.sorted(by: { $0.key < $1.key }).enumerated() {
                 var side = Side(view: .operation, replica: replica, operation: op, moment: "")
+                // [MERGE-56] At most `maxSides` sides are drawn: an author can put many replica
+                // ids on one page, and each side is a rebuild of the page.
+                guard k < maxSides else {
+                    side.reason = "too many sides"
+                    sides.append(side)
+                    continue
+                }
                 do {
                     let p = try await d.renderable(pid, at: .operation(op))
                     side.page = p
                     side.moment = p.state.clock.description
                 } catch let e as LnoteError {
-                    side.reason = e.description
+                    side.reason = reason(e)
                 }
                 sides.append(side)
             }
             let all = own + (deletion.map { [$0] } ?? [])
             plans.append(PagePlan(document: d.id, page: pid, number: live.firstIndex(of: pid).map { $0 + 1 }, conflicts: all,
-                                  highlighted: highlighted, merged: merged, sides: sides))
+                                  highlighted: highlighted, merged: merged, sides: sides, unseenReason: unseenReason))
         }
         return (plans, unpictured)
+    }
+
+    /// The index's reason for a moment (or, with `unseen`, the edits a delete had not seen)
+    /// this replica cannot rebuild: a fixed text per error code, never a local path or
+    /// message, so that replicas holding the same operations write the same index ([MERGE-56]).
+    static func reason(_ e: LnoteError, unseen: Bool = false) -> String {
+        let what = unseen ? "the edits the delete had not seen cannot be listed" : "this moment cannot be rebuilt here"
+        switch e.code {
+        case .invalidState: return what + ": it lies before the page's checkpoint base"
+        case .notFound: return what + ": an operation it needs is not in the page's log"
+        case .corrupt, .truncated: return what + ": the page's log is damaged"
+        default: return what + " (\(e.code))"
+        }
     }
 
     /// [MERGE-57] The elements whose record differs between two states of a page: live in one
@@ -141,11 +175,38 @@ enum ConflictPictures {
     /// Draws every plan and writes its files into `dir` (created if missing), then
     /// `dir/index.json`, then removes the files a previous run's index listed that this run
     /// did not write ([MERGE-58]). Returns the index.
-    static func write(_ plans: [PagePlan], unpictured: [Unpictured], to dir: String, size: Int,
-                      devices: [ReplicaID: String]) throws -> CanonicalJSON {
+    static func write(_ plans: [PagePlan], unpictured: [Unpictured], to dir: String, size: Int) throws -> CanonicalJSON {
         try checkTarget(dir)
         let previous = previousFiles(dir)
+        // Nothing under DIR is followed through a symlink ([MERGE-58]): every document
+        // folder this run writes into or removes from must be a real directory (or missing).
+        var docs = Set(plans.map(\.document.description))
+        for name in previous { docs.insert(String(name.split(separator: "/")[0])) }
+        for doc in docs.sorted() {
+            let path = (dir as NSString).appendingPathComponent(doc)
+            if let kind = OutputFile.fileType(atPath: path), kind != "directory" {
+                throw CLIError("cannot write conflict pictures to \(dir): \(path) is a \(kind), not a directory")
+            }
+        }
         try OutputFile.makeDirectory(dir)
+        // A provisional index first, listing the previous run's files and every file this
+        // one is about to write: a run that fails halfway leaves nothing a later run cannot
+        // find and remove ([MERGE-58]).
+        var planned = Set(previous)
+        for p in plans {
+            planned.insert(file(p.document, p.page, "-merged"))
+            planned.insert(file(p.document, p.page, ""))
+            for s in p.sides where s.page != nil { planned.insert(file(p.document, p.page, s.suffix)) }
+        }
+        let provisional = CanonicalJSON.object([
+            "pages": .array([]), "not_pictured": .array([]),
+            "files": .array(planned.sorted().map { .string($0) }),
+        ])
+        let indexPath = (dir as NSString).appendingPathComponent("index.json")
+        do { try OutputFile.replace(indexPath, with: Array(provisional.text(.pretty).utf8) + [0x0A]) } catch var e as LnoteError {
+            e.message = "cannot write \(indexPath): \(e.message)"
+            throw e
+        }
         var written: [String] = []
         func put(_ name: String, _ bytes: [UInt8]) throws {
             let path = (dir as NSString).appendingPathComponent(name)
@@ -157,7 +218,7 @@ enum ConflictPictures {
         }
         var pages: [CanonicalJSON] = []
         for p in plans {
-            try OutputFile.makeDirectory((dir as NSString).appendingPathComponent(p.document.description))
+            try OutputFile.makeOwnDirectory((dir as NSString).appendingPathComponent(p.document.description))
             let drawn = p.sides.filter { $0.page != nil }
             var panels = [PageRenderer.HighlightedPage(label: "merged (as it is now)", state: p.merged.state,
                                                        canvas: p.merged.canvas, assets: p.merged.assets, highlighted: p.highlighted)]
@@ -176,7 +237,6 @@ enum ConflictPictures {
                     "operation": .string(s.operation.description),
                 ]
                 if !s.moment.isEmpty { o["moment"] = .string(s.moment) }
-                if let name = devices[s.replica] { o["device"] = .string(name) }
                 if s.page != nil {
                     let name = file(p.document, p.page, s.suffix)
                     try put(name, pictures.panels[k])
@@ -197,6 +257,7 @@ enum ConflictPictures {
                 "merged": .string(mergedName), "combined": .string(combinedName), "sides": .array(sides),
             ]
             if let n = p.number { o["number"] = .int(Int64(n)) }
+            if let r = p.unseenReason { o["unseen_reason"] = .string(r) }
             pages.append(.object(o))
         }
         let index = CanonicalJSON.object([
@@ -210,10 +271,14 @@ enum ConflictPictures {
             "files": .array(written.sorted().map { .string($0) }),
         ])
         try put("index.json", Array(index.text(.pretty).utf8) + [0x0A])
-        // Only files this command writes, named as it names them, are ever removed.
+        // Only files this command writes, named as it names them, are ever removed: regular
+        // files only, each relative to its document folder opened without following a symlink.
         let now = Set(written)
         for name in previous where !now.contains(name) {
-            try? FileManager.default.removeItem(atPath: (dir as NSString).appendingPathComponent(name))
+            let parts = name.split(separator: "/").map(String.init)
+            let docDir = (dir as NSString).appendingPathComponent(parts[0])
+            guard OutputFile.fileType(atPath: docDir) != nil else { continue }
+            _ = try OutputFile.removeRegularFile(parts[1], in: docDir)
         }
         return index
     }
@@ -233,16 +298,19 @@ enum ConflictPictures {
     }
 
     /// True for `DOC/PAGE.png`, `DOC/PAGE-merged.png`, `DOC/PAGE-side-R.png` and
-    /// `DOC/PAGE-delete-R.png` (DOC and PAGE UUIDs, R a replica id in hex).
+    /// `DOC/PAGE-delete-R.png` exactly as this command writes them: DOC and PAGE uppercase
+    /// UUIDs, R a replica id in 16 lowercase hex digits (each part must print back as itself).
     static func isPictureName(_ name: String) -> Bool {
-        let parts = name.split(separator: "/", omittingEmptySubsequences: false)
-        guard parts.count == 2, DocumentID(String(parts[0])) != nil, parts[1].hasSuffix(".png") else { return false }
+        let parts = name.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+        guard parts.count == 2, DocumentID(parts[0])?.description == parts[0], parts[1].hasSuffix(".png") else { return false }
         let base = parts[1].dropLast(4)
-        guard base.count >= 36, PageID(String(base.prefix(36))) != nil else { return false }
+        let page = String(base.prefix(36))
+        guard PageID(page)?.description == page else { return false }
         let rest = base.dropFirst(36)
         if rest.isEmpty || rest == "-merged" { return true }
         for prefix in ["-side-", "-delete-"] where rest.hasPrefix(prefix) {
-            return ReplicaID(hex: String(rest.dropFirst(prefix.count))) != nil
+            let r = String(rest.dropFirst(prefix.count))
+            return ReplicaID(hex: r)?.description == r
         }
         return false
     }

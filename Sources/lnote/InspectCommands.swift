@@ -80,15 +80,22 @@ extension CommandTable {
               a page deleted while edited: the page as the delete's author R
               had seen it; outlined are the elements changed since
           DIR/DOC/PAGE.png
-              all of them side by side, merged first, each labelled
+              all of them side by side, merged first, in the index's order
+              (no text is drawn)
           DIR/index.json
               {pages: [{document, page, number (live pages), deleted,
               conflicts, highlighted, merged, combined, sides: [{view,
-              replica, operation, moment, device, file or reason}]}],
-              not_pictured: [{document, kind, ..., reason}], files}
-        Replicas holding the same operations write the same pictures. Pages without such
+              replica, operation, moment, file or reason}],
+              unseen_reason}], not_pictured: [{document, kind, ...,
+              reason}], files}
+        Every panel outlines the page's whole highlighted set. At most 32
+        sides are drawn per page (the rest: reason "too many sides").
+        Replicas holding the same operations and assets write the same files,
+        byte for byte (an image not fetched yet is drawn as a placeholder).
+        A document folder in DIR that is a symlink or not a directory is
+        refused; only regular files are removed. Pages without such
         conflicts get no files (title, page order and canvas conflicts are listed in the
-        index as not pictured). DIR is created if missing; each file is replaced
+        index as not pictured). DIR is created if missing (its parent must exist); each file is replaced
         atomically, and the files a previous run listed in DIR/index.json and this one does
         not write are removed (nothing else in DIR is touched). With --json the index is
         printed.
@@ -131,7 +138,7 @@ extension CommandTable {
                 return out
             }
             if let render {
-                let index = try ConflictPictures.write(plans, unpictured: unpictured, to: render, size: size, devices: devices)
+                let index = try ConflictPictures.write(plans, unpictured: unpictured, to: render, size: size)
                 if args.flag("json") {
                     console.raw(index.text(.pretty))
                     return Exit.ok
@@ -145,6 +152,10 @@ extension CommandTable {
                         + "merged and \(drawn) side\(drawn == 1 ? "" : "s") in "
                         + (render as NSString).appendingPathComponent(ConflictPictures.file(p.document, p.page, ""))
                     for s in p.sides where s.page == nil { line += "; \(s.label) not drawn: \(s.reason ?? "")" }
+                    // Device names are this folder's knowledge: printed, never in the index ([MERGE-58]).
+                    let named = p.sides.compactMap { s in devices[s.replica].map { "\(s.replica) is \($0)" } }
+                    if !named.isEmpty { line += " (" + named.joined(separator: ", ") + ")" }
+                    if let r = p.unseenReason { line += "; \(r)" }
                     console.out(line)
                 }
                 for u in unpictured { console.out("\(u.document)  \(u.conflict.kind.rawValue): not pictured (\(u.reason))") }

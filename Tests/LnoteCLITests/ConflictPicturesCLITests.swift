@@ -1,6 +1,8 @@
 import Foundation
 import LnoteModel
 import LnoteRender
+import LnoteReplication
+import LnoteStore
 import Testing
 
 /// `lnote conflicts --render DIR` (merge-semantics.md [MERGE-55] – [MERGE-58]): two
@@ -125,6 +127,18 @@ import Testing
         // The combined picture holds the three, merged first.
         let combined = try Picture(sb.sub("pics/\(doc)/\(page).png"))
         #expect(combined.image.width > 3 * 400 && combined.image.height > 300)
+        // [MERGE-58] No text: outside the three panels (12 px apart and around) only the
+        // background and the panels' one-pixel gray frames.
+        let c = combined.image
+        var other = 0
+        for y in 0..<c.height {
+            for x in 0..<c.width {
+                let k = (x - 12) / 412, inPanel = x >= 12 && k < 3 && (x - 12) % 412 < 400 && y >= 12 && y < 312
+                let p = c.pixel(x, y)
+                if !inPanel && !(p.r == 0xF2 && p.g == 0xF2 && p.b == 0xF2) && !(p.r == 0x99 && p.g == 0x99 && p.b == 0x99) { other += 1 }
+            }
+        }
+        #expect(c.height == 300 + 2 * 12 && other == 0, "\(other) pixels outside the panels are neither background nor frame (\(c.width) x \(c.height))")
     }
 
     @Test("[MERGE-55] an erase against a move: the merged page shows the erased ink faint and dashed-outlined, the mover's side shows it moved")
@@ -192,7 +206,7 @@ import Testing
         // Same operations, same files, byte for byte.
         let files = ia["files"] as! [String]
         #expect(files == ib["files"] as! [String] && files.count == 4)
-        for f in files {
+        for f in files + ["index.json"] {
             let x = FileManager.default.contents(atPath: sb.sub("pa/" + f)), y = FileManager.default.contents(atPath: sb.sub("pb/" + f))
             #expect(x != nil && x == y, "\(f) differs between the two folders")
         }
@@ -268,5 +282,157 @@ import Testing
         let merged = try Picture(sb.sub("pics/\(doc)/\(page)-merged.png"))
         let hl = try #require(merged.box(Picture.isHighlight))
         #expect(hl.x0 > 180 && hl.y0 > 180, "\(hl)")
+    }
+
+    /// Two runs' worth of pictures: a move conflict rendered into `pics`, then superseded by
+    /// a move that saw both (so a later run removes its pictures). Returns the document and
+    /// the first run's files.
+    func renderedThenSuperseded(_ sb: Sandbox) async throws -> (doc: String, files: [String]) {
+        let (doc, ids) = try await twoFolders(sb, strokes: Self.line(50, 100, y: 50))
+        try await sb.ok("move", "a", doc, "#1", ids[0], "--dx", "10", "--dy", "0")
+        try await sb.ok("move", "b", doc, "#1", ids[0], "--dx", "-10", "--dy", "0")
+        try await sb.ok("sync", "a", sb.sub("b"))
+        try await sb.ok("conflicts", "a", "--render", "pics", "--size", "64")
+        let files = try index(sb, "pics")["files"] as! [String]
+        try #require(files.count == 4)
+        try await sb.ok("move", "a", doc, "#1", ids[0], "--dx", "5", "--dy", "0")
+        return (doc, files)
+    }
+
+    @Test("[MERGE-58] a document folder in DIR that is a symlink is refused: nothing is written or removed through it")
+    func symlinkedDocumentFolderIsRefused() async throws {
+        let sb = try Sandbox("conflictpic-symlink")
+        defer { sb.remove() }
+        let (doc, files) = try await renderedThenSuperseded(sb)
+        // The document's folder moved elsewhere, a symlink to it in its place.
+        try FileManager.default.moveItem(atPath: sb.sub("pics/\(doc)"), toPath: sb.sub("elsewhere"))
+        try FileManager.default.createSymbolicLink(atPath: sb.sub("pics/\(doc)"), withDestinationPath: sb.sub("elsewhere"))
+        let before = try FileManager.default.contentsOfDirectory(atPath: sb.sub("elsewhere")).sorted()
+        #expect(before.count == 4)
+        let r = try await sb.run("conflicts", "a", "--render", "pics")
+        #expect(r.code == 1 && r.err.contains("symlink"), "\(r)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: sb.sub("elsewhere")).sorted() == before, "a file removed through the symlink")
+        for f in files { #expect(FileManager.default.fileExists(atPath: sb.sub("elsewhere/" + f.split(separator: "/")[1]))) }
+        // A document folder that is a file is refused too.
+        try FileManager.default.removeItem(atPath: sb.sub("pics/\(doc)"))
+        try sb.write("pics/\(doc)", "a file")
+        let file = try await sb.run("conflicts", "a", "--render", "pics")
+        #expect(file.code == 1 && file.err.contains("not a directory"), "\(file)")
+    }
+
+    @Test("[MERGE-58] a symlinked document folder is not written through while the conflict is still there")
+    func symlinkedDocumentFolderIsNotWrittenThrough() async throws {
+        let sb = try Sandbox("conflictpic-symlink-write")
+        defer { sb.remove() }
+        let (doc, ids) = try await twoFolders(sb, strokes: Self.line(50, 100, y: 50))
+        try await sb.ok("move", "a", doc, "#1", ids[0], "--dx", "10", "--dy", "0")
+        try await sb.ok("move", "b", doc, "#1", ids[0], "--dx", "-10", "--dy", "0")
+        try await sb.ok("sync", "a", sb.sub("b"))
+        try FileManager.default.createDirectory(atPath: sb.sub("pics"), withIntermediateDirectories: false)
+        try FileManager.default.createDirectory(atPath: sb.sub("elsewhere"), withIntermediateDirectories: false)
+        try FileManager.default.createSymbolicLink(atPath: sb.sub("pics/\(doc)"), withDestinationPath: sb.sub("elsewhere"))
+        let r = try await sb.run("conflicts", "a", "--render", "pics", "--size", "64")
+        #expect(r.code == 1 && r.err.contains("symlink"), "\(r)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: sb.sub("elsewhere")).isEmpty)
+    }
+
+    @Test("[MERGE-58] a listed name that is now a directory is left alone, with its contents")
+    func listedDirectoryIsNotRemoved() async throws {
+        let sb = try Sandbox("conflictpic-listed-dir")
+        defer { sb.remove() }
+        let (doc, files) = try await renderedThenSuperseded(sb)
+        let merged = try #require(files.first { $0.hasSuffix("-merged.png") })
+        try FileManager.default.removeItem(atPath: sb.sub("pics/" + merged))
+        try FileManager.default.createDirectory(atPath: sb.sub("pics/" + merged), withIntermediateDirectories: false)
+        try sb.write("pics/\(merged)/inside.txt", "keep me")
+        try await sb.ok("conflicts", "a", "--render", "pics")
+        #expect(FileManager.default.fileExists(atPath: sb.sub("pics/\(merged)/inside.txt")), "a directory listed in the old index was removed")
+        for f in files where f != merged { #expect(!FileManager.default.fileExists(atPath: sb.sub("pics/" + f)), "\(f) left behind") }
+        _ = doc
+    }
+
+    @Test("[MERGE-57] [MERGE-82] a replica that got the page from a checkpoint the delete's clock does not cover: pictured, the unseen edits' reason fixed text without local paths")
+    func deletedPageOnCheckpointReplica() async throws {
+        let sb = try Sandbox("conflictpic-checkpoint")
+        defer { sb.remove() }
+        let (doc, _) = try await twoFolders(sb, strokes: Self.line(50, 100, y: 50))
+        try await sb.ok("page", "add", "a", doc)
+        try await sb.ok("sync", "a", sb.sub("c"), "--init")
+        try await sb.ok("page", "remove", "c", doc, "#1")
+        try sb.write("t.jsonl", Self.line(200, 250, y: 200))
+        try await sb.ok("import", "a", doc, "#1", "t.jsonl", "--width", "4")
+        try await sb.ok("init", "r")
+
+        // Replica r: the page installed from a's checkpoint (above the delete's clock), then
+        // every operation of a and c received.
+        let id = try #require(DocumentID(doc))
+        let a = try await Notebook.open(at: sb.sub("a"))
+        let c = try await Notebook.open(at: sb.sub("c"))
+        let r = try await Notebook.open(at: sb.sub("r"))
+        do {
+            let da = try await a.openDocument(id), dc = try await c.openDocument(id)
+            let pid = await da.pageList[0].id
+            try await r.installCheckpoint(document: id, pages: [try await da.pageState(pid)], assets: [])
+            let dr = try await r.openDocument(id)
+            _ = try await dr.receive(try await da.operations(notCoveredBy: VectorClock()))
+            _ = try await dr.receive(try await dc.operations(notCoveredBy: VectorClock()))
+        } catch {
+            try? await a.close(); try? await c.close(); try? await r.close()
+            throw error
+        }
+        try await a.close(); try await c.close(); try await r.close()
+
+        let out = try await sb.ok("conflicts", "r", "--render", "pics", "--size", "64")
+        let text = try #require(FileManager.default.contents(atPath: sb.sub("pics/index.json")).map { String(decoding: $0, as: UTF8.self) })
+        let pages = try index(sb, "pics")["pages"] as! [[String: Any]]
+        try #require(pages.count == 1, "\(out)\n\(text)")
+        #expect(pages[0]["deleted"] as? Bool == true)
+        #expect((pages[0]["unseen_reason"] as? String)?.contains("checkpoint") == true, "\(text)")
+        let sides = pages[0]["sides"] as! [[String: Any]]
+        #expect(sides.map { $0["view"] as? String } == ["delete"] && (sides[0]["reason"] as? String)?.contains("checkpoint") == true, "\(sides)")
+        #expect(!text.contains(sb.path) && !text.contains("/"+"tmp"), "a local path in the index: \(text)")
+    }
+
+    @Test("[MERGE-58] only names exactly as the command writes them are removed: a lowercase UUID, a short or signed replica id in an old index remove nothing")
+    func onlyExactPictureNamesAreRemoved() async throws {
+        let sb = try Sandbox("conflictpic-names")
+        defer { sb.remove() }
+        let (doc, files) = try await renderedThenSuperseded(sb)
+        let page = String(files[0].split(separator: "/")[1].prefix(36))
+        let lowDoc = doc.lowercased(), lowPage = page.lowercased()
+        let odd = ["\(lowDoc)/\(page).png", "\(doc)/\(lowPage)-merged.png", "\(doc)/\(page)-side-1f.png",
+                   "\(doc)/\(page)-side-+000000000000001f.png", "\(doc)/\(page)-delete-000000000000001F.png"]
+        try FileManager.default.createDirectory(atPath: sb.sub("pics/\(lowDoc)"), withIntermediateDirectories: true)
+        for f in odd { try sb.write("pics/" + f, "not a picture of this command") }
+        let list = (files + odd).map { "\"\($0)\"" }.joined(separator: ", ")
+        try sb.write("pics/index.json", "{\"files\": [\(list)]}")
+        try await sb.ok("conflicts", "a", "--render", "pics")
+        for f in odd { #expect(FileManager.default.fileExists(atPath: sb.sub("pics/" + f)), "\(f) removed") }
+        for f in files { #expect(!FileManager.default.fileExists(atPath: sb.sub("pics/" + f)), "\(f) left behind") }
+    }
+
+    @Test("[MERGE-58] a run that fails after its provisional index leaves every file it wrote listed, and the next run removes them")
+    func provisionalIndexListsPlannedFiles() async throws {
+        let sb = try Sandbox("conflictpic-provisional")
+        defer { sb.remove() }
+        let (doc, ids) = try await twoFolders(sb, strokes: Self.line(50, 100, y: 50))
+        try await sb.ok("move", "a", doc, "#1", ids[0], "--dx", "10", "--dy", "0")
+        try await sb.ok("move", "b", doc, "#1", ids[0], "--dx", "-10", "--dy", "0")
+        try await sb.ok("sync", "a", sb.sub("b"))
+        // The run fails on the combined picture's name (a directory stands there), after the
+        // merged picture and the sides are written.
+        try await sb.ok("conflicts", "a", "--render", "probe", "--size", "64")
+        let planned = try index(sb, "probe")["files"] as! [String]
+        let combined = try #require(planned.first { $0.split(separator: "/")[1].count == 40 }, "\(planned)")
+        try FileManager.default.createDirectory(atPath: sb.sub("pics/" + combined), withIntermediateDirectories: true)
+        let failed = try await sb.run("conflicts", "a", "--render", "pics", "--size", "64")
+        #expect(failed.code != 0, "\(failed)")
+        let listed = Set(try index(sb, "pics")["files"] as! [String])
+        for f in planned where f != combined { #expect(FileManager.default.fileExists(atPath: sb.sub("pics/" + f)) && listed.contains(f), "\(f) written but not listed") }
+        // The conflict superseded and the obstacle gone: the next run removes what the failed one wrote.
+        try FileManager.default.removeItem(atPath: sb.sub("pics/" + combined))
+        try await sb.ok("move", "a", doc, "#1", ids[0], "--dx", "5", "--dy", "0")
+        try await sb.ok("conflicts", "a", "--render", "pics")
+        for f in planned { #expect(!FileManager.default.fileExists(atPath: sb.sub("pics/" + f)), "\(f) left behind") }
     }
 }
