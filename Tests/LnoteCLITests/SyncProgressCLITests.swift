@@ -45,6 +45,17 @@ struct SyncProgressCLITests {
         return tmpfs && access("/dev/shm", W_OK) == 0 ? "/dev/shm" : nil
     }
 
+    /// `lnote serve FOLDER` started, with the URL and token it prints.
+    static func serve(_ folder: String) async throws -> (Subprocess.Child, url: String, token: String) {
+        let serve = try Subprocess.start(lnoteBinary, ["serve", folder])
+        #expect(await serve.waitForOutput("token: "))
+        try await Task.sleep(for: .milliseconds(50))
+        let lines = serve.outputSoFar.split(separator: "\n")
+        let url = lines.first { $0.hasPrefix("url: ") }.map { String($0.dropFirst(5)) } ?? ""
+        let token = lines.first { $0.hasPrefix("token: ") }.map { String($0.dropFirst(7)) } ?? ""
+        return (serve, url, token)
+    }
+
     @Test("[issue 18] a first sync from `lnote serve` with --progress: growing byte counts, every document stored, the summary's figures")
     func firstSyncFromPeer() async throws {
         let seed = testSeed()
@@ -52,13 +63,8 @@ struct SyncProgressCLITests {
         defer { sb.remove() }
         let documents = 100
         let total = try await Self.notebook(at: sb.sub("served"), documents: documents, seed: seed)
-        let serve = try Subprocess.start(lnoteBinary, ["serve", sb.sub("served")])
+        let (serve, url, token) = try await Self.serve(sb.sub("served"))
         defer { serve.kill(SIGTERM) }
-        #expect(await serve.waitForOutput("token: "))
-        try await Task.sleep(for: .milliseconds(50))
-        let lines = serve.outputSoFar.split(separator: "\n")
-        let url = lines.first { $0.hasPrefix("url: ") }.map { String($0.dropFirst(5)) } ?? ""
-        let token = lines.first { $0.hasPrefix("token: ") }.map { String($0.dropFirst(7)) } ?? ""
 
         // A slow link (1 MB/s): on loopback libcurl would read the whole answer at once.
         let run = try await Subprocess.run(lnoteBinary, ["sync", sb.sub("new"), url, "--token", token, "--init", "--progress", "--json"],
@@ -101,13 +107,8 @@ struct SyncProgressCLITests {
         let sb = try Sandbox("progress-tty", parent: Self.scratch)
         defer { sb.remove() }
         _ = try await Self.notebook(at: sb.sub("served"), documents: 30, seed: seed)
-        let serve = try Subprocess.start(lnoteBinary, ["serve", sb.sub("served")])
+        let (serve, url, token) = try await Self.serve(sb.sub("served"))
         defer { serve.kill(SIGTERM) }
-        #expect(await serve.waitForOutput("token: "))
-        try await Task.sleep(for: .milliseconds(50))
-        let lines = serve.outputSoFar.split(separator: "\n")
-        let url = lines.first { $0.hasPrefix("url: ") }.map { String($0.dropFirst(5)) } ?? ""
-        let token = lines.first { $0.hasPrefix("token: ") }.map { String($0.dropFirst(7)) } ?? ""
         // A real terminal: script(1) runs the sync on a pseudo-terminal set to 40 columns.
         let command = "stty cols 40 rows 20; exec \(lnoteBinary) sync \(sb.sub("new")) \(url) --token \(token) --init"
         let run = try await Subprocess.run("/usr/bin/script", ["-qfec", command, "/dev/null"],
