@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import LnoteModel
 
 /// Durable writes of files outside notebooks (exports, pictures): the store's durable
 /// replace ([PKG-20]: temp file in the same directory, write, fsync, rename, fsync the
@@ -58,9 +59,12 @@ public enum OutputFile {
     /// to that descriptor, so nothing outside `dir` and no directory is ever removed.
     /// - Returns: true when a file was removed; false when `name` is missing or is not a
     ///   regular file (a directory, a symlink, …: left alone).
-    /// - Throws: `corrupt` when `dir` is a symlink or not a directory, and `io`.
+    /// - Throws: `invalidArgument` when `name` is not one entry's name (empty, `.`, `..`, or
+    ///   holding a `/`), `corrupt` when `dir` is a symlink or not a directory, and `io`.
     public static func removeRegularFile(_ name: String, in dir: String) throws -> Bool {
-        precondition(!name.contains("/") && name != "." && name != "..", "removeRegularFile takes one name")
+        guard !name.isEmpty, !name.contains("/"), name != ".", name != ".." else {
+            throw LnoteError(.invalidArgument, "\"\(name)\" is not the name of one entry", path: dir)
+        }
         let io = Syscalls.live
         let fd = try io.openDirectory(dir)
         return try fd.closing { fd in
