@@ -147,6 +147,23 @@ struct ElementTable: Sendable {
         order = o
     }
 
+    /// `insert` of `make(0)`, `make(1)`, … `make(count - 1)` in turn (ids not live and
+    /// distinct). While the table has no id table yet and its slots are in z order, a record
+    /// that goes on top (a stroke added in order, the usual case) is only appended: no id
+    /// table to update, checked once for the whole run rather than once per record.
+    mutating func insert(count: Int, _ make: (Int) -> ElementRecord) {
+        if !isKnownUniquelyReferenced(&index) { index = SlotIndex(index.table.withLock { $0 }) }
+        let unindexed = index.table.withLock { $0 == nil }
+        for k in 0..<count {
+            let r = make(k)
+            if unindexed && order == nil && (slots.isEmpty || isAbove(r, position: slots.count - 1)) {
+                slots.append(consume r)
+            } else {
+                insert(consume r)
+            }
+        }
+    }
+
     /// Removes a live record and returns it; nil when `id` is not live.
     mutating func remove(_ id: ElementID) -> ElementRecord? {
         guard let s = mutableIndex(build: true, { $0!.removeValue(forKey: id) }) else { return nil }

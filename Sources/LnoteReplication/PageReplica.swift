@@ -369,20 +369,37 @@ public struct PageReplica: Sendable {
     /// operation, decoded, would do then (its points deferred, [LOG-27]). False, with
     /// nothing changed, otherwise: the caller then hands the frame to `receive`.
     package mutating func applyPlainAdd(_ a: PlainAddStroke) -> Bool {
-        let id = a.id, lamport = a.lamport
-        guard buffer.isEmpty, clock[id.replica] == id.counter - 1,
-              contexts.lamportExceedsItsPast(ownContextOf: id, lamport: lamport) else { return false }
-        if let d = a.stroke.deferredSource {
-            deferredSources.append(d)
+        applyPlainAdds([a]) == 1
+    }
+
+    /// `applyPlainAdd` of each of `adds` in order, up to the first that it would not apply:
+    /// returns how many were applied (the caller hands the rest to `receive`). The checks run
+    /// add by add (each add's [MERGE-43] check sees the timestamps of those before it); the
+    /// records are then built straight into the table, without a copy of an add.
+    package mutating func applyPlainAdds(_ adds: [PlainAddStroke]) -> Int {
+        guard buffer.isEmpty else { return 0 }
+        return adds.withUnsafeBufferPointer { b in
+            var n = 0
+            while n < b.count {
+                let id = b[n].id, lamport = b[n].lamport
+                guard clock[id.replica] == id.counter - 1,
+                      contexts.lamportExceedsItsPast(ownContextOf: id, lamport: lamport) else { break }
+                clock.include(id)
+                maxLamport = max(maxLamport, lamport)
+                modified = max(modified, b[n].wallTime)
+                contexts.record(ownContextOf: id, lamport: lamport)
+                n += 1
+            }
+            guard n > 0 else { return 0 }
+            deferredSources.reserveCapacity(deferredSources.count + n)
+            for i in 0..<n { deferredSources.append(b[i].source) }
             isResolved = false
+            records.insert(count: n) { i in
+                ElementRecord(id: b[i].id, lamport: b[i].lamport, wallTime: b[i].wallTime, content: .stroke(b[i].stroke),
+                              z: LWWRegister(b[i].z))
+            }
+            return n
         }
-        clock.include(id)
-        maxLamport = max(maxLamport, lamport)
-        modified = max(modified, a.wallTime)
-        contexts.record(ownContextOf: id, lamport: lamport)
-        records.insert(ElementRecord(id: id, lamport: lamport, wallTime: a.wallTime, content: .stroke(a.stroke),
-                                     z: LWWRegister(a.z)))
-        return true
     }
 
     // MARK: - The rules

@@ -107,11 +107,7 @@ extension Document {
         let applied: [Op]
         // Applied straight from their bytes while the replica would apply them at once; the
         // first that it would not, and every frame after it, go through `receive`.
-        var direct = 0
-        for a in plain {
-            guard live.applyPlainAdd(a) else { break }
-            direct += 1
-        }
+        let direct = live.applyPlainAdds(plain)
         Document.listingOpenStats.withLock { $0.opens += 1; $0.direct += direct; $0.plain += plain.count; $0.frames += frames.count }
         do {
             applied = try Document.feed(frames, skipping: direct, kind: .page, fromStart: covered == nil, path: paths.log(pid),

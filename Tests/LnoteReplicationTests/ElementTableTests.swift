@@ -35,8 +35,18 @@ import LnoteModel
                     let fraction: [UInt8] = rng.next() % 3 == 0 ? [UInt8(1 + rng.next() % 250)] : []
                     let r = Self.record(OpID(replica: ReplicaID(1 + rng.next() % 3), counter: next), layer: layer, fraction: fraction)
                     next += 1
-                    table.insert(r)
-                    reference.append(r)
+                    // Sometimes with the next ones on top, as one batch (`insert(count:)`).
+                    var made = [r]
+                    if rng.next() % 4 == 0 {
+                        for _ in 0..<Int(rng.next() % 5) {
+                            made.append(Self.record(OpID(replica: ReplicaID(1 + rng.next() % 3), counter: next), layer: Int64(next)))
+                            next += 1
+                        }
+                        table.insert(count: made.count) { made[$0] }
+                    } else {
+                        table.insert(r)
+                    }
+                    reference += made
                     reference.sort(by: ElementRecord.zLess)
                 } else if roll < 70 {
                     let i = Int(rng.next() % UInt64(reference.count))
@@ -105,11 +115,17 @@ import LnoteModel
             for step in 0..<120 {
                 let roll = rng.next() % 100
                 if roll < 40 || reference.isEmpty {
-                    let layer = roll < 25 ? Int64(next) : Int64(rng.next() % (next + 1))
-                    let r = Self.record(OpID(replica: ReplicaID(1 + rng.next() % 2), counter: next), layer: layer)
-                    next += 1
-                    table.insert(r)
-                    reference.append(r)
+                    // One record, or (1 in 3) a batch through `insert(count:)`: mostly on top and in
+                    // order (a log tail's adds), sometimes one below the top.
+                    let batch = rng.next() % 3 == 0 ? 1 + Int(rng.next() % 6) : 1
+                    var made: [ElementRecord] = []
+                    for _ in 0..<batch {
+                        let layer = roll < 25 || rng.next() % 4 != 0 ? Int64(next) : Int64(rng.next() % (next + 1))
+                        made.append(Self.record(OpID(replica: ReplicaID(1 + rng.next() % 2), counter: next), layer: layer))
+                        next += 1
+                    }
+                    if batch == 1 && rng.next() % 2 == 0 { table.insert(made[0]) } else { table.insert(count: made.count) { made[$0] } }
+                    reference += made
                     reference.sort(by: ElementRecord.zLess)
                 } else if roll < 65 {
                     let i = Int(rng.next() % UInt64(reference.count))
