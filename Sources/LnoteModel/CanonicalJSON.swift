@@ -117,7 +117,18 @@ public enum CanonicalJSON: Hashable, Sendable {
     }
 
     package static func writeString(_ utf8: [UInt8], into out: inout [UInt8]) {
-        let hex = Array("0123456789abcdef".utf8)
+        writeString(bytes: utf8, into: &out)
+    }
+
+    /// `writeString` of a string's UTF-8, read in place.
+    package static func writeString(_ s: String, into out: inout [UInt8]) {
+        writeString(bytes: s.utf8, into: &out)
+    }
+
+    private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
+
+    private static func writeString(bytes utf8: some Sequence<UInt8>, into out: inout [UInt8]) {
+        let hex = hexDigits
         out.append(0x22)
         for b in utf8 {
             switch b {

@@ -112,19 +112,24 @@ struct UndoJournal {
     /// `JSONSerialization` cost a quarter of a stroke's append).
     static func encode(_ l: Line, replica: ReplicaID) -> [UInt8] {
         var out: [UInt8] = []
-        out.reserveCapacity(160 + (l.step?.entries.count ?? 0) * 160)
+        out.reserveCapacity(160 + (l.step?.entries.count ?? 0) * 200)
         func raw(_ s: StaticString) { s.withUTF8Buffer { out.append(contentsOf: $0) } }
-        func string(_ s: String) { CanonicalJSON.writeString(Array(s.utf8), into: &out) }
+        // Strings written straight as bytes, as `CanonicalJSON.writeString` would write them:
+        // names and labels escaped; ids, digits and base64 need no escape (they are written
+        // between quotes without a `String` made for them: a line is written at every edit).
+        func string(_ s: String) { CanonicalJSON.writeString(s, into: &out) }
         raw("{")
         if l.at != 0 {
             raw("\"at\":")
-            out.append(contentsOf: String(l.at).utf8)
+            if l.at < 0 { raw("-") }
+            LineBytes.decimal(UInt64(l.at.magnitude), into: &out)
             raw(",")
         }
         raw("\"change\":")
         string(l.change.rawValue)
-        raw(",\"replica\":")
-        string(replica.description)
+        raw(",\"replica\":\"")
+        LineBytes.hex16(replica.rawValue, into: &out)
+        raw("\"")
         if let stack = l.stack {
             raw(",\"stack\":")
             string(stack)
@@ -133,22 +138,27 @@ struct UndoJournal {
             raw(",\"step\":{\"entries\":[")
             for (i, e) in s.entries.enumerated() {
                 if i > 0 { raw(",") }
-                raw("{\"inverse\":")
-                string(Data(encodeBody(e.inverse)).base64EncodedString())
+                raw("{\"inverse\":\"")
+                LineBytes.base64(encodeBody(e.inverse), into: &out)
+                raw("\"")
                 if let made = e.made {
-                    raw(",\"made\":")
-                    string(Data(encodeBody(made)).base64EncodedString())
+                    raw(",\"made\":\"")
+                    LineBytes.base64(encodeBody(made), into: &out)
+                    raw("\"")
                 }
-                raw(",\"op\":")
-                string(e.op.description)
-                raw(",\"page\":")
-                string(e.page.description)
-                raw("}")
+                raw(",\"op\":\"")
+                LineBytes.hex16(e.op.replica.rawValue, into: &out)
+                raw(".")
+                LineBytes.decimal(e.op.counter, into: &out)
+                raw("\",\"page\":\"")
+                LineBytes.uuid(e.page.uuid, into: &out)
+                raw("\"}")
             }
             raw("],\"label\":")
             string(s.label)
             raw(",\"wallTime\":")
-            out.append(contentsOf: String(s.wallTime).utf8)
+            if s.wallTime < 0 { raw("-") }
+            LineBytes.decimal(s.wallTime.magnitude, into: &out)
             raw("}")
         }
         raw("}\n")
@@ -199,5 +209,73 @@ struct UndoJournal {
         let others: UInt64 = 1 << 40
         return Op(id: OpID(replica: ReplicaID(1), counter: 1), lamport: others + 1,
                   context: VectorClock([(ReplicaID(2), others)]), wallTime: 0, body: body)
+    }
+}
+
+/// What a journal line holds besides escaped strings, written as the bytes `String`'s
+/// descriptions would give (`ReplicaID.description`, `OpID.description`, `UUID.uuidString`,
+/// `Data.base64EncodedString()`, decimal integers), without making the strings.
+enum LineBytes {
+    private static let lower: [UInt8] = Array("0123456789abcdef".utf8)
+    private static let upper: [UInt8] = Array("0123456789ABCDEF".utf8)
+    private static let alphabet: [UInt8] = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+
+    /// 16 lowercase hex digits, zero-padded: `ReplicaID.description`.
+    static func hex16(_ v: UInt64, into out: inout [UInt8]) {
+        for shift in stride(from: 60, through: 0, by: -4) { out.append(lower[Int((v >> UInt64(shift)) & 15)]) }
+    }
+
+    /// Decimal digits, no sign, no leading zero: `String(v)`.
+    static func decimal(_ v: UInt64, into out: inout [UInt8]) {
+        var digits: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
+                     UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) =
+            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        var n = 0, rest = v
+        withUnsafeMutableBytes(of: &digits) { d in
+            repeat {
+                d[n] = UInt8(ascii: "0") + UInt8(rest % 10)
+                rest /= 10
+                n += 1
+            } while rest > 0
+            for k in stride(from: n - 1, through: 0, by: -1) { out.append(d[k]) }
+        }
+    }
+
+    /// `UUID.uuidString`: uppercase, 8-4-4-4-12.
+    static func uuid(_ u: UUID, into out: inout [UInt8]) {
+        withUnsafeBytes(of: u.uuid) { b in
+            for i in 0..<16 {
+                if i == 4 || i == 6 || i == 8 || i == 10 { out.append(UInt8(ascii: "-")) }
+                out.append(upper[Int(b[i] >> 4)])
+                out.append(upper[Int(b[i] & 15)])
+            }
+        }
+    }
+
+    /// `Data(bytes).base64EncodedString()`: the standard alphabet, `=` padding, no line breaks.
+    static func base64(_ bytes: [UInt8], into out: inout [UInt8]) {
+        var i = 0
+        let n = bytes.count
+        while i + 3 <= n {
+            let v = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8 | UInt32(bytes[i + 2])
+            out.append(alphabet[Int(v >> 18)])
+            out.append(alphabet[Int((v >> 12) & 63)])
+            out.append(alphabet[Int((v >> 6) & 63)])
+            out.append(alphabet[Int(v & 63)])
+            i += 3
+        }
+        if n - i == 1 {
+            let v = UInt32(bytes[i]) << 16
+            out.append(alphabet[Int(v >> 18)])
+            out.append(alphabet[Int((v >> 12) & 63)])
+            out.append(UInt8(ascii: "="))
+            out.append(UInt8(ascii: "="))
+        } else if n - i == 2 {
+            let v = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8
+            out.append(alphabet[Int(v >> 18)])
+            out.append(alphabet[Int((v >> 12) & 63)])
+            out.append(alphabet[Int((v >> 6) & 63)])
+            out.append(UInt8(ascii: "="))
+        }
     }
 }
