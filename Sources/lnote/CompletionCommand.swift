@@ -49,7 +49,10 @@ enum Completion {
         if typed {
             // Unquoted, `~` left as typed: compgen expands it itself, and a candidate must
             // begin with what the line holds.
-            console.stdout.write("__word__ " + (cword < words.count ? dequoted(words[cword], home: false) : "") + "\n")
+            // `--opt=value`: the value is the word compgen completes (bash shows candidates
+            // after the '=', one of its word breaks).
+            let word = cword < words.count ? dequoted(words[cword], home: false) : ""
+            console.stdout.write("__word__ " + (optionValue(word)?.value ?? word) + "\n")
             words = words.map { dequoted($0) }
         } else {
             // zsh and fish remove the quoting themselves; `~/` is still to expand.
@@ -111,6 +114,10 @@ enum Completion {
         guard let command else { return (nextWords.sorted() + (typed.isEmpty ? ["help"] : [])).filter { $0.hasPrefix(current) } }
         let nameCount = command.name.split(separator: " ").count
         var out = nextWords.sorted().filter { $0.hasPrefix(current) && !current.isEmpty }
+        // `--opt=value` of an option that takes a value: a file (as for `--opt value`).
+        if let (name, _) = optionValue(current) {
+            return command.options.contains(name) ? ["__files__"] : []
+        }
         if current.hasPrefix("-") {
             return (command.options.map { "--" + $0 } + command.flags.map { "--" + $0 } + ["--help"]).sorted()
                 .filter { $0.hasPrefix(current) }
@@ -169,6 +176,12 @@ enum Completion {
         return out
     }
 
+    /// `--name=value` split at its first '=' (nil for any other word).
+    static func optionValue(_ word: String) -> (name: String, value: String)? {
+        guard word.hasPrefix("--"), let eq = word.firstIndex(of: "=") else { return nil }
+        return (String(word[word.index(word.startIndex, offsetBy: 2)..<eq]), String(word[word.index(after: eq)...]))
+    }
+
     static func isNotebook(_ path: String) -> Bool { FileManager.default.fileExists(atPath: path + "/.lnote") }
 
     /// The positionals a synopsis names, in order: its upper-case words outside option
@@ -193,10 +206,12 @@ enum Completion {
 
     static let bash = #"""
     # lnote completion for bash: source <(lnote completion bash)
-    # COMP_WORDBREAKS holds ':' by default, so bash splits http://host:8080/… into several
-    # words: _lnote_words joins them back (the words of COMP_LINE that touch a ':'), and the
-    # candidates lose what precedes the last ':' of the word (bash puts them after it), as
-    # bash-completion's __ltrim_colon_completions does, without needing bash-completion.
+    # COMP_WORDBREAKS holds ':' and '=' by default, so bash splits http://host:8080/… and
+    # --opt=value into several words: _lnote_words joins them back (the words of COMP_LINE
+    # that touch a ':' or a '='), and the candidates lose what precedes the last ':' of the
+    # word (bash puts them after it), as bash-completion's __ltrim_colon_completions does,
+    # without needing bash-completion. For --opt=value, lnote gives back the value alone
+    # (__word__), which is what bash replaces.
     _lnote_words() {
         local line=$COMP_LINE pos=0 i n w rest gap
         _lnote_w=() _lnote_cword=0
@@ -207,7 +222,7 @@ enum Completion {
             pos=$((pos + ${#gap}))
             # (No negative subscripts: bash 3.2 and 4.2 refuse them.)
             n=${#_lnote_w[@]}
-            if ((i > 0 && ${#gap} == 0)) && [[ $w == :* || ${_lnote_w[n-1]} == *: ]]; then
+            if ((i > 0 && ${#gap} == 0)) && [[ $w == [:=]* || ${_lnote_w[n-1]} == *[:=] ]]; then
                 _lnote_w[n-1]+=$w
             else
                 _lnote_w+=("$w")
@@ -233,15 +248,20 @@ enum Completion {
             esac
         done < <(lnote __complete --typed "$((_lnote_cword - 1))" "${_lnote_w[@]:1}" 2>/dev/null)
         COMPREPLY=()
-        local w
+        local w i colon
         for w in "${words[@]}"; do [[ $w == "$cur"* ]] && COMPREPLY+=("$w"); done
-        local IFS=$'\n'
+        # lnote's candidates complete the whole word, compgen's the word lnote gave back:
+        # each loses what precedes the last ':' of the word it completes.
+        _lnote_trim() {
+            [[ $1 == *:* && $COMP_WORDBREAKS == *:* ]] || return 0
+            colon=${1%"${1##*:}"}
+            for ((i = $2; i < ${#COMPREPLY[@]}; i++)); do COMPREPLY[i]=${COMPREPLY[i]#"$colon"}; done
+        }
+        _lnote_trim "$cur" 0
+        local n=${#COMPREPLY[@]} IFS=$'\n'
         if ((dirs)); then COMPREPLY+=($(compgen -d -- "$word")); fi
         if ((files)); then COMPREPLY+=($(compgen -f -- "$word")); fi
-        if [[ $cur == *:* && $COMP_WORDBREAKS == *:* ]]; then
-            local colon=${cur%"${cur##*:}"} i
-            for i in "${!COMPREPLY[@]}"; do COMPREPLY[i]=${COMPREPLY[i]#"$colon"}; done
-        fi
+        _lnote_trim "$word" "$n"
     }
     complete -o filenames -F _lnote lnote
 
@@ -261,6 +281,8 @@ enum Completion {
             esac
         done
         (( ${#cands} )) && compadd -a cands
+        # --opt=value: the value is what is completed.
+        (( dirs + files )) && [[ $PREFIX == --*=* ]] && compset -P '*='
         (( dirs )) && _files -/
         (( files )) && _files
         return 0
@@ -280,7 +302,11 @@ enum Completion {
                 case __dirs__
                     __fish_complete_directories $cur
                 case __files__
-                    __fish_complete_path $cur
+                    # --opt=value: the value completed, given back after the option.
+                    set -l opt (string match -r -- '^--[^=]*=' $cur)
+                    for p in (__fish_complete_path (string replace -r -- '^--[^=]*=' '' $cur))
+                        echo $opt$p
+                    end
                 case '*'
                     echo $line
             end

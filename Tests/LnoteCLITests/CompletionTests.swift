@@ -6,15 +6,15 @@ import LnoteTestSupport
 /// documents and pages of the folder on the line.
 @Suite("Shell completion")
 struct CompletionTests {
-    /// A word as bash splits it at COMP_WORDBREAKS, which holds ':' by default:
-    /// `http://h:1` is `http`, `:`, `//h`, `:`, `1`.
+    /// A word as bash splits it at COMP_WORDBREAKS, which holds ':' and '=' by default:
+    /// `http://h:1` is `http`, `:`, `//h`, `:`, `1`; `--size=5` is `--size`, `=`, `5`.
     static func bashSplit(_ word: String) -> [String] {
         var out: [String] = []
         var current = ""
         for c in word {
-            if c == ":" {
+            if c == ":" || c == "=" {
                 if !current.isEmpty { out.append(current) }
-                out.append(":")
+                out.append(String(c))
                 current = ""
             } else {
                 current.append(c)
@@ -113,8 +113,9 @@ struct CompletionTests {
         compdef() { : }
         compadd() { [[ $1 == -a ]] && print -rl -- "${(@P)2}" }
         _files() { print -r -- __files__ }
+        compset() { print -r -- "compset $*" }
         source ./c.zsh
-        words=(lnote \(words.map(quote).joined(separator: " "))); CURRENT=\(words.count + 1)
+        words=(lnote \(words.map(quote).joined(separator: " "))); CURRENT=\(words.count + 1); PREFIX=${words[CURRENT]}
         _lnote
         """
         let bin = URL(fileURLWithPath: lnoteBinary).deletingLastPathComponent().path
@@ -162,6 +163,32 @@ struct CompletionTests {
         #expect(try await fishComplete(sb, "lnote sync --w") == ["--wait", "--watch"])
         #expect(try await fishComplete(sb, "lnote show nb \(doc.prefix(4))") == [doc])
         #expect(try await fishComplete(sb, "lnote show nb \(doc.prefix(8)) p") == ["p1", "p2"])
+    }
+
+    @Test("[issue 18] --opt=value: the value completes as a file, and the positionals after it keep their places")
+    func optionValues() async throws {
+        let sb = try Sandbox("completion-optvalue")
+        defer { sb.remove() }
+        try await sb.ok("init", "nb")
+        try await sb.ok("remote", "add", "nb", "desktop", sb.sub("elsewhere"))
+        try FileManager.default.createDirectory(atPath: sb.sub("out"), withIntermediateDirectories: true)
+        try sb.write("outline.txt", "x")
+        // bash splits --render=ou into --render, =, ou: the words are joined back, the value
+        // is completed, and the candidates are what bash puts after the '='.
+        let value = try await complete(sb, ["conflicts", "nb", "--render=ou"])
+        #expect(value == ["out", "outline.txt"] || value == ["out/", "outline.txt"], "\(value)")
+        let empty = try await complete(sb, ["conflicts", "nb", "--render="])
+        #expect(empty.contains("out") || empty.contains("out/"), "\(empty)")
+        // Before: --render took '=' as its value and "5" became the folder.
+        #expect(try await complete(sb, ["sync", "--interval=5", "nb", "des"]) == ["desktop"])
+        #expect(try await complete(sb, ["sync", "--interval=5", "--w"]) == ["--wait", "--watch"])
+        // A flag that takes no value, or an unknown option: nothing.
+        #expect(try await complete(sb, ["sync", "--watch=ou"]) == [])
+        #expect(try await complete(sb, ["sync", "--nope=ou"]) == [])
+        #expect(try await zshComplete(sb, ["conflicts", "nb", "--render=ou"]) == ["__files__", "compset -P *="])
+        #expect(try await zshComplete(sb, ["sync", "--interval=5", "nb", "des"]) == ["__files__", "desktop"])
+        let fish = try await fishComplete(sb, "lnote conflicts nb --render=ou")
+        #expect(fish.contains("--render=out/") && fish.contains("--render=outline.txt"), "\(fish)")
     }
 
     @Test("[issue 18] the zsh and fish scripts parse; an unknown shell is a usage error")
