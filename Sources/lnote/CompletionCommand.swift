@@ -305,7 +305,7 @@ enum Completion {
                     # --opt=value: the value completed, given back after the option.
                     set -l opt (string match -r -- '^--[^=]*=' $cur)
                     for p in (__fish_complete_path (string replace -r -- '^--[^=]*=' '' $cur))
-                        echo $opt$p
+                        printf '%s%s\n' "$opt" $p
                     end
                 case '*'
                     echo $line

@@ -189,6 +189,9 @@ struct CompletionTests {
         #expect(try await zshComplete(sb, ["sync", "--interval=5", "nb", "des"]) == ["__files__", "desktop"])
         let fish = try await fishComplete(sb, "lnote conflicts nb --render=ou")
         #expect(fish.contains("--render=out/") && fish.contains("--render=outline.txt"), "\(fish)")
+        // Without an option before it, a file completes as itself.
+        let plain = try await fishComplete(sb, "lnote conflicts nb --render ou")
+        #expect(plain.contains("out/") && plain.contains("outline.txt"), "\(plain)")
     }
 
     @Test("[issue 18] the zsh and fish scripts parse; an unknown shell is a usage error")
