@@ -55,17 +55,28 @@ enum ConflictPictures {
     /// The conflict kinds about a page's elements ([MERGE-55]).
     static let elementKinds: Set<Conflict.Kind> = [.move, .reorder, .erase]
 
-    /// The pages of one document to picture, in document order, and its conflicts that no
-    /// picture shows. `conflicts` is `allConflicts()`; `live` the live pages in order.
-    static func plans(_ d: Document, conflicts: [Conflict], live: [PageID])
-        async throws -> (plans: [PagePlan], unpictured: [Unpictured]) {
-        var plans: [PagePlan] = []
-        var unpictured: [Unpictured] = []
-        for c in conflicts where !elementKinds.contains(c.kind) && c.kind != .pageDelete {
-            unpictured.append(Unpictured(document: d.id, conflict: c, reason: c.kind == .title
-                ? "a document-level conflict: no page shows it"
-                : "a conflict about the page itself, not its elements: no element to outline"))
+    /// True when `plans` pictures some page of a document with these conflicts: one about a
+    /// page's elements, or a page deleted while edited, on one of `pages` (`allPageIDs`).
+    static func hasPictures(_ conflicts: [Conflict], pages: [PageID]) -> Bool {
+        conflicts.contains { c in
+            guard let p = c.page, elementKinds.contains(c.kind) || c.kind == .pageDelete else { return false }
+            return pages.contains(p)
         }
+    }
+
+    /// A document's conflicts that no picture shows, with the reason.
+    static func unpictured(_ doc: DocumentID, _ conflicts: [Conflict]) -> [Unpictured] {
+        conflicts.filter { !elementKinds.contains($0.kind) && $0.kind != .pageDelete }.map { c in
+            Unpictured(document: doc, conflict: c, reason: c.kind == .title
+                ? "a document-level conflict: no page shows it"
+                : "a conflict about the page itself, not its elements: no element to outline")
+        }
+    }
+
+    /// The pages of one document to picture, in document order, each handed to `each` as soon
+    /// as it is planned (its pages rebuilt: one page's in memory at a time). `conflicts` is
+    /// `allConflicts()`; `live` the live pages in order.
+    static func plans(_ d: Document, conflicts: [Conflict], live: [PageID], each: (PagePlan) throws -> Void) async throws {
         for pid in await d.allPageIDs {
             let own = conflicts.filter { $0.page == pid && elementKinds.contains($0.kind) }
             let deletion = conflicts.first { $0.page == pid && $0.kind == .pageDelete }
@@ -125,10 +136,25 @@ enum ConflictPictures {
                 sides.append(side)
             }
             let all = own + (deletion.map { [$0] } ?? [])
-            plans.append(PagePlan(document: d.id, page: pid, number: live.firstIndex(of: pid).map { $0 + 1 }, conflicts: all,
-                                  highlighted: highlighted, merged: merged, sides: sides, unseenReason: unseenReason))
+            try each(PagePlan(document: d.id, page: pid, number: live.firstIndex(of: pid).map { $0 + 1 }, conflicts: all,
+                              highlighted: highlighted, merged: merged, sides: sides, unseenReason: unseenReason))
         }
-        return (plans, unpictured)
+    }
+
+    /// The line printed for a page pictured: where its pictures are, the sides not drawn and
+    /// why, and the device names this folder knows for the replicas (printed, never in the
+    /// index, [MERGE-58]).
+    static func summary(_ p: PagePlan, in dir: String, devices: [ReplicaID: String]) -> String {
+        let drawn = p.sides.filter { $0.page != nil }.count
+        let at = p.number.map { "#\($0)" } ?? "(deleted)"
+        var line = "\(p.document) page \(at) \(p.page): \(p.conflicts.count) conflict\(p.conflicts.count == 1 ? "" : "s"), "
+            + "merged and \(drawn) side\(drawn == 1 ? "" : "s") in "
+            + (dir as NSString).appendingPathComponent(file(p.document, p.page, ""))
+        for s in p.sides where s.page == nil { line += "; \(s.label) not drawn: \(s.reason ?? "")" }
+        let named = p.sides.compactMap { s in devices[s.replica].map { "\(s.replica) is \($0)" } }
+        if !named.isEmpty { line += " (" + named.joined(separator: ", ") + ")" }
+        if let r = p.unseenReason { line += "; \(r)" }
+        return line
     }
 
     /// The index's reason for a moment (or, with `unseen`, the edits a delete had not seen)
@@ -172,43 +198,55 @@ enum ConflictPictures {
     /// A file of a run, relative to DIR.
     static func file(_ doc: DocumentID, _ page: PageID, _ suffix: String) -> String { "\(doc)/\(page)\(suffix).png" }
 
-    /// Draws every plan and writes its files into `dir` (created if missing), then
-    /// `dir/index.json`, then removes the files a previous run's index listed that this run
-    /// did not write ([MERGE-58]). Returns the index.
-    static func write(_ plans: [PagePlan], unpictured: [Unpictured], to dir: String, size: Int) throws -> CanonicalJSON {
-        try checkTarget(dir)
-        let previous = previousFiles(dir)
-        // Nothing under DIR is followed through a symlink ([MERGE-58]): every document
-        // folder this run writes into or removes from must be a real directory (or missing).
-        var docs = Set(plans.map(\.document.description))
-        for name in previous { docs.insert(String(name.split(separator: "/")[0])) }
-        for doc in docs.sorted() {
-            let path = (dir as NSString).appendingPathComponent(doc)
-            if let kind = OutputFile.fileType(atPath: path), kind != "directory" {
-                throw CLIError("cannot write conflict pictures to \(dir): \(path) is a \(kind), not a directory")
+    /// Writes the pictures into `dir` page by page ([MERGE-58]): made with every document
+    /// folder it will write into checked (before anything is written or removed), `add` draws
+    /// and writes one page's files, `finish` writes `dir/index.json` and removes the files the
+    /// previous run's index listed that this run did not write. Before each page's files, the
+    /// index is rewritten as a provisional one listing the previous run's files and every file
+    /// written or about to be: a run that fails halfway leaves nothing a later run cannot find
+    /// and remove. Only one page's pictures are in memory at a time.
+    final class Writer {
+        let dir: String
+        let size: Int
+        let previous: [String]
+        private(set) var written: [String] = []
+        private var pages: [CanonicalJSON] = []
+        private var indexPath: String { (dir as NSString).appendingPathComponent("index.json") }
+
+        /// - Parameter documents: the documents that will have pictures (`hasPictures`).
+        init(dir: String, size: Int, documents: [DocumentID]) throws {
+            self.dir = dir
+            self.size = size
+            try checkTarget(dir)
+            previous = previousFiles(dir)
+            // Nothing under DIR is followed through a symlink ([MERGE-58]): every document
+            // folder this run writes into or removes from must be a real directory (or missing).
+            var docs = Set(documents.map(\.description))
+            for name in previous { docs.insert(String(name.split(separator: "/")[0])) }
+            for doc in docs.sorted() {
+                let path = (dir as NSString).appendingPathComponent(doc)
+                if let kind = OutputFile.fileType(atPath: path), kind != "directory" {
+                    throw CLIError("cannot write conflict pictures to \(dir): \(path) is a \(kind), not a directory")
+                }
+            }
+            try OutputFile.makeDirectory(dir)
+            try provisional([])
+        }
+
+        /// The provisional index: the previous run's files, those written, and `next`.
+        private func provisional(_ next: [String]) throws {
+            let files = Set(previous).union(written).union(next)
+            let index = CanonicalJSON.object([
+                "pages": .array([]), "not_pictured": .array([]),
+                "files": .array(files.sorted().map { .string($0) }),
+            ])
+            do { try OutputFile.replace(indexPath, with: Array(index.text(.pretty).utf8) + [0x0A]) } catch var e as LnoteError {
+                e.message = "cannot write \(indexPath): \(e.message)"
+                throw e
             }
         }
-        try OutputFile.makeDirectory(dir)
-        // A provisional index first, listing the previous run's files and every file this
-        // one is about to write: a run that fails halfway leaves nothing a later run cannot
-        // find and remove ([MERGE-58]).
-        var planned = Set(previous)
-        for p in plans {
-            planned.insert(file(p.document, p.page, "-merged"))
-            planned.insert(file(p.document, p.page, ""))
-            for s in p.sides where s.page != nil { planned.insert(file(p.document, p.page, s.suffix)) }
-        }
-        let provisional = CanonicalJSON.object([
-            "pages": .array([]), "not_pictured": .array([]),
-            "files": .array(planned.sorted().map { .string($0) }),
-        ])
-        let indexPath = (dir as NSString).appendingPathComponent("index.json")
-        do { try OutputFile.replace(indexPath, with: Array(provisional.text(.pretty).utf8) + [0x0A]) } catch var e as LnoteError {
-            e.message = "cannot write \(indexPath): \(e.message)"
-            throw e
-        }
-        var written: [String] = []
-        func put(_ name: String, _ bytes: [UInt8]) throws {
+
+        private func put(_ name: String, _ bytes: [UInt8]) throws {
             let path = (dir as NSString).appendingPathComponent(name)
             do { try OutputFile.replace(path, with: bytes) } catch var e as LnoteError {
                 e.message = "cannot write \(path): \(e.message)"
@@ -216,8 +254,11 @@ enum ConflictPictures {
             }
             written.append(name)
         }
-        var pages: [CanonicalJSON] = []
-        for p in plans {
+
+        /// Draws one page's pictures and writes them (pages in the index's order).
+        func add(_ p: PagePlan) throws {
+            let mergedName = file(p.document, p.page, "-merged"), combinedName = file(p.document, p.page, "")
+            try provisional([mergedName, combinedName] + p.sides.filter { $0.page != nil }.map { file(p.document, p.page, $0.suffix) })
             try OutputFile.makeOwnDirectory((dir as NSString).appendingPathComponent(p.document.description))
             let drawn = p.sides.filter { $0.page != nil }
             var panels = [PageRenderer.HighlightedPage(label: "merged (as it is now)", state: p.merged.state,
@@ -227,7 +268,6 @@ enum ConflictPictures {
                                                            assets: s.page!.assets, highlighted: p.highlighted))
             }
             let pictures = try PageRenderer.highlightedPictures(panels, maxSide: size)
-            let mergedName = file(p.document, p.page, "-merged")
             try put(mergedName, pictures.panels[0])
             var sides: [CanonicalJSON] = []
             var k = 1
@@ -247,7 +287,6 @@ enum ConflictPictures {
                 }
                 sides.append(.object(o))
             }
-            let combinedName = file(p.document, p.page, "")
             try put(combinedName, pictures.combined)
             var o: [String: CanonicalJSON] = [
                 "document": .string(p.document.description), "page": .string(p.page.description),
@@ -260,27 +299,35 @@ enum ConflictPictures {
             if let r = p.unseenReason { o["unseen_reason"] = .string(r) }
             pages.append(.object(o))
         }
-        let index = CanonicalJSON.object([
-            "pages": .array(pages),
-            "not_pictured": .array(unpictured.map { u in
-                guard case .object(var o) = u.conflict.json else { return u.conflict.json }
-                o["document"] = .string(u.document.description)
-                o["reason"] = .string(u.reason)
-                return .object(o)
-            }),
-            "files": .array(written.sorted().map { .string($0) }),
-        ])
-        try put("index.json", Array(index.text(.pretty).utf8) + [0x0A])
-        // Only files this command writes, named as it names them, are ever removed: regular
-        // files only, each relative to its document folder opened without following a symlink.
-        let now = Set(written)
-        for name in previous where !now.contains(name) {
-            let parts = name.split(separator: "/").map(String.init)
-            let docDir = (dir as NSString).appendingPathComponent(parts[0])
-            guard OutputFile.fileType(atPath: docDir) != nil else { continue }
-            _ = try OutputFile.removeRegularFile(parts[1], in: docDir)
+
+        /// Writes `dir/index.json`, then removes the previous run's files this one did not
+        /// write. Returns the index.
+        func finish(unpictured: [Unpictured]) throws -> CanonicalJSON {
+            let index = CanonicalJSON.object([
+                "pages": .array(pages),
+                "not_pictured": .array(unpictured.map { u in
+                    guard case .object(var o) = u.conflict.json else { return u.conflict.json }
+                    o["document"] = .string(u.document.description)
+                    o["reason"] = .string(u.reason)
+                    return .object(o)
+                }),
+                "files": .array(written.sorted().map { .string($0) }),
+            ])
+            do { try OutputFile.replace(indexPath, with: Array(index.text(.pretty).utf8) + [0x0A]) } catch var e as LnoteError {
+                e.message = "cannot write \(indexPath): \(e.message)"
+                throw e
+            }
+            // Only files this command writes, named as it names them, are ever removed: regular
+            // files only, each relative to its document folder opened without following a symlink.
+            let now = Set(written)
+            for name in previous where !now.contains(name) {
+                let parts = name.split(separator: "/").map(String.init)
+                let docDir = (dir as NSString).appendingPathComponent(parts[0])
+                guard OutputFile.fileType(atPath: docDir) != nil else { continue }
+                _ = try OutputFile.removeRegularFile(parts[1], in: docDir)
+            }
+            return index
         }
-        return index
     }
 
     /// The picture files a previous run's `index.json` in `dir` lists ([MERGE-58]), those

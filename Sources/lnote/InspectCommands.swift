@@ -116,52 +116,56 @@ extension CommandTable {
             }
             if let render { try ConflictPictures.checkTarget(render) }
             var devices: [ReplicaID: String] = [:]
-            var plans: [ConflictPictures.PagePlan] = []
             var unpictured: [ConflictPictures.Unpictured] = []
+            // With --render, what is printed of each page pictured (the plans themselves, with
+            // their rebuilt pages, are dropped once written), and the index.
+            var lines: [String] = []
+            var files = 0
+            var index: CanonicalJSON?
             let found: [(DocumentID, [PageID], Conflict)] = try await withNotebook(args.positionals[0], console: console) { nb in
                 devices = try await nb.deviceNames()
                 let ids = args.positionals.count == 2 ? [try await Resolve.document(args.positionals[1], in: nb)]
                     : try await nb.documentIDs()
                 var out: [(DocumentID, [PageID], Conflict)] = []
+                var pictured: [(DocumentID, [Conflict])] = []
                 for id in ids {
                     try await withDocument(nb, id.description, console: console) { d in
                         let live = await d.pageList.map(\.id)
                         let all = try await d.allConflicts()
                         for c in all { out.append((id, live, c)) }
                         if render != nil {
-                            let r = try await ConflictPictures.plans(d, conflicts: all, live: live)
-                            plans += r.plans
-                            unpictured += r.unpictured
+                            unpictured += ConflictPictures.unpictured(id, all)
+                            if ConflictPictures.hasPictures(all, pages: await d.allPageIDs) { pictured.append((id, all)) }
                         }
                     }
                 }
+                guard let render else { return out }
+                // Every document folder written into is checked before anything is written
+                // ([MERGE-58]); then one page at a time is rebuilt, drawn and written.
+                let writer = try ConflictPictures.Writer(dir: render, size: size, documents: pictured.map(\.0))
+                for (id, all) in pictured {
+                    try await withDocument(nb, id.description, console: console) { d in
+                        let live = await d.pageList.map(\.id)
+                        try await ConflictPictures.plans(d, conflicts: all, live: live) { p in
+                            try writer.add(p)
+                            lines.append(ConflictPictures.summary(p, in: render, devices: devices))
+                            files += 2 + p.sides.filter { $0.page != nil }.count
+                        }
+                    }
+                }
+                index = try writer.finish(unpictured: unpictured)
                 return out
             }
-            if let render {
-                let index = try ConflictPictures.write(plans, unpictured: unpictured, to: render, size: size)
+            if let render, let index {
                 if args.flag("json") {
                     console.raw(index.text(.pretty))
                     return Exit.ok
                 }
-                var files = 0
-                for p in plans {
-                    let drawn = p.sides.filter { $0.page != nil }.count
-                    files += 2 + drawn
-                    let at = p.number.map { "#\($0)" } ?? "(deleted)"
-                    var line = "\(p.document) page \(at) \(p.page): \(p.conflicts.count) conflict\(p.conflicts.count == 1 ? "" : "s"), "
-                        + "merged and \(drawn) side\(drawn == 1 ? "" : "s") in "
-                        + (render as NSString).appendingPathComponent(ConflictPictures.file(p.document, p.page, ""))
-                    for s in p.sides where s.page == nil { line += "; \(s.label) not drawn: \(s.reason ?? "")" }
-                    // Device names are this folder's knowledge: printed, never in the index ([MERGE-58]).
-                    let named = p.sides.compactMap { s in devices[s.replica].map { "\(s.replica) is \($0)" } }
-                    if !named.isEmpty { line += " (" + named.joined(separator: ", ") + ")" }
-                    if let r = p.unseenReason { line += "; \(r)" }
-                    console.out(line)
-                }
+                for line in lines { console.out(line) }
                 for u in unpictured { console.out("\(u.document)  \(u.conflict.kind.rawValue): not pictured (\(u.reason))") }
                 let indexPath = (render as NSString).appendingPathComponent("index.json")
-                console.out(plans.isEmpty ? "no conflicts to picture (\(indexPath) lists none)"
-                            : "wrote \(files) pictures of \(plans.count) page\(plans.count == 1 ? "" : "s") and \(indexPath)")
+                console.out(lines.isEmpty ? "no conflicts to picture (\(indexPath) lists none)"
+                            : "wrote \(files) pictures of \(lines.count) page\(lines.count == 1 ? "" : "s") and \(indexPath)")
                 return Exit.ok
             }
             if args.flag("json") {
