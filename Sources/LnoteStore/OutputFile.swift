@@ -62,28 +62,15 @@ public enum OutputFile {
     /// - Throws: `invalidArgument` when `name` is not one entry's name (empty, `.`, `..`, or
     ///   holding a `/`), `corrupt` when `dir` is a symlink or not a directory, and `io`.
     public static func removeRegularFile(_ name: String, in dir: String) throws -> Bool {
+        try removeRegularFile(name, in: dir, io: .live)
+    }
+
+    /// `removeRegularFile(_:in:)` through the given seam (tests inject faults).
+    static func removeRegularFile(_ name: String, in dir: String, io: Syscalls) throws -> Bool {
         guard !name.isEmpty, !name.contains("/"), name != ".", name != ".." else {
             throw LnoteError(.invalidArgument, "\"\(name)\" is not the name of one entry", path: dir)
         }
-        let io = Syscalls.live
         let fd = try io.openDirectory(dir)
-        return try fd.closing { fd in
-            let path = DurableFile.join(dir, name)
-            var st = StatBuffer()
-            while fstatat(fd.raw, name, &st, AT_SYMLINK_NOFOLLOW) != 0 {
-                let e = errno
-                if e == EINTR { continue }
-                if e == ENOENT { return false }
-                throw Syscalls.error("fstatat", path: path, errno: e)
-            }
-            guard st.st_mode & S_IFMT == S_IFREG else { return false }
-            while unlinkat(fd.raw, name, 0) != 0 {
-                let e = errno
-                if e == EINTR { continue }
-                if e == ENOENT { return false }
-                throw Syscalls.error("unlinkat", path: path, errno: e)
-            }
-            return true
-        }
+        return try fd.closing { fd in try io.unlinkRegularFile(name, in: fd, path: DurableFile.join(dir, name)) }
     }
 }

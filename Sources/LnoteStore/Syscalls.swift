@@ -513,6 +513,21 @@ final class Syscalls: Sendable {
         }
     }
 
+    /// Removes the entry `name` of the directory `dir` is open on, when it is a regular file:
+    /// `fstatat` without following a symlink, then `unlinkat` relative to `dir`, so nothing
+    /// outside `dir` and no directory is removed. False when it is missing or not a regular
+    /// file. `path` (the entry's path) names it in events and errors.
+    func unlinkRegularFile(_ name: String, in dir: FileDescriptor, path: String) throws -> Bool {
+        let s = try enter(.stat, path, ignoring: [ENOENT])
+        if case .fail(let e)? = s, e == ENOENT { return false }
+        var st = StatBuffer()
+        guard try retrying("fstatat", path, injected: s, ignoring: [ENOENT], { fstatat(dir.raw, name, &st, AT_SYMLINK_NOFOLLOW) }) == 0,
+              st.st_mode & S_IFMT == S_IFREG else { return false }
+        let u = try enter(.unlink, path, ignoring: [ENOENT])
+        if case .fail(let e)? = u, e == ENOENT { return false }
+        return try retrying("unlinkat", path, injected: u, ignoring: [ENOENT]) { unlinkat(dir.raw, name, 0) } == 0
+    }
+
     /// Creates a directory; an existing directory is not an error when `existingOK`.
     func mkdir(_ path: String, mode: mode_t = 0o755, existingOK: Bool = false) throws {
         let f = try enter(.mkdir, path)
