@@ -28,6 +28,8 @@ struct Console: Sendable {
     }
     /// Writes `s` to stdout as is: JSON only (canonical JSON already ends with its newline).
     func raw(_ s: String) { stdout.write(s) }
+    /// Writes bytes to stdout as they are: whole lines of printable ASCII only (`PointText`).
+    func rawBytes(_ b: [UInt8]) { stdout.write(bytes: b) }
     /// Writes out what stdout holds.
     func flush() { stdout.flush() }
     /// True when stderr is a terminal (progress lines are drawn only then).

@@ -173,9 +173,11 @@ extension CommandTable {
         for (i, e) in s.elements.enumerated() {
             console.out(lines[i + 1].trimmingTrailingSpaces)
             if points, case .stroke(let st) = e.content {
-                for p in st.points {
-                    console.out("    \(Units.pt(p.x)) \(Units.pt(p.y)) \(Double(p.pressure) / 1000) \(Units.pt(p.radius)) \(p.t)")
-                }
+                // Written as bytes: a page can hold a million points ([issue 15]).
+                var text: [UInt8] = []
+                text.reserveCapacity(st.points.count * 32)
+                for p in st.points { PointText.line(p, into: &text) }
+                console.rawBytes(text)
             }
         }
     }

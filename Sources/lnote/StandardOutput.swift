@@ -30,6 +30,14 @@ final class StandardOutput: Sendable {
         }
     }
 
+    /// Appends bytes that are already what is to be printed (lines `PointText` made).
+    func write(bytes: [UInt8]) {
+        state.withLock { st in
+            st.bytes.append(contentsOf: bytes)
+            if st.eachLine || st.bytes.count >= StandardOutput.capacity { Self.writeOut(&st.bytes) }
+        }
+    }
+
     /// Writes out what is held.
     func flush() {
         state.withLock { Self.writeOut(&$0.bytes) }

@@ -39,6 +39,17 @@ import LnoteStore
         }
         #expect(pointLines.count == expected, "\(pointLines.count) point lines for \(expected) points (seed \(seed))")
         #expect(pointLines.allSatisfy { $0.split(separator: " ").count == 5 }, "a point line was cut (seed \(seed))")
+        // Each line says what the point is: x, y, radius in points (one decimal at most), the
+        // pressure as Swift prints it, the time in ms.
+        func pt(_ q: Int32) -> String {
+            let a = abs(Int64(q))
+            return (q < 0 ? "-" : "") + String(a / 10) + (a % 10 == 0 ? "" : "." + String(a % 10))
+        }
+        let described = state.elements.flatMap { e -> [String] in
+            guard case .stroke(let s) = e.content else { return [] }
+            return s.points.map { "    \(pt($0.x)) \(pt($0.y)) \(Double($0.pressure) / 1000) \(pt($0.radius)) \($0.t)" }
+        }
+        #expect(pointLines == described, "seed \(seed)")
         // Two runs print the same bytes.
         let again = try await sb.run("show", "nb", doc, page, "--points")
         #expect(again.out == r.out, "seed \(seed)")
