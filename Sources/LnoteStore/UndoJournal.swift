@@ -226,20 +226,7 @@ enum LineBytes {
     }
 
     /// Decimal digits, no sign, no leading zero: `String(v)`.
-    static func decimal(_ v: UInt64, into out: inout [UInt8]) {
-        var digits: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
-                     UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) =
-            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-        var n = 0, rest = v
-        withUnsafeMutableBytes(of: &digits) { d in
-            repeat {
-                d[n] = UInt8(ascii: "0") + UInt8(rest % 10)
-                rest /= 10
-                n += 1
-            } while rest > 0
-            for k in stride(from: n - 1, through: 0, by: -1) { out.append(d[k]) }
-        }
-    }
+    static func decimal(_ v: UInt64, into out: inout [UInt8]) { PointText.decimal(v, into: &out) }
 
     /// `UUID.uuidString`: uppercase, 8-4-4-4-12.
     static func uuid(_ u: UUID, into out: inout [UInt8]) {
