@@ -84,8 +84,6 @@ package struct PlainAddStroke: Sendable {
     package var wallTime: Int64
     /// Its points deferred: the frame's payload and where the stream starts.
     package var stroke: Stroke
-    /// Where its points are (the stroke's deferred source, kept apart to be read without a copy of the stroke).
-    package var source: DeferredPoints
     /// [LOG-4]: the counter, as the context names no other replica.
     package var lamport: UInt64 { id.counter }
     /// The implied z key ([LOG-24]).
@@ -126,7 +124,7 @@ extension OperationCodec {
             guard ContentBounds.problem(.stroke(stroke), allowingDeferred: true) == nil else { return nil }
             let z = impliedZ(lamport: counter)
             guard z.validityProblem == nil, z.layer <= Int64(counter), z.layer >= -Int64(counter) else { return nil }
-            return PlainAddStroke(id: id, wallTime: wall, stroke: stroke, source: source)
+            return PlainAddStroke(id: id, wallTime: wall, stroke: stroke)
         } catch {
             return nil
         }

@@ -392,7 +392,7 @@ public struct PageReplica: Sendable {
             }
             guard n > 0 else { return 0 }
             deferredSources.reserveCapacity(deferredSources.count + n)
-            for i in 0..<n { deferredSources.append(b[i].source) }
+            for i in 0..<n { if let d = b[i].stroke.deferredSource { deferredSources.append(d) } }
             isResolved = false
             records.insert(count: n) { i in
                 ElementRecord(id: b[i].id, lamport: b[i].lamport, wallTime: b[i].wallTime, content: .stroke(b[i].stroke),
