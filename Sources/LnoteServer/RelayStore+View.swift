@@ -176,13 +176,13 @@ extension RelayStore {
 public struct RelayWebSource: WebViewSource {
     public let store: RelayStore
     public let notebook: NotebookID
-    public let limit: Int
     let budget: RelayStore.ViewBudget
+    /// The bytes this source's answer may read in all.
+    public var limit: Int { budget.limit }
 
     public init(store: RelayStore, notebook: NotebookID, limit: Int = RelayStore.maxViewBytes) {
         self.store = store
         self.notebook = notebook
-        self.limit = limit
         budget = RelayStore.ViewBudget(limit: limit)
     }
 
