@@ -20,15 +20,7 @@ public enum OutputFile {
     /// creation durable (fsync of the parent).
     /// - Throws: `io`, and `corrupt` when `path` exists and is not a directory.
     public static func makeDirectory(_ path: String) throws {
-        let io = Syscalls.live
-        if let st = try io.stat(path) {
-            guard st.isDirectory else {
-                throw Syscalls.notRegular(path, kind: io.fileType(atPath: path) ?? "unknown", wantsDirectory: true)
-            }
-            return
-        }
-        try io.mkdir(path, existingOK: true)
-        try DurableFile.syncDirectory(DurableFile.split(path).dir, io: io)
+        try directory(path, throughSymlink: true)
     }
 
     /// What `lstat` says `path` is ("regular file", "directory", "symlink", …; a final
@@ -42,14 +34,20 @@ public enum OutputFile {
     /// created without `existingOK` (a name appearing meanwhile is an error, not followed).
     /// - Throws: `corrupt` "not a directory (symlink)" naming `path`, and `io`.
     public static func makeOwnDirectory(_ path: String) throws {
+        try directory(path, throughSymlink: false)
+    }
+
+    /// `makeDirectory` (`throughSymlink`: `stat`, and a directory made meanwhile is fine) or
+    /// `makeOwnDirectory` (`lstat`, and a name made meanwhile is an error).
+    private static func directory(_ path: String, throughSymlink: Bool) throws {
         let io = Syscalls.live
-        if let st = try io.lstat(path) {
+        if let st = try throughSymlink ? io.stat(path) : io.lstat(path) {
             guard st.isDirectory else {
                 throw Syscalls.notRegular(path, kind: io.fileType(atPath: path) ?? "unknown", wantsDirectory: true)
             }
             return
         }
-        try io.mkdir(path)
+        try io.mkdir(path, existingOK: throughSymlink)
         try DurableFile.syncDirectory(DurableFile.split(path).dir, io: io)
     }
 
