@@ -27,8 +27,7 @@ public enum ContentBounds {
     package static func problem(_ content: ElementContent, allowingDeferred: Bool) -> String? {
         switch content {
         case .stroke(let s):
-            guard s.pointCount >= 1, s.pointCount <= Stroke.maxPoints else { return "a stroke of \(s.pointCount) points" }
-            guard s.style.width > 0, s.style.width <= maxRadius else { return "a stroke width of \(s.style.width) tenths of a point" }
+            if let problem = strokeProblem(count: s.pointCount, width: s.style.width) { return problem }
             guard s.isResolved else { return allowingDeferred ? nil : "a stroke whose points were never decoded" }
             guard s.points[0].t == 0 else { return "a stroke whose first point is at \(s.points[0].t) ms, not 0" }
             // One pass without branches over every point of the stroke (it runs on every
@@ -54,6 +53,16 @@ public enum ContentBounds {
     }
 
     /// What puts a transform out of bounds, or nil.
+    /// What `problem(_:allowingDeferred: true)` finds in a stroke of `count` points and base
+    /// width `width` whose points are deferred, said without making the stroke (a decoder
+    /// checks it before it builds one).
+    @inline(__always)
+    package static func strokeProblem(count: Int, width: Int32) -> String? {
+        guard count >= 1, count <= Stroke.maxPoints else { return "a stroke of \(count) points" }
+        guard width > 0, width <= maxRadius else { return "a stroke width of \(width) tenths of a point" }
+        return nil
+    }
+
     public static func problem(_ t: Transform) -> String? {
         guard coordinate(t.tx), coordinate(t.ty) else { return "a translation beyond ±\(coordinateLimit) tenths of a point" }
         // Four plain comparisons, not an array of the coefficients (an allocation on every

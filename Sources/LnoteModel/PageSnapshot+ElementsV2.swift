@@ -245,6 +245,8 @@ extension PageSnapshot {
             }
         }
         let content: ElementContent
+        // What [SNAP-19] finds in a stroke whose points are deferred: from its count and width.
+        var deferredProblem: String?? = nil
         if flags & RecordFlag.image != 0 {
             guard flags & RecordFlag.sameStyle == 0 else { throw r.error(.corrupt, "an image with a stroke style flag", at: at) }
             let digest = try r.bytes(32, "asset digest")
@@ -268,6 +270,7 @@ extension PageSnapshot {
             }
             if let deferring {
                 let count = try StrokeCodecV2.skipPoints(&r)
+                deferredProblem = .some(ContentBounds.strokeProblem(count: count, width: style.width))
                 content = .stroke(Stroke(style: style, deferred: deferring.slot(index: index, count: count)))
             } else {
                 let points = try StrokeCodecV2.decodePoints(&r, width: style.width, context: &c.points)
@@ -277,7 +280,12 @@ extension PageSnapshot {
         }
         // [SNAP-19] What operations carried: within [LOG-23]'s bounds (a deferred stroke's
         // points when they are decoded).
-        if let problem = ContentBounds.problem(content, allowingDeferred: true) ?? ContentBounds.problem(transform.value) {
+        // (The identity transform needs no check. No closure sees `content`, so that it can
+        // move into the record.)
+        var problem: String?
+        if let p = deferredProblem { problem = p } else { problem = ContentBounds.problem(content, allowingDeferred: true) }
+        if problem == nil && flags & RecordFlag.plainTransform == 0 { problem = ContentBounds.problem(transform.value) }
+        if let problem {
             throw r.error(.corrupt, "element \(OpID(replica: replica, counter: counter)): \(problem)", at: at)
         }
         c.replica = replica
@@ -287,8 +295,11 @@ extension PageSnapshot {
         if let z { c.z = z }
         c.zIsLayer = z == nil
         c.layer = zKey.layer
+        // Moved into the record, not copied: a copy of a deferred stroke retains the source
+        // every record of the snapshot shares, from each decoding thread at once.
         return ElementRecord(id: OpID(replica: replica, counter: counter), lamport: lamport, wallTime: wallTime,
-                             content: content, transform: transform, z: LWWRegister(zKey, frontier: zFrontier),
-                             erased: erased, frontier: editFrontier)
+                             content: consume content, transform: consume transform,
+                             z: LWWRegister(consume zKey, frontier: consume zFrontier),
+                             erased: consume erased, frontier: consume editFrontier)
     }
 }

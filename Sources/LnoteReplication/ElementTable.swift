@@ -119,7 +119,8 @@ struct ElementTable: Sendable {
     /// copy of that record).
     private func isAbove(_ r: ElementRecord, position i: Int) -> Bool {
         let s = order.map { Int($0[i]) } ?? i
-        return slots.withUnsafeBufferPointer { b in ElementRecord.zLess(b[s], r) }
+        // The keys and ids, not the records, are handed over: a record passed whole is copied.
+        return slots.withUnsafeBufferPointer { b in ZKey.positionLess(b[s].z.value, b[s].id, r.z.value, r.id) }
     }
 
     /// Inserts a record whose id is not live, where its position puts it.

@@ -121,7 +121,7 @@ extension OperationCodec {
             let stroke = Stroke(style: style, deferred: source.slot(index: 0, count: count))
             // [LOG-23] and [SHR-6] / [MERGE-12] as `OpValidator` checks them (the context is
             // empty but for the author; [LOG-3] and [LOG-4] hold by construction).
-            guard ContentBounds.problem(.stroke(stroke), allowingDeferred: true) == nil else { return nil }
+            guard ContentBounds.strokeProblem(count: count, width: width) == nil else { return nil }
             let z = impliedZ(lamport: counter)
             guard z.validityProblem == nil, z.layer <= Int64(counter), z.layer >= -Int64(counter) else { return nil }
             return PlainAddStroke(id: id, wallTime: wall, stroke: stroke)

@@ -375,13 +375,24 @@ public struct PageReplica: Sendable {
     /// `applyPlainAdd` of each of `adds` in order, up to the first that it would not apply:
     /// returns how many were applied (the caller hands the rest to `receive`). The checks run
     /// add by add (each add's [MERGE-43] check sees the timestamps of those before it); the
-    /// records are then built straight into the table, without a copy of an add.
+    /// records are then built straight into the table.
     package mutating func applyPlainAdds(_ adds: [PlainAddStroke]) -> Int {
+        var taken = adds
+        return applyPlainAdds(taking: &taken)
+    }
+
+    /// `applyPlainAdds(_:)`, moving the strokes of the adds it applies into their records
+    /// rather than copying them: those adds are left holding an empty stroke. (A copy of a
+    /// stroke retains its points and its deferred source; on a page open that is a thousand
+    /// atomic operations on one shared object, [LOG-28].)
+    package mutating func applyPlainAdds(taking adds: inout [PlainAddStroke]) -> Int {
         guard buffer.isEmpty else { return 0 }
-        return adds.withUnsafeBufferPointer { b in
+        let n = adds.withUnsafeBufferPointer { b in
             var n = 0
+            // Stored properties only: a computed one (`lamport`, `z`) is read from a copy of
+            // the whole add, its references retained and released.
             while n < b.count {
-                let id = b[n].id, lamport = b[n].lamport
+                let id = b[n].id, lamport = id.counter
                 guard clock[id.replica] == id.counter - 1,
                       contexts.lamportExceedsItsPast(ownContextOf: id, lamport: lamport) else { break }
                 clock.include(id)
@@ -390,16 +401,24 @@ public struct PageReplica: Sendable {
                 contexts.record(ownContextOf: id, lamport: lamport)
                 n += 1
             }
-            guard n > 0 else { return 0 }
-            deferredSources.reserveCapacity(deferredSources.count + n)
-            for i in 0..<n { if let d = b[i].stroke.deferredSource { deferredSources.append(d) } }
-            isResolved = false
-            records.insert(count: n) { i in
-                ElementRecord(id: b[i].id, lamport: b[i].lamport, wallTime: b[i].wallTime, content: .stroke(b[i].stroke),
-                              z: LWWRegister(b[i].z))
+            if n > 0 {
+                deferredSources.reserveCapacity(deferredSources.count + n)
+                for i in 0..<n { if let d = b[i].stroke.deferred?.source { deferredSources.append(d) } }
             }
             return n
         }
+        guard n > 0 else { return 0 }
+        isResolved = false
+        adds.withUnsafeMutableBufferPointer { b in
+            records.insert(count: n) { i in
+                var stroke = Stroke(style: b[i].stroke.style, points: [])
+                swap(&stroke, &b[i].stroke)
+                let id = b[i].id
+                return ElementRecord(id: id, lamport: id.counter, wallTime: b[i].wallTime, content: .stroke(consume stroke),
+                                     z: LWWRegister(OperationCodec.impliedZ(lamport: id.counter)))
+            }
+        }
+        return n
     }
 
     // MARK: - The rules

@@ -85,18 +85,21 @@ extension Document {
         var plain: [PlainAddStroke] = []
         if let snapshot {
             // [PKG-42] Points deferred to their first use ([SNAP-38]): `loadedPage`.
-            let both = Document.decode(snapshot: snapshot, path: contentPath, frames: frames, logPath: paths.log(pid),
+            var both = Document.decode(snapshot: snapshot, path: contentPath, frames: frames, logPath: paths.log(pid),
                                        deferringPoints: deferring)
             // [PKG-99] A snapshot from before restores is replaced under the lock.
-            guard let s = both.snapshot, s.state.page == pid, s.coveredLogOffset == covered?.offset,
+            guard var s = both.snapshot.take(), s.state.page == pid, s.coveredLogOffset == covered?.offset,
                   s.logIncarnation == covered?.incarnation, !s.lacksEraseHistory else {
                 try? log.close()
                 return nil
             }
-            base = s.state
+            // Moved out, not copied: the replica then holds the only reference to the elements
+            // and to the plain adds, and grows and takes them in place rather than copying
+            // every record on its first append.
+            swap(&base, &s.state)
             deferred = s.deferredPoints
-            decodedFrames = both.frames
-            plain = both.plain
+            decodedFrames = both.frames.take()
+            swap(&plain, &both.plain)
         } else if deferring {
             plain = Document.plainAdds(frames, path: paths.log(pid))
         }
@@ -107,7 +110,7 @@ extension Document {
         let applied: [Op]
         // Applied straight from their bytes while the replica would apply them at once; the
         // first that it would not, and every frame after it, go through `receive`.
-        let direct = live.applyPlainAdds(plain)
+        let direct = live.applyPlainAdds(taking: &plain)
         Document.listingOpenStats.withLock { $0.opens += 1; $0.direct += direct; $0.plain += plain.count; $0.frames += frames.count }
         do {
             applied = try Document.feed(frames, skipping: direct, kind: .page, fromStart: covered == nil, path: paths.log(pid),

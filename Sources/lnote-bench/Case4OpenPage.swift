@@ -218,19 +218,26 @@ extension Bench {
             let notebook = try await Notebook.open(at: f.notebookPath, options: OpenPageFixture.storeOptions)
             let runs = options.runs
             var shown = 0
+            var times: [Double] = []
+            let clock = ContinuousClock()
             for _ in 0..<runs {
                 try f.restore()
                 let doc = try await notebook.openDocument(f.document)
+                let start = clock.now
                 // LNOTE_OPEN_ALL=1: the open and every point decoded (`elements`).
                 if ProcessInfo.processInfo.environment["LNOTE_OPEN_ALL"] == "1" {
                     shown &+= try await doc.elements(f.page).count
                 } else {
                     shown &+= try await doc.elementIDs(f.page).count
                 }
+                times.append(seconds(clock.now - start))
                 try await doc.close()
             }
             try await notebook.close()
-            print("opened the \(profile.rawValue) page \(runs) times (\(shown) elements shown in all)")
+            times.sort()
+            let median = times.isEmpty ? 0 : times[times.count / 2]
+            print("opened the \(profile.rawValue) page \(runs) times (\(shown) elements shown in all); "
+                  + "median open \(String(format: "%.1f", median * 1e6)) µs")
             return 0
         } catch {
             progress("\(error)")

@@ -162,6 +162,43 @@ struct PageSnapshotIndexTests {
         }
     }
 
+    /// A deferred stroke's bounds are checked from its count and width alone, without the
+    /// stroke being made ([SNAP-38]): the error must stay the one an eager read gives.
+    @Test("[SNAP-19] [SNAP-38] a stroke width out of bounds: the same error, offset and message with points deferred or not")
+    func deferredStrokeWidthAgrees() throws {
+        for (k, width) in [Int32(0), ContentBounds.maxRadius + 1].enumerated() {
+            // A page read in one piece, and one big enough for the parallel path.
+            for count in [3, 400] {
+                var state = Self.page(seed: 70 + UInt64(k), count: count)
+                let i = count / 2
+                guard case .stroke(var s) = state.elements[i].content else {
+                    Issue.record("element \(i) is not a stroke")
+                    continue
+                }
+                s.style.width = width
+                state.elements[i].content = .stroke(s)
+                let bytes = PageSnapshot.encode(state, coveredLogOffset: 40, logIncarnation: 9)
+                let eager = Self.outcome(bytes, parallel: false)
+                guard case .failure(.corrupt, let offset, _, let message) = eager else {
+                    Issue.record("width \(width), \(count) strokes: the eager read gives \(eager)")
+                    continue
+                }
+                #expect(offset != nil)
+                #expect(message.contains("element \(state.elements[i].id): a stroke width of \(width) tenths of a point"), "\(message)")
+                // Refused by the read itself, not only when the points are decoded.
+                for parallel in [true, false] {
+                    do {
+                        _ = try PageSnapshot.decode(bytes, path: "p.content", parallel: parallel, deferringPoints: true)
+                        Issue.record("width \(width), \(count) strokes, parallel \(parallel): the deferred read accepts it")
+                    } catch let e as LnoteError {
+                        #expect(Outcome.failure(e.code, e.offset, e.index, e.message) == eager,
+                                "width \(width), \(count) strokes, parallel \(parallel)")
+                    }
+                }
+            }
+        }
+    }
+
     /// The outcome of a read with the points deferred ([SNAP-38]), then every point decoded.
     static func deferredOutcome(_ b: [UInt8], parallel: Bool) -> Outcome {
         do {
