@@ -63,34 +63,47 @@ extension Document {
             fromBase = true
         }
         guard try !hasMissingFile(paths.missing(pid)) else { return nil }
-        let log: PageLog
+        var openedLog: PageLog?
         var frames: [LoggedFrame] = []
         var report = RecoveryReport(path: paths.log(pid))
+        // With a snapshot, the log's frames are scanned (CRCs checked) beside the snapshot's
+        // decode rather than before it: `tail` is the log read, not yet scanned.
+        var tail: PageLog.Tail?
         if try io.stat(paths.log(pid)) == nil {
             // [PKG-55] A snapshot or base without its log needs one created and the missing
             // operations recorded: under the lock.
             guard covered == nil && !fromBase else { return nil }
-            log = PageLog(absent: paths.log(pid), kind: .page, owner: pid.uuid, io: io)
-        } else {
+            openedLog = PageLog(absent: paths.log(pid), kind: .page, owner: pid.uuid, io: io)
+        } else if snapshot == nil {
             guard let (opened, replay) = try PageLog.openForReading(path: paths.log(pid), kind: .page, owner: pid.uuid,
                                                                      from: covered?.offset, incarnation: covered?.incarnation,
                                                                      io: io) else { return nil }
-            log = opened
+            openedLog = opened
             frames = replay.frames
             report = replay.report
+        } else {
+            guard let t = try PageLog.readTail(path: paths.log(pid), kind: .page, owner: pid.uuid,
+                                               from: covered?.offset, incarnation: covered?.incarnation, io: io)
+            else { return nil }
+            tail = t
         }
         var decodedFrames: [Result<Op, any Error>]?
         // [LOG-28] A tail's leading plain adds, read straight from their frames (listing only:
         // their points are deferred); the frames past them decoded as operations.
         var plain: [PlainAddStroke] = []
-        if let snapshot {
+        if let snapshot, let t = tail {
             // [PKG-42] Points deferred to their first use ([SNAP-38]): `loadedPage`.
-            var both = Document.decode(snapshot: snapshot, path: contentPath, frames: frames, logPath: paths.log(pid),
-                                       deferringPoints: deferring)
+            var both = Document.decode(snapshot: snapshot, path: contentPath, tail: t.bytes, from: t.start,
+                                       logPath: paths.log(pid), deferringPoints: deferring)
+            // The log as `openForReading` gives it, from the scan made beside the decode.
+            guard let (opened, replay) = try PageLog.finishOpening(t, scan: both.scan) else { return nil }
+            openedLog = opened
+            frames = replay.frames
+            report = replay.report
             // [PKG-99] A snapshot from before restores is replaced under the lock.
             guard var s = both.snapshot.take(), s.state.page == pid, s.coveredLogOffset == covered?.offset,
                   s.logIncarnation == covered?.incarnation, !s.lacksEraseHistory else {
-                try? log.close()
+                try? opened.close()
                 return nil
             }
             // Moved out, not copied: the replica then holds the only reference to the elements
@@ -103,6 +116,7 @@ extension Document {
         } else if deferring {
             plain = Document.plainAdds(frames, path: paths.log(pid))
         }
+        guard let log = openedLog else { preconditionFailure("a page log opened on every path") }
         // The images of the base, before the state moves into the replica (without a copy).
         let baseAssets = base.imageAssets
         var live = PageReplica(state: consume base, reservingAdds: Document.addFrames(frames), deferredPoints: .some(deferred))
@@ -140,43 +154,71 @@ extension Document {
         return lp
     }
 
-    /// A page's snapshot (nil when it does not decode) and the operations of its log tail,
-    /// decoded side by side on two cores when the tail is worth it: neither needs the other,
-    /// and each alone leaves a core idle on a short tail. The snapshot is decoded with room
-    /// for the tail's adds.
+    /// A page's snapshot (nil when it does not decode), the scan of its log's bytes from
+    /// `from` (`tail`), and the operations of the frames it found, decoded side by side on two
+    /// cores when the tail is worth it: neither needs the other, and each alone leaves a core
+    /// idle on a long tail. The snapshot is decoded with room for the tail's adds (counted
+    /// from the frames' lengths and types before the scan checks them).
     ///
-    /// With `deferringPoints`, the tail's leading plain adds are read as such ([LOG-28],
-    /// `plain`), and `frames` holds the operations of the frames past them (those from
-    /// `plain.count` on).
-    static func decode(snapshot: [UInt8], path: String, frames: [LoggedFrame], logPath: String,
+    /// The frames are read as operations only when the scan found the log clean (what
+    /// `PageLog.finishOpening` accepts). With `deferringPoints`, the tail's leading plain adds
+    /// are read as such ([LOG-28], `plain`), and `frames` holds the operations of the frames
+    /// past them (those from `plain.count` on); nil when the tail is short (read in turn,
+    /// `feed` decodes them).
+    static func decode(snapshot: [UInt8], path: String, tail: [UInt8], from base: UInt64, logPath: String,
                        deferringPoints: Bool)
-        -> (snapshot: PageSnapshot.Contents?, frames: [Result<Op, any Error>]?, plain: [PlainAddStroke]) {
-        let reserving = addFrames(frames)
+        -> (snapshot: PageSnapshot.Contents?, scan: LogScan, frames: [Result<Op, any Error>]?, plain: [PlainAddStroke]) {
+        let (count, reserving) = framesAndAdds(tail)
         @Sendable func decodeSnapshot() -> PageSnapshot.Contents? {
             try? PageSnapshot.decode(snapshot, path: path, deferringPoints: deferringPoints, reserving: reserving)
         }
-        guard frames.count >= sideBySideFrames else {
-            return (decodeSnapshot(), nil, deferringPoints ? plainAdds(frames, path: logPath) : [])
+        @Sendable func clean(_ scan: LogScan) -> Bool { scan.damage.isEmpty && !scan.tailIsCompleteBadFrame }
+        guard count >= sideBySideFrames else {
+            let scan = LogScanner.scan(tail, base: base)
+            let plain = deferringPoints && clean(scan) ? plainAdds(scan.frames, path: logPath) : []
+            return (decodeSnapshot(), scan, nil, plain)
         }
         enum Half: Sendable {
             case snapshot(PageSnapshot.Contents?)
-            case frames([Result<Op, any Error>], [PlainAddStroke])
+            case frames(LogScan, [Result<Op, any Error>], [PlainAddStroke])
         }
         @Sendable func decodeTail() -> Half {
+            let scan = LogScanner.scan(tail, base: base)
+            guard clean(scan) else { return .frames(scan, [], []) }
+            let frames = scan.frames
             let plain = deferringPoints ? plainAdds(frames, path: logPath) : []
             let rest = plain.isEmpty ? frames : Array(frames[plain.count...])
-            return .frames(decode(rest, path: logPath, deferringPoints: deferringPoints), plain)
+            return .frames(scan, decode(rest, path: logPath, deferringPoints: deferringPoints), plain)
         }
         var contents: PageSnapshot.Contents?
+        var scan = LogScan(goodEnd: base)
         var operations: [Result<Op, any Error>]?
         var plain: [PlainAddStroke] = []
         for half in Parallel.map(2, { $0 == 0 ? Half.snapshot(decodeSnapshot()) : decodeTail() }) {
             switch half {
             case .snapshot(let c): contents = c
-            case .frames(let f, let p): (operations, plain) = (f, p)
+            case .frames(let s, let f, let p): (scan, operations, plain) = (s, f, p)
             }
         }
-        return (contents, operations, plain)
+        return (contents, scan, operations, plain)
+    }
+
+    /// How many frames `tail` holds, and how many of them say they add an element, read from
+    /// their lengths and type bytes alone, up to the first length that does not fit (the
+    /// scan checks them). No more than the scan then finds, for a log that is not damaged.
+    static func framesAndAdds(_ tail: [UInt8]) -> (frames: Int, adds: Int) {
+        tail.withUnsafeBufferPointer { b in
+            var at = 0, frames = 0, adds = 0
+            while b.count - at >= Frame.headerSize + 1 {
+                let length = Int(UInt32(b[at]) | UInt32(b[at + 1]) << 8 | UInt32(b[at + 2]) << 16 | UInt32(b[at + 3]) << 24)
+                guard length >= 1, length <= Frame.maxLength, length <= b.count - at - Frame.headerSize else { break }
+                let type = b[at + Frame.headerSize]
+                if type == OperationCodec.Kind.add.rawValue || type == OperationCodec.Kind.addStroke.rawValue { adds += 1 }
+                frames += 1
+                at += Frame.headerSize + length
+            }
+            return (frames, adds)
+        }
     }
 
     /// The leading frames of a log tail that are plain adds ([LOG-28]), read as such; stops

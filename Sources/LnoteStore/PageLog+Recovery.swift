@@ -196,6 +196,29 @@ extension PageLog {
     /// - Throws: as `open` for a log of another kind or owner, or a newer version.
     static func openForReading(path: String, kind: LogKind, owner: UUID, from: UInt64?, incarnation: UInt64?,
                                io: Syscalls) throws -> (PageLog, LogReplay)? {
+        guard let tail = try readTail(path: path, kind: kind, owner: owner, from: from, incarnation: incarnation, io: io)
+        else { return nil }
+        return try finishOpening(tail, scan: LogScanner.scan(tail.bytes, base: tail.start))
+    }
+
+    /// What `openForReading` reads before it scans the frames: the log open, its header
+    /// checked, and its bytes from `start` to the end. The scan (CRCs and frames) needs no
+    /// file, so that a caller can run it beside other work (`Document.decode(snapshot:…)`),
+    /// then hand it to `finishOpening`, which owns the descriptor from then on.
+    struct Tail {
+        let path: String
+        let io: Syscalls
+        let fd: FileDescriptor
+        let header: LogHeader
+        let size: UInt64
+        let start: UInt64
+        let bytes: [UInt8]
+    }
+
+    /// The first half of `openForReading`: nil in the same cases before the scan (no file,
+    /// a damaged header, an offset of another incarnation or out of range).
+    static func readTail(path: String, kind: LogKind, owner: UUID, from: UInt64?, incarnation: UInt64?,
+                         io: Syscalls) throws -> Tail? {
         let fd: FileDescriptor
         do {
             fd = try io.open(path, O_RDWR)
@@ -220,7 +243,19 @@ extension PageLog {
             guard incarnation == header.incarnation, from >= start, from <= size else { return nil }
             start = from
         }
-        let scan = LogScanner.scan(try io.pread(fd, count: Int(size - start), at: start), base: start)
+        let bytes = try io.pread(fd, count: Int(size - start), at: start)
+        handedOver = true
+        return Tail(path: path, io: io, fd: fd, header: header, size: size, start: start, bytes: bytes)
+    }
+
+    /// The second half of `openForReading`, given the scan of `tail.bytes` (from
+    /// `tail.start`): nil when it found damage or a bad frame at the end, or nothing whole
+    /// after an offset that is not a frame boundary ([PKG-47]). The descriptor is closed
+    /// unless it is handed to the log returned.
+    static func finishOpening(_ tail: Tail, scan: LogScan) throws -> (PageLog, LogReplay)? {
+        var handedOver = false
+        defer { if !handedOver { try? tail.fd.close() } }
+        let (io, fd, path, start, size) = (tail.io, tail.fd, tail.path, tail.start, tail.size)
         guard scan.damage.isEmpty, !scan.tailIsCompleteBadFrame else { return nil }
         if start > UInt64(LogHeader.size), scan.frames.isEmpty, scan.tornTail != nil {
             // Nothing whole after the offset: an append in progress right there, or an offset
@@ -229,7 +264,7 @@ extension PageLog {
                                         base: UInt64(LogHeader.size))
             guard whole.frames.contains(where: { $0.end == start }) else { return nil }
         }
-        let log = PageLog(path: path, io: io, header: header, end: scan.goodEnd, fd: fd)
+        let log = PageLog(path: path, io: io, header: tail.header, end: scan.goodEnd, fd: fd)
         handedOver = true
         return (log, LogReplay(frames: scan.frames, start: start, fromBeginning: start == UInt64(LogHeader.size),
                                report: RecoveryReport(path: path)))
