@@ -241,7 +241,23 @@ public enum OperationCodec {
     /// `deferringPoints`: an `addStroke` frame's point stream is stepped over after the checks
     /// [PT2-2] makes before allocating, and the stroke holds it undecoded until it is resolved
     /// (operation-log.md [LOG-27]: only for frames replayed from a page's own log).
+    ///
+    /// A frame refused with its points deferred is refused with the error an eager decode
+    /// gives (code, message, offset): deferring changes when points are checked, never what
+    /// a damaged frame is reported as ([LOG-27]). (Stepping over a damaged stream can stop
+    /// elsewhere than decoding it does, and find trailing bytes where the eager decoder
+    /// finds a bad code.)
     public static func decode(_ frame: Frame, base: Int = 0, path: String? = nil, deferringPoints: Bool = false) throws -> Op {
+        guard deferringPoints else { return try decodeOnce(frame, base: base, path: path, deferringPoints: false) }
+        do {
+            return try decodeOnce(frame, base: base, path: path, deferringPoints: true)
+        } catch {
+            _ = try decodeOnce(frame, base: base, path: path, deferringPoints: false)
+            throw error
+        }
+    }
+
+    private static func decodeOnce(_ frame: Frame, base: Int, path: String?, deferringPoints: Bool) throws -> Op {
         var r = ByteReader(frame.payload, base: base, path: path)
         // [LOG-22] One encoding per operation: what decodes re-encodes to the same bytes.
         r.shortestVarints = true

@@ -105,20 +105,31 @@ struct DeferredPointsStoreTests {
             #expect(try Self.resolvedOp(lazy) == eager, "seed \(seed) op \(i)")
             #expect(eager == op, "seed \(seed) op \(i)")
             // Damage in the point bits (the stream is the payload's last field).
-            for _ in 0..<12 {
+            for k in 0..<24 {
                 var p = frame.payload
                 let tail = max(1, p.count / 3)
-                let at = p.count - 1 - Int(g.next() % UInt64(tail))
-                Self.flip(&p, at, Int(g.next() % 8))
+                var at = p.count - 1 - Int(g.next() % UInt64(tail))
+                if k < 12 {
+                    Self.flip(&p, at, Int(g.next() % 8))
+                } else {
+                    // A whole byte anywhere in the second half (the style, the counts, the bits).
+                    at = p.count / 2 + Int(g.next() % UInt64(max(1, p.count - p.count / 2)))
+                    p[at] ^= UInt8(1 + g.next() % 255)
+                }
                 let damaged = Frame(type: frame.type, payload: p)
                 cases += 1
-                let ctx = "seed \(seed) op \(i) flip at payload byte \(at) of \(p.count)"
+                let ctx = "seed \(seed) op \(i) \(k < 12 ? "bit flipped" : "byte changed") at payload byte \(at) of \(p.count)"
                 var eagerError: LnoteError?
                 var eagerOp: Op?
                 do { eagerOp = try OperationCodec.decode(damaged, base: base, path: "/l") } catch let e as LnoteError { eagerError = e }
                 let deferred: Op
                 do { deferred = try OperationCodec.decode(damaged, base: base, path: "/l", deferringPoints: true) } catch let e as LnoteError {
                     #expect(eagerError != nil, "\(ctx): deferred decode failed (\(e)), eager succeeded")
+                    // [LOG-27] Refused with the eager decode's error, whatever stopped the deferred one.
+                    if let eagerError {
+                        #expect("\(e.code) \(e.message) \(e.offset.map(String.init) ?? "-")"
+                                    == "\(eagerError.code) \(eagerError.message) \(eagerError.offset.map(String.init) ?? "-")", "\(ctx)")
+                    }
                     bothFailed += 1
                     continue
                 }
@@ -144,7 +155,7 @@ struct DeferredPointsStoreTests {
                 }
             }
         }
-        #expect(cases > 1000)
+        #expect(cases > 2000)
         #expect(foundOnResolve > 50, "seed \(seed): \(foundOnResolve) found on resolve, \(bothFailed) both failed, \(bothOK) both ok")
     }
 
