@@ -52,7 +52,6 @@ public enum ContentBounds {
         }
     }
 
-    /// What puts a transform out of bounds, or nil.
     /// What `problem(_:allowingDeferred: true)` finds in a stroke of `count` points and base
     /// width `width` whose points are deferred, said without making the stroke (a decoder
     /// checks it before it builds one).
@@ -63,6 +62,7 @@ public enum ContentBounds {
         return nil
     }
 
+    /// What puts a transform out of bounds, or nil.
     public static func problem(_ t: Transform) -> String? {
         guard coordinate(t.tx), coordinate(t.ty) else { return "a translation beyond ±\(coordinateLimit) tenths of a point" }
         // Four plain comparisons, not an array of the coefficients (an allocation on every
