@@ -213,7 +213,7 @@ extension Document {
                 let length = Int(UInt32(b[at]) | UInt32(b[at + 1]) << 8 | UInt32(b[at + 2]) << 16 | UInt32(b[at + 3]) << 24)
                 guard length >= 1, length <= Frame.maxLength, length <= b.count - at - Frame.headerSize else { break }
                 let type = b[at + Frame.headerSize]
-                if type == OperationCodec.Kind.add.rawValue || type == OperationCodec.Kind.addStroke.rawValue { adds += 1 }
+                if saysAdd(type) { adds += 1 }
                 frames += 1
                 at += Frame.headerSize + length
             }
@@ -246,7 +246,12 @@ extension Document {
     /// How many of `frames` say they add an element (by their type byte): the room a replay
     /// makes at once. No more than applying them would take.
     static func addFrames(_ frames: [LoggedFrame]) -> Int {
-        frames.reduce(0) { $0 + ($1.frame.type == OperationCodec.Kind.add.rawValue || $1.frame.type == OperationCodec.Kind.addStroke.rawValue ? 1 : 0) }
+        frames.reduce(0) { $0 + (saysAdd($1.frame.type) ? 1 : 0) }
+    }
+
+    /// True for the type byte of a frame that adds an element (`add`, `addStroke`).
+    static func saysAdd(_ type: UInt8) -> Bool {
+        type == OperationCodec.Kind.add.rawValue || type == OperationCodec.Kind.addStroke.rawValue
     }
 
     /// Loads a page under the document lock, making the repairs it needs ([PKG-42],
