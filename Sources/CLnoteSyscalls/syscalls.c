@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -55,4 +56,23 @@ int lnote_terminal_columns(int fd) {
     struct winsize ws;
     if (ioctl(fd, TIOCGWINSZ, &ws) != 0) return 0;
     return ws.ws_col;
+}
+
+int lnote_set_thread_name(const char *name) {
+#ifdef __linux__
+    return pthread_setname_np(pthread_self(), name);
+#else
+    (void)name;
+    return ENOSYS;
+#endif
+}
+
+int lnote_get_thread_name(char *buffer, int size) {
+#ifdef __linux__
+    if (size <= 0) return ERANGE;
+    return pthread_getname_np(pthread_self(), buffer, (size_t)size);
+#else
+    (void)buffer; (void)size;
+    return ENOSYS;
+#endif
 }

@@ -2,6 +2,7 @@ import Foundation
 import LnoteModel
 import LnotePostgres
 import LnoteServer
+import LnoteStore
 import Synchronization
 
 /// `LISTEN lnote_relay` on a connection of its own, on a thread of its own (never Swift
@@ -52,8 +53,10 @@ final class PostgresChangeFeed: @unchecked Sendable {
     }
 
     func start() {
-        let thread = Thread { [self] in run() }
-        thread.name = "lnote relay change feed"
+        let thread = Thread { [self] in
+            ThreadName.setCurrent("lnote.pgfeed")
+            run()
+        }
         thread.start()
     }
 

@@ -1,5 +1,6 @@
 import CLnoteMicroHTTPD
 import Foundation
+import LnoteStore
 import Synchronization
 
 /// The server's defences against clients that hold its connections or its memory
@@ -160,13 +161,13 @@ final class ConnectionGuard: Sendable {
     func startWatchdog() {
         let tick = max(min(limits.headerTimeout / 4, .seconds(1)), .milliseconds(20))
         let thread = Thread { [self] in
+            ThreadName.setCurrent("lnote.watchdog")
             while running.load(ordering: .relaxed) {
                 let c = tick.components
                 usleep(UInt32(c.seconds * 1_000_000 + c.attoseconds / 1_000_000_000_000))
                 sweep()
             }
         }
-        thread.name = "lnote-http-watchdog"
         thread.start()
     }
 

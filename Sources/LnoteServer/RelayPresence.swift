@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import LnoteModel
+import LnoteStore
 import Synchronization
 
 /// One relay process serving a database, as it last said in `relay_presence`
@@ -139,8 +140,10 @@ public final class RelayPresence: Sendable {
         self.timing = timing
         self.longPolls = longPolls
         self.log = log
-        let thread = Thread { [self] in run() }
-        thread.name = "lnote relay presence"
+        let thread = Thread { [self] in
+            ThreadName.setCurrent("lnote.presence")
+            run()
+        }
         thread.stackSize = 1 << 20
         thread.start()
     }

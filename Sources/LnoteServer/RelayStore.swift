@@ -123,7 +123,7 @@ public final class RelayStore: Sendable {
         // with a pool (PostgreSQL) runs as many as it has connections, each on its own thread.
         self.queue = DispatchQueue(label: "lnote.relay-store")
         self.workers = database.allowsConcurrentTransactions
-            ? RelayWorkers(limit: database.maxConcurrentTransactions, name: "lnote relay store") : nil
+            ? RelayWorkers(limit: database.maxConcurrentTransactions, name: "lnote.relaystore") : nil
     }
 
     /// A store over `database` as it is, for its upgrade while the real one is being opened.

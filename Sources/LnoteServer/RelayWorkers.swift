@@ -1,4 +1,5 @@
 import Foundation
+import LnoteStore
 
 /// Threads of its own for a store's blocking calls, at most `limit` at once: as many calls
 /// as the backend can run transactions at once (`RelayDatabase.maxConcurrentTransactions`).
@@ -52,8 +53,10 @@ final class RelayWorkers: @unchecked Sendable {
         }
         condition.unlock()
         if start {
-            let thread = Thread { [self] in run() }
-            thread.name = name
+            let thread = Thread { [self] in
+                ThreadName.setCurrent(name)
+                run()
+            }
             thread.start()
         }
     }

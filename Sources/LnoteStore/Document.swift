@@ -779,7 +779,7 @@ public actor Document {
 
     /// The name of the thread this actor's code runs on (tests: a store thread, never one
     /// of Swift's cooperative threads).
-    func currentThreadName() -> String? { Thread.current.name }
+    func currentThreadName() -> String? { ThreadName.current }
 
     func checkUsable() throws {
         if closed { throw LnoteError(.invalidState, "document is closed", path: paths.root) }

@@ -45,7 +45,7 @@ final class FolderWatcher: Sendable {
         let (s, a) = pollInterval.components
         let intervalMs = Int32(clamping: s * 1000 + a / 1_000_000_000_000_000)
         let thread = Thread { [self] in
-            Thread.current.name = "lnote.watch"  // from inside: see StoreExecutor
+            ThreadName.setCurrent("lnote.watch")
             guard let (readEnd, writeEnd) = try? io.pipe() else { return }
             let go = state.withLock { st -> Bool in
                 st.wake = writeEnd.raw

@@ -565,7 +565,7 @@ public actor Notebook {
     }
 
     /// The name of the thread this actor's code runs on (tests).
-    func currentThreadName() -> String? { Thread.current.name }
+    func currentThreadName() -> String? { ThreadName.current }
 
     func checkOpen() throws {
         guard isOpenFlag else { throw LnoteError(.invalidState, "notebook is closed", path: path) }

@@ -23,10 +23,10 @@ final class StoreExecutor: SerialExecutor {
         self.queue = queue
         queue.setOwner(self)
         let unowned = UnownedSerialExecutor(ordinary: self)
-        // The name is set by the thread itself: set on a Thread before `start()`, Linux
-        // Foundation does not give it to the new thread, which keeps its creator's.
+        // The name is set by the thread itself, with `ThreadName` (see there why not
+        // Foundation's `Thread.name`).
         let thread = Thread {
-            Thread.current.name = name
+            ThreadName.setCurrent(name)
             queue.run(on: unowned)
         }
         thread.start()
@@ -51,9 +51,6 @@ final class StoreExecutor: SerialExecutor {
             })
         }
     }
-
-    /// True when the calling thread is a store thread (debug checks).
-    static var isStoreThread: Bool { Thread.current.name?.hasPrefix("lnote.") == true }
 }
 
 /// The jobs of one `StoreExecutor`, run in order by its thread.

@@ -391,7 +391,7 @@ final class Syscalls: Sendable {
         let wait = LockWait()
         let raw = fd.raw
         let thread = Thread {
-            Thread.current.name = "lnote.flock-wait"  // from inside: see StoreExecutor
+            ThreadName.setCurrent("lnote.flockwait")
             var r: Int32
             repeat { r = sysFlock(raw, LOCK_EX) } while r == -1 && errno == EINTR
             let e = r == 0 ? 0 : errno

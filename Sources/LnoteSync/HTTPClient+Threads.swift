@@ -2,6 +2,7 @@ import CLnoteCurl
 import Dispatch
 import Foundation
 import LnoteModel
+import LnoteStore
 import Synchronization
 
 /// Dedicated threads that run blocking curl transfers, each with its own easy handle.
@@ -42,7 +43,7 @@ final class TransferThreadPool: Sendable {
         guard let spawn else { return false }
         if spawn > 0 {
             let thread = Thread { [self] in
-                Thread.current.name = "lnote-curl-\(spawn)"  // from inside: see StoreExecutor
+                ThreadName.setCurrent("lnote.curl-\(spawn)")
                 self.workerLoop()
             }
             thread.start()

@@ -391,8 +391,10 @@ final class RawWatchers: @unchecked Sendable {
             fds.append(fd)
             try Self.sendAll(fd, requests[i])
         }
-        let t = Thread { [self] in loop() }
-        t.name = "lnote-bench.raw-watchers"
+        let t = Thread { [self] in
+            ThreadName.setCurrent("lnote.rawwatch")
+            loop()
+        }
         t.start()
     }
 

@@ -4,6 +4,7 @@ import Glibc
 import Foundation
 import Synchronization
 import CLnoteSyscalls
+import LnoteStore
 
 /// SIGINT and SIGTERM, trapped: servers and watchers stop cleanly on either. `trap()`
 /// installs a handler before it returns (a C handler that writes the signal's number to a
@@ -26,13 +27,13 @@ final class Signals: Sendable {
         }
         let readEnd = fds[0]
         let reader = Thread {
+            ThreadName.setCurrent("lnote.signals")
             var byte: UInt8 = 0
             while true {
                 let n = read(readEnd, &byte, 1)
                 if n == 1 { s.deliver(Int32(byte)) } else if n < 0 && errno == EINTR { continue } else { return }
             }
         }
-        reader.name = "lnote.signals"
         reader.start()
         return s
     }

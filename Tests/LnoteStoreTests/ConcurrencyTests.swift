@@ -495,4 +495,39 @@ struct ConcurrencyTests {
         #expect(documentThread == "lnote.document", "\(String(describing: documentThread))")
         try await nb.close()
     }
+
+    @Test("a store thread carries its name from its first job, whichever thread made it (Dispatch workers, Swift tasks)")
+    func storeThreadNamedBeforeFirstJob() async throws {
+        // Foundation's Thread.name set from inside a new thread loses a race with start()
+        // (the CI saw "oot.default-qos", a Dispatch worker's name, on a notebook thread).
+        @Sendable func makeAndAsk(_ i: Int) async throws -> String? {
+            let executor = StoreExecutor(name: "lnote.t\(i % 10)")
+            return try await executor.run { ThreadName.current }
+        }
+        for i in 0..<3000 {
+            let fromDispatch = try await withCheckedThrowingContinuation { (c: CheckedContinuation<String?, Error>) in
+                DispatchQueue.global().async {
+                    Task { do { c.resume(returning: try await makeAndAsk(i)) } catch { c.resume(throwing: error) } }
+                }
+            }
+            #expect(fromDispatch == "lnote.t\(i % 10)", "executor \(i): \(String(describing: fromDispatch))")
+            let fromTask = try await Task.detached { try await makeAndAsk(i) }.value
+            #expect(fromTask == "lnote.t\(i % 10)", "executor \(i): \(String(describing: fromTask))")
+        }
+    }
+
+    @Test("a thread's name longer than Linux keeps is cut at a character boundary")
+    func threadNameCut() async throws {
+        let names = ["lnote.document", "lnote.exactly15", "lnote.sixteen16x", "lnote.é日本語の名前", "ééééééééé", "日本語日本語"]
+        for name in names {
+            let got = try await StoreExecutor(name: "lnote.probe").run { () -> String? in
+                ThreadName.setCurrent(name)
+                return ThreadName.current
+            }
+            let kept = try #require(got, "\(name)")
+            #expect(kept.utf8.count <= ThreadName.maxBytes, "\(name) -> \(kept)")
+            #expect(name.hasPrefix(kept), "\(name) -> \(kept)")
+            #expect(kept.utf8.count > ThreadName.maxBytes - 4 || kept == name, "\(name) -> \(kept): cut more than one character")
+        }
+    }
 }

@@ -24,4 +24,11 @@ int lnote_trap_signals(int fd);
 // ioctl is variadic), or 0 when fd is not a terminal or its width is unknown.
 int lnote_terminal_columns(int fd);
 
+// Names the calling thread (pthread_setname_np on Linux: at most 15 bytes, longer names are
+// refused with ERANGE). Returns 0, or an errno value.
+int lnote_set_thread_name(const char *name);
+
+// Copies the calling thread's name into buffer (NUL-terminated). Returns 0, or an errno value.
+int lnote_get_thread_name(char *buffer, int size);
+
 #endif
