@@ -143,6 +143,9 @@ public struct PageReplica: Sendable {
 
     public func element(_ id: ElementID) -> ElementRecord? { records[id] }
 
+    /// True when `id` names a live element (`element(id) != nil`, without copying its record).
+    public func isLive(_ id: ElementID) -> Bool { records.contains(id) }
+
     /// True when the operation was applied or is waiting.
     public func contains(_ id: OpID) -> Bool { clock.covers(id) || buffer.contains(id) }
 

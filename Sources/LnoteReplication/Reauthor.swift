@@ -36,7 +36,7 @@ public enum Reauthor {
         func mapped(_ id: ElementID) -> ElementID { out.elements[id] ?? id }
         func live(_ id: ElementID) -> ElementID? {
             let m = mapped(id)
-            return replica.element(m) != nil ? m : nil
+            return replica.isLive(m) ? m : nil
         }
         func make(_ body: Op.Body, for old: Op) {
             do {

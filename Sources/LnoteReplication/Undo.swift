@@ -41,18 +41,14 @@ public enum Undo {
     /// - restoreRange → eraseRange of the points it brought back;
     /// - move → move back to each element's transform before; reorder → its z key before.
     public static func inverse(of body: Op.Body, id: OpID, before r: PageReplica) -> Op.Body? {
-        func unique(_ ids: [ElementID]) -> [ElementID] {
-            var seen = Set<ElementID>()
-            return ids.filter { seen.insert($0).inserted }
-        }
         switch body {
         case .add:
             return .erase([id])
         case .erase(let ids):
-            let live = unique(ids).filter { r.element($0) != nil }
+            let live = ids.uniqued().filter { r.isLive($0) }
             return live.isEmpty ? nil : .restore(live)
         case .restore(let ids):
-            let back = unique(ids).filter { r.isRestorable($0) }
+            let back = ids.uniqued().filter { r.isRestorable($0) }
             return back.isEmpty ? nil : .erase(back)
         case .eraseRange(let e, let ranges):
             guard let rec = r.element(e), case .stroke(let s) = rec.content else { return nil }
@@ -64,10 +60,10 @@ public enum Undo {
             let back = rec.erased.subtracting(rec.erased.subtracting(ranges))
             return back.isEmpty ? nil : .eraseRange(e, back)
         case .move(let ts):
-            let before = unique(ts.map(\.element)).compactMap { e in r.element(e).map { ElementTransform(e, $0.transform.value) } }
+            let before = ts.map(\.element).uniqued().compactMap { e in r.element(e).map { ElementTransform(e, $0.transform.value) } }
             return before.isEmpty ? nil : .move(before)
         case .reorder(let zs):
-            let before = unique(zs.map(\.element)).compactMap { e in r.element(e).map { ElementZ(e, $0.z.value) } }
+            let before = zs.map(\.element).uniqued().compactMap { e in r.element(e).map { ElementZ(e, $0.z.value) } }
             return before.isEmpty ? nil : .reorder(before)
         default:
             return nil
@@ -100,7 +96,7 @@ public enum Undo {
         let me = entry.op.replica
         switch entry.inverse {
         case .erase(let ids):
-            let live = ids.filter { r.element($0) != nil }
+            let live = ids.filter { r.isLive($0) }
             return live.isEmpty ? nil : .erase(live)
         case .restore(let ids):
             let back = ids.filter { id in

@@ -404,26 +404,18 @@ enum ChangeDerivation {
             case .add:
                 add(.elementsAdded, op, [op.id])
             case .erase(let ids):
-                var seen = Set<ElementID>()
-                add(.elementsErased, op, ids.filter { seen.insert($0).inserted })
+                add(.elementsErased, op, ids.uniqued())
             case .eraseRange(let id, _):
                 add(.elementsPartlyErased, op, [id])
             case .restore(let ids):
                 // Only those it brought back: an erase concurrent with it still holds.
-                var seen = Set<ElementID>()
-                add(.elementsRestored, op, ids.filter { seen.insert($0).inserted && replica.element($0) != nil })
+                add(.elementsRestored, op, ids.uniqued().filter { replica.isLive($0) })
             case .restoreRange(let id, _):
                 add(.elementsPartlyRestored, op, [id])
             case .move(let ts):
-                var seen = Set<ElementID>()
-                add(.elementsMoved, op, ts.map(\.element).filter {
-                    seen.insert($0).inserted && replica.element($0)?.transform.winner == op.ref
-                })
+                add(.elementsMoved, op, ts.map(\.element).uniqued().filter { replica.element($0)?.transform.winner == op.ref })
             case .reorder(let zs):
-                var seen = Set<ElementID>()
-                add(.elementsReordered, op, zs.map(\.element).filter {
-                    seen.insert($0).inserted && replica.element($0)?.z.winner == op.ref
-                })
+                add(.elementsReordered, op, zs.map(\.element).uniqued().filter { replica.element($0)?.z.winner == op.ref })
             default:
                 break
             }
