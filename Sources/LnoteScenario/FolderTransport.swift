@@ -91,7 +91,7 @@ public final class FolderNode: ScenarioNode {
     private func tick(_ wallTime: Int64) { clock.set(wallTime) }
 
     private func doc() async throws -> Document {
-        if try await notebook.documentIDs().contains(document) { return try await notebook.openDocument(document) }
+        if try await notebook.holdsDocument(document) { return try await notebook.openDocument(document) }
         throw LnoteError(.notFound, "document \(document) not in this folder yet")
     }
 
@@ -169,7 +169,7 @@ public final class FolderNode: ScenarioNode {
     }
 
     public func heldOps() async throws -> [LoggedOp] {
-        guard try await notebook.documentIDs().contains(document) else { return [] }
+        guard try await notebook.holdsDocument(document) else { return [] }
         let d = try await doc()
         var out = try await d.operations(page: nil, notCoveredBy: VectorClock()).map { LoggedOp(.document, $0) }
         for p in try await d.pageLogs() {
@@ -179,7 +179,7 @@ public final class FolderNode: ScenarioNode {
     }
 
     public func contains(_ log: LogKey, _ id: OpID) async throws -> Bool {
-        guard try await notebook.documentIDs().contains(document) else { return false }
+        guard try await notebook.holdsDocument(document) else { return false }
         let d = try await doc()
         switch log {
         case .document: return try await d.operations(page: nil, notCoveredBy: VectorClock()).contains { $0.id == id }
@@ -222,7 +222,7 @@ public final class FolderNode: ScenarioNode {
     /// Closes the document (which writes its snapshots); the next use reopens it from the
     /// files, as a new process would.
     public func restart() async throws {
-        guard try await notebook.documentIDs().contains(document) else { return }
+        guard try await notebook.holdsDocument(document) else { return }
         try await doc().close()
     }
 

@@ -25,7 +25,7 @@ public struct NotebookWebSource: WebViewSource {
     /// or it is deleted. The document's lease is given back whatever `body` does.
     func withLiveDocument<T: Sendable>(_ id: DocumentID, _ body: (Document) async throws -> T) async throws -> T? {
         try await lock.run {
-            guard try await notebook.documentIDs().contains(id) else { return nil }
+            guard try await notebook.holdsDocument(id) else { return nil }
             let d = try await notebook.openDocument(id)
             do {
                 let result: T? = await d.state.deleted.value ? nil : try await body(d)

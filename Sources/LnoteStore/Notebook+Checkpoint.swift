@@ -54,7 +54,7 @@ extension Notebook {
     /// A page's applied state for a checkpoint, or nil when the page has no files or the
     /// document does not exist.
     public func checkpointState(document docID: DocumentID, page pid: PageID) async throws -> PageState? {
-        guard try documentIDs().contains(docID) else { return nil }
+        guard try holdsDocument(docID) else { return nil }
         return try await withDocument(docID) { try await $0.checkpointState(page: pid) }
     }
 }
@@ -63,7 +63,7 @@ extension Notebook {
     /// Whether a page installed from a checkpoint holds what its base and its log give
     /// (`Document.installedPageMatches`); nil when the page has no base or is not here.
     public func installedPageMatches(document docID: DocumentID, page pid: PageID) async throws -> Bool? {
-        guard try documentIDs().contains(docID) else { return nil }
+        guard try holdsDocument(docID) else { return nil }
         return try await withDocument(docID) { try await $0.installedPageMatches(pid) }
     }
 

@@ -99,7 +99,7 @@ extension Notebook {
         let time = options.now()
         let (folder, io, lock) = (path, io, notebookLock)
         for f in merged.values.sorted(by: { ($0.document, $0.page?.uuid.uuidString ?? "", $0.replica) < ($1.document, $1.page?.uuid.uuidString ?? "", $1.replica) }) {
-            guard try documentIDs().contains(f.document) else { continue }
+            guard try holdsDocument(f.document) else { continue }
             var prefixes: [UInt64: [UInt8]] = f.otherHashes.mapValues { Array($0.prefix(16)) }
             var full: [UInt64: [UInt8]] = f.otherHashes.filter { $0.value.count == 32 }
             for v in f.otherVersions where v.id.replica == f.replica {

@@ -125,27 +125,27 @@ extension Notebook {
     /// ([SYNC-53]), stopping at the first the log does not hold.
     public func contentHashes(document docID: DocumentID, page: PageID?, replica: ReplicaID,
                               from: UInt64, to: UInt64) async throws -> [[UInt8]] {
-        guard try documentIDs().contains(docID) else { return [] }
+        guard try holdsDocument(docID) else { return [] }
         return try await withDocument(docID) { try await $0.contentHashes(page: page, replica: replica, from: from, to: to) }
     }
 
     /// Frames of a log whose operations `clock` does not cover, as the log holds them.
     public func frames(document docID: DocumentID, page: PageID?, notCoveredBy clock: VectorClock) async throws -> [Frame] {
-        guard try documentIDs().contains(docID) else { return [] }
+        guard try holdsDocument(docID) else { return [] }
         return try await withDocument(docID) { try await $0.frames(page: page, notCoveredBy: clock) }
     }
 
     /// What a peer at `clock` lacks of a log, or the hole in a checkpoint-installed page's
     /// history that keeps this replica from giving it (`Document.framesForPeer`).
     public func framesForPeer(document docID: DocumentID, page: PageID?, notCoveredBy clock: VectorClock) async throws -> PeerFrames {
-        guard try documentIDs().contains(docID) else { return .frames([]) }
+        guard try holdsDocument(docID) else { return .frames([]) }
         return try await withDocument(docID) { try await $0.framesForPeer(page: page, notCoveredBy: clock) }
     }
 
     /// `frames(document:page:notCoveredBy:)` for several logs of one document, opened once
     /// for all of them. In the order given.
     public func frames(document docID: DocumentID, logs: [(page: PageID?, clock: VectorClock)]) async throws -> [[Frame]] {
-        guard try documentIDs().contains(docID) else { return logs.map { _ in [] } }
+        guard try holdsDocument(docID) else { return logs.map { _ in [] } }
         return try await withDocument(docID) { d in
             var out: [[Frame]] = []
             for l in logs { out.append(try await d.frames(page: l.page, notCoveredBy: l.clock)) }
@@ -157,7 +157,7 @@ extension Notebook {
     /// contact asks for every log of every document: one opening per log would sync the
     /// document log again at each, [PKG-44]). In the order given.
     public func framesForPeer(document docID: DocumentID, logs: [(page: PageID?, clock: VectorClock)]) async throws -> [PeerFrames] {
-        guard try documentIDs().contains(docID) else { return logs.map { _ in .frames([]) } }
+        guard try holdsDocument(docID) else { return logs.map { _ in .frames([]) } }
         return try await withDocument(docID) { d in
             var out: [PeerFrames] = []
             for l in logs { out.append(try await d.framesForPeer(page: l.page, notCoveredBy: l.clock)) }
@@ -180,7 +180,7 @@ extension Notebook {
     /// by one of them ([PKG-90]) and the others receive into it.
     @discardableResult
     public func receive(_ ops: [Op], document docID: DocumentID, page: PageID?, remote: String? = nil) async throws -> ReceiveOutcome {
-        if try !documentIDs().contains(docID) {
+        if try !holdsDocument(docID) {
             origins.registerCreated(docID, origin: .merge)
             do {
                 // The whole document log at once when every id is there once; an id twice
@@ -439,6 +439,15 @@ extension Notebook {
         try io.listDirectory(path).compactMap(PackagePaths.documentID(fromName:)).sorted()
     }
 
+    /// `documentIDs().contains(docID)`, without parsing every name in the folder at each
+    /// request of a sync (a first pull asks for each of its documents: the names were parsed
+    /// 200 × 200 times for 200 documents). The package's own name is looked up first; a name
+    /// spelled otherwise (lowercase hex) is found by the listing.
+    public func holdsDocument(_ docID: DocumentID) throws -> Bool {
+        if io.fileType(atPath: PackagePaths(folder: path, id: docID).root) != nil { return true }
+        return try documentIDs().contains(docID)
+    }
+
     /// Runs `body` on the document holding a lease of this notebook's own ([PKG-94]): the
     /// document is opened for the call when nobody holds it, and closed after it only when
     /// nobody else took a lease meanwhile (an app's handle is never closed under it).
@@ -462,7 +471,7 @@ extension Notebook {
     /// The applied clock of a log: what its state holds (`Document.clock(page:)`), which may
     /// exceed what the log holds ([PKG-51]).
     public func appliedClock(document docID: DocumentID, page: PageID?) async throws -> VectorClock {
-        guard try documentIDs().contains(docID) else { return VectorClock() }
+        guard try holdsDocument(docID) else { return VectorClock() }
         return try await withDocument(docID) { try await $0.clock(page: page) }
     }
 }
