@@ -19,7 +19,8 @@ extension Document {
         try refreshDocument()
         guard let pid else { return docMissing.truncating(doc.clock) }
         if pages[pid] == nil, try !pageHasFiles(pid) { return VectorClock() }
-        let lp = try loadedPage(pid, allowUnknown: true)
+        // A clock needs no point: loaded with its points deferred ([LOG-27]).
+        let lp = try loadedPageDeferred(pid, allowUnknown: true)
         return lp.missing.truncating(lp.replica.clock)
     }
 
@@ -30,7 +31,7 @@ extension Document {
         try refreshDocument()
         guard let pid else { return docMissing }
         if pages[pid] == nil, try !pageHasFiles(pid) { return OpRanges() }
-        return try loadedPage(pid, allowUnknown: true).missing
+        return try loadedPageDeferred(pid, allowUnknown: true).missing
     }
 
     /// The counters each replica has in these frames.
@@ -133,7 +134,8 @@ extension Document {
         let frames: [LoggedFrame]
         if let pid {
             if pages[pid] == nil, try !pageHasFiles(pid) { return [:] }
-            let lp = try loadedPage(pid, allowUnknown: true)
+            // The hashes are the log's frames': the page's points are not decoded ([LOG-27]).
+            let lp = try loadedPageDeferred(pid, allowUnknown: true)
             try syncNow(.page(pid), lp.log)
             frames = try readAllFrames(lp)
         } else {

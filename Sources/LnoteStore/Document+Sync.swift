@@ -10,7 +10,8 @@ extension Document {
         try refreshDocument()
         guard let pid else { return doc.clock }
         if pages[pid] == nil, try !pageHasFiles(pid) { return VectorClock() }
-        return try loadedPage(pid, allowUnknown: true).replica.clock
+        // A clock needs no point: the page is loaded with its points deferred ([LOG-27]).
+        return try loadedPageDeferred(pid, allowUnknown: true).replica.clock
     }
 
     /// Every page of the document, deleted ones included, in document order.
@@ -80,6 +81,10 @@ extension Document {
     /// The held operations `clock` does not cover, without the history check.
     private func unchecked(page pid: PageID?, notCoveredBy clock: VectorClock) async throws -> [(frame: Frame, op: Op)] {
         try checkUsable()
+        // What is served comes from the log: the page's own points are not needed, so its
+        // snapshot's are not decoded ([LOG-27]; the served frames are decoded below). Loaded
+        // before the lock is taken: under it, a page not loaded yet is loaded eagerly.
+        if let pid, pages[pid] == nil, try pageHasFiles(pid) { _ = try loadedPageDeferred(pid, allowUnknown: true) }
         // Under the document lock, and synced: what is served to a peer is whole batches of
         // whoever wrote them (a writer holds the lock until its batch is written, or rolled
         // back), durable (frames read from another process are synced here too, whatever it
@@ -87,7 +92,7 @@ extension Document {
         guard let (frames, path) = try locked({ () -> ([LoggedFrame], String)? in
             if let pid {
                 if pages[pid] == nil, try !pageHasFiles(pid) { return nil }
-                let lp = try loadedPage(pid, allowUnknown: true)
+                let lp = try loadedPageDeferred(pid, allowUnknown: true)
                 try syncNow(.page(pid), lp.log)
                 return (try readAllFrames(lp), lp.log.path)
             }

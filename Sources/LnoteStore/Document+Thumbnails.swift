@@ -118,18 +118,40 @@ extension Document {
     /// the page is gone or deleted (a deleted page keeps its last picture), its state cannot
     /// be read without loading it, or its stored picture already shows this state.
     func thumbnailJob(_ pid: PageID) -> ThumbnailJob? {
-        guard options.thumbnails, !closed, broken == nil, let record = doc.page(pid), !record.deleted.value,
-              let state = try? stateForThumbnail(pid) else { return nil }
+        guard options.thumbnails, !closed, broken == nil, let record = doc.page(pid), !record.deleted.value else { return nil }
+        // A loaded page's stamp is its clock's (the page caught up with its log first): a
+        // picture that already shows that state is found without decoding the page's points.
+        // Every page a handle loaded is marked at its first save and looked at again at
+        // close; a server that opened a page to serve its log would otherwise decode all its
+        // points at close only to find its picture current.
+        if pages[pid] != nil, let lp = try? loadedPageDeferred(pid),
+           pictureIsCurrent(pid, ThumbnailStamp(page: pid, clock: lp.replica.clock, canvas: record.canvas.value)) {
+            return nil
+        }
+        guard let state = try? stateForThumbnail(pid) else { return nil }
         let stamp = ThumbnailStamp(page: pid, clock: state.clock, canvas: record.canvas.value)
-        if thumbnailQueue.known(pid) == stamp { return nil }
+        if pictureIsCurrent(pid, stamp) { return nil }
+        return ThumbnailJob(page: pid, state: state, canvas: record.canvas.value, stamp: stamp, paths: paths, io: io)
+    }
+
+    /// For tests: whether `thumbnailJob` finds something to draw for `pid`, and whether the
+    /// page's points are decoded after it (nil when the page is not loaded).
+    func thumbnailCheck(_ pid: PageID) -> (draw: Bool, pointsDecoded: Bool?) {
+        let job = thumbnailJob(pid)
+        return (job != nil, pages[pid]?.replica.isResolved)
+    }
+
+    /// True when the page's picture, as this handle knows it or as stored, has `stamp`.
+    private func pictureIsCurrent(_ pid: PageID, _ stamp: ThumbnailStamp) -> Bool {
+        if thumbnailQueue.known(pid) == stamp { return true }
         // Only the file's first bytes (the stamp's segment): a sparse file of a terabyte in a
         // hostile folder is not allocated.
         if let stored = try? DurableFile.readPrefixIfExists(thumbnailPath(pid), count: ThumbnailStamp.stampPrefixSize, io: io),
            ThumbnailStamp.read(fromJPEG: stored) == stamp {
             thumbnailQueue.setKnown(pid, stamp)
-            return nil
+            return true
         }
-        return ThumbnailJob(page: pid, state: state, canvas: record.canvas.value, stamp: stamp, paths: paths, io: io)
+        return false
     }
 
     /// A page's state for its picture without loading it: a loaded page's state; else its

@@ -132,6 +132,29 @@ struct ThumbnailStoreTests {
         }
     }
 
+    @Test("[PKG-103] a loaded page whose picture is current is not decoded to find that out; a stale one is drawn")
+    func currentPictureLeavesPointsDeferred() async throws {
+        let dir = try TempDir("thumb-current")
+        defer { dir.remove() }
+        var nb = try await openNotebook(dir.path)
+        let d0 = try await nb.createDocument(title: "t")
+        let p = await d0.pageList[0].id
+        for k in 0..<40 { _ = try await d0.addStroke(bar(y: Int32(1000 + 50 * k)), to: p) }
+        try await d0.flush()
+        try await d0.compact(page: p)
+        try await nb.close()  // the picture is drawn and stored
+        nb = try await openNotebook(dir.path)
+        let d = try await nb.openDocument(d0.id)
+        _ = try await d.clock(page: p)  // loads the page, its points deferred
+        let current = await d.thumbnailCheck(p)
+        #expect(!current.draw)
+        #expect(current.pointsDecoded == false, "the stamp is the clock's: no point needed")
+        _ = try await d.addStroke(bar(y: 4000), to: p)
+        let stale = await d.thumbnailCheck(p)
+        #expect(stale.draw, "an edit made the picture stale")
+        try await nb.close()
+    }
+
     @Test("[PKG-103] the queue is bounded: past the limit the oldest waiting page is dropped and counted")
     func boundedQueue() async throws {
         let dir = try TempDir("thumb-queue")
