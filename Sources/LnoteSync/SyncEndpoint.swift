@@ -134,7 +134,10 @@ public actor NotebookEndpoint: SyncEndpoint {
             return SyncResponse(epoch: epoch, cursor: cursor, accepted: accepted, pull: pull, clocks: clocks,
                                 digests: digests, forks: forks, hashes: hashes)
         }
-        guard request.epoch == epoch else {
+        // [SYNC-6] Another epoch, or [SYNC-9] a cursor beyond this server's own (the client
+        // counted changes this server does not hold: it was restored from an older copy, or
+        // the cursor is made up): the client must compare clocks, not trust its cursor.
+        guard request.epoch == epoch, request.cursor <= cursor else {
             return SyncResponse(epoch: epoch, cursor: cursor, accepted: accepted, pull: [], resync: true, forks: forks, hashes: hashes)
         }
         for log in history.keys.sorted() {
