@@ -83,7 +83,9 @@ public actor NotebookEndpoint: SyncEndpoint {
             let ops = try batch.ops(path: "push")
             for op in ops {
                 guard op.body.isPageOperation == (batch.log.page != nil) else {
-                    throw LnoteError(.invalidArgument, "\(op.body.name) \(op.id) does not belong in log \(batch.log)")
+                    // `push`: an HTTP server then names the frame's offset in the body ([SYNC-22]).
+                    throw LnoteError(.invalidArgument, "\(op.body.name) \(op.id) does not belong in log \(batch.log)",
+                                     path: "push")
                 }
                 for asset in op.referencedAssets where !(try await notebook.hasAsset(asset, document: batch.log.document)) {
                     throw SyncRefusal.assetMissing(asset, operation: op.id, log: batch.log)

@@ -153,6 +153,39 @@ import LnoteTestSupport
         try await served.close()
     }
 
+    /// [SYNC-22] A page operation pushed in a document log is 400 `bad_request`, and the
+    /// message names the operation, the log and the offset of its frame in the body.
+    @Test func operationInTheWrongLogNamesItsOffset() async throws {
+        let dir = try TempDir()
+        let doc = try await Fixture.notebook(at: dir.sub("A"), strokes: 1)
+        let served = try await Notebook.open(at: dir.sub("A"))
+        let token = RelayToken.generate()
+        let server = try PeerServer(notebook: served, token: token)
+        let client = try HTTPClient()
+        defer { try? client.close() }
+        var page = PageReplica(page: PageID())
+        var points: [StrokePoint] = []
+        for i: Int32 in 0..<12 { points.append(StrokePoint(x: 100 + 7 * i, y: 200 + 3 * i, t: UInt32(8 * i))) }
+        let op = try page.add(.stroke(Stroke(style: InkStyle(), points: points)), by: ReplicaID(0xC1), wallTime: 1)
+        let body = SyncCodec.encode(SyncRequest(replica: ReplicaID(0xC1), epoch: 0, cursor: 0,
+                                                push: [LogBatch(log: LogRef(document: doc), ops: [op])]))
+        var r = HTTPRequest(method: "POST", url: server.url + "/sync", body: body)
+        r.setBearerToken(token)
+        let resp = try await client.send(r)
+        let text = String(decoding: resp.body, as: UTF8.self)
+        let frame = OperationCodec.frame(op)
+        var w = ByteWriter()
+        frame.encode(into: &w)
+        // The frame's bytes end the body: its offset is where they start.
+        let at = body.count - w.bytes.count
+        #expect(Array(body[at...]) == w.bytes)
+        let named = text.contains("does not belong in log") && text.contains("offset \(at)") && text.contains("\(op.id)")
+        #expect(resp.status == 400 && text.contains("\"bad_request\"") && named, "\(resp.status) \(text)")
+        #expect(try await served.documentIDs() == [doc])
+        try server.close()
+        try await served.close()
+    }
+
     /// [SYNC-9] A cursor greater than the server's own (what a client holds after the
     /// server's store was put back to an older copy) is answered `resync`: no pull, and the
     /// client falls back to comparing clocks. A cursor at or below it is answered as usual.
