@@ -28,6 +28,8 @@ final class ServerContext: @unchecked Sendable {
     let guardian: ConnectionGuard
     /// `Configuration.shutdownResponse`.
     let shutdownResponse: HTTPServerResponse
+    /// `Configuration.tooLargeResponse`: a body over `maxBody` (413).
+    let tooLargeResponse: HTTPServerResponse?
     /// PEM text as C strings, alive as long as the daemon (libmicrohttpd keeps the pointers).
     let certificate: UnsafeMutablePointer<CChar>?
     let key: UnsafeMutablePointer<CChar>?
@@ -42,8 +44,10 @@ final class ServerContext: @unchecked Sendable {
     let suspended = Mutex<[ObjectIdentifier: PendingAnswer]>([:])
 
     init(answering: Answering, admission: HTTPServer.Admission?, maxBody: Int, shutdownResponse: HTTPServerResponse,
-         overloadedResponse: HTTPServerResponse, limits: ConnectionGuard.Limits, certificate: String?, key: String?) {
+         overloadedResponse: HTTPServerResponse, tooLargeResponse: HTTPServerResponse? = nil,
+         limits: ConnectionGuard.Limits, certificate: String?, key: String?) {
         self.shutdownResponse = shutdownResponse
+        self.tooLargeResponse = tooLargeResponse
         self.overloadedResponse = overloadedResponse
         self.answering = answering
         self.admission = admission
@@ -438,7 +442,7 @@ extension ServerContext {
     private var drainLimit: Int { maxBody > Int.max / 2 ? Int.max : maxBody + max(maxBody, 1 << 20) }
 
     private func tooLarge() -> HTTPServerResponse {
-        .text(413, "request body exceeds \(maxBody) bytes\n")
+        tooLargeResponse ?? .text(413, "request body exceeds \(maxBody) bytes\n")
     }
 
     /// Queues `response`; an invalid status or header from the handler becomes a 500.

@@ -113,6 +113,9 @@ public final class HTTPServer: Sendable {
         /// The answer to a request whose body does not fit in `bodyMemoryBudget` (a 503 with
         /// `Retry-After`; the sync servers give the protocol's JSON error).
         public var overloadedResponse: HTTPServerResponse = HTTPServer.overloaded
+        /// The answer to a request whose body exceeds `maxRequestBodyBytes` (a 413); nil: a
+        /// plain-text one. The sync servers give the protocol's JSON error.
+        public var tooLargeResponse: HTTPServerResponse? = nil
 
         public init(bindAddress: String = "127.0.0.1", port: UInt16 = 0, tls: TLS? = nil,
                     connectionTimeoutSeconds: UInt32 = 30, connectionLimit: UInt32 = 128,
@@ -206,7 +209,8 @@ public final class HTTPServer: Sendable {
             bodyBudget: max(configuration.bodyMemoryBudget, configuration.maxRequestBodyBytes))
         let context = ServerContext(answering: answering, admission: admission, maxBody: configuration.maxRequestBodyBytes,
                                     shutdownResponse: configuration.shutdownResponse,
-                                    overloadedResponse: configuration.overloadedResponse, limits: limits,
+                                    overloadedResponse: configuration.overloadedResponse,
+                                    tooLargeResponse: configuration.tooLargeResponse, limits: limits,
                                     certificate: certificate, key: key)
         self.context = context
         let started = try Self.start(configuration, context)

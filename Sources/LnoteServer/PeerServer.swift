@@ -288,9 +288,11 @@ public final class RelayServer: Sendable {
 extension HTTPServer.Configuration {
     /// This configuration, with requests ended by `stop()` or over the body budget answered as
     /// the sync protocol says ([SYNC-74], [SYNC-79]: 503 `unavailable`, JSON, `Retry-After: 1`,
-    /// `Connection: close`).
+    /// `Connection: close`), and bodies over the size limit as 413 `too_large` in JSON
+    /// ([SYNC-22], [SYNC-24]).
     var answeringShutdownAsSync: HTTPServer.Configuration {
         var c = self
+        c.tooLargeResponse = SyncHTTPService.error(.tooLarge, "request body exceeds \(c.maxRequestBodyBytes) bytes")
         c.shutdownResponse = SyncHTTPService.error(.unavailable, "the server is shutting down; retry")
         c.overloadedResponse = SyncHTTPService.error(.unavailable, "too many request bodies in flight; retry")
         return c

@@ -181,7 +181,10 @@ public struct SyncHTTPService: Sendable {
         if segments.contains(where: { $0 == ".." || $0 == "." || $0.contains("\\") || $0.contains("\0") }) {
             return .answer(Self.error(.badRequest, "path segments . and .. are not allowed"))
         }
-        if segments == ["v1", "hello"], request.method == "GET" { return .hello }
+        if segments == ["v1", "hello"] {
+            // [SYNC-22] A known route asked with another method: 405, before any token.
+            return request.method == "GET" ? .hello : .answer(Self.notAllowed(request.method))
+        }
         // [SYNC-91] The shell names no notebook's content: the same bytes for any id.
         if view != nil, segments.count == 2, segments[0] == "view", request.method == "GET", Self.uuid(segments[1]) != nil {
             return .shell
@@ -328,7 +331,8 @@ public struct SyncHTTPService: Sendable {
             guard let doc = Self.uuid(rest[1]).map(DocumentID.init) else {
                 throw LnoteError(.invalidArgument, "document id must be a UUID")
             }
-            if rest.count == 4, rest[3] == "missing", r.method == "POST" {
+            if rest.count == 4, rest[3] == "missing" {
+                guard r.method == "POST" else { return Self.notAllowed(r.method) }
                 // [SYNC-82] The list and the work it costs are bounded: a longer one is 413.
                 guard r.body.count <= SyncCodec.maxMissingAssetsBody else {
                     throw LnoteError(.limitExceeded, "assets/missing body of \(r.body.count) bytes exceeds "
@@ -358,7 +362,7 @@ public struct SyncHTTPService: Sendable {
             case "GET":
                 return .bytes(200, try await ep.getAsset(asset, document: doc))
             default:
-                return Self.error(.methodNotAllowed, "\(r.method) is not allowed here")
+                return Self.notAllowed(r.method)
             }
         case ("GET", 1) where rest[0] == "checkpoints":
             guard let relay = ep as? RelayEndpoint else { return Self.error(.notFound, "this server keeps no checkpoints") }
@@ -379,8 +383,24 @@ public struct SyncHTTPService: Sendable {
             try await relay.putCheckpoint(checkpoint)
             return HTTPServerResponse(status: 204)
         default:
+            // [SYNC-22] A known route asked with another method is 405, any other path 404.
+            if Self.isKnownRoute(rest) { return Self.notAllowed(r.method) }
             return Self.error(.notFound, "no such resource: \(r.path)")
         }
+    }
+
+    /// The routes under `/v1/notebooks/<id>/` (`rest`: the segments after the id) that some
+    /// method answers: `sync`, `devices`, `checkpoints`, `view…`, a document's checkpoint of a
+    /// log, its assets (answered by `route` itself).
+    static func isKnownRoute(_ rest: [Substring]) -> Bool {
+        if rest.count == 1, ["sync", "devices", "checkpoints"].contains(rest[0]) { return true }
+        if rest.first == "view" { return true }
+        return rest.count == 4 && rest[0] == "documents" && rest[2] == "checkpoints"
+    }
+
+    /// 405 `method_not_allowed` ([SYNC-22]).
+    static func notAllowed(_ method: String) -> HTTPServerResponse {
+        error(.methodNotAllowed, "\(method) is not allowed here")
     }
 }
 

@@ -83,7 +83,9 @@ public actor NotebookEndpoint: SyncEndpoint {
             let ops = try batch.ops(path: "push")
             for op in ops {
                 guard op.body.isPageOperation == (batch.log.page != nil) else {
-                    throw LnoteError(.invalidArgument, "\(op.body.name) \(op.id) does not belong in log \(batch.log)")
+                    // `push`: an HTTP server then names the frame's offset in the body ([SYNC-22]).
+                    throw LnoteError(.invalidArgument, "\(op.body.name) \(op.id) does not belong in log \(batch.log)",
+                                     path: "push")
                 }
                 for asset in op.referencedAssets where !(try await notebook.hasAsset(asset, document: batch.log.document)) {
                     throw SyncRefusal.assetMissing(asset, operation: op.id, log: batch.log)
@@ -134,7 +136,10 @@ public actor NotebookEndpoint: SyncEndpoint {
             return SyncResponse(epoch: epoch, cursor: cursor, accepted: accepted, pull: pull, clocks: clocks,
                                 digests: digests, forks: forks, hashes: hashes)
         }
-        guard request.epoch == epoch else {
+        // [SYNC-6] Another epoch, or [SYNC-9] a cursor beyond this server's own (the client
+        // counted changes this server does not hold: it was restored from an older copy, or
+        // the cursor is made up): the client must compare clocks, not trust its cursor.
+        guard request.epoch == epoch, request.cursor <= cursor else {
             return SyncResponse(epoch: epoch, cursor: cursor, accepted: accepted, pull: [], resync: true, forks: forks, hashes: hashes)
         }
         for log in history.keys.sorted() {
