@@ -62,7 +62,16 @@ public struct DocumentReplica: Sendable {
             guard clock.isEmpty else { throw LnoteError(.invalidState, "document \(id) already exists") }
         case .addPage(let p, _, _):
             guard pages[p] == nil else { throw LnoteError(.alreadyExists, "page \(p) already exists") }
-        case .deletePage(let p, _), .restorePage(let p), .movePage(let p, _), .setCanvas(let p, _):
+        case .deletePage(let p, _):
+            // [MERGE-2] A delete names a page live in its author's state, a restore a deleted
+            // one: deleting a page again (or restoring a live one) would take over the flag and
+            // silently end the conflict of a delete with edits made concurrently ([MERGE-63]).
+            guard let page = pages[p] else { throw LnoteError(.invalidArgument, "no page \(p) in document \(id)") }
+            guard !page.deleted.value else { throw LnoteError(.invalidState, "page \(p) is already deleted") }
+        case .restorePage(let p):
+            guard let page = pages[p] else { throw LnoteError(.invalidArgument, "no page \(p) in document \(id)") }
+            guard page.deleted.value else { throw LnoteError(.invalidState, "page \(p) is not deleted") }
+        case .movePage(let p, _), .setCanvas(let p, _):
             guard pages[p] != nil else { throw LnoteError(.invalidArgument, "no page \(p) in document \(id)") }
         default: break
         }
@@ -94,8 +103,9 @@ public struct DocumentReplica: Sendable {
         let top = topLayer
         let key: ZKey
         if let after {
+            guard after != moving else { throw LnoteError(.invalidArgument, "cannot move page \(after) after itself") }
             guard let i = ordered.firstIndex(where: { $0.id == after }) else {
-                throw LnoteError(.invalidArgument, "no page \(after) in document \(id)" + (after == moving ? " to move after itself" : ""))
+                throw LnoteError(.invalidArgument, "no page \(after) in document \(id)")
             }
             key = ZKey.between(bound(i), bound(i + 1), for: tag, top: top, bottom: -top)
         } else {

@@ -30,6 +30,8 @@ final class ServerContext: @unchecked Sendable {
     let shutdownResponse: HTTPServerResponse
     /// `Configuration.tooLargeResponse`: a body over `maxBody` (413).
     let tooLargeResponse: HTTPServerResponse?
+    /// `Configuration.badFramingResponse`: a body length told two ways ([SYNC-80]).
+    let badFramingResponse: HTTPServerResponse?
     /// PEM text as C strings, alive as long as the daemon (libmicrohttpd keeps the pointers).
     let certificate: UnsafeMutablePointer<CChar>?
     let key: UnsafeMutablePointer<CChar>?
@@ -45,9 +47,11 @@ final class ServerContext: @unchecked Sendable {
 
     init(answering: Answering, admission: HTTPServer.Admission?, maxBody: Int, shutdownResponse: HTTPServerResponse,
          overloadedResponse: HTTPServerResponse, tooLargeResponse: HTTPServerResponse? = nil,
+         badFramingResponse: HTTPServerResponse? = nil,
          limits: ConnectionGuard.Limits, certificate: String?, key: String?) {
         self.shutdownResponse = shutdownResponse
         self.tooLargeResponse = tooLargeResponse
+        self.badFramingResponse = badFramingResponse
         self.overloadedResponse = overloadedResponse
         self.answering = answering
         self.admission = admission
@@ -327,14 +331,18 @@ extension ServerContext {
             .flatMap { $0.split(separator: ",", omittingEmptySubsequences: false) }
             .map { $0.trimmingCharacters(in: .whitespaces) }
         if !lengths.isEmpty {
+            func badFraming(_ reason: String) -> HTTPServerResponse {
+                record("\(state.method) \(state.path) refused: \(reason)")
+                return badFramingResponse ?? .text(400, reason + "\n")
+            }
             if Set(lengths).count > 1 {
-                return refuse(state, connection, .text(400, "conflicting Content-Length values: \(lengths.joined(separator: ", "))\n"))
+                return refuse(state, connection, badFraming("conflicting Content-Length values: \(lengths.joined(separator: ", "))"))
             }
             if !state.headers.values(for: "Transfer-Encoding").isEmpty {
-                return refuse(state, connection, .text(400, "Content-Length together with Transfer-Encoding\n"))
+                return refuse(state, connection, badFraming("Content-Length together with Transfer-Encoding"))
             }
             guard !lengths[0].isEmpty, lengths[0].utf8.allSatisfy({ (48...57).contains($0) }), let n = Int(lengths[0]) else {
-                return refuse(state, connection, .text(400, "bad Content-Length \"\(lengths[0])\"\n"))
+                return refuse(state, connection, badFraming("bad Content-Length \"\(lengths[0])\""))
             }
             state.announcedLength = n
         }

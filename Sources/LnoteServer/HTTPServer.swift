@@ -116,6 +116,13 @@ public final class HTTPServer: Sendable {
         /// The answer to a request whose body exceeds `maxRequestBodyBytes` (a 413); nil: a
         /// plain-text one. The sync servers give the protocol's JSON error.
         public var tooLargeResponse: HTTPServerResponse? = nil
+        /// The answer to a request whose body length is told two ways ([SYNC-80]: conflicting
+        /// `Content-Length` values, or `Content-Length` with `Transfer-Encoding`), a 400; nil: a
+        /// plain-text one naming the reason. The sync servers give the protocol's JSON error.
+        /// The reason goes to the server's log either way. (A `Content-Length` that is not a
+        /// number is refused by libmicrohttpd itself, before any handler: see
+        /// sync-protocol.md [SYNC-80].)
+        public var badFramingResponse: HTTPServerResponse? = nil
 
         public init(bindAddress: String = "127.0.0.1", port: UInt16 = 0, tls: TLS? = nil,
                     connectionTimeoutSeconds: UInt32 = 30, connectionLimit: UInt32 = 128,
@@ -210,7 +217,8 @@ public final class HTTPServer: Sendable {
         let context = ServerContext(answering: answering, admission: admission, maxBody: configuration.maxRequestBodyBytes,
                                     shutdownResponse: configuration.shutdownResponse,
                                     overloadedResponse: configuration.overloadedResponse,
-                                    tooLargeResponse: configuration.tooLargeResponse, limits: limits,
+                                    tooLargeResponse: configuration.tooLargeResponse,
+                                    badFramingResponse: configuration.badFramingResponse, limits: limits,
                                     certificate: certificate, key: key)
         self.context = context
         let started = try Self.start(configuration, context)
@@ -291,13 +299,17 @@ public final class HTTPServer: Sendable {
             listening = MHD_quiesce_daemon(d.pointer)
             let clock = ContinuousClock()
             let graceEnds = clock.now + configuration.shutdownGrace
-            while context.suspended.withLock({ !$0.isEmpty }) && clock.now < graceEnds { usleep(2_000) }
+            // Requests being handled, and those whose headers or body are still arriving (they
+            // are answered 503 once in, [SYNC-74]), within the grace. An idle kept-alive
+            // connection holds no request: it is closed with the daemon.
+            func underWay() -> Bool { context.suspended.withLock({ !$0.isEmpty }) || context.liveRequests.load(ordering: .relaxed) > 0 }
+            while underWay() && clock.now < graceEnds { usleep(2_000) }
             // libmicrohttpd must not stop with a suspended connection: answer the rest here
             // (outside the registry's lock: `finish` takes the connection's, then the daemon's).
             for pending in context.suspended.withLock({ Array($0.values) }) { pending.finish(configuration.shutdownResponse) }
             // Let the answers go out before the connections are closed.
             let drainEnds = clock.now + .seconds(1)
-            while context.suspended.withLock({ !$0.isEmpty }) && clock.now < drainEnds { usleep(2_000) }
+            while underWay() && clock.now < drainEnds { usleep(2_000) }
         }
         MHD_stop_daemon(d.pointer)
         // A quiesced daemon leaves its listening socket to us.

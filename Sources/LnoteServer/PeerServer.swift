@@ -288,11 +288,14 @@ public final class RelayServer: Sendable {
 extension HTTPServer.Configuration {
     /// This configuration, with requests ended by `stop()` or over the body budget answered as
     /// the sync protocol says ([SYNC-74], [SYNC-79]: 503 `unavailable`, JSON, `Retry-After: 1`,
-    /// `Connection: close`), and bodies over the size limit as 413 `too_large` in JSON
-    /// ([SYNC-22], [SYNC-24]).
+    /// `Connection: close`), bodies over the size limit as 413 `too_large` in JSON
+    /// ([SYNC-22], [SYNC-24]), and a body length told two ways as 400 `bad_request` in JSON
+    /// ([SYNC-80]).
     var answeringShutdownAsSync: HTTPServer.Configuration {
         var c = self
         c.tooLargeResponse = SyncHTTPService.error(.tooLarge, "request body exceeds \(c.maxRequestBodyBytes) bytes")
+        c.badFramingResponse = SyncHTTPService.error(.badRequest, "the body's length is told two ways: conflicting Content-Length "
+                                                     + "values, or Content-Length with Transfer-Encoding")
         c.shutdownResponse = SyncHTTPService.error(.unavailable, "the server is shutting down; retry")
         c.overloadedResponse = SyncHTTPService.error(.unavailable, "too many request bodies in flight; retry")
         return c

@@ -129,6 +129,13 @@ extension Notebook {
         return try await withDocument(docID) { try await $0.contentHashes(page: page, replica: replica, from: from, to: to) }
     }
 
+    /// Every content hash of a log, read once (`Document.contentHashTable`); empty for a
+    /// document this folder does not hold.
+    public func contentHashTable(document docID: DocumentID, page: PageID?) async throws -> ContentHashTable {
+        guard try holdsDocument(docID) else { return ContentHashTable([:]) }
+        return try await withDocument(docID) { try await $0.contentHashTable(page: page) }
+    }
+
     /// Frames of a log whose operations `clock` does not cover, as the log holds them.
     public func frames(document docID: DocumentID, page: PageID?, notCoveredBy clock: VectorClock) async throws -> [Frame] {
         guard try holdsDocument(docID) else { return [] }

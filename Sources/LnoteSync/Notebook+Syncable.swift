@@ -90,6 +90,10 @@ extension Notebook: SyncableNotebook {
         return (clocks, digests)
     }
 
+    public func contentHashTable(in log: LogRef) async throws -> ContentHashTable? {
+        try await contentHashTable(document: log.document, page: log.page)
+    }
+
     public func contentHashes(in log: LogRef, replica: ReplicaID, from: UInt64, to: UInt64) async throws -> [[UInt8]] {
         try await contentHashes(document: log.document, page: log.page, replica: replica, from: from, to: to)
     }

@@ -70,6 +70,8 @@ public actor NotebookEndpoint: SyncEndpoint {
     /// Most content hashes one answer carries ([SYNC-53]): 16 MiB of hashes. A range cut
     /// short is answered as far as it goes; the client asks for the rest.
     public static let maxHashesPerAnswer = 1 << 20
+    /// The most hashes `answerHashes` keeps read at once, over the logs a request asks about.
+    static let hashTableLimit = 1 << 20
 
     public func sync(_ request: SyncRequest) async throws -> SyncResponse {
         // Validate everything before writing anything: frames were CRC-checked by the
@@ -160,13 +162,34 @@ public actor NotebookEndpoint: SyncEndpoint {
     /// [SYNC-53] The content hashes of the operations held in each asked range, from its
     /// start, stopping at the first not held, at its end, or when the answer holds
     /// `maxHashesPerAnswer`.
+    ///
+    /// Each log is read once for all the ranges that ask about it (a request may hold 65,536
+    /// ranges: read again for each, one log of 600 operations kept the notebook busy for
+    /// 4 ms a range), while the logs read stay under `hashTableLimit` hashes in all.
     private func answerHashes(_ ranges: [HashRange]?) async throws -> [HashRange]? {
         guard let ranges else { return nil }
         var out: [HashRange] = []
         var budget = NotebookEndpoint.maxHashesPerAnswer
+        var tables: [LogRef: ContentHashTable] = [:]
+        var held = 0
         for r in ranges {
             let to = budget == 0 ? r.from - 1 : min(r.to, r.from &+ UInt64(budget) &- 1)
-            let hashes = to < r.from ? [] : try await notebook.contentHashes(in: r.log, replica: r.replica, from: r.from, to: to)
+            var hashes: [[UInt8]] = []
+            if to >= r.from {
+                if tables[r.log] == nil, let t = try await notebook.contentHashTable(in: r.log) {
+                    if held + t.count > NotebookEndpoint.hashTableLimit {
+                        tables = [:]
+                        held = 0
+                    }
+                    tables[r.log] = t
+                    held += t.count
+                }
+                if let t = tables[r.log] {
+                    hashes = t.hashes(replica: r.replica, from: r.from, to: to)
+                } else {
+                    hashes = try await notebook.contentHashes(in: r.log, replica: r.replica, from: r.from, to: to)
+                }
+            }
             budget -= hashes.count
             out.append(HashRange(log: r.log, replica: r.replica, from: r.from, to: r.from + UInt64(hashes.count) - 1, hashes: hashes))
         }

@@ -292,10 +292,12 @@ public enum SyncCodec {
             for _ in 0..<m {
                 let at = r.offset
                 let replica = try r.u64("digest replica")
-                let counter = try r.varint("digest counter")
-                guard replica != 0, counter != 0, entries.last.map({ $0.replica.rawValue < replica }) ?? true else {
+                guard replica != 0, entries.last.map({ $0.replica.rawValue < replica }) ?? true else {
                     throw r.error(.corrupt, "digest entries not strictly increasing by replica, or zero", at: at)
                 }
+                let counterAt = r.offset
+                let counter = try r.varint("digest counter")
+                guard counter != 0 else { throw r.error(.corrupt, "zero counter in a digest entry", at: counterAt) }
                 entries.append(LogDigests.Entry(replica: ReplicaID(replica), counter: counter, digest: try r.bytes(16, "digest")))
             }
             out.append(LogDigests(log: log, entries: entries))
@@ -326,8 +328,10 @@ public enum SyncCodec {
             let log = try decodeLog(&r)
             let at = r.offset
             let replica = try r.u64("range replica")
+            guard replica != 0 else { throw r.error(.corrupt, "zero replica in a range", at: at) }
+            let fromAt = r.offset
             let from = try r.varint("range start")
-            guard replica != 0, from != 0 else { throw r.error(.corrupt, "zero replica or counter in a range", at: at) }
+            guard from != 0 else { throw r.error(.corrupt, "zero counter in a range", at: fromAt) }
             if withHashes {
                 let count = try r.count("hash count", minSize: 16)
                 var hashes: [[UInt8]] = []
@@ -335,12 +339,13 @@ public enum SyncCodec {
                 for _ in 0..<count { hashes.append(try r.bytes(16, "content hash")) }
                 // The last counter answered: from + count - 1, which must exist (none: from - 1).
                 guard case (let to, false) = count == 0 ? (from - 1, false) : from.addingReportingOverflow(UInt64(count - 1)) else {
-                    throw r.error(.corrupt, "\(count) hashes from counter \(from) pass the last counter", at: at)
+                    throw r.error(.corrupt, "\(count) hashes from counter \(from) pass the last counter", at: fromAt)
                 }
                 out.append(HashRange(log: log, replica: ReplicaID(replica), from: from, to: to, hashes: hashes))
             } else {
+                let toAt = r.offset
                 let to = try r.varint("range end")
-                guard to >= from else { throw r.error(.corrupt, "range end \(to) below its start \(from)", at: at) }
+                guard to >= from else { throw r.error(.corrupt, "range end \(to) below its start \(from)", at: toAt) }
                 out.append(HashRange(log: log, replica: ReplicaID(replica), from: from, to: to))
             }
         }

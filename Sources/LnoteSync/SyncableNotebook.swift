@@ -62,6 +62,10 @@ public protocol SyncableNotebook: Sendable {
     /// The first 16 bytes of the content hashes of a replica's operations `from…to` in a log,
     /// in counter order, stopping at the first not held ([SYNC-53]).
     func contentHashes(in log: LogRef, replica: ReplicaID, from: UInt64, to: UInt64) async throws -> [[UInt8]]
+    /// Every content hash a log holds, read once, for answering many ranges of it
+    /// (`contentHashes(in:replica:from:to:)` for each range reads the log each time); nil
+    /// when the storage cannot give them at once (each range is then asked alone).
+    func contentHashTable(in log: LogRef) async throws -> ContentHashTable?
     /// Receives operations already decoded and checked (`OperationCodec.decode`, log kind),
     /// like `receive(_:)`, and says what it did: forks found ([SYNC-51]), operations the logs
     /// had lost and got back, operations the merge refused (quarantined, not stopping the
@@ -144,6 +148,7 @@ extension SyncableNotebook {
         return out
     }
     public func holdsNoDocuments() async throws -> Bool { false }
+    public func contentHashTable(in log: LogRef) async throws -> ContentHashTable? { nil }
     public func installCheckpoint(document: DocumentID, pages: [PageState], assets: [[UInt8]]) async throws {
         throw LnoteError(.invalidState, "this storage cannot install checkpoints")
     }

@@ -54,7 +54,8 @@ extension LnoteError {
             return "Check that the server is running and the URL is right; the next sync carries on where this one stopped"
         case .unauthorized:
             return "Check the token (--token, $LNOTE_TOKEN or the saved remote's), or ask the server's owner for a new one"
-        case .invalidState where text.contains("another process") || text.contains("lock"):
+        case .invalidState where text.contains("another process") || text.contains("'s lock"):
+            // (Not any "lock": a message about a clock is not about a lock held.)
             return "Another lnote (a serve, a sync --watch, an app) is using it: stop that one, or wait and try again"
         case .io where text.contains("no space"):
             return "Free some space and try again: nothing already stored was changed"

@@ -67,7 +67,9 @@ extension CommandTable {
         address. Its notebook id comes from the folder's replica id, so it is the same at
         every start (a copied or moved folder gets a new one); a client using another id gets
         404 not_found. The folder owns its replica id: a push holding a new operation authored
-        under it is refused (403 forbidden). The folder stays locked while served. A sync
+        under it is refused (403 forbidden). The folder is not locked while served: lnote
+        commands, an app or another serve may write to it meanwhile (each write takes the
+        document's lock for its duration), and their changes wake held requests. A sync
         request may wait for changes (a long poll of at most 60 s, held without a thread;
         the folder's logs growing wakes it). At most --max-connections connections at once
         (default 128), --max-connections-per-ip from one address (default 32). Stops

@@ -93,6 +93,33 @@ import LnoteTestSupport
         await #expect(throws: LnoteError.self) { _ = try await client.send(.get(server.baseURL + "/x")) }
     }
 
+    /// [SYNC-74] A request whose body is still arriving when `stop()` begins is not cut off:
+    /// once its body is in (within the grace) it is answered the shutdown answer, so the
+    /// client gets a 503 to retry on rather than a closed connection. With the old stop, which
+    /// waited only for requests being handled, the connection closed without an answer.
+    @Test("[SYNC-74] a body still arriving when stop begins is answered 503 once it is in")
+    func stopAnswersABodyStillArriving() async throws {
+        let gate = Gate()
+        let answer = HTTPServerResponse(status: 503, headers: ["Content-Type": "application/json", "Retry-After": "1"],
+                                        body: Array("{\"error\":\"unavailable\"}".utf8))
+        let server = try Self.server(gate, grace: .seconds(2), shutdown: answer)
+        let fd = try RawSocket.connect(port: server.port)
+        defer { RawSocket.close(fd) }
+        try RawSocket.send(fd, Array("POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nhello".utf8))
+        #expect(await eventually { server.activeRequestCount == 1 })
+        let clock = ContinuousClock()
+        let t0 = clock.now
+        let stopped = Task.detached { server.stop() }
+        try await Task.sleep(for: .milliseconds(150))
+        try RawSocket.send(fd, Array("world".utf8))
+        let text = String(decoding: RawSocket.receiveAll(fd), as: UTF8.self)
+        #expect(text.hasPrefix("HTTP/1.1 503") && text.contains("unavailable") && text.contains("Retry-After: 1"), "\(text)")
+        await stopped.value
+        // Done once that request was answered, well before the grace ran out.
+        #expect(clock.now - t0 < .milliseconds(1_900), "stop took \(clock.now - t0)")
+        #expect(!server.isRunning)
+    }
+
     /// HTTPS in the async (epoll, suspend/resume) mode, which `lnote serve` and `lnote relay`
     /// use: a held request over TLS is answered when released, and another meanwhile.
     @Test("[SYNC-73] suspended requests over HTTPS",

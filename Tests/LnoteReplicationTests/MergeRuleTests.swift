@@ -558,6 +558,43 @@ import LnoteModel
         #expect(d.r[Self.a]!.conflicts(pageClocks: [pid: pageA.clock]).isEmpty)
     }
 
+    /// [MERGE-2] [MERGE-63] A local delete names a live page and a local restore a deleted
+    /// one. Before, a second delete was made: it had seen the concurrent edit, won the flag,
+    /// and the conflict of the first delete with that edit vanished with no one having
+    /// looked at the page; a restore of a live page beat a concurrent delete the same way.
+    /// Received operations are not refused (a remote's second delete is merged as before).
+    @Test("[MERGE-2] deleting a deleted page or restoring a live one is refused locally; the conflict stays")
+    func pageDeleteAndRestoreNameTheRightState() throws {
+        var d = Doc()
+        try d.make(Self.a) { _ in .createDocument(title: "t") }
+        let pid = PageID()
+        try d.make(Self.a) { try .addPage(pid, position: $0.position(after: nil, by: Self.a), canvas: .a4) }
+        try d.sync()
+        var pageA = PageReplica(page: pid), pageB = PageReplica(page: pid)
+        let ink = try pageB.add(Self.stroke(), by: Self.b, wallTime: 1)
+        _ = try d.make(Self.a) { _ in .deletePage(pid, seen: pageA.clock) }
+        try d.sync()
+        try pageA.receive([ink])
+        #expect(d.r[Self.a]!.conflicts(pageClocks: [pid: pageA.clock]).map(\.kind) == [.pageDelete])
+        let clock = d.r[Self.a]!.clock
+        let again = #expect(throws: LnoteError.self) { _ = try d.make(Self.a) { _ in .deletePage(pid, seen: pageA.clock) } }
+        #expect(again?.code == .invalidState && again?.message.contains("already deleted") == true, "\(String(describing: again))")
+        #expect(d.r[Self.a]!.clock == clock, "nothing was made")
+        #expect(d.r[Self.a]!.conflicts(pageClocks: [pid: pageA.clock]).map(\.kind) == [.pageDelete])
+        // A live page is not restored.
+        let other = PageID()
+        try d.make(Self.a) { try .addPage(other, position: $0.position(after: nil, by: Self.a), canvas: .a4) }
+        let live = #expect(throws: LnoteError.self) { _ = try d.make(Self.a) { _ in .restorePage(other) } }
+        #expect(live?.code == .invalidState && live?.message.contains("not deleted") == true, "\(String(describing: live))")
+        // Received, a second delete is merged as it always was.
+        var remote = DocumentReplica(id: Self.docID)
+        try remote.receive(d.held[Self.a]!)
+        let second = Op(id: OpID(replica: Self.b, counter: remote.clock[Self.b] + 1), lamport: remote.clock.total + 1,
+                        context: remote.clock, wallTime: 9, body: .deletePage(pid, seen: pageA.clock))
+        try remote.receive([second])
+        #expect(remote.page(pid)?.deleted.value == true && remote.page(pid)?.deletedSeen == pageA.clock)
+    }
+
     @Test("[MERGE-64] page order: movePage writes the position, last writer wins; the page moved is left out of its neighbours")
     func movePages() throws {
         var d = Doc()

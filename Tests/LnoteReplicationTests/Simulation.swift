@@ -235,10 +235,14 @@ struct Simulation {
             guard replicas[i].doc.page(p) == nil else { return }
             try makeDoc(at: i, .addPage(p, position: pos, canvas: .a4))
         case 1:
-            let p = pages.randomElement(using: &rng)!.id
-            try makeDoc(at: i, .deletePage(p, seen: replicas[i].page(p).clock))
+            // [MERGE-2] A delete names a live page, a restore a deleted one.
+            let p = pages.randomElement(using: &rng)!
+            guard !p.deleted.value else { return }
+            try makeDoc(at: i, .deletePage(p.id, seen: replicas[i].page(p.id).clock))
         case 2:
-            try makeDoc(at: i, .restorePage(pages.randomElement(using: &rng)!.id))
+            let p = pages.randomElement(using: &rng)!
+            guard p.deleted.value else { return }
+            try makeDoc(at: i, .restorePage(p.id))
         case 3:
             let p = pages.randomElement(using: &rng)!.id
             let after = Bool.random(using: &rng) ? nil : pages.randomElement(using: &rng)!.id

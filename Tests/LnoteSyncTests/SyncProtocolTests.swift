@@ -222,6 +222,36 @@ final class FlakyRemote: SyncRemote {
         }
     }
 
+    /// [SYNC-22] A refused range or digest entry names the field at fault: a range's zero
+    /// start at its start, an end below its start at its end, a digest's zero counter at its
+    /// counter (not at the entry's replica, before them). Each body ends with the empty push
+    /// (one byte), so the fields sit at fixed distances from the end.
+    @Test func rangeAndDigestErrorsNameTheFieldAtFault() throws {
+        let log = LogRef(document: doc, page: page)
+        func offset(of request: SyncRequest) throws -> Int? {
+            let e = try #require(throws: LnoteError.self) { try SyncCodec.decodeRequest(SyncCodec.encode(request)) }
+            #expect(e.code == .corrupt, "\(e)")
+            return e.offset
+        }
+        // replica (8), from (1), to (1), push (1)
+        let zeroStart = SyncRequest(replica: ReplicaID(9), epoch: 1, cursor: 1,
+                                    hashRanges: [HashRange(log: log, replica: ReplicaID(5), from: 0, to: 3)])
+        #expect(try offset(of: zeroStart) == SyncCodec.encode(zeroStart).count - 3)
+        let backwards = SyncRequest(replica: ReplicaID(9), epoch: 1, cursor: 1,
+                                    hashRanges: [HashRange(log: log, replica: ReplicaID(5), from: 7, to: 3)])
+        #expect(try offset(of: backwards) == SyncCodec.encode(backwards).count - 2)
+        let zeroReplica = SyncRequest(replica: ReplicaID(9), epoch: 1, cursor: 1,
+                                      hashRanges: [HashRange(log: log, replica: ReplicaID(0), from: 1, to: 3)])
+        #expect(try offset(of: zeroReplica) == SyncCodec.encode(zeroReplica).count - 11)
+        // replica (8), counter (1), digest (16), push (1)
+        let zeroCounter = SyncRequest(replica: ReplicaID(9), epoch: 1, cursor: 1, digests: [
+            LogDigests(log: log, entries: [LogDigests.Entry(replica: ReplicaID(5), counter: 0, digest: [UInt8](repeating: 1, count: 16))])])
+        #expect(try offset(of: zeroCounter) == SyncCodec.encode(zeroCounter).count - 18)
+        let zeroDigestReplica = SyncRequest(replica: ReplicaID(9), epoch: 1, cursor: 1, digests: [
+            LogDigests(log: log, entries: [LogDigests.Entry(replica: ReplicaID(0), counter: 4, digest: [UInt8](repeating: 1, count: 16))])])
+        #expect(try offset(of: zeroDigestReplica) == SyncCodec.encode(zeroDigestReplica).count - 26)
+    }
+
     /// [SYNC-51] [SYNC-53] Lists of the smallest items our own encoder writes decode again: a
     /// fork report is at least 58 bytes (document log, one-byte counter), an asked hash range
     /// and an answered empty one 27. The decoders' "cannot fit" bounds once said 59 and 28, so a
