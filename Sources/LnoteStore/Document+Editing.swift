@@ -818,11 +818,15 @@ extension Document {
     }
 
     /// Deletes a page (soft: content kept; `restorePage` brings it back).
+    /// - Throws: `invalidState` for a page this replica sees deleted already ([MERGE-2]: a
+    ///   second delete would end, unseen, the conflict of the first with concurrent edits).
     public func deletePage(_ pid: PageID) async throws {
         try checkUsable()
         _ = try await commitDocument { .deletePage(pid, seen: try loadedPage(pid).replica.clock) }
     }
 
+    /// Brings back a deleted page ([MERGE-63]).
+    /// - Throws: `invalidState` for a page this replica does not see deleted ([MERGE-2]).
     public func restorePage(_ pid: PageID) async throws {
         _ = try await commitDocument(.restorePage(pid))
     }
