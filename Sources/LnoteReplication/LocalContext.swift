@@ -39,7 +39,7 @@ enum LocalContext {
             if width(clock, besides: author) > limit { return nil }
             // The replica's context is the merge of every context it wrote, and its latest
             // operation: covering it covers every operation of that replica, with its context.
-            if let c = context(of: id.replica, in: contexts) {
+            if let c = contexts.context(of: id.replica) {
                 for e in c.clock.entries where clock[e.replica] < e.counter {
                     work.append(OpID(replica: e.replica, counter: e.counter))
                 }
@@ -60,16 +60,6 @@ enum LocalContext {
             if let c = closure(of: [id], from: clock, besides: author, contexts: contexts) { clock = c }
         }
         return clock
-    }
-
-    /// The replica context of `replica` in `contexts` (sorted by replica), by binary search.
-    static func context(of replica: ReplicaID, in contexts: [ReplicaContext]) -> ReplicaContext? {
-        var lo = 0, hi = contexts.count
-        while lo < hi {
-            let mid = (lo + hi) / 2
-            if contexts[mid].replica < replica { lo = mid + 1 } else { hi = mid }
-        }
-        return lo < contexts.count && contexts[lo].replica == replica ? contexts[lo] : nil
     }
 
     /// The error for a local edit that names operations no context within the bound covers.
