@@ -20,23 +20,30 @@ public struct VectorClock: Hashable, Sendable, CustomStringConvertible {
             return 0
         }
         set {
-            switch (index(of: replica), newValue) {
-            case (let i?, 0): entries.remove(at: i)
-            case (let i?, _): entries[i].counter = newValue
-            case (nil, 0): break
-            case (nil, _):
-                let at = entries.firstIndex { $0.replica > replica } ?? entries.count
-                entries.insert((replica, newValue), at: at)
+            let at = position(of: replica)
+            let present = at < entries.count && entries[at].replica == replica
+            switch (present, newValue) {
+            case (true, 0): entries.remove(at: at)
+            case (true, _): entries[at].counter = newValue
+            case (false, 0): break
+            case (false, _): entries.insert((replica, newValue), at: at)
             }
         }
     }
 
-    private func index(of replica: ReplicaID) -> Int? {
+    /// Where `replica`'s entry is, or would be inserted (a binary search: a clock of a log
+    /// written by many replicas costs no scan per operation).
+    private func position(of replica: ReplicaID) -> Int {
         var lo = 0, hi = entries.count
         while lo < hi {
             let mid = (lo + hi) / 2
             if entries[mid].replica < replica { lo = mid + 1 } else { hi = mid }
         }
+        return lo
+    }
+
+    private func index(of replica: ReplicaID) -> Int? {
+        let lo = position(of: replica)
         return lo < entries.count && entries[lo].replica == replica ? lo : nil
     }
 

@@ -44,8 +44,13 @@ struct CausalBuffer: Sendable, Hashable {
     /// change the state the rules give.
     mutating func deliver(_ ops: [Op], clock: () -> VectorClock, apply: (Op) throws -> Void) rethrows {
         for op in ops where !clock().covers(op.id) {
-            let c = clock()
-            if isEmpty && op.id.counter == c[op.id.replica] + 1 && c.covers(op.context) {
+            // The clock is read in a scope that ends before `apply` changes it: a copy still
+            // held would make that change copy the whole clock, once per operation.
+            let ready = { () -> Bool in
+                let c = clock()
+                return isEmpty && op.id.counter == c[op.id.replica] + 1 && c.covers(op.context)
+            }()
+            if ready {
                 try apply(op)
             } else {
                 _ = insert(op)
@@ -98,17 +103,33 @@ func write<V>(_ register: inout LWWRegister<V>, _ value: V, by op: Op) {
 }
 
 extension Array where Element == ReplicaContext {
+    /// Where `replica`'s context is (`found`), or would be inserted, in contexts sorted by
+    /// replica (as a log's state keeps them, [SNAP-26]): a binary search, so that a log
+    /// written by many replicas does not cost a scan of them all per operation.
+    func contextIndex(of replica: ReplicaID) -> (index: Int, found: Bool) {
+        var lo = 0, hi = count
+        while lo < hi {
+            let mid = (lo + hi) / 2
+            if self[mid].replica < replica { lo = mid + 1 } else { hi = mid }
+        }
+        return (lo, lo < count && self[lo].replica == replica)
+    }
+
+    /// The context of `replica`, if it wrote to the log.
+    func context(of replica: ReplicaID) -> ReplicaContext? {
+        let (i, found) = contextIndex(of: replica)
+        return found ? self[i] : nil
+    }
+
     /// Records that `op` is the latest operation seen from its author ([MERGE-53]), and its
     /// Lamport timestamp ([MERGE-43]).
     mutating func record(_ op: Op) {
-        let i: Int
-        if let found = firstIndex(where: { $0.replica == op.id.replica }) {
-            i = found
+        let (i, found) = contextIndex(of: op.id.replica)
+        if found {
             // `op.clock` without building it (a new array for every operation).
             self[i].clock.merge(op.context)
             self[i].clock.include(op.id)
         } else {
-            i = firstIndex { $0.replica > op.id.replica } ?? count
             insert(ReplicaContext(replica: op.id.replica, clock: op.clock), at: i)
         }
         self[i].recordLamport(op.lamport, of: op.id.counter)
@@ -117,14 +138,12 @@ extension Array where Element == ReplicaContext {
     /// `record(op)` for an operation whose context names its author alone (`counter − 1`):
     /// the same contexts, without the operation built.
     mutating func record(ownContextOf id: OpID, lamport: UInt64) {
-        let i: Int
-        if let found = firstIndex(where: { $0.replica == id.replica }) {
-            i = found
+        let (i, found) = contextIndex(of: id.replica)
+        if found {
             // Merging the context (the author's entry `counter − 1`) then including the
             // operation: the entry rises to the counter.
             self[i].clock.include(id)
         } else {
-            i = firstIndex { $0.replica > id.replica } ?? count
             var clock = VectorClock()
             clock.include(id)
             insert(ReplicaContext(replica: id.replica, clock: clock), at: i)
@@ -134,7 +153,7 @@ extension Array where Element == ReplicaContext {
 
     /// `lamportExceedsItsPast(op)` for an operation whose context names its author alone.
     func lamportExceedsItsPast(ownContextOf id: OpID, lamport: UInt64) -> Bool {
-        guard id.counter > 1, let c = first(where: { $0.replica == id.replica }),
+        guard id.counter > 1, let c = context(of: id.replica),
               let l = c.lamport(of: id.counter - 1) else { return true }
         return l < lamport
     }
@@ -145,7 +164,7 @@ extension Array where Element == ReplicaContext {
     /// claims to have seen, which no correct replica writes.
     func lamportExceedsItsPast(_ op: Op) -> Bool {
         op.context.entries.allSatisfy { e in
-            guard let c = first(where: { $0.replica == e.replica }), let l = c.lamport(of: e.counter) else { return true }
+            guard let c = context(of: e.replica), let l = c.lamport(of: e.counter) else { return true }
             return l < op.lamport
         }
     }

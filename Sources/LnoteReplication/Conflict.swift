@@ -80,7 +80,7 @@ extension PageState {
     /// operation's clock covers them all.
     func isAcknowledged(_ ops: [OpRef], losers: [OpRef]) -> Bool {
         Set(losers.map(\.id.replica)).allSatisfy { r in
-            guard let seen = contexts.first(where: { $0.replica == r })?.clock else { return false }
+            guard let seen = contexts.context(of: r)?.clock else { return false }
             return ops.allSatisfy { seen.covers($0.id) }
         }
     }

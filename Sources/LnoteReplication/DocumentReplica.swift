@@ -51,12 +51,13 @@ public struct DocumentReplica: Sendable {
     ///   reached the greatest Lamport timestamp.
     public mutating func make(_ body: Op.Body, by replica: ReplicaID, wallTime: Int64) throws -> Op {
         guard !body.isPageOperation else { throw LnoteError(.invalidState, "\(body.name) is not a document operation") }
-        let total = clock.total
+        let context = try localContext(for: body, by: replica)
+        let total = context.total
         guard total < OpValidator.maxLamport else {
             throw LnoteError(.limitExceeded, "document \(id) holds \(total) operations: no Lamport timestamp is left")
         }
         let op = Op(id: OpID(replica: replica, counter: clock[replica] + 1), lamport: total + 1,
-                    context: clock, wallTime: wallTime, body: body)
+                    context: context, wallTime: wallTime, body: body)
         switch body {
         case .createDocument:
             guard clock.isEmpty else { throw LnoteError(.invalidState, "document \(id) already exists") }
@@ -78,12 +79,77 @@ public struct DocumentReplica: Sendable {
         // A local edit out of bounds (a title too long or with a control character, …) is the
         // caller's mistake: invalidArgument, naming the rule.
         if let v = OpValidator.violation(of: op) { throw LnoteError(.invalidArgument, v.description) }
+        // [MERGE-5] See `PageReplica.make`.
+        guard context == clock || contexts.lamportExceedsItsPast(op) else {
+            throw LocalContext.tooWide("this edit of document \(id)", width: clock.entries.count)
+        }
         apply(op)
         return op
     }
 
-    /// The layer above every position applied here: the next operation's Lamport timestamp.
-    private var topLayer: Int64 { Int64(clamping: clock.total + 1) }
+    /// The Lamport timestamp of the next local operation: the operations applied, plus one
+    /// ([MERGE-2]); in a wide log ([MERGE-5]) the least the next operation can get.
+    public func nextLamport() throws -> UInt64 {
+        let total = (wideBase ?? clock).total
+        guard total < OpValidator.maxLamport else {
+            throw LnoteError(.limitExceeded, "document \(id) holds \(total) operations: no Lamport timestamp is left")
+        }
+        return total + 1
+    }
+
+    /// [MERGE-5] The context of a local operation by `replica`: the clock, or in a wide log
+    /// the least closed clock that covers the author's own operations, the first and last
+    /// pages, and every operation that wrote what the body writes.
+    private func localContext(for body: Op.Body, by replica: ReplicaID) throws -> VectorClock {
+        guard LocalContext.isWide(clock, for: replica) else { return clock }
+        // Required: the author's own operations and the page's least add (the one naming it).
+        // Wanted: its other adds and the writes of the register written.
+        var named: [OpID] = clock[replica] > 0 ? [OpID(replica: replica, counter: clock[replica])] : []
+        var wanted: [OpID] = []
+        switch body {
+        case .createDocument, .setTitle:
+            wanted = title.frontier.map(\.id)
+        case .deleteDocument, .restoreDocument:
+            wanted = deleted.frontier.map(\.id)
+        case .deletePage(let p, _), .restorePage(let p), .movePage(let p, _), .setCanvas(let p, _):
+            if let r = pages[p] {
+                named += r.adds.prefix(1).map(\.id)
+                switch body {
+                case .movePage: wanted = r.position.frontier.map(\.id)
+                case .setCanvas: wanted = r.canvas.frontier.map(\.id)
+                default: wanted = r.deleted.frontier.map(\.id)
+                }
+                wanted = r.adds.dropFirst().map(\.id) + wanted
+            }
+        default:
+            break
+        }
+        guard let c = LocalContext.closure(of: named, wanting: wanted, from: wideBase ?? VectorClock(), besides: replica,
+                                           contexts: contexts) else {
+            throw LocalContext.tooWide("this edit of document \(id)", width: clock.entries.count)
+        }
+        return c
+    }
+
+    /// [MERGE-5] In a wide log, the least closed clock that covers the first and last pages'
+    /// adds and position writes (each left out when that takes more than a context may name);
+    /// nil in a log that is not wide.
+    private var wideBase: VectorClock? {
+        guard LocalContext.isWide(clock, for: nil) else { return nil }
+        let ordered = pages.values.sorted(by: PageRecord.orderLess)
+        var base = VectorClock()
+        for r in [ordered.last, ordered.first].compactMap({ $0 }) {
+            if let c = LocalContext.closure(of: r.adds.map(\.id) + r.position.frontier.map(\.id), from: base,
+                                            besides: nil, contexts: contexts) {
+                base = c
+            }
+        }
+        return base
+    }
+
+    /// The layer above every position applied here: the next operation's Lamport timestamp
+    /// (in a wide log, the least it can be).
+    private var topLayer: Int64 { Int64(clamping: (wideBase ?? clock).total + 1) }
 
     /// The position key for a page placed after page `after` (nil: first) by the next local
     /// operation ([MERGE-62], [MERGE-13]). `moving` is the page being moved (a `movePage`);

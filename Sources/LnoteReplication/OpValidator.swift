@@ -111,7 +111,10 @@ public enum OpValidator {
         func clock(_ c: VectorClock, _ what: String) -> String? {
             c.entries.count <= maxClockEntries ? nil : "\(what) of \(c.entries.count) entries (at most \(maxClockEntries))"
         }
-        if let p = clock(op.context, "a context") { return p }
+        // A context names at most 4096 replicas besides its author, whose own entry the
+        // encoding leaves implicit ([LOG-3]) and memory holds (`counter − 1`).
+        let named = op.context.entries.count - (op.context[op.id.replica] > 0 ? 1 : 0)
+        if named > maxClockEntries { return "a context of \(named) entries (at most \(maxClockEntries))" }
         func list(_ n: Int, _ what: String) -> String? {
             n == 0 ? "no \(what)" : n > maxListCount ? "\(n) of \(what) (at most \(maxListCount))" : nil
         }

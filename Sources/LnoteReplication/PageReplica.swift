@@ -176,24 +176,101 @@ public struct PageReplica: Sendable {
         guard body.isPageOperation else {
             throw LnoteError(.invalidState, "\(body.name) is not a page operation")
         }
-        let op = Op(id: OpID(replica: replica, counter: clock[replica] + 1), lamport: try nextLamport(),
-                    context: clock, wallTime: wallTime, body: body)
+        let context = try localContext(for: body, by: replica)
+        let total = context.total
+        guard total < OpValidator.maxLamport else {
+            throw LnoteError(.limitExceeded, "page \(page) holds \(total) operations: no Lamport timestamp is left")
+        }
+        let op = Op(id: OpID(replica: replica, counter: clock[replica] + 1), lamport: total + 1,
+                    context: context, wallTime: wallTime, body: body)
         try validateLocal(op)
+        // [MERGE-5] A closed context passes [MERGE-43]; one built from replica contexts that
+        // miss an author (a damaged state) might not, and would be an edit without effect.
+        guard context == clock || contexts.lamportExceedsItsPast(op) else {
+            throw LocalContext.tooWide("this edit of page \(page)", width: clock.entries.count)
+        }
         try apply(op)
         return op
     }
 
-    /// The Lamport timestamp of the next local operation: the operations applied, plus one.
+    /// The Lamport timestamp of the next local operation: the operations applied, plus one
+    /// ([MERGE-2]). In a wide log ([MERGE-5]) the least the next operation can get: that of
+    /// one naming nothing but the top and bottom elements (an edit naming more gets more).
     public func nextLamport() throws -> UInt64 {
-        let total = clock.total
+        let total = (wideBase ?? clock).total
         guard total < OpValidator.maxLamport else {
             throw LnoteError(.limitExceeded, "page \(page) holds \(total) operations: no Lamport timestamp is left")
         }
         return total + 1
     }
 
-    /// The layer of a key on top of everything applied here: the next operation's Lamport timestamp.
-    private var topLayer: Int64 { Int64(clamping: clock.total + 1) }
+    /// [MERGE-5] The context of a local operation by `replica`: the clock, or in a wide log
+    /// the least closed clock that covers the author's own operations, the top and bottom
+    /// elements' adds and z writes, and every operation the body's elements carry.
+    private func localContext(for body: Op.Body, by replica: ReplicaID) throws -> VectorClock {
+        guard LocalContext.isWide(clock, for: replica) else { return clock }
+        // Required: the author's own operations, the elements named, and the erasures a
+        // restore takes back (those its context does not cover stay). Wanted: the edits the
+        // element's registers and frontier hold, which a write should supersede.
+        var named: [OpID] = clock[replica] > 0 ? [OpID(replica: replica, counter: clock[replica])] : []
+        var wanted: [OpID] = []
+        func refs(_ id: ElementID) {
+            named.append(id)
+            func record(_ r: ElementRecord) {
+                named += r.rangeErasures.map(\.ref.id)
+                wanted += r.frontier.map(\.id) + r.transform.frontier.map(\.id) + r.z.frontier.map(\.id)
+            }
+            if let r = records[id] { record(r) }
+            if let t = tombstones[id] {
+                named += t.erasures.map(\.ref.id)
+                wanted += t.frontier.map(\.id)
+                if let r = t.record { record(r) }
+            }
+        }
+        switch body {
+        case .erase(let ids), .restore(let ids): ids.forEach(refs)
+        case .eraseRange(let id, _), .restoreRange(let id, _): refs(id)
+        case .move(let ts): ts.forEach { refs($0.element) }
+        case .reorder(let zs): zs.forEach { refs($0.element) }
+        default: break
+        }
+        guard let c = LocalContext.closure(of: named, wanting: wanted, from: wideBase ?? VectorClock(), besides: replica,
+                                           contexts: contexts) else {
+            throw LocalContext.tooWide("this edit of page \(page)", width: clock.entries.count)
+        }
+        return c
+    }
+
+    /// [MERGE-5] In a wide log, the least closed clock that covers the top and the bottom
+    /// live elements' adds and z writes (each left out when that takes more than a context
+    /// may name): a key put above (below) everything needs a layer beyond theirs. nil in a
+    /// log that is not wide.
+    private var wideBase: VectorClock? {
+        guard LocalContext.isWide(clock, for: nil) else { return nil }
+        var base = VectorClock()
+        let ends = records.count == 0 ? [] : [records.record(atPosition: records.count - 1), records.record(atPosition: 0)]
+        for r in ends {
+            if let c = LocalContext.closure(of: [r.id] + r.z.frontier.map(\.id), from: base, besides: nil, contexts: contexts) {
+                base = c
+            }
+        }
+        return base
+    }
+
+    /// The clock a `deletePage` of this page made by `replica` carries ([MERGE-63]): the
+    /// page's clock, or in a wide log ([MERGE-5]) the least closed clock that covers the
+    /// author's own operations and the top and bottom elements (what it does not cover
+    /// counts as concurrent with the delete: a conflict reported, nothing lost).
+    public func clockSeen(by replica: ReplicaID) -> VectorClock {
+        guard LocalContext.isWide(clock, for: nil) else { return clock }
+        let own = clock[replica] > 0 ? [OpID(replica: replica, counter: clock[replica])] : []
+        let base = wideBase ?? VectorClock()
+        return LocalContext.closure(of: own, from: base, besides: nil, contexts: contexts) ?? base
+    }
+
+    /// The layer of a key on top of everything applied here: the next operation's Lamport
+    /// timestamp (in a wide log, the least it can be).
+    private var topLayer: Int64 { Int64(clamping: (wideBase ?? clock).total + 1) }
 
     /// The z key for an element placed on top of everything visible, by the next local operation.
     public var topKey: ZKey { ZKey(layer: topLayer) }

@@ -97,7 +97,7 @@ public enum Reauthor {
             }
         }
         for op in removed {
-            let lamport = document.clock.total + 1
+            let lamport = (try? document.nextLamport()) ?? 0
             switch op.body {
             case .createDocument(let title):
                 // The document exists (the other side created it): the title is what remains.

@@ -142,7 +142,7 @@ public final class MemoryNode: ScenarioNode, SyncableNotebook {
             let pos = after == nil ? s.doc.endPosition : try s.doc.position(after: after, by: me)
             try docOp(.addPage(p, position: pos, canvas: .a4))
         case .deletePage(let p):
-            try docOp(.deletePage(p, seen: try page(p).clock))
+            try docOp(.deletePage(p, seen: try page(p).clockSeen(by: me)))
         case .restorePage(let p):
             try docOp(.restorePage(p))
         case .movePage(let p, let after):

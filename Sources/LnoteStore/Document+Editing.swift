@@ -822,7 +822,10 @@ extension Document {
     ///   second delete would end, unseen, the conflict of the first with concurrent edits).
     public func deletePage(_ pid: PageID) async throws {
         try checkUsable()
-        _ = try await commitDocument { .deletePage(pid, seen: try loadedPage(pid).replica.clock) }
+        _ = try await commitDocument {
+            // [MERGE-5] The page's clock, or in a wide page log a closed part of it.
+            .deletePage(pid, seen: try clockSeen(page: pid, by: try identity.writable()))
+        }
     }
 
     /// Brings back a deleted page ([MERGE-63]).

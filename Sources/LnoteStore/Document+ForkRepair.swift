@@ -140,7 +140,7 @@ extension Document {
                 var next = doc
                 var clocks: [PageID: VectorClock] = [:]
                 for op in ops {
-                    if case .deletePage(let p, _) = op.body { clocks[p] = try clock(page: p) }
+                    if case .deletePage(let p, _) = op.body { clocks[p] = try clockSeen(page: p, by: me) }
                 }
                 let outcome = Reauthor.document(ops, on: &next, as: me, wallTime: now()) { clocks[$0] ?? VectorClock() }
                 if !outcome.ops.isEmpty {

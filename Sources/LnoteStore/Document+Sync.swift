@@ -14,6 +14,13 @@ extension Document {
         return try loadedPageDeferred(pid, allowUnknown: true).replica.clock
     }
 
+    /// The page clock a `deletePage` by `replica` carries ([MERGE-63]): the page's clock, or
+    /// in a page log wider than a context may name a closed part of it ([MERGE-5]).
+    func clockSeen(page pid: PageID, by replica: ReplicaID) throws -> VectorClock {
+        if pages[pid] == nil, try !pageHasFiles(pid) { return VectorClock() }
+        return try loadedPageDeferred(pid, allowUnknown: true).replica.clockSeen(by: replica)
+    }
+
     /// Every page of the document, deleted ones included, in document order.
     public var allPageIDs: [PageID] {
         refreshQuietly()
