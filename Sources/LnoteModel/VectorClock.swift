@@ -60,7 +60,26 @@ public struct VectorClock: Hashable, Sendable, CustomStringConvertible {
 
     /// Raises each entry to the maximum of both clocks.
     public mutating func merge(_ other: VectorClock) {
-        for e in other.entries where e.counter > self[e.replica] { self[e.replica] = e.counter }
+        // A few entries: in place. Many (which may each be an insertion moving the entries
+        // above it): one pass over both sorted lists.
+        guard other.entries.count > 16 else {
+            for e in other.entries where e.counter > self[e.replica] { self[e.replica] = e.counter }
+            return
+        }
+        var out: [(replica: ReplicaID, counter: UInt64)] = []
+        out.reserveCapacity(entries.count + other.entries.count)
+        var i = 0, j = 0
+        let a = entries, b = other.entries
+        while i < a.count || j < b.count {
+            if j == b.count || (i < a.count && a[i].replica < b[j].replica) {
+                out.append(a[i]); i += 1
+            } else if i == a.count || b[j].replica < a[i].replica {
+                out.append(b[j]); j += 1
+            } else {
+                out.append((a[i].replica, max(a[i].counter, b[j].counter))); i += 1; j += 1
+            }
+        }
+        entries = out
     }
 
     public func merged(_ other: VectorClock) -> VectorClock {

@@ -35,36 +35,32 @@ struct CausalBuffer: Sendable, Hashable {
     }
 
     /// Removes and returns, one at a time, every operation that becomes deliverable;
-    /// `apply` must advance the clock it is given.
+    /// `apply` must advance what `counter` answers (the operations of a replica applied).
     /// Delivers `ops` in causal order ([MERGE-40]): those already applied are skipped; one
     /// that is next from its author and whose context is covered is applied at once when
     /// nothing waits (a log replayed in order, a peer's operations in causal order: the usual
     /// case, which so never goes through the buffer); any other waits, then everything that
     /// became ready is drained. The order in which ready operations are applied does not
     /// change the state the rules give.
-    mutating func deliver(_ ops: [Op], clock: () -> VectorClock, apply: (Op) throws -> Void) rethrows {
-        for op in ops where !clock().covers(op.id) {
-            // The clock is read in a scope that ends before `apply` changes it: a copy still
-            // held would make that change copy the whole clock, once per operation.
-            let ready = { () -> Bool in
-                let c = clock()
-                return isEmpty && op.id.counter == c[op.id.replica] + 1 && c.covers(op.context)
-            }()
-            if ready {
+    mutating func deliver(_ ops: [Op], counter: (ReplicaID) -> UInt64, apply: (Op) throws -> Void) rethrows {
+        func covers(_ context: VectorClock) -> Bool { context.entries.allSatisfy { counter($0.replica) >= $0.counter } }
+        for op in ops where counter(op.id.replica) < op.id.counter {
+            if isEmpty && op.id.counter == counter(op.id.replica) + 1 && covers(op.context) {
                 try apply(op)
             } else {
                 _ = insert(op)
             }
         }
-        if !isEmpty { try drain(clock: clock, apply: apply) }
+        if !isEmpty { try drain(counter: counter, apply: apply) }
     }
 
-    mutating func drain(clock: () -> VectorClock, apply: (Op) throws -> Void) rethrows {
+    mutating func drain(counter: (ReplicaID) -> UInt64, apply: (Op) throws -> Void) rethrows {
+        func covers(_ context: VectorClock) -> Bool { context.entries.allSatisfy { counter($0.replica) >= $0.counter } }
         var progress = true
         while progress {
             progress = false
             for replica in waiting.keys.sorted() {
-                while let next = waiting[replica]?[clock()[replica] + 1], clock().covers(next.context) {
+                while let next = waiting[replica]?[counter(replica) + 1], covers(next.context) {
                     waiting[replica]![next.id.counter] = nil
                     if waiting[replica]!.isEmpty { waiting[replica] = nil }
                     try apply(next)
@@ -72,7 +68,7 @@ struct CausalBuffer: Sendable, Hashable {
                 }
                 // Anything the clock already covers arrived twice: drop it.
                 if let entries = waiting[replica] {
-                    let applied = clock()[replica]
+                    let applied = counter(replica)
                     let stale = entries.keys.filter { $0 <= applied }
                     for k in stale { waiting[replica]![k] = nil }
                     if waiting[replica]!.isEmpty { waiting[replica] = nil }

@@ -14,6 +14,8 @@ public struct DocumentReplica: Sendable {
     private var deleted: LWWRegister<Bool>
     private var pages: [PageID: PageRecord]
     private var contexts: [ReplicaContext]
+    /// See `PageReplica.stage`.
+    private var stage = LogClockStage()
     private var buffer = CausalBuffer()
 
     public init(state: DocumentState, pending: [Op] = []) {
@@ -84,6 +86,7 @@ public struct DocumentReplica: Sendable {
             throw LocalContext.tooWide("this edit of document \(id)", width: clock.entries.count)
         }
         apply(op)
+        stage.settle(clock: &clock, contexts: &contexts)
         return op
     }
 
@@ -200,24 +203,25 @@ public struct DocumentReplica: Sendable {
         }
         var applied: [Op] = []
         var buf = buffer
-        buf.deliver(ops, clock: { self.clock }) { op in
+        buf.deliver(ops, counter: { self.stage.counter($0, in: self.clock) }) { op in
             self.apply(op)
             applied.append(op)
         }
         buffer = buf
+        stage.settle(clock: &clock, contexts: &contexts)
         return applied
     }
 
     // MARK: - The rules
 
     private mutating func apply(_ op: Op) {
-        clock.include(op.id)
+        stage.include(op.id, in: &clock)
         maxLamport = max(maxLamport, op.lamport)
         modified = max(modified, op.wallTime)
         // [MERGE-43] A context that leaves out part of what it claims to have seen: counted as
         // received, without effect.
-        let consistent = contexts.lamportExceedsItsPast(op)
-        contexts.record(op)
+        let consistent = stage.lamportExceedsItsPast(op, in: contexts)
+        stage.record(op, in: &contexts)
         guard consistent else { return }
         switch op.body {
         case .createDocument(let t):

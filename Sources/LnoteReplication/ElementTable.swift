@@ -135,6 +135,8 @@ struct ElementTable: Sendable {
             return
         }
         var o = order ?? Array(0 ..< s)
+        // Taken out, not shared: inserting into an order still held here would copy it whole.
+        order = nil
         var lo = 0, hi = o.count
         slots.withUnsafeBufferPointer { b in
             while lo < hi {

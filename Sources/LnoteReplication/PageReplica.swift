@@ -14,6 +14,9 @@ public struct PageReplica: Sendable {
     public private(set) var maxLamport: UInt64
     private var modified: Int64
     private var contexts: [ReplicaContext]
+    /// Replicas new to the log while operations are applied, merged into `clock` and
+    /// `contexts` when they are (empty otherwise).
+    private var stage = LogClockStage()
     /// Live elements, by id and bottom to top.
     private var records: ElementTable
     /// Tombstones, by id (`TombstoneTable`).
@@ -189,6 +192,7 @@ public struct PageReplica: Sendable {
         guard context == clock || contexts.lamportExceedsItsPast(op) else {
             throw LocalContext.tooWide("this edit of page \(page)", width: clock.entries.count)
         }
+        defer { stage.settle(clock: &clock, contexts: &contexts) }
         try apply(op)
         return op
     }
@@ -434,11 +438,14 @@ public struct PageReplica: Sendable {
         }
         var applied: [Op] = []
         var buf = buffer
-        try buf.deliver(ops, clock: { self.clock }) { op in
+        defer {
+            buffer = buf
+            stage.settle(clock: &clock, contexts: &contexts)
+        }
+        try buf.deliver(ops, counter: { self.stage.counter($0, in: self.clock) }) { op in
             try self.apply(op)
             applied.append(op)
         }
-        buffer = buf
         return applied
     }
 
@@ -473,12 +480,12 @@ public struct PageReplica: Sendable {
             // the whole add, its references retained and released.
             while n < b.count {
                 let id = b[n].id, lamport = id.counter
-                guard clock[id.replica] == id.counter - 1,
-                      contexts.lamportExceedsItsPast(ownContextOf: id, lamport: lamport) else { break }
-                clock.include(id)
+                guard stage.counter(id.replica, in: clock) == id.counter - 1,
+                      stage.lamportExceedsItsPast(ownContextOf: id, lamport: lamport, in: contexts) else { break }
+                stage.include(id, in: &clock)
                 maxLamport = max(maxLamport, lamport)
                 modified = max(modified, b[n].wallTime)
-                contexts.record(ownContextOf: id, lamport: lamport)
+                stage.record(ownContextOf: id, lamport: lamport, in: &contexts)
                 n += 1
             }
             if n > 0 {
@@ -487,6 +494,7 @@ public struct PageReplica: Sendable {
             }
             return n
         }
+        stage.settle(clock: &clock, contexts: &contexts)
         guard n > 0 else { return 0 }
         isResolved = false
         adds.withUnsafeMutableBufferPointer { b in
@@ -504,13 +512,13 @@ public struct PageReplica: Sendable {
     // MARK: - The rules
 
     private mutating func apply(_ op: Op) throws {
-        clock.include(op.id)
+        stage.include(op.id, in: &clock)
         maxLamport = max(maxLamport, op.lamport)
         modified = max(modified, op.wallTime)
         // [MERGE-43] A context that leaves out part of what it claims to have seen: counted as
         // received, without effect.
-        let consistent = contexts.lamportExceedsItsPast(op)
-        contexts.record(op)
+        let consistent = stage.lamportExceedsItsPast(op, in: contexts)
+        stage.record(op, in: &contexts)
         guard consistent else { return }
         switch op.body {
         case .add(let content, let z):

@@ -105,7 +105,9 @@ public actor NotebookEndpoint: SyncEndpoint {
         for f in receipt.forks { pushed[f.log]?.remove(f.fork.id) }
         // [SYNC-52] Digests read every log whole, which finds damage a log hides behind its
         // snapshot and lowers that log's clock ([PKG-49]): computed before the clocks answered.
-        let computed = request.have != nil && request.digests != nil ? try await notebook.logClocksAndDigests() : nil
+        // Answered with or without `have`: a client comparing chains alone (no clocks sent)
+        // gets them at the server's current counters, which each entry carries.
+        let computed = request.digests != nil ? try await notebook.logClocksAndDigests() : nil
         try await refresh()
         // What this answer speaks for: the clocks, history and cursor as of this refresh. The
         // awaits below let other requests store operations and refresh meanwhile; an answer
@@ -142,7 +144,8 @@ public actor NotebookEndpoint: SyncEndpoint {
         // counted changes this server does not hold: it was restored from an older copy, or
         // the cursor is made up): the client must compare clocks, not trust its cursor.
         guard request.epoch == epoch, request.cursor <= cursor else {
-            return SyncResponse(epoch: epoch, cursor: cursor, accepted: accepted, pull: [], resync: true, forks: forks, hashes: hashes)
+            return SyncResponse(epoch: epoch, cursor: cursor, accepted: accepted, pull: [], resync: true,
+                                digests: computed?.digests, forks: forks, hashes: hashes)
         }
         for log in history.keys.sorted() {
             let h = history[log]!
@@ -156,7 +159,8 @@ public actor NotebookEndpoint: SyncEndpoint {
             if NotebookEndpoint.pushedAll(pushed[log], since: base, upTo: h.last!.clock) { continue }
             if let b = try await batch(log, notCoveredBy: base, skipping: pushed[log]) { pull.append(b) }
         }
-        return SyncResponse(epoch: epoch, cursor: cursor, accepted: accepted, pull: pull, forks: forks, hashes: hashes)
+        return SyncResponse(epoch: epoch, cursor: cursor, accepted: accepted, pull: pull, digests: computed?.digests,
+                            forks: forks, hashes: hashes)
     }
 
     /// [SYNC-53] The content hashes of the operations held in each asked range, from its

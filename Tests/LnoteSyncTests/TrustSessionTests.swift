@@ -268,6 +268,14 @@ final class TamperingNotebook: SyncableNotebook {
         #expect(h.from == 2 && h.to == 4 && h.hashes == ops[1...].map { Array(ContentHash.of($0).prefix(16)) })
         // The codec carries both ways.
         #expect(try SyncCodec.decodeResponse(SyncCodec.encode(answer)) == answer)
+        // [SYNC-52] Digests sent without `have` are answered too (as the relay does), in a
+        // cursor answer and in a resync answer alike.
+        for epoch in [plain.epoch, plain.epoch &+ 1] {
+            let noHave = try await endpoint.sync(SyncRequest(replica: ReplicaID(9), epoch: epoch, cursor: 0, digests: []))
+            #expect(noHave.resync == (epoch != plain.epoch))
+            #expect(noHave.digests?.first { $0.log == log } == page, "epoch \(epoch)")
+            #expect(noHave.digests?.count == 2)
+        }
         try await s.close()
     }
 }

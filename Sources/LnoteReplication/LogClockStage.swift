@@ -1,0 +1,118 @@
+import LnoteModel
+
+/// A log's clock and replica contexts while operations are applied to it.
+///
+/// Both are arrays sorted by replica ([SNAP-26]): cheap to search and to update in place,
+/// but a replica the log did not name yet is an insertion that moves every entry above
+/// it. One batch from N replicas new to the log (a hostile push can carry a million, each
+/// operation valid) then cost O(N²) moves, twice. A replica new to the log is therefore
+/// kept aside here, in hash tables, until `settle` merges all of them into the arrays in one
+/// pass. Every lookup during the batch sees both, so the rules see exactly the clock and
+/// contexts they would have seen ([MERGE-1]: the state is the same).
+struct LogClockStage: Sendable {
+    private var counters: [ReplicaID: UInt64] = [:]
+    private var contexts: [ReplicaID: ReplicaContext] = [:]
+
+    var isEmpty: Bool { counters.isEmpty && contexts.isEmpty }
+
+    /// The operations of `replica` applied: `clock[replica]`, or what this stage holds.
+    @inline(__always)
+    func counter(_ replica: ReplicaID, in clock: VectorClock) -> UInt64 {
+        let c = clock[replica]
+        if c > 0 || counters.isEmpty { return c }
+        return counters[replica] ?? 0
+    }
+
+    /// True when the clock (with this stage) covers `context`.
+    func covers(_ context: VectorClock, in clock: VectorClock) -> Bool {
+        if counters.isEmpty { return clock.covers(context) }
+        return context.entries.allSatisfy { counter($0.replica, in: clock) >= $0.counter }
+    }
+
+    /// Records that `id` is applied.
+    @inline(__always)
+    mutating func include(_ id: OpID, in clock: inout VectorClock) {
+        if clock[id.replica] > 0 {
+            clock.include(id)
+        } else {
+            counters[id.replica] = max(counters[id.replica] ?? 0, id.counter)
+        }
+    }
+
+    /// The replica context of `replica`, in `sorted` or in this stage.
+    @inline(__always)
+    func context(of replica: ReplicaID, in sorted: [ReplicaContext]) -> ReplicaContext? {
+        if let c = sorted.context(of: replica) { return c }
+        return contexts.isEmpty ? nil : contexts[replica]
+    }
+
+    /// `[ReplicaContext].record(op)`, a new author's context kept in this stage.
+    mutating func record(_ op: Op, in sorted: inout [ReplicaContext]) {
+        let (i, found) = sorted.contextIndex(of: op.id.replica)
+        if found {
+            sorted[i].clock.merge(op.context)
+            sorted[i].clock.include(op.id)
+            sorted[i].recordLamport(op.lamport, of: op.id.counter)
+        } else {
+            var c = contexts[op.id.replica] ?? ReplicaContext(replica: op.id.replica, clock: VectorClock())
+            c.clock.merge(op.context)
+            c.clock.include(op.id)
+            c.recordLamport(op.lamport, of: op.id.counter)
+            contexts[op.id.replica] = c
+        }
+    }
+
+    /// `[ReplicaContext].record(ownContextOf:lamport:)`, a new author's context kept in this stage.
+    mutating func record(ownContextOf id: OpID, lamport: UInt64, in sorted: inout [ReplicaContext]) {
+        let (i, found) = sorted.contextIndex(of: id.replica)
+        if found {
+            sorted[i].clock.include(id)
+            sorted[i].recordLamport(lamport, of: id.counter)
+        } else {
+            var c = contexts[id.replica] ?? ReplicaContext(replica: id.replica, clock: VectorClock())
+            c.clock.include(id)
+            c.recordLamport(lamport, of: id.counter)
+            contexts[id.replica] = c
+        }
+    }
+
+    /// [MERGE-43] `[ReplicaContext].lamportExceedsItsPast(op)`, with this stage's contexts.
+    func lamportExceedsItsPast(_ op: Op, in sorted: [ReplicaContext]) -> Bool {
+        if contexts.isEmpty { return sorted.lamportExceedsItsPast(op) }
+        return op.context.entries.allSatisfy { e in
+            guard let c = context(of: e.replica, in: sorted), let l = c.lamport(of: e.counter) else { return true }
+            return l < op.lamport
+        }
+    }
+
+    /// `[ReplicaContext].lamportExceedsItsPast(ownContextOf:lamport:)`, with this stage's contexts.
+    func lamportExceedsItsPast(ownContextOf id: OpID, lamport: UInt64, in sorted: [ReplicaContext]) -> Bool {
+        guard id.counter > 1, let c = context(of: id.replica, in: sorted),
+              let l = c.lamport(of: id.counter - 1) else { return true }
+        return l < lamport
+    }
+
+    /// Merges what this stage holds into `clock` and `sorted`, in one pass each, and empties it.
+    mutating func settle(clock: inout VectorClock, contexts sorted: inout [ReplicaContext]) {
+        guard !isEmpty else { return }
+        if !counters.isEmpty {
+            clock.merge(VectorClock(counters.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }))
+            counters = [:]
+        }
+        if !contexts.isEmpty {
+            let added = contexts.values.sorted { $0.replica < $1.replica }
+            var out: [ReplicaContext] = []
+            out.reserveCapacity(sorted.count + added.count)
+            var i = 0, j = 0
+            while i < sorted.count || j < added.count {
+                if j == added.count || (i < sorted.count && sorted[i].replica < added[j].replica) {
+                    out.append(sorted[i]); i += 1
+                } else {
+                    out.append(added[j]); j += 1
+                }
+            }
+            sorted = out
+            contexts = [:]
+        }
+    }
+}
