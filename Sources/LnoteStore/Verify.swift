@@ -196,11 +196,23 @@ public enum Verify {
                 } else if let docBytes, let docState {
                     let expected = try ManifestFile.expected(paths: paths, documentBytes: docBytes, state: docState, io: io)
                     if try StoreJSON.encode(expected) != m {
-                        report.problems.append(.init(.staleManifest, paths.manifest, expected.pageCount == manifest.pageCount
-                            && expected.elementCount == manifest.elementCount && expected.modified == manifest.modified
-                            ? "not in the canonical form of [PKG-10]"
-                            : "says \(manifest.pageCount) pages, \(manifest.elementCount) elements, modified \(manifest.modified); "
-                                + "the page snapshots say \(expected.pageCount), \(expected.elementCount), \(expected.modified)"))
+                        let message: String
+                        if expected == manifest {
+                            message = "not in the canonical form of [PKG-10]"
+                        } else if expected.pageCount == manifest.pageCount && expected.elementCount == manifest.elementCount
+                                    && expected.modified == manifest.modified {
+                            // Same counts, another value: name the fields that differ.
+                            let fields = [("title", expected.title != manifest.title), ("created", expected.created != manifest.created),
+                                          ("coverPage", expected.coverPage != manifest.coverPage),
+                                          ("deleted", expected.deleted != manifest.deleted), ("format", expected.format != manifest.format)]
+                                .filter(\.1).map(\.0)
+                            message = "its \(fields.isEmpty ? "values" : fields.joined(separator: ", ")) "
+                                + "differ from what document.json and the page snapshots give"
+                        } else {
+                            message = "says \(manifest.pageCount) pages, \(manifest.elementCount) elements, modified \(manifest.modified); "
+                                + "the page snapshots say \(expected.pageCount), \(expected.elementCount), \(expected.modified)"
+                        }
+                        report.problems.append(.init(.staleManifest, paths.manifest, message))
                     }
                 }
             } catch let e as LnoteError {
@@ -213,6 +225,10 @@ public enum Verify {
         var referenced = Set<AssetID>()
         if let log = try readFile(paths.documentLog, io: io, into: &report) {
             report.files += 1
+            if docBytes == nil && io.fileType(atPath: paths.document) == nil {
+                // [PKG-70] A required file, like manifest.json: both are rebuilt, from the log.
+                report.problems.append(.init(.missingFile, paths.document, "no document.json (rebuilt from document.log by open)"))
+            }
             let (ops, facts) = checkLog(log, path: paths.documentLog, kind: .document, owner: paths.id.uuid, into: &report)
             if let c = docCoverage, let facts,
                let problem = facts.check(offset: c.offset, incarnation: c.incarnation, snapshot: paths.document, what: "the document") {
@@ -364,13 +380,34 @@ public enum Verify {
         for a in referenced.subtracting(present).sorted() {
             report.problems.append(.init(.missingAsset, paths.asset(a), "referenced by an image but not stored"))
         }
+        // [PKG-1] What else the package's top and its thumbnails hold: temporary files,
+        // quarantined copies, and names the layout does not have.
         if try directoryExists(paths.thumbnails, io: io, into: &report) {
-            for name in try io.listDirectory(paths.thumbnails) where DurableFile.isTemporaryName(name) {
-                report.problems.append(.init(.temporaryFile, DurableFile.join(paths.thumbnails, name), "left by an interrupted write"))
+            for name in try io.listDirectory(paths.thumbnails).sorted() {
+                let known = [".jpg", ".png"].contains { name.hasSuffix($0) && PageID(String(name.dropLast(4))) != nil }
+                reportStray(name, in: paths.thumbnails, known: known, what: "not a page picture", io: io, into: &report)
             }
         }
-        for name in try io.listDirectory(paths.root) where DurableFile.isTemporaryName(name) {
-            report.problems.append(.init(.temporaryFile, DurableFile.join(paths.root, name), "left by an interrupted write"))
+        for name in try io.listDirectory(paths.root).sorted() {
+            reportStray(name, in: paths.root, known: Self.packageNames.contains(name), what: "not a package file", io: io, into: &report)
+        }
+    }
+
+    /// The names the top of a package holds ([PKG-1]).
+    static let packageNames: Set<String> = ["lock", "manifest.json", "document.json", "document.log",
+                                            "document" + PackagePaths.missingSuffix, "pages", "assets", "thumbnails"]
+
+    /// Reports `name` in `dir` when it is a temporary file, a quarantined copy, or (not
+    /// `known`) a name the layout does not have ([PKG-1], [PKG-70]).
+    static func reportStray(_ name: String, in dir: String, known: Bool, what: String, io: Syscalls,
+                            into report: inout VerifyReport) {
+        let p = DurableFile.join(dir, name)
+        if DurableFile.isTemporaryName(name) {
+            report.problems.append(.init(.temporaryFile, p, "left by an interrupted write"))
+        } else if name.contains(".corrupt-") {
+            report.problems.append(.init(.quarantinedFile, p, "damaged copy kept by recovery"))
+        } else if !known {
+            report.problems.append(.init(.unknownFile, p, what))
         }
     }
 

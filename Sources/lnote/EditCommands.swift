@@ -27,7 +27,7 @@ extension CommandTable {
         Text, images and eraser strokes of a .xopp file are skipped and counted.
         --tool    pen (default), pencil, marker or highlighter
         --color   #rrggbb or #rrggbbaa (default #000000)
-        --width   ink width in points (default 2)
+        --width   ink width in points, 0.1 to 10000 (default 2)
                   (InkML brushes and .xopp strokes say their own ink; these fill what they omit)
         --json    a summary instead of the ids: "pages" (each with "page", "created",
                   "canvas", "grown", "strokes", "points"), "strokes", "points",

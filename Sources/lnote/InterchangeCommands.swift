@@ -37,7 +37,14 @@ extension CommandTable {
             guard let color = RGBA(hex: c) else { throw Arguments.UsageError(message: "--color must be #rrggbb or #rrggbbaa, got \"\(c)\"") }
             style.color = color
         }
-        if let w = try Units.positive(args, "width") { style.width = w }
+        if let w = try Units.positive(args, "width") {
+            // [IMP-6] A stroke is at most 10,000 pt wide ([LOG-23]): a wider ink is the
+            // command's mistake, told before the file is read.
+            guard w <= ContentBounds.maxRadius else {
+                throw Arguments.UsageError(message: "--width must be at most 10000 pt (the widest stroke an operation carries)")
+            }
+            style.width = w
+        }
 
         // 1. The whole input, checked, before the notebook is opened ([IMP-7], [XCH-1]).
         var ink: ImportedInk

@@ -225,6 +225,7 @@ func elements(_ state: [String: Any]) -> [[String: Any]] { state["elements"] as!
             ["erase-range", "nb", d, "#1", "x.1", "5", "2"], ["erase-range", "nb", d, "#1", "x.1", "a", "2"],
             ["move", "nb", d, "#1", "x.1"], ["move", "nb", d, "#1", "x.1", "--dx", "left"],
             ["import", "nb", d, "#1", "s.jsonl", "--tool", "crayon"], ["import", "nb", d, "#1", "s.jsonl", "--color", "red"],
+            ["import", "nb", d, "#1", "s.jsonl", "--width", "10000.1"], ["import", "nb", d, "#1", "s.jsonl", "--width", "0.04"],
             ["add-image", "nb", d, "#1", "s.jsonl", "--x", "1", "--y", "1", "--width", "10"],
             ["page", "move", "nb", d, "#1"], ["page", "move", "nb", d, "#1", "--first", "--after", "#1"],
             ["verify"], ["demo", "extra"],

@@ -30,6 +30,34 @@ struct VerifyTests {
         #expect(r.documents == 1 && r.files >= 7)
     }
 
+    @Test("[PKG-1] [PKG-70] the package top and thumbnails/: quarantined copies, unknown names, a missing document.json")
+    func topOfThePackage() async throws {
+        let dir = try TempDir("ver")
+        defer { dir.remove() }
+        let (paths, p0, _) = try await sample(dir)
+        // What lnote's own recovery leaves at the top, and names the layout does not have.
+        try writeFile(paths.document + ".corrupt-1", [1])
+        try writeFile(paths.documentLog + ".corrupt-2", [1])
+        try writeFile(paths.root + "/notes.txt", [1])
+        try FileManager.default.createDirectory(atPath: paths.thumbnails, withIntermediateDirectories: true)
+        try writeFile(paths.thumbnails + "/notes.txt", [1])
+        try writeFile(paths.thumbnail(p0) + ".corrupt-1", [1])
+        try writeFile(paths.legacyThumbnail(p0), [1])  // an old picture: a name the layout has
+        let r = try Verify.run(folder: dir.path)
+        #expect(Set(r.problems(.quarantinedFile).map(\.path))
+                == [paths.document + ".corrupt-1", paths.documentLog + ".corrupt-2", paths.thumbnail(p0) + ".corrupt-1"])
+        #expect(Set(r.problems(.unknownFile).map(\.path)) == [paths.root + "/notes.txt", paths.thumbnails + "/notes.txt"])
+        #expect(r.problems.count == 5, "\(r.problems)")
+        // document.json is required like the manifest: both are rebuilt (from the log) by open.
+        try FileManager.default.removeItem(atPath: paths.document)
+        let r2 = try Verify.run(folder: dir.path)
+        #expect(r2.problems(.missingFile).map(\.path) == [paths.document])
+        let nb = try await openNotebook(dir.path)
+        _ = try await nb.openDocument(paths.id)
+        try await nb.close()
+        #expect(try Verify.run(folder: dir.path).problems(.missingFile).isEmpty)
+    }
+
     @Test("[PKG-70] each kind of damage is reported")
     func everyKind() async throws {
         let dir = try TempDir("ver")
