@@ -24,6 +24,10 @@ struct ElementTable: Sendable {
     private var index: SlotIndex
     /// Slots bottom to top; nil when that is `0 ..< slots.count`.
     private var order: [Int32]?
+    /// Slots of records inserted during a batch below the top, not yet in `order`: placed
+    /// all at once by `settle()` (a sort and one merge) rather than each by an insertion
+    /// moving every slot above it. Empty outside a batch; `order` is non-nil while not.
+    private var unplaced: [Int32] = []
 
     /// A table of `ordered`, which MUST be sorted by `ElementRecord.zLess` with unique ids,
     /// with room for `reserving` more records (those a log tail is about to add: growing the
@@ -83,18 +87,21 @@ struct ElementTable: Sendable {
 
     /// The records bottom to top. Without a copy when the slots are in z order.
     var ordered: [ElementRecord] {
+        assert(unplaced.isEmpty, "ElementTable read in z order during a batch")
         guard let order else { return slots }
         return order.map { slots[Int($0)] }
     }
 
     /// The ids bottom to top.
     var orderedIDs: [ElementID] {
+        assert(unplaced.isEmpty, "ElementTable read in z order during a batch")
         guard let order else { return slots.map(\.id) }
         return order.map { slots[Int($0)].id }
     }
 
     /// The z position (0 = bottom) of a live element.
     func position(of id: ElementID) -> Int? {
+        assert(unplaced.isEmpty, "ElementTable read in z order during a batch")
         guard let s = slot(of: id) else { return nil }
         guard let order else { return Int(s) }
         return order.firstIndex(of: s)
@@ -102,6 +109,7 @@ struct ElementTable: Sendable {
 
     /// The record at z position `i` (0 = bottom).
     func record(atPosition i: Int) -> ElementRecord {
+        assert(unplaced.isEmpty, "ElementTable read in z order during a batch")
         guard let order else { return slots[i] }
         return slots[Int(order[i])]
     }
@@ -125,13 +133,29 @@ struct ElementTable: Sendable {
 
     /// Inserts a record whose id is not live, where its position puts it.
     /// (Consumed: the record moves into its slot without a copy of its arrays' references.)
-    mutating func insert(_ r: consuming ElementRecord) {
+    /// With `deferring` (a batch, ended by `settle()`), a record that does not go on top is
+    /// only noted, and placed in the z order with the batch's others when it settles.
+    mutating func insert(deferring: Bool = false, _ r: consuming ElementRecord) {
         let s = Int32(slots.count)
         let id = r.id
+        if !unplaced.isEmpty {
+            // Some records wait: the top is not known without them; this one waits too.
+            slots.append(r)
+            mutableIndex(build: false) { $0?.set(id, s) }
+            unplaced.append(s)
+            return
+        }
         if slots.isEmpty || isAbove(r, position: slots.count - 1) {
             slots.append(r)
             mutableIndex(build: false) { $0?.set(id, s) }
             order?.append(s)
+            return
+        }
+        if deferring {
+            if order == nil { order = Array(0 ..< s) }
+            slots.append(r)
+            mutableIndex(build: false) { $0?.set(id, s) }
+            unplaced.append(s)
             return
         }
         var o = order ?? Array(0 ..< s)
@@ -167,8 +191,35 @@ struct ElementTable: Sendable {
         }
     }
 
+    /// Places the records a batch left unplaced ([`insert(_:deferring:)`]) in the z order:
+    /// sorted among themselves, then merged with the order in one pass.
+    mutating func settle() {
+        guard !unplaced.isEmpty else { return }
+        var added = unplaced
+        unplaced = []
+        slots.withUnsafeBufferPointer { b in
+            added.sort { ElementRecord.zLess(b[Int($0)], b[Int($1)]) }
+        }
+        let old = order ?? Array(0 ..< Int32(slots.count - added.count))
+        order = nil
+        var out: [Int32] = []
+        out.reserveCapacity(old.count + added.count)
+        slots.withUnsafeBufferPointer { b in
+            var i = 0, j = 0
+            while i < old.count || j < added.count {
+                if j == added.count || (i < old.count && ElementRecord.zLess(b[Int(old[i])], b[Int(added[j])])) {
+                    out.append(old[i]); i += 1
+                } else {
+                    out.append(added[j]); j += 1
+                }
+            }
+        }
+        order = out.elementsEqual(0 ..< Int32(out.count)) ? nil : out
+    }
+
     /// Removes a live record and returns it; nil when `id` is not live.
     mutating func remove(_ id: ElementID) -> ElementRecord? {
+        settle()
         guard let s = mutableIndex(build: true, { $0!.removeValue(forKey: id) }) else { return nil }
         let last = Int32(slots.count - 1)
         if order == nil && s == last {
