@@ -163,9 +163,11 @@ struct ElementTable: Sendable {
         order = nil
         var lo = 0, hi = o.count
         slots.withUnsafeBufferPointer { b in
+            // By key and id in place, not by record (a record handed over is copied).
             while lo < hi {
                 let mid = (lo + hi) / 2
-                if ElementRecord.zLess(b[Int(o[mid])], r) { lo = mid + 1 } else { hi = mid }
+                let m = Int(o[mid])
+                if ZKey.positionLess(b[m].z.value, b[m].id, r.z.value, r.id) { lo = mid + 1 } else { hi = mid }
             }
         }
         slots.append(r)
@@ -191,30 +193,46 @@ struct ElementTable: Sendable {
         }
     }
 
-    /// Places the records a batch left unplaced ([`insert(_:deferring:)`]) in the z order:
-    /// sorted among themselves, then merged with the order in one pass.
+    /// Places the records a batch left unplaced ([`insert(deferring:_:)`]) in the z order:
+    /// a few each by a binary search, many sorted among themselves and merged with the order
+    /// in one pass. Records are compared by key and id in place (a record handed over whole
+    /// is copied: its arrays retained and released).
     mutating func settle() {
         guard !unplaced.isEmpty else { return }
         var added = unplaced
         unplaced = []
-        slots.withUnsafeBufferPointer { b in
-            added.sort { ElementRecord.zLess(b[Int($0)], b[Int($1)]) }
-        }
-        let old = order ?? Array(0 ..< Int32(slots.count - added.count))
+        var o = order ?? Array(0 ..< Int32(slots.count - added.count))
         order = nil
-        var out: [Int32] = []
-        out.reserveCapacity(old.count + added.count)
+        let many = added.count > 16
         slots.withUnsafeBufferPointer { b in
+            func less(_ x: Int32, _ y: Int32) -> Bool {
+                ZKey.positionLess(b[Int(x)].z.value, b[Int(x)].id, b[Int(y)].z.value, b[Int(y)].id)
+            }
+            guard many else {
+                for s in added {
+                    var lo = 0, hi = o.count
+                    while lo < hi {
+                        let mid = (lo + hi) / 2
+                        if less(o[mid], s) { lo = mid + 1 } else { hi = mid }
+                    }
+                    o.insert(s, at: lo)
+                }
+                return
+            }
+            added.sort(by: less)
+            var out: [Int32] = []
+            out.reserveCapacity(o.count + added.count)
             var i = 0, j = 0
-            while i < old.count || j < added.count {
-                if j == added.count || (i < old.count && ElementRecord.zLess(b[Int(old[i])], b[Int(added[j])])) {
-                    out.append(old[i]); i += 1
+            while i < o.count || j < added.count {
+                if j == added.count || (i < o.count && less(o[i], added[j])) {
+                    out.append(o[i]); i += 1
                 } else {
                     out.append(added[j]); j += 1
                 }
             }
+            o = out
         }
-        order = out.elementsEqual(0 ..< Int32(out.count)) ? nil : out
+        order = many && o.elementsEqual(0 ..< Int32(o.count)) ? nil : o
     }
 
     /// Removes a live record and returns it; nil when `id` is not live.
