@@ -24,6 +24,10 @@ struct ElementTable: Sendable {
     private var index: SlotIndex
     /// Slots bottom to top; nil when that is `0 ..< slots.count`.
     private var order: [Int32]?
+    /// Slots of records inserted during a batch below the top, not yet in `order`: placed
+    /// all at once by `settle()` (a sort and one merge) rather than each by an insertion
+    /// moving every slot above it. Empty outside a batch; `order` is non-nil while not.
+    private var unplaced: [Int32] = []
 
     /// A table of `ordered`, which MUST be sorted by `ElementRecord.zLess` with unique ids,
     /// with room for `reserving` more records (those a log tail is about to add: growing the
@@ -83,18 +87,21 @@ struct ElementTable: Sendable {
 
     /// The records bottom to top. Without a copy when the slots are in z order.
     var ordered: [ElementRecord] {
+        assert(unplaced.isEmpty, "ElementTable read in z order during a batch")
         guard let order else { return slots }
         return order.map { slots[Int($0)] }
     }
 
     /// The ids bottom to top.
     var orderedIDs: [ElementID] {
+        assert(unplaced.isEmpty, "ElementTable read in z order during a batch")
         guard let order else { return slots.map(\.id) }
         return order.map { slots[Int($0)].id }
     }
 
     /// The z position (0 = bottom) of a live element.
     func position(of id: ElementID) -> Int? {
+        assert(unplaced.isEmpty, "ElementTable read in z order during a batch")
         guard let s = slot(of: id) else { return nil }
         guard let order else { return Int(s) }
         return order.firstIndex(of: s)
@@ -102,6 +109,7 @@ struct ElementTable: Sendable {
 
     /// The record at z position `i` (0 = bottom).
     func record(atPosition i: Int) -> ElementRecord {
+        assert(unplaced.isEmpty, "ElementTable read in z order during a batch")
         guard let order else { return slots[i] }
         return slots[Int(order[i])]
     }
@@ -125,13 +133,29 @@ struct ElementTable: Sendable {
 
     /// Inserts a record whose id is not live, where its position puts it.
     /// (Consumed: the record moves into its slot without a copy of its arrays' references.)
-    mutating func insert(_ r: consuming ElementRecord) {
+    /// With `deferring` (a batch, ended by `settle()`), a record that does not go on top is
+    /// only noted, and placed in the z order with the batch's others when it settles.
+    mutating func insert(deferring: Bool = false, _ r: consuming ElementRecord) {
         let s = Int32(slots.count)
         let id = r.id
+        if !unplaced.isEmpty {
+            // Some records wait: the top is not known without them; this one waits too.
+            slots.append(r)
+            mutableIndex(build: false) { $0?.set(id, s) }
+            unplaced.append(s)
+            return
+        }
         if slots.isEmpty || isAbove(r, position: slots.count - 1) {
             slots.append(r)
             mutableIndex(build: false) { $0?.set(id, s) }
             order?.append(s)
+            return
+        }
+        if deferring {
+            if order == nil { order = Array(0 ..< s) }
+            slots.append(r)
+            mutableIndex(build: false) { $0?.set(id, s) }
+            unplaced.append(s)
             return
         }
         var o = order ?? Array(0 ..< s)
@@ -139,9 +163,11 @@ struct ElementTable: Sendable {
         order = nil
         var lo = 0, hi = o.count
         slots.withUnsafeBufferPointer { b in
+            // By key and id in place, not by record (a record handed over is copied).
             while lo < hi {
                 let mid = (lo + hi) / 2
-                if ElementRecord.zLess(b[Int(o[mid])], r) { lo = mid + 1 } else { hi = mid }
+                let m = Int(o[mid])
+                if ZKey.positionLess(b[m].z.value, b[m].id, r.z.value, r.id) { lo = mid + 1 } else { hi = mid }
             }
         }
         slots.append(r)
@@ -167,8 +193,51 @@ struct ElementTable: Sendable {
         }
     }
 
+    /// Places the records a batch left unplaced ([`insert(deferring:_:)`]) in the z order:
+    /// a few each by a binary search, many sorted among themselves and merged with the order
+    /// in one pass. Records are compared by key and id in place (a record handed over whole
+    /// is copied: its arrays retained and released).
+    mutating func settle() {
+        guard !unplaced.isEmpty else { return }
+        var added = unplaced
+        unplaced = []
+        var o = order ?? Array(0 ..< Int32(slots.count - added.count))
+        order = nil
+        let many = added.count > 16
+        slots.withUnsafeBufferPointer { b in
+            func less(_ x: Int32, _ y: Int32) -> Bool {
+                ZKey.positionLess(b[Int(x)].z.value, b[Int(x)].id, b[Int(y)].z.value, b[Int(y)].id)
+            }
+            guard many else {
+                for s in added {
+                    var lo = 0, hi = o.count
+                    while lo < hi {
+                        let mid = (lo + hi) / 2
+                        if less(o[mid], s) { lo = mid + 1 } else { hi = mid }
+                    }
+                    o.insert(s, at: lo)
+                }
+                return
+            }
+            added.sort(by: less)
+            var out: [Int32] = []
+            out.reserveCapacity(o.count + added.count)
+            var i = 0, j = 0
+            while i < o.count || j < added.count {
+                if j == added.count || (i < o.count && less(o[i], added[j])) {
+                    out.append(o[i]); i += 1
+                } else {
+                    out.append(added[j]); j += 1
+                }
+            }
+            o = out
+        }
+        order = many && o.elementsEqual(0 ..< Int32(o.count)) ? nil : o
+    }
+
     /// Removes a live record and returns it; nil when `id` is not live.
     mutating func remove(_ id: ElementID) -> ElementRecord? {
+        settle()
         guard let s = mutableIndex(build: true, { $0!.removeValue(forKey: id) }) else { return nil }
         let last = Int32(slots.count - 1)
         if order == nil && s == last {

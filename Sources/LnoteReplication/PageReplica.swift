@@ -192,7 +192,7 @@ public struct PageReplica: Sendable {
         guard context == clock || contexts.lamportExceedsItsPast(op) else {
             throw LocalContext.tooWide("this edit of page \(page)", width: clock.entries.count)
         }
-        defer { stage.settle(clock: &clock, contexts: &contexts) }
+        defer { settle() }
         try apply(op)
         return op
     }
@@ -440,7 +440,7 @@ public struct PageReplica: Sendable {
         var buf = buffer
         defer {
             buffer = buf
-            stage.settle(clock: &clock, contexts: &contexts)
+            settle()
         }
         try buf.deliver(ops, counter: { self.stage.counter($0, in: self.clock) }) { op in
             try self.apply(op)
@@ -494,7 +494,7 @@ public struct PageReplica: Sendable {
             }
             return n
         }
-        stage.settle(clock: &clock, contexts: &contexts)
+        settle()
         guard n > 0 else { return 0 }
         isResolved = false
         adds.withUnsafeMutableBufferPointer { b in
@@ -507,6 +507,13 @@ public struct PageReplica: Sendable {
             }
         }
         return n
+    }
+
+    /// Ends a batch of applied operations: replicas new to the log merged into the clock
+    /// and contexts, elements added below the top placed in the z order.
+    private mutating func settle() {
+        stage.settle(clock: &clock, contexts: &contexts)
+        records.settle()
     }
 
     // MARK: - The rules
@@ -523,7 +530,7 @@ public struct PageReplica: Sendable {
         switch op.body {
         case .add(let content, let z):
             // [MERGE-10] [MERGE-11] A new element goes where its position (its key, its id as the last tag) puts it.
-            records.insert(ElementRecord(id: op.id, lamport: op.lamport, wallTime: op.wallTime, content: content,
+            records.insert(deferring: true, ElementRecord(id: op.id, lamport: op.lamport, wallTime: op.wallTime, content: content,
                                          z: LWWRegister(z)))
         case .erase(let ids):
             // One element (an erase of one stroke, the usual one) needs no set.
