@@ -59,6 +59,9 @@ public struct VerifyProblem: Sendable, Hashable, CustomStringConvertible {
         /// A fork this replica knows of: another replica's operation it holds under the same
         /// id with other content ([SYNC-51]), kept in the quarantine ([PKG-48]).
         case knownFork
+        /// Two frames of one log that hold one operation id with different content: a fork
+        /// inside the log, which no door lets in ([MERGE-41]); the merge keeps the first.
+        case forkedFrame
     }
 
     public var kind: Kind
@@ -534,12 +537,24 @@ public enum Verify {
                                          offset: Int(t.lowerBound), index: scan.frames.count))
         }
         var ops: [Op] = []
+        // [MERGE-41] Each id's first frame and its content hash: a later frame with the same
+        // id and other content is a fork inside the log (a copy of the same one is harmless).
+        var first: [OpID: (index: Int, hash: [UInt8])] = [:]
         for (i, f) in scan.frames.enumerated() {
             do {
                 let op = try OperationCodec.decode(f.frame, base: Int(f.offset) + Frame.headerSize + 1, path: path)
                 if op.body.isPageOperation != (kind == .page) {
                     report.problems.append(.init(.malformedOperation, path, "\(op.body.name) in a \(kind) log", offset: Int(f.offset), index: i))
                 } else {
+                    let hash = ContentHash.of(f.frame, decoded: op)
+                    if let earlier = first[op.id] {
+                        if earlier.hash != hash {
+                            report.problems.append(.init(.forkedFrame, path, "operation \(op.id) is also in frame \(earlier.index) "
+                                                         + "with other content (the merge keeps that one)", offset: Int(f.offset), index: i))
+                        }
+                    } else {
+                        first[op.id] = (i, hash)
+                    }
                     ops.append(op)
                 }
             } catch let e as LnoteError {

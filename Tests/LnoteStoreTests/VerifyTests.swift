@@ -58,6 +58,26 @@ struct VerifyTests {
         #expect(try Verify.run(folder: dir.path).problems(.missingFile).isEmpty)
     }
 
+    @Test("[PKG-70] [MERGE-41] two frames of one log with one id and different content: forkedFrame at the later one")
+    func forkInsideALog() async throws {
+        let dir = try TempDir("ver")
+        defer { dir.remove() }
+        let (paths, p0, _) = try await sample(dir)
+        let log = fileBytes(paths.log(p0))!
+        let frames = try Frame.decodeAll(Array(log[LogHeader.size...]))
+        let op = try OperationCodec.decode(frames[1])
+        // The same operation again (a harmless duplicate), then its id with other content.
+        var forged = op
+        forged.wallTime += 1
+        let duplicate = OperationCodec.encode(op), fork = OperationCodec.encode(forged)
+        try writeFile(paths.log(p0), log + duplicate + fork)
+        let r = try Verify.run(folder: dir.path)
+        #expect(r.problems.map(\.kind) == [.forkedFrame], "\(r.problems)")
+        let p = try #require(r.problems.first)
+        #expect(p.path == paths.log(p0) && p.offset == log.count + duplicate.count && p.index == frames.count + 1)
+        #expect(p.message.contains("\(op.id)") && p.message.contains("frame 1"))
+    }
+
     @Test("[PKG-70] each kind of damage is reported")
     func everyKind() async throws {
         let dir = try TempDir("ver")
@@ -101,7 +121,7 @@ struct VerifyTests {
         // quarantine of a sync); notRegularFile: NonRegularFileTests.
         for k in VerifyProblem.Kind.allCases
         where ![.missingFile, .snapshotMismatch, .unpairedSnapshot, .missingLog, .quarantinedOperation, .knownFork,
-                .notRegularFile].contains(k) {
+                .notRegularFile, .forkedFrame].contains(k) {
             #expect(kinds.contains(k), "\(k) not reported: \(r.problems)")
         }
         let frame = try #require(r.problems(.corruptFrame).first)
