@@ -117,43 +117,6 @@ extension Array where Element == ReplicaContext {
         return found ? self[i] : nil
     }
 
-    /// Records that `op` is the latest operation seen from its author ([MERGE-53]), and its
-    /// Lamport timestamp ([MERGE-43]).
-    mutating func record(_ op: Op) {
-        let (i, found) = contextIndex(of: op.id.replica)
-        if found {
-            // `op.clock` without building it (a new array for every operation).
-            self[i].clock.merge(op.context)
-            self[i].clock.include(op.id)
-        } else {
-            insert(ReplicaContext(replica: op.id.replica, clock: op.clock), at: i)
-        }
-        self[i].recordLamport(op.lamport, of: op.id.counter)
-    }
-
-    /// `record(op)` for an operation whose context names its author alone (`counter − 1`):
-    /// the same contexts, without the operation built.
-    mutating func record(ownContextOf id: OpID, lamport: UInt64) {
-        let (i, found) = contextIndex(of: id.replica)
-        if found {
-            // Merging the context (the author's entry `counter − 1`) then including the
-            // operation: the entry rises to the counter.
-            self[i].clock.include(id)
-        } else {
-            var clock = VectorClock()
-            clock.include(id)
-            insert(ReplicaContext(replica: id.replica, clock: clock), at: i)
-        }
-        self[i].recordLamport(lamport, of: id.counter)
-    }
-
-    /// `lamportExceedsItsPast(op)` for an operation whose context names its author alone.
-    func lamportExceedsItsPast(ownContextOf id: OpID, lamport: UInt64) -> Bool {
-        guard id.counter > 1, let c = context(of: id.replica),
-              let l = c.lamport(of: id.counter - 1) else { return true }
-        return l < lamport
-    }
-
     /// [MERGE-43] True when `op`'s Lamport timestamp exceeds that of every operation its
     /// context covers: for each replica, the greatest among its operations up to the one the
     /// context names, which causal delivery has applied. False only for a context that leaves out part of what it

@@ -54,11 +54,8 @@ public struct DocumentReplica: Sendable {
     public mutating func make(_ body: Op.Body, by replica: ReplicaID, wallTime: Int64) throws -> Op {
         guard !body.isPageOperation else { throw LnoteError(.invalidState, "\(body.name) is not a document operation") }
         let context = try localContext(for: body, by: replica)
-        let total = context.total
-        guard total < OpValidator.maxLamport else {
-            throw LnoteError(.limitExceeded, "document \(id) holds \(total) operations: no Lamport timestamp is left")
-        }
-        let op = Op(id: OpID(replica: replica, counter: clock[replica] + 1), lamport: total + 1,
+        let op = Op(id: OpID(replica: replica, counter: clock[replica] + 1),
+                    lamport: try LocalContext.lamport(after: context, in: "document \(id)"),
                     context: context, wallTime: wallTime, body: body)
         switch body {
         case .createDocument:
@@ -93,11 +90,7 @@ public struct DocumentReplica: Sendable {
     /// The Lamport timestamp of the next local operation: the operations applied, plus one
     /// ([MERGE-2]); in a wide log ([MERGE-5]) the least the next operation can get.
     public func nextLamport() throws -> UInt64 {
-        let total = (wideBase ?? clock).total
-        guard total < OpValidator.maxLamport else {
-            throw LnoteError(.limitExceeded, "document \(id) holds \(total) operations: no Lamport timestamp is left")
-        }
-        return total + 1
+        try LocalContext.lamport(after: wideBase ?? clock, in: "document \(id)")
     }
 
     /// [MERGE-5] The context of a local operation by `replica`: the clock, or in a wide log

@@ -62,6 +62,17 @@ enum LocalContext {
         return clock
     }
 
+    /// [LOG-4] The Lamport timestamp of a local operation of `log` (`"page …"`, `"document …"`)
+    /// whose context is `context`: the operations it covers, plus one.
+    /// - Throws: `.limitExceeded` when the log has reached the greatest timestamp.
+    static func lamport(after context: VectorClock, in log: @autoclosure () -> String) throws -> UInt64 {
+        let total = context.total
+        guard total < OpValidator.maxLamport else {
+            throw LnoteError(.limitExceeded, "\(log()) holds \(total) operations: no Lamport timestamp is left")
+        }
+        return total + 1
+    }
+
     /// The error for a local edit that names operations no context within the bound covers.
     static func tooWide(_ what: String, width: Int) -> LnoteError {
         LnoteError(.limitExceeded, "\(what) names operations made after those of more than \(limit) replicas "

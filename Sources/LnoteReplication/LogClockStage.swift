@@ -23,12 +23,6 @@ struct LogClockStage: Sendable {
         return counters[replica] ?? 0
     }
 
-    /// True when the clock (with this stage) covers `context`.
-    func covers(_ context: VectorClock, in clock: VectorClock) -> Bool {
-        if counters.isEmpty { return clock.covers(context) }
-        return context.entries.allSatisfy { counter($0.replica, in: clock) >= $0.counter }
-    }
-
     /// Records that `id` is applied.
     @inline(__always)
     mutating func include(_ id: OpID, in clock: inout VectorClock) {
@@ -46,34 +40,40 @@ struct LogClockStage: Sendable {
         return contexts.isEmpty ? nil : contexts[replica]
     }
 
-    /// `[ReplicaContext].record(op)`, a new author's context kept in this stage.
+    /// Records that `op` is the latest operation seen from its author ([MERGE-53]), and its
+    /// Lamport timestamp ([MERGE-43]).
     mutating func record(_ op: Op, in sorted: inout [ReplicaContext]) {
-        let (i, found) = sorted.contextIndex(of: op.id.replica)
-        if found {
-            sorted[i].clock.merge(op.context)
-            sorted[i].clock.include(op.id)
-            sorted[i].recordLamport(op.lamport, of: op.id.counter)
-        } else {
-            var c = contexts[op.id.replica] ?? ReplicaContext(replica: op.id.replica, clock: VectorClock())
+        update(op.id.replica, in: &sorted) { c in
+            // `op.clock` without building it (a new array for every operation).
             c.clock.merge(op.context)
             c.clock.include(op.id)
             c.recordLamport(op.lamport, of: op.id.counter)
-            contexts[op.id.replica] = c
         }
     }
 
-    /// `[ReplicaContext].record(ownContextOf:lamport:)`, a new author's context kept in this stage.
+    /// `record(op)` for an operation whose context names its author alone (`counter − 1`):
+    /// the same contexts, without the operation built.
     mutating func record(ownContextOf id: OpID, lamport: UInt64, in sorted: inout [ReplicaContext]) {
-        let (i, found) = sorted.contextIndex(of: id.replica)
-        if found {
-            sorted[i].clock.include(id)
-            sorted[i].recordLamport(lamport, of: id.counter)
-        } else {
-            var c = contexts[id.replica] ?? ReplicaContext(replica: id.replica, clock: VectorClock())
+        update(id.replica, in: &sorted) { c in
+            // Merging the context (the author's entry `counter − 1`) then including the
+            // operation: the entry rises to the counter.
             c.clock.include(id)
             c.recordLamport(lamport, of: id.counter)
-            contexts[id.replica] = c
         }
+    }
+
+    /// Changes the context of `replica`: in place in `sorted`, or, for an author new to the
+    /// log, in this stage (taken out while it changes, so that its arrays are not copied).
+    private mutating func update(_ replica: ReplicaID, in sorted: inout [ReplicaContext],
+                                 _ change: (inout ReplicaContext) -> Void) {
+        let (i, found) = sorted.contextIndex(of: replica)
+        if found {
+            change(&sorted[i])
+            return
+        }
+        var c = contexts.removeValue(forKey: replica) ?? ReplicaContext(replica: replica, clock: VectorClock())
+        change(&c)
+        contexts[replica] = c
     }
 
     /// [MERGE-43] `[ReplicaContext].lamportExceedsItsPast(op)`, with this stage's contexts.
@@ -85,7 +85,7 @@ struct LogClockStage: Sendable {
         }
     }
 
-    /// `[ReplicaContext].lamportExceedsItsPast(ownContextOf:lamport:)`, with this stage's contexts.
+    /// `lamportExceedsItsPast(op)` for an operation whose context names its author alone.
     func lamportExceedsItsPast(ownContextOf id: OpID, lamport: UInt64, in sorted: [ReplicaContext]) -> Bool {
         guard id.counter > 1, let c = context(of: id.replica, in: sorted),
               let l = c.lamport(of: id.counter - 1) else { return true }

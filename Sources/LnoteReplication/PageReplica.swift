@@ -180,11 +180,8 @@ public struct PageReplica: Sendable {
             throw LnoteError(.invalidState, "\(body.name) is not a page operation")
         }
         let context = try localContext(for: body, by: replica)
-        let total = context.total
-        guard total < OpValidator.maxLamport else {
-            throw LnoteError(.limitExceeded, "page \(page) holds \(total) operations: no Lamport timestamp is left")
-        }
-        let op = Op(id: OpID(replica: replica, counter: clock[replica] + 1), lamport: total + 1,
+        let op = Op(id: OpID(replica: replica, counter: clock[replica] + 1),
+                    lamport: try LocalContext.lamport(after: context, in: "page \(page)"),
                     context: context, wallTime: wallTime, body: body)
         try validateLocal(op)
         // [MERGE-5] A closed context passes [MERGE-43]; one built from replica contexts that
@@ -201,11 +198,7 @@ public struct PageReplica: Sendable {
     /// ([MERGE-2]). In a wide log ([MERGE-5]) the least the next operation can get: that of
     /// one naming nothing but the top and bottom elements (an edit naming more gets more).
     public func nextLamport() throws -> UInt64 {
-        let total = (wideBase ?? clock).total
-        guard total < OpValidator.maxLamport else {
-            throw LnoteError(.limitExceeded, "page \(page) holds \(total) operations: no Lamport timestamp is left")
-        }
-        return total + 1
+        try LocalContext.lamport(after: wideBase ?? clock, in: "page \(page)")
     }
 
     /// [MERGE-5] The context of a local operation by `replica`: the clock, or in a wide log
