@@ -114,6 +114,20 @@ import LnoteModel
         #expect(empty.code == 0 && empty.out == "nothing to undo\n", "one step in all: \(empty)")
     }
 
+    @Test("an edit naming an erased element says it is erased (and how to bring it back), not that it is unknown")
+    func editOfAnErasedElement() async throws {
+        let sb = try Sandbox("undo-erased-named")
+        defer { sb.remove() }
+        let d = try await Self.setUp(sb)
+        let id = try await sb.ok("import", "nb", d, "#1", "one.jsonl")
+        try await sb.ok("erase", "nb", d, "#1", id)
+        let again = try await sb.run("erase", "nb", d, "#1", String(id.prefix(6)))
+        #expect(again.code == 1 && again.err.contains("element \(id) on page") && again.err.contains("is erased")
+                    && again.err.contains("restore-element"), "\(again)")
+        let unknown = try await sb.run("erase", "nb", d, "#1", "ffffffff.9")
+        #expect(unknown.code == 1 && unknown.err.contains("no element \"ffffffff.9\""), "\(unknown)")
+    }
+
     @Test("undo and redo with nothing to do: exit 0, a message, and {\"undone\": false}")
     func nothingToUndo() async throws {
         let sb = try Sandbox("undo-nothing")
