@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Synchronization
 
 /// Runs independent pieces of CPU work on several cores: the decoders use it for big pages,
 /// whose strokes decode independently of one another.
@@ -34,6 +35,52 @@ package enum Parallel {
             }
             // Every slot was initialized exactly once: move them out.
             return Array(UnsafeMutableBufferPointer(start: out.baseAddress!, count: count).moveElements())
+        }
+    }
+
+    /// `main()` on this thread and `other()` beside it, on a thread of the global queue
+    /// started at once; both results. When `main` is done first and no thread has started
+    /// `other` yet, this thread runs it: the call never waits for work that has not begun, so
+    /// a busy pool only costs the parallelism. With one processor, both run here in turn.
+    ///
+    /// For two halves of unequal length, the longer as `main`: a thread started by `async`
+    /// is at work sooner than `concurrentPerform`'s second one (on a virtual machine a
+    /// sleeping thread takes tens of microseconds to wake), and a `main` that finishes last
+    /// finds `other`'s result waiting. And unlike two iterations of `concurrentPerform`,
+    /// `main` is not nested in one: a `map` inside it runs in parallel too.
+    package static func beside<Main, Other: Sendable>(_ other: @escaping @Sendable () -> Other,
+                                                      _ main: () throws -> Main) rethrows -> (Main, Other) {
+        guard processors > 1 else { return (try main(), other()) }
+        let side = Beside(other)
+        DispatchQueue.global().async { side.runIfNotTaken() }
+        let m = try main()
+        return (m, side.result())
+    }
+
+    /// `beside`'s other half: run once, by whichever thread takes it first.
+    private final class Beside<T: Sendable>: Sendable {
+        private struct State: Sendable {
+            var work: (@Sendable () -> T)?
+            var result: T?
+        }
+        private let state: Mutex<State>
+        private let finished = DispatchSemaphore(value: 0)
+
+        init(_ work: @escaping @Sendable () -> T) { state = Mutex(State(work: work)) }
+
+        func runIfNotTaken() {
+            guard let work = state.withLock({ s in s.work.take() }) else { return }
+            let r = work()
+            state.withLock { $0.result = r }
+            finished.signal()
+        }
+
+        /// The result: computed here if no thread has taken the work, else waited for.
+        func result() -> T {
+            runIfNotTaken()
+            finished.wait()
+            guard let r = state.withLock({ $0.result.take() }) else { preconditionFailure("beside: no result after the signal") }
+            return r
         }
     }
 

@@ -58,11 +58,33 @@ public enum HistoryPoint: Hashable, Sendable, CustomStringConvertible {
         plain.formatOptions = [.withInternetDateTime]
         let day = ISO8601DateFormatter()
         day.formatOptions = [.withFullDate]
-        guard let date = plain.date(from: s) ?? withFraction.date(from: s)
+        // The formatters roll an impossible day over (February 30 into March): the date is
+        // checked first.
+        guard calendarDateExists(s), let date = plain.date(from: s) ?? withFraction.date(from: s)
                 ?? (s.count == 10 ? day.date(from: s) : nil) else { return nil }
         let ms = (date.timeIntervalSince1970 * 1000).rounded()
         guard ms.isFinite, abs(ms) < 9.0e15 else { return nil }
         return Int64(ms)
+    }
+
+    /// True when `s` starts with `YYYY-MM-DD` naming a day of the proleptic Gregorian
+    /// calendar: month 1 to 12, day within that month (February 29 in leap years only).
+    static func calendarDateExists(_ s: String) -> Bool {
+        let u = Array(s.utf8.prefix(10))
+        guard u.count == 10, u[4] == UInt8(ascii: "-"), u[7] == UInt8(ascii: "-") else { return false }
+        func number(_ r: Range<Int>) -> Int? {
+            var n = 0
+            for i in r {
+                guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(u[i]) else { return nil }
+                n = n * 10 + Int(u[i] - UInt8(ascii: "0"))
+            }
+            return n
+        }
+        guard let year = number(0..<4), let month = number(5..<7), let day = number(8..<10), (1...12).contains(month)
+        else { return false }
+        let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
+        let days = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1]
+        return (1...days).contains(day)
     }
 }
 

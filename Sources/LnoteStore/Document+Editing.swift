@@ -178,28 +178,17 @@ extension Document {
             let plain = deferringPoints && clean(scan) ? plainAdds(scan.frames, path: logPath) : []
             return (decodeSnapshot(), scan, nil, plain)
         }
-        enum Half: Sendable {
-            case snapshot(PageSnapshot.Contents?)
-            case frames(LogScan, [Result<Op, any Error>], [PlainAddStroke])
-        }
-        @Sendable func decodeTail() -> Half {
+        typealias Tail = (scan: LogScan, frames: [Result<Op, any Error>], plain: [PlainAddStroke])
+        @Sendable func decodeTail() -> Tail {
             let scan = LogScanner.scan(tail, base: base)
-            guard clean(scan) else { return .frames(scan, [], []) }
+            guard clean(scan) else { return (scan, [], []) }
             let frames = scan.frames
             let plain = deferringPoints ? plainAdds(frames, path: logPath) : []
             let rest = plain.isEmpty ? frames : Array(frames[plain.count...])
-            return .frames(scan, decode(rest, path: logPath, deferringPoints: deferringPoints), plain)
+            return (scan, decode(rest, path: logPath, deferringPoints: deferringPoints), plain)
         }
-        var contents: PageSnapshot.Contents?
-        var scan = LogScan(goodEnd: base)
-        var operations: [Result<Op, any Error>]?
-        var plain: [PlainAddStroke] = []
-        for half in Parallel.map(2, { $0 == 0 ? Half.snapshot(decodeSnapshot()) : decodeTail() }) {
-            switch half {
-            case .snapshot(let c): contents = c
-            case .frames(let s, let f, let p): (scan, operations, plain) = (s, f, p)
-            }
-        }
+        // The snapshot, the longer half, on this thread; the tail beside it.
+        let (contents, (scan, operations, plain)) = Parallel.beside(decodeTail, decodeSnapshot)
         return (contents, scan, operations, plain)
     }
 

@@ -11,7 +11,8 @@ extension CommandTable {
         synopsis: "lnote history FOLDER DOC [PAGE] [--json]",
         summary: "List the steps of a page (or of the document): when, who, what, and the id to see it with --at",
         details: """
-        One line per step, in log order: the author's time (UTC), the step's id, the device
+        One line per step, in log order: the author's time (UTC, to the millisecond: as typed
+        to --at it names the moment just after that step), the step's id, the device
         that owns the replica when a relay named it, and what it did (strokes added with
         their points, elements erased, moved or brought forward; pages added, moved,
         deleted). Give a step's id to `lnote show FOLDER DOC PAGE --at ID` to see the page
@@ -51,7 +52,7 @@ extension CommandTable {
             }
             if steps.isEmpty { console.out("no steps") }
             let rows = steps.map { s in
-                [timestamp(s.wallTime), s.id.description, devices[s.author] ?? "", stepText(s) + (s.pending ? "  [waiting]" : "")]
+                [preciseTimestamp(s.wallTime), s.id.description, devices[s.author] ?? "", stepText(s) + (s.pending ? "  [waiting]" : "")]
             }
             for line in table(rows) { console.out(line.trimmingTrailingSpaces) }
             return Exit.ok
@@ -81,9 +82,22 @@ extension CommandTable {
         }
     }
 
+    /// ms since 1970 as `2026-12-04T21:08:05.780Z`: exact, and a form `--at` takes back (a
+    /// time shown to the second would leave out a step stamped later in that second).
+    static func preciseTimestamp(_ ms: Int64) -> String {
+        let f = DateFormatter()
+        f.locale = Locale(identifier: "en_US_POSIX")
+        f.timeZone = TimeZone(identifier: "UTC")
+        f.dateFormat = "yyyy-MM-dd'T'HH:mm:ss"
+        // Whole seconds through the formatter, the milliseconds as integers (a Double's
+        // fraction could print one less).
+        let (seconds, milli) = (ms - ((ms % 1000) + 1000) % 1000, ((ms % 1000) + 1000) % 1000)
+        return f.string(from: Date(timeIntervalSince1970: Double(seconds / 1000))) + String(format: ".%03dZ", Int(milli))
+    }
+
     /// A moment as people read it: a wall time as a date, the rest as typed.
     static func momentText(_ at: HistoryPoint) -> String {
-        if case .wallTime(let ms) = at { return timestamp(ms) }
+        if case .wallTime(let ms) = at { return preciseTimestamp(ms) }
         return at.description
     }
 

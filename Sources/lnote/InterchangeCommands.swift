@@ -130,6 +130,10 @@ extension CommandTable {
                 // What was written, to take back if a later write fails ([XCH-1]).
                 var grownFrom: [(PageID, CanvasSize)] = []
                 var added: [(PageID, [ElementID])] = []
+                // [MERGE-73] One import is one undo step, whatever pages it writes to (labelled as
+                // `addStrokes` labels the strokes of one page).
+                let total = ink.pages.reduce(0) { $0 + $1.strokes.count }
+                await d.beginUndoGroup(total == 1 ? "add" : "add \(total) strokes")
                 do {
                     for k in 1...max(1, positionsAdded) where positionsAdded > 0 {
                         let canvas = fitted(pagesOf[.new(-k)] ?? [], base)
@@ -182,8 +186,10 @@ extension CommandTable {
                         placed.append(Placed(pid: pid, created: createdPages[pid] != nil, canvas: canvas, grown: grown,
                                              strokes: strokes, inkBeforeOrigin: page.fitting(canvas).inkBeforeOrigin))
                     }
+                    try await d.endUndoGroup()
                     return (placed, ids)
                 } catch {
+                    try? await d.endUndoGroup()
                     // [XCH-1] Take back what was written, newest first: strokes on existing pages
                     // erased, canvases set back, created pages deleted.
                     var left: [String] = []

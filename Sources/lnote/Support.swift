@@ -131,16 +131,27 @@ enum Resolve {
         var out: [ElementRecord] = []
         for n in names {
             let e: ElementRecord
-            if n.hasPrefix("."), n.count > 1 {
-                // ".17": the element with counter 17, whichever replica made it (when only one did).
-                e = try unique(n, among: live.filter { $0.id.description.hasSuffix(n) }, what: "element",
-                               text: { "." + String($0.id.counter) }, label: { $0.id.description }, in: "page \(page)")
-            } else {
-                e = try unique(n, among: live, what: "element", text: { $0.id.description }, in: "page \(page)")
+            do {
+                e = try element(n, among: live, text: { $0.id }, on: page)
+            } catch let error as LnoteError where error.code == .notFound {
+                // Not live: an erased element is named as such, not as unknown.
+                let erased = try await d.pageState(page).tombstones.filter(\.isErased)
+                guard let t = try? element(n, among: erased, text: { $0.id }, on: page) else { throw error }
+                throw LnoteError(.notFound, "element \(t.id) on page \(page) is erased (lnote restore-element brings it back)")
             }
             if seen.insert(e.id).inserted { out.append(e) }
         }
         return out
+    }
+
+    /// The one of `candidates` that `name` names: an id, a unique prefix, or `.counter`.
+    static func element<T>(_ name: String, among candidates: [T], text id: @escaping (T) -> ElementID, on page: PageID) throws -> T {
+        if name.hasPrefix("."), name.count > 1 {
+            // ".17": the element with counter 17, whichever replica made it (when only one did).
+            return try unique(name, among: candidates.filter { id($0).description.hasSuffix(name) }, what: "element",
+                              text: { "." + String(id($0).counter) }, label: { id($0).description }, in: "page \(page)")
+        }
+        return try unique(name, among: candidates, what: "element", text: { id($0).description }, in: "page \(page)")
     }
 }
 

@@ -31,6 +31,17 @@ import LnoteModel
                 previous = n
             }
         }
+        // The time each text line shows is exact: as typed to --at, it includes that step.
+        for (line, step) in zip(text, steps) {
+            let shown = String(line.split(separator: " ").first ?? "")
+            #expect(shown.count == 24 && shown.hasSuffix("Z"), "\(line)")
+            let moment = try parseJSON(try await sb.ok("show", f, d, "#1", "--at", shown, "--json")) as! [String: Any]
+            let clock = try #require(moment["clock"] as? [String: Any], "\(line)")
+            let own = step["id"] as! String
+            let dot = own.firstIndex(of: ".")!
+            let counter = (clock[String(own[..<dot])] as? NSNumber)?.intValue ?? 0
+            #expect(counter >= Int(own[own.index(after: dot)...])!, "seed \(seed): --at \(shown) leaves out step \(own)")
+        }
         let last = steps.last!["id"] as! String
         #expect(try await sb.ok("show", f, d, "#1", "--at", last, "--json") == sb.ok("show", f, d, "#1", "--json"))
         // A time after everything is now, for a page and for the whole document.

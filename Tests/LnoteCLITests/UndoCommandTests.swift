@@ -87,6 +87,47 @@ import LnoteModel
         #expect(Self.ids(try await Self.page(sb, d, "#2")).isEmpty)
     }
 
+    @Test("[MERGE-73] an import that writes to two pages is one step: one undo erases both, one redo brings both back")
+    func importOnTwoPagesIsOneStep() async throws {
+        let sb = try Sandbox("undo-import-two-pages")
+        defer { sb.remove() }
+        let d = try await Self.setUp(sb)
+        try sb.write("two.jsonl", Self.stroke(1) + "\n" + Self.stroke(2).replacingOccurrences(of: "{", with: "{\"page\": 2, ") + "\n")
+        func counts() async throws -> [Int] {
+            [Self.ids(try await Self.page(sb, d, "#1")).count, Self.ids(try await Self.page(sb, d, "#2")).count]
+        }
+        let ids = try await sb.ok("import", "nb", d, "#1", "two.jsonl").split(separator: "\n").map(String.init)
+        #expect(ids.count == 2)
+        #expect(try await counts() == [1, 1])
+
+        // Named by either page, the step takes back both strokes.
+        let undo = try parseJSON(try await sb.ok("undo", "nb", d, "#1", "--json")) as! [String: Any]
+        #expect(undo["undone"] as? Bool == true && undo["label"] as? String == "add 2 strokes", "\(undo)")
+        #expect(try await counts() == [0, 0])
+        let redo = try parseJSON(try await sb.ok("redo", "nb", d, "#2", "--json")) as! [String: Any]
+        #expect(redo["redone"] as? Bool == true && redo["canRedo"] as? Bool == false, "\(redo)")
+        #expect(try await counts() == [1, 1])
+        let again = try await sb.run("undo", "nb", d, "#2")
+        #expect(again.code == 0 && again.out.hasPrefix("undid"), "\(again)")
+        #expect(try await counts() == [0, 0])
+        let empty = try await sb.run("undo", "nb", d)
+        #expect(empty.code == 0 && empty.out == "nothing to undo\n", "one step in all: \(empty)")
+    }
+
+    @Test("an edit naming an erased element says it is erased (and how to bring it back), not that it is unknown")
+    func editOfAnErasedElement() async throws {
+        let sb = try Sandbox("undo-erased-named")
+        defer { sb.remove() }
+        let d = try await Self.setUp(sb)
+        let id = try await sb.ok("import", "nb", d, "#1", "one.jsonl")
+        try await sb.ok("erase", "nb", d, "#1", id)
+        let again = try await sb.run("erase", "nb", d, "#1", String(id.prefix(6)))
+        #expect(again.code == 1 && again.err.contains("element \(id) on page") && again.err.contains("is erased")
+                    && again.err.contains("restore-element"), "\(again)")
+        let unknown = try await sb.run("erase", "nb", d, "#1", "ffffffff.9")
+        #expect(unknown.code == 1 && unknown.err.contains("no element \"ffffffff.9\""), "\(unknown)")
+    }
+
     @Test("undo and redo with nothing to do: exit 0, a message, and {\"undone\": false}")
     func nothingToUndo() async throws {
         let sb = try Sandbox("undo-nothing")

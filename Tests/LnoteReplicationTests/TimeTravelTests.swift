@@ -239,7 +239,11 @@ import LnoteModel
         #expect(HistoryPoint(parsing: "2025-12-02T10:00:00Z") == .wallTime(1_764_669_600_000))
         #expect(HistoryPoint(parsing: "2025-12-02T11:00:00.250+01:00") == .wallTime(1_764_669_600_250))
         #expect(HistoryPoint(parsing: "2025-12-02") == .wallTime(1_764_633_600_000))
-        for bad in ["", "a1", "a1.0", "{a1:0}", "{a1:1, a1:2}", "{a1:1", "2025-12-02T10:00:00", "@x", "yesterday", "zz.1"] {
+        #expect(HistoryPoint(parsing: "2024-02-29") == .wallTime(1_709_164_800_000))
+        #expect(HistoryPoint(parsing: "2000-02-29T00:00:00Z") == .wallTime(951_782_400_000))
+        for bad in ["", "a1", "a1.0", "{a1:0}", "{a1:1, a1:2}", "{a1:1", "2025-12-02T10:00:00", "@x", "yesterday", "zz.1",
+                    // Days that do not exist (formatters roll them over into the next month).
+                    "2026-02-30T00:00:00Z", "2025-02-29", "2100-02-29T00:00:00Z", "2026-04-31", "2026-13-01", "2026-00-10"] {
             #expect(HistoryPoint(parsing: bad) == nil, "\(bad)")
         }
         // What `description` prints parses back.
