@@ -18,6 +18,14 @@ struct LnoteCLI {
         for c in commands {
             s += "  " + c.name.padding(toLength: width + 2, withPad: " ", startingAt: 0) + c.summary + "\n"
         }
+        s += """
+
+        exit status: 0 done; 1 failed (a file, id, page or state the command cannot use: the
+        message names it); 2 usage (a command, argument or option that is not one: nothing is
+        changed); 3 done, but something needs a person (lnote sync: a fork, a quarantined
+        operation). A command's --help says where it differs (verify, replay).
+
+        """
         return s
     }
 
