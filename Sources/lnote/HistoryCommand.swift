@@ -82,19 +82,6 @@ extension CommandTable {
         }
     }
 
-    /// ms since 1970 as `2026-12-04T21:08:05.780Z`: exact, and a form `--at` takes back (a
-    /// time shown to the second would leave out a step stamped later in that second).
-    static func preciseTimestamp(_ ms: Int64) -> String {
-        let f = DateFormatter()
-        f.locale = Locale(identifier: "en_US_POSIX")
-        f.timeZone = TimeZone(identifier: "UTC")
-        f.dateFormat = "yyyy-MM-dd'T'HH:mm:ss"
-        // Whole seconds through the formatter, the milliseconds as integers (a Double's
-        // fraction could print one less).
-        let (seconds, milli) = (ms - ((ms % 1000) + 1000) % 1000, ((ms % 1000) + 1000) % 1000)
-        return f.string(from: Date(timeIntervalSince1970: Double(seconds / 1000))) + String(format: ".%03dZ", Int(milli))
-    }
-
     /// A moment as people read it: a wall time as a date, the rest as typed.
     static func momentText(_ at: HistoryPoint) -> String {
         if case .wallTime(let ms) = at { return preciseTimestamp(ms) }

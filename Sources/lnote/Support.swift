@@ -132,11 +132,11 @@ enum Resolve {
         for n in names {
             let e: ElementRecord
             do {
-                e = try element(n, among: live, text: { $0.id }, on: page)
+                e = try element(n, among: live, id: \.id, on: page)
             } catch let error as LnoteError where error.code == .notFound {
                 // Not live: an erased element is named as such, not as unknown.
                 let erased = try await d.pageState(page).tombstones.filter(\.isErased)
-                guard let t = try? element(n, among: erased, text: { $0.id }, on: page) else { throw error }
+                guard let t = try? element(n, among: erased, id: \.id, on: page) else { throw error }
                 throw LnoteError(.notFound, "element \(t.id) on page \(page) is erased (lnote restore-element brings it back)")
             }
             if seen.insert(e.id).inserted { out.append(e) }
@@ -145,7 +145,7 @@ enum Resolve {
     }
 
     /// The one of `candidates` that `name` names: an id, a unique prefix, or `.counter`.
-    static func element<T>(_ name: String, among candidates: [T], text id: @escaping (T) -> ElementID, on page: PageID) throws -> T {
+    static func element<T>(_ name: String, among candidates: [T], id: @escaping (T) -> ElementID, on page: PageID) throws -> T {
         if name.hasPrefix("."), name.count > 1 {
             // ".17": the element with counter 17, whichever replica made it (when only one did).
             return try unique(name, among: candidates.filter { id($0).description.hasSuffix(name) }, what: "element",
@@ -201,11 +201,26 @@ func placement(_ args: Arguments, in d: Document, required: Bool) async throws -
 /// ms since 1970 as `2024-05-01 14:03:22Z` (UTC), or `-` for 0.
 func timestamp(_ ms: Int64) -> String {
     guard ms != 0 else { return "-" }
+    return utc("yyyy-MM-dd HH:mm:ss'Z'", Date(timeIntervalSince1970: Double(ms) / 1000))
+}
+
+/// ms since 1970 as `2026-12-04T21:08:05.780Z`: exact, and a form `--at` takes back (a
+/// time shown to the second would leave out a step stamped later in that second).
+func preciseTimestamp(_ ms: Int64) -> String {
+    // Whole seconds through the formatter, the milliseconds as integers (a Double's
+    // fraction could print one less); floor division, so that times before 1970 print right.
+    let milli = (ms % 1000 + 1000) % 1000
+    return utc("yyyy-MM-dd'T'HH:mm:ss", Date(timeIntervalSince1970: Double((ms - milli) / 1000)))
+        + String(format: ".%03dZ", Int(milli))
+}
+
+/// `date` in UTC with `format` (POSIX locale).
+private func utc(_ format: String, _ date: Date) -> String {
     let f = DateFormatter()
     f.locale = Locale(identifier: "en_US_POSIX")
     f.timeZone = TimeZone(identifier: "UTC")
-    f.dateFormat = "yyyy-MM-dd HH:mm:ss'Z'"
-    return f.string(from: Date(timeIntervalSince1970: Double(ms) / 1000))
+    f.dateFormat = format
+    return f.string(from: date)
 }
 
 /// Left-aligned columns separated by two spaces (the last column is not padded).

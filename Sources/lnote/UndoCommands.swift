@@ -134,13 +134,7 @@ extension CommandTable {
                     let erased = state.tombstones.filter(\.isErased).map(\.id)
                     let name = args.positionals[3]
                     let candidates = state.elements.map(\.id) + erased
-                    let id: ElementID
-                    if name.hasPrefix("."), name.count > 1 {
-                        id = try Resolve.unique(name, among: candidates.filter { $0.description.hasSuffix(name) }, what: "element",
-                                                text: { "." + String($0.counter) }, label: { $0.description }, in: "page \(pid)")
-                    } else {
-                        id = try Resolve.unique(name, among: candidates, what: "element", text: { $0.description }, in: "page \(pid)")
-                    }
+                    let id = try Resolve.element(name, among: candidates, id: { $0 }, on: pid)
                     var restored: [PointRange] = []
                     if ranges.isEmpty {
                         // The library refuses a live element, naming it ("is not erased").
