@@ -45,6 +45,11 @@ struct XMLInput {
             }
         }
         if let nul = bytes.firstIndex(of: 0) { throw refuse("a NUL byte (UTF-16 or UTF-32 text?)", at: nul) }
+        // Every byte, comments and CDATA sections included: Foundation's parser turns what it
+        // reports into Strings, and traps on bytes that are not UTF-8 in some of them.
+        if let bad = firstInvalidUTF8(bytes) {
+            throw refuse("byte 0x\(String(bytes[bad], radix: 16)) does not start a well-formed UTF-8 sequence", at: bad)
+        }
         // The XML declaration, when the text starts with one: `<?xml ... ?>`.
         let decl = Array("<?xml".utf8)
         guard bytes.count >= start + decl.count, bytes[start..<(start + decl.count)].elementsEqual(decl) else { return }
@@ -64,6 +69,37 @@ struct XMLInput {
         guard ["utf-8", "utf8", "us-ascii", "ascii"].contains(name) else {
             throw refuse("encoding \"\(name.prefix(40))\" (only UTF-8 and ASCII are read)", at: start + i + 1)
         }
+    }
+
+    /// The offset of the first byte that does not begin a well-formed UTF-8 sequence
+    /// (Unicode's table 3-7: no overlong forms, no surrogates, nothing past U+10FFFF), or nil.
+    static func firstInvalidUTF8(_ bytes: [UInt8]) -> Int? {
+        // The usual case, whole, by the standard library; the offset only when it fails.
+        if String(validating: bytes, as: UTF8.self) != nil { return nil }
+        var i = 0
+        while i < bytes.count {
+            let b = bytes[i]
+            if b < 0x80 { i += 1; continue }
+            let (n, lo, hi): (Int, UInt8, UInt8)
+            switch b {
+            case 0xC2...0xDF: (n, lo, hi) = (1, 0x80, 0xBF)
+            case 0xE0: (n, lo, hi) = (2, 0xA0, 0xBF)
+            case 0xE1...0xEC, 0xEE...0xEF: (n, lo, hi) = (2, 0x80, 0xBF)
+            case 0xED: (n, lo, hi) = (2, 0x80, 0x9F)
+            case 0xF0: (n, lo, hi) = (3, 0x90, 0xBF)
+            case 0xF1...0xF3: (n, lo, hi) = (3, 0x80, 0xBF)
+            case 0xF4: (n, lo, hi) = (3, 0x80, 0x8F)
+            default: return i
+            }
+            guard i + n < bytes.count, (lo...hi).contains(bytes[i + 1]) else { return i }
+            var k = 2
+            while k <= n {
+                guard (0x80...0xBF).contains(bytes[i + k]) else { return i }
+                k += 1
+            }
+            i += n + 1
+        }
+        return nil
     }
 
     /// The bytes without the checks of `init(bytes:path:)`: for the tests of the delegate's
@@ -283,6 +319,16 @@ class XMLHandler: NSObject, XMLParserDelegate {
     func parser(_ parser: XMLParser, foundCharacters string: String) {
         guard failure == nil else { return }
         characters(string)
+    }
+
+    /// A CDATA section is character data like any other ([XCH-2]).
+    func parser(_ parser: XMLParser, foundCDATA CDATABlock: Data) {
+        guard failure == nil else { return }
+        guard let text = String(data: CDATABlock, encoding: .utf8) else {
+            fail("a CDATA section that is not UTF-8")
+            return
+        }
+        characters(text)
     }
 
     // [XCH-2] Declarations refused whatever bytes spelled them (the byte search is the first

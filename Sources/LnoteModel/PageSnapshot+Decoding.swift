@@ -576,7 +576,8 @@ extension PageSnapshot {
             for i in 0..<n {
                 let at = r.offset
                 do {
-                    for k in tombstones[i].erasures.indices {
+                    var erasures = tombstones[i].erasures
+                    for k in erasures.indices {
                         let m = try r.count("restore count", minSize: 9)
                         guard m > 0 else { continue }
                         var by: [OpID] = []
@@ -587,8 +588,9 @@ extension PageSnapshot {
                             if let last = by.last, !(last < c) { throw r.error(.corrupt, "restores not strictly increasing", at: cAt) }
                             by.append(c)
                         }
-                        tombstones[i].erasures[k].cancelledBy = by
+                        erasures[k].cancelledBy = by
                     }
+                    tombstones[i].erasures = erasures
                     let isErased = tombstones[i].isErased
                     let flagAt = r.offset
                     switch try r.u8("record flag") {

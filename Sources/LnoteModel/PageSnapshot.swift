@@ -294,10 +294,11 @@ public enum PageSnapshot {
             s.elements[i].rangeErasures = canonical(s.elements[i].rangeErasures)
         }
         for i in s.tombstones.indices {
-            s.tombstones[i].erasures.sort { $0.ref < $1.ref }
-            for k in s.tombstones[i].erasures.indices {
-                s.tombstones[i].erasures[k].cancelledBy = Array(Set(s.tombstones[i].erasures[k].cancelledBy)).sorted()
+            var erasures = s.tombstones[i].erasures.sorted { $0.ref < $1.ref }
+            for k in erasures.indices {
+                erasures[k].cancelledBy = Array(Set(erasures[k].cancelledBy)).sorted()
             }
+            s.tombstones[i].erasures = erasures
             s.tombstones[i].frontier = sortedUnique(s.tombstones[i].frontier)
             if var r = s.tombstones[i].record {
                 r.transform.frontier = sortedUnique(r.transform.frontier)

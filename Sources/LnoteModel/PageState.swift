@@ -6,13 +6,18 @@
 /// it was created with. More than one entry means concurrent writes: a conflict to report.
 public struct LWWRegister<Value: Hashable & Sendable>: Hashable, Sendable {
     public var value: Value
-    public var frontier: [OpRef]
+    /// The frontier as kept (indexed when large); `frontier` reads it as a list.
+    package var writes: Frontier
+    public var frontier: [OpRef] {
+        get { writes.refs }
+        set { writes = Frontier(newValue) }
+    }
     public init(_ value: Value, frontier: [OpRef] = []) {
         self.value = value
-        self.frontier = frontier
+        self.writes = Frontier(frontier)
     }
-    public var winner: OpRef? { frontier.last }
-    public var isConflicted: Bool { frontier.count > 1 }
+    public var winner: OpRef? { writes.last }
+    public var isConflicted: Bool { writes.count > 1 }
 }
 
 /// One live element of a page with its replication metadata.
@@ -35,7 +40,12 @@ public struct ElementRecord: Hashable, Sendable {
     /// The causally maximal move, reorder and partial-erase operations on the element, all
     /// kinds together (sorted). Kept so that a later whole erase can tell, whatever the
     /// delivery order, which edits it was concurrent with.
-    public var frontier: [OpRef]
+    public var frontier: [OpRef] {
+        get { edits.refs }
+        set { edits = Frontier(newValue) }
+    }
+    /// `frontier` as kept (indexed when large).
+    package var edits: Frontier
 
     public init(id: ElementID, lamport: UInt64, wallTime: Int64, content: ElementContent,
                 transform: LWWRegister<Transform> = LWWRegister(.identity), z: LWWRegister<ZKey>,
@@ -47,7 +57,7 @@ public struct ElementRecord: Hashable, Sendable {
         self.transform = transform
         self.z = z
         self.erased = erased
-        self.frontier = frontier
+        self.edits = Frontier(frontier)
         self.rangeErasures = rangeErasures
     }
 
@@ -116,12 +126,22 @@ public struct Erasure: Hashable, Sendable {
 public struct Tombstone: Hashable, Sendable {
     public var id: ElementID
     /// The erases (more than one when erased concurrently), sorted by ref.
-    public var erasures: [Erasure]
+    public var erasures: [Erasure] {
+        get { erasureTable.sorted }
+        set { erasureTable = Erasures(newValue) }
+    }
+    /// `erasures` as kept (in the order they came, indexed when many).
+    package var erasureTable: Erasures
     /// While erased: the causally maximal move, reorder, partial-erase and range-restore
     /// operations on the element (all kinds together, sorted), still maintained after the
     /// erase. Those that some holding erasure's clock does not cover were concurrent with it:
     /// the operations the erase won against. Empty while the element is live.
-    public var frontier: [OpRef]
+    public var frontier: [OpRef] {
+        get { edits.refs }
+        set { edits = Frontier(newValue) }
+    }
+    /// `frontier` as kept (indexed when large).
+    package var edits: Frontier
     /// While erased: the element as it would be drawn if restored (its own `frontier` empty:
     /// the tombstone's is the one kept). nil while live, and for an erased element whose
     /// content this replica never held (a page read from a format-2 snapshot of a page
@@ -129,17 +149,21 @@ public struct Tombstone: Hashable, Sendable {
     public var record: ElementRecord?
     public init(id: ElementID, erasures: [Erasure], frontier: [OpRef] = [], record: ElementRecord? = nil) {
         self.id = id
-        self.erasures = erasures
-        self.frontier = frontier
+        self.erasureTable = Erasures(erasures)
+        self.edits = Frontier(frontier)
         self.record = record
     }
 
     /// True while some erasure holds.
-    public var isErased: Bool { erasures.contains(where: \.holds) }
+    public var isErased: Bool { erasureTable.holding > 0 }
 
     /// Frontier operations that at least one holding erasure had not seen.
     public var concurrent: [OpRef] {
-        frontier.filter { f in erasures.contains { $0.holds && !$0.clock.covers(f.id) } }
+        // Not covered by every holding erasure's clock: not covered by their meet.
+        let held = erasures.filter(\.holds)
+        guard let first = held.first else { return [] }
+        let seenByAll = held.dropFirst().reduce(first.clock) { $0.meet($1.clock) }
+        return frontier.filter { !seenByAll.covers($0.id) }
     }
 }
 

@@ -82,10 +82,8 @@ struct CausalBuffer: Sendable, Hashable {
 /// when an operation arrives, everything it had seen is already here, so removing what
 /// its context covers and adding it yields exactly the maximal operations of all arrived.
 @inline(__always)
-func advance(_ frontier: inout [OpRef], with op: Op) {
-    frontier.removeAll { op.context.covers($0.id) }
-    let i = frontier.firstIndex { $0 > op.ref } ?? frontier.count
-    frontier.insert(op.ref, at: i)
+func advance(_ frontier: inout Frontier, with op: Op) {
+    frontier.advance(op.ref, context: op.context)
 }
 
 /// Writes an LWW register: the frontier advances; the value changes when the operation is
@@ -94,7 +92,7 @@ func advance(_ frontier: inout [OpRef], with op: Op) {
 @inline(__always)
 func write<V>(_ register: inout LWWRegister<V>, _ value: V, by op: Op) {
     let wins = register.winner.map { op.ref > $0 } ?? true
-    advance(&register.frontier, with: op)
+    advance(&register.writes, with: op)
     if wins { register.value = value }
 }
 

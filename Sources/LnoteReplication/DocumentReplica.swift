@@ -232,39 +232,36 @@ public struct DocumentReplica: Sendable {
             // [MERGE-62] Concurrent adds of different pages are all kept. An add writes the
             // page's position and canvas registers; a page id added twice (only a faulty or
             // hostile replica does that) keeps every add, the least naming the page.
-            var r = pages[p] ?? PageRecord(id: p, adds: [], created: op.wallTime, position: LWWRegister(position),
-                                           canvas: LWWRegister(canvas))
-            let i = r.adds.firstIndex { $0 > op.ref } ?? r.adds.count
-            r.adds.insert(op.ref, at: i)
-            r.created = min(r.created, op.wallTime)
-            write(&r.position, position, by: op)
-            write(&r.canvas, canvas, by: op)
-            pages[p] = r
+            if pages[p] == nil {
+                pages[p] = PageRecord(id: p, adds: [], created: op.wallTime, position: LWWRegister(position), canvas: LWWRegister(canvas))
+            }
+            let i = pages[p]!.adds.partitioningIndex { $0 > op.ref }
+            pages[p]!.adds.insert(op.ref, at: i)
+            pages[p]!.created = min(pages[p]!.created, op.wallTime)
+            write(&pages[p]!.position, position, by: op)
+            write(&pages[p]!.canvas, canvas, by: op)
         case .deletePage(let p, let seen):
             // [MERGE-63] Deletion is soft and last-writer-wins against restore; the page keeps
             // its content, and the page clock the delete had seen tells concurrent edits apart.
             guard sawAdded(p, op) else { return }
-            pages[p].map { var r = $0
-                let wins = r.deleted.winner.map { op.ref > $0 } ?? true
-                write(&r.deleted, true, by: op)
-                if wins { r.deletedSeen = seen }
-                pages[p] = r
-            }
+            // In place, here and below: a copy of the record would copy a large frontier.
+            guard pages[p] != nil else { return }
+            let wins = pages[p]!.deleted.winner.map { op.ref > $0 } ?? true
+            write(&pages[p]!.deleted, true, by: op)
+            if wins { pages[p]!.deletedSeen = seen }
         case .restorePage(let p):
             guard sawAdded(p, op) else { return }
-            pages[p].map { var r = $0
-                let wins = r.deleted.winner.map { op.ref > $0 } ?? true
-                write(&r.deleted, false, by: op)
-                if wins { r.deletedSeen = nil }
-                pages[p] = r
-            }
+            guard pages[p] != nil else { return }
+            let wins = pages[p]!.deleted.winner.map { op.ref > $0 } ?? true
+            write(&pages[p]!.deleted, false, by: op)
+            if wins { pages[p]!.deletedSeen = nil }
         case .movePage(let p, let position):
             // [MERGE-64] Page order: last writer wins per page.
             guard sawAdded(p, op) else { return }
-            pages[p].map { var r = $0; write(&r.position, position, by: op); pages[p] = r }
+            if pages[p] != nil { write(&pages[p]!.position, position, by: op) }
         case .setCanvas(let p, let canvas):
             guard sawAdded(p, op) else { return }
-            pages[p].map { var r = $0; write(&r.canvas, canvas, by: op); pages[p] = r }
+            if pages[p] != nil { write(&pages[p]!.canvas, canvas, by: op) }
         case .deleteDocument:
             write(&deleted, true, by: op)
         case .restoreDocument:

@@ -22,6 +22,10 @@ public struct PageReplica: Sendable {
     /// Tombstones, by id (`TombstoneTable`).
     private var tombstones: TombstoneTable
     private var buffer = CausalBuffer()
+    /// Strokes whose partial erases a batch appended out of ref order (sorted when it ends:
+    /// an insertion into the middle of each stroke's list, per erase, would be quadratic in
+    /// the concurrent partial erases of one stroke).
+    private var unsortedRangeErasures: [ElementID] = []
 
     /// Starts from a snapshot's state; `pending` are operations that were waiting when it
     /// was taken (they are re-offered to the causal buffer).
@@ -507,6 +511,20 @@ public struct PageReplica: Sendable {
     private mutating func settle() {
         stage.settle(clock: &clock, contexts: &contexts)
         records.settle()
+        if !unsortedRangeErasures.isEmpty { sortRangeErasures() }
+    }
+
+    /// Sorts the partial erases of the strokes a batch appended to out of order, live or
+    /// erased (their kept record).
+    private mutating func sortRangeErasures() {
+        let ids = Set(unsortedRangeErasures)
+        unsortedRangeErasures = []
+        func sort(_ r: inout ElementRecord) { r.rangeErasures.sort { $0.ref < $1.ref } }
+        for id in ids where !records.update(id, sort) {
+            tombstones.modify(id) { t in
+                if t.record != nil { sort(&t.record!) }
+            }
+        }
     }
 
     // MARK: - The rules
@@ -531,16 +549,18 @@ public struct PageReplica: Sendable {
         case .eraseRange(let id, let ranges):
             // [MERGE-20] Visible ink is the points minus the union of all erased ranges; each
             // partial erase is kept with its ranges for the restores that see it ([MERGE-71]).
+            // Appended: a batch's strokes left out of order are sorted when it ends.
+            var outOfOrder = false
             edit(id, by: op) { r in
                 let n = UInt32(clamping: r.content.pointCount)
                 let clamped = ranges.map { PointRange(min($0.from, n), min($0.to, n)) }.normalizedUnion()
                 guard !clamped.isEmpty else { return }
                 PageReplica.adoptUnknownErasures(&r)
-                let entry = RangeErasure(ref: op.ref, ranges: clamped)
-                let i = r.rangeErasures.lastIndex { $0.ref < entry.ref }.map { $0 + 1 } ?? 0
-                r.rangeErasures.insert(entry, at: i)
+                if let last = r.rangeErasures.last, !(last.ref < op.ref) { outOfOrder = true }
+                r.rangeErasures.append(RangeErasure(ref: op.ref, ranges: clamped))
                 r.erased = (r.erased + clamped).normalizedUnion()
             }
+            if outOfOrder { unsortedRangeErasures.append(id) }
         case .restoreRange(let id, let ranges):
             // [MERGE-71] Takes these points back from the partial erases its author had seen;
             // a concurrent one keeps all of its ranges.
@@ -577,7 +597,7 @@ public struct PageReplica: Sendable {
                 }
                 records.reposition(z.element) { r in
                     write(&r.z, z.z, by: op)
-                    advance(&r.frontier, with: op)
+                    advance(&r.edits, with: op)
                 }
             }
         default:
@@ -592,25 +612,28 @@ public struct PageReplica: Sendable {
     private mutating func edit(_ id: ElementID, by op: Op, _ change: (inout ElementRecord) -> Void) {
         guard op.context.covers(id) else { return }
         // An element never erased (the usual case) needs no tombstone lookup.
-        guard !tombstones.isEmpty, var t = tombstones[id] else {
+        guard !tombstones.isEmpty, let seenErased = tombstones.modify(id, { $0.hasSeenErased(op) }) else {
             records.update(id) { r in
                 change(&r)
-                advance(&r.frontier, with: op)
+                advance(&r.edits, with: op)
             }
             return
         }
-        guard !t.hasSeenErased(op) else { return }
+        guard !seenErased else { return }
         let live = records.update(id) { r in
             change(&r)
-            advance(&r.frontier, with: op)
+            advance(&r.edits, with: op)
         }
-        // A restored element whose content was never held ([MERGE-30]) takes no edit.
-        guard !live, t.isErased else { return }
+        guard !live else { return }
         // [MERGE-30] Erased: the kept record takes the edit, as it would have live, so that a
-        // restore brings back the same element whatever the order of arrival.
-        if t.record != nil { change(&t.record!) }
-        advance(&t.frontier, with: op)
-        tombstones[id] = t
+        // restore brings back the same element whatever the order of arrival. In place: a copy
+        // of the tombstone would copy a large frontier on every write. A restored element
+        // whose content was never held ([MERGE-30]) takes no edit.
+        tombstones.modify(id) { t in
+            guard t.isErased else { return }
+            if t.record != nil { change(&t.record!) }
+            advance(&t.edits, with: op)
+        }
     }
 
     /// [SNAP-41] A stroke's erased ranges whose partial erases are unknown (a page from a
@@ -627,9 +650,9 @@ public struct PageReplica: Sendable {
     }
 
     /// True when `op`'s author had seen element `id` erased ([MERGE-42], [MERGE-70]).
-    private func hasSeenErased(_ id: ElementID, _ op: Op) -> Bool {
-        guard !tombstones.isEmpty, let t = tombstones[id] else { return false }
-        return t.hasSeenErased(op)
+    private mutating func hasSeenErased(_ id: ElementID, _ op: Op) -> Bool {
+        guard !tombstones.isEmpty else { return false }
+        return tombstones.modify(id) { $0.hasSeenErased(op) } ?? false
     }
 
     /// [MERGE-21] A whole erase removes the element whatever else happened concurrently;
@@ -638,22 +661,30 @@ public struct PageReplica: Sendable {
     private mutating func erase(_ id: ElementID, by op: Op) {
         guard op.context.covers(id) else { return }
         let erasure = Erasure(ref: op.ref, clock: op.context)
-        if var t = tombstones[id] {
-            // Concurrent erases: all are kept ([MERGE-52]); an erase of an element its author
-            // saw erased is ignored ([MERGE-42]); one after a restore erases it again.
-            guard !t.hasSeenErased(op) else { return }
-            let i = t.erasures.firstIndex { $0.ref > erasure.ref } ?? t.erasures.count
-            t.erasures.insert(erasure, at: i)
-            if var r = records.remove(id) {
-                t.frontier = r.frontier
-                r.frontier = []
+        // Concurrent erases: all are kept ([MERGE-52]); an erase of an element its author saw
+        // erased is ignored ([MERGE-42]); one after a restore erases it again. In place.
+        let known = tombstones.modify(id) { t -> Bool in
+            guard !t.hasSeenErased(op) else { return false }
+            t.erasureTable.append(erasure)
+            return true
+        }
+        switch known {
+        case false?:
+            return
+        case true?:
+            // Erased again after a restore: the record goes back into the tombstone.
+            guard var r = records.remove(id) else { return }
+            tombstones.modify(id) { t in
+                t.edits = r.edits
+                r.edits = []
                 t.record = r
             }
+        case nil:
+            guard let r = records.remove(id) else { return }
+            var t = Tombstone(id: id, erasures: [erasure], record: r)
+            t.edits = r.edits
+            t.record!.edits = []
             tombstones[id] = t
-        } else if var r = records.remove(id) {
-            let frontier = r.frontier
-            r.frontier = []
-            tombstones[id] = Tombstone(id: id, erasures: [erasure], frontier: frontier, record: r)
         }
     }
 
@@ -661,24 +692,16 @@ public struct PageReplica: Sendable {
     /// element is live again once no erase holds (an erase concurrent with the restore still
     /// does: erase wins against what it did not see).
     private mutating func restore(_ id: ElementID, by op: Op) {
-        guard op.context.covers(id), var t = tombstones[id] else { return }
-        var changed = false
-        for k in t.erasures.indices where op.context.covers(t.erasures[k].ref.id) {
-            let i = t.erasures[k].cancelledBy.firstIndex { $0 >= op.id } ?? t.erasures[k].cancelledBy.count
-            guard i == t.erasures[k].cancelledBy.count || t.erasures[k].cancelledBy[i] != op.id else { continue }
-            t.erasures[k].cancelledBy.insert(op.id, at: i)
-            changed = true
-        }
-        guard changed else { return }
-        if !t.isErased {
-            if var r = t.record {
-                r.frontier = t.frontier
-                records.insert(r)
-            }
+        guard op.context.covers(id) else { return }
+        let back = tombstones.modify(id) { t -> ElementRecord? in
+            guard t.erasureTable.takeBack(seenBy: op.context, restore: op.id), !t.isErased else { return nil }
+            var r = t.record
+            r?.edits = t.edits
             t.record = nil
-            t.frontier = []
+            t.edits = []
+            return r
         }
-        tombstones[id] = t
+        if let r = back ?? nil { records.insert(r) }
     }
 
     // MARK: - Conflicts
@@ -693,6 +716,6 @@ extension Tombstone {
     /// Whatever the context covers is applied before `op` (causal delivery), and only what
     /// it covers is looked at, so the answer does not depend on the order of arrival.
     func hasSeenErased(_ op: Op) -> Bool {
-        erasures.contains { e in op.context.covers(e.ref.id) && !e.cancelledBy.contains { op.context.covers($0) } }
+        erasureTable.seenHolding(by: op.context)
     }
 }

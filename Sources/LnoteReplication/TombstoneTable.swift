@@ -55,6 +55,14 @@ struct TombstoneTable: Sendable {
         }
     }
 
+    /// Changes the tombstone of `id` in place (no copy of it, or of what it holds, is made);
+    /// nil when there is none.
+    @discardableResult
+    mutating func modify<R>(_ id: ElementID, _ change: (inout Tombstone) throws -> R) rethrows -> R? {
+        guard let s = slotOf[id] else { return nil }
+        return try change(&list[Int(s)])
+    }
+
     /// Changes every tombstone for which `change` returns a new value (in place).
     mutating func update(_ change: (Tombstone) throws -> Tombstone?) rethrows {
         for i in list.indices {

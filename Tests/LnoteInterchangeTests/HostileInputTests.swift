@@ -124,6 +124,36 @@ struct HostileInputTests {
         }
     }
 
+    /// [XCH-2] Bytes that are not UTF-8 anywhere (a comment, before the root, a CDATA
+    /// section, a truncated, overlong, surrogate or out-of-range sequence): refused before
+    /// parsing at the offset of the first bad byte, in InkML and in .xopp; the parser, which
+    /// trapped on some of them inside comments, never sees them. Well-formed multi-byte text in
+    /// a comment is read.
+    @Test func notUTF8Anywhere() throws {
+        let bad: [(String, [UInt8])] = [
+            ("0xff in a comment", [0xFF]), ("a truncated sequence", [0xE2, 0x82]), ("an overlong form", [0xC0, 0xAF]),
+            ("a surrogate", [0xED, 0xA0, 0x80]), ("past U+10FFFF", [0xF4, 0x90, 0x80, 0x80]), ("a lone continuation byte", [0x80]),
+        ]
+        for (what, bytes) in bad {
+            for (prefix, suffix) in [("<ink><!--", "--><trace>1 2</trace></ink>"), ("<!--", "--><ink><trace>1 2</trace></ink>"),
+                                     ("<ink><trace>1 2<![CDATA[", "]]></trace></ink>")] {
+                let text = Array(prefix.utf8) + bytes + Array(suffix.utf8)
+                do {
+                    _ = try InkMLReader.read(text, path: "u.inkml")
+                    Issue.record("accepted \(what) after \(prefix)")
+                } catch let e as LnoteError {
+                    #expect(e.code == .invalidArgument && e.path == "u.inkml" && e.offset == prefix.utf8.count, "\(what) after \(prefix): \(e)")
+                    #expect(e.message.contains("UTF-8"), "\(e)")
+                }
+            }
+            let xopp = Array("<xournal><!--".utf8) + bytes + Array("--><page width=\"9\" height=\"9\"><layer/></page></xournal>".utf8)
+            #expect(throws: LnoteError(.invalidArgument), "\(what) in a .xopp comment") { try XoppReader.read(xopp, path: "u.xopp") }
+        }
+        let fine = try InkMLReader.read(Array("<ink><!-- é € 𝄞 --><trace>1 2</trace></ink>".utf8), path: "ok.inkml")
+        #expect(fine.pointCount == 1)
+        #expect(XMLInput.firstInvalidUTF8(Array("aé€𝄞".utf8) + [0xF0, 0x9D, 0x84]) == 10)
+    }
+
     /// [IMP-7] [IMP-9] A 10 MB line whose fault is at its end: the error names the line, its
     /// offset and the file; nothing is returned.
     @Test func tenMegabyteLine() throws {

@@ -74,4 +74,17 @@ struct InterchangeVectorTests {
             }
         }
     }
+
+    /// [XCH-2] A CDATA section is character data: points in one, or split across one and the
+    /// text around it, are all read, in InkML and in .xopp.
+    @Test func cdataIsCharacterData() throws {
+        let inkml = try InkMLReader.read(Array("<ink><trace>1 2<![CDATA[, 3 4]]>, 5 6</trace><trace><![CDATA[7 8, 9 10]]></trace></ink>".utf8))
+        #expect(inkml.pages.flatMap(\.strokes).map(\.points.count) == [3, 2])
+        #expect(inkml.pages.flatMap(\.strokes).first?.points.map(\.x) == [10, 30, 50])
+        let xopp = try XoppReader.read(Array(("<xournal><page width=\"100\" height=\"100\"><layer>"
+            + "<stroke width=\"1\" color=\"black\">1 1 <![CDATA[2 2]]> 3 3</stroke>"
+            + "<stroke width=\"1\" color=\"black\"><![CDATA[4 4 5 5]]></stroke></layer></page></xournal>").utf8))
+        #expect(xopp.pages.flatMap(\.strokes).map(\.points.count) == [3, 2])
+        #expect(xopp.pages.flatMap(\.strokes).first?.points.map(\.y) == [10, 20, 30])
+    }
 }
