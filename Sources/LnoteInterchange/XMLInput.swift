@@ -74,8 +74,7 @@ struct XMLInput {
     /// The offset of the first byte that does not begin a well-formed UTF-8 sequence
     /// (Unicode's table 3-7: no overlong forms, no surrogates, nothing past U+10FFFF), or nil.
     static func firstInvalidUTF8(_ bytes: [UInt8]) -> Int? {
-        // The usual case, whole, by the standard library; the offset only when it fails.
-        if String(validating: bytes, as: UTF8.self) != nil { return nil }
+        // Byte by byte (a String built to validate would copy up to 256 MiB).
         var i = 0
         while i < bytes.count {
             let b = bytes[i]
