@@ -232,14 +232,15 @@ public struct DocumentReplica: Sendable {
             // [MERGE-62] Concurrent adds of different pages are all kept. An add writes the
             // page's position and canvas registers; a page id added twice (only a faulty or
             // hostile replica does that) keeps every add, the least naming the page.
-            if pages[p] == nil {
-                pages[p] = PageRecord(id: p, adds: [], created: op.wallTime, position: LWWRegister(position), canvas: LWWRegister(canvas))
+            // In place (one lookup): a copy of the record would copy a large frontier.
+            func add(to r: inout PageRecord) {
+                r.adds.insert(op.ref, at: r.adds.partitioningIndex { $0 > op.ref })
+                r.created = min(r.created, op.wallTime)
+                write(&r.position, position, by: op)
+                write(&r.canvas, canvas, by: op)
             }
-            let i = pages[p]!.adds.partitioningIndex { $0 > op.ref }
-            pages[p]!.adds.insert(op.ref, at: i)
-            pages[p]!.created = min(pages[p]!.created, op.wallTime)
-            write(&pages[p]!.position, position, by: op)
-            write(&pages[p]!.canvas, canvas, by: op)
+            add(to: &pages[p, default: PageRecord(id: p, adds: [], created: op.wallTime, position: LWWRegister(position),
+                                                  canvas: LWWRegister(canvas))])
         case .deletePage(let p, let seen):
             // [MERGE-63] Deletion is soft and last-writer-wins against restore; the page keeps
             // its content, and the page clock the delete had seen tells concurrent edits apart.
