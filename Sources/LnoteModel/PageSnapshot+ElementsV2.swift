@@ -244,50 +244,11 @@ extension PageSnapshot {
                 throw r.error(.corrupt, "empty frontiers and ranges written in full", at: hAt)
             }
         }
-        let content: ElementContent
-        // What [SNAP-19] finds in a stroke whose points are deferred: from its count and width.
-        var deferredProblem: String?? = nil
-        if flags & RecordFlag.image != 0 {
-            guard flags & RecordFlag.sameStyle == 0 else { throw r.error(.corrupt, "an image with a stroke style flag", at: at) }
-            let digest = try r.bytes(32, "asset digest")
-            let frame = try ElementCodec.decodeRect(&r)
-            let rotation = try ElementCodec.int32(&r, "rotation")
-            content = .image(ImageElement(asset: AssetID(digest: digest)!, frame: frame, rotation: rotation))
-        } else {
-            let style: InkStyle
-            if flags & RecordFlag.sameStyle != 0 {
-                guard let previous = c.style else { throw r.error(.corrupt, "no previous stroke style in this chunk", at: at) }
-                style = previous
-            } else {
-                let styleAt = r.offset
-                guard let tool = ToolKind(rawValue: try r.u8("tool")) else {
-                    throw r.error(.corrupt, "unknown tool kind", at: styleAt)
-                }
-                let color = RGBA(packed: try r.u32("color"))
-                let width = try ElementCodec.int32(&r, "width")
-                style = InkStyle(tool: tool, color: color, width: width)
-                guard style != c.style else { throw r.error(.corrupt, "style written where it is the previous stroke's", at: styleAt) }
-            }
-            if let deferring {
-                let count = try StrokeCodecV2.skipPoints(&r)
-                deferredProblem = .some(ContentBounds.strokeProblem(count: count, width: style.width))
-                content = .stroke(Stroke(style: style, deferred: deferring.slot(index: index, count: count)))
-            } else {
-                let points = try StrokeCodecV2.decodePoints(&r, width: style.width, context: &c.points)
-                content = .stroke(Stroke(style: style, points: points))
-            }
-            c.style = style
-        }
         // [SNAP-19] What operations carried: within [LOG-23]'s bounds (a deferred stroke's
-        // points when they are decoded).
-        // (The identity transform needs no check. No closure sees `content`, so that it can
-        // move into the record.)
-        var problem: String?
-        if let p = deferredProblem { problem = p } else { problem = ContentBounds.problem(content, allowingDeferred: true) }
-        if problem == nil && flags & RecordFlag.plainTransform == 0 { problem = ContentBounds.problem(transform.value) }
-        if let problem {
-            throw r.error(.corrupt, "element \(OpID(replica: replica, counter: counter)): \(problem)", at: at)
-        }
+        // points when they are decoded); the content's problem is named before the
+        // transform's. The identity transform needs no check.
+        let transformProblem = flags & RecordFlag.plainTransform == 0 ? ContentBounds.problem(transform.value) : nil
+        let id = OpID(replica: replica, counter: counter)
         c.replica = replica
         c.counter = counter
         c.lead = lead
@@ -295,11 +256,56 @@ extension PageSnapshot {
         if let z { c.z = z }
         c.zIsLayer = z == nil
         c.layer = zKey.layer
-        // Moved into the record, not copied: a copy of a deferred stroke retains the source
-        // every record of the snapshot shares, from each decoding thread at once.
-        return ElementRecord(id: OpID(replica: replica, counter: counter), lamport: lamport, wallTime: wallTime,
-                             content: consume content, transform: consume transform,
-                             z: LWWRegister(consume zKey, frontier: consume zFrontier),
+        // The content is checked, then built in the record returned: built in a variable
+        // first, it compiled to a copy and a destroy, which for a deferred stroke retain and
+        // release the source that every record of the snapshot shares, from each decoding
+        // thread at once.
+        if flags & RecordFlag.image != 0 {
+            guard flags & RecordFlag.sameStyle == 0 else { throw r.error(.corrupt, "an image with a stroke style flag", at: at) }
+            let digest = try r.bytes(32, "asset digest")
+            let frame = try ElementCodec.decodeRect(&r)
+            let rotation = try ElementCodec.int32(&r, "rotation")
+            let image = ImageElement(asset: AssetID(digest: digest)!, frame: frame, rotation: rotation)
+            if let problem = ContentBounds.problem(.image(image), allowingDeferred: true) ?? transformProblem {
+                throw r.error(.corrupt, "element \(id): \(problem)", at: at)
+            }
+            return ElementRecord(id: id, lamport: lamport, wallTime: wallTime, content: .image(image), transform: consume transform,
+                                 z: LWWRegister(consume zKey, frontier: consume zFrontier),
+                                 erased: consume erased, frontier: consume editFrontier)
+        }
+        let style: InkStyle
+        if flags & RecordFlag.sameStyle != 0 {
+            guard let previous = c.style else { throw r.error(.corrupt, "no previous stroke style in this chunk", at: at) }
+            style = previous
+        } else {
+            let styleAt = r.offset
+            guard let tool = ToolKind(rawValue: try r.u8("tool")) else {
+                throw r.error(.corrupt, "unknown tool kind", at: styleAt)
+            }
+            let color = RGBA(packed: try r.u32("color"))
+            let width = try ElementCodec.int32(&r, "width")
+            style = InkStyle(tool: tool, color: color, width: width)
+            guard style != c.style else { throw r.error(.corrupt, "style written where it is the previous stroke's", at: styleAt) }
+        }
+        c.style = style
+        if let deferring {
+            // From its count and width; its points are checked when they are decoded.
+            let count = try StrokeCodecV2.skipPoints(&r)
+            if let problem = ContentBounds.strokeProblem(count: count, width: style.width) ?? transformProblem {
+                throw r.error(.corrupt, "element \(id): \(problem)", at: at)
+            }
+            return ElementRecord(id: id, lamport: lamport, wallTime: wallTime,
+                                 content: .stroke(Stroke(style: style, deferred: deferring.slot(index: index, count: count))),
+                                 transform: consume transform, z: LWWRegister(consume zKey, frontier: consume zFrontier),
+                                 erased: consume erased, frontier: consume editFrontier)
+        }
+        let points = try StrokeCodecV2.decodePoints(&r, width: style.width, context: &c.points)
+        let content = ElementContent.stroke(Stroke(style: style, points: points))
+        if let problem = ContentBounds.problem(content, allowingDeferred: true) ?? transformProblem {
+            throw r.error(.corrupt, "element \(id): \(problem)", at: at)
+        }
+        return ElementRecord(id: id, lamport: lamport, wallTime: wallTime, content: consume content,
+                             transform: consume transform, z: LWWRegister(consume zKey, frontier: consume zFrontier),
                              erased: consume erased, frontier: consume editFrontier)
     }
 }

@@ -61,6 +61,14 @@ public struct ElementRecord: Hashable, Sendable {
         self.rangeErasures = rangeErasures
     }
 
+    /// The record of a stroke a plain add made ([LOG-28]): its Lamport timestamp its counter,
+    /// identity transform, no history. Built here, where the registers' type is concrete: from
+    /// another module the generic `LWWRegister.init` looks its type up at run time, once per
+    /// stroke of a replayed log.
+    package init(plainAdd id: ElementID, wallTime: Int64, stroke: consuming Stroke, z: ZKey) {
+        self.init(id: id, lamport: id.counter, wallTime: wallTime, content: .stroke(stroke), z: LWWRegister(z))
+    }
+
     public var addRef: OpRef { OpRef(id: id, lamport: lamport) }
 
     /// The visible point fragments of a stroke (its points minus the erased ranges);

@@ -72,21 +72,33 @@ public struct Stroke: Hashable, Sendable {
     /// The points. Empty while `isResolved` is false: a stroke read from a snapshot with
     /// its points deferred ([SNAP-38]) holds them undecoded until `resolved()`.
     public var points: [StrokePoint] {
+        get { storedPoints }
         // Points given replace deferred ones.
-        didSet { deferred = nil }
+        set {
+            storedPoints = newValue
+            deferred = nil
+        }
+        _modify {
+            deferred = nil
+            yield &storedPoints
+        }
     }
+    /// What `points` reads. (Not a stored `points` with an observer: with one, building a
+    /// stroke compiled to a copy of it and a destroy, which for a deferred stroke retains
+    /// and releases the source that every stroke of its snapshot shares.)
+    private var storedPoints: [StrokePoint]
     /// Where the undecoded points of a deferred stroke are; nil once they are in `points`.
     package var deferred: DeferredPoints.Slot?
 
     public init(style: InkStyle = InkStyle(), points: [StrokePoint]) {
         self.style = style
-        self.points = points
+        self.storedPoints = points
         self.deferred = nil
     }
 
     package init(style: InkStyle, deferred: DeferredPoints.Slot) {
         self.style = style
-        self.points = []
+        self.storedPoints = []
         self.deferred = deferred
     }
 

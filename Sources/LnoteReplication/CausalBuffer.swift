@@ -121,7 +121,9 @@ extension Array where Element == ReplicaContext {
     /// claims to have seen, which no correct replica writes.
     func lamportExceedsItsPast(_ op: Op) -> Bool {
         op.context.entries.allSatisfy { e in
-            guard let c = context(of: e.replica), let l = c.lamport(of: e.counter) else { return true }
+            // Read in place: a copy of the context retains and releases its arrays.
+            let (i, found) = contextIndex(of: e.replica)
+            guard found, let l = self[i].lamport(of: e.counter) else { return true }
             return l < op.lamport
         }
     }

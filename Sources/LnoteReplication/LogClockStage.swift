@@ -33,11 +33,14 @@ struct LogClockStage: Sendable {
         }
     }
 
-    /// The replica context of `replica`, in `sorted` or in this stage.
+    /// The Lamport timestamp of operation `counter` of `replica`, from its replica context in
+    /// `sorted` or in this stage; read in place: a copy of the context would retain and
+    /// release its arrays, once per operation replayed.
     @inline(__always)
-    func context(of replica: ReplicaID, in sorted: [ReplicaContext]) -> ReplicaContext? {
-        if let c = sorted.context(of: replica) { return c }
-        return contexts.isEmpty ? nil : contexts[replica]
+    func lamport(of replica: ReplicaID, _ counter: UInt64, in sorted: [ReplicaContext]) -> UInt64? {
+        let (i, found) = sorted.contextIndex(of: replica)
+        if found { return sorted[i].lamport(of: counter) }
+        return contexts.isEmpty ? nil : contexts[replica]?.lamport(of: counter)
     }
 
     /// Records that `op` is the latest operation seen from its author ([MERGE-53]), and its
@@ -80,15 +83,14 @@ struct LogClockStage: Sendable {
     func lamportExceedsItsPast(_ op: Op, in sorted: [ReplicaContext]) -> Bool {
         if contexts.isEmpty { return sorted.lamportExceedsItsPast(op) }
         return op.context.entries.allSatisfy { e in
-            guard let c = context(of: e.replica, in: sorted), let l = c.lamport(of: e.counter) else { return true }
+            guard let l = lamport(of: e.replica, e.counter, in: sorted) else { return true }
             return l < op.lamport
         }
     }
 
     /// `lamportExceedsItsPast(op)` for an operation whose context names its author alone.
     func lamportExceedsItsPast(ownContextOf id: OpID, lamport: UInt64, in sorted: [ReplicaContext]) -> Bool {
-        guard id.counter > 1, let c = context(of: id.replica, in: sorted),
-              let l = c.lamport(of: id.counter - 1) else { return true }
+        guard id.counter > 1, let l = self.lamport(of: id.replica, id.counter - 1, in: sorted) else { return true }
         return l < lamport
     }
 

@@ -496,11 +496,16 @@ public struct PageReplica: Sendable {
         isResolved = false
         adds.withUnsafeMutableBufferPointer { b in
             records.insert(count: n) { i in
-                var stroke = Stroke(style: b[i].stroke.style, points: [])
-                swap(&stroke, &b[i].stroke)
+                // Moved out, an empty stroke left in its place. (`swap` compiled to a copy and
+                // a destroy: a retain and a release of the points' deferred source.)
+                let stroke = withUnsafeMutablePointer(to: &b[i].stroke) { s in
+                    let taken = s.move()
+                    s.initialize(to: Stroke(points: []))
+                    return taken
+                }
                 let id = b[i].id
-                return ElementRecord(id: id, lamport: id.counter, wallTime: b[i].wallTime, content: .stroke(consume stroke),
-                                     z: LWWRegister(OperationCodec.impliedZ(lamport: id.counter)))
+                return ElementRecord(plainAdd: id, wallTime: b[i].wallTime, stroke: consume stroke,
+                                     z: OperationCodec.impliedZ(lamport: id.counter))
             }
         }
         return n
