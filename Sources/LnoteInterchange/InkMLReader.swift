@@ -1,7 +1,4 @@
 import Foundation
-#if canImport(FoundationXML)
-import FoundationXML
-#endif
 import LnoteModel
 
 /// Reads W3C InkML (https://www.w3.org/TR/InkML/) into strokes, as Protocol/interchange.md

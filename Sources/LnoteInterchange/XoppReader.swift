@@ -1,7 +1,4 @@
 import Foundation
-#if canImport(FoundationXML)
-import FoundationXML
-#endif
 import LnoteModel
 
 /// Reads Xournal++ documents (`.xopp`: gzip-compressed XML; plain XML is read too) as
