@@ -71,6 +71,8 @@ final class InkMLHandler: XMLHandler {
     var brush = InkStyleOverride()
     /// brushRef of each open traceGroup (nil where it names none).
     var groupBrushes: [String?] = []
+    /// The context each open traceGroup names with contextRef (nil where it names none).
+    var groupContexts: [(format: [InkChannel], brush: String?)?] = []
     var page = 0
     var pageGroupDepth: Int?
     var annotationType: String?
@@ -125,15 +127,26 @@ final class InkMLHandler: XMLHandler {
             brushProperty(n, v, units: a["units"])
         case "traceGroup":
             groupBrushes.append(Self.ref(a["brushRef"]))
+            var context: (format: [InkChannel], brush: String?)? = nil
+            if let r = Self.ref(a["contextRef"]) {
+                guard let c = contexts[r] else { return fail("traceGroup: contextRef \"#\(r)\" names no context") }
+                context = c
+            }
+            groupContexts.append(context)
         case "annotation":
             annotationType = a["type"]
             text = ""
         case "trace":
             traceIndex += 1
+            // [XCH-5] The trace's context: its contextRef, else that of the nearest enclosing
+            // traceGroup with one, else the current context.
             var format = currentFormat
             var brushName = contextBrush
             if let r = Self.ref(a["contextRef"]) {
                 guard let c = contexts[r] else { return fail("trace \(traceIndex): contextRef \"#\(r)\" names no context") }
+                format = c.format
+                brushName = c.brush ?? brushName
+            } else if let c = groupContexts.last(where: { $0 != nil }) ?? nil {
                 format = c.format
                 brushName = c.brush ?? brushName
             }
@@ -217,6 +230,7 @@ final class InkMLHandler: XMLHandler {
             brushID = nil
         case "traceGroup":
             groupBrushes.removeLast()
+            groupContexts.removeLast()
             if pageGroupDepth == stack.count { pageGroupDepth = nil; page = 0 }
         case "annotation":
             defer { annotationType = nil }
