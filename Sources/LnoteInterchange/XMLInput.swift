@@ -109,9 +109,7 @@ struct XMLInput {
     /// Reads a whole file, refusing one over `limit` bytes before reading it (and not reading
     /// more than `limit + 1` bytes of one that grows).
     static func read(_ path: String, limit: Int) throws -> [UInt8] {
-        guard let handle = FileHandle(forReadingAtPath: path) else {
-            throw LnoteError(.notFound, "cannot read import file", path: path)
-        }
+        guard let handle = FileHandle(forReadingAtPath: path) else { throw StrokeImport.openFailure(path) }
         defer { try? handle.close() }
         if let size = try? handle.seekToEnd() {
             guard size <= UInt64(limit) else {
