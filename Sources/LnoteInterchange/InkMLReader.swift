@@ -71,6 +71,8 @@ final class InkMLHandler: XMLHandler {
     var brush = InkStyleOverride()
     /// brushRef of each open traceGroup (nil where it names none).
     var groupBrushes: [String?] = []
+    /// The offset of the start tag of the open top-level traceGroup (a page's element).
+    var groupAt = 0
     /// The context each open traceGroup names with contextRef (nil where it names none).
     var groupContexts: [(format: [InkChannel], brush: String?)?] = []
     var page = 0
@@ -126,6 +128,7 @@ final class InkMLHandler: XMLHandler {
             guard brushID != nil || stack.last == "brush", let n = a["name"], let v = a["value"] else { return }
             brushProperty(n, v, units: a["units"])
         case "traceGroup":
+            if stack == ["ink"] { groupAt = tagStart }
             groupBrushes.append(Self.ref(a["brushRef"]))
             var context: (format: [InkChannel], brush: String?)? = nil
             if let r = Self.ref(a["contextRef"]) {
@@ -242,8 +245,8 @@ final class InkMLHandler: XMLHandler {
                 if ink.pages.count == 1, ink.pages[0].strokes.isEmpty, ink.pages[0].canvas == nil, !startedPageGroup {
                     page = 0
                 } else {
-                    guard checkPageCount(ink.pages.count, at: here) else { return }
-                    ink.pages.append(ImportedPage(target: .new, offset: here))
+                    guard checkPageCount(ink.pages.count, at: groupAt) else { return }
+                    ink.pages.append(ImportedPage(target: .new, offset: groupAt))
                     page = ink.pages.count - 1
                 }
                 startedPageGroup = true

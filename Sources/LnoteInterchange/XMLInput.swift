@@ -292,6 +292,15 @@ class XMLHandler {
         return min(i + 1, b.count)
     }
 
+    /// The offset of the `<` of the start tag being reported (the parser stands at its end;
+    /// an attribute value holds no `<`).
+    var tagStart: Int {
+        let b = input.bytes
+        var i = min(here, b.count - 1)
+        while i > 0 && b[i] != UInt8(ascii: "<") { i -= 1 }
+        return max(0, i)
+    }
+
     /// What the import has read so far, against its budget ([XCH-12]).
     var budget = ImportBudget()
 
