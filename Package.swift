@@ -7,7 +7,8 @@
 //   LnoteReplication  pure: operations, their frame codec, the deterministic merge
 //   LnoteRender       page pictures: thumbnails, raster, PDF and SVG (cairo, libjpeg-turbo)
 //   LnoteInterchange  ink in and out: InkML read and written, Xournal++ .xopp (gzip through
-//                     zlib) and JSON lines split into pages, all quantized as JSON lines are
+//                     zlib, XML through libxml2's SAX parser) and JSON lines split into pages,
+//                     all quantized as JSON lines are
 //   LnoteStore        disk: notebook folders, .lnote packages, logs, the syscall seam
 //   LnoteSQLite       a small Swift wrapper over libsqlite3 (relay store, export, baseline)
 //   LnotePostgres     a small Swift wrapper over libpq (the relay's PostgreSQL store)
@@ -49,6 +50,9 @@ let package = Package(
         // cairo: page rendering, raster and vector (PDF, SVG); issue 19.
         .systemLibrary(name: "CLnoteCairo", pkgConfig: "cairo",
                        providers: [.apt(["libcairo2-dev"])]),
+        // libxml2: the SAX parser of InkML and Xournal++ import (XML_PARSE_HUGE, no recovery).
+        .systemLibrary(name: "CLnoteXML2", pkgConfig: "libxml-2.0",
+                       providers: [.apt(["libxml2-dev"])]),
         // libjpeg-turbo's TurboJPEG: JPEG thumbnails and JPEG image assets; issue 19.
         .systemLibrary(name: "CLnoteJPEG", pkgConfig: "libturbojpeg",
                        providers: [.apt(["libturbojpeg0-dev"])]),
@@ -61,7 +65,7 @@ let package = Package(
         .target(name: "LnoteModel", dependencies: ["CLnoteCRC32C"]),
         .target(name: "LnoteReplication", dependencies: ["LnoteModel"]),
         .target(name: "LnoteRender", dependencies: ["LnoteModel", "CLnoteZlib", "CLnoteCairo", "CLnoteJPEG"]),
-        .target(name: "LnoteInterchange", dependencies: ["LnoteModel", "CLnoteZlib"]),
+        .target(name: "LnoteInterchange", dependencies: ["LnoteModel", "CLnoteZlib", "CLnoteXML2"]),
         .target(name: "LnoteStore", dependencies: ["LnoteModel", "LnoteReplication", "LnoteRender", "CLnoteSyscalls"]),
         .target(name: "LnoteSQLite", dependencies: ["LnoteModel", "CLnoteSQLite"]),
         .target(name: "LnotePostgres", dependencies: ["LnoteModel", "CLnotePQ"]),

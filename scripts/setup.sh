@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PACKAGES=(pkg-config libsqlite3-dev libcurl4-openssl-dev libmicrohttpd-dev zlib1g-dev libssl-dev openssl postgresql libpq-dev
-          libcairo2-dev libturbojpeg0-dev poppler-utils zsh fish
+          libcairo2-dev libturbojpeg0-dev libxml2-dev poppler-utils zsh fish
           chromium-headless-shell)  # the web view's browser tests (Tests/LnoteWebViewTests)
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -1,7 +1,4 @@
 import Foundation
-#if canImport(FoundationXML)
-import FoundationXML
-#endif
 import LnoteModel
 
 /// Reads W3C InkML (https://www.w3.org/TR/InkML/) into strokes, as Protocol/interchange.md
@@ -74,6 +71,10 @@ final class InkMLHandler: XMLHandler {
     var brush = InkStyleOverride()
     /// brushRef of each open traceGroup (nil where it names none).
     var groupBrushes: [String?] = []
+    /// The offset of the start tag of the open top-level traceGroup (a page's element).
+    var groupAt = 0
+    /// The context each open traceGroup names with contextRef (nil where it names none).
+    var groupContexts: [(format: [InkChannel], brush: String?)?] = []
     var page = 0
     var pageGroupDepth: Int?
     var annotationType: String?
@@ -127,16 +128,28 @@ final class InkMLHandler: XMLHandler {
             guard brushID != nil || stack.last == "brush", let n = a["name"], let v = a["value"] else { return }
             brushProperty(n, v, units: a["units"])
         case "traceGroup":
+            if stack == ["ink"] { groupAt = tagStart }
             groupBrushes.append(Self.ref(a["brushRef"]))
+            var context: (format: [InkChannel], brush: String?)? = nil
+            if let r = Self.ref(a["contextRef"]) {
+                guard let c = contexts[r] else { return fail("traceGroup: contextRef \"#\(r)\" names no context") }
+                context = c
+            }
+            groupContexts.append(context)
         case "annotation":
             annotationType = a["type"]
             text = ""
         case "trace":
             traceIndex += 1
+            // [XCH-5] The trace's context: its contextRef, else that of the nearest enclosing
+            // traceGroup with one, else the current context.
             var format = currentFormat
             var brushName = contextBrush
             if let r = Self.ref(a["contextRef"]) {
                 guard let c = contexts[r] else { return fail("trace \(traceIndex): contextRef \"#\(r)\" names no context") }
+                format = c.format
+                brushName = c.brush ?? brushName
+            } else if let c = groupContexts.last(where: { $0 != nil }) ?? nil {
                 format = c.format
                 brushName = c.brush ?? brushName
             }
@@ -220,6 +233,7 @@ final class InkMLHandler: XMLHandler {
             brushID = nil
         case "traceGroup":
             groupBrushes.removeLast()
+            groupContexts.removeLast()
             if pageGroupDepth == stack.count { pageGroupDepth = nil; page = 0 }
         case "annotation":
             defer { annotationType = nil }
@@ -231,8 +245,8 @@ final class InkMLHandler: XMLHandler {
                 if ink.pages.count == 1, ink.pages[0].strokes.isEmpty, ink.pages[0].canvas == nil, !startedPageGroup {
                     page = 0
                 } else {
-                    guard checkPageCount(ink.pages.count, at: here) else { return }
-                    ink.pages.append(ImportedPage(target: .new, offset: here))
+                    guard checkPageCount(ink.pages.count, at: groupAt) else { return }
+                    ink.pages.append(ImportedPage(target: .new, offset: groupAt))
                     page = ink.pages.count - 1
                 }
                 startedPageGroup = true

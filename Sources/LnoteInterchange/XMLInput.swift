@@ -1,7 +1,5 @@
+import CLnoteXML2
 import Foundation
-#if canImport(FoundationXML)
-import FoundationXML
-#endif
 import LnoteModel
 
 /// The bytes of an XML input (InkML, or a .xopp file once inflated) and what every XML
@@ -111,9 +109,7 @@ struct XMLInput {
     /// Reads a whole file, refusing one over `limit` bytes before reading it (and not reading
     /// more than `limit + 1` bytes of one that grows).
     static func read(_ path: String, limit: Int) throws -> [UInt8] {
-        guard let handle = FileHandle(forReadingAtPath: path) else {
-            throw LnoteError(.notFound, "cannot read import file", path: path)
-        }
+        guard let handle = FileHandle(forReadingAtPath: path) else { throw StrokeImport.openFailure(path) }
         defer { try? handle.close() }
         if let size = try? handle.seekToEnd() {
             guard size <= UInt64(limit) else {
@@ -147,34 +143,68 @@ struct XMLInput {
         return nil
     }
 
-    /// The byte offset of a 1-based line and column as the parser reports them (libxml2
-    /// counts columns in bytes); clamped to the text.
-    func offset(line: Int, column: Int) -> Int {
-        var l = 1, i = 0
-        while l < line, i < bytes.count {
-            if bytes[i] == 0x0A { l += 1 }
-            i += 1
-        }
-        return min(bytes.count, i + max(0, column - 1))
-    }
+    /// libxml2 initialized once, before any thread parses (its documented requirement).
+    private static let parserReady: Void = xmlInitParser()
 
-    /// Runs `parser` over the bytes: a document the parser refuses becomes `invalidArgument`
-    /// with the offset of the fault; an error the handler stored stops the parsing and is thrown.
+    /// Runs libxml2's SAX parser over the bytes ([XCH-2]): well-formed XML 1.0 or nothing (no
+    /// recovery: content after the root element is refused), text nodes of any length up to
+    /// the size limit (`XML_PARSE_HUGE`: a trace of a million points is more than libxml2's
+    /// default 10 MB), no network, no entity substitution. A document the parser refuses becomes
+    /// `invalidArgument` with libxml2's message and the byte offset of the fault; an error the
+    /// handler stored stops the parsing and is thrown.
     func parse(_ handler: XMLHandler) throws {
-        let parser = XMLParser(data: Data(bytes))
-        parser.shouldResolveExternalEntities = false
-        parser.shouldProcessNamespaces = false
-        parser.delegate = handler
+        XMLInput.parserReady
         handler.input = self
-        handler.parser = parser
-        let ok = parser.parse()
+        var sax = xmlSAXHandler()
+        sax.initialized = UInt32(XML_SAX2_MAGIC)
+        // Names as written, prefixes included: no namespace processing (the SAX2 callbacks
+        // give prefix and local name apart; they are joined again).
+        sax.startElementNs = { ctx, local, prefix, _, _, _, count, _, attributes in
+            guard let ctx, let local else { return }
+            XMLHandler.of(ctx).didStart(local, prefix, Int(count), attributes)
+        }
+        sax.endElementNs = { ctx, local, prefix, _ in
+            guard let ctx, let local else { return }
+            XMLHandler.of(ctx).didEnd(local, prefix)
+        }
+        sax.characters = { ctx, text, count in
+            guard let ctx, let text, count > 0 else { return }
+            XMLHandler.of(ctx).didFind(UnsafeBufferPointer(start: text, count: Int(count)))
+        }
+        sax.ignorableWhitespace = sax.characters
+        // A CDATA section is character data like any other.
+        sax.cdataBlock = sax.characters
+        // The byte search refuses declarations first; these refuse whatever bytes spelled them.
+        sax.internalSubset = { ctx, _, _, _ in
+            guard let ctx else { return }
+            XMLHandler.of(ctx).fail("a document type declaration is not accepted")
+        }
+        sax.externalSubset = sax.internalSubset
+        sax.entityDecl = { ctx, _, _, _, _, _ in
+            guard let ctx else { return }
+            XMLHandler.of(ctx).fail("an entity declaration is not accepted")
+        }
+        sax.serror = { ctx, error in
+            guard let ctx, let error else { return }
+            XMLHandler.of(ctx).noteError(error.pointee)
+        }
+        guard let context = xmlCreatePushParserCtxt(&sax, Unmanaged.passUnretained(handler).toOpaque(), nil, 0, nil) else {
+            throw LnoteError(.io, "cannot start the XML parser", path: path)
+        }
+        defer { xmlFreeParserCtxt(context) }
+        _ = xmlCtxtUseOptions(context, Int32(bitPattern: XML_PARSE_HUGE.rawValue | XML_PARSE_NONET.rawValue))
+        handler.context = context
+        defer { handler.context = nil }
+        let status = bytes.withUnsafeBufferPointer { b in
+            b.withMemoryRebound(to: CChar.self) { c in xmlParseChunk(context, c.baseAddress, Int32(c.count), 1) }
+        }
         if let e = handler.failure { throw e }
-        guard ok, handler.depth == 0 else {
-            let at = offset(line: parser.lineNumber, column: parser.columnNumber)
-            let what = !ok ? parser.parserError.map { "\($0.localizedDescription)" } ?? "unknown error"
-                : "the text ends inside an element"
-            throw LnoteError(.invalidArgument, "malformed XML at line \(parser.lineNumber), column \(parser.columnNumber): \(what)",
-                             path: path, offset: at)
+        if let e = handler.parseError {
+            throw LnoteError(.invalidArgument, "malformed XML at line \(e.line), column \(e.column): \(e.message)",
+                             path: path, offset: e.offset)
+        }
+        guard status == 0, context.pointee.wellFormed != 0, handler.depth == 0 else {
+            throw LnoteError(.invalidArgument, "malformed XML: the text ends inside an element", path: path, offset: bytes.count)
         }
     }
 
@@ -209,55 +239,66 @@ struct XMLInput {
     }
 }
 
-/// The delegate base of this module's XML readers: the position of the parser as a byte
-/// offset, and one stored failure that stops the parsing.
-class XMLHandler: NSObject, XMLParserDelegate {
+/// The base of this module's XML readers, driven by libxml2's SAX callbacks: the position of
+/// the parser as a byte offset, and one stored failure that stops the parsing.
+class XMLHandler {
     var input: XMLInput!
-    weak var parser: XMLParser?
+    /// The libxml2 parser while it runs.
+    var context: xmlParserCtxtPtr?
     var failure: LnoteError?
+    /// The first error libxml2 reported (the document is not well-formed).
+    var parseError: (line: Int, column: Int, message: String, offset: Int)?
 
-    /// The start of the last line `here` found, to scan forward from (the parser's
-    /// position only moves forward): offsets cost what the text costs, once.
-    private var knownLine = 1, knownLineStart = 0
+    /// The handler a callback's context pointer is.
+    static func of(_ ctx: UnsafeMutableRawPointer) -> XMLHandler {
+        Unmanaged<XMLHandler>.fromOpaque(ctx).takeUnretainedValue()
+    }
 
-    /// The parser's current position as a byte offset.
+    /// The parser's current position as a byte offset in the text.
     var here: Int {
-        guard let p = parser else { return 0 }
-        let line = p.lineNumber, column = p.columnNumber
-        if line < knownLine { (knownLine, knownLineStart) = (1, 0) }
-        let b = input.bytes
-        var i = knownLineStart
-        while knownLine < line, i < b.count {
-            if b[i] == 0x0A { knownLine += 1; knownLineStart = i + 1 }
-            i += 1
-        }
-        return min(b.count, knownLineStart + max(0, column - 1))
+        guard let c = context else { return 0 }
+        return max(0, min(input.bytes.count, Int(xmlByteConsumed(c))))
     }
 
     /// Stores the first failure and stops the parser.
     func fail(_ e: LnoteError) {
         if failure == nil { failure = e }
-        parser?.abortParsing()
+        if let c = context { xmlStopParser(c) }
     }
 
     func fail(_ message: String, code: LnoteError.Code = .invalidArgument, at offset: Int? = nil) {
         fail(LnoteError(code, message, path: input.path, offset: offset ?? here))
     }
 
-    // The parser's callbacks, implemented here (a subclass's own implementation of a
-    // protocol requirement the base class took from the protocol's extension would never be
-    // called on Linux): subclasses override these three.
-    /// Elements open: a document that ends with some open is refused (libxml2, through
-    /// XMLParser, reports no error for it).
+    /// Keeps the first error (not warning) libxml2 reports, where the parser stands. Namespace
+    /// errors (a prefix never declared) are not faults here: names are read as written.
+    fileprivate func noteError(_ e: xmlError) {
+        guard parseError == nil, e.level.rawValue >= XML_ERR_ERROR.rawValue,
+              e.domain != Int32(XML_FROM_NAMESPACE.rawValue) else { return }
+        var message = e.message.map { String(cString: $0) } ?? "error \(e.code)"
+        while message.last?.isWhitespace == true { message.removeLast() }
+        parseError = (Int(e.line), Int(e.int2), message, here)
+    }
+
+    /// Elements open: a document that ends with some open is refused.
     var depth = 0
 
-    /// The offset of the first byte after the start tag being reported: the parser's
-    /// position is at or just before the tag's closing `>`.
+    /// The offset of the first byte after the start tag being reported: the parser stands at
+    /// the tag's closing `>` (or `/>`).
     var contentStart: Int {
         var i = max(0, here - 1)
         let b = input.bytes
         while i < b.count && b[i] != UInt8(ascii: ">") { i += 1 }
         return min(i + 1, b.count)
+    }
+
+    /// The offset of the `<` of the start tag being reported (the parser stands at its end;
+    /// an attribute value holds no `<`).
+    var tagStart: Int {
+        let b = input.bytes
+        var i = min(here, b.count - 1)
+        while i > 0 && b[i] != UInt8(ascii: "<") { i -= 1 }
+        return max(0, i)
     }
 
     /// What the import has read so far, against its budget ([XCH-12]).
@@ -302,64 +343,42 @@ class XMLHandler: NSObject, XMLParserDelegate {
     func end(_ name: String) {}
     func characters(_ s: String) {}
 
-    func parser(_ parser: XMLParser, didStartElement elementName: String, namespaceURI: String?, qualifiedName qName: String?,
-                attributes attributeDict: [String: String] = [:]) {
+    /// A qualified name as written: `prefix:local`, or `local`.
+    private static func name(_ local: UnsafePointer<xmlChar>, _ prefix: UnsafePointer<xmlChar>?) -> String {
+        guard let prefix else { return String(cString: local) }
+        return String(cString: prefix) + ":" + String(cString: local)
+    }
+
+    /// `attributes`: `count` groups of five pointers (local name, prefix, URI, value, end of
+    /// the value). libxml2 refuses an attribute given twice.
+    fileprivate func didStart(_ local: UnsafePointer<xmlChar>, _ prefix: UnsafePointer<xmlChar>?, _ count: Int,
+                              _ attributes: UnsafeMutablePointer<UnsafePointer<xmlChar>?>?) {
         guard failure == nil else { return }
         depth += 1
-        start(elementName, attributeDict)
+        var a: [String: String] = [:]
+        if let attributes {
+            for i in 0..<count {
+                let g = attributes + 5 * i
+                guard let name = g[0] else { continue }
+                var value = ""
+                if let from = g[3], let to = g[4], to >= from {
+                    value = String(decoding: UnsafeBufferPointer(start: from, count: to - from), as: UTF8.self)
+                }
+                a[XMLHandler.name(name, g[1])] = value
+            }
+        }
+        start(XMLHandler.name(local, prefix), a)
     }
 
-    func parser(_ parser: XMLParser, didEndElement elementName: String, namespaceURI: String?, qualifiedName qName: String?) {
+    fileprivate func didEnd(_ local: UnsafePointer<xmlChar>, _ prefix: UnsafePointer<xmlChar>?) {
         guard failure == nil else { return }
         depth -= 1
-        end(elementName)
+        end(XMLHandler.name(local, prefix))
     }
 
-    func parser(_ parser: XMLParser, foundCharacters string: String) {
+    /// Character data, CDATA sections included ([XCH-2]); the text was checked as UTF-8.
+    fileprivate func didFind(_ text: UnsafeBufferPointer<xmlChar>) {
         guard failure == nil else { return }
-        characters(string)
-    }
-
-    /// A CDATA section is character data like any other ([XCH-2]).
-    func parser(_ parser: XMLParser, foundCDATA CDATABlock: Data) {
-        guard failure == nil else { return }
-        guard let text = String(data: CDATABlock, encoding: .utf8) else {
-            fail("a CDATA section that is not UTF-8")
-            return
-        }
-        characters(text)
-    }
-
-    // [XCH-2] Declarations refused whatever bytes spelled them (the byte search is the first
-    // line; this is the second): libxml2 would otherwise substitute internal entities.
-    func parser(_ parser: XMLParser, foundInternalEntityDeclarationWithName name: String, value: String?) {
-        fail("an entity declaration is not accepted")
-    }
-
-    func parser(_ parser: XMLParser, foundExternalEntityDeclarationWithName name: String, publicID: String?, systemID: String?) {
-        fail("an entity declaration is not accepted")
-    }
-
-    func parser(_ parser: XMLParser, foundUnparsedEntityDeclarationWithName name: String, publicID: String?, systemID: String?,
-                notationName: String?) {
-        fail("an entity declaration is not accepted")
-    }
-
-    func parser(_ parser: XMLParser, foundElementDeclarationWithName elementName: String, model: String) {
-        fail("a document type declaration is not accepted")
-    }
-
-    func parser(_ parser: XMLParser, foundAttributeDeclarationWithName attributeName: String, forElement elementName: String,
-                type: String?, defaultValue: String?) {
-        fail("a document type declaration is not accepted")
-    }
-
-    func parser(_ parser: XMLParser, foundNotationDeclarationWithName name: String, publicID: String?, systemID: String?) {
-        fail("a document type declaration is not accepted")
-    }
-
-    func parser(_ parser: XMLParser, resolveExternalEntityName name: String, systemID: String?) -> Data? {
-        fail("an external entity is not accepted")
-        return nil
+        characters(String(decoding: text, as: UTF8.self))
     }
 }

@@ -1,7 +1,4 @@
 import Foundation
-#if canImport(FoundationXML)
-import FoundationXML
-#endif
 import LnoteModel
 
 /// Reads Xournal++ documents (`.xopp`: gzip-compressed XML; plain XML is read too) as
@@ -52,12 +49,13 @@ final class XoppHandler: XMLHandler {
         case "xournal":
             sawRoot = true
         case "page":
-            guard checkPageCount(ink.pages.count, at: here) else { return }
+            let pageAt = tagStart
+            guard checkPageCount(ink.pages.count, at: pageAt) else { return }
             guard let ws = a["width"], let hs = a["height"], let w = XMLInput.number(Substring(ws)), let h = XMLInput.number(Substring(hs)),
                   let qw = try? Quantization.coordinate(w), let qh = try? Quantization.coordinate(h), qw > 0, qh > 0 else {
                 return fail("page \(ink.pages.count + 1): width and height must be positive numbers")
             }
-            ink.pages.append(ImportedPage(target: ink.pages.isEmpty ? .given : .new, canvas: CanvasSize(width: qw, height: qh), offset: here))
+            ink.pages.append(ImportedPage(target: ink.pages.isEmpty ? .given : .new, canvas: CanvasSize(width: qw, height: qh), offset: pageAt))
         case "stroke":
             strokeIndex += 1
             guard !ink.pages.isEmpty else { return fail("stroke \(strokeIndex) is outside a <page>") }

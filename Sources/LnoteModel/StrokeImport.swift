@@ -89,6 +89,19 @@ public enum StrokeImport {
         public var stroke: Stroke
     }
 
+    /// Why an import file does not open, in the system's words (`notFound` when it does not
+    /// exist, else `io`): `FileHandle` says nothing.
+    package static func openFailure(_ path: String) -> LnoteError {
+        let fd = open(path, O_RDONLY)
+        let code = errno
+        if fd >= 0 {
+            close(fd)
+            return LnoteError(.io, "cannot read import file", path: path)
+        }
+        return LnoteError(code == ENOENT || code == ENOTDIR ? .notFound : .io, "cannot read import file", path: path,
+                          underlying: String(cString: strerror(code)))
+    }
+
     /// `strokes(contentsOf:style:)` keeping each line's `"page"` ([IMP-10]); `-` reads standard
     /// input (a pipe has no size: the limit is applied as it is read).
     public static func pagedStrokes(contentsOf path: String, style: InkStyle = InkStyle(),
@@ -97,9 +110,7 @@ public enum StrokeImport {
         if path == "-" {
             handle = FileHandle.standardInput
         } else {
-            guard let h = FileHandle(forReadingAtPath: path) else {
-                throw LnoteError(.notFound, "cannot read import file", path: path)
-            }
+            guard let h = FileHandle(forReadingAtPath: path) else { throw openFailure(path) }
             handle = h
         }
         defer { if path != "-" { try? handle.close() } }

@@ -47,6 +47,11 @@ extension LnoteError {
         let text = (message + " " + (underlying ?? "")).lowercased()
         switch code {
         case .corrupt where !text.contains("remove it"), .truncated where !text.contains("remove it"):
+            // A notebook's own files (in a package `<UUID>.lnote/` or the `.lnote/` folder)
+            // are what verify checks; a damaged file given to a command (an import) is not.
+            guard path.map({ $0.contains(".lnote") }) ?? true else {
+                return "The file itself is damaged: use an intact copy of it"
+            }
             return "`lnote verify FOLDER` lists what is damaged; `lnote verify FOLDER --repair` rebuilds what can be rebuilt"
         case .network where text.contains("cannot start http server"):
             return "Another program may be using that port: stop it, or choose another with --port"
@@ -58,7 +63,8 @@ extension LnoteError {
             // (Not any "lock": a message about a clock is not about a lock held.)
             return "Another lnote (a serve, a sync --watch, an app) is using it: stop that one, or wait and try again"
         case .io where text.contains("no space"):
-            return "Free some space and try again: nothing already stored was changed"
+            return text.contains("taken back") ? "Free some space and try again"
+                : "Free some space and try again: nothing already stored was changed"
         case .io where text.contains("permission denied"):
             return "Check the permissions of that file or folder"
         default:

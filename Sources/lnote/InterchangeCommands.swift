@@ -207,7 +207,16 @@ extension CommandTable {
                         e.message += "; the import could not take back: " + left.joined(separator: ", ")
                         throw e
                     }
-                    throw error
+                    // What was written and taken back is in the log: say so (not "nothing changed").
+                    var undone: [String] = []
+                    let erased = added.reduce(0) { $0 + $1.1.count }
+                    if erased > 0 { undone.append("\(erased) strokes erased") }
+                    if !grownFrom.isEmpty { undone.append("\(grownFrom.count) canvases set back") }
+                    if !order.isEmpty { undone.append("\(order.count) new pages deleted") }
+                    guard !undone.isEmpty else { throw error }
+                    var e = (error as? LnoteError) ?? LnoteError(.io, "\(error)")
+                    e.message += "; what the import wrote was taken back (" + undone.joined(separator: ", ") + ")"
+                    throw e
                 }
             }
         }

@@ -177,6 +177,29 @@ struct InterchangeCLITests {
         #expect(try await sb.ok("show", "nb", d, "--json", "--points") == before)
     }
 
+    /// A file that cannot be read says why, in the system's words; a damaged one is not sent
+    /// to `lnote verify` (which checks the notebook, not the file given).
+    @Test func unreadableAndDamagedImportFiles() async throws {
+        let sb = try Sandbox("import-unreadable")
+        defer { sb.remove() }
+        try await sb.ok("init", "nb")
+        let d = try await sb.ok("new", "nb")
+        for name in ["missing.inkml", "missing.xopp", "missing.jsonl"] {
+            let r = try await sb.run("import", "nb", d, name)
+            #expect(r.code == 1 && r.err.contains(name) && r.err.contains("No such file or directory"), "\(r)")
+        }
+        // A gzip stream cut short and one with a flipped byte.
+        let good = try gzipped(Array("<xournal><page width=\"100\" height=\"100\"><layer><stroke tool=\"pen\" color=\"#000000ff\" width=\"1\">1 2 3 4</stroke></layer></page></xournal>".utf8))
+        try Data(good.prefix(good.count / 2)).write(to: URL(fileURLWithPath: sb.sub("cut.xopp")))
+        var flipped = good
+        flipped[good.count / 2] ^= 0xFF
+        try Data(flipped).write(to: URL(fileURLWithPath: sb.sub("flipped.xopp")))
+        for name in ["cut.xopp", "flipped.xopp"] {
+            let r = try await sb.run("import", "nb", d, name)
+            #expect(r.code == 1 && r.err.contains(name) && r.err.contains("intact copy") && !r.err.contains("lnote verify"), "\(r)")
+        }
+    }
+
     /// [XCH-1] A write that fails after others: what the import wrote is taken back (strokes
     /// erased, canvases set back, created pages deleted), and the error is reported.
     @Test func failedWriteTakesBackTheImport() async throws {
@@ -201,6 +224,9 @@ struct InterchangeCLITests {
         """)
         let r = try await sb.run("import", "nb", d, "p.jsonl")
         #expect(r.code == 1 && r.out.isEmpty && r.err.contains(victim) && !r.err.contains("could not take back"), "\(r)")
+        // It says what was taken back: never that nothing changed.
+        #expect(r.err.contains("taken back (1 strokes erased, 1 canvases set back, 1 new pages deleted)")
+                && !r.err.contains("nothing already stored"), "\(r)")
         try FileManager.default.removeItem(atPath: logs[0])
         try FileManager.default.moveItem(atPath: sb.sub("saved.log"), toPath: logs[0])
         // Page 1 as it was (A4, no element), page 2 as it was, the page made for position 3 deleted.

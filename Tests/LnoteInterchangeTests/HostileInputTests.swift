@@ -36,6 +36,37 @@ struct HostileInputTests {
         #expect(inkmlError("<notink/>")?.message.contains("no <ink>") == true)
     }
 
+    /// [XCH-2] Well-formed or nothing: what follows the root element (text, a second root), an
+    /// undeclared entity and a repeated attribute are refused with libxml2's words, at the
+    /// byte where the parser found them (a byte order mark counted); in InkML and in .xopp.
+    @Test func onlyOneRootAndNothingAfter() throws {
+        let body = Self.head + "<trace>1 2 0.5</trace></ink>"
+        for (tail, words) in [("garbage", "Extra content"), ("<ink/>", "Extra content"), ("\n<!-- fine -->\n<x>", "Extra content")] {
+            for bom in ["", "\u{FEFF}"] {
+                let text = bom + body + tail
+                let e = try #require(inkmlError(text), "\(tail)")
+                #expect(e.code == .invalidArgument && e.message.contains("malformed XML") && e.message.contains(words), "\(tail): \(e)")
+                let tailAt = (bom + body).utf8.count + (tail.hasPrefix("\n") ? "\n<!-- fine -->\n".utf8.count : 0)
+                #expect(e.offset == tailAt, "\(tail) (bom \(!bom.isEmpty)): \(e), the extra content at \(tailAt)")
+            }
+        }
+        // Comments, processing instructions and white space after the root are allowed.
+        #expect(try InkMLReader.read(Array((body + "\n<!-- c --><?pi x?>  \n").utf8), path: "ok.inkml").pages.count == 1)
+        let undeclared = try #require(inkmlError(Self.head + "<trace>1 2 0.5&nope;</trace></ink>"))
+        #expect(undeclared.message.contains("nope"), "\(undeclared)")
+        let twice = try #require(inkmlError(Self.head + "<trace id=\"a\" id=\"b\">1 2 0.5</trace></ink>"))
+        #expect(twice.message.contains("redefined"), "\(twice)")
+        let xopp = "<?xml version=\"1.0\"?><xournal><page width=\"612\" height=\"792\"><layer>"
+            + "<stroke tool=\"pen\" color=\"#000000ff\" width=\"1\">1 2 3 4</stroke></layer></page></xournal>"
+        do {
+            _ = try XoppReader.read(Array((xopp + "<xournal/>").utf8), path: "two.xopp")
+            Issue.record("a second root accepted in .xopp")
+        } catch let e as LnoteError {
+            #expect(e.path == "two.xopp" && e.offset == xopp.utf8.count && e.message.contains("Extra content"), "\(e)")
+        }
+        #expect(try XoppReader.read(Array(xopp.utf8), path: "one.xopp").pages.count == 1)
+    }
+
     /// [XCH-2] Entities: a "billion laughs" document is refused before it is parsed, at the
     /// offset of its declaration.
     @Test func documentTypeRefused() throws {

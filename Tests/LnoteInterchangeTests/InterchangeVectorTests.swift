@@ -44,6 +44,44 @@ struct InterchangeVectorTests {
         """)
     }
 
+    /// [XCH-5] A trace's context is its own contextRef's, else that of the nearest enclosing
+    /// traceGroup with a contextRef, else the current one; its trace format gives the
+    /// channels, its brush the ink unless the trace or a group names one.
+    @Test func traceGroupContext() throws {
+        let text = """
+        <ink xmlns="http://www.w3.org/2003/InkML">
+          <definitions>
+            <brush xml:id="red"><brushProperty name="color" value="#ff0000"/></brush>
+            <brush xml:id="blue"><brushProperty name="color" value="#0000ff"/></brush>
+            <context xml:id="f" brushRef="#red"><traceFormat><channel name="X"/><channel name="Y"/>
+              <channel name="F" max="2"/></traceFormat></context>
+            <context xml:id="t"><traceFormat><channel name="X"/><channel name="Y"/><channel name="T"/></traceFormat></context>
+          </definitions>
+          <traceGroup contextRef="#f">
+            <trace>1 2 1</trace>
+            <traceGroup brushRef="#blue"><trace>3 4 2</trace></traceGroup>
+            <traceGroup><trace contextRef="#t">5 6 0, 7 8 4</trace></traceGroup>
+          </traceGroup>
+          <trace>9 10</trace>
+        </ink>
+        """
+        let ink = try InkMLReader.read(Array(text.utf8), path: "g.inkml")
+        #expect(describe(ink) == """
+        page 1 given -
+        stroke pen #ff0000ff 20 [[10, 20, 500, 10, 0]]
+        stroke pen #0000ffff 20 [[30, 40, 1000, 15, 0]]
+        stroke pen #000000ff 20 [[50, 60, 500, 10, 0], [70, 80, 500, 10, 4]]
+        stroke pen #000000ff 20 [[90, 100, 500, 10, 0]]
+
+        """)
+        do {
+            _ = try InkMLReader.read(Array("<ink><traceGroup contextRef=\"#nope\"><trace>1 2</trace></traceGroup></ink>".utf8), path: "n.inkml")
+            Issue.record("a traceGroup contextRef naming no context was accepted")
+        } catch let e as LnoteError {
+            #expect(e.code == .invalidArgument && e.message.contains("names no context"), "\(e)")
+        }
+    }
+
     /// [XCH-7] [XCH-8] The .xopp example, gzip-compressed as Xournal++ writes it, and as plain XML.
     @Test func xoppExample() throws {
         let input = try specVector("xopp-example", in: "interchange.md")
