@@ -17,9 +17,28 @@ public enum ToolKind: UInt8, Sendable, CaseIterable, CustomStringConvertible {
 
 /// A color with 8-bit red, green, blue and alpha channels.
 public struct RGBA: Hashable, Sendable, CustomStringConvertible {
-    public var r: UInt8, g: UInt8, b: UInt8, a: UInt8
+    /// `0xRRGGBBAA`. One stored word, not four bytes: with four, a stroke (its style holds
+    /// a color) has enough fields for the compiler to handle it by address, and building one
+    /// compiled to a copy and a destroy (a retain and a release of its points' source).
+    public private(set) var packed: UInt32
+    public var r: UInt8 {
+        get { UInt8(packed >> 24) }
+        set { packed = packed & 0x00FF_FFFF | UInt32(newValue) << 24 }
+    }
+    public var g: UInt8 {
+        get { UInt8((packed >> 16) & 0xFF) }
+        set { packed = packed & 0xFF00_FFFF | UInt32(newValue) << 16 }
+    }
+    public var b: UInt8 {
+        get { UInt8((packed >> 8) & 0xFF) }
+        set { packed = packed & 0xFFFF_00FF | UInt32(newValue) << 8 }
+    }
+    public var a: UInt8 {
+        get { UInt8(packed & 0xFF) }
+        set { packed = packed & 0xFFFF_FF00 | UInt32(newValue) }
+    }
     public init(r: UInt8, g: UInt8, b: UInt8, a: UInt8 = 255) {
-        self.r = r; self.g = g; self.b = b; self.a = a
+        packed = UInt32(r) << 24 | UInt32(g) << 16 | UInt32(b) << 8 | UInt32(a)
     }
     public static let black = RGBA(r: 0, g: 0, b: 0)
     /// `#rrggbbaa`
@@ -31,10 +50,7 @@ public struct RGBA: Hashable, Sendable, CustomStringConvertible {
         let full = s.count == 6 ? v << 8 | 0xff : v
         self.init(r: UInt8(full >> 24), g: UInt8((full >> 16) & 0xff), b: UInt8((full >> 8) & 0xff), a: UInt8(full & 0xff))
     }
-    public var packed: UInt32 { UInt32(r) << 24 | UInt32(g) << 16 | UInt32(b) << 8 | UInt32(a) }
-    public init(packed v: UInt32) {
-        self.init(r: UInt8(v >> 24), g: UInt8((v >> 16) & 0xff), b: UInt8((v >> 8) & 0xff), a: UInt8(v & 0xff))
-    }
+    public init(packed v: UInt32) { packed = v }
 }
 
 /// How a stroke is drawn: tool, color and base width (tenths of a point).
