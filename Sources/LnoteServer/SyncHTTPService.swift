@@ -88,16 +88,24 @@ public struct SyncHTTPService: Sendable {
 
     static func response(for e: LnoteError) -> HTTPServerResponse {
         let code = code(for: e)
-        // Damage in one of the server's own files (an absolute path: a corrupt log on the
-        // peer's disk) is the server's failure, not the client's bad request, and its path is
-        // not the client's business ([SYNC-81]).
-        let serverFile = (e.path?.hasPrefix("/") ?? false) || (e.underlying?.contains("/") ?? false)
+        // Damage in one of the server's own files (a corrupt log on the peer's disk, a damaged
+        // row of the relay's database, named by a path absolute or as the operator gave it)
+        // is the server's failure, not the client's bad request, and its path is not the
+        // client's business ([SYNC-81]). What a request carries is named by its own labels.
+        let serverFile = (e.path.map { !isRequestLabel($0) } ?? false) || (e.underlying?.contains("/") ?? false)
         if code == .serverError || (code == .badRequest && serverFile) {
             return failure(what(e.code), detail: e.description)
         }
         // Byte offsets and causes help the client's author with a bad request; other answers
         // carry the message alone (a 404 naming the relay's file says only what is missing).
         return error(code, code == .badRequest ? e.description : e.message)
+    }
+
+    /// The names errors give what a request carries: its body, the operations it pushes, its
+    /// hash ranges, an uploaded checkpoint or asset. Any other path is the server's own.
+    static func isRequestLabel(_ path: String) -> Bool {
+        ["request body", "push", "hashRanges", "sync", "snapshot"].contains(path)
+            || path.hasPrefix("checkpoints/") || path.hasPrefix("checkpoint of ") || path.hasPrefix("documents/")
     }
 
     /// What failed, in the general terms a 500's message uses.
@@ -177,6 +185,11 @@ public struct SyncHTTPService: Sendable {
     /// headers decide ([SYNC-78]).
     private func gate(_ request: HTTPServerRequest) async -> Gate {
         let segments = Array(request.path.split(separator: "/", omittingEmptySubsequences: false).dropFirst())
+        // [SYNC-23] A NUL byte, sent as %00, ends the decoded path libmicrohttpd hands over:
+        // what follows it would go unchecked and the rest be answered as if it were the path.
+        if request.target.prefix(while: { $0 != "?" }).contains("%00") {
+            return .answer(Self.error(.badRequest, "a NUL byte (%00) in the path"))
+        }
         // [SYNC-23] Nothing that could name another path reaches routing or storage.
         if segments.contains(where: { $0 == ".." || $0 == "." || $0.contains("\\") || $0.contains("\0") }) {
             return .answer(Self.error(.badRequest, "path segments . and .. are not allowed"))
@@ -390,11 +403,11 @@ public struct SyncHTTPService: Sendable {
     }
 
     /// The routes under `/v1/notebooks/<id>/` (`rest`: the segments after the id) that some
-    /// method answers: `sync`, `devices`, `checkpoints`, `view…`, a document's checkpoint of a
-    /// log, its assets (answered by `route` itself).
+    /// method answers: `sync`, `devices`, `checkpoints`, a document's checkpoint of a log, its
+    /// assets (answered by `route` itself). Not the view's paths: [SYNC-92] answers any other
+    /// method there with 404.
     static func isKnownRoute(_ rest: [Substring]) -> Bool {
         if rest.count == 1, ["sync", "devices", "checkpoints"].contains(rest[0]) { return true }
-        if rest.first == "view" { return true }
         return rest.count == 4 && rest[0] == "documents" && rest[2] == "checkpoints"
     }
 

@@ -116,6 +116,13 @@ import LnoteTestSupport
         }
         var (s, text) = try await send("GET", server.url + "/nosuch", token: token)
         #expect(s == 404 && text.contains("\"not_found\""), "unknown route: \(s) \(text)")
+        // [SYNC-92] Under the view, another method is 404, not 405.
+        for method in ["POST", "PUT", "DELETE", "PATCH"] {
+            for path in ["/view", "/view/conflicts", "/view/documents/\(doc)"] {
+                (s, text) = try await send(method, server.url + path, token: token)
+                #expect(s == 404 && text.contains("\"not_found\""), "\(method) \(path): \(s) \(text)")
+            }
+        }
         (s, text) = try await send("GET", root + "/v1/hello")
         #expect(s == 200, "hello: \(s) \(text)")
         // Another method does not get past the token: a wrong one is still refused.

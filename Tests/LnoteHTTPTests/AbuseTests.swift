@@ -568,7 +568,7 @@ import Glibc
 
     // MARK: - Finding 5: no paths in 500 bodies
 
-    /// [SYNC-81] An error about a server file (an absolute path) is a 500 whose body names no
+    /// [SYNC-81] An error about a server file (any path but a request's labels) is a 500 whose body names no
     /// path and gives an incident id; the details are in the log under that id.
     @Test("[SYNC-81] a 500 says what failed in general terms, with an incident id; the path goes to the log")
     func failuresNameNoPaths() async throws {
@@ -581,6 +581,18 @@ import Glibc
         // A client's malformed body keeps its offsets and names no server path either.
         let bad = SyncHTTPService.response(for: LnoteError(.corrupt, "bad magic", path: "request body", offset: 0))
         #expect(bad.status == 400 && bad.logEntry == nil)
+        // What a request carries, by its labels: the client's (400). Damage in the server's own
+        // storage named as the operator gave it (a relay started with `--db relay.sqlite`, a
+        // folder served as `lnote serve nb`) or by the relay's label for a stored row: 500.
+        for label in ["push", "hashRanges", "sync", "snapshot", "checkpoints/ABC", "checkpoint of ABC", "documents/D/assets/A"] {
+            let r = SyncHTTPService.response(for: LnoteError(.corrupt, "bad", path: label, offset: 3))
+            #expect(r.status == 400 && r.logEntry == nil, "\(label)")
+        }
+        for own in ["relay.sqlite", "stored frame", "nb/ABC.lnote/pages/1.log", "../relay.sqlite"] {
+            let r = SyncHTTPService.response(for: LnoteError(.corrupt, "stored operation 1: CRC mismatch", path: own, offset: 0))
+            let text = String(decoding: r.body, as: UTF8.self)
+            #expect(r.status == 500 && !text.contains(own) && r.logEntry?.contains(own) == true, "\(own): \(text)")
+        }
         // Something missing that the server names by its own file: 404, the message alone.
         let missing = SyncHTTPService.response(for: LnoteError(.notFound, "no asset", path: "/srv/relay.sqlite"))
         #expect(missing.status == 404 && !String(decoding: missing.body, as: UTF8.self).contains("/srv"))
