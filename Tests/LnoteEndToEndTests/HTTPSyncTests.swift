@@ -133,7 +133,7 @@ import LnoteTestSupport
             ("asset bytes not matching", base + "/documents/\(docID)/assets/\(AssetID.of([1]))", [2], [:], 400, "bad_request"),
             ("unknown route", base + "/nothing", [], [:], 404, "not_found"),
             // libmicrohttpd's decoded path ends at a NUL: the rest must not go unseen.
-            ("NUL in the path", base + "/sync%00/../../x", good, [:], 400, "%00"),
+            ("NUL in the path", base + "/sync%00junk", good, [:], 400, "%00"),
             ("NUL after a route", base + "/view%00anything", [], [:], 400, "%00"),
         ]
         for (name, path, body, headers, status, mention) in cases {
