@@ -468,6 +468,10 @@ public enum PageRenderer {
             return (ex * ex + ey * ey).squareRoot()
         }
 
+        /// Polylines longer than this many points are stroked in pieces of `lineChunk` segments.
+        static let longLine = 256
+        static let lineChunk = 32
+
         /// Draws every piece in the current source (the caller sets round caps and joins).
         func draw(_ cr: OpaquePointer) {
             for piece in pieces {
@@ -478,10 +482,22 @@ public enum PageRenderer {
                         cairo_fill(cr)
                         continue
                     }
-                    cairo_move_to(cr, pts[0].x, pts[0].y)
-                    for p in pts.dropFirst() { cairo_line_to(cr, p.x, p.y) }
                     cairo_set_line_width(cr, 2 * r)
-                    cairo_stroke(cr)
+                    // A long polyline in pieces of `chunk` segments sharing their ends: cairo's
+                    // stroker intersects every segment of one path with the others, so a
+                    // jagged stroke of n points cost O(n²) (40,000 random points: 42 s, a
+                    // hostile import stalled). Pieces cost n × chunk. Opaque ink looks the
+                    // same (round caps where round joins were); translucent ink is drawn
+                    // opaque in a group and painted once (`drawStroke`).
+                    let chunk = pts.count > Runs.longLine ? Runs.lineChunk : pts.count
+                    var start = 0
+                    while start < pts.count - 1 {
+                        let end = min(pts.count - 1, start + chunk)
+                        cairo_move_to(cr, pts[start].x, pts[start].y)
+                        for i in (start + 1)...end { cairo_line_to(cr, pts[i].x, pts[i].y) }
+                        cairo_stroke(cr)
+                        start = end
+                    }
                 case .taper(let p, let q, let startDisc):
                     if startDisc { disc(p, cr) }
                     taper(p, q, cr)

@@ -13,7 +13,8 @@ extension LnoteError {
         if let offset { place.append("byte offset \(offset)") }
         if let index { place.append("record \(index)") }
         if !place.isEmpty { s += " (" + place.joined(separator: ", ") + ")" }
-        if let underlying, !underlying.isEmpty { s += ": \(underlying)" }
+        // (Not when the message already says it: an HTTP status is both.)
+        if let underlying, !underlying.isEmpty, !message.contains(underlying) { s += ": \(underlying)" }
         if let hint { s += ". " + hint }
         return s
     }
@@ -53,6 +54,8 @@ extension LnoteError {
                 return "The file itself is damaged: use an intact copy of it"
             }
             return "`lnote verify FOLDER` lists what is damaged; `lnote verify FOLDER --repair` rebuilds what can be rebuilt"
+        case .network where text.contains("server_error"):
+            return "The server failed: its operator finds the incident in its log; the next sync carries on where this one stopped"
         case .network where text.contains("cannot start http server"):
             return "Another program may be using that port: stop it, or choose another with --port"
         case .network:

@@ -115,6 +115,8 @@ import LnoteTestSupport
         #expect(refused.status == 1, "\(refused.errText)")
         #expect(refused.errText.contains("HTTP 401 unauthorized") && refused.errText.contains("stopping: waiting cannot fix this"),
                 "\(refused.errText)")
+        // The status is said once (it was both the message's and the cause's).
+        #expect(refused.errText.components(separatedBy: "HTTP 401 unauthorized").count == 2, "\(refused.errText)")
         #expect(clock.now - t0 < .seconds(10))
 
         let watch = try Subprocess.start(lnote, ["sync", dir.sub("B"), relay.url, "--token", tokenB, "--watch"])
