@@ -69,12 +69,11 @@ final class InkMLHandler: XMLHandler {
     var contextFormatBefore: [InkChannel]?
     var brushID: String?
     var brush = InkStyleOverride()
-    /// brushRef of each open traceGroup (nil where it names none).
-    var groupBrushes: [String?] = []
+    /// Each open traceGroup: the brush its brushRef names and the context its contextRef
+    /// names (nil where it names none).
+    var groups: [(brush: String?, context: (format: [InkChannel], brush: String?)?)] = []
     /// The offset of the start tag of the open top-level traceGroup (a page's element).
     var groupAt = 0
-    /// The context each open traceGroup names with contextRef (nil where it names none).
-    var groupContexts: [(format: [InkChannel], brush: String?)?] = []
     var page = 0
     var pageGroupDepth: Int?
     var annotationType: String?
@@ -129,13 +128,12 @@ final class InkMLHandler: XMLHandler {
             brushProperty(n, v, units: a["units"])
         case "traceGroup":
             if stack == ["ink"] { groupAt = tagStart }
-            groupBrushes.append(Self.ref(a["brushRef"]))
             var context: (format: [InkChannel], brush: String?)? = nil
             if let r = Self.ref(a["contextRef"]) {
                 guard let c = contexts[r] else { return fail("traceGroup: contextRef \"#\(r)\" names no context") }
                 context = c
             }
-            groupContexts.append(context)
+            groups.append((Self.ref(a["brushRef"]), context))
         case "annotation":
             annotationType = a["type"]
             text = ""
@@ -149,11 +147,11 @@ final class InkMLHandler: XMLHandler {
                 guard let c = contexts[r] else { return fail("trace \(traceIndex): contextRef \"#\(r)\" names no context") }
                 format = c.format
                 brushName = c.brush ?? brushName
-            } else if let c = groupContexts.last(where: { $0 != nil }) ?? nil {
+            } else if let c = groups.last(where: { $0.context != nil })?.context {
                 format = c.format
                 brushName = c.brush ?? brushName
             }
-            if let b = groupBrushes.last(where: { $0 != nil }) ?? nil { brushName = b }
+            if let b = groups.last(where: { $0.brush != nil })?.brush { brushName = b }
             if let b = Self.ref(a["brushRef"]) { brushName = b }
             var style = base
             if let brushName {
@@ -232,8 +230,7 @@ final class InkMLHandler: XMLHandler {
             if let id = brushID { brushes[id] = brush }
             brushID = nil
         case "traceGroup":
-            groupBrushes.removeLast()
-            groupContexts.removeLast()
+            groups.removeLast()
             if pageGroupDepth == stack.count { pageGroupDepth = nil; page = 0 }
         case "annotation":
             defer { annotationType = nil }

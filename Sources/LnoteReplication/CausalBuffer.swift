@@ -115,15 +115,21 @@ extension Array where Element == ReplicaContext {
         return found ? self[i] : nil
     }
 
+    /// `context(of: replica)?.lamport(of: counter)`, read in place: a copy of the context
+    /// retains and releases its arrays, once per operation checked. nil when `replica` wrote
+    /// nothing here.
+    func lamport(of replica: ReplicaID, _ counter: UInt64) -> UInt64? {
+        let (i, found) = contextIndex(of: replica)
+        return found ? self[i].lamport(of: counter) : nil
+    }
+
     /// [MERGE-43] True when `op`'s Lamport timestamp exceeds that of every operation its
     /// context covers: for each replica, the greatest among its operations up to the one the
     /// context names, which causal delivery has applied. False only for a context that leaves out part of what it
     /// claims to have seen, which no correct replica writes.
     func lamportExceedsItsPast(_ op: Op) -> Bool {
         op.context.entries.allSatisfy { e in
-            // Read in place: a copy of the context retains and releases its arrays.
-            let (i, found) = contextIndex(of: e.replica)
-            guard found, let l = self[i].lamport(of: e.counter) else { return true }
+            guard let l = lamport(of: e.replica, e.counter) else { return true }
             return l < op.lamport
         }
     }

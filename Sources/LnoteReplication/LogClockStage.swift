@@ -34,12 +34,10 @@ struct LogClockStage: Sendable {
     }
 
     /// The Lamport timestamp of operation `counter` of `replica`, from its replica context in
-    /// `sorted` or in this stage; read in place: a copy of the context would retain and
-    /// release its arrays, once per operation replayed.
+    /// `sorted` or in this stage, read in place.
     @inline(__always)
     func lamport(of replica: ReplicaID, _ counter: UInt64, in sorted: [ReplicaContext]) -> UInt64? {
-        let (i, found) = sorted.contextIndex(of: replica)
-        if found { return sorted[i].lamport(of: counter) }
+        if let l = sorted.lamport(of: replica, counter) { return l }
         return contexts.isEmpty ? nil : contexts[replica]?.lamport(of: counter)
     }
 
