@@ -69,7 +69,10 @@ public enum PGNotices {
         if let h = handler.withLock({ $0 }) {
             h(notice)
         } else {
-            FileHandle.standardError.write(Data((notice.description + "\n").utf8))
+            // write(2), not FileHandle.write: that traps when stderr cannot be written (a full
+            // disk). A notice that cannot be written is dropped.
+            let line = Array((notice.description + "\n").utf8)
+            _ = line.withUnsafeBytes { Foundation.write(STDERR_FILENO, $0.baseAddress, $0.count) }
         }
     }
 

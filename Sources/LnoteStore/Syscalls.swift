@@ -222,8 +222,8 @@ final class Syscalls: Sendable {
     }
 
     static func tooLarge(_ path: String?, claimed: UInt64?, limit: Int) -> LnoteError {
-        LnoteError(.limitExceeded, (claimed.map { "\($0) bytes" } ?? "more bytes")
-                       + " than the \(limit) one read may take: not a file this notebook wrote", path: path)
+        LnoteError(.limitExceeded, "a file of " + (claimed.map { "\($0) bytes" } ?? "more")
+                       + ", over the \(limit) bytes lnote reads at once: not a file this notebook wrote", path: path)
     }
 
     /// Reads up to `count` bytes at `offset` (fewer only at end of file).

@@ -139,6 +139,11 @@ extension Transfer {
                              "\(method) \(url): response exceeds the limit of \(config.maxResponseBytes) bytes",
                              path: url, underlying: CurlCode.describe(rc))
         }
+        if rc == CURLE_OUT_OF_MEMORY && (headerBytes > 0 || detail.lowercased().contains("header")) {
+            // libcurl refuses a header line over 100 KB this way: it is the answer, not memory.
+            throw LnoteError(.network, "\(method) \(url) failed: the server's response headers are too large (\(detail))",
+                             path: url, underlying: CurlCode.describe(rc))
+        }
         throw LnoteError(.network, "\(method) \(url) failed: \(detail)", path: url,
                          underlying: CurlCode.describe(rc))
     }

@@ -479,6 +479,10 @@ public struct SyncSession: Sendable {
                     report.assetsReceived += 1
                 } catch let e as LnoteError where e.code == .notFound {
                     refused[asset] = "asset \(asset) is not held by \(remote.key): \(e.message)"
+                } catch let e as LnoteError where e.code == .limitExceeded {
+                    // [SYNC-60] An asset the remote cannot give within an answer's limit: the
+                    // same every time, so its operations are quarantined and the rest goes on.
+                    refused[asset] = "asset \(asset) from \(remote.key) is larger than an answer may be: \(e.message)"
                 }
             }
             guard !refused.isEmpty else { continue }

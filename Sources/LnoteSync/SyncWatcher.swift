@@ -218,6 +218,12 @@ public final class SyncWatcher: Sendable {
     /// Long polls: one always held at the remote; each answer stored, the next sent.
     private func polls(_ run: WatchRun, events: @Sendable (Event) -> Void) async {
         var backoff: Duration?
+        // Long polls in a row whose answer forgot the cursor ([SYNC-75]: `resync` or another
+        // epoch), each followed by a clock comparison: a remote that does it every time (a
+        // hostile or broken one) would have this client compare and push again forever.
+        var cursorLosses = 0
+        // The pause before the next poll after empty answers that came at once.
+        var unheld: Duration?
         while !run.isFinished {
             do {
                 let seenRounds = run.roundsDone
@@ -230,8 +236,29 @@ public final class SyncWatcher: Sendable {
                 }
                 // Held from now on: local rounds need not pull (until a send fails).
                 run.pollHealthy.store(true, ordering: .relaxed)
+                let sent = ContinuousClock.now
                 let answer = try await target.send(request)
                 backoff = nil
+                // An answer with nothing in it that came at once: the remote did not hold the
+                // poll ([SYNC-70]). Asked again at once, such a remote would be asked dozens of
+                // times a second; the next poll waits, from `minBackoff` doubling.
+                let empty = answer.pull.isEmpty && !answer.resync && answer.cursor == request.cursor && answer.epoch == request.epoch
+                if empty && ContinuousClock.now - sent < Self.heldAtLeast {
+                    let pause = unheld.map { min($0 * 2, options.maxBackoff) } ?? options.minBackoff
+                    unheld = pause
+                    guard await run.triggers.sleepIgnoringFires(for: pause) else { return }
+                } else if !empty {
+                    unheld = nil
+                }
+                if answer.resync || answer.epoch != request.epoch {
+                    cursorLosses += 1
+                    guard cursorLosses < Self.maxCursorLosses else {
+                        throw LnoteError(.protocolMismatch, "the remote answered \(cursorLosses) long polls in a row with "
+                                         + (answer.resync ? "resync" : "another epoch") + " right after a clock comparison; stopping")
+                    }
+                } else {
+                    cursorLosses = 0
+                }
                 if !answer.pull.isEmpty || answer.resync || answer.cursor != request.cursor || answer.epoch != request.epoch {
                     let report = try await run.lock.run { try await target.absorb(answer, for: request) }
                     events(.synced(report, cause: .remote))
@@ -252,6 +279,12 @@ public final class SyncWatcher: Sendable {
             }
         }
     }
+
+    /// Long polls in a row that may lose the cursor before the watcher stops (a relay that
+    /// restarts loses it once; one that loses it every time has no cursor to give).
+    static let maxCursorLosses = 3
+    /// An empty long-poll answer sooner than this was not held by the remote.
+    static let heldAtLeast: Duration = .milliseconds(500)
 
     /// After a failed round or long poll: stops the watcher on a failure waiting cannot fix
     /// (nil), or doubles the backoff (from `minBackoff` to `maxBackoff`) and returns it.

@@ -54,7 +54,8 @@ struct Console: Sendable {
     /// Stderr is not buffered; stdout's lines made before go out first.
     private func toStderr(_ s: String) {
         stdout.flush()
-        FileHandle.standardError.write(Data(s.utf8))
+        // A message that cannot be written (stderr on a full disk) is dropped: nowhere to say so.
+        _ = StandardOutput.writeAll(Array(s.utf8), to: STDERR_FILENO)
     }
 }
 

@@ -27,7 +27,9 @@ extension LnoteError {
         case .limitExceeded: "too large: "
         case .database: "database error: "
         case .unauthorized: "refused (unauthorized): "
-        case .protocolMismatch: "the other side speaks another version of the sync protocol: "
+        // (Not when the message says what the remote did: it speaks the protocol, badly.)
+        case .protocolMismatch: message.hasPrefix("remote ") || message.hasPrefix("the remote ") ? ""
+            : "the other side speaks another version of the sync protocol: "
         case .network, .ambiguous, .unsupportedVersion, .invalidArgument, .notFound, .alreadyExists, .io, .invalidState: ""
         }
     }
@@ -50,6 +52,9 @@ extension LnoteError {
         case .corrupt where !text.contains("remove it"), .truncated where !text.contains("remove it"):
             // A notebook's own files (in a package `<UUID>.lnote/` or the `.lnote/` folder)
             // are what verify checks; a damaged file given to a command (an import) is not.
+            if let path, path.contains("http://") || path.contains("https://") {
+                return "The server's answer is damaged: nothing of it was stored; if it happens again, the server's operator should look at it"
+            }
             guard path.map({ $0.contains(".lnote") }) ?? true else {
                 return "The file itself is damaged: use an intact copy of it"
             }

@@ -30,12 +30,24 @@ struct LnoteCLI {
     }
 
     static func run(_ arguments: [String]) async -> Int32 {
+        let console = Console()
+        let code = await run(arguments, console)
+        // Every way out (a result, a usage error, a failure) writes out what stdout holds.
+        console.flush()
+        // Output that could not be written (a full disk): the command's work is done, its
+        // output lost, which a script must learn (exit 1), not a crash.
+        if let reason = StandardOutput.shared.failure {
+            console.err("lnote: standard output could not be written (\(reason)); "
+                        + (code == Exit.ok || code == Exit.attention ? "the command itself was done" : "the command had failed"))
+            return code == Exit.ok || code == Exit.attention ? Exit.failure : code
+        }
+        return code
+    }
+
+    private static func run(_ arguments: [String], _ console: Console) async -> Int32 {
         var args = arguments
         // `lnote help CMD …` is `lnote CMD … --help`.
         if args.count > 1, args[0] == "help" { args = Array(args.dropFirst()) + ["--help"] }
-        let console = Console()
-        // Every way out (a result, a usage error, a failure) writes out what stdout holds.
-        defer { console.flush() }
         if args.isEmpty || args == ["--help"] || args == ["-h"] || args == ["help"] {
             // Asked for: stdout, exit 0. Nothing given: a usage error (stderr, exit 2).
             if args.isEmpty { console.errLines(usage()); return Exit.usage }

@@ -17,6 +17,9 @@ final class StandardOutput: Sendable {
     private struct State {
         var bytes: [UInt8] = []
         var eachLine = false
+        /// The first write that failed (its errno): later output is dropped, and the
+        /// command ends with a failure that says so (`LnoteCLI.run`).
+        var failure: Int32?
     }
     private let state = Mutex(State())
 
@@ -26,7 +29,7 @@ final class StandardOutput: Sendable {
     func write(_ s: String) {
         state.withLock { st in
             st.bytes.append(contentsOf: s.utf8)
-            if st.eachLine || st.bytes.count >= StandardOutput.capacity { Self.writeOut(&st.bytes) }
+            if st.eachLine || st.bytes.count >= StandardOutput.capacity { Self.writeOut(&st) }
         }
     }
 
@@ -34,13 +37,19 @@ final class StandardOutput: Sendable {
     func write(bytes: [UInt8]) {
         state.withLock { st in
             st.bytes.append(contentsOf: bytes)
-            if st.eachLine || st.bytes.count >= StandardOutput.capacity { Self.writeOut(&st.bytes) }
+            if st.eachLine || st.bytes.count >= StandardOutput.capacity { Self.writeOut(&st) }
         }
     }
 
     /// Writes out what is held.
     func flush() {
-        state.withLock { Self.writeOut(&$0.bytes) }
+        state.withLock { Self.writeOut(&$0) }
+    }
+
+    /// The reason standard output could not be written (strerror), when a write failed:
+    /// a full disk, an I/O error. (A closed pipe ends the process with SIGPIPE, as usual.)
+    var failure: String? {
+        state.withLock { $0.failure }.map { String(cString: strerror($0)) }
     }
 
     /// From now on each write goes out at once (long-running commands); what is held goes now.
@@ -49,9 +58,26 @@ final class StandardOutput: Sendable {
         flush()
     }
 
-    private static func writeOut(_ bytes: inout [UInt8]) {
-        guard !bytes.isEmpty else { return }
-        FileHandle.standardOutput.write(Data(bytes))
-        bytes.removeAll(keepingCapacity: true)
+    private static func writeOut(_ st: inout State) {
+        guard !st.bytes.isEmpty else { return }
+        defer { st.bytes.removeAll(keepingCapacity: true) }
+        guard st.failure == nil else { return }
+        st.failure = writeAll(st.bytes, to: STDOUT_FILENO)
+    }
+
+    /// Writes every byte to `fd` with write(2); the errno of a failure, else nil.
+    /// (FileHandle.write(_: Data) traps on an error such as ENOSPC or EIO, which comes after
+    /// a command whose work is done, an import's strokes stored, and only its output is lost.)
+    static func writeAll(_ bytes: [UInt8], to fd: Int32) -> Int32? {
+        bytes.withUnsafeBytes { b in
+            var at = 0
+            while at < b.count {
+                let n = Foundation.write(fd, b.baseAddress! + at, b.count - at)
+                if n > 0 { at += n; continue }
+                if n < 0 && errno == EINTR { continue }
+                return n < 0 ? errno : EIO
+            }
+            return nil
+        }
     }
 }

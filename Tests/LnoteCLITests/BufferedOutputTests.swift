@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import LnoteModel
 import LnoteStore
+import LnoteTestSupport
 
 /// `lnote`'s standard output is buffered (one `write(2)` per 64 KiB, flushed at exit and before
 /// anything goes to stderr): output many times the buffer's size comes out whole and in order.
@@ -53,5 +54,24 @@ import LnoteStore
         // Two runs print the same bytes.
         let again = try await sb.run("show", "nb", doc, page, "--points")
         #expect(again.out == r.out, "seed \(seed)")
+    }
+
+    /// Standard output that cannot be written (a full disk: /dev/full) ends the command with
+    /// exit 1 and a message on stderr, not a trap; what the command did stays done, once.
+    @Test func unwritableStandardOutputIsAFailureNotACrash() async throws {
+        let sb = try Sandbox("fulloutput")
+        defer { sb.remove() }
+        try await sb.ok("init", "nb")
+        let doc = try await sb.ok("new", "nb")
+        try sb.write("one.jsonl", "{\"points\": [[1, 1, 0, 0.5], [3, 3, 8, 0.5]]}\n")
+        for args in [["ls", "nb"], ["import", "nb", doc, "p1", "one.jsonl"], ["verify", "nb"]] {
+            let r = try await Subprocess.run("/bin/sh", ["-c", "exec \"$0\" \"$@\" > /dev/full", lnoteBinary] + args, directory: sb.path)
+            #expect(r.code == 1, "\(args): exit \(r.code), stderr \(r.errText)")
+            #expect(r.errText.contains("standard output could not be written (No space left on device)"), "\(args): \(r.errText)")
+            #expect(!r.errText.contains("Fatal error"), "\(args): \(r.errText)")
+        }
+        // The import was made once (its ids were what could not be printed).
+        let shown = try await sb.ok("show", "nb", doc, "p1", "--json")
+        #expect(shown.components(separatedBy: "\"id\"").count - 1 == 1, "\(shown)")
     }
 }

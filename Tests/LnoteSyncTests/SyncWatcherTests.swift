@@ -191,7 +191,8 @@ import LnoteTestSupport
         }
         #expect(await eventually { target.held == 1 })
         #expect(target.sent.withLock { $0.first?.wait == 42 && $0.first?.cursor == 1 })
-        // The wait ran out: nothing stored, the next poll sent at once.
+        // The wait ran out: nothing stored, the next poll sent (after a pause: this empty
+        // answer came at once, as from a remote that does not hold polls).
         #expect(target.answer(.success(SyncResponse(epoch: 9, cursor: 1, accepted: 0, pull: []))))
         #expect(await eventually { target.sent.withLock { $0.count } == 2 && target.held == 1 })
         #expect(target.absorbed.withLock { $0.isEmpty })
@@ -214,6 +215,64 @@ import LnoteTestSupport
         #expect(events.first == "started none true")
         #expect(events.contains("synced start 0") && events.contains("synced remote 1") && events.contains("synced local 0"))
         #expect(events.contains("failed network"))
+    }
+
+    /// [SYNC-75] A remote that answers every long poll in another epoch (each answer
+    /// forgets the cursor, each next round compares clocks and pushes again) stops the
+    /// watcher after 3 in a row, with an error that says so, rather than loop forever; one
+    /// such answer (a relay restarted) is followed by polls as usual.
+    @Test("[SYNC-75] a remote that changes its epoch on every long poll stops the watcher")
+    func epochChurnStops() async throws {
+        let target = ScriptedTarget()
+        let watcher = SyncWatcher(target: target, local: .none,
+                                  options: .init(wait: 42, interval: .seconds(3600), minBackoff: .milliseconds(1)))
+        let finished = Mutex(false)
+        let run = Task {
+            let e = await watcher.run { _ in }
+            finished.withLock { $0 = true }
+            return e
+        }
+        // One lost cursor, then a poll answered in the same epoch: the count starts over.
+        #expect(await eventually { target.held == 1 })
+        #expect(target.answer(.success(SyncResponse(epoch: 10, cursor: 1, accepted: 0, pull: []))))
+        #expect(await eventually { target.held == 1 && target.sent.withLock { $0.count } == 2 })
+        #expect(target.answer(.success(SyncResponse(epoch: 9, cursor: 2, accepted: 0, pull: []))))
+        // Then another epoch every time.
+        var epoch: UInt64 = 100
+        let stopped = await eventually {
+            if target.held == 1 {
+                epoch += 1
+                _ = target.answer(.success(SyncResponse(epoch: epoch, cursor: 1, accepted: 0, pull: [])))
+            }
+            return target.sent.withLock { $0.count } >= 20 || finished.withLock { $0 }
+        }
+        #expect(stopped)
+        let error = await run.value
+        #expect(error?.code == .protocolMismatch, "\(String(describing: error))")
+        #expect(error?.message.contains("3 long polls in a row with another epoch") == true, "\(String(describing: error))")
+        #expect(target.sent.withLock { $0.count } == 5, "2 polls, then 3 lost cursors in a row")
+    }
+
+    /// [SYNC-75] A remote that answers each long poll at once with nothing (it does not hold
+    /// them) is not asked again at once: the watcher pauses from `minBackoff`, doubling.
+    @Test("[SYNC-75] empty answers that come at once are paced")
+    func unheldPollsArePaced() async throws {
+        let target = ScriptedTarget()
+        let watcher = SyncWatcher(target: target, local: .none,
+                                  options: .init(wait: 42, interval: .seconds(3600), minBackoff: .milliseconds(200)))
+        let run = Task { await watcher.run { _ in } }
+        let start = ContinuousClock.now
+        // Answered as soon as held, for 1.2 s: pauses of 0.2, 0.4 and 0.8 s leave room for
+        // about 4 polls (without them, hundreds).
+        while ContinuousClock.now - start < .milliseconds(1200) {
+            if target.held == 1 { _ = target.answer(.success(SyncResponse(epoch: 9, cursor: 1, accepted: 0, pull: []))) }
+            try await Task.sleep(for: .milliseconds(2))
+        }
+        let polls = target.sent.withLock { $0.count }
+        #expect(polls >= 2 && polls <= 6, "\(polls) polls in 1.2 s")
+        run.cancel()
+        _ = target.answer(.failure(CancellationError()))
+        _ = await run.value
     }
 
     /// [SYNC-70] [SYNC-75] A remote that answers the long poll 400 (an older server: `wait`
