@@ -78,6 +78,7 @@ extension Notebook {
     /// - Parameter remote: who the fork was found with (kept in the quarantine entries).
     /// - Returns: per log, the removed operations in log order, and which must be made again.
     public func repairOwnFork(_ forks: [OwnFork], remote: String) async throws -> ForkRepair {
+        try checkOpen()
         var out = ForkRepair()
         var merged: [String: OwnFork] = [:]
         for f in forks {
@@ -94,7 +95,7 @@ extension Notebook {
         let current = replica
         if merged.values.contains(where: { $0.replica == current }) {
             out.minted = try identity.remint(reason: "operations of replica \(current) fork from those \(remote) holds: "
-                + "another copy of this folder wrote under the same id")
+                + "another copy of this folder wrote under the same id", repairingFork: true)
         }
         let time = options.now()
         let (folder, io, lock) = (path, io, notebookLock)
@@ -144,6 +145,21 @@ extension Notebook {
             }
         }
         return out
+    }
+
+    /// The replica ids this folder replaced to repair a fork of its own operations, whose
+    /// repair a sync began and did not finish (it was stopped): still this folder's own for
+    /// the next sync, which resumes the repair ([SYNC-54]).
+    public func unfinishedForkRepairs() throws -> [ReplicaID] {
+        try checkOpen()
+        return try identity.unfinishedRepairs()
+    }
+
+    /// Records that the fork repairs of `replicas` finished (a sync that handled every fork
+    /// it found ended): they are no longer this folder's own ([SYNC-54]).
+    public func finishForkRepairs(_ replicas: Set<ReplicaID>) throws {
+        try checkOpen()
+        try identity.finishRepairs(replicas)
     }
 
     /// Makes the removed operations of a fork repair again with `hook` in the open document

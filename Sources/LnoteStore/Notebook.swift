@@ -196,6 +196,10 @@ public actor Notebook {
         var replica: String
         var fingerprint: Fingerprint
         var previous: [String]
+        /// Ids of `previous` replaced to repair a fork of this folder's own operations whose
+        /// repair has not finished ([SYNC-54]): a sync that was stopped (killed) after the
+        /// new id was written resumes it. Absent when none (the file as before).
+        var repairing: [String]? = nil
     }
 
     static func fingerprint(folder: String, machineIDPath: String, io: Syscalls) throws -> ReplicaFile.Fingerprint {
@@ -232,7 +236,8 @@ public actor Notebook {
             var fresh = ReplicaID.random()
             while fresh == id || previous.contains(fresh) { fresh = ReplicaID.random() }
             let all = previous + [id]
-            let out = ReplicaFile(format: 1, replica: fresh.description, fingerprint: here, previous: all.map(\.description))
+            var out = ReplicaFile(format: 1, replica: fresh.description, fingerprint: here, previous: all.map(\.description))
+            out.repairing = r.repairing  // a fork repair left unfinished is still this folder's to finish
             let unsaved = try writeReplicaFile(file, try StoreJSON.encode(out), io: io)
             return (fresh, ReplicaChange(old: id, new: fresh, reason: reasons.joined(separator: "; ")), all, here, nil, unsaved)
         }

@@ -71,6 +71,8 @@ extension Notebook.ReplicaFile {
         var file: Notebook.ReplicaFile
         var replica: ReplicaID
         var previous: [ReplicaID]
+        /// The ids of `previous` whose fork repair is unfinished (`ReplicaFile.repairing`).
+        var repairing: [ReplicaID] = []
     }
 
     /// Decodes replica.json and checks it as every reader does ([PKG-60]): format 1, a
@@ -84,7 +86,8 @@ extension Notebook.ReplicaFile {
         guard r.replica.count == 16, let id = ReplicaID(hex: r.replica), id.rawValue != 0 else {
             throw LnoteError(.corrupt, "replica.json: replica is not 16 hex digits of a non-zero id", path: path)
         }
-        return Validated(file: r, replica: id, previous: r.previous.compactMap { ReplicaID(hex: $0) })
+        return Validated(file: r, replica: id, previous: r.previous.compactMap { ReplicaID(hex: $0) },
+                         repairing: (r.repairing ?? []).compactMap { ReplicaID(hex: $0) })
     }
 }
 

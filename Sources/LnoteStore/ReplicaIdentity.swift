@@ -100,6 +100,29 @@ public final class ReplicaIdentity: Sendable {
         return current
     }
 
+    /// The ids whose fork repair a sync began and did not finish ([SYNC-54], `remint`), as
+    /// replica.json holds them now.
+    func unfinishedRepairs() throws -> [ReplicaID] { try fileRepairing() }
+
+    /// Takes `ids` out of replica.json's `repairing` (their repair finished), under the
+    /// notebook lock, by durable replace; nothing is written when none of them is listed.
+    func finishRepairs(_ ids: Set<ReplicaID>) throws {
+        try lock.withLock {
+            let bytes = try DurableFile.read(file, io: io)
+            var v = try Notebook.ReplicaFile.decodeValidated(bytes, path: file)
+            let left = v.repairing.filter { !ids.contains($0) }
+            guard left.count != v.repairing.count else { return }
+            v.file.repairing = left.isEmpty ? nil : left.map(\.description)
+            try DurableFile.replace(file, with: try StoreJSON.encode(v.file), io: io)
+            seen.withLock { $0 = ReplicaIdentity.identity(of: file, io: io) }
+        }
+    }
+
+    private func fileRepairing() throws -> [ReplicaID] {
+        guard let bytes = try DurableFile.readIfExists(file, io: io) else { return [] }
+        return try Notebook.ReplicaFile.decodeValidated(bytes, path: file).repairing
+    }
+
     /// The id this folder writes under now.
     public var current: ReplicaID { state.withLock { $0.current } }
     /// Ids this folder wrote under before, oldest first.
@@ -117,8 +140,12 @@ public final class ReplicaIdentity: Sendable {
     /// Under the notebook lock, the file is read first: when another process of the folder
     /// already replaced the id this object holds, that id is adopted instead of minting
     /// another ([PKG-89]): it is just as new.
+    ///
+    /// With `repairingFork`, the old id is also listed in the file's `repairing`: its fork
+    /// repair ([SYNC-54]) is under way, and a sync stopped before it finished resumes it
+    /// (`unfinishedRepairs`) until `finishRepairs` takes it out.
     @discardableResult
-    func remint(reason: String) throws -> ReplicaChange {
+    func remint(reason: String, repairingFork: Bool = false) throws -> ReplicaChange {
         try lock.withLock {
             let given = current
             if (try? adoptFile()) != nil, current != given {
@@ -126,12 +153,15 @@ public final class ReplicaIdentity: Sendable {
                 state.withLock { s in s.changes[s.changes.count - 1] = change }
                 return change
             }
+            var repairing = (try? fileRepairing()) ?? []
             return try state.withLock { s in
                 var fresh = ReplicaID.random()
                 while fresh == s.current || s.previous.contains(fresh) { fresh = ReplicaID.random() }
                 let previous = s.previous + [s.current]
-                let out = Notebook.ReplicaFile(format: 1, replica: fresh.description, fingerprint: fingerprint,
+                if repairingFork && !repairing.contains(s.current) { repairing.append(s.current) }
+                var out = Notebook.ReplicaFile(format: 1, replica: fresh.description, fingerprint: fingerprint,
                                                previous: previous.map(\.description))
+                out.repairing = repairing.isEmpty ? nil : repairing.map(\.description)
                 try DurableFile.replace(file, with: try StoreJSON.encode(out), io: io)
                 unsaved.withLock { $0 = nil }
                 seen.withLock { $0 = ReplicaIdentity.identity(of: file, io: io) }

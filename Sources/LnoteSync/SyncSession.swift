@@ -226,6 +226,13 @@ public struct SyncSession: Sendable {
         var run = SyncRun()
         if firstContact { run.candidates = try await checkpointCandidates(&report, tell) }
         run.needsComparison = state.epoch == 0
+        // [SYNC-54] Ids replaced for a fork repair that a stopped sync did not finish: still
+        // this folder's own, and the clocks are compared to find their forks again.
+        let unfinished = try await notebook.unfinishedForkRepairs()
+        if !unfinished.isEmpty {
+            run.sessionOwn.formUnion(unfinished)
+            run.needsComparison = true
+        }
         try await settle(&state, &run, &report, tell)
         if try await checkInstalledPages(&run, &report) {
             // [SYNC-59] Pages rebuilt from operations: their history comes by a clock comparison.
@@ -236,6 +243,9 @@ public struct SyncSession: Sendable {
                 report.checkpointFailures.append(e.description)
             }
         }
+        // Every fork found was handled (its operations made again, or left in the quarantine
+        // for want of a re-authoring step): the repairs of this folder's former ids are done.
+        if !run.sessionOwn.isEmpty { try await notebook.finishForkRepairs(run.sessionOwn) }
         try await uploadCheckpoints(state, firstContact: firstContact, &report)
         report.missingOperations = try await notebook.missingOperations()
         report.documentsReceived = run.documentsReceived.count

@@ -89,6 +89,11 @@ public protocol SyncableNotebook: Sendable {
     func repairOwnFork(_ forks: [OwnFork], remote: String) async throws -> ForkRepair
     /// Makes removed operations again (`Notebook.remake`).
     func remake(_ removal: ForkRemoval, with hook: ReauthorHook) async throws -> RemadeOperations
+    /// Ids replaced for a fork repair that a stopped sync left unfinished
+    /// (`Notebook.unfinishedForkRepairs`): still this storage's own ([SYNC-54]).
+    func unfinishedForkRepairs() async throws -> [ReplicaID]
+    /// Those repairs finished (`Notebook.finishForkRepairs`).
+    func finishForkRepairs(_ replicas: Set<ReplicaID>) async throws
     /// Keeps an operation out of the logs ([PKG-48]).
     func quarantine(_ entry: QuarantineEntry) async throws
     /// What the logs lack of what their states hold ([PKG-51]).
@@ -183,6 +188,8 @@ extension SyncableNotebook {
     public func remake(_ removal: ForkRemoval, with hook: ReauthorHook) async throws -> RemadeOperations {
         throw LnoteError(.invalidState, "this storage cannot make operations again")
     }
+    public func unfinishedForkRepairs() async throws -> [ReplicaID] { [] }
+    public func finishForkRepairs(_ replicas: Set<ReplicaID>) async throws {}
     public func quarantine(_ entry: QuarantineEntry) async throws {}
     public func missingOperations() async throws -> [MissingInLog] { [] }
     public func installedPageMatches(_ log: LogRef) async throws -> Bool? { nil }

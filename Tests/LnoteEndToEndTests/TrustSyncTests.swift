@@ -103,6 +103,17 @@ import LnoteTestSupport
         try JSONSerialization.data(withJSONObject: json).write(to: URL(fileURLWithPath: path + "/.lnote/replica.json"))
     }
 
+    /// Writes `.lnote/replica.json` as a sync killed right after it minted a new id for a
+    /// fork repair leaves it: `replica` current, `former` in `previous` and in `repairing`.
+    static func stoppedRepair(_ folder: String, replica: ReplicaID, former: ReplicaID) throws {
+        try adoptReplica(folder, replica)
+        let file = URL(fileURLWithPath: folder).resolvingSymlinksInPath().path + "/.lnote/replica.json"
+        var json = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: file))) as? [String: Any])
+        json["previous"] = [former.description]
+        json["repairing"] = [former.description]
+        try JSONSerialization.data(withJSONObject: json).write(to: URL(fileURLWithPath: file))
+    }
+
     static func replica(_ path: String) async throws -> ReplicaID {
         let nb = try await open(path)
         let r = nb.replica
@@ -157,6 +168,45 @@ import LnoteTestSupport
         #expect(v.quarantine.count == 2 && v.quarantine.allSatisfy { $0.kind == .ownFork && $0.remadeAs != nil })
         #expect(v.problems(.quarantinedOperation).isEmpty && v.problems(.knownFork).isEmpty, "\(v.problems)")
         // Settled: the next sync finds nothing.
+        let again = try await Self.folderSync(a, b)
+        #expect(again.forks.isEmpty && again.repairs.isEmpty && again.opsSent == 0 && again.opsReceived == 0)
+    }
+
+    /// [SYNC-54] A sync stopped (killed) during a fork repair, after it wrote the new replica
+    /// id and before it took the forked operations out of the logs: the next sync still
+    /// treats the former id as this folder's own (replica.json lists it in `repairing`),
+    /// finds the fork again, repairs it, and the two folders converge; the mark is then gone.
+    /// (Before: the former id was "another replica's", both versions were kept, and every
+    /// sync reported the fork and exited 3: the folders never converged.)
+    @Test func forkRepairStoppedAfterTheMintIsResumed() async throws {
+        let dir = try TempDir()
+        let (a, b, backup) = (dir.sub("A"), dir.sub("B"), dir.sub("backup"))
+        _ = try await Fixture.notebook(at: a, strokes: 6, seed: 51)
+        let x = try await Self.replica(a)
+        try await Self.folderSync(a, b)
+        try FileManager.default.copyItem(atPath: a, toPath: backup)
+        try await Self.addStrokes(a, 2, seed: 52)
+        try await Self.folderSync(a, b)
+        try Self.restore(backup, into: a)
+        let reused = try await Self.addStrokes(a, 1, seed: 53)
+        #expect(reused == [OpID(replica: x, counter: 7)])
+        // What the killed sync left: a new id written, nothing else done.
+        let y0 = ReplicaID(0x5eed_0000_0000_0051)
+        try Self.stoppedRepair(a, replica: y0, former: x)
+        #expect(try await Self.replica(a) == y0)
+
+        let r = try await Self.folderSync(a, b)
+        #expect(r.forks.contains { $0.id == OpID(replica: x, counter: 7) && $0.own }, "\(r.forks)")
+        let repair = try #require(r.repairs.first { $0.replica == x })
+        #expect(repair.toRemake == 1 && repair.remade == 1 && repair.pending == 0, "\(repair)")
+        #expect(r.replicaChanges.isEmpty, "the id minted before the stop is kept: \(r.replicaChanges)")
+        #expect(!r.needsAttention)
+        #expect(try await Fixture.canonical(a) == Fixture.canonical(b))
+        #expect(try await Self.operationSets(a) == Self.operationSets(b))
+        let file = try String(contentsOfFile: a + "/.lnote/replica.json", encoding: .utf8)
+        #expect(!file.contains("repairing"), "\(file)")
+        let v = try Self.verify(a)
+        #expect(v.problems(.knownFork).isEmpty && v.problems(.quarantinedOperation).isEmpty, "\(v.problems)")
         let again = try await Self.folderSync(a, b)
         #expect(again.forks.isEmpty && again.repairs.isEmpty && again.opsSent == 0 && again.opsReceived == 0)
     }
