@@ -26,6 +26,8 @@ struct SyncRun {
     /// Removed operations to make again once the remote's versions are in ([SYNC-54]).
     var remakes: [ForkRemoval] = []
     var needsComparison = false
+    /// Whether a clock comparison (with digests, [SYNC-52]) ran in this sync.
+    var compared = false
     var resyncs = 0
     /// Per replica and counter, the content hashes (16 bytes) of the operations received into
     /// logs of documents the last receipt created ([PKG-96]): such a log holds exactly them,

@@ -225,7 +225,12 @@ public struct SyncSession: Sendable {
         let firstContact = state.epoch == 0
         var run = SyncRun()
         if firstContact { run.candidates = try await checkpointCandidates(&report, tell) }
-        run.needsComparison = state.epoch == 0
+        // [SYNC-54] A fork of another replica found with this remote is reported until its
+        // author repairs it: while one is pending, every sync compares clocks and digests (as
+        // a folder reached directly always does), whatever the cursor.
+        let forksKey = remote.key + "#forks"
+        let forksPending = !(try await notebook.loadRemoteState(key: forksKey) ?? []).isEmpty
+        run.needsComparison = state.epoch == 0 || forksPending
         // [SYNC-54] Ids replaced for a fork repair that a stopped sync did not finish: still
         // this folder's own, and the clocks are compared to find their forks again.
         let unfinished = try await notebook.unfinishedForkRepairs()
@@ -242,6 +247,11 @@ public struct SyncSession: Sendable {
             } catch let e as LnoteError where e.code == .invalidState {
                 report.checkpointFailures.append(e.description)
             }
+        }
+        // Pending while this sync found one; cleared only by a comparison that found none.
+        let forkedNow = report.forks.contains { !$0.own }
+        if forkedNow != forksPending, forkedNow || run.compared {
+            try await notebook.saveRemoteState(forkedNow ? [1] : [], key: forksKey)
         }
         // Every fork found was handled (its operations made again, or left in the quarantine
         // for want of a re-authoring step): the repairs of this folder's former ids are done.
@@ -277,6 +287,7 @@ public struct SyncSession: Sendable {
                 try count()
                 try await compare(&state, &run, &report, tell)
                 compared = true
+                run.compared = true
                 if run.needsComparison { continue }
             }
             if !run.askRanges.isEmpty {

@@ -319,6 +319,33 @@ import LnoteTestSupport
         try await nb.close()
     }
 
+    /// [SYNC-54] [SYNC-56] The same hidden fork with a remote whose cursors outlive the
+    /// process (a peer server or a relay, here its endpoint kept across syncs): every sync
+    /// reports it, not only the first (before: the next syncs went by the cursor, compared
+    /// nothing, and said nothing while the folders stayed different), until it is gone.
+    @Test func forkOfAnotherReplicaIsReportedOnEverySyncWithACursor() async throws {
+        let dir = try TempDir()
+        let (a, a2, b) = (dir.sub("A"), dir.sub("A2"), dir.sub("B"))
+        _ = try await Fixture.notebook(at: a, strokes: 3, seed: 81)
+        let x = try await Self.replica(a)
+        try await Self.folderSync(b, a)
+        try FileManager.default.copyItem(atPath: a, toPath: a2)
+        try Self.adoptReplica(a2, x)
+        try await Self.addStrokes(a, 1, seed: 82)
+        try await Self.addStrokes(a2, 1, seed: 83)
+        try await Self.folderSync(b, a)
+        let nbB = try await Self.open(b)
+        let nbA2 = try await Self.open(a2)
+        let remote = LocalRemote(key: "peer", endpoint: NotebookEndpoint(notebook: nbA2), cursorsOutliveProcess: true)
+        for round in 1...3 {
+            let r = try await SyncSession(notebook: nbB, remote: remote).run()
+            #expect(r.forks.contains { $0.id == OpID(replica: x, counter: 4) && !$0.own }, "round \(round): \(r.forks)")
+            #expect(r.needsAttention, "round \(round)")
+        }
+        try await nbB.close()
+        try await nbA2.close()
+    }
+
     /// [SYNC-51] Over a real peer server in the steady state (a cursor, no clock comparison):
     /// the client pushes another replica's x.4 that it got elsewhere, the server holds its own
     /// x.4: the server stores nothing of it, answers it in `forks` and keeps the pushed version
