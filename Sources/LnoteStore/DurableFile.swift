@@ -137,6 +137,10 @@ extension LnoteError {
     /// An `.io` error that a full disk or quota caused (ENOSPC, EDQUOT).
     var isDiskFull: Bool { errnoCode == ENOSPC || errnoCode == EDQUOT }
 
+    /// An `.io` error of a file system or file this process may not write (EROFS, EACCES,
+    /// EPERM): a notebook on read-only media, or a backup without write permission.
+    var isReadOnly: Bool { errnoCode == EROFS || errnoCode == EACCES || errnoCode == EPERM }
+
     /// An `.io` error whose cause is ENOENT.
     var isNotFound: Bool {
         code == .notFound || (code == .io && underlying?.hasPrefix("errno \(ENOENT) ") == true)

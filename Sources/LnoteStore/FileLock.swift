@@ -8,7 +8,8 @@ import LnoteModel
 /// An exclusive `flock` on a lock file ([PKG-80]): `<UUID>.lnote/lock` for a document,
 /// `.lnote/lock` for the notebook folder's own files.
 ///
-/// Every acquisition opens the file afresh (`O_RDWR | O_CREAT`), so each holder is its own
+/// Every acquisition opens the file afresh (`O_RDWR | O_CREAT`, or `O_RDONLY` when it may
+/// not be written: read-only media), so each holder is its own
 /// open file description: two holders in one process exclude each other exactly as two
 /// processes do, and closing the descriptor releases the lock. The kernel releases it too
 /// when the process dies, so a holder killed with SIGKILL blocks nobody. The file is never
@@ -51,7 +52,7 @@ struct FileLock: Sendable {
     func acquire(create: Bool) throws -> Held? {
         let fd: FileDescriptor
         do {
-            fd = try io.open(path, create ? O_RDWR | O_CREAT : O_RDWR)
+            fd = try openForLocking(create: create)
         } catch let e as LnoteError where !create && e.isNotFound {
             return nil
         }
@@ -72,7 +73,14 @@ struct FileLock: Sendable {
 
     /// Takes the lock only if it is free now; nil when another holder has it.
     func tryAcquire() throws -> Held? {
-        let fd = try io.open(path, O_RDWR | O_CREAT)
+        let fd: FileDescriptor
+        do {
+            fd = try openForLocking(create: true)
+        } catch let e as LnoteError where e.isReadOnly || (e.isNotFound && io.fileType(atPath: path) == nil) {
+            // A folder nobody may write (read-only media): no lock file can be made, and no
+            // writer can need one. Nil: as if another holder had it (nothing is cleaned up).
+            return nil
+        }
         do {
             if try io.tryLock(fd) { return Held(fd) }
         } catch {
@@ -81,6 +89,18 @@ struct FileLock: Sendable {
         }
         try? fd.close()
         return nil
+    }
+
+    /// The lock file opened for `flock`: read-write (created when `create`), or read-only
+    /// when it exists but may not be written (read-only media, a backup without write
+    /// permission): `flock` needs no write access, and a reader of such a folder locks as
+    /// any other; a writer fails at its first write, with that write's error.
+    private func openForLocking(create: Bool) throws -> FileDescriptor {
+        do {
+            return try io.open(path, create ? O_RDWR | O_CREAT : O_RDWR)
+        } catch let e as LnoteError where e.isReadOnly {
+            return try io.open(path, O_RDONLY)
+        }
     }
 
     /// Runs `body` holding the lock.

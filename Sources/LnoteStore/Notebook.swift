@@ -268,7 +268,9 @@ public actor Notebook {
         do {
             try DurableFile.replace(file, with: bytes, io: io)
             return nil
-        } catch let e as LnoteError where e.isDiskFull {
+        } catch let e as LnoteError where e.isDiskFull || e.isReadOnly {
+            // Also a folder on read-only media: it is read under the new id, and the first
+            // operation made under it fails writing replica.json, before anything else.
             return bytes
         }
     }

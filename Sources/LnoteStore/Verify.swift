@@ -62,6 +62,10 @@ public struct VerifyProblem: Sendable, Hashable, CustomStringConvertible {
         /// Two frames of one log that hold one operation id with different content: a fork
         /// inside the log, which no door lets in ([MERGE-41]); the merge keeps the first.
         case forkedFrame
+        /// A file that cannot be read (permission denied, an I/O error, or more bytes than
+        /// lnote reads at once, [PKG-104]): its content is not checked; the rest of the
+        /// notebook is.
+        case unreadable
     }
 
     public var kind: Kind
@@ -325,7 +329,7 @@ public enum Verify {
                     snapshots.append((pid, p))
                     continue
                 }
-                let bytes = try DurableFile.read(p, io: io)
+                guard let bytes = try readFile(p, io: io, into: &report) else { continue }
                 let (ops, facts) = checkLog(bytes, path: p, kind: .page, owner: pid.uuid, into: &report)
                 logs[pid] = facts
                 for op in ops { if case .add(.image(let i), _) = op.body { referenced.insert(i.asset) } }
@@ -335,7 +339,7 @@ public enum Verify {
             }
         }
         for (pid, p) in snapshots {
-            let bytes = try DurableFile.read(p, io: io)
+            guard let bytes = try readFile(p, io: io, into: &report) else { continue }
             do {
                 let s = try PageSnapshot.decode(bytes, path: p)
                 if s.state.page != pid { report.problems.append(.init(.undecodable, p, "names page \(s.state.page)")) }
@@ -372,7 +376,8 @@ public enum Verify {
                 }
                 report.files += 1
                 present.insert(a)
-                if AssetID.of(try DurableFile.read(p, io: io)) != a {
+                guard let bytes = try readFile(p, io: io, into: &report) else { continue }
+                if AssetID.of(bytes) != a {
                     report.problems.append(.init(.assetMismatch, p, "bytes do not hash to the file name"))
                 }
                 if !referenced.contains(a) {
@@ -427,6 +432,11 @@ public enum Verify {
         } catch let e as LnoteError where e.code == .corrupt && e.path == path {
             // Replaced by a symlink or a FIFO since the lstat: the seam refused it.
             report.problems.append(.init(.notRegularFile, path, e.message))
+            return nil
+        } catch let e as LnoteError where (e.code == .io || e.code == .limitExceeded) && (e.path == nil || e.path == path) {
+            // One file that cannot be read stops nothing else ([PKG-70]): reported, and the
+            // rest of the notebook is checked.
+            report.problems.append(.init(.unreadable, path, e.forReport))
             return nil
         }
     }
@@ -562,5 +572,13 @@ public enum Verify {
             } catch {}
         }
         return (ops, facts)
+    }
+}
+
+private extension LnoteError {
+    /// The message with the system's reason, for a problem's text.
+    var forReport: String {
+        guard let underlying, !underlying.isEmpty, !message.contains(underlying) else { return message }
+        return message + ": " + underlying
     }
 }

@@ -33,7 +33,9 @@ extension Transfer {
         }
         if let lowTime = request.lowSpeedTime ?? config.lowSpeedTime {
             let seconds = max(1, (milliseconds(lowTime) + 999) / 1000)
-            set(clnote_curl_setopt_long(h, CURLOPT_LOW_SPEED_LIMIT, max(1, config.lowSpeedLimitBytesPerSecond)))
+            var limit = config.lowSpeedLimitBytesPerSecond
+            if let rate = config.maxReceiveBytesPerSecond, rate > 0 { limit = min(limit, rate / 4) }
+            set(clnote_curl_setopt_long(h, CURLOPT_LOW_SPEED_LIMIT, max(1, limit)))
             set(clnote_curl_setopt_long(h, CURLOPT_LOW_SPEED_TIME, seconds))
         }
 

@@ -30,6 +30,30 @@ struct VerifyTests {
         #expect(r.documents == 1 && r.files >= 7)
     }
 
+    /// [PKG-70] [PKG-104] A file verify cannot read (here a sparse page log of 3 TB, more
+    /// than one read may take) is reported as `unreadable` with the reason, and the rest of
+    /// the notebook is still checked (before: verify stopped there, and the problems of every
+    /// other document went unreported).
+    @Test("[PKG-70] an unreadable file is reported and verify goes on")
+    func unreadableFileDoesNotStopVerify() async throws {
+        let dir = try TempDir("ver")
+        defer { dir.remove() }
+        let (paths, p0, _) = try await sample(dir)
+        let nb = try await openNotebook(dir.path)
+        let other = try await nb.createDocument(title: "W")
+        try await other.addStroke(stroke(), to: await other.pageList[0].id)
+        let otherPaths = other.paths
+        try await nb.close()
+        let huge: UInt64 = 3 << 40
+        #expect(truncate(paths.log(p0), off_t(huge)) == 0)
+        try writeFile(otherPaths.pages + "/.x.content.tmp-0123456789abcdef", [1])
+        let r = try Verify.run(folder: dir.path)
+        let unreadable = try #require(r.problems(.unreadable).first, "\(r.problems)")
+        #expect(unreadable.path == paths.log(p0) && unreadable.message.contains("\(huge) bytes"), "\(unreadable)")
+        #expect(r.problems(.temporaryFile).map(\.path) == [otherPaths.pages + "/.x.content.tmp-0123456789abcdef"], "\(r.problems)")
+        #expect(r.documents == 2 && !r.isClean)
+    }
+
     @Test("[PKG-1] [PKG-70] the package top and thumbnails/: quarantined copies, unknown names, a missing document.json")
     func topOfThePackage() async throws {
         let dir = try TempDir("ver")
@@ -121,7 +145,7 @@ struct VerifyTests {
         // quarantine of a sync); notRegularFile: NonRegularFileTests.
         for k in VerifyProblem.Kind.allCases
         where ![.missingFile, .snapshotMismatch, .unpairedSnapshot, .missingLog, .quarantinedOperation, .knownFork,
-                .notRegularFile, .forkedFrame].contains(k) {
+                .notRegularFile, .forkedFrame, .unreadable].contains(k) {
             #expect(kinds.contains(k), "\(k) not reported: \(r.problems)")
         }
         let frame = try #require(r.problems(.corruptFrame).first)
