@@ -46,10 +46,13 @@ public struct QuarantineEntry: Sendable, Hashable {
     public var otherHash: [UInt8]?
     /// For `ownFork`: the operations that made it again under a new replica id.
     public var remadeAs: [OpID]?
+    /// For `fork`: when (ms since 1970) a later clock comparison with the same remote found
+    /// no fork any more (its author repaired it, [SYNC-54]).
+    public var resolved: Int64?
 
     public init(kind: Kind, time: Int64, remote: String, document: DocumentID, page: PageID?, operation: OpID?,
                 reason: String, frame: [UInt8]? = nil, hash: [UInt8]? = nil, otherHash: [UInt8]? = nil,
-                remadeAs: [OpID]? = nil) {
+                remadeAs: [OpID]? = nil, resolved: Int64? = nil) {
         self.kind = kind
         self.time = time
         self.remote = remote
@@ -61,6 +64,7 @@ public struct QuarantineEntry: Sendable, Hashable {
         self.hash = hash
         self.otherHash = otherHash
         self.remadeAs = remadeAs
+        self.resolved = resolved
     }
 
     /// The file name ([PKG-48]): `<kind>-<DOCUMENT>-<PAGE or "document">-<operation or
@@ -74,7 +78,13 @@ public struct QuarantineEntry: Sendable, Hashable {
     }
 
     /// True when a person (or the re-authoring step) still has to act on it.
-    public var needsAttention: Bool { kind != .ownFork || remadeAs == nil }
+    public var needsAttention: Bool {
+        switch kind {
+        case .invalid: true
+        case .ownFork: remadeAs == nil
+        case .fork: resolved == nil
+        }
+    }
 
     public var logDescription: String { page.map { "\(document)/\($0)" } ?? "\(document)" }
 }
@@ -95,6 +105,7 @@ enum Quarantine {
         var hash: String?
         var otherHash: String?
         var remadeAs: [String]?
+        var resolved: Int64? = nil
     }
 
     static func folder(_ notebook: String) -> String { DurableFile.join(notebook, ".lnote/quarantine") }
@@ -103,7 +114,8 @@ enum Quarantine {
         try StoreJSON.encode(File(format: 1, kind: e.kind, time: e.time, remote: e.remote, document: e.document.description,
                                   page: e.page?.description, operation: e.operation?.description, reason: e.reason,
                                   frame: e.frame.map(hexString), hash: e.hash.map(hexString),
-                                  otherHash: e.otherHash.map(hexString), remadeAs: e.remadeAs?.map(\.description)))
+                                  otherHash: e.otherHash.map(hexString), remadeAs: e.remadeAs?.map(\.description),
+                                  resolved: e.resolved))
     }
 
     static func decode(_ bytes: [UInt8], path: String) throws -> QuarantineEntry {
@@ -128,7 +140,8 @@ enum Quarantine {
         }
         return QuarantineEntry(kind: f.kind, time: f.time, remote: f.remote, document: doc, page: page, operation: op,
                                reason: f.reason, frame: try hexBytes(f.frame, "frame"), hash: try hexBytes(f.hash, "hash", length: 32),
-                               otherHash: try hexBytes(f.otherHash, "otherHash", length: 32), remadeAs: remade)
+                               otherHash: try hexBytes(f.otherHash, "otherHash", length: 32), remadeAs: remade,
+                               resolved: f.kind == .fork ? f.resolved : nil)
     }
 
     /// Writes an entry durably unless a file of that name exists, under the notebook lock
@@ -146,7 +159,11 @@ enum Quarantine {
             try DurableFile.syncDirectory(DurableFile.join(notebook, ".lnote"), io: io)
         }
         let path = DurableFile.join(dir, e.fileName)
-        if !replace, try io.stat(path) != nil { return (path, false) }
+        if !replace, try io.stat(path) != nil {
+            // A fork found again after it was marked resolved: it needs a person again.
+            guard e.kind == .fork, e.resolved == nil, let held = try? decode(try DurableFile.read(path, io: io), path: path),
+                  held.resolved != nil else { return (path, false) }
+        }
         try DurableFile.replace(path, with: try encode(e), io: io)
         return (path, true)
     }
@@ -208,6 +225,23 @@ extension Notebook {
         var e = entry
         e.remadeAs = ids
         try Quarantine.write(e, notebook: path, io: io, lock: notebookLock, replace: true)
+    }
+
+    /// Marks the `fork` entries found with `remote` resolved ([SYNC-54]): a clock comparison
+    /// with it found no fork any more (the author repaired it). Returns how many.
+    @discardableResult
+    public func resolveForks(remote: String) throws -> Int {
+        try checkOpen()
+        let (entries, _) = try Quarantine.list(notebook: path, io: io)
+        let now = options.now()
+        var n = 0
+        for (_, entry) in entries where entry.kind == .fork && entry.remote == remote && entry.resolved == nil {
+            var e = entry
+            e.resolved = now
+            try Quarantine.write(e, notebook: path, io: io, lock: notebookLock, replace: true)
+            n += 1
+        }
+        return n
     }
 
     /// Every entry of the quarantine, oldest first.

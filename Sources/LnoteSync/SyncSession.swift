@@ -252,6 +252,8 @@ public struct SyncSession: Sendable {
         let forkedNow = report.forks.contains { !$0.own }
         if forkedNow != forksPending, forkedNow || run.compared {
             try await notebook.saveRemoteState(forkedNow ? [1] : [], key: forksKey)
+            // Its author repaired it: the quarantine says so, and verify counts it no more.
+            if !forkedNow { _ = try await notebook.resolveForks(remote: remote.key) }
         }
         // Every fork found was handled (its operations made again, or left in the quarantine
         // for want of a re-authoring step): the repairs of this folder's former ids are done.

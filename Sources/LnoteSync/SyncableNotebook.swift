@@ -94,6 +94,8 @@ public protocol SyncableNotebook: Sendable {
     func unfinishedForkRepairs() async throws -> [ReplicaID]
     /// Those repairs finished (`Notebook.finishForkRepairs`).
     func finishForkRepairs(_ replicas: Set<ReplicaID>) async throws
+    /// The forks of other replicas found with `remote` are gone (`Notebook.resolveForks`).
+    func resolveForks(remote: String) async throws -> Int
     /// Keeps an operation out of the logs ([PKG-48]).
     func quarantine(_ entry: QuarantineEntry) async throws
     /// What the logs lack of what their states hold ([PKG-51]).
@@ -190,6 +192,7 @@ extension SyncableNotebook {
     }
     public func unfinishedForkRepairs() async throws -> [ReplicaID] { [] }
     public func finishForkRepairs(_ replicas: Set<ReplicaID>) async throws {}
+    public func resolveForks(remote: String) async throws -> Int { 0 }
     public func quarantine(_ entry: QuarantineEntry) async throws {}
     public func missingOperations() async throws -> [MissingInLog] { [] }
     public func installedPageMatches(_ log: LogRef) async throws -> Bool? { nil }

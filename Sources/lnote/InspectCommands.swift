@@ -261,7 +261,7 @@ extension CommandTable {
                  reports what is left (operations a log lost stay listed until a peer sends
                  them back: sync). Exit status as for verify, after the repair.
         --json   {documents, files, clean, problems: [{kind, path, offset, index, message}],
-                  quarantine: [{kind, document, page, operation, remote, reason, remadeAs}]}
+                  quarantine: [{kind, document, page, operation, remote, reason, remadeAs, resolved}]}
                  with --repair also "repaired": [TEXT, …]
         """,
         flags: ["json", "repair"],
@@ -300,6 +300,7 @@ extension CommandTable {
                             "remote": .string(e.remote),
                             "reason": .string(e.reason),
                             "remadeAs": e.remadeAs.map { .array($0.map { .string($0.description) }) } ?? .null,
+                            "resolved": e.resolved.map { .int($0) } ?? .null,
                         ]
                     }),
                 ]
@@ -315,7 +316,8 @@ extension CommandTable {
                 }
                 for p in report.problems { console.out(p.description) }
                 for e in report.quarantine where !e.needsAttention {
-                    let how = e.remadeAs!.isEmpty ? "nothing left to make again" : "made again as " + e.remadeAs!.map(\.description).joined(separator: ", ")
+                    let how = e.kind == .fork ? "the fork with \(e.remote) is gone (its author repaired it)"
+                        : e.remadeAs!.isEmpty ? "nothing left to make again" : "made again as " + e.remadeAs!.map(\.description).joined(separator: ", ")
                     console.out("quarantined (resolved): \(e.operation?.description ?? "?") in log \(e.logDescription): \(how)")
                 }
                 let checked = "\(report.documents) document\(report.documents == 1 ? "" : "s"), \(report.files) files checked"

@@ -344,6 +344,22 @@ import LnoteTestSupport
         }
         try await nbB.close()
         try await nbA2.close()
+        #expect(try Self.verify(b).problems(.knownFork).count == 1)
+        // Its author repairs it (A2 syncs with B: its own fork, a new id, x.4 taken from B);
+        // B's next comparison with A2 finds no fork: the entry is resolved, verify is clean.
+        let repaired = try await Self.folderSync(a2, b)
+        #expect(repaired.forks.contains { $0.own } && !repaired.replicaChanges.isEmpty, "\(repaired.forks)")
+        let nbB2 = try await Self.open(b)
+        let nbA3 = try await Self.open(a2)
+        let after = try await SyncSession(notebook: nbB2, remote: LocalRemote(key: "peer", endpoint: NotebookEndpoint(notebook: nbA3),
+                                                                             cursorsOutliveProcess: true)).run()
+        #expect(after.forks.isEmpty && !after.needsAttention, "\(after.forks)")
+        try await nbB2.close()
+        try await nbA3.close()
+        let v = try Self.verify(b)
+        #expect(v.problems(.knownFork).isEmpty, "\(v.problems)")
+        #expect(v.quarantine.contains { $0.kind == .fork && $0.resolved != nil }, "\(v.quarantine)")
+        #expect(try await Fixture.canonical(b) == Fixture.canonical(a2))
     }
 
     /// [SYNC-51] Over a real peer server in the steady state (a cursor, no clock comparison):
