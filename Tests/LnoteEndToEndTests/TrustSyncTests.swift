@@ -114,6 +114,37 @@ import LnoteTestSupport
         try JSONSerialization.data(withJSONObject: json).write(to: URL(fileURLWithPath: file))
     }
 
+    /// A folder restored in place, in `dir`: A (6 strokes, replica `x`) synced with B, backed
+    /// up, 2 more strokes synced, then the backup restored into A (same directory, same id).
+    /// Returns A, B and x.
+    static func restoredInPlace(_ dir: TempDir, seed: UInt64) async throws -> (a: String, b: String, x: ReplicaID) {
+        let (a, b, backup) = (dir.sub("A"), dir.sub("B"), dir.sub("backup"))
+        _ = try await Fixture.notebook(at: a, strokes: 6, seed: seed)
+        let x = try await Self.replica(a)
+        try await Self.folderSync(a, b)
+        try FileManager.default.copyItem(atPath: a, toPath: backup)
+        try await Self.addStrokes(a, 2, seed: seed + 1)
+        try await Self.folderSync(a, b)
+        try Self.restore(backup, into: a)
+        return (a, b, x)
+    }
+
+    /// A hidden fork of another replica behind equal clocks, in `dir`: A (replica `x`, 3
+    /// strokes) synced with B; A2, A's copy under the same id; A and A2 each add a stroke
+    /// (both x.4, different content); B syncs with A. Returns A2, B and x.
+    static func hiddenFork(_ dir: TempDir, seed: UInt64) async throws -> (a2: String, b: String, x: ReplicaID) {
+        let (a, a2, b) = (dir.sub("A"), dir.sub("A2"), dir.sub("B"))
+        _ = try await Fixture.notebook(at: a, strokes: 3, seed: seed)
+        let x = try await Self.replica(a)
+        try await Self.folderSync(b, a)
+        try FileManager.default.copyItem(atPath: a, toPath: a2)
+        try Self.adoptReplica(a2, x)
+        try await Self.addStrokes(a, 1, seed: seed + 1)
+        try await Self.addStrokes(a2, 1, seed: seed + 2)
+        try await Self.folderSync(b, a)
+        return (a2, b, x)
+    }
+
     static func replica(_ path: String) async throws -> ReplicaID {
         let nb = try await open(path)
         let r = nb.replica
@@ -135,14 +166,7 @@ import LnoteTestSupport
     /// of that id never reached this folder: the two folders never converged.)
     @Test func restoredInPlaceForks() async throws {
         let dir = try TempDir()
-        let (a, b, backup) = (dir.sub("A"), dir.sub("B"), dir.sub("backup"))
-        _ = try await Fixture.notebook(at: a, strokes: 6, seed: 41)
-        let x = try await Self.replica(a)
-        try await Self.folderSync(a, b)
-        try FileManager.default.copyItem(atPath: a, toPath: backup)
-        try await Self.addStrokes(a, 2, seed: 42)
-        try await Self.folderSync(a, b)
-        try Self.restore(backup, into: a)
+        let (a, b, x) = try await Self.restoredInPlace(dir, seed: 41)
         #expect(try await Self.replica(a) == x, "restored in place: same directory, same fingerprint, same id")
         let reused = try await Self.addStrokes(a, 1, seed: 43)
         #expect(reused == [OpID(replica: x, counter: 7)], "the id B already holds with other content")
@@ -180,14 +204,7 @@ import LnoteTestSupport
     /// sync reported the fork and exited 3: the folders never converged.)
     @Test func forkRepairStoppedAfterTheMintIsResumed() async throws {
         let dir = try TempDir()
-        let (a, b, backup) = (dir.sub("A"), dir.sub("B"), dir.sub("backup"))
-        _ = try await Fixture.notebook(at: a, strokes: 6, seed: 51)
-        let x = try await Self.replica(a)
-        try await Self.folderSync(a, b)
-        try FileManager.default.copyItem(atPath: a, toPath: backup)
-        try await Self.addStrokes(a, 2, seed: 52)
-        try await Self.folderSync(a, b)
-        try Self.restore(backup, into: a)
+        let (a, b, x) = try await Self.restoredInPlace(dir, seed: 51)
         let reused = try await Self.addStrokes(a, 1, seed: 53)
         #expect(reused == [OpID(replica: x, counter: 7)])
         // What the killed sync left: a new id written, nothing else done.
@@ -291,15 +308,7 @@ import LnoteTestSupport
     /// `lnote sync` exits 3 saying so.
     @Test func hiddenForkOfAnotherReplicaIsKeptAndReported() async throws {
         let dir = try TempDir()
-        let (a, a2, b) = (dir.sub("A"), dir.sub("A2"), dir.sub("B"))
-        _ = try await Fixture.notebook(at: a, strokes: 3, seed: 71)
-        let x = try await Self.replica(a)
-        try await Self.folderSync(b, a)
-        try FileManager.default.copyItem(atPath: a, toPath: a2)
-        try Self.adoptReplica(a2, x)
-        try await Self.addStrokes(a, 1, seed: 72)
-        try await Self.addStrokes(a2, 1, seed: 73)
-        try await Self.folderSync(b, a)
+        let (a2, b, x) = try await Self.hiddenFork(dir, seed: 71)
         let before = try await Self.operationSets(b)
 
         let lnote = Subprocess.product("lnote")
@@ -325,15 +334,7 @@ import LnoteTestSupport
     /// nothing, and said nothing while the folders stayed different), until it is gone.
     @Test func forkOfAnotherReplicaIsReportedOnEverySyncWithACursor() async throws {
         let dir = try TempDir()
-        let (a, a2, b) = (dir.sub("A"), dir.sub("A2"), dir.sub("B"))
-        _ = try await Fixture.notebook(at: a, strokes: 3, seed: 81)
-        let x = try await Self.replica(a)
-        try await Self.folderSync(b, a)
-        try FileManager.default.copyItem(atPath: a, toPath: a2)
-        try Self.adoptReplica(a2, x)
-        try await Self.addStrokes(a, 1, seed: 82)
-        try await Self.addStrokes(a2, 1, seed: 83)
-        try await Self.folderSync(b, a)
+        let (a2, b, x) = try await Self.hiddenFork(dir, seed: 81)
         let nbB = try await Self.open(b)
         let nbA2 = try await Self.open(a2)
         let remote = LocalRemote(key: "peer", endpoint: NotebookEndpoint(notebook: nbA2), cursorsOutliveProcess: true)
