@@ -155,6 +155,37 @@ extension Notebook {
         return try identity.unfinishedRepairs()
     }
 
+    /// The re-authoring left undone by a fork repair of `replicas` that a sync began and did
+    /// not finish: per log, this folder's removed operations still waiting in the quarantine
+    /// to be made again (`ownFork` entries without `remadeAs`), in log order. A sync that
+    /// resumes the repair makes them again once the other side's versions are in ([SYNC-54]).
+    public func pendingRemakes(of replicas: Set<ReplicaID>) throws -> [ForkRemoval] {
+        try checkOpen()
+        guard !replicas.isEmpty else { return [] }
+        let (entries, _) = try Quarantine.list(notebook: path, io: io)
+        var groups: [String: (key: (DocumentID, PageID?, ReplicaID), entries: [QuarantineEntry])] = [:]
+        for (_, e) in entries where e.kind == .ownFork && e.remadeAs == nil && e.frame != nil {
+            guard let id = e.operation, replicas.contains(id.replica) else { continue }
+            let key = "\(e.document)/\(e.page?.description ?? "-")/\(id.replica)"
+            groups[key, default: ((e.document, e.page, id.replica), [])].entries.append(e)
+        }
+        var out: [ForkRemoval] = []
+        for key in groups.keys.sorted() {
+            let g = groups[key]!
+            // In log order: a replica's counters increase along its log.
+            let ordered = g.entries.sorted { $0.operation!.counter < $1.operation!.counter }
+            var ops: [Op] = [], kept: [QuarantineEntry] = []
+            for e in ordered {
+                guard let frame = try? Frame.decodeAll(e.frame!).first, let op = try? OperationCodec.decode(frame) else { continue }
+                ops.append(op)
+                kept.append(e)
+            }
+            guard !ops.isEmpty else { continue }
+            out.append(ForkRemoval(document: g.key.0, page: g.key.1, replica: g.key.2, removed: ops, remake: ops, entries: kept))
+        }
+        return out
+    }
+
     /// Records that the fork repairs of `replicas` finished (a sync that handled every fork
     /// it found ended): they are no longer this folder's own ([SYNC-54]).
     public func finishForkRepairs(_ replicas: Set<ReplicaID>) throws {

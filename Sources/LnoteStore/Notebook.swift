@@ -567,8 +567,15 @@ public actor Notebook {
     /// - Throws: `io` when `replica.json` cannot be written (the id is then unchanged).
     @discardableResult
     public func remintReplica(reason: String) throws -> ReplicaChange {
+        try remintReplica(reason: reason, repairingFork: false)
+    }
+
+    /// `remintReplica(reason:)`; with `repairingFork`, replica.json also lists the old id in
+    /// `repairing` ([SYNC-54]): a sync stopped before it repaired the forks made under it
+    /// resumes the repair.
+    public func remintReplica(reason: String, repairingFork: Bool) throws -> ReplicaChange {
         try checkOpen()
-        return try identity.remint(reason: reason)
+        return try identity.remint(reason: reason, repairingFork: repairingFork)
     }
 
     /// The name of the thread this actor's code runs on (tests).

@@ -31,11 +31,11 @@ public final class HTTPClient: Sendable {
         /// Time allowed for a whole transfer; nil for no limit (then rely on the low-speed
         /// limit). A request's own `timeout` overrides it.
         public var requestTimeout: Duration? = .seconds(300)
-        /// Abort when fewer than this many bytes per second move for `lowSpeedTime`. 1 KiB/s
-        /// (8 kbit/s, below any usable link): a remote that trickles an answer a few bytes a
+        /// Abort when fewer than this many bytes per second move for `lowSpeedTime`. 256 B/s
+        /// (2 kbit/s, below any usable link): a remote that trickles an answer a few bytes a
         /// second is cut off after `lowSpeedTime`, not after the whole `requestTimeout`.
         /// With `maxReceiveBytesPerSecond`, at most a quarter of that rate.
-        public var lowSpeedLimitBytesPerSecond: Int = 1024
+        public var lowSpeedLimitBytesPerSecond: Int = 256
         /// nil disables the low-speed check. Whole seconds (rounded up).
         public var lowSpeedTime: Duration? = .seconds(60)
         /// Largest response body accepted; the transfer is aborted past it.
@@ -59,7 +59,7 @@ public final class HTTPClient: Sendable {
         public var maxReceiveBytesPerSecond: Int? = nil
 
         public init(connectTimeout: Duration = .seconds(10), requestTimeout: Duration? = .seconds(300),
-                    lowSpeedLimitBytesPerSecond: Int = 1024, lowSpeedTime: Duration? = .seconds(60),
+                    lowSpeedLimitBytesPerSecond: Int = 256, lowSpeedTime: Duration? = .seconds(60),
                     maxResponseBytes: Int = 256 << 20, caFile: String? = nil, bearerToken: String? = nil,
                     userAgent: String = "lnote", maxConcurrentTransfers: Int = 4, followRedirects: Bool = false,
                     proxy: String? = nil) {

@@ -168,6 +168,9 @@ extension Notebook: SyncableNotebook {
     public func remintReplica(reason: String) async throws -> ReplicaChange? {
         try remintReplica(reason: reason) as ReplicaChange
     }
+    public func remintReplicaForRepair(reason: String) async throws -> ReplicaChange? {
+        try remintReplica(reason: reason, repairingFork: true) as ReplicaChange
+    }
 
     public func quarantine(_ entry: QuarantineEntry) async throws {
         _ = try quarantine(entry) as String

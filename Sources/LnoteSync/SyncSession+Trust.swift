@@ -64,7 +64,7 @@ extension SyncSession {
             guard theirs[log]![me] > applied[me] else { continue }
             let reason = "\(remote.key) holds operations of replica \(me) that this folder lacks (log \(log): "
                 + "\(theirs[log]![me]) there, \(applied[me]) here): it was restored from an older copy"
-            if let change = try await notebook.remintReplica(reason: reason) {
+            if let change = try await notebook.remintReplicaForRepair(reason: reason) {
                 run.sessionOwn.insert(change.old)
                 report.replicaChanges.append(change)
             }

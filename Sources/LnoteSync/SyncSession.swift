@@ -237,6 +237,14 @@ public struct SyncSession: Sendable {
         if !unfinished.isEmpty {
             run.sessionOwn.formUnion(unfinished)
             run.needsComparison = true
+            // What the stopped sync took out of the logs and did not make again yet: made
+            // again in this one, once the remote's versions are in (the comparison first).
+            for removal in try await notebook.pendingRemakes(of: Set(unfinished)) {
+                report.repairs.append(SyncRepair(log: LogRef(document: removal.document, page: removal.page), replica: removal.replica,
+                                                 newReplica: notebook.replicaID, removed: removal.removed.map(\.id),
+                                                 toRemake: removal.remake.count))
+                run.remakes.append(removal)
+            }
         }
         try await settle(&state, &run, &report, tell)
         if try await checkInstalledPages(&run, &report) {

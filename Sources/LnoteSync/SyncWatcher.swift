@@ -254,7 +254,7 @@ public final class SyncWatcher: Sendable {
                     cursorLosses += 1
                     guard cursorLosses < Self.maxCursorLosses else {
                         throw LnoteError(.protocolMismatch, "the remote answered \(cursorLosses) long polls in a row with "
-                                         + (answer.resync ? "resync" : "another epoch") + " right after a clock comparison; stopping")
+                                         + (answer.resync ? "resync" : "another epoch") + " right after a clock comparison")
                     }
                 } else {
                     cursorLosses = 0

@@ -92,6 +92,12 @@ public protocol SyncableNotebook: Sendable {
     /// Ids replaced for a fork repair that a stopped sync left unfinished
     /// (`Notebook.unfinishedForkRepairs`): still this storage's own ([SYNC-54]).
     func unfinishedForkRepairs() async throws -> [ReplicaID]
+    /// What those repairs still have to make again (`Notebook.pendingRemakes`).
+    func pendingRemakes(of replicas: Set<ReplicaID>) async throws -> [ForkRemoval]
+    /// Mints a new replica id for a folder restored from an older copy ([SYNC-55]), listing
+    /// the old one as a repair under way (`repairing`): the forks it may have made are this
+    /// folder's to repair, also after a stopped sync.
+    func remintReplicaForRepair(reason: String) async throws -> ReplicaChange?
     /// Those repairs finished (`Notebook.finishForkRepairs`).
     func finishForkRepairs(_ replicas: Set<ReplicaID>) async throws
     /// The forks of other replicas found with `remote` are gone (`Notebook.resolveForks`).
@@ -192,6 +198,8 @@ extension SyncableNotebook {
     }
     public func unfinishedForkRepairs() async throws -> [ReplicaID] { [] }
     public func finishForkRepairs(_ replicas: Set<ReplicaID>) async throws {}
+    public func pendingRemakes(of replicas: Set<ReplicaID>) async throws -> [ForkRemoval] { [] }
+    public func remintReplicaForRepair(reason: String) async throws -> ReplicaChange? { try await remintReplica(reason: reason) }
     public func resolveForks(remote: String) async throws -> Int { 0 }
     public func quarantine(_ entry: QuarantineEntry) async throws {}
     public func missingOperations() async throws -> [MissingInLog] { [] }

@@ -228,6 +228,36 @@ import LnoteTestSupport
         #expect(again.forks.isEmpty && again.repairs.isEmpty && again.opsSent == 0 && again.opsReceived == 0)
     }
 
+    /// [SYNC-54] A sync stopped after it took the forked operations out of the logs and
+    /// before it made them again: the next sync makes them again from the quarantine (the
+    /// `ownFork` entries without `remadeAs` of the ids in `repairing`), and the user's stroke
+    /// is back, as a new element. (Before: that sync found no fork, said nothing, exited 0,
+    /// and the stroke was gone from the page but for its quarantine entry.)
+    @Test func forkRepairStoppedBeforeReauthoringIsResumed() async throws {
+        let dir = try TempDir()
+        let (a, b, x) = try await Self.restoredInPlace(dir, seed: 61)
+        _ = try await Self.addStrokes(a, 1, seed: 64)
+        // The repair up to its removals (no re-authoring step): the stroke waits in the quarantine.
+        let first = try await Self.folderSync(a, b, reauthor: nil)
+        let y = try await Self.replica(a)
+        #expect(first.repairs.reduce(0) { $0 + $1.pending } == 1, "\(first.repairs)")
+        #expect(!(try String(contentsOfFile: a + "/.lnote/replica.json", encoding: .utf8)).contains("repairing"))
+        // What a kill before the re-authoring leaves: the former id still listed.
+        try Self.stoppedRepair(a, replica: y, former: x)
+        let r = try await Self.folderSync(a, b)
+        #expect(r.repairs.reduce(0) { $0 + $1.remade } == 1 && r.repairs.allSatisfy { $0.pending == 0 }, "\(r.repairs)")
+        #expect(!r.needsAttention)
+        #expect(try await Fixture.canonical(a) == Fixture.canonical(b))
+        let (doc, pid) = try await Self.firstPage(a)
+        let nb = try await Self.open(a)
+        let els = try await nb.openDocument(doc).elements(pid)
+        #expect(els.count == 9 && els.filter { $0.id.replica == y }.count == 1, "\(els.count)")
+        try await nb.close()
+        let v = try Self.verify(a)
+        #expect(v.problems(.quarantinedOperation).isEmpty, "\(v.problems)")
+        #expect(!(try String(contentsOfFile: a + "/.lnote/replica.json", encoding: .utf8)).contains("repairing"))
+    }
+
     /// [SYNC-54] [SYNC-52] [SYNC-53] A folder copied with its replica file to a place whose
     /// fingerprint matches (simulated by writing replica.json): both copies write under one
     /// id. The copy that is ahead computes its chain at the other's counter, sees it differ,
