@@ -81,6 +81,7 @@ public enum Repair {
     /// An error's message with its file, without the library's code name.
     static func words(_ error: any Error) -> String {
         guard let e = error as? LnoteError else { return "\(error)" }
-        return e.message + (e.path.map { " (\($0))" } ?? "")
+        let reason = e.underlying.map { u in e.message.contains(u) ? "" : ": \(u)" } ?? ""
+        return e.message + (e.path.map { " (\($0))" } ?? "") + reason
     }
 }

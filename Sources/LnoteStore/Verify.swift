@@ -262,6 +262,9 @@ public enum Verify {
         var logs: [PageID: LogFacts] = [:]
         var bases: [PageID: VectorClock] = [:]
         var snapshots: [(PageID, String)] = []
+        // Page logs that could not be read (reported `unreadable`): what they hold is not
+        // known, so their snapshots' operations are not reported missing.
+        var unreadLogs = Set<PageID>()
         // Past snapshots sort before their page's log (`<page>.<N>.past` < `<page>.log`): they
         // are checked against it as soon as it is read, and its operations are not kept.
         var pasts: [PageID: [(String, PageSnapshot.Contents)]] = [:]
@@ -329,7 +332,10 @@ public enum Verify {
                     snapshots.append((pid, p))
                     continue
                 }
-                guard let bytes = try readFile(p, io: io, into: &report) else { continue }
+                guard let bytes = try readFile(p, io: io, into: &report) else {
+                    unreadLogs.insert(pid)
+                    continue
+                }
                 let (ops, facts) = checkLog(bytes, path: p, kind: .page, owner: pid.uuid, into: &report)
                 logs[pid] = facts
                 for op in ops { if case .add(.image(let i), _) = op.body { referenced.insert(i.asset) } }
@@ -352,7 +358,9 @@ public enum Verify {
                     // [PKG-55] A snapshot without its log: its operations cannot be served.
                     report.problems.append(.init(.missingLog, paths.log(pid), "the page's log is missing while its snapshot exists"))
                 }
-                reportMissing(s.state.clock, held: logs[pid]?.held ?? [:], base: bases[pid], log: paths.log(pid), into: &report)
+                if !unreadLogs.contains(pid) {
+                    reportMissing(s.state.clock, held: logs[pid]?.held ?? [:], base: bases[pid], log: paths.log(pid), into: &report)
+                }
             } catch let e as LnoteError {
                 report.problems.append(.init(.undecodable, p, e.message, offset: e.offset))
             }

@@ -143,7 +143,7 @@ extension Transfer {
         }
         if rc == CURLE_OUT_OF_MEMORY && (headerBytes > 0 || detail.lowercased().contains("header")) {
             // libcurl refuses a header line over 100 KB this way: it is the answer, not memory.
-            throw LnoteError(.network, "\(method) \(url) failed: the server's response headers are too large (\(detail))",
+            throw LnoteError(.network, "\(method) \(url) failed: the server's response headers are too large",
                              path: url, underlying: CurlCode.describe(rc))
         }
         throw LnoteError(.network, "\(method) \(url) failed: \(detail)", path: url,

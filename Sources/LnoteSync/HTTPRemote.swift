@@ -128,7 +128,7 @@ public final class HTTPRemote: SyncRemote {
     /// error code; `underlying` is `HTTP <status>` or `HTTP <status> <code>`.
     static func error(from r: HTTPResponse, method: String, url: String) -> LnoteError {
         var message = String(decoding: r.body.prefix(1000), as: UTF8.self)
-        if (300..<400).contains(r.status) {
+        if [301, 302, 303, 307, 308].contains(r.status) {
             // Not followed ([SYNC-23]: a remote's URL is where it answers); said plainly.
             let to = r.headers["Location"].map { " to \($0)" } ?? ""
             message = "the server redirects\(to); lnote does not follow redirects: use the URL the server answers at"

@@ -222,6 +222,7 @@ public final class SyncWatcher: Sendable {
         // epoch), each followed by a clock comparison: a remote that does it every time (a
         // hostile or broken one) would have this client compare and push again forever.
         var cursorLosses = 0
+        var lastLoss: ContinuousClock.Instant?
         // The pause before the next poll after empty answers that came at once.
         var unheld: Duration?
         while !run.isFinished {
@@ -251,7 +252,11 @@ public final class SyncWatcher: Sendable {
                     unheld = nil
                 }
                 if answer.resync || answer.epoch != request.epoch {
-                    cursorLosses += 1
+                    // In a row means close together: resets minutes apart (a relay restarted
+                    // or its epoch reset by its operator, a comparison each time) are not.
+                    let now = ContinuousClock.now
+                    cursorLosses = lastLoss.map { now - $0 < Self.lossWindow } == true ? cursorLosses + 1 : 1
+                    lastLoss = now
                     guard cursorLosses < Self.maxCursorLosses else {
                         throw LnoteError(.protocolMismatch, "the remote answered \(cursorLosses) long polls in a row with "
                                          + (answer.resync ? "resync" : "another epoch") + " right after a clock comparison")
@@ -283,6 +288,8 @@ public final class SyncWatcher: Sendable {
     /// Long polls in a row that may lose the cursor before the watcher stops (a relay that
     /// restarts loses it once; one that loses it every time has no cursor to give).
     static let maxCursorLosses = 3
+    /// Losses further apart than this start the count again.
+    static let lossWindow: Duration = .seconds(60)
     /// An empty long-poll answer sooner than this was not held by the remote.
     static let heldAtLeast: Duration = .milliseconds(500)
 

@@ -351,5 +351,13 @@ final class FlakyRemote: SyncRemote {
         #expect(answer(409, "{\"error\": \"not_found\"}").underlying == "HTTP 409")
         #expect(answer(413, "request body exceeds 1048576 bytes\n").code == .limitExceeded)
         #expect(answer(502, "<html>bad gateway</html>").code == .network)
+        // A redirect is not followed, and the message says so and where it pointed; an empty
+        // body reads "(no message)" rather than nothing; a 304 is not called a redirect.
+        let moved = HTTPRemote.error(from: HTTPResponse(status: 307, headers: ["Location": "http://127.0.0.1:2/x"], body: []),
+                                     method: "POST", url: "http://127.0.0.1:1/v1/notebooks/X/sync")
+        #expect(moved.message.hasSuffix("HTTP 307: the server redirects to http://127.0.0.1:2/x; lnote does not follow redirects: "
+                                        + "use the URL the server answers at"), "\(moved.message)")
+        #expect(answer(304, "").message.hasSuffix("HTTP 304: (no message)"), "\(answer(304, "").message)")
+        #expect(answer(500, " \n").message.hasSuffix("HTTP 500: (no message)"))
     }
 }
