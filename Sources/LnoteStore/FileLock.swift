@@ -76,7 +76,7 @@ struct FileLock: Sendable {
         let fd: FileDescriptor
         do {
             fd = try openForLocking(create: true)
-        } catch let e as LnoteError where e.isReadOnly || (e.isNotFound && io.fileType(atPath: path) == nil) {
+        } catch let e as LnoteError where e.isReadOnly {
             // A folder nobody may write (read-only media): no lock file can be made, and no
             // writer can need one. Nil: as if another holder had it (nothing is cleaned up).
             return nil

@@ -75,6 +75,13 @@ final class StandardOutput: Sendable {
                 let n = Foundation.write(fd, b.baseAddress! + at, b.count - at)
                 if n > 0 { at += n; continue }
                 if n < 0 && errno == EINTR { continue }
+                if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) {
+                    // A descriptor another program made non-blocking (some terminals): wait
+                    // until it takes more, as a blocking one would.
+                    var p = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+                    _ = poll(&p, 1, -1)
+                    continue
+                }
                 return n < 0 ? errno : EIO
             }
             return nil
