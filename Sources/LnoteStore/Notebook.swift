@@ -239,7 +239,9 @@ public actor Notebook {
             var out = ReplicaFile(format: 1, replica: fresh.description, fingerprint: here, previous: all.map(\.description))
             out.repairing = r.repairing  // a fork repair left unfinished is still this folder's to finish
             let unsaved = try writeReplicaFile(file, try StoreJSON.encode(out), io: io)
-            return (fresh, ReplicaChange(old: id, new: fresh, reason: reasons.joined(separator: "; ")), all, here, nil, unsaved)
+            var change = ReplicaChange(old: id, new: fresh, reason: reasons.joined(separator: "; "))
+            change.unsaved = unsaved != nil
+            return (fresh, change, all, here, nil, unsaved)
         }
         // [PKG-66] Missing or damaged: a new random id. A damaged file is renamed aside first
         // (`replica.json.corrupt-<n>`, evidence for a person; nothing is read from it: an id
@@ -608,5 +610,10 @@ public struct ReplicaChange: Sendable, Hashable, CustomStringConvertible {
     public var new: ReplicaID
     /// What differed: path, device/inode, machine.
     public var reason: String
-    public var description: String { "replica id \(old) → \(new) (\(reason))" }
+    /// True when the new id could not be written to `.lnote/replica.json` (read-only media,
+    /// a full disk): it is used for this run, and written before anything is made under it.
+    public var unsaved = false
+    public var description: String {
+        "replica id \(old) → \(new) (\(reason))" + (unsaved ? "; not saved (the folder may not be written now): used for this run" : "")
+    }
 }

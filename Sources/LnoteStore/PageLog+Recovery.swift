@@ -116,7 +116,7 @@ extension PageLog {
             guard create else { throw LnoteError(.notFound, "no log", path: path) }
             _ = try PageLog.create(path: path, kind: kind, owner: owner, io: io)
         }
-        let fd = try io.open(path, O_RDWR)
+        let (fd, readOnly) = try PageLog.openFile(path, io: io)
         var handedOver = false
         defer { if !handedOver { try? fd.close() } }
         let size = try io.fstat(fd).size
@@ -170,13 +170,15 @@ extension PageLog {
             replay.unpairedOffset = unpaired
             return (log, replay)
         }
-        if let tail = scan.tornTail {
+        if let tail = scan.tornTail, readOnly == nil {
             // [PKG-37] An interrupted append: cut it off so the next append follows the last good frame.
+            // (A file that may not be written keeps it: its frames are read up to it, and
+            // nothing is ever appended there.)
             try io.ftruncate(fd, to: tail.lowerBound)
             try io.fdatasync(fd)
             report.tornTail = (tail.lowerBound, Int(tail.upperBound - tail.lowerBound))
         }
-        let log = PageLog(path: path, io: io, header: header, end: scan.goodEnd, fd: fd)
+        let log = PageLog(path: path, io: io, header: header, end: scan.goodEnd, fd: fd, readOnly: readOnly)
         handedOver = true
         let asked = from.map { $0 == start && incarnation == header.incarnation } ?? (start == UInt64(LogHeader.size))
         return (log, LogReplay(frames: scan.frames, start: start, fromBeginning: !asked || start == UInt64(LogHeader.size),
@@ -209,6 +211,8 @@ extension PageLog {
         let path: String
         let io: Syscalls
         let fd: FileDescriptor
+        /// Why the file was opened read-only (nil: read-write), see `PageLog.openFile`.
+        let readOnly: LnoteError?
         let header: LogHeader
         let size: UInt64
         let start: UInt64
@@ -220,8 +224,9 @@ extension PageLog {
     static func readTail(path: String, kind: LogKind, owner: UUID, from: UInt64?, incarnation: UInt64?,
                          io: Syscalls) throws -> Tail? {
         let fd: FileDescriptor
+        let readOnly: LnoteError?
         do {
-            fd = try io.open(path, O_RDWR)
+            (fd, readOnly) = try PageLog.openFile(path, io: io)
         } catch let e as LnoteError where e.isNotFound {
             return nil
         }
@@ -245,7 +250,7 @@ extension PageLog {
         }
         let bytes = try io.pread(fd, count: Int(size - start), at: start)
         handedOver = true
-        return Tail(path: path, io: io, fd: fd, header: header, size: size, start: start, bytes: bytes)
+        return Tail(path: path, io: io, fd: fd, readOnly: readOnly, header: header, size: size, start: start, bytes: bytes)
     }
 
     /// The second half of `openForReading`, given the scan of `tail.bytes` (from
@@ -264,7 +269,7 @@ extension PageLog {
                                         base: UInt64(LogHeader.size))
             guard whole.frames.contains(where: { $0.end == start }) else { return nil }
         }
-        let log = PageLog(path: path, io: io, header: tail.header, end: scan.goodEnd, fd: fd)
+        let log = PageLog(path: path, io: io, header: tail.header, end: scan.goodEnd, fd: fd, readOnly: tail.readOnly)
         handedOver = true
         return (log, LogReplay(frames: scan.frames, start: start, fromBeginning: start == UInt64(LogHeader.size),
                                report: RecoveryReport(path: path)))

@@ -137,6 +137,14 @@ enum SyncRunner {
                         console.err("lnote sync: skipped document \(id): \(e)")  // [PKG-22]
                     }
                     try await other.close()
+                } catch let e as LnoteError where e.isReadOnly && (e.path?.hasPrefix(other.path + "/") ?? false) {
+                    // The other folder is on read-only media (a backup): the comparison
+                    // pulled what it holds first; only the push into it failed.
+                    try? await other.close()
+                    let reason = e.errnoCode.map { String(cString: strerror($0)) } ?? e.message
+                    throw LnoteError(.io, "\(spec) may not be written (\(reason)): what it holds that \(folder) lacked was received "
+                                     + "and stored; what it lacks was not sent to it. To send it too, copy that folder to a "
+                                     + "writable place and sync with the copy", path: e.path)
                 } catch {
                     try? await other.close()
                     throw error
