@@ -210,8 +210,17 @@ enum SyncRunner {
         defer { try? http?.close() }
         let target = WatchTarget(folder: folder, spec: spec, token: token, caFile: caFile, http: http, console: console)
         let watcher = SyncWatcher(target: target, local: .folders(http == nil ? [folder, spec] : [folder]), options: options)
+        // Told once: standard output could not be written (a full disk). The syncs go on (what
+        // they keep equal matters more than their lines); standard error says the lines are lost.
+        let toldLostOutput = Mutex(false)
         let task = Task {
             await watcher.run { event in
+                defer {
+                    if let reason = StandardOutput.shared.failure, !toldLostOutput.withLock({ told in defer { told = true }; return told }) {
+                        console.err("\(timestamp()) lnote sync: standard output could not be written (\(reason)): "
+                                    + "the lines of later rounds are lost; syncing goes on")
+                    }
+                }
                 switch event {
                 case .started(let local, let longPolls):
                     let remote = longPolls ? "its changes by long polls of \(options.wait) s"
