@@ -249,7 +249,9 @@ extension CommandTable {
         the forks this folder knows of. Prints one problem per line (kind, path, offset, what
         is wrong), then the quarantine, and a summary. Exit status 1 when anything is wrong
         (a quarantined operation made again is listed but is not a problem), 0 when the
-        folder is clean.
+        folder is clean. Page files whose page the document does not have yet (their
+        operations came before the document's, and wait for them) are listed as "waiting:"
+        and are not problems.
         The notebook is not opened (no lock is taken and nothing is repaired): run it on a
         folder no other process is writing.
         --repair opens the notebook (taking its lock) and rebuilds what the folder's own
@@ -261,6 +263,7 @@ extension CommandTable {
                  reports what is left (operations a log lost stay listed until a peer sends
                  them back: sync). Exit status as for verify, after the repair.
         --json   {documents, files, clean, problems: [{kind, path, offset, index, message}],
+                  waiting: [{kind, path, message}],
                   quarantine: [{kind, document, page, operation, remote, reason, remadeAs, resolved}]}
                  with --repair also "repaired": [TEXT, …]
         """,
@@ -291,6 +294,13 @@ extension CommandTable {
                             "message": .string(p.message),
                         ]
                     }),
+                    "waiting": .array(report.waiting.map { p in
+                        [
+                            "kind": .string(p.kind.rawValue),
+                            "path": .string(p.path),
+                            "message": .string(p.message),
+                        ]
+                    }),
                     "quarantine": .array(report.quarantine.map { e in
                         [
                             "kind": .string(e.kind.rawValue),
@@ -315,14 +325,17 @@ extension CommandTable {
                     if repaired.isEmpty { console.out("repaired: nothing needed it") }
                 }
                 for p in report.problems { console.out(p.description) }
+                for p in report.waiting { console.out("waiting: \(p.description)") }
                 for e in report.quarantine where !e.needsAttention {
                     let how = e.kind == .fork ? "the fork with \(e.remote) is gone (its author repaired it)"
                         : e.remadeAs!.isEmpty ? "nothing left to make again" : "made again as " + e.remadeAs!.map(\.description).joined(separator: ", ")
                     console.out("quarantined (resolved): \(e.operation?.description ?? "?") in log \(e.logDescription): \(how)")
                 }
                 let checked = "\(report.documents) document\(report.documents == 1 ? "" : "s"), \(report.files) files checked"
-                console.out(report.isClean ? "\(checked): no problems"
-                            : "\(checked): \(report.problems.count) problem\(report.problems.count == 1 ? "" : "s")")
+                let waiting = report.waiting.isEmpty ? ""
+                    : "; \(report.waiting.count) page file\(report.waiting.count == 1 ? "" : "s") waiting for their document's operations"
+                console.out((report.isClean ? "\(checked): no problems"
+                             : "\(checked): \(report.problems.count) problem\(report.problems.count == 1 ? "" : "s")") + waiting)
             }
             return report.isClean ? Exit.ok : Exit.failure
         })
