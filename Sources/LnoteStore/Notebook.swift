@@ -572,6 +572,19 @@ public actor Notebook {
         try remintReplica(reason: reason, repairingFork: false)
     }
 
+    /// Declares `id`, one of `previousReplicas`, this folder's own for fork repairs
+    /// ([SYNC-54]): the operations the folder holds under it were made here (it was moved,
+    /// not copied). The next sync compares clocks, and each fork of `id` it finds is repaired
+    /// as one of the folder's own: its version made again under the current id, the
+    /// remote's kept under `id`. Written to replica.json (`repairing`) at once, so a sync
+    /// stopped half-way resumes it. False when it was declared already.
+    /// - Throws: `invalidArgument` when `id` is not a former id of this folder.
+    @discardableResult
+    public func adoptFormerReplica(_ id: ReplicaID) throws -> Bool {
+        try checkOpen()
+        return try identity.markRepairing(id)
+    }
+
     /// `remintReplica(reason:)`; with `repairingFork`, replica.json also lists the old id in
     /// `repairing` ([SYNC-54]): a sync stopped before it repaired the forks made under it
     /// resumes the repair.

@@ -52,6 +52,10 @@ public struct SyncReport: Sendable, Equatable {
     /// Replicas whose operations this push left out because another device owns them
     /// ([SYNC-57]): the remote gets them from their author.
     public var withheldReplicas: [ReplicaID] = []
+    /// This folder's former replica ids (replica.json's `previous`), as the caller found them:
+    /// a fork of one of them is reported with how to declare it this folder's own
+    /// (`Notebook.adoptFormerReplica`). Filled by the command line, not by the session.
+    public var formerReplicas: [ReplicaID] = []
     public init() {}
 
     /// True when a person should look: a fork of another replica, a repair whose operations

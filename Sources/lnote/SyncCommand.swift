@@ -30,6 +30,11 @@ extension CommandTable {
         logs lost that no peer has sent back yet. Exit status 3 when something needs a
         person: a fork of another replica, an own operation not made again, an operation
         quarantined, or a page whose history could not be fetched.
+        --adopt ID  ID is one of this folder's former replica ids (a fork report says so):
+                 the operations it holds under ID were made here (the folder was moved, or
+                 restored from a backup and then moved, not copied). Forks of ID are then
+                 repaired as this folder's own: its versions are made again under its
+                 current id, and the remote's are kept under ID. A stopped sync resumes it.
 
         --watch keeps the folder in step until SIGINT or SIGTERM (exit status 0): local
         changes are pushed as soon as they are written (inotify; a poll every 0.5 s where
@@ -59,12 +64,27 @@ extension CommandTable {
         "pages_from_checkpoints", "ops_healed", "forks", "quarantined", "needs_attention"}
         (counts are integers; needs_attention is true when the exit status is 3).
         """,
-        options: ["token", "ca-file", "interval", "wait"],
+        options: ["token", "ca-file", "interval", "wait", "adopt"],
         flags: ["watch", "quiet", "init", "json", "progress"],
         run: { args, console in
             try args.expect(0, max: 2, "[FOLDER] [REMOTE]")
+            var adopt: ReplicaID?
+            if let text = args.option("adopt") {
+                guard let id = ReplicaID(hex: text), id.rawValue != 0 else {
+                    throw Arguments.UsageError(message: "--adopt takes a replica id, 16 hex digits (got \"\(text)\")")
+                }
+                adopt = id
+            }
             let target = try await SyncTarget.resolve(args.positionals, initializing: args.flag("init"), console: console)
             let folder = target.folder, remoteSpec = target.location
+            if let adopt {
+                // Written before the sync, so that a sync stopped half-way resumes the repair.
+                try await withNotebook(folder, console: console) { nb in
+                    if try await nb.adoptFormerReplica(adopt) {
+                        console.err("lnote sync: forks of \(adopt) are this folder's own from now on: repaired by this sync")
+                    }
+                }
+            }
             let token = target.token(option: args.option("token"), environment: ProcessInfo.processInfo.environment["LNOTE_TOKEN"])
             let quiet = args.flag("quiet")
             guard args.flag("watch") else {
@@ -156,6 +176,7 @@ enum SyncRunner {
             }
             // Ids minted while the sync opened documents ([PKG-56]) are reported with the sync's.
             var out = report
+            out.formerReplicas = notebook.previousReplicas
             for c in notebook.replicaChanges.dropFirst(notebook.replicaChange == nil ? 0 : 1) where !out.replicaChanges.contains(c) {
                 out.replicaChanges.append(c)
             }
@@ -332,7 +353,15 @@ enum SyncRunner {
     /// replica ids, rebuilt checkpoints, missing operations.
     static func trust(_ r: SyncReport) -> [String] {
         var out: [String] = []
-        for f in r.forks { out.append(f.description) }
+        for f in r.forks {
+            guard !f.own, r.formerReplicas.contains(f.id.replica) else {
+                out.append(f.description)
+                continue
+            }
+            // [SYNC-54] This folder wrote under that id before a move or copy minted it a new one.
+            out.append(f.description + "; \(f.id.replica) is a former id of this folder: if this folder made that operation "
+                       + "(it was moved, not copied), sync again with --adopt \(f.id.replica) to repair it")
+        }
         for p in r.repairs { out.append(p.description) }
         for q in r.quarantined {
             out.append("quarantined \(q.operation?.description ?? "an unreadable operation") of log \(q.logDescription): \(q.reason)")
