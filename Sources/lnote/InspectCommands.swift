@@ -327,6 +327,11 @@ extension CommandTable {
                 for p in report.problems { console.out(p.description) }
                 for p in report.waiting { console.out("waiting: \(p.description)") }
                 for e in report.quarantine where !e.needsAttention {
+                    if e.wasPushedHere {
+                        console.out("quarantined (pushed here, not stored): \(e.operation?.description ?? "?") in log \(e.logDescription): "
+                                    + "\(e.remote) pushed other content under an id this folder holds; it keeps its own, and the pusher was told")
+                        continue
+                    }
                     let how = e.kind == .fork ? "the fork with \(e.remote) is gone (its author repaired it)"
                         : e.remadeAs!.isEmpty ? "nothing left to make again" : "made again as " + e.remadeAs!.map(\.description).joined(separator: ", ")
                     console.out("quarantined (resolved): \(e.operation?.description ?? "?") in log \(e.logDescription): \(how)")
