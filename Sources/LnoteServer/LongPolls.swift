@@ -127,9 +127,11 @@ public final class LongPolls: Sendable {
                     // [SYNC-73] One token holds at most `limit` requests: its oldest goes.
                     released = s.remove(held[0])
                 }
-                s.waiters[id] = Waiter(notebook: notebook, holder: holder, continuation: c, timer: nil)
+                // Indexed by holder only when bounded (a server whose clients share one token
+                // would otherwise keep every waiter in one list).
+                s.waiters[id] = Waiter(notebook: notebook, holder: limit == nil ? nil : holder, continuation: c, timer: nil)
                 s.byNotebook[notebook, default: []].insert(id)
-                if let holder { s.byHolder[holder, default: []].append(id) }
+                if limit != nil, let holder { s.byHolder[holder, default: []].append(id) }
                 return nil
             }
             if let released {

@@ -131,7 +131,7 @@ extension PageLog {
             report.problems.append(e)
             try fd.close()
             handedOver = true
-            return try salvage(path: path, kind: kind, owner: owner, headerValid: false, report: report, io: io)
+            return try salvage(path: path, kind: kind, owner: owner, headerValid: false, report: report, io: io, readOnly: readOnly)
         }
         guard header.kind == kind, header.owner == owner else {
             throw LnoteError(.corrupt, "log header names \(header.kind) \(header.owner.uuidString), expected \(kind) \(owner.uuidString)",
@@ -166,7 +166,8 @@ extension PageLog {
         if !scan.damage.isEmpty || scan.tailIsCompleteBadFrame {
             try fd.close()
             handedOver = true
-            var (log, replay) = try salvage(path: path, kind: kind, owner: owner, headerValid: true, report: report, io: io)
+            var (log, replay) = try salvage(path: path, kind: kind, owner: owner, headerValid: true, report: report, io: io,
+                                            readOnly: readOnly)
             replay.unpairedOffset = unpaired
             return (log, replay)
         }
@@ -295,7 +296,7 @@ extension PageLog {
                              fromBeginning: true, report: report)
         }
         let (fresh, replay) = try PageLog.salvage(path: path, kind: header.kind, owner: header.owner,
-                                                  headerValid: headerOK, report: report, io: io)
+                                                  headerValid: headerOK, report: report, io: io, readOnly: readOnly)
         try adopt(fresh)
         return replay
     }
@@ -308,8 +309,11 @@ extension PageLog {
     /// already made is removed) and the log is returned in the pending state ([PKG-24]): the
     /// same frames, read from the damaged file, held in memory; writes refused until a later
     /// salvage succeeds.
+    ///
+    /// `readOnly`: the file may not be written (opened read-only, `openFile`): nothing is
+    /// tried; a page log is returned pending at once, a damaged document log is an error.
     static func salvage(path: String, kind: LogKind, owner: UUID, headerValid: Bool, report initial: RecoveryReport,
-                        io: Syscalls) throws -> (PageLog, LogReplay) {
+                        io: Syscalls, readOnly: LnoteError? = nil) throws -> (PageLog, LogReplay) {
         var report = initial
         let bytes = try DurableFile.read(path, io: io)
         let base = headerValid ? LogHeader.size : 0
@@ -343,6 +347,15 @@ extension PageLog {
             let lo = Int(f.offset), hi = Int(f.end)
             w.append(bytes[lo..<hi])
         }
+        if let readOnly {
+            guard kind == .page else {
+                throw LnoteError(.io, "this document log is damaged and the folder may not be written: nothing was changed; copy the "
+                                 + "folder to a writable place and run lnote verify --repair there", path: path,
+                                 underlying: readOnly.underlying ?? readOnly.message)
+            }
+            return try pending(path: path, bytes: bytes, scan: scan, kind: kind, owner: owner, headerValid: headerValid,
+                               report: report, cause: readOnly, io: io)
+        }
         do {
             if !bytes.isEmpty {
                 var n = 1
@@ -352,7 +365,7 @@ extension PageLog {
                 report.quarantinedCopy = copy
             }
             try DurableFile.replace(path, with: w.bytes, io: io)
-        } catch let e as LnoteError where kind == .page && (e.isDiskFull || e.errnoCode == EROFS) {
+        } catch let e as LnoteError where kind == .page && (e.isDiskFull || e.isReadOnly) {
             return try pending(path: path, bytes: bytes, scan: scan, kind: kind, owner: owner, headerValid: headerValid,
                                report: report, cause: e, io: io)
         }
@@ -396,6 +409,7 @@ extension PageLog {
     /// of forked operations out of the log ([SYNC-54]). The caller has set aside every
     /// snapshot that pairs with the old incarnation first, so none claims what was removed.
     func rewrite(keeping keep: [LoggedFrame]) throws {
+        if let readOnly { throw PageLog.readOnlyRefusal(path: path, cause: readOnly) }
         try sync()
         let header = LogHeader(kind: kind, owner: self.header.owner)
         var w = ByteWriter(capacity: Int(end))

@@ -454,7 +454,21 @@ final class PageLog {
         if isAbsent && !isClosed { return }
         let fd = try descriptor()
         if pendingSalvage != nil { return }  // nothing written; the damaged file stays as it is
-        if readOnly != nil { return }  // nothing written here, and nothing may be
+        if readOnly != nil {
+            // Nothing written here, and nothing may be; another process (one that may write)
+            // may have appended what this one serves: synced as usual, a read-only file
+            // system's refusal to sync being no failure (it holds nothing unwritten).
+            guard unsyncedFrames > 0 || othersUnsynced else { return }
+            do {
+                try io.fdatasync(fd)
+            } catch let e as LnoteError where e.isReadOnly {
+            } catch let e as LnoteError {
+                poisoned = e
+                throw e
+            }
+            othersUnsynced = false
+            return
+        }
         guard unsyncedFrames > 0 || othersUnsynced else { return }
         do {
             try io.fdatasync(fd)  // the file's data, whoever wrote it
@@ -635,9 +649,10 @@ final class PageLog {
 extension PageLog.PendingSalvage {
     /// The error a write gets while the salvage waits ([PKG-24]).
     func refusal(path: String) -> LnoteError {
-        LnoteError(.io, "this log is damaged and its salvage could not be written (\(cause.message)): "
-                   + "nothing is written to it until the salvage can be; free space and try again",
-                   path: path, underlying: cause.underlying)
+        if cause.isReadOnly { return PageLog.readOnlyRefusal(path: path, cause: cause) }
+        return LnoteError(.io, "this log is damaged and its salvage could not be written (\(cause.message)): "
+                          + "nothing is written to it until the salvage can be; free space and try again",
+                          path: path, underlying: cause.underlying)
     }
 }
 

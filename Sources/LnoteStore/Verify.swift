@@ -145,10 +145,18 @@ public enum Verify {
             for e in damaged {
                 report.problems.append(.init(.undecodable, e.path ?? Quarantine.folder(folder), e.message))
             }
+            // This folder's ids, now and before ([PKG-48]): a fork of one of them pushed here
+            // is this folder's to repair (it reused its own ids), so it counts.
+            var own = Set<ReplicaID>()
+            if let bytes = try? DurableFile.readIfExists(DurableFile.join(meta, "replica.json"), io: io),
+               let v = try? Notebook.ReplicaFile.decodeValidated(bytes, path: "replica.json") {
+                own = Set([v.replica] + v.previous)
+            }
             for (p, e) in entries {
                 report.files += 1
                 report.quarantine.append(e)
-                guard e.needsAttention else { continue }
+                let ownPushedHere = e.wasPushedHere && e.resolved == nil && e.operation.map { own.contains($0.replica) } == true
+                guard e.needsAttention || ownPushedHere else { continue }
                 var what = "\(e.operation?.description ?? "an unreadable operation") in log \(e.logDescription) from \(e.remote): \(e.reason)"
                 if let h = e.hash { what += " (content hash \(hexString(h.prefix(8)))…" + (e.otherHash.map { ", the other \(hexString($0.prefix(8)))…" } ?? "") + ")" }
                 report.problems.append(.init(e.kind == .fork ? .knownFork : .quarantinedOperation, p, what))

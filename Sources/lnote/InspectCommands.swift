@@ -247,9 +247,10 @@ extension CommandTable {
         operations a snapshot holds that its log lacks; lists the operations kept in
         .lnote/quarantine/ (refused when received, own versions of forked operations) and
         the forks this folder knows of. Prints one problem per line (kind, path, offset, what
-        is wrong), then the quarantine, and a summary. Exit status 1 when anything is wrong
-        (a quarantined operation made again is listed but is not a problem), 0 when the
-        folder is clean. Page files whose page the document does not have yet (their
+        is wrong), then the quarantine, and a summary. Exit status 1 when anything is wrong,
+        0 when the folder is clean. Listed but not problems: a quarantined operation made
+        again, a fork its author repaired, and a fork of another replica pushed here (this
+        folder kept its version; the pusher's side repairs it). Page files whose page the document does not have yet (their
         operations came before the document's, and wait for them) are listed as "waiting:"
         and are not problems.
         The notebook is not opened (no lock is taken and nothing is repaired): run it on a
@@ -328,6 +329,8 @@ extension CommandTable {
                 for p in report.waiting { console.out("waiting: \(p.description)") }
                 for e in report.quarantine where !e.needsAttention {
                     if e.wasPushedHere {
+                        // A fork of this folder's own id pushed here is a problem, listed above.
+                        if report.problems.contains(where: { $0.path.hasSuffix("/" + e.fileName) }) { continue }
                         console.out("quarantined (pushed here, not stored): \(e.operation?.description ?? "?") in log \(e.logDescription): "
                                     + "\(e.remote) pushed other content under an id this folder holds; it keeps its own, and the pusher was told")
                         continue

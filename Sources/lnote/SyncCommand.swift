@@ -34,7 +34,8 @@ extension CommandTable {
                  the operations it holds under ID were made here (the folder was moved, or
                  restored from a backup and then moved, not copied). Forks of ID are then
                  repaired as this folder's own: its versions are made again under its
-                 current id, and the remote's are kept under ID. A stopped sync resumes it.
+                 current id, and the remote's are kept under ID, by this sync (or, if it is
+                 stopped, the next one that finishes).
 
         --watch keeps the folder in step until SIGINT or SIGTERM (exit status 0): local
         changes are pushed as soon as they are written (inotify; a poll every 0.5 s where
@@ -81,7 +82,7 @@ extension CommandTable {
                 // Written before the sync, so that a sync stopped half-way resumes the repair.
                 try await withNotebook(folder, console: console) { nb in
                     if try await nb.adoptFormerReplica(adopt) {
-                        console.err("lnote sync: forks of \(adopt) are this folder's own from now on: repaired by this sync")
+                        console.err("lnote sync: forks of \(adopt) are taken as this folder's own: this sync repairs those it finds")
                     }
                 }
             }
@@ -152,19 +153,27 @@ enum SyncRunner {
                 do {
                     let remote = LocalRemote(key: other.path, endpoint: NotebookEndpoint(notebook: other),
                                              cursorsOutliveProcess: false)
-                    report = try await SyncSession(notebook: notebook, remote: remote).run(progress: progress)
+                    var session = SyncSession(notebook: notebook, remote: remote)
+                    // A folder on read-only media (a backup): pulled from, nothing sent.
+                    let readOnly = mayNotBeWritten(other.path)
+                    session.sendsNothing = readOnly != nil
+                    report = try await session.run(progress: progress)
+                    if let readOnly {
+                        console.err("lnote sync: \(spec) may not be written (\(readOnly)): what it holds that \(folder) lacked was "
+                                    + "received; \(report.notSent == 0 ? "it lacks nothing" : "\(count(report.notSent, "operation")) it lacks were not sent")")
+                    }
                     for (id, e) in await other.refusedDocuments.sorted(by: { $0.key.description < $1.key.description }) {
                         console.err("lnote sync: skipped document \(id): \(e)")  // [PKG-22]
                     }
                     try await other.close()
                 } catch let e as LnoteError where e.isReadOnly && (e.path?.hasPrefix(other.path + "/") ?? false) {
-                    // The other folder is on read-only media (a backup): the comparison
-                    // pulled what it holds first; only the push into it failed.
+                    // The other folder may not be written although it did not look so (a
+                    // file without write permission in a writable folder): nothing was sent.
                     try? await other.close()
                     let reason = e.errnoCode.map { String(cString: strerror($0)) } ?? e.message
-                    throw LnoteError(.io, "\(spec) may not be written (\(reason)): what it holds that \(folder) lacked was received "
-                                     + "and stored; what it lacks was not sent to it. To send it too, copy that folder to a "
-                                     + "writable place and sync with the copy", path: e.path)
+                    throw LnoteError(.io, "\(spec) may not be written (\(reason)): nothing was sent to it (what this sync "
+                                     + "received from it before is stored here). Copy that folder to a writable place and "
+                                     + "sync with the copy", path: e.path)
                 } catch {
                     try? await other.close()
                     throw error
@@ -186,6 +195,14 @@ enum SyncRunner {
             try? await notebook.close()
             throw error
         }
+    }
+
+    /// Why a folder may not be written (a read-only mount, no write permission), or nil.
+    static func mayNotBeWritten(_ path: String) -> String? {
+        var fs = statvfs()
+        if statvfs(path, &fs) == 0, fs.f_flag & UInt(ST_RDONLY) != 0 { return String(cString: strerror(EROFS)) }
+        if access(path, W_OK) != 0, errno == EACCES || errno == EROFS || errno == EPERM { return String(cString: strerror(errno)) }
+        return nil
     }
 
     static func makeRemote(_ spec: String, token: String?, caFile: String?) throws -> HTTPRemote {

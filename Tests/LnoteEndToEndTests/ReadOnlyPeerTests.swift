@@ -61,5 +61,18 @@ import LnoteServer
         #expect(Set(fromA).isSubset(of: have))
         #expect(Self.tree(b) == before)
         #expect(try Verify.run(folder: a).problems.isEmpty)
+
+        // Pull only (what `lnote sync` does with a folder it sees on read-only media): no
+        // error, nothing sent, the operations it lacks counted.
+        let again = try await Notebook.open(at: a, options: Fixture.quiet)
+        let readOnlyAgain = try await Notebook(path: b, create: false, options: Fixture.quiet, io: Syscalls(faults: .readOnlyMedia()))
+        var pullOnly = SyncSession(notebook: again, remote: LocalRemote(key: b, endpoint: NotebookEndpoint(notebook: readOnlyAgain),
+                                                                       cursorsOutliveProcess: false))
+        pullOnly.sendsNothing = true
+        let r = try await pullOnly.run()
+        try await readOnlyAgain.close()
+        try await again.close()
+        #expect(r.opsSent == 0 && r.notSent == fromA.count, "\(r)")
+        #expect(Self.tree(b) == before)
     }
 }

@@ -75,6 +75,40 @@ import LnoteModel
         return (id, [first, second], ids)
     }
 
+    /// [PKG-24] [PKG-38] A damaged page log on read-only media: the salvage is not written
+    /// (no rewrite, no `.corrupt-N` copy, whether the folder or only the file refuses
+    /// writing); the valid frames are read, the damaged one is reported, an edit is refused
+    /// with the reason, and not one byte of the folder changes.
+    @Test(arguments: [EROFS, EACCES])
+    func damagedLogOnReadOnlyMediaIsReadNotSalvaged(_ code: Int32) async throws {
+        let dir = try TempDir("rodamage")
+        defer { dir.remove() }
+        let (docID, pages, ids) = try await Self.makeFolder(dir.path)
+        // Flip a byte inside the second page's first frame (its second frame still follows),
+        // and take its snapshot away, so that the whole log is read.
+        try FileManager.default.removeItem(atPath: dir.path + "/\(docID).lnote/pages/\(pages[1]).content")
+        let log = dir.path + "/\(docID).lnote/pages/\(pages[1]).log"
+        var bytes = try #require(fileBytes(log))
+        bytes[LogHeader.size + 12] ^= 0xFF
+        try writeFile(log, bytes)
+        let before = Self.tree(dir.path)
+        let nb = try await openNotebook(dir.path, io: Syscalls(faults: .readOnlyMedia(code)))
+        let d = try await nb.openDocument(docID)
+        // The frame after the damage is read; its operation (the author's next) waits for the
+        // damaged one's ([MERGE-40]): nothing to list, and no error.
+        let listed = try await d.elementIDs(pages[1])
+        #expect(listed == [], "\(listed) of \(ids)")
+        #expect(try await d.elementIDs(pages[0]) == Array(ids[0..<7]))
+        do {
+            _ = try await d.addStroke(stroke(2), to: pages[1])
+            Issue.record("an edit of a read-only folder was accepted")
+        } catch let e as LnoteError {
+            #expect(e.isReadOnly, "\(e)")
+        }
+        try await nb.close()
+        #expect(Self.tree(dir.path) == before)
+    }
+
     /// [PKG-24] A notebook on read-only media (a backup on a read-only mount): opening it,
     /// its document and both pages (a log opened read-only, its torn tail left as it is)
     /// shows every element; an edit is refused with the system's reason before anything is
