@@ -200,6 +200,12 @@ struct XMLInput {
         }
         if let e = handler.failure { throw e }
         if let e = handler.parseError {
+            // A text cut off inside an element: libxml2 reports it at its last byte with words
+            // that say the opposite ("Extra content at the end of the document").
+            if handler.depth > 0, e.offset >= bytes.count - 1 {
+                throw LnoteError(.invalidArgument, "malformed XML: the text ends inside an element (cut off?)",
+                                 path: path, offset: bytes.count)
+            }
             throw LnoteError(.invalidArgument, "malformed XML at line \(e.line), column \(e.column): \(e.message)",
                              path: path, offset: e.offset)
         }

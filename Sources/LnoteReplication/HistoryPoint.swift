@@ -37,6 +37,23 @@ public enum HistoryPoint: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// Why `text` is not a moment, when a form is recognizably meant but wrong (nil: say
+    /// which forms there are). A clock entry with counter 0 is the one case people write:
+    /// the textual clock leaves a replica out instead (page-snapshot.md [SHR-5]).
+    public static func refusal(_ text: String) -> String? {
+        let s = text.trimmingCharacters(in: .whitespaces)
+        guard s.hasPrefix("{"), s.hasSuffix("}") else { return nil }
+        let entries = s.dropFirst().dropLast().split(separator: ",")
+        for e in entries {
+            let parts = e.split(separator: ":", maxSplits: 1)
+            if parts.count == 2, let n = UInt64(parts[1].trimmingCharacters(in: .whitespaces)), n == 0 {
+                return "the clock entry \(e.trimmingCharacters(in: .whitespaces)) has counter 0: leave that replica out "
+                    + "(a clock names only replicas it has operations of)"
+            }
+        }
+        return nil
+    }
+
     /// The forms `init?(parsing:)` takes, for error messages and help.
     public static let forms = "an operation id (a1.17), a clock ({a1:17, b2:3}), a time (2026-12-02T10:00:00Z, 2026-12-02) or @MS since 1970"
 

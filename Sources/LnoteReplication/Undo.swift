@@ -119,7 +119,8 @@ public enum Undo {
             return left.isEmpty ? nil : .eraseRange(e, left)
         case .move(let ts):
             var wrote: [ElementID: Transform] = [:]
-            if case .move(let made)? = entry.made { for t in made { wrote[t.element] = t.transform } }
+            // [MERGE-26] An element named twice: the first item is the one applied.
+            if case .move(let made)? = entry.made { for t in made where wrote[t.element] == nil { wrote[t.element] = t.transform } }
             let kept = ts.filter { t in
                 guard let rec = r.element(t.element), let w = rec.transform.winner else { return false }
                 if w.id == entry.op { return true }
@@ -129,7 +130,7 @@ public enum Undo {
             return kept.isEmpty ? nil : .move(kept)
         case .reorder(let zs):
             var wrote: [ElementID: ZKey] = [:]
-            if case .reorder(let made)? = entry.made { for z in made { wrote[z.element] = z.z } }
+            if case .reorder(let made)? = entry.made { for z in made where wrote[z.element] == nil { wrote[z.element] = z.z } }
             let kept = zs.filter { z in
                 guard let rec = r.element(z.element), let w = rec.z.winner else { return false }
                 if w.id == entry.op { return true }

@@ -236,6 +236,9 @@ struct OwnReplicaEndpoint: SyncEndpointWrapper {
 /// SQLite work runs on the store's queue; long polls ([SYNC-70]) are held in `longPolls`
 /// and woken when the store commits operations for their notebook (`observeChanges`).
 public final class RelayServer: Sendable {
+    /// The most long polls one token holds at once ([SYNC-73]): a device watches each of its
+    /// notebooks with one; the 17th releases its oldest (answered at once).
+    public static let maxLongPollsPerToken = 16
     public let http: HTTPServer
     public let store: RelayStore
     /// The long polls held ([SYNC-71]).
@@ -246,7 +249,8 @@ public final class RelayServer: Sendable {
     public init(store: RelayStore, configuration: HTTPServer.Configuration = .init(),
                 viewLimit: Int = RelayStore.maxViewBytes) throws {
         self.store = store
-        let polls = LongPolls()
+        // [SYNC-73] Each relay token (a device) holds at most 16 long polls at once.
+        let polls = LongPolls(maxPerHolder: RelayServer.maxLongPollsPerToken)
         longPolls = polls
         let service = SyncHTTPService(kind: "relay", maxBodyBytes: configuration.maxRequestBodyBytes, longPolls: polls,
                                       authorize: { t, nb in

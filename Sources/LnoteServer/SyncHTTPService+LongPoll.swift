@@ -24,7 +24,7 @@ extension SyncHTTPService {
     /// one is computed wakes the next wait at once: none is missed.
     ///
     /// - Throws: what the endpoint throws; `ServerClosing` when the server shuts down.
-    func answer(_ q: SyncRequest, from ep: any SyncEndpoint, notebook: UUID) async throws -> SyncResponse {
+    func answer(_ q: SyncRequest, from ep: any SyncEndpoint, notebook: UUID, holder: String? = nil) async throws -> SyncResponse {
         guard let polls = longPolls, let wait = q.wait, q.have == nil, q.hashRanges == nil else {
             return try await ep.sync(q)
         }
@@ -33,7 +33,7 @@ extension SyncHTTPService {
         let first = try await ep.sync(q)
         var latest = first
         while Self.hasNothingNew(latest, for: q) {
-            let outcome = await polls.wait(notebook, after: seen, until: deadline)
+            let outcome = await polls.wait(notebook, after: seen, until: deadline, holder: holder)
             if outcome == .closing { throw ServerClosing() }
             seen = polls.version(of: notebook)
             latest = try await ep.sync(q)

@@ -325,7 +325,9 @@ public struct SyncHTTPService: Sendable {
         case ("POST", 1) where rest[0] == "sync":
             let q = try SyncCodec.decodeRequest(r.body, path: "request body")
             let answer: SyncResponse
-            do { answer = try await self.answer(q, from: ep, notebook: notebook) } catch let e as LnoteError where e.path == "push" {
+            // [SYNC-73] The holder of a long poll: its token (as its digest, never the token).
+            let holder = Self.bearer(r.headers).map { hexString(SHA256.hash(Array($0.utf8)).prefix(16)) }
+            do { answer = try await self.answer(q, from: ep, notebook: notebook, holder: holder) } catch let e as LnoteError where e.path == "push" {
                 // [SYNC-30] Name the operation where it is in the body, not in its frame.
                 throw PushLocator.locate(e, in: r.body)
             }

@@ -45,6 +45,8 @@ extension Document {
             try syncNow(.document, docLog)
             let (gone, keep) = split(try readAllDocumentFrames())
             guard !gone.isEmpty else { return [] }
+            // A log that may not be written: refused before anything (quarantine, snapshot) moves.
+            if let cause = docLog.readOnly { throw PageLog.readOnlyRefusal(path: docLog.path, cause: cause) }
             try setAside(gone)
             try setSnapshotAside(paths.document, keep: !docMissing.isEmpty)
             documentOnDisk = nil
@@ -74,6 +76,7 @@ extension Document {
         try syncNow(.page(pid), lp.log)
         let (gone, keep) = split(try readAllFrames(lp))
         guard !gone.isEmpty else { return [] }
+        if let cause = lp.log.readOnly { throw PageLog.readOnlyRefusal(path: lp.log.path, cause: cause) }
         try setAside(gone)
         try setSnapshotAside(paths.content(pid), keep: !lp.missing.isEmpty)
         snapshotCounts[pid] = nil

@@ -124,7 +124,7 @@ enum DurableFile {
 
 extension LnoteError {
     /// The errno of an `.io` error the seam made (`underlying` "errno 28 (…)"), else nil.
-    var errnoCode: Int32? {
+    public var errnoCode: Int32? {
         guard code == .io, let u = underlying, u.hasPrefix("errno ") else { return nil }
         return Int32(u.dropFirst(6).prefix { $0.isNumber })
     }
@@ -139,7 +139,7 @@ extension LnoteError {
 
     /// An `.io` error of a file system or file this process may not write (EROFS, EACCES,
     /// EPERM): a notebook on read-only media, or a backup without write permission.
-    var isReadOnly: Bool { errnoCode == EROFS || errnoCode == EACCES || errnoCode == EPERM }
+    public var isReadOnly: Bool { errnoCode == EROFS || errnoCode == EACCES || errnoCode == EPERM }
 
     /// An `.io` error whose cause is ENOENT.
     var isNotFound: Bool {

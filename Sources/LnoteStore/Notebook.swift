@@ -239,7 +239,9 @@ public actor Notebook {
             var out = ReplicaFile(format: 1, replica: fresh.description, fingerprint: here, previous: all.map(\.description))
             out.repairing = r.repairing  // a fork repair left unfinished is still this folder's to finish
             let unsaved = try writeReplicaFile(file, try StoreJSON.encode(out), io: io)
-            return (fresh, ReplicaChange(old: id, new: fresh, reason: reasons.joined(separator: "; ")), all, here, nil, unsaved)
+            var change = ReplicaChange(old: id, new: fresh, reason: reasons.joined(separator: "; "))
+            change.unsaved = unsaved != nil
+            return (fresh, change, all, here, nil, unsaved)
         }
         // [PKG-66] Missing or damaged: a new random id. A damaged file is renamed aside first
         // (`replica.json.corrupt-<n>`, evidence for a person; nothing is read from it: an id
@@ -570,6 +572,19 @@ public actor Notebook {
         try remintReplica(reason: reason, repairingFork: false)
     }
 
+    /// Declares `id`, one of `previousReplicas`, this folder's own for fork repairs
+    /// ([SYNC-54]): the operations the folder holds under it were made here (it was moved,
+    /// not copied). The next sync compares clocks, and each fork of `id` it finds is repaired
+    /// as one of the folder's own: its version made again under the current id, the
+    /// remote's kept under `id`. Written to replica.json (`repairing`) at once, so a sync
+    /// stopped half-way resumes it. False when it was declared already.
+    /// - Throws: `invalidArgument` when `id` is not a former id of this folder.
+    @discardableResult
+    public func adoptFormerReplica(_ id: ReplicaID) throws -> Bool {
+        try checkOpen()
+        return try identity.markRepairing(id)
+    }
+
     /// `remintReplica(reason:)`; with `repairingFork`, replica.json also lists the old id in
     /// `repairing` ([SYNC-54]): a sync stopped before it repaired the forks made under it
     /// resumes the repair.
@@ -608,5 +623,10 @@ public struct ReplicaChange: Sendable, Hashable, CustomStringConvertible {
     public var new: ReplicaID
     /// What differed: path, device/inode, machine.
     public var reason: String
-    public var description: String { "replica id \(old) → \(new) (\(reason))" }
+    /// True when the new id could not be written to `.lnote/replica.json` (read-only media,
+    /// a full disk): it is used for this run, and written before anything is made under it.
+    public var unsaved = false
+    public var description: String {
+        "replica id \(old) → \(new) (\(reason))" + (unsaved ? "; not saved (the folder may not be written now): used for this run" : "")
+    }
 }

@@ -116,7 +116,7 @@ extension PageLog {
             guard create else { throw LnoteError(.notFound, "no log", path: path) }
             _ = try PageLog.create(path: path, kind: kind, owner: owner, io: io)
         }
-        let fd = try io.open(path, O_RDWR)
+        let (fd, readOnly) = try PageLog.openFile(path, io: io)
         var handedOver = false
         defer { if !handedOver { try? fd.close() } }
         let size = try io.fstat(fd).size
@@ -131,7 +131,7 @@ extension PageLog {
             report.problems.append(e)
             try fd.close()
             handedOver = true
-            return try salvage(path: path, kind: kind, owner: owner, headerValid: false, report: report, io: io)
+            return try salvage(path: path, kind: kind, owner: owner, headerValid: false, report: report, io: io, readOnly: readOnly)
         }
         guard header.kind == kind, header.owner == owner else {
             throw LnoteError(.corrupt, "log header names \(header.kind) \(header.owner.uuidString), expected \(kind) \(owner.uuidString)",
@@ -166,17 +166,20 @@ extension PageLog {
         if !scan.damage.isEmpty || scan.tailIsCompleteBadFrame {
             try fd.close()
             handedOver = true
-            var (log, replay) = try salvage(path: path, kind: kind, owner: owner, headerValid: true, report: report, io: io)
+            var (log, replay) = try salvage(path: path, kind: kind, owner: owner, headerValid: true, report: report, io: io,
+                                            readOnly: readOnly)
             replay.unpairedOffset = unpaired
             return (log, replay)
         }
-        if let tail = scan.tornTail {
+        if let tail = scan.tornTail, readOnly == nil {
             // [PKG-37] An interrupted append: cut it off so the next append follows the last good frame.
+            // (A file that may not be written keeps it: its frames are read up to it, and
+            // nothing is ever appended there.)
             try io.ftruncate(fd, to: tail.lowerBound)
             try io.fdatasync(fd)
             report.tornTail = (tail.lowerBound, Int(tail.upperBound - tail.lowerBound))
         }
-        let log = PageLog(path: path, io: io, header: header, end: scan.goodEnd, fd: fd)
+        let log = PageLog(path: path, io: io, header: header, end: scan.goodEnd, fd: fd, readOnly: readOnly)
         handedOver = true
         let asked = from.map { $0 == start && incarnation == header.incarnation } ?? (start == UInt64(LogHeader.size))
         return (log, LogReplay(frames: scan.frames, start: start, fromBeginning: !asked || start == UInt64(LogHeader.size),
@@ -209,6 +212,8 @@ extension PageLog {
         let path: String
         let io: Syscalls
         let fd: FileDescriptor
+        /// Why the file was opened read-only (nil: read-write), see `PageLog.openFile`.
+        let readOnly: LnoteError?
         let header: LogHeader
         let size: UInt64
         let start: UInt64
@@ -220,8 +225,9 @@ extension PageLog {
     static func readTail(path: String, kind: LogKind, owner: UUID, from: UInt64?, incarnation: UInt64?,
                          io: Syscalls) throws -> Tail? {
         let fd: FileDescriptor
+        let readOnly: LnoteError?
         do {
-            fd = try io.open(path, O_RDWR)
+            (fd, readOnly) = try PageLog.openFile(path, io: io)
         } catch let e as LnoteError where e.isNotFound {
             return nil
         }
@@ -245,7 +251,7 @@ extension PageLog {
         }
         let bytes = try io.pread(fd, count: Int(size - start), at: start)
         handedOver = true
-        return Tail(path: path, io: io, fd: fd, header: header, size: size, start: start, bytes: bytes)
+        return Tail(path: path, io: io, fd: fd, readOnly: readOnly, header: header, size: size, start: start, bytes: bytes)
     }
 
     /// The second half of `openForReading`, given the scan of `tail.bytes` (from
@@ -264,7 +270,7 @@ extension PageLog {
                                         base: UInt64(LogHeader.size))
             guard whole.frames.contains(where: { $0.end == start }) else { return nil }
         }
-        let log = PageLog(path: path, io: io, header: tail.header, end: scan.goodEnd, fd: fd)
+        let log = PageLog(path: path, io: io, header: tail.header, end: scan.goodEnd, fd: fd, readOnly: tail.readOnly)
         handedOver = true
         return (log, LogReplay(frames: scan.frames, start: start, fromBeginning: start == UInt64(LogHeader.size),
                                report: RecoveryReport(path: path)))
@@ -290,7 +296,7 @@ extension PageLog {
                              fromBeginning: true, report: report)
         }
         let (fresh, replay) = try PageLog.salvage(path: path, kind: header.kind, owner: header.owner,
-                                                  headerValid: headerOK, report: report, io: io)
+                                                  headerValid: headerOK, report: report, io: io, readOnly: readOnly)
         try adopt(fresh)
         return replay
     }
@@ -303,8 +309,11 @@ extension PageLog {
     /// already made is removed) and the log is returned in the pending state ([PKG-24]): the
     /// same frames, read from the damaged file, held in memory; writes refused until a later
     /// salvage succeeds.
+    ///
+    /// `readOnly`: the file may not be written (opened read-only, `openFile`): nothing is
+    /// tried; a page log is returned pending at once, a damaged document log is an error.
     static func salvage(path: String, kind: LogKind, owner: UUID, headerValid: Bool, report initial: RecoveryReport,
-                        io: Syscalls) throws -> (PageLog, LogReplay) {
+                        io: Syscalls, readOnly: LnoteError? = nil) throws -> (PageLog, LogReplay) {
         var report = initial
         let bytes = try DurableFile.read(path, io: io)
         let base = headerValid ? LogHeader.size : 0
@@ -338,6 +347,15 @@ extension PageLog {
             let lo = Int(f.offset), hi = Int(f.end)
             w.append(bytes[lo..<hi])
         }
+        if let readOnly {
+            guard kind == .page else {
+                throw LnoteError(.io, "this document log is damaged and the folder may not be written: nothing was changed; copy the "
+                                 + "folder to a writable place and run lnote verify --repair there", path: path,
+                                 underlying: readOnly.underlying ?? readOnly.message)
+            }
+            return try pending(path: path, bytes: bytes, scan: scan, kind: kind, owner: owner, headerValid: headerValid,
+                               report: report, cause: readOnly, io: io)
+        }
         do {
             if !bytes.isEmpty {
                 var n = 1
@@ -347,7 +365,7 @@ extension PageLog {
                 report.quarantinedCopy = copy
             }
             try DurableFile.replace(path, with: w.bytes, io: io)
-        } catch let e as LnoteError where kind == .page && (e.isDiskFull || e.errnoCode == EROFS) {
+        } catch let e as LnoteError where kind == .page && (e.isDiskFull || e.isReadOnly) {
             return try pending(path: path, bytes: bytes, scan: scan, kind: kind, owner: owner, headerValid: headerValid,
                                report: report, cause: e, io: io)
         }
@@ -391,6 +409,7 @@ extension PageLog {
     /// of forked operations out of the log ([SYNC-54]). The caller has set aside every
     /// snapshot that pairs with the old incarnation first, so none claims what was removed.
     func rewrite(keeping keep: [LoggedFrame]) throws {
+        if let readOnly { throw PageLog.readOnlyRefusal(path: path, cause: readOnly) }
         try sync()
         let header = LogHeader(kind: kind, owner: self.header.owner)
         var w = ByteWriter(capacity: Int(end))

@@ -172,6 +172,11 @@ final class PageLog {
     /// from them; writes are refused; the holder of the lock retries the salvage first
     /// (`catchUp(underLock: true)` reports `.damaged` while this is set).
     var pendingSalvage: PendingSalvage?
+    /// Set when the file had to be opened read-only because it may not be written (read-only
+    /// media, a backup without write permission; EROFS, EACCES, EPERM): its frames are read
+    /// as usual, and every write is refused with this cause (`readOnlyRefusal`), before
+    /// anything is written.
+    private(set) var readOnly: LnoteError?
 
     /// What a salvage that could not be written left in memory.
     struct PendingSalvage {
@@ -184,12 +189,13 @@ final class PageLog {
     var incarnation: UInt64 { header.incarnation }
     var isOpen: Bool { fd != nil }
 
-    init(path: String, io: Syscalls, header: LogHeader, end: UInt64, fd: FileDescriptor) {
+    init(path: String, io: Syscalls, header: LogHeader, end: UInt64, fd: FileDescriptor, readOnly: LnoteError? = nil) {
         self.path = path
         self.io = io
         self.header = header
         self.end = end
         self.fd = fd
+        self.readOnly = readOnly
         self.inode = (try? io.fstat(fd).inode) ?? 0
         // Frames read from the file may be another process's, not synced yet.
         self.othersUnsynced = end > UInt64(LogHeader.size)
@@ -245,13 +251,13 @@ final class PageLog {
             // Another process created it since ([PKG-84]: under the lock, by a durable replace,
             // so its header is whole): its frames are growth from the header on. A header
             // that is not this log's is a replacement: the caller reads the files again.
-            let fresh = try io.open(path, O_RDWR)
+            let (fresh, cause) = try PageLog.openFile(path, io: io)
             guard let head = try? LogHeader.decode(try io.pread(fresh, count: LogHeader.size, at: 0), path: path),
                   head.kind == kind, head.owner == header.owner else {
                 try? fresh.close()
                 return .replaced
             }
-            try adopt(PageLog(path: path, io: io, header: head, end: UInt64(LogHeader.size), fd: fresh))
+            try adopt(PageLog(path: path, io: io, header: head, end: UInt64(LogHeader.size), fd: fresh, readOnly: cause))
         }
         if isAbsent {
             guard underLock else { return .unchanged }
@@ -273,7 +279,7 @@ final class PageLog {
         }
         if needsTruncate {
             // This process's own failed write left bytes past `end`: never read them as frames.
-            guard underLock else { return .unchanged }
+            guard underLock, readOnly == nil else { return .unchanged }
             try io.ftruncate(fd, to: end)
             needsTruncate = false
         }
@@ -287,7 +293,7 @@ final class PageLog {
             // the lock salvages the rest (a reader leaves it to one).
             return .damaged
         }
-        if let tail = scan.tornTail, underLock {
+        if let tail = scan.tornTail, underLock, readOnly == nil {
             try io.ftruncate(fd, to: tail.lowerBound)
             try io.fdatasync(fd)
             cutTails.append((tail.lowerBound, Int(tail.upperBound - tail.lowerBound)))
@@ -332,6 +338,26 @@ final class PageLog {
         return header
     }
 
+    /// Opens a log file to read and append, or only to read when it may not be written
+    /// (EROFS, EACCES, EPERM: read-only media, a backup without write permission), with that
+    /// cause: a reader of such a folder reads it as any other, a writer is refused at its first
+    /// write (`readOnlyRefusal`).
+    static func openFile(_ path: String, io: Syscalls) throws -> (FileDescriptor, readOnly: LnoteError?) {
+        do {
+            return (try io.open(path, O_RDWR), nil)
+        } catch let e as LnoteError where e.isReadOnly {
+            return (try io.open(path, O_RDONLY), e)
+        }
+    }
+
+    /// The error every write gets on a log opened read-only: its reason is the system's
+    /// (the errno stays in `underlying`, so `isReadOnly` holds for it).
+    static func readOnlyRefusal(path: String, cause: LnoteError) -> LnoteError {
+        LnoteError(.io, "this notebook's files may not be written: nothing was written; "
+                   + "copy the folder to a writable place to edit it or sync into it",
+                   path: path, underlying: cause.underlying ?? cause.message)
+    }
+
     private func descriptor() throws -> FileDescriptor {
         if let poisoned { throw LnoteError(.invalidState, "log unusable after a failed sync: \(poisoned)", path: path) }
         guard let fd else {
@@ -362,6 +388,7 @@ final class PageLog {
         let fd = try descriptor()
         if let pending = pendingSalvage { throw pending.refusal(path: path) }
         guard !frames.isEmpty else { return end }
+        if let readOnly { throw PageLog.readOnlyRefusal(path: path, cause: readOnly) }
         // [LOG-26] A frame longer than a reader accepts would read back as damage and hide
         // every frame after it: refused before anything is written.
         for (i, f) in frames.enumerated() where !Frame.fits(encodedCount: f.count) {
@@ -427,6 +454,21 @@ final class PageLog {
         if isAbsent && !isClosed { return }
         let fd = try descriptor()
         if pendingSalvage != nil { return }  // nothing written; the damaged file stays as it is
+        if readOnly != nil {
+            // Nothing written here, and nothing may be; another process (one that may write)
+            // may have appended what this one serves: synced as usual, a read-only file
+            // system's refusal to sync being no failure (it holds nothing unwritten).
+            guard unsyncedFrames > 0 || othersUnsynced else { return }
+            do {
+                try io.fdatasync(fd)
+            } catch let e as LnoteError where e.isReadOnly {
+            } catch let e as LnoteError {
+                poisoned = e
+                throw e
+            }
+            othersUnsynced = false
+            return
+        }
         guard unsyncedFrames > 0 || othersUnsynced else { return }
         do {
             try io.fdatasync(fd)  // the file's data, whoever wrote it
@@ -593,6 +635,7 @@ final class PageLog {
         ownUnsyncedStart = nil
         othersAfterOwnUnsynced = false
         pendingSalvage = other.pendingSalvage
+        readOnly = other.readOnly
         poisoned = nil
         if let old, old.isOpen { try old.close() }
     }
@@ -606,9 +649,10 @@ final class PageLog {
 extension PageLog.PendingSalvage {
     /// The error a write gets while the salvage waits ([PKG-24]).
     func refusal(path: String) -> LnoteError {
-        LnoteError(.io, "this log is damaged and its salvage could not be written (\(cause.message)): "
-                   + "nothing is written to it until the salvage can be; free space and try again",
-                   path: path, underlying: cause.underlying)
+        if cause.isReadOnly { return PageLog.readOnlyRefusal(path: path, cause: cause) }
+        return LnoteError(.io, "this log is damaged and its salvage could not be written (\(cause.message)): "
+                          + "nothing is written to it until the salvage can be; free space and try again",
+                          path: path, underlying: cause.underlying)
     }
 }
 

@@ -77,12 +77,20 @@ public struct QuarantineEntry: Sendable, Hashable {
             + "\(operation?.description ?? "unknown")-\(hexString(tag.prefix(8))).json"
     }
 
+    /// A `fork` pushed to this folder (`remote` is `replica <hex>`: it serves the folder; or
+    /// `a peer`: another folder's sync pushed into it): it kept its own version, stored
+    /// nothing of the pushed one, and told the pusher, whose sync reports the fork until its
+    /// author repairs it ([SYNC-51]). Nothing here can resolve it, and nothing here needs
+    /// to: listed, not a problem (else any token holder could make this folder's verify fail
+    /// for ever with one push).
+    public var wasPushedHere: Bool { kind == .fork && (remote.hasPrefix("replica ") || remote == "a peer") }
+
     /// True when a person (or the re-authoring step) still has to act on it.
     public var needsAttention: Bool {
         switch kind {
         case .invalid: true
         case .ownFork: remadeAs == nil
-        case .fork: resolved == nil
+        case .fork: resolved == nil && !wasPushedHere
         }
     }
 

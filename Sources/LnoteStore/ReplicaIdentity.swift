@@ -118,6 +118,31 @@ public final class ReplicaIdentity: Sendable {
         }
     }
 
+    /// Lists `id`, one of this folder's former ids, in replica.json's `repairing` ([SYNC-54]):
+    /// a person says the operations this folder holds under it were made here (the folder
+    /// was moved, or restored and moved, not copied), so the next sync handles the forks
+    /// of `id` it finds as this folder's own (its versions made again under the current id,
+    /// the remote's kept). False when it was listed already.
+    ///
+    /// - Throws: `invalidArgument` when `id` is not one of `previous`; `io` when replica.json
+    ///   cannot be written (nothing changes then).
+    func markRepairing(_ id: ReplicaID) throws -> Bool {
+        _ = try writable()
+        return try lock.withLock {
+            let bytes = try DurableFile.read(file, io: io)
+            var v = try Notebook.ReplicaFile.decodeValidated(bytes, path: file)
+            guard v.previous.contains(id), id != v.replica else {
+                let former = v.previous.isEmpty ? "it has none" : "they are " + v.previous.map(\.description).joined(separator: ", ")
+                throw LnoteError(.invalidArgument, "\(id) is not one of this folder's former replica ids (\(former))", path: file)
+            }
+            guard !v.repairing.contains(id) else { return false }
+            v.file.repairing = (v.repairing + [id]).map(\.description)
+            try DurableFile.replace(file, with: try StoreJSON.encode(v.file), io: io)
+            seen.withLock { $0 = ReplicaIdentity.identity(of: file, io: io) }
+            return true
+        }
+    }
+
     private func fileRepairing() throws -> [ReplicaID] {
         guard let bytes = try DurableFile.readIfExists(file, io: io) else { return [] }
         return try Notebook.ReplicaFile.decodeValidated(bytes, path: file).repairing

@@ -42,13 +42,14 @@ final class Syscalls: Sendable {
     /// says to fail, or when a simulated crash already happened.
     /// `ignoring`: errnos the call treats as success; an injected failure with one of them
     /// is returned, as the real failure would be, for the call to skip itself.
-    private func enter(_ kind: SyscallKind, _ path: String, bytes: Int = 0, ignoring: [Int32] = []) throws -> Fault? {
+    private func enter(_ kind: SyscallKind, _ path: String, bytes: Int = 0, ignoring: [Int32] = [],
+                       forWriting: Bool = false) throws -> Fault? {
         if faults == nil && recorder == nil { return nil }
         let seq = sequence.withLock { s -> Int in
             defer { s += 1 }
             return s
         }
-        let event = SyscallEvent(kind: kind, path: path, byteCount: bytes, sequence: seq)
+        let event = SyscallEvent(kind: kind, path: path, byteCount: bytes, sequence: seq, forWriting: forWriting)
         recorder?.record(event)
         guard let faults else { return nil }
         if faults.hasCrashed {
@@ -115,7 +116,7 @@ final class Syscalls: Sendable {
     /// - Parameter followingSymlinks: only for files outside any notebook that the system
     ///   owns (`/etc/machine-id`): the final symlink is followed; the type is still checked.
     func open(_ path: String, _ flags: Int32, mode: mode_t = 0o644, followingSymlinks: Bool = false) throws -> FileDescriptor {
-        let f = try enter(.open, path)
+        let f = try enter(.open, path, forWriting: flags & (O_WRONLY | O_RDWR | O_CREAT | O_TRUNC) != 0)
         let wantsDirectory = flags & O_DIRECTORY != 0
         let extra = O_CLOEXEC | O_NONBLOCK | (followingSymlinks ? 0 : O_NOFOLLOW)
         let fd: Int32
@@ -676,6 +677,8 @@ struct SyscallEvent: Sendable, CustomStringConvertible {
     var byteCount: Int
     /// 0-based position of the call among all calls through this `Syscalls` value.
     var sequence: Int
+    /// An `open` that asks for write access (or to create or truncate).
+    var forWriting = false
     var description: String { "#\(sequence) \(kind.rawValue) \(path) \(byteCount)" }
 }
 
@@ -702,6 +705,19 @@ final class FaultPlan: Sendable {
 
     var hasCrashed: Bool { crashed.withLock { $0 } }
     fileprivate func markCrashed() { crashed.withLock { $0 = true } }
+
+    /// A file system mounted read-only: every call that would change it fails with `code`
+    /// (EROFS; EACCES for a folder without write permission), an `open` for writing too.
+    /// Reads, `flock` and syncs work, as they do there.
+    static func readOnlyMedia(_ code: Int32 = EROFS) -> FaultPlan {
+        FaultPlan { e in
+            switch e.kind {
+            case .open: e.forWriting ? .fail(errno: code) : nil
+            case .write, .ftruncate, .rename, .unlink, .mkdir, .rmdir: .fail(errno: code)
+            default: nil
+            }
+        }
+    }
 
     /// Fails the `n`th (0-based) call of `kind` whose path contains `pathContains`.
     static func failing(_ kind: SyscallKind, nth n: Int = 0, pathContains: String = "",

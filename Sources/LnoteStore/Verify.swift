@@ -21,7 +21,8 @@ public struct VerifyProblem: Sendable, Hashable, CustomStringConvertible {
         case assetMismatch
         /// An asset no page references (removed when the document is closed).
         case orphanAsset
-        /// A file in pages/ for a page the document does not have.
+        /// A file in pages/ for a page the document does not have (yet): listed in
+        /// `VerifyReport.waiting`, not in `problems` ([SYNC-84]).
         case orphanPageFile
         /// A temporary file left by an interrupted write (removed on open).
         case temporaryFile
@@ -101,6 +102,11 @@ public struct VerifyReport: Sendable {
     /// Every entry of the quarantine ([PKG-48]), those already resolved included (own
     /// operations made again); those that need a person are also in `problems`.
     public var quarantine: [QuarantineEntry] = []
+    /// Page files whose page the document does not have (`orphanPageFile`): operations that
+    /// came before their document's `addPage` ([SYNC-84], [PKG-43]) and wait for it. Intact
+    /// and kept, not damage: listed, and not in `problems` (a peer that never sends the
+    /// document would otherwise make every replica's verify fail for ever).
+    public var waiting: [VerifyProblem] = []
     public var isClean: Bool { problems.isEmpty }
     public func problems(_ kind: VerifyProblem.Kind) -> [VerifyProblem] { problems.filter { $0.kind == kind } }
 }
@@ -139,10 +145,18 @@ public enum Verify {
             for e in damaged {
                 report.problems.append(.init(.undecodable, e.path ?? Quarantine.folder(folder), e.message))
             }
+            // This folder's ids, now and before ([PKG-48]): a fork of one of them pushed here
+            // is this folder's to repair (it reused its own ids), so it counts.
+            var own = Set<ReplicaID>()
+            if let bytes = try? DurableFile.readIfExists(DurableFile.join(meta, "replica.json"), io: io),
+               let v = try? Notebook.ReplicaFile.decodeValidated(bytes, path: "replica.json") {
+                own = Set([v.replica] + v.previous)
+            }
             for (p, e) in entries {
                 report.files += 1
                 report.quarantine.append(e)
-                guard e.needsAttention else { continue }
+                let ownPushedHere = e.wasPushedHere && e.resolved == nil && e.operation.map { own.contains($0.replica) } == true
+                guard e.needsAttention || ownPushedHere else { continue }
                 var what = "\(e.operation?.description ?? "an unreadable operation") in log \(e.logDescription) from \(e.remote): \(e.reason)"
                 if let h = e.hash { what += " (content hash \(hexString(h.prefix(8)))…" + (e.otherHash.map { ", the other \(hexString($0.prefix(8)))…" } ?? "") + ")" }
                 report.problems.append(.init(e.kind == .fork ? .knownFork : .quarantinedOperation, p, what))
@@ -303,7 +317,7 @@ public enum Verify {
                 if let (pid, total) = PackagePaths.pastName(name) {
                     report.files += 1  // a past snapshot ([PKG-98]): derived, checked like any snapshot
                     if !pageIDs.contains(pid) {
-                        report.problems.append(.init(.orphanPageFile, p, "page \(pid) is not in the document"))
+                        report.waiting.append(.init(.orphanPageFile, p, "page \(pid) is not in the document (yet)"))
                     }
                     do {
                         let s = try PageSnapshot.decode(try DurableFile.read(p, io: io), path: p)
@@ -325,7 +339,7 @@ public enum Verify {
                     continue
                 }
                 if !pageIDs.contains(pid) {
-                    report.problems.append(.init(.orphanPageFile, p, "page \(pid) is not in the document"))
+                    report.waiting.append(.init(.orphanPageFile, p, "page \(pid) is not in the document (yet)"))
                 }
                 report.files += 1
                 if isContent {

@@ -52,6 +52,12 @@ public struct SyncReport: Sendable, Equatable {
     /// Replicas whose operations this push left out because another device owns them
     /// ([SYNC-57]): the remote gets them from their author.
     public var withheldReplicas: [ReplicaID] = []
+    /// This folder's former replica ids (replica.json's `previous`), as the caller found them:
+    /// a fork of one of them is reported with how to declare it this folder's own
+    /// (`Notebook.adoptFormerReplica`). Filled by the command line, not by the session.
+    public var formerReplicas: [ReplicaID] = []
+    /// Operations the remote lacks that a pull-only sync (`SyncSession.sendsNothing`) did not send.
+    public var notSent = 0
     public init() {}
 
     /// True when a person should look: a fork of another replica, a repair whose operations
@@ -204,6 +210,10 @@ public struct SyncSession: Sendable {
     /// remote's changes ([SYNC-75]) sets it to false for the rounds a local change starts:
     /// a round with nothing to push then touches only local files.
     public var pullWithoutPush = true
+    /// Pull only: nothing is sent to the remote (no operations, assets or checkpoints), and
+    /// `SyncReport.notSent` counts the operations it lacks. For a remote that may not be
+    /// written (another folder on read-only media).
+    public var sendsNothing = false
 
     public init(notebook: any SyncableNotebook, remote: any SyncRemote) {
         self.notebook = notebook
@@ -266,7 +276,7 @@ public struct SyncSession: Sendable {
         // Every fork found was handled (its operations made again, or left in the quarantine
         // for want of a re-authoring step): the repairs of this folder's former ids are done.
         if !run.sessionOwn.isEmpty { try await notebook.finishForkRepairs(run.sessionOwn) }
-        try await uploadCheckpoints(state, firstContact: firstContact, &report)
+        if !sendsNothing { try await uploadCheckpoints(state, firstContact: firstContact, &report) }
         report.missingOperations = try await notebook.missingOperations()
         report.documentsReceived = run.documentsReceived.count
         let t = remote.traffic
@@ -317,6 +327,10 @@ public struct SyncSession: Sendable {
                 guard !run.withheld.isEmpty else { return b }
                 let frames = b.frames.filter { OperationCodec.id(of: $0).map { !run.withheld.contains($0.replica) } ?? true }
                 return frames.isEmpty ? nil : LogBatch(log: b.log, frames: frames)
+            }
+            if sendsNothing {
+                report.notSent = push.reduce(0) { $0 + $1.frames.count }
+                return
             }
             // Right after a clock comparison (or a steady exchange) there is nothing new to
             // pull; with nothing to push either, another exchange would carry nothing.

@@ -6,6 +6,7 @@ import Synchronization
 import LnoteModel
 import LnoteStore
 import LnoteSync
+import LnoteServer
 
 extension Bench {
     /// 10. Live sync (issue 13, part 4): long polls and `sync --watch`.
@@ -39,7 +40,13 @@ extension Bench {
         let nb = try Self.output(lnote, ["relay", "notebook", "create", "--db", db])
         let tokenA = try Self.output(lnote, ["relay", "token", "create", "--db", db, "--notebook", nb, "--device", "a"])
         let tokenB = try Self.output(lnote, ["relay", "token", "create", "--db", db, "--notebook", nb, "--device", "b"])
-        let tokenW = try Self.output(lnote, ["relay", "token", "create", "--db", db, "--notebook", nb, "--device", "watchers"])
+        // The idle watchers below, as devices of their own: one token holds at most
+        // `RelayServer.maxLongPollsPerToken` long polls ([SYNC-73]).
+        let perToken = RelayServer.maxLongPollsPerToken
+        let watcherTokens = try (0..<((watchers + perToken - 1) / perToken)).map { i in
+            try Self.output(lnote, ["relay", "token", "create", "--db", db, "--notebook", nb, "--device", "watchers \(i)"])
+        }
+        let tokenW = watcherTokens[0]
         let relay = try Self.start(lnote, ["relay", "--db", db, "--port", "0", "--max-connections", "4096",
                                            "--max-connections-per-ip", "0"], log: dir + "/relay")
         children.append(relay)
@@ -115,7 +122,7 @@ extension Bench {
         let rssBefore = Self.residentBytes(relay.processIdentifier)
         let path = "/v1/notebooks/\(nb)/sync"
         let port = UInt16(base.split(separator: ":").last.flatMap { Int($0) } ?? 0)
-        let raw = try RawWatchers(port: port, path: path, token: tokenW, count: watchers, cursor: cursor) { i, cursor in
+        let raw = try RawWatchers(port: port, path: path, tokens: watcherTokens, count: watchers, cursor: cursor) { i, cursor in
             SyncCodec.encode(SyncRequest(replica: ReplicaID(0x5EED_0000 + UInt64(i)), epoch: epoch, cursor: cursor, wait: 50))
         }
         defer { raw.stop() }
@@ -364,7 +371,8 @@ final class WatchLines: Sendable {
 final class RawWatchers: @unchecked Sendable {
     private let port: UInt16
     private let path: String
-    private let token: String
+    /// Watcher `i` sends `tokens[i % tokens.count]`.
+    private let tokens: [String]
     private let body: (Int, UInt64) -> [UInt8]
     private var requests: [[UInt8]]
     private var fds: [Int32]
@@ -376,11 +384,11 @@ final class RawWatchers: @unchecked Sendable {
     var reconnects: Int { counts.withLock { $0.reconnects } }
     var connected: Int { requests.count }
 
-    init(port: UInt16, path: String, token: String, count: Int, cursor: UInt64,
+    init(port: UInt16, path: String, tokens: [String], count: Int, cursor: UInt64,
          body: @escaping (Int, UInt64) -> [UInt8]) throws {
         self.port = port
         self.path = path
-        self.token = token
+        self.tokens = tokens
         self.body = body
         requests = []
         fds = []
@@ -401,7 +409,7 @@ final class RawWatchers: @unchecked Sendable {
     /// The HTTP request of watcher `i` from `cursor`.
     private func request(_ i: Int, cursor: UInt64) -> [UInt8] {
         let b = body(i, cursor)
-        let head = "POST \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nAuthorization: Bearer \(token)\r\n"
+        let head = "POST \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nAuthorization: Bearer \(tokens[i % tokens.count])\r\n"
             + "Lnote-Protocol: 1\r\nContent-Type: application/octet-stream\r\nContent-Length: \(b.count)\r\n\r\n"
         return Array(head.utf8) + b
     }

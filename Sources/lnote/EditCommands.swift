@@ -22,8 +22,8 @@ extension CommandTable {
         added at the end. Without PAGE, a new page at the end takes what would go to PAGE.
         New pages have the size the file gives (.xopp, InkML's canvas annotation), else the
         size of the document's last page. A page whose ink reaches past its right or bottom
-        edge grows to fit it (said on stderr); ink left of or above a page (negative
-        coordinates) is imported and reported, as no canvas grows that way.
+        edge grows to fit it (said on stderr); ink past its left or top edge (a point
+        nearer to it than its radius) is imported and reported, as no canvas grows that way.
         Text, images and eraser strokes of a .xopp file are skipped and counted.
         --tool    pen (default), pencil, marker or highlighter
         --color   #rrggbb or #rrggbbaa (default #000000)

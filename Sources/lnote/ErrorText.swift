@@ -73,7 +73,11 @@ extension LnoteError {
         case .io where text.contains("no space"):
             return text.contains("taken back") ? "Free some space and try again"
                 : "Free some space and try again: nothing already stored was changed"
-        case .io where text.contains("permission denied"):
+        // (Not when the message already says what to do: a log that may not be written.)
+        case .io where text.contains("read-only file system") && !text.contains("writable place"):
+            return "The folder is on read-only media: lnote can show, verify and sync from it, not write to it; "
+                + "copy it to a writable place to change it"
+        case .io where text.contains("permission denied") && !text.contains("writable place"):
             return "Check the permissions of that file or folder"
         default:
             return nil

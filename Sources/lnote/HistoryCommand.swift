@@ -92,7 +92,8 @@ extension CommandTable {
     static func moment(_ args: Arguments) throws -> HistoryPoint? {
         guard let text = args.option("at") else { return nil }
         guard let point = HistoryPoint(parsing: text) else {
-            throw CLIError("--at \"\(text)\" is not a moment: give \(HistoryPoint.forms)", code: Exit.usage)
+            throw CLIError("--at \"\(text)\" is not a moment: " + (HistoryPoint.refusal(text) ?? "give \(HistoryPoint.forms)"),
+                           code: Exit.usage)
         }
         return point
     }

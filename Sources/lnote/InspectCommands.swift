@@ -247,9 +247,12 @@ extension CommandTable {
         operations a snapshot holds that its log lacks; lists the operations kept in
         .lnote/quarantine/ (refused when received, own versions of forked operations) and
         the forks this folder knows of. Prints one problem per line (kind, path, offset, what
-        is wrong), then the quarantine, and a summary. Exit status 1 when anything is wrong
-        (a quarantined operation made again is listed but is not a problem), 0 when the
-        folder is clean.
+        is wrong), then the quarantine, and a summary. Exit status 1 when anything is wrong,
+        0 when the folder is clean. Listed but not problems: a quarantined operation made
+        again, a fork its author repaired, and a fork of another replica pushed here (this
+        folder kept its version; the pusher's side repairs it). Page files whose page the document does not have yet (their
+        operations came before the document's, and wait for them) are listed as "waiting:"
+        and are not problems.
         The notebook is not opened (no lock is taken and nothing is repaired): run it on a
         folder no other process is writing.
         --repair opens the notebook (taking its lock) and rebuilds what the folder's own
@@ -261,6 +264,7 @@ extension CommandTable {
                  reports what is left (operations a log lost stay listed until a peer sends
                  them back: sync). Exit status as for verify, after the repair.
         --json   {documents, files, clean, problems: [{kind, path, offset, index, message}],
+                  waiting: [{kind, path, message}],
                   quarantine: [{kind, document, page, operation, remote, reason, remadeAs, resolved}]}
                  with --repair also "repaired": [TEXT, …]
         """,
@@ -291,6 +295,13 @@ extension CommandTable {
                             "message": .string(p.message),
                         ]
                     }),
+                    "waiting": .array(report.waiting.map { p in
+                        [
+                            "kind": .string(p.kind.rawValue),
+                            "path": .string(p.path),
+                            "message": .string(p.message),
+                        ]
+                    }),
                     "quarantine": .array(report.quarantine.map { e in
                         [
                             "kind": .string(e.kind.rawValue),
@@ -315,14 +326,24 @@ extension CommandTable {
                     if repaired.isEmpty { console.out("repaired: nothing needed it") }
                 }
                 for p in report.problems { console.out(p.description) }
+                for p in report.waiting { console.out("waiting: \(p.description)") }
                 for e in report.quarantine where !e.needsAttention {
+                    if e.wasPushedHere {
+                        // A fork of this folder's own id pushed here is a problem, listed above.
+                        if report.problems.contains(where: { $0.path.hasSuffix("/" + e.fileName) }) { continue }
+                        console.out("quarantined (pushed here, not stored): \(e.operation?.description ?? "?") in log \(e.logDescription): "
+                                    + "\(e.remote) pushed other content under an id this folder holds; it keeps its own, and the pusher was told")
+                        continue
+                    }
                     let how = e.kind == .fork ? "the fork with \(e.remote) is gone (its author repaired it)"
                         : e.remadeAs!.isEmpty ? "nothing left to make again" : "made again as " + e.remadeAs!.map(\.description).joined(separator: ", ")
                     console.out("quarantined (resolved): \(e.operation?.description ?? "?") in log \(e.logDescription): \(how)")
                 }
                 let checked = "\(report.documents) document\(report.documents == 1 ? "" : "s"), \(report.files) files checked"
-                console.out(report.isClean ? "\(checked): no problems"
-                            : "\(checked): \(report.problems.count) problem\(report.problems.count == 1 ? "" : "s")")
+                let waiting = report.waiting.isEmpty ? ""
+                    : "; \(report.waiting.count) page file\(report.waiting.count == 1 ? "" : "s") waiting for their document's operations"
+                console.out((report.isClean ? "\(checked): no problems"
+                             : "\(checked): \(report.problems.count) problem\(report.problems.count == 1 ? "" : "s")") + waiting)
             }
             return report.isClean ? Exit.ok : Exit.failure
         })

@@ -246,7 +246,7 @@ extension CommandTable {
             let size = "\(Units.pt(p.canvas.width)) x \(Units.pt(p.canvas.height)) pt"
             if p.created { console.err("lnote import: added page \(p.pid) (\(size)) with \(p.strokes.count) stroke\(p.strokes.count == 1 ? "" : "s")") }
             if p.grown { console.err("lnote import: page \(p.pid) grew to \(size) to fit the ink") }
-            if p.inkBeforeOrigin { console.err("lnote import: note: ink on page \(p.pid) lies left of or above the page (negative coordinates)") }
+            if p.inkBeforeOrigin { console.err("lnote import: note: ink on page \(p.pid) reaches past its left or top edge (a point nearer to the edge than its radius): it is imported, and that part lies off the page") }
         }
         if !skipped.isEmpty {
             console.err("lnote import: skipped " + skipped.map { "\($0.value) \($0.key)\($0.value == 1 ? "" : "s")" }.joined(separator: ", "))

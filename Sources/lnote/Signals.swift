@@ -48,6 +48,10 @@ final class Signals: Sendable {
         waiter?.resume(returning: sig)
     }
 
+    /// Ends `wait()` as a signal would, with 0: the command stops for a reason of its own
+    /// (its standard output can no longer be written).
+    func interrupt() { deliver(0) }
+
     func wait() async -> Int32 {
         await withCheckedContinuation { c in
             let already = fired.withLock { f -> Int32? in

@@ -30,6 +30,12 @@ extension CommandTable {
         logs lost that no peer has sent back yet. Exit status 3 when something needs a
         person: a fork of another replica, an own operation not made again, an operation
         quarantined, or a page whose history could not be fetched.
+        --adopt ID  ID is one of this folder's former replica ids (a fork report says so):
+                 the operations it holds under ID were made here (the folder was moved, or
+                 restored from a backup and then moved, not copied). Forks of ID are then
+                 repaired as this folder's own: its versions are made again under its
+                 current id, and the remote's are kept under ID, by this sync (or, if it is
+                 stopped, the next one that finishes).
 
         --watch keeps the folder in step until SIGINT or SIGTERM (exit status 0): local
         changes are pushed as soon as they are written (inotify; a poll every 0.5 s where
@@ -59,12 +65,27 @@ extension CommandTable {
         "pages_from_checkpoints", "ops_healed", "forks", "quarantined", "needs_attention"}
         (counts are integers; needs_attention is true when the exit status is 3).
         """,
-        options: ["token", "ca-file", "interval", "wait"],
+        options: ["token", "ca-file", "interval", "wait", "adopt"],
         flags: ["watch", "quiet", "init", "json", "progress"],
         run: { args, console in
             try args.expect(0, max: 2, "[FOLDER] [REMOTE]")
+            var adopt: ReplicaID?
+            if let text = args.option("adopt") {
+                guard let id = ReplicaID(hex: text), id.rawValue != 0 else {
+                    throw Arguments.UsageError(message: "--adopt takes a replica id, 16 hex digits (got \"\(text)\")")
+                }
+                adopt = id
+            }
             let target = try await SyncTarget.resolve(args.positionals, initializing: args.flag("init"), console: console)
             let folder = target.folder, remoteSpec = target.location
+            if let adopt {
+                // Written before the sync, so that a sync stopped half-way resumes the repair.
+                try await withNotebook(folder, console: console) { nb in
+                    if try await nb.adoptFormerReplica(adopt) {
+                        console.err("lnote sync: forks of \(adopt) are taken as this folder's own: this sync repairs those it finds")
+                    }
+                }
+            }
             let token = target.token(option: args.option("token"), environment: ProcessInfo.processInfo.environment["LNOTE_TOKEN"])
             let quiet = args.flag("quiet")
             guard args.flag("watch") else {
@@ -132,11 +153,27 @@ enum SyncRunner {
                 do {
                     let remote = LocalRemote(key: other.path, endpoint: NotebookEndpoint(notebook: other),
                                              cursorsOutliveProcess: false)
-                    report = try await SyncSession(notebook: notebook, remote: remote).run(progress: progress)
+                    var session = SyncSession(notebook: notebook, remote: remote)
+                    // A folder on read-only media (a backup): pulled from, nothing sent.
+                    let readOnly = mayNotBeWritten(other.path)
+                    session.sendsNothing = readOnly != nil
+                    report = try await session.run(progress: progress)
+                    if let readOnly {
+                        console.err("lnote sync: \(spec) may not be written (\(readOnly)): what it holds that \(folder) lacked was "
+                                    + "received; \(report.notSent == 0 ? "it lacks nothing" : "\(count(report.notSent, "operation")) it lacks were not sent")")
+                    }
                     for (id, e) in await other.refusedDocuments.sorted(by: { $0.key.description < $1.key.description }) {
                         console.err("lnote sync: skipped document \(id): \(e)")  // [PKG-22]
                     }
                     try await other.close()
+                } catch let e as LnoteError where e.isReadOnly && (e.path?.hasPrefix(other.path + "/") ?? false) {
+                    // The other folder may not be written although it did not look so (a
+                    // file without write permission in a writable folder): nothing was sent.
+                    try? await other.close()
+                    let reason = e.errnoCode.map { String(cString: strerror($0)) } ?? e.message
+                    throw LnoteError(.io, "\(spec) may not be written (\(reason)): nothing was sent to it (what this sync "
+                                     + "received from it before is stored here). Copy that folder to a writable place and "
+                                     + "sync with the copy", path: e.path)
                 } catch {
                     try? await other.close()
                     throw error
@@ -148,6 +185,7 @@ enum SyncRunner {
             }
             // Ids minted while the sync opened documents ([PKG-56]) are reported with the sync's.
             var out = report
+            out.formerReplicas = notebook.previousReplicas
             for c in notebook.replicaChanges.dropFirst(notebook.replicaChange == nil ? 0 : 1) where !out.replicaChanges.contains(c) {
                 out.replicaChanges.append(c)
             }
@@ -157,6 +195,14 @@ enum SyncRunner {
             try? await notebook.close()
             throw error
         }
+    }
+
+    /// Why a folder may not be written (a read-only mount, no write permission), or nil.
+    static func mayNotBeWritten(_ path: String) -> String? {
+        var fs = statvfs()
+        if statvfs(path, &fs) == 0, fs.f_flag & UInt(ST_RDONLY) != 0 { return String(cString: strerror(EROFS)) }
+        if access(path, W_OK) != 0, errno == EACCES || errno == EROFS || errno == EPERM { return String(cString: strerror(errno)) }
+        return nil
     }
 
     static func makeRemote(_ spec: String, token: String?, caFile: String?) throws -> HTTPRemote {
@@ -202,8 +248,17 @@ enum SyncRunner {
         defer { try? http?.close() }
         let target = WatchTarget(folder: folder, spec: spec, token: token, caFile: caFile, http: http, console: console)
         let watcher = SyncWatcher(target: target, local: .folders(http == nil ? [folder, spec] : [folder]), options: options)
+        // Told once: standard output could not be written (a full disk). The syncs go on (what
+        // they keep equal matters more than their lines); standard error says the lines are lost.
+        let toldLostOutput = Mutex(false)
         let task = Task {
             await watcher.run { event in
+                defer {
+                    if let reason = StandardOutput.shared.failure, !toldLostOutput.withLock({ told in defer { told = true }; return told }) {
+                        console.err("\(timestamp()) lnote sync: standard output could not be written (\(reason)): "
+                                    + "the lines of later rounds are lost; syncing goes on")
+                    }
+                }
                 switch event {
                 case .started(let local, let longPolls):
                     let remote = longPolls ? "its changes by long polls of \(options.wait) s"
@@ -315,7 +370,15 @@ enum SyncRunner {
     /// replica ids, rebuilt checkpoints, missing operations.
     static func trust(_ r: SyncReport) -> [String] {
         var out: [String] = []
-        for f in r.forks { out.append(f.description) }
+        for f in r.forks {
+            guard !f.own, r.formerReplicas.contains(f.id.replica) else {
+                out.append(f.description)
+                continue
+            }
+            // [SYNC-54] This folder wrote under that id before a move or copy minted it a new one.
+            out.append(f.description + "; \(f.id.replica) is a former id of this folder: if this folder made that operation "
+                       + "(it was moved, not copied), sync again with --adopt \(f.id.replica) to repair it")
+        }
         for p in r.repairs { out.append(p.description) }
         for q in r.quarantined {
             out.append("quarantined \(q.operation?.description ?? "an unreadable operation") of log \(q.logDescription): \(q.reason)")

@@ -76,7 +76,8 @@ extension CommandTable {
                 throw Arguments.UsageError(message: "--to WHEN is required: \(HistoryPoint.forms)")
             }
             guard let point = HistoryPoint(parsing: text) else {
-                throw CLIError("--to \"\(text)\" is not a moment: give \(HistoryPoint.forms)", code: Exit.usage)
+                throw CLIError("--to \"\(text)\" is not a moment: " + (HistoryPoint.refusal(text) ?? "give \(HistoryPoint.forms)"),
+                           code: Exit.usage)
             }
             let (pid, label, ops) = try await withNotebook(args.positionals[0], console: console) { nb in
                 try await withDocument(nb, args.positionals[1], console: console) { d in

@@ -52,6 +52,12 @@ extension CommandTable {
                         // JSON goes out as JSON (its encoder escapes what JSON must; `out`'s escapes
                         // would not be JSON); the text form is escaped like every line.
                         if json { console.raw(WatchLine.json(change) + "\n") } else { console.out(WatchLine.text(change)) }
+                        // A line that could not be written (a full disk): watching on would drop
+                        // every later one unseen, so the watch stops and says why (exit 1).
+                        if StandardOutput.shared.failure != nil {
+                            signals.interrupt()
+                            return
+                        }
                         if let d = document, change.kind == .pageAdded || change.kind == .pageChanged
                             || change.kind == .reloaded, let p = change.page {
                             _ = try? await d.openPage(p)
@@ -62,6 +68,7 @@ extension CommandTable {
                 printing.cancel()
                 _ = await printing.value
                 try await nb.close()
+                guard signal != 0 else { return Exit.failure }  // output lost: LnoteCLI.run says so
                 console.err("lnote watch: stopped (\(signal == SIGINT ? "SIGINT" : "SIGTERM"))")
                 return Exit.ok
             } catch {

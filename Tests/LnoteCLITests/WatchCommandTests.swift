@@ -38,6 +38,29 @@ import LnoteTestSupport
         #expect(created, "\(r.outText)")
     }
 
+    @Test("lnote watch stops with exit 1 at the first line it cannot write (a full disk) rather than drop every later one")
+    func watchStopsWhenItsOutputIsLost() async throws {
+        let sb = try Sandbox("watchfull")
+        defer { sb.remove() }
+        try await sb.ok("init", "nb")
+        let doc = try await sb.ok("new", "nb", "--title", "Doc")
+        let watch = try Subprocess.start("/bin/sh", ["-c", "exec \"$0\" watch nb > /dev/full", lnoteBinary], directory: sb.path)
+        let deadline = Task {
+            try await Task.sleep(for: .seconds(30))
+            watch.kill(SIGKILL)
+        }
+        // Changes until one reaches the watch (it may start watching after the first few).
+        for i in 0..<40 where watch.process.isRunning {
+            try await sb.ok("title", "nb", doc, "ping \(i)")
+            try await Task.sleep(for: .milliseconds(250))
+        }
+        let r = await watch.wait()
+        deadline.cancel()
+        #expect(r.status == 1, "exit \(r.code): \(r.errText)")
+        #expect(r.errText.contains("standard output could not be written (No space left on device)"), "\(r.errText)")
+        #expect(!r.errText.contains("stopped (SIG"), "\(r.errText)")
+    }
+
     @Test("lnote watch DOC prints element changes in plain lines; a folder that is not a notebook is refused")
     func documentWatchAndErrors() async throws {
         let sb = try Sandbox("watchdoc")

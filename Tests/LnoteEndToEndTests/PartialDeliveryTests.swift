@@ -51,12 +51,18 @@ import LnoteTestSupport
                 "\(show.outText)")
         let json = try await Subprocess.run(lnote, ["show", dir.sub("S"), doc.description, "--json"])
         #expect(json.status == 0, "\(json.errText)")
-        // verify names the waiting page's files as document-package.md [PKG-43] says (an
-        // orphan page file until the `addPage` arrives), and reports nothing else.
+        // verify lists the waiting page's files as document-package.md [PKG-43] says (waiting
+        // until the `addPage` arrives), reports no problem, and exits 0 ([SYNC-84]).
         let verify = try await Subprocess.run(lnote, ["verify", dir.sub("S"), "--json"])
-        let problems = (try JSONSerialization.jsonObject(with: Data(verify.out)) as? [String: Any])?["problems"] as? [[String: Any]] ?? []
-        #expect(!problems.isEmpty && problems.allSatisfy { $0["kind"] as? String == "orphanPageFile" },
+        let object = try JSONSerialization.jsonObject(with: Data(verify.out)) as? [String: Any]
+        let problems = object?["problems"] as? [[String: Any]] ?? []
+        let waiting = object?["waiting"] as? [[String: Any]] ?? []
+        #expect(verify.status == 0 && problems.isEmpty, "\(verify.outText)\(verify.errText)")
+        #expect(!waiting.isEmpty && waiting.allSatisfy { $0["kind"] as? String == "orphanPageFile" },
                 "\(verify.outText)\(verify.errText)")
+        let text = try await Subprocess.run(lnote, ["verify", dir.sub("S")])
+        #expect(text.status == 0 && text.outText.contains("waiting: orphanPageFile: ")
+                    && text.outText.contains("no problems; 1 page file waiting for their document's operations"), "\(text.outText)")
 
         // The rest comes in a later sync: the page is placed, and the folders agree.
         let again = try await Notebook.open(at: dir.sub("S"), options: Fixture.quiet)

@@ -228,6 +228,66 @@ import LnoteTestSupport
         #expect(again.forks.isEmpty && again.repairs.isEmpty && again.opsSent == 0 && again.opsReceived == 0)
     }
 
+    /// [SYNC-54] A folder restored from a backup, edited (its stroke takes an id the other
+    /// side holds with other content), then moved before its sync: the move gave it a new id,
+    /// and the forked one is only a *former* id, another replica's by default (a copy cannot
+    /// be told from a move). The sync reports the fork and keeps both (exit 3). Once the
+    /// person declares the former id this folder's own (`adoptFormerReplica`, `sync --adopt`),
+    /// the next sync repairs it as its own: the stroke is made again under the current id,
+    /// the remote's version is taken, and the folders converge. (Before: nothing could repair
+    /// it, and every sync reported the fork for ever.)
+    @Test func forkUnderAFormerIdIsRepairedOnceAdopted() async throws {
+        let dir = try TempDir()
+        let (a, b, x) = try await Self.restoredInPlace(dir, seed: 71)
+        let reused = try await Self.addStrokes(a, 1, seed: 73)
+        #expect(reused == [OpID(replica: x, counter: 7)])
+        // The move: a new id, the old one in `previous` only.
+        let y = ReplicaID(0x5eed_0000_0000_0071)
+        try Self.stoppedRepair(a, replica: y, former: x)
+        let file = URL(fileURLWithPath: a).resolvingSymlinksInPath().path + "/.lnote/replica.json"
+        var json = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: file))) as? [String: Any])
+        json["repairing"] = nil
+        try JSONSerialization.data(withJSONObject: json).write(to: URL(fileURLWithPath: file))
+
+        let lnote = Subprocess.product("lnote")
+        let first = try await Self.folderSync(a, b)
+        #expect(first.forks.contains { $0.id.replica == x && !$0.own }, "\(first.forks)")
+        #expect(first.needsAttention && first.repairs.isEmpty)
+        // The command line names the former id and says how to declare it.
+        let told = try await Subprocess.run(lnote, ["sync", a, b])
+        #expect(told.code == 3 && told.errText.contains("\(x) is a former id of this folder")
+                    && told.errText.contains("--adopt \(x)"), "\(told.errText)")
+        let wrong = try await Subprocess.run(lnote, ["sync", a, b, "--adopt", "0000000000001234"])
+        #expect(wrong.code == 1 && wrong.errText.contains("is not one of this folder's former replica ids"), "\(wrong.errText)")
+
+        let nb = try await Self.open(a)
+        #expect(nb.previousReplicas == [x])
+        do {
+            _ = try await nb.adoptFormerReplica(ReplicaID(0x1234))
+            Issue.record("an id that is not a former one was adopted")
+        } catch let e as LnoteError {
+            #expect(e.code == .invalidArgument, "\(e)")
+        }
+        #expect(try await nb.adoptFormerReplica(x))
+        #expect(try await !nb.adoptFormerReplica(x), "declared once")
+        try await nb.close()
+
+        let r = try await Self.folderSync(a, b)
+        #expect(r.forks.contains { $0.id == OpID(replica: x, counter: 7) && $0.own }, "\(r.forks)")
+        let repair = try #require(r.repairs.first { $0.replica == x })
+        #expect(repair.newReplica == y && repair.toRemake == 1 && repair.remade == 1 && repair.pending == 0, "\(repair)")
+        #expect(r.replicaChanges.isEmpty, "the current id is already new: \(r.replicaChanges)")
+        #expect(!r.needsAttention)
+        #expect(try await Fixture.canonical(a) == Fixture.canonical(b))
+        #expect(try await Self.operationSets(a) == Self.operationSets(b))
+        let after = try String(contentsOfFile: file, encoding: .utf8)
+        #expect(!after.contains("repairing"), "\(after)")
+        let v = try Self.verify(a)
+        #expect(v.problems(.knownFork).isEmpty && v.problems(.quarantinedOperation).isEmpty, "\(v.problems)")
+        let again = try await Self.folderSync(a, b)
+        #expect(again.forks.isEmpty && again.repairs.isEmpty && again.opsSent == 0 && again.opsReceived == 0 && !again.needsAttention)
+    }
+
     /// [SYNC-54] A sync stopped after it took the forked operations out of the logs and
     /// before it made them again: the next sync makes them again from the quarantine (the
     /// `ownFork` entries without `remadeAs` of the ids in `repairing`), and the user's stroke

@@ -32,6 +32,11 @@ struct HostileInputTests {
         let line2 = Array(text.utf8).firstIndex(of: 0x0A)! + 1
         #expect(e.offset! > line2 && e.offset! <= text.utf8.count, "\(e)")
         #expect(inkmlError("<ink><trace>1 2")?.code == .invalidArgument)
+        // Cut off after a whole element: said as such (libxml2's words say "Extra content").
+        for cut in [Self.head + "<trace>1 2 0.5</trace>", Self.head + "<trace>1 2 0.5</trace>\n"] {
+            let e = try #require(inkmlError(cut))
+            #expect(e.message.contains("ends inside an element") && e.offset == cut.utf8.count, "\(e)")
+        }
         #expect(inkmlError("")?.code == .invalidArgument)
         #expect(inkmlError("<notink/>")?.message.contains("no <ink>") == true)
     }

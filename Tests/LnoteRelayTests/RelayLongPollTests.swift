@@ -161,7 +161,8 @@ import LnoteTestSupport
     func manyHeldWhileOthersAreServed() async throws {
         let n = 200
         try await Self.withServer { s in
-            let token = try s.token("watchers")
+            // A token holds at most 16 long polls ([SYNC-73]): the watchers are 13 devices.
+            let tokens = try (0..<13).map { try s.token("watchers \($0)") }
             let a = TestNotebook(replica: ReplicaID(0xA1))
             let ra = try Self.remote(s.url, try s.token("a"))
             defer { try? ra.close() }
@@ -178,12 +179,13 @@ import LnoteTestSupport
 
             let threadsBefore = Self.threadCount()
             // One libcurl client with a transfer thread per watcher: the watchers are ours.
-            let client = try HTTPClient(configuration: .init(bearerToken: token, maxConcurrentTransfers: n))
+            let client = try HTTPClient(configuration: .init(maxConcurrentTransfers: n))
             defer { try? client.close() }
             let polls = (0..<n).map { i in
                 Task { () -> SyncResponse in
                     let q = SyncRequest(replica: ReplicaID(UInt64(0x1000 + i)), epoch: epoch, cursor: cursor, wait: 30)
-                    let r = try await client.send(HTTPRequest(method: "POST", url: s.url + "/sync", headers: ["Lnote-Protocol": "1"],
+                    let r = try await client.send(HTTPRequest(method: "POST", url: s.url + "/sync",
+                                                              headers: ["Lnote-Protocol": "1", "Authorization": "Bearer \(tokens[i % tokens.count])"],
                                                               body: SyncCodec.encode(q), timeout: .seconds(60), lowSpeedTime: .seconds(60)))
                     guard r.status == 200 else { throw LnoteError(.network, "status \(r.status)") }
                     return try SyncCodec.decodeResponse(r.body)
@@ -232,6 +234,64 @@ import LnoteTestSupport
             #expect(answered == n)
             #expect(await eventually { s.server.http.suspendedRequestCount == 0 })
             _ = stroke
+        }
+    }
+
+    /// [SYNC-73] One token holds at most 16 long polls: a token holder that opens more (to
+    /// fill the relay's connections and lock honest devices out) gets its oldest answered at
+    /// once, empty, as when its wait runs out; another device's poll is held as usual.
+    /// (Before: 4,200 polls of one token filled the relay's 4,096 connections, and an honest
+    /// sync waited 49 s.)
+    @Test("[SYNC-73] one token holds at most 16 long polls: its oldest is answered at once, others' are not")
+    func oneTokenHoldsAtMostSixteen() async throws {
+        let n = 24, cap = RelayServer.maxLongPollsPerToken
+        try await Self.withServer { s in
+            let greedy = try s.token("greedy")
+            let a = TestNotebook(replica: ReplicaID(0xA1))
+            let ra = try Self.remote(s.url, try s.token("a"))
+            defer { try? ra.close() }
+            let doc = try a.createDocument("capped")
+            let page = LogRef(document: doc, page: try a.addPage(doc))
+            var rng = SeededRNG(seed: 16)
+            let sa = SyncSession(notebook: a, remote: ra)
+            _ = try await sa.run()
+            let q = try #require(try await sa.longPollRequest(wait: 30))
+            let client = try HTTPClient(configuration: .init(maxConcurrentTransfers: n + 1))
+            defer { try? client.close() }
+            let clock = ContinuousClock()
+            func poll(_ token: String, _ replica: UInt64) -> Task<(Int, Double), Error> {
+                let start = clock.now
+                return Task {
+                    let body = SyncCodec.encode(SyncRequest(replica: ReplicaID(replica), epoch: q.epoch, cursor: q.cursor, wait: 30))
+                    let r = try await client.send(HTTPRequest(method: "POST", url: s.url + "/sync",
+                                                              headers: ["Lnote-Protocol": "1", "Authorization": "Bearer \(token)"],
+                                                              body: body, timeout: .seconds(60), lowSpeedTime: .seconds(60)))
+                    return (r.status, Self.seconds(clock.now - start))
+                }
+            }
+            var greedyPolls: [Task<(Int, Double), Error>] = []
+            for i in 0..<n {
+                greedyPolls.append(poll(greedy, 0x3000 + UInt64(i)))
+                if i < cap {
+                    // One at a time, so which is oldest is known.
+                    #expect(await eventually(10) { s.server.longPolls.waiting == i + 1 })
+                } else {
+                    // Past the cap, each new one releases the oldest held: answered at once
+                    // (200, empty), long before its 30 s.
+                    let (status, waited) = try await greedyPolls[i - cap].value
+                    #expect(status == 200 && waited < 10, "poll \(i - cap): \(status) after \(waited) s")
+                    #expect(await eventually(10) { s.server.longPolls.waiting == cap })
+                }
+            }
+            #expect(s.server.longPolls.waiting == cap, "\(s.server.longPolls.waiting) held")
+            // Another device's poll is held beside them.
+            let honest = poll(try s.token("honest"), 0x4000)
+            #expect(await eventually(10) { s.server.longPolls.waiting == cap + 1 })
+            // A push answers every held one.
+            _ = try a.addStroke(page, randomStroke(&rng))
+            _ = try await sa.run()
+            #expect(try await honest.value.0 == 200)
+            for p in greedyPolls.suffix(cap) { #expect(try await p.value.0 == 200) }
         }
     }
 

@@ -373,6 +373,39 @@ import LnoteModel
         #expect(p.r[Self.a]!.element(s.id)?.transform.value == .translation(1, 8) && m3.context.covers(m2.id))
     }
 
+    @Test("[MERGE-26] an operation naming an element twice: the first item counts, in every order of arrival")
+    func elementNamedTwice() throws {
+        var p = Page()
+        let s = try p.add(Self.a), t = try p.add(Self.a)
+        try p.syncAll()
+        // Built as received: the validator accepts such an operation, and so must the merge.
+        let move = try p.make(Self.a, .move([ElementTransform(s.id, .translation(10, 0)), ElementTransform(s.id, .translation(20, 0))]))
+        let layer = Int64(move.lamport + 1)
+        let reorder = try p.make(Self.a, .reorder([ElementZ(t.id, ZKey(layer: layer)), ElementZ(t.id, ZKey(layer: -layer))]))
+        let erase = try p.make(Self.a, .erase([s.id, s.id]))
+        let before = p.held[Self.a]!.filter { ![move.id, reorder.id, erase.id].contains($0.id) }
+        for order in [[move, reorder, erase], [erase, reorder, move]] {
+            var fresh = PageReplica(page: Self.page)
+            try fresh.receive(before + order)
+            #expect(fresh.state == p.r[Self.a]!.state)
+        }
+        try p.syncAll()
+        for who in [Self.a, Self.b, Self.c] {
+            let st = p.r[who]!.state
+            #expect(st.tombstones.first?.record?.transform.value == .translation(10, 0), "the first item's transform")
+            #expect(p.r[who]!.element(t.id)?.z.value == ZKey(layer: layer), "the first item's key")
+            #expect(st.tombstones.map(\.id) == [s.id] && st.tombstones[0].erasures.map(\.ref) == [erase.ref], "one erasure")
+            #expect(st == p.r[Self.a]!.state)
+        }
+        // A restore naming it twice takes the erasure back once.
+        let restore = try p.make(Self.b, .restore([s.id, s.id]))
+        try p.syncAll()
+        for who in [Self.a, Self.b, Self.c] {
+            #expect(p.r[who]!.element(s.id) != nil)
+            #expect(p.r[who]!.state.tombstones.first?.erasures.first?.cancelledBy == [restore.id])
+        }
+    }
+
     @Test("[MERGE-30] tombstones are never dropped: a late concurrent edit resolves and is reported as on a replica that had it first")
     func tombstonesKept() throws {
         var p = Page()

@@ -283,7 +283,8 @@ import LnoteReplication
         let problems = report.problems.map { "\($0.kind) \($0.path)" }
         #expect(problems.contains { $0.hasPrefix("undecodable") && $0.hasSuffix("\(pid).2200.past") }, "\(problems)")
         #expect(problems.contains { $0.hasPrefix("undecodable") && $0.hasSuffix("\(pid).2400.past") }, "\(problems)")
-        #expect(problems.contains { $0.hasPrefix("orphanPageFile") && $0.hasSuffix("\(other).1100.past") }, "\(problems)")
+        let waiting = report.waiting.map { "\($0.kind) \($0.path)" }
+        #expect(waiting.contains { $0.hasPrefix("orphanPageFile") && $0.hasSuffix("\(other).1100.past") }, "\(waiting)")
         #expect(!problems.contains { $0.hasSuffix("\(pid).1100.past") }, "\(problems)")
         try await again.close()
 

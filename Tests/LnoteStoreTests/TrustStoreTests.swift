@@ -376,7 +376,10 @@ struct TrustStoreTests {
         #expect(try await d.operations(notCoveredBy: VectorClock()).map(ContentHash.of) == [create, title].map(ContentHash.of))
         #expect(await d.title == "one")
         try await nb.close()
-        #expect(try Verify.run(folder: dir.path).problems(.knownFork).count == 1)
+        // Pushed here: listed, not a problem ([PKG-48]): only the pusher's side can repair it.
+        let v = try Verify.run(folder: dir.path)
+        #expect(v.problems(.knownFork).isEmpty && v.isClean, "\(v.problems)")
+        #expect(v.quarantine.count == 1 && v.quarantine.allSatisfy { $0.wasPushedHere && !$0.needsAttention })
     }
 
     @Test("[PKG-58] [SYNC-51] a duplicate id with other content is a fork: reported, not stored, the rest stored")
@@ -404,12 +407,25 @@ struct TrustStoreTests {
         // Through the notebook with a remote: the received version goes to the quarantine.
         let doc = try await nb.receive([other], document: s.id, page: s.page, remote: "replica 00000000000000b2")
         #expect(doc.forks.count == 1)
+        // And a fork of another replica (b2's first operation, other content).
+        let stranger2 = try forged(s.pageOps, page: s.page, replica: ReplicaID(0xB2), points: 5, x: 33)
+        #expect(stranger2.id == stranger.id)
+        #expect(try await nb.receive([stranger2], document: s.id, page: s.page, remote: "replica 00000000000000b2").forks.count == 1)
         try await nb.close()
+        // [PKG-48] Forks pushed here (by a client of this folder's server) are kept in the
+        // quarantine. One of another replica is listed, not a problem: this folder kept its
+        // version, and only the pusher's side can repair it (before, one such push made verify
+        // fail for ever). One of this folder's own id is its to repair: a problem.
         let r = try Verify.run(folder: dir.path)
         let fork = try #require(r.problems(.knownFork).first)
-        #expect(fork.message.contains(other.id.description) && fork.message.contains("replica 00000000000000b2"), "\(fork)")
-        let entry = try #require(r.quarantine.first)
+        #expect(r.problems(.knownFork).count == 1 && fork.message.contains(other.id.description)
+                    && fork.message.contains("replica 00000000000000b2"), "\(r.problems)")
+        let entry = try #require(r.quarantine.first { $0.operation == other.id })
         #expect(entry.kind == .fork && entry.frame == OperationCodec.frame(other).encoded && entry.otherHash == ContentHash.of(s.pageOps[1]))
+        #expect(entry.remote == "replica 00000000000000b2" && entry.wasPushedHere)
+        let foreign = try #require(r.quarantine.first { $0.operation == stranger.id })
+        #expect(foreign.wasPushedHere && !foreign.needsAttention)
+        #expect(!r.problems.contains { $0.message.contains(stranger.id.description) }, "\(r.problems)")
     }
 
     /// [PKG-58] Duplicates stay cheap: the first duplicate a loaded page receives reads its log
