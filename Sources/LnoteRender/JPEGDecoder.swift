@@ -70,16 +70,38 @@ public enum JPEGDecoder {
             throw LnoteError(.corrupt, "a CMYK JPEG (only grayscale and color JPEGs are drawn)", path: name)
         }
         let w = Int(width), h = Int(height)
+        // [PKG-17] Decoding costs a pass over the picture per scan: a progressive JPEG of
+        // thousands of tiny scans (a few hundred bytes each) took minutes a draw within the
+        // pixel limits. Counted before anything is allocated.
+        let scans = scanCount(bytes)
+        guard scans <= ImageLimits.maxScans, scans * w * h <= ImageLimits.maxScanPixels else {
+            throw LnoteError(.limitExceeded, "a JPEG of \(scans) scans at \(w)x\(h) pixels (at most \(ImageLimits.maxScans) scans "
+                             + "and \(ImageLimits.maxScanPixels) pixels over all scans: its decoding time is bounded)", path: name)
+        }
         var out = [UInt8](repeating: 0, count: w * h * 4)
         let status = out.withUnsafeMutableBufferPointer { dst in
             bytes.withUnsafeBufferPointer { src in
                 tjDecompress2(handle, src.baseAddress, UInt(src.count), dst.baseAddress, width, width * 4, height,
-                              Int32(nativeFormat.rawValue), 0)
+                              Int32(nativeFormat.rawValue), Int32(TJFLAG_LIMITSCANS))
             }
         }
         // A warning (a truncated scan, extra bytes) still gives a picture; an error does not.
         if status != 0, tjGetErrorCode(handle) == Int32(TJERR_FATAL.rawValue) { throw failure("undecodable JPEG") }
         return DecodedImage(width: w, height: h, bgra: out)
+    }
+
+    /// The start-of-scan markers (`FF DA`) in the bytes: entropy-coded data stuffs every
+    /// `FF` it holds (`FF 00`), so none is a coded byte; one inside a metadata segment (an
+    /// embedded thumbnail) counts too, which only errs on the side of the limit.
+    static func scanCount(_ bytes: [UInt8]) -> Int {
+        bytes.withUnsafeBufferPointer { b in
+            var n = 0, i = 0
+            let end = b.count - 1
+            while i < end {
+                if b[i] == 0xFF && b[i + 1] == 0xDA { n += 1; i += 2 } else { i += 1 }
+            }
+            return n
+        }
     }
 }
 
@@ -88,6 +110,11 @@ public enum JPEGDecoder {
 public enum ImageLimits {
     public static let maxSide = 32_767
     public static let maxPixels = 50_000_000
+    /// A JPEG's scans (start-of-scan markers): a baseline picture has 1, a progressive one
+    /// about 10 (libjpeg's default script), rarely more than 20.
+    public static let maxScans = 100
+    /// Scans × pixels: what decoding a JPEG costs (20 scans of the largest picture).
+    public static let maxScanPixels = 1_000_000_000
 
     static func check(width: Int, height: Int, name: String?) throws {
         guard width >= 1, height >= 1 else {

@@ -910,12 +910,21 @@ extension Document {
         }.map(\.id)
     }
 
+    /// The largest asset an image may have (64 MiB): what one sync request carries.
+    public static let maxAssetBytes = 64 << 20
+
     /// Adds an image on top ([PKG-14]): the bytes are written durably to `assets/` first,
     /// then the operation referencing them is appended, both under one hold of the document
     /// lock (no close elsewhere can remove the asset in between).
     @discardableResult
     public func addImage(_ bytes: [UInt8], frame: QRect, rotation: Int32 = 0, to pid: PageID) async throws -> ElementID {
         try checkUsable()
+        // [PKG-14] What one sync request carries (sync-protocol.md [SYNC-24]): a larger asset
+        // could never be sent, and every later push would fail on it.
+        guard bytes.count <= Document.maxAssetBytes else {
+            throw LnoteError(.limitExceeded, "an image of \(bytes.count) bytes; an asset holds at most \(Document.maxAssetBytes) "
+                             + "bytes (64 MiB, what one sync request carries)")
+        }
         let asset = AssetID.of(bytes)
         return try await commitRecorded(page: pid, label: "add image", assets: [bytes]) { r, me, t, entries in
             let op = try r.add(.image(ImageElement(asset: asset, frame: frame, rotation: rotation)), by: me, wallTime: t)

@@ -246,6 +246,14 @@ public actor NotebookEndpoint: SyncEndpoint {
         guard try await notebook.hasAsset(id, document: document) else {
             throw LnoteError(.notFound, "no asset \(id) in document \(document)")
         }
-        return try await notebook.readAsset(id, document: document)
+        do {
+            return try await notebook.readAsset(id, document: document)
+        } catch let e as LnoteError where e.code == .corrupt || e.code == .truncated {
+            // [SYNC-60] A stored asset whose bytes do not hash to its name (or that is no
+            // regular file) is one this side cannot give: as if absent (404), so the other
+            // side quarantines what needs it and syncs the rest, rather than failing whole.
+            throw LnoteError(.notFound, "asset \(id) of document \(document) is damaged here (\(e.message)): it cannot be given",
+                             path: e.path)
+        }
     }
 }

@@ -38,7 +38,8 @@ struct LnoteCLI {
         // output lost, which a script must learn (exit 1), not a crash.
         if let reason = StandardOutput.shared.failure {
             console.err("lnote: standard output could not be written (\(reason)); "
-                        + (code == Exit.ok || code == Exit.attention ? "the command itself was done" : "the command had failed"))
+                        + (StandardOutput.shared.stoppedByFailure ? "it stopped"
+                           : code == Exit.ok || code == Exit.attention ? "the command itself was done" : "the command had failed"))
             return code == Exit.ok || code == Exit.attention ? Exit.failure : code
         }
         return code

@@ -20,6 +20,9 @@ final class StandardOutput: Sendable {
         /// The first write that failed (its errno): later output is dropped, and the
         /// command ends with a failure that says so (`LnoteCLI.run`).
         var failure: Int32?
+        /// The command stopped because of that failure (`lnote watch`), rather than ending
+        /// with its work done or failing for another reason.
+        var stoppedByFailure = false
     }
     private let state = Mutex(State())
 
@@ -51,6 +54,10 @@ final class StandardOutput: Sendable {
     var failure: String? {
         state.withLock { $0.failure }.map { String(cString: strerror($0)) }
     }
+
+    /// The command stops because its output could not be written (`lnote watch`).
+    func noteStoppedByFailure() { state.withLock { $0.stoppedByFailure = true } }
+    var stoppedByFailure: Bool { state.withLock { $0.stoppedByFailure } }
 
     /// From now on each write goes out at once (long-running commands); what is held goes now.
     func flushEachLine() {

@@ -7,13 +7,13 @@ extension CommandTable {
     static let thumbnail = Command(
         name: "thumbnail",
         synopsis: "lnote thumbnail FOLDER DOC PAGE --out FILE.png [--size N]",
-        summary: "Render a page as a PNG picture (what thumbnails/<page>.png holds)",
+        summary: "Render a page as a PNG picture (what thumbnails/<page>.jpg holds)",
         details: """
         Renders the page's current state with cairo: white background, strokes in their ink
         (width following pressure, erased parts left out, the highlighter translucent), images
         with their pixels, size and rotation (a missing or undecodable asset as a gray box).
-        The stored thumbnails are rewritten with each page snapshot; this command renders
-        afresh and writes only FILE (replaced durably). PAGE is an id, a prefix, or pN (the N-th live page; #N also works, quoted).
+        The stored thumbnails (JPEG, 256 pixels) are drawn again after a page changes, off
+        the edit path; this command renders afresh and writes only FILE (replaced durably). PAGE is an id, a prefix, or pN (the N-th live page; #N also works, quoted).
         --out FILE   the PNG to write (replaced if it exists)
         --size N     the longer side in pixels, 1 to 4096 (default 256)
         """,

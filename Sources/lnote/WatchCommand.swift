@@ -55,6 +55,7 @@ extension CommandTable {
                         // A line that could not be written (a full disk): watching on would drop
                         // every later one unseen, so the watch stops and says why (exit 1).
                         if StandardOutput.shared.failure != nil {
+                            StandardOutput.shared.noteStoppedByFailure()
                             signals.interrupt()
                             return
                         }

@@ -57,7 +57,7 @@ import LnoteTestSupport
         let r = await watch.wait()
         deadline.cancel()
         #expect(r.status == 1, "exit \(r.code): \(r.errText)")
-        #expect(r.errText.contains("standard output could not be written (No space left on device)"), "\(r.errText)")
+        #expect(r.errText.contains("standard output could not be written (No space left on device); it stopped"), "\(r.errText)")
         #expect(!r.errText.contains("stopped (SIG"), "\(r.errText)")
     }
 

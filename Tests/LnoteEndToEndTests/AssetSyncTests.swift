@@ -89,6 +89,31 @@ import LnoteTestSupport
         #expect(try await Fixture.canonical(a) == Fixture.canonical(d), "seed \(seed)")
     }
 
+    /// [SYNC-60] [PKG-14] A peer folder whose stored asset does not hash to its name cannot
+    /// give it: the folder sync quarantines the one image that needs it and brings the rest
+    /// (another document, the page's stroke and other image), exit 3, instead of failing
+    /// whole on every run (as it did; over HTTP it already quarantined).
+    @Test("[SYNC-60] folder to folder: a damaged asset quarantines its image; the rest arrives")
+    func damagedAssetInAPeerFolder() async throws {
+        let seed: UInt64 = 113
+        let dir = try TempDir()
+        let (a, b) = (dir.sub("A"), dir.sub("B"))
+        let (doc, images) = try await Self.documentWithImages(at: a, seed: seed)
+        let other = try await Fixture.notebook(at: dir.sub("other"), strokes: 3)
+        let lnote = Subprocess.product("lnote")
+        _ = try await Subprocess.run(lnote, ["sync", a, dir.sub("other")])
+        let damaged = PackagePaths(folder: a, id: doc).asset(AssetID.of(images[0]))
+        var bytes = try #require(FileManager.default.contents(atPath: damaged))
+        bytes[0] ^= 0xFF
+        try bytes.write(to: URL(fileURLWithPath: damaged))
+        _ = try await Subprocess.run(lnote, ["init", b])
+        let r = try await Subprocess.run(lnote, ["sync", b, a])
+        #expect(r.status == 3, "seed \(seed): \(r.errText)")
+        #expect(r.errText.contains("quarantined") && r.errText.contains(AssetID.of(images[0]).description), "\(r.errText)")
+        #expect(Set(try await Self.documents(b)) == [doc, other], "seed \(seed)")
+        #expect(try Self.assetFiles(b, doc).package == [AssetID.of(images[1]).description], "seed \(seed)")
+    }
+
     /// [SYNC-10] [SYNC-8] An empty folder served by `lnote serve` receives a new document
     /// with images at the first sync (it used to fail every time with 404), and a third,
     /// empty folder pulls it from there, assets first.

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 import LnoteModel
-import LnoteRender
+@testable import LnoteRender
 
 /// A seed from LNOTE_SEED or a random one (printed by each test that uses it on failure).
 private func jpegSeed() -> UInt64 {
@@ -34,6 +34,28 @@ private func segments(_ j: [UInt8]) -> [(marker: UInt8, at: Int, payload: [UInt8
 
 @Suite("JPEGEncoder: thumbnails as baseline JPEG through TurboJPEG")
 struct JPEGEncoderTests {
+    /// [PKG-17] A JPEG's decoding costs a pass over the picture per scan: more than 100 scans
+    /// (or 10⁹ scan pixels) is refused before anything is allocated, as beyond the limits
+    /// (drawn as a placeholder), rather than taking minutes a draw. The count errs on the side
+    /// of the limit: start-of-scan markers inside a comment count too.
+    @Test("[PKG-17] a JPEG of more than 100 scans is beyond the limits; one scan decodes")
+    func scanLimit() throws {
+        let t = try handwritingThumbnail(seed: 7)
+        let jpeg = try JPEGEncoder.encode(t)
+        #expect(JPEGDecoder.scanCount(jpeg) == 1)
+        #expect(try JPEGDecoder.decode(jpeg).width == t.width)
+        let markers = [UInt8](repeating: 0, count: 0) + (0..<101).flatMap { _ in [UInt8(0xFF), 0xDA] }
+        let comment: [UInt8] = [0xFF, 0xFE, UInt8((markers.count + 2) >> 8), UInt8((markers.count + 2) & 0xFF)] + markers
+        let many = Array(jpeg.prefix(2)) + comment + Array(jpeg.dropFirst(2))
+        #expect(JPEGDecoder.scanCount(many) == 102)
+        do {
+            _ = try JPEGDecoder.decode(many, name: "many.jpg")
+            Issue.record("a JPEG of 102 scans was decoded")
+        } catch let e as LnoteError {
+            #expect(e.code == .limitExceeded && e.message.contains("102 scans") && e.path == "many.jpg", "\(e)")
+        }
+    }
+
     @Test("[PKG-103] a rendered page round-trips through JPEG within a tolerance (seeded)")
     func roundTrip() throws {
         let seed = jpegSeed()

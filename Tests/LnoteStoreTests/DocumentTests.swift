@@ -64,6 +64,26 @@ struct DocumentTests {
         try await nb2.close()
     }
 
+    /// [PKG-14] An image larger than one sync request carries (64 MiB) is refused before
+    /// anything is written: it could never be sent, and every later push would fail on it.
+    @Test("[PKG-14] an image over 64 MiB is refused; one of exactly 64 MiB is added")
+    func imageSizeLimit() async throws {
+        let dir = try TempDir("doc")
+        defer { dir.remove() }
+        let nb = try await openNotebook(dir.path)
+        let d = try await nb.createDocument(title: "big")
+        let pid = await d.pageList[0].id
+        let frame = QRect(x: 0, y: 0, width: 10, height: 10)
+        await #expect(throws: LnoteError(.limitExceeded)) {
+            try await d.addImage([UInt8](repeating: 7, count: Document.maxAssetBytes + 1), frame: frame, to: pid)
+        }
+        #expect(listNames(PackagePaths(folder: dir.path, id: d.id).assets).isEmpty, "nothing written")
+        #expect(try await d.elementIDs(pid).isEmpty)
+        _ = try await d.addImage([UInt8](repeating: 7, count: Document.maxAssetBytes), frame: frame, to: pid)
+        #expect(try await d.elementIDs(pid).count == 1)
+        try await nb.close()
+    }
+
     @Test("a Page handle edits its page; closing it writes its snapshot and releases its log")
     func pageHandle() async throws {
         let dir = try TempDir("doc")
