@@ -117,6 +117,9 @@ public final class LongPolls: Sendable {
             return s.nextID
         }
         let limit = maxPerHolder
+        // Indexed by holder only when bounded (a server whose clients share one token would
+        // otherwise keep every waiter in one list).
+        let holder = limit == nil ? nil : holder
         return await withCheckedContinuation { (c: CheckedContinuation<Outcome, Never>) in
             var released: Waiter?
             let now: Outcome? = state.withLock { s in
@@ -127,11 +130,9 @@ public final class LongPolls: Sendable {
                     // [SYNC-73] One token holds at most `limit` requests: its oldest goes.
                     released = s.remove(held[0])
                 }
-                // Indexed by holder only when bounded (a server whose clients share one token
-                // would otherwise keep every waiter in one list).
-                s.waiters[id] = Waiter(notebook: notebook, holder: limit == nil ? nil : holder, continuation: c, timer: nil)
+                s.waiters[id] = Waiter(notebook: notebook, holder: holder, continuation: c, timer: nil)
                 s.byNotebook[notebook, default: []].insert(id)
-                if limit != nil, let holder { s.byHolder[holder, default: []].append(id) }
+                if let holder { s.byHolder[holder, default: []].append(id) }
                 return nil
             }
             if let released {

@@ -83,7 +83,13 @@ public struct QuarantineEntry: Sendable, Hashable {
     /// author repairs it ([SYNC-51]). Nothing here can resolve it, and nothing here needs
     /// to: listed, not a problem (else any token holder could make this folder's verify fail
     /// for ever with one push).
-    public var wasPushedHere: Bool { kind == .fork && (remote.hasPrefix("replica ") || remote == "a peer") }
+    public var wasPushedHere: Bool { kind == .fork && (remote.hasPrefix(Self.pushingReplicaPrefix) || remote == Self.pushingPeer) }
+
+    /// The `remote` of an entry a client of this folder's server pushed: `replica <hex>`.
+    public static func pushingReplica(_ r: ReplicaID) -> String { pushingReplicaPrefix + r.description }
+    static let pushingReplicaPrefix = "replica "
+    /// The `remote` of an entry another folder's sync pushed into this one.
+    public static let pushingPeer = "a peer"
 
     /// True when a person (or the re-authoring step) still has to act on it.
     public var needsAttention: Bool {

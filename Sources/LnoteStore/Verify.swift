@@ -148,9 +148,13 @@ public enum Verify {
             // This folder's ids, now and before ([PKG-48]): a fork of one of them pushed here
             // is this folder's to repair (it reused its own ids), so it counts.
             var own = Set<ReplicaID>()
-            if let bytes = try? DurableFile.readIfExists(DurableFile.join(meta, "replica.json"), io: io),
-               let v = try? Notebook.ReplicaFile.decodeValidated(bytes, path: "replica.json") {
-                own = Set([v.replica] + v.previous)
+            let rp = DurableFile.join(meta, "replica.json")
+            if let bytes = try readFile(rp, io: io, into: &report) {
+                report.files += 1
+                do { _ = try StoreJSON.decode(Notebook.ReplicaFile.self, bytes, path: rp) } catch let e as LnoteError {
+                    report.problems.append(.init(.undecodable, rp, e.message))
+                }
+                if let v = try? Notebook.ReplicaFile.decodeValidated(bytes, path: rp) { own = Set([v.replica] + v.previous) }
             }
             for (p, e) in entries {
                 report.files += 1
@@ -160,13 +164,6 @@ public enum Verify {
                 var what = "\(e.operation?.description ?? "an unreadable operation") in log \(e.logDescription) from \(e.remote): \(e.reason)"
                 if let h = e.hash { what += " (content hash \(hexString(h.prefix(8)))…" + (e.otherHash.map { ", the other \(hexString($0.prefix(8)))…" } ?? "") + ")" }
                 report.problems.append(.init(e.kind == .fork ? .knownFork : .quarantinedOperation, p, what))
-            }
-            let rp = DurableFile.join(meta, "replica.json")
-            if let bytes = try readFile(rp, io: io, into: &report) {
-                report.files += 1
-                do { _ = try StoreJSON.decode(Notebook.ReplicaFile.self, bytes, path: rp) } catch let e as LnoteError {
-                    report.problems.append(.init(.undecodable, rp, e.message))
-                }
             }
         }
         for name in try io.listDirectory(folder) {

@@ -70,7 +70,7 @@ extension Notebook: SyncableNotebook {
     public func receive(_ batches: [LogBatch]) async throws -> Int {
         var logs: [CheckedLog] = []
         for batch in batches { logs.append(CheckedLog(log: batch.log, ops: try batch.ops(path: "sync"))) }
-        return try await receive(checked: logs, remote: "a peer", recordForks: true).appended
+        return try await receive(checked: logs, remote: QuarantineEntry.pushingPeer, recordForks: true).appended
     }
 
     public func checkpointState(of log: LogRef) async throws -> PageState? {

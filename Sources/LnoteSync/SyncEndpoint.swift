@@ -98,7 +98,7 @@ public actor NotebookEndpoint: SyncEndpoint {
         }
         // [SYNC-51] An operation whose id is held with other content is not stored; the rest is.
         var receipt = Receipt()
-        if !checked.isEmpty { receipt = try await notebook.receive(checked: checked, remote: "replica \(request.replica)", recordForks: true) }
+        if !checked.isEmpty { receipt = try await notebook.receive(checked: checked, remote: QuarantineEntry.pushingReplica(request.replica), recordForks: true) }
         let accepted = UInt64(receipt.appended)
         let forks = receipt.forks.map { ForkReport(log: $0.log, id: $0.fork.id, held: $0.fork.held) }
         // A forked id's content here is not what the client pushed: it is sent like any other.

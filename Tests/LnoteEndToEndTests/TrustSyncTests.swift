@@ -104,13 +104,14 @@ import LnoteTestSupport
     }
 
     /// Writes `.lnote/replica.json` as a sync killed right after it minted a new id for a
-    /// fork repair leaves it: `replica` current, `former` in `previous` and in `repairing`.
-    static func stoppedRepair(_ folder: String, replica: ReplicaID, former: ReplicaID) throws {
+    /// fork repair leaves it: `replica` current, `former` in `previous` and in `repairing`
+    /// (without `repairing`: as a move of the folder leaves it).
+    static func stoppedRepair(_ folder: String, replica: ReplicaID, former: ReplicaID, repairing: Bool = true) throws {
         try adoptReplica(folder, replica)
         let file = URL(fileURLWithPath: folder).resolvingSymlinksInPath().path + "/.lnote/replica.json"
         var json = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: file))) as? [String: Any])
         json["previous"] = [former.description]
-        json["repairing"] = [former.description]
+        if repairing { json["repairing"] = [former.description] }
         try JSONSerialization.data(withJSONObject: json).write(to: URL(fileURLWithPath: file))
     }
 
@@ -243,11 +244,8 @@ import LnoteTestSupport
         #expect(reused == [OpID(replica: x, counter: 7)])
         // The move: a new id, the old one in `previous` only.
         let y = ReplicaID(0x5eed_0000_0000_0071)
-        try Self.stoppedRepair(a, replica: y, former: x)
+        try Self.stoppedRepair(a, replica: y, former: x, repairing: false)
         let file = URL(fileURLWithPath: a).resolvingSymlinksInPath().path + "/.lnote/replica.json"
-        var json = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: file))) as? [String: Any])
-        json["repairing"] = nil
-        try JSONSerialization.data(withJSONObject: json).write(to: URL(fileURLWithPath: file))
 
         let lnote = Subprocess.product("lnote")
         let first = try await Self.folderSync(a, b)

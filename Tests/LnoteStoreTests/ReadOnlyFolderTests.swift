@@ -43,6 +43,16 @@ import LnoteModel
         #expect(throws: LnoteError.self) { try FileLock.notebook(dir.path, io: io, timeout: .milliseconds(50)).acquire() }
     }
 
+    /// An edit of a read-only folder is refused with the system's reason.
+    static func expectEditRefused(_ d: Document, _ page: PageID, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        do {
+            _ = try await d.addStroke(stroke(2), to: page)
+            Issue.record("an edit of a read-only folder was accepted", sourceLocation: sourceLocation)
+        } catch let e as LnoteError {
+            #expect(e.isReadOnly, "\(e)", sourceLocation: sourceLocation)
+        }
+    }
+
     /// Every file of a folder, by relative path (test side: plain Foundation).
     static func tree(_ root: String) -> [String: [UInt8]] {
         var out: [String: [UInt8]] = [:]
@@ -99,12 +109,7 @@ import LnoteModel
         let listed = try await d.elementIDs(pages[1])
         #expect(listed == [], "\(listed) of \(ids)")
         #expect(try await d.elementIDs(pages[0]) == Array(ids[0..<7]))
-        do {
-            _ = try await d.addStroke(stroke(2), to: pages[1])
-            Issue.record("an edit of a read-only folder was accepted")
-        } catch let e as LnoteError {
-            #expect(e.isReadOnly, "\(e)")
-        }
+        try await Self.expectEditRefused(d, pages[1])
         try await nb.close()
         #expect(Self.tree(dir.path) == before)
     }
@@ -128,12 +133,7 @@ import LnoteModel
         let points = try await d.elements(pages[1]).compactMap { $0.content.stroke?.points.count }
         #expect(points == [3, 9])
         #expect(try await d.allConflicts().isEmpty)
-        do {
-            _ = try await d.addStroke(stroke(2), to: pages[0])
-            Issue.record("an edit of a read-only folder was accepted")
-        } catch let e as LnoteError {
-            #expect(e.isReadOnly, "\(e)")
-        }
+        try await Self.expectEditRefused(d, pages[0])
         try await nb.close()
         let after = Self.tree(dir.path)
         #expect(after == before, "changed: \(Set(after.keys).symmetricDifference(before.keys).sorted()) or contents")
