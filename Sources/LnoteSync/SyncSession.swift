@@ -404,9 +404,15 @@ public struct SyncSession: Sendable {
         report.opsAccepted += Int(answer.accepted)
         var pushedHashes: [LogRef: [OpID: [UInt8]]] = [:]
         for batch in push {
-            let ops = try batch.ops()
-            state.learn(ops.map(\.id), in: batch.log)
-            if !answer.forks.isEmpty { for op in ops { pushedHashes[batch.log, default: [:]][op.id] = ContentHash.of(op) } }
+            // One operation decoded at a time (a stroke's points take far more room decoded
+            // than in its frame).
+            var ids: [OpID] = []
+            for i in batch.frames.indices {
+                let op = try batch.op(at: i)
+                ids.append(op.id)
+                if !answer.forks.isEmpty { pushedHashes[batch.log, default: [:]][op.id] = ContentHash.of(batch.frames[i], decoded: op) }
+            }
+            state.learn(ids, in: batch.log)
         }
         for f in answer.forks {
             // [SYNC-51] The remote holds another operation under a pushed id: it stored the rest.
@@ -457,8 +463,9 @@ public struct SyncSession: Sendable {
     private func uploadAssets(_ push: [LogBatch], _ report: inout SyncReport, _ tell: Tell) async throws {
         var wanted: [DocumentID: Set<AssetID>] = [:]
         for batch in push where batch.log.page != nil {
-            for op in try batch.ops() where !op.referencedAssets.isEmpty {
-                wanted[batch.log.document, default: []].formUnion(op.referencedAssets)
+            for i in batch.frames.indices {
+                let assets = try batch.op(at: i).referencedAssets
+                if !assets.isEmpty { wanted[batch.log.document, default: []].formUnion(assets) }
             }
         }
         guard !wanted.isEmpty else { return }
