@@ -65,7 +65,7 @@ public struct SyncReport: Sendable, Equatable {
     /// be fetched ([SYNC-56]). `lnote sync` exits 3.
     public var needsAttention: Bool {
         forks.contains { !$0.own } || repairs.contains { $0.pending > 0 || $0.failure != nil }
-            || !quarantined.isEmpty || !checkpointFailures.isEmpty
+            || quarantined.contains(where: \.needsAttention) || !checkpointFailures.isEmpty
     }
 }
 
@@ -272,6 +272,14 @@ public struct SyncSession: Sendable {
             try await notebook.saveRemoteState(forkedNow ? [1] : [], key: forksKey)
             // Its author repaired it: the quarantine says so, and verify counts it no more.
             if !forkedNow { _ = try await notebook.resolveForks(remote: remote.key) }
+        }
+        // Refused operations that nothing is left to do about: a valid one is held under the
+        // id of damaged bytes, or the operation came intact since, from this remote or another
+        // ([PKG-48]). Best effort: the sync itself is done, and the next one looks again.
+        let nowHeld = Dictionary(((try? await notebook.resolveRefusalsNowHeld()) ?? []).map { ($0.fileName, $0.resolved) },
+                                 uniquingKeysWith: { a, _ in a })
+        for i in report.quarantined.indices {
+            if let r = nowHeld[report.quarantined[i].fileName] { report.quarantined[i].resolved = r }
         }
         // Every fork found was handled (its operations made again, or left in the quarantine
         // for want of a re-authoring step): the repairs of this folder's former ids are done.

@@ -33,8 +33,6 @@ func withNotebook<T>(_ folder: String, console: Console,
     return result
 }
 
-/// Throws `notFound` unless `folder` holds a `.lnote` directory ([PKG-66]): what marks a
-/// notebook folder. A missing or damaged `.lnote/replica.json` is recovered by opening.
 /// For the servers (`relay`, `serve`), which run for days: every allocation of 1 MiB or more
 /// gets pages of its own from the system and gives them back when freed. glibc otherwise
 /// raises that threshold to the largest block freed so far (up to 32 MiB), after which the
@@ -44,6 +42,8 @@ func returnLargeBuffersToTheSystem() {
     _ = lnote_set_mmap_threshold(1 << 20)
 }
 
+/// Throws `notFound` unless `folder` holds a `.lnote` directory ([PKG-66]): what marks a
+/// notebook folder. A missing or damaged `.lnote/replica.json` is recovered by opening.
 func requireNotebook(_ folder: String) throws {
     var isDir: ObjCBool = false
     guard FileManager.default.fileExists(atPath: folder, isDirectory: &isDir), isDir.boolValue else {
