@@ -30,9 +30,11 @@ extension RelayStore {
     ///   `bad_checkpoint`) naming the log and the reason otherwise refused.
     @discardableResult
     public func putCheckpoint(notebook: NotebookID, checkpoint: Checkpoint) throws -> Bool {
-        guard checkpoint.snapshot.count <= Checkpoint.maxSnapshotSize else {
-            throw LnoteError(.limitExceeded, "checkpoint snapshot of \(checkpoint.snapshot.count) bytes exceeds \(Checkpoint.maxSnapshotSize)")
+        guard checkpoint.snapshot.count <= Self.maxCheckpointBytes else {
+            throw LnoteError(.limitExceeded, "checkpoint snapshot of \(checkpoint.snapshot.count) bytes exceeds \(Self.maxCheckpointBytes) "
+                             + "(a relay checks checkpoints of at most \(Self.maxCheckpointBytes >> 20) MiB)")
         }
+        try Self.checkBudget(of: checkpoint)
         let state = try Self.decodedState(of: checkpoint)
         return try database.transaction(.write) { tx in
             let (nb, _) = try row(of: notebook, tx)
@@ -55,6 +57,27 @@ extension RelayStore {
                 SET clock = excluded.clock, snapshot = excluded.snapshot, uploaded = excluded.uploaded
                 """, key + [.blob(w.bytes), .blob(checkpoint.snapshot), .integer(Self.now())])
             return true
+        }
+    }
+
+    /// The largest checkpoint snapshot a relay checks (8 MiB; a dense page of 400,000 points
+    /// takes about one). Larger ones are refused as too large (413), which a client takes as
+    /// "no checkpoint of this page here" ([SYNC-40]).
+    public static let maxCheckpointBytes = 8 << 20
+    /// The most points a page may hold (and the operations since the held checkpoint add) for
+    /// the relay to check its checkpoint: the check replays them with every point decoded
+    /// (about 20 bytes each), and a snapshot of a few kilobytes can hold millions of them.
+    public static let maxCheckpointPoints = 1 << 22
+
+    /// Refuses (413) a checkpoint whose page holds more than `maxCheckpointPoints` points,
+    /// counted with the points left undecoded.
+    static func checkBudget(of checkpoint: Checkpoint) throws {
+        // Any decoding error is reported by `decodedState`, with its reason.
+        guard let contents = try? PageSnapshot.decode(checkpoint.snapshot, path: "snapshot", deferringPoints: true) else { return }
+        let points = contents.state.pointCount + contents.state.tombstones.reduce(0) { $0 + ($1.record?.content.pointCount ?? 0) }
+        guard points <= maxCheckpointPoints else {
+            throw LnoteError(.limitExceeded, "checkpoint of \(checkpoint.log) holds \(points) points; a relay checks checkpoints "
+                             + "of at most \(maxCheckpointPoints) (it replays them decoded)")
         }
     }
 
@@ -135,6 +158,9 @@ extension RelayStore {
             AND counter > ?5 AND counter <= ?6 ORDER BY counter
             """)
         var ops: [Op] = []
+        // The operations' points, bounded as the snapshot's are (`checkBudget`): decoding
+        // stops once they pass the budget.
+        var points = 0
         for e in checkpoint.clock.entries {
             let from = replica.clock[e.replica]
             guard e.counter > from else { continue }
@@ -145,7 +171,15 @@ extension RelayStore {
                 do {
                     let frames = try Frame.decodeAll(r[1].bytes ?? [], path: path)
                     guard frames.count == 1 else { throw LnoteError(.corrupt, "\(frames.count) frames in one row", path: path) }
-                    ops.append(try OperationCodec.decode(frames[0], path: path))
+                    let op = try OperationCodec.decode(frames[0], path: path)
+                    if case .add(let content, _) = op.body { points += content.pointCount }
+                    guard points <= Self.maxCheckpointPoints else {
+                        throw CheckpointOverBudget()
+                    }
+                    ops.append(op)
+                } catch is CheckpointOverBudget {
+                    throw LnoteError(.limitExceeded, "the operations checkpoint \(log) covers hold more than \(Self.maxCheckpointPoints) "
+                                     + "points; a relay checks checkpoints of at most that many (it replays them decoded)")
                 } catch let error as LnoteError {
                     throw ServerRefusal.badCheckpoint(log, "operation \(e.replica).\(counter) held by the relay is refused "
                                                           + "(\(error)); see `lnote relay quarantine list`")
@@ -219,3 +253,5 @@ extension RelayStore {
         return c
     }
 }
+
+private struct CheckpointOverBudget: Error {}
