@@ -64,7 +64,7 @@ extension RelayStore {
     public static let maxCheckpointBytes = 8 << 20
     /// The most points a page may hold (and the operations since the held checkpoint add) for
     /// the relay to check its checkpoint: the check replays them with every point decoded
-    /// (about 20 bytes each), and a snapshot of a few kilobytes can hold millions of them.
+    /// (about 20 bytes each), and a snapshot of a megabyte can hold millions of them.
     public static let maxCheckpointPoints = 1 << 22
 
     /// Refuses (413) a checkpoint whose snapshot is over `maxCheckpointBytes`, is not of

@@ -71,7 +71,7 @@ extension RelayStore {
             for (i, frame) in batch.frames.enumerated() {
                 // Decoded and checked one at a time, the decoded operation dropped once hashed:
                 // a stroke's points take about 20 bytes each decoded, and a valid frame of a
-                // few kilobytes can hold a million of them ([LOG-23]), so decoding a whole push
+                // frame of 82 KB can hold a million of them ([LOG-23]), so decoding a whole push
                 // first would hold hundreds of times its size ([SYNC-24]).
                 let op = try batch.op(at: i, path: "push")
                 guard op.body.isPageOperation == (batch.log.page != nil) else {

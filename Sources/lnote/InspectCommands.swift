@@ -339,7 +339,7 @@ extension CommandTable {
                     }
                     let how = switch e.kind {
                     case .fork: "the fork with \(e.remote) is gone (its author repaired it)"
-                    case .invalid: "refused from \(e.remote); the log now holds a valid operation under its id"
+                    case .invalid: "refused from \(e.remote); settled: held where it belongs (for damaged bytes, a valid operation under its id)"
                     case .ownFork: (e.remadeAs ?? []).isEmpty ? "nothing left to make again"
                         : "made again as " + (e.remadeAs ?? []).map(\.description).joined(separator: ", ")
                     }

@@ -383,7 +383,7 @@ enum SyncRunner {
         for p in r.repairs { out.append(p.description) }
         for q in r.quarantined {
             out.append("quarantined \(q.operation?.description ?? "an unreadable operation") of log \(q.logDescription): \(q.reason)"
-                       + (q.needsAttention ? "" : " (resolved: the log holds a valid operation under its id)"))
+                       + (q.needsAttention ? "" : " (resolved: held where it belongs)"))
         }
         for c in r.replicaChanges { out.append("new \(c)") }
         for w in r.withheldReplicas {

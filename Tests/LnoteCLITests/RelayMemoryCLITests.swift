@@ -5,7 +5,7 @@ import LnoteStore
 import LnoteTestSupport
 
 /// What a push of long strokes costs a real `lnote relay` process in memory: a valid frame of
-/// a few kilobytes can hold a million points ([LOG-23]), about 20 MiB once decoded.
+/// 256 KiB (82 KB in the `add` form) can hold a million points ([LOG-23]), about 20 MiB once decoded.
 @Suite struct RelayMemoryCLITests {
     /// VmHWM (peak) and VmRSS of a process, in bytes.
     static func memory(of pid: Int32) throws -> (peak: Int, resident: Int) {
@@ -23,7 +23,7 @@ import LnoteTestSupport
         let sb = try Sandbox("relay-long-strokes")
         defer { sb.remove() }
         let strokes = 4
-        // A regular zigzag: a few kilobytes a frame, 20 MiB a stroke decoded (20 bytes a point).
+        // A regular zigzag: about 256 KiB a frame, 20 MiB a stroke decoded (20 bytes a point).
         var options = StoreOptions()
         options.autosave = false
         let nb = try await Notebook.open(at: sb.sub("laptop"), create: true, options: options)

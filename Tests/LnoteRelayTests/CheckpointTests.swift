@@ -125,7 +125,7 @@ struct CheckpointTests {
             let a = ReplicaID(1)
             let log = LogRef(document: DocumentID(), page: PageID())
             var r = PageReplica(page: log.page!)
-            // Four strokes of the most points a stroke may have (a few kilobytes each encoded,
+            // Four strokes of the most points a stroke may have (256 KiB each encoded,
             // 20 MiB each decoded), and one more point than the budget with a fifth.
             func zigzag(_ i: Int) -> StrokePoint {
                 let x = Int32(truncatingIfNeeded: 100 + i % 1_000), y = Int32(truncatingIfNeeded: 100 + (i / 1_000) % 16)
