@@ -3,6 +3,9 @@
 #include "clnote_syscalls.h"
 
 #include <errno.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -74,5 +77,14 @@ int lnote_get_thread_name(char *buffer, int size) {
 #else
     (void)buffer; (void)size;
     return ENOSYS;
+#endif
+}
+
+int lnote_set_mmap_threshold(int bytes) {
+#if defined(__GLIBC__)
+    return mallopt(M_MMAP_THRESHOLD, bytes);
+#else
+    (void)bytes;
+    return 0;
 #endif
 }

@@ -1,6 +1,22 @@
 import CLnoteCairo
 import LnoteModel
 
+/// What lnote's own pictures (thumbnails, PDF and SVG export) can draw of an image asset.
+public enum DrawableImage {
+    /// Why those pictures would draw the placeholder box for `bytes` (decoded as they would
+    /// be: neither PNG nor JPEG, damaged, or beyond `ImageLimits`); nil when they draw it.
+    public static func problem(with bytes: [UInt8]) -> String? {
+        do {
+            try ImageAsset.decode(bytes, name: "image").close()
+            return nil
+        } catch let e as LnoteError {
+            return e.message
+        } catch {
+            return "\(error)"
+        }
+    }
+}
+
 /// An image asset decoded into a cairo image surface, owned and released exactly once.
 ///
 /// PNG assets go through cairo's PNG reader (`cairo_image_surface_create_from_png_stream`),

@@ -220,7 +220,7 @@ struct OwnReplicaEndpoint: SyncEndpointWrapper {
                                     uniquingKeysWith: { $0.merged($1) })
             if let new = own.first(where: { !(clocks[$0.log]?.covers($0.id) ?? false) }) {
                 // A malformed push is refused as malformed (400), whoever it names.
-                for batch in request.push { _ = try batch.ops(path: "push") }
+                for batch in request.push { for i in batch.frames.indices { _ = try batch.op(at: i, path: "push") } }
                 throw ServerRefusal.replicaOwned(replica, owner: Self.owner, operation: new.id, log: new.log)
             }
         }

@@ -30,9 +30,7 @@ extension RelayStore {
     ///   `bad_checkpoint`) naming the log and the reason otherwise refused.
     @discardableResult
     public func putCheckpoint(notebook: NotebookID, checkpoint: Checkpoint) throws -> Bool {
-        guard checkpoint.snapshot.count <= Checkpoint.maxSnapshotSize else {
-            throw LnoteError(.limitExceeded, "checkpoint snapshot of \(checkpoint.snapshot.count) bytes exceeds \(Checkpoint.maxSnapshotSize)")
-        }
+        try Self.checkLimits(of: checkpoint)
         let state = try Self.decodedState(of: checkpoint)
         return try database.transaction(.write) { tx in
             let (nb, _) = try row(of: notebook, tx)
@@ -44,7 +42,9 @@ extension RelayStore {
             if let r = rows.first {
                 let held = Checkpoint(log: log, clock: try decodeClock(r[0]), snapshot: r[1].bytes ?? [])
                 guard Self.replaces(checkpoint, held) else { return false }
-                if checkpoint.clock.covers(held.clock) { base = held }
+                // One stored before the limits were what they are is no base: the new one is
+                // then checked from the empty page, within the limits.
+                if checkpoint.clock.covers(held.clock), (try? Self.checkLimits(of: held)) != nil { base = held }
             }
             try verify(checkpoint, state: state, nb: nb, from: base, tx)
             var w = ByteWriter()
@@ -55,6 +55,42 @@ extension RelayStore {
                 SET clock = excluded.clock, snapshot = excluded.snapshot, uploaded = excluded.uploaded
                 """, key + [.blob(w.bytes), .blob(checkpoint.snapshot), .integer(Self.now())])
             return true
+        }
+    }
+
+    /// The largest checkpoint snapshot a relay checks (8 MiB; a dense page of 400,000 points
+    /// takes about one). Larger ones are refused as too large (413), which a client takes as
+    /// "no checkpoint of this page here" ([SYNC-40]).
+    public static let maxCheckpointBytes = 8 << 20
+    /// The most points a page may hold (and the operations since the held checkpoint add) for
+    /// the relay to check its checkpoint: the check replays them with every point decoded
+    /// (about 20 bytes each), and a snapshot of a megabyte can hold millions of them.
+    public static let maxCheckpointPoints = 1 << 22
+
+    /// Refuses (413) a checkpoint whose snapshot is over `maxCheckpointBytes`, is not of
+    /// snapshot format 2 (format 1 has no points to leave undecoded: its streams are decoded to
+    /// be counted, and a few bytes of them can stand for many points), or whose page holds
+    /// more than `maxCheckpointPoints` points, counted with the points left undecoded.
+    static func checkLimits(of checkpoint: Checkpoint) throws {
+        let bytes = checkpoint.snapshot
+        guard bytes.count <= maxCheckpointBytes else {
+            throw LnoteError(.limitExceeded, "checkpoint snapshot of \(bytes.count) bytes exceeds \(maxCheckpointBytes) "
+                             + "(a relay checks checkpoints of at most \(maxCheckpointBytes >> 20) MiB)")
+        }
+        let versionAt = PageSnapshot.magic.count
+        if bytes.count >= versionAt + 2, bytes.starts(with: PageSnapshot.magic) {
+            let version = UInt16(bytes[versionAt]) | UInt16(bytes[versionAt + 1]) << 8
+            guard version == 2 else {
+                throw LnoteError(.limitExceeded, "checkpoint snapshot of format \(version); a relay checks format 2 only "
+                                 + "(its points can be counted without decoding them)")
+            }
+        }
+        // Any decoding error is reported by `decodedState`, with its reason.
+        guard let contents = try? PageSnapshot.decode(bytes, path: "snapshot", deferringPoints: true) else { return }
+        let points = contents.state.pointCount + contents.state.tombstones.reduce(0) { $0 + ($1.record?.content.pointCount ?? 0) }
+        guard points <= maxCheckpointPoints else {
+            throw LnoteError(.limitExceeded, "checkpoint of \(checkpoint.log) holds \(points) points; a relay checks checkpoints "
+                             + "of at most \(maxCheckpointPoints) (it replays them decoded)")
         }
     }
 
@@ -135,6 +171,9 @@ extension RelayStore {
             AND counter > ?5 AND counter <= ?6 ORDER BY counter
             """)
         var ops: [Op] = []
+        // The operations' points, bounded as the snapshot's are (`checkLimits`): decoding
+        // stops once they pass the budget.
+        var points = 0
         for e in checkpoint.clock.entries {
             let from = replica.clock[e.replica]
             guard e.counter > from else { continue }
@@ -145,7 +184,15 @@ extension RelayStore {
                 do {
                     let frames = try Frame.decodeAll(r[1].bytes ?? [], path: path)
                     guard frames.count == 1 else { throw LnoteError(.corrupt, "\(frames.count) frames in one row", path: path) }
-                    ops.append(try OperationCodec.decode(frames[0], path: path))
+                    let op = try OperationCodec.decode(frames[0], path: path)
+                    if case .add(let content, _) = op.body { points += content.pointCount }
+                    guard points <= Self.maxCheckpointPoints else {
+                        throw CheckpointOverBudget()
+                    }
+                    ops.append(op)
+                } catch is CheckpointOverBudget {
+                    throw LnoteError(.limitExceeded, "the operations checkpoint \(log) covers hold more than \(Self.maxCheckpointPoints) "
+                                     + "points; a relay checks checkpoints of at most that many (it replays them decoded)")
                 } catch let error as LnoteError {
                     throw ServerRefusal.badCheckpoint(log, "operation \(e.replica).\(counter) held by the relay is refused "
                                                           + "(\(error)); see `lnote relay quarantine list`")
@@ -198,12 +245,14 @@ extension RelayStore {
             do {
                 let checkpoint = Checkpoint(log: try Self.logRef(document: r[1], page: r[2], path: path),
                                             clock: try decodeClock(r[3]), snapshot: r[4].bytes ?? [])
+                try Self.checkLimits(of: checkpoint)
                 let state = try Self.decodedState(of: checkpoint)
                 try checkCovered(checkpoint, nb: nb, tx)
                 try verify(checkpoint, state: state, nb: nb, from: nil, tx)
                 continue
             } catch is ServerRefusal {
-            } catch let e as LnoteError where e.code == .corrupt || e.code == .truncated {
+            } catch let e as LnoteError where e.code == .corrupt || e.code == .truncated || e.code == .limitExceeded {
+                // Beyond what a relay checks now: dropped like one that does not check out.
             }
             // (nb, document, page) is the table's UNIQUE key.
             try tx.execute("DELETE FROM checkpoints WHERE nb = ?1 AND document = ?2 AND page = ?3", [r[0], r[1], r[2]])
@@ -219,3 +268,5 @@ extension RelayStore {
         return c
     }
 }
+
+private struct CheckpointOverBudget: Error {}

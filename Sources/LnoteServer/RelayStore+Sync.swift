@@ -56,17 +56,24 @@ extension RelayStore {
     ///   cannot be written. Nothing is written when it throws, but for `.io` from the mark
     ///   (the push is then stored; sending it again is harmless, [SYNC-7]).
     public func sync(_ request: SyncRequest, notebook: NotebookID, device: String? = nil) throws -> SyncResponse {
+        // What the relay keeps of a pushed operation: its id, the assets it references, its
+        // frame and content hash; never its decoded points.
         struct Incoming {
             var log: LogRef
-            var op: Op
+            var id: OpID
+            var assets: [AssetID]
             var frame: Frame
             var hash: [UInt8]
         }
         var incoming: [Incoming] = []
         var pushed = Set<LoggedOpID>()
         for batch in request.push {
-            let ops = try batch.ops(path: "push")
-            for (i, op) in ops.enumerated() {
+            for (i, frame) in batch.frames.enumerated() {
+                // Decoded and checked one at a time, the decoded operation dropped once hashed:
+                // a stroke's points take about 20 bytes each decoded, and a valid frame of a
+                // frame of 82 KB can hold a million of them ([LOG-23]), so decoding a whole push
+                // first would hold hundreds of times its size ([SYNC-24]).
+                let op = try batch.op(at: i, path: "push")
                 guard op.body.isPageOperation == (batch.log.page != nil) else {
                     throw LnoteError(.invalidArgument, "\(op.body.name) \(op.id) does not belong in log \(batch.log)",
                                      path: "push", index: i)
@@ -74,7 +81,8 @@ extension RelayStore {
                 guard op.id.counter <= UInt64(Int64.max) else {
                     throw LnoteError(.invalidArgument, "operation counter \(op.id.counter) out of range", path: "push", index: i)
                 }
-                incoming.append(Incoming(log: batch.log, op: op, frame: batch.frames[i], hash: ContentHash.of(batch.frames[i], decoded: op)))
+                incoming.append(Incoming(log: batch.log, id: op.id, assets: op.referencedAssets, frame: frame,
+                                         hash: ContentHash.of(frame, decoded: op)))
                 pushed.insert(LoggedOpID(log: batch.log, id: op.id))
             }
         }
@@ -98,9 +106,9 @@ extension RelayStore {
             let (nb, epoch) = try row(of: notebook, tx)
             var present = Set<AssetID>()
             for x in incoming {
-                for asset in x.op.referencedAssets where !present.contains(asset) {
+                for asset in x.assets where !present.contains(asset) {
                     guard try hasAsset(asset, nb: nb, tx) else {
-                        throw SyncRefusal.assetMissing(asset, operation: x.op.id, log: x.log)
+                        throw SyncRefusal.assetMissing(asset, operation: x.id, log: x.log)
                     }
                     present.insert(asset)
                 }
@@ -113,7 +121,7 @@ extension RelayStore {
             fates.reserveCapacity(incoming.count)
             func key(_ x: Incoming) -> [RelayValue] {
                 [.integer(nb), .blob(x.log.document.uuid.bytes), Self.pageColumn(x.log),
-                 .integer(Int64(bitPattern: x.op.id.replica.rawValue)), .integer(Int64(x.op.id.counter))]
+                 .integer(Int64(bitPattern: x.id.replica.rawValue)), .integer(Int64(x.id.counter))]
             }
             func heldHash(_ x: Incoming) throws -> [UInt8]? {
                 try tx.query("""
@@ -123,7 +131,7 @@ extension RelayStore {
             if !incoming.isEmpty {
                 var inPush: [LoggedOpID: [UInt8]] = [:]
                 for x in incoming {
-                    let id = LoggedOpID(log: x.log, id: x.op.id)
+                    let id = LoggedOpID(log: x.log, id: x.id)
                     var holding = inPush[id]
                     if holding == nil { holding = try heldHash(x) }
                     if let h = holding {
@@ -142,8 +150,8 @@ extension RelayStore {
                 let owners = try OwnerCache(tx, nb: nb)
                 for (x, fate) in zip(incoming, fates) {
                     if case .duplicate = fate { continue }
-                    if let owner = try owners.owner(of: x.op.id.replica), owner != device {
-                        throw ServerRefusal.replicaOwned(x.op.id.replica, owner: owner, operation: x.op.id, log: x.log)
+                    if let owner = try owners.owner(of: x.id.replica), owner != device {
+                        throw ServerRefusal.replicaOwned(x.id.replica, owner: owner, operation: x.id, log: x.log)
                     }
                 }
             }
@@ -174,23 +182,23 @@ extension RelayStore {
                     } else if let h = try heldHash(x) {
                         fate = h == x.hash ? .duplicate : .fork(held: h)
                     } else {
-                        throw LnoteError(.database, "operation \(x.op.id) in \(x.log) was neither stored nor found", path: path)
+                        throw LnoteError(.database, "operation \(x.id) in \(x.log) was neither stored nor found", path: path)
                     }
                     sequence += 1
                 }
                 switch fate {
                 case .new:
                     accepted += 1
-                    touched.insert(Group(log: x.log, replica: x.op.id.replica))
+                    touched.insert(Group(log: x.log, replica: x.id.replica))
                 case .duplicate:
                     break
                 case .fork(let h):
-                    if forks.count < SyncCodec.maxRanges, seenForks.insert(LoggedOpID(log: x.log, id: x.op.id)).inserted {
-                        forks.append(ForkReport(log: x.log, id: x.op.id, held: h))
+                    if forks.count < SyncCodec.maxRanges, seenForks.insert(LoggedOpID(log: x.log, id: x.id)).inserted {
+                        forks.append(ForkReport(log: x.log, id: x.id, held: h))
                     }
                     continue
                 }
-                if x.op.id.replica == request.replica { claims = true }
+                if x.id.replica == request.replica { claims = true }
             }
             if !touched.isEmpty {
                 let chains = try ChainWriter(tx)

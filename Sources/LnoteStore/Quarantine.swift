@@ -47,7 +47,8 @@ public struct QuarantineEntry: Sendable, Hashable {
     /// For `ownFork`: the operations that made it again under a new replica id.
     public var remadeAs: [OpID]?
     /// For `fork`: when (ms since 1970) a later clock comparison with the same remote found
-    /// no fork any more (its author repaired it, [SYNC-54]).
+    /// no fork any more (its author repaired it, [SYNC-54]). For `invalid`: when a later sync
+    /// found its log holding a valid operation under its id (an intact copy came later).
     public var resolved: Int64?
 
     public init(kind: Kind, time: Int64, remote: String, document: DocumentID, page: PageID?, operation: OpID?,
@@ -94,7 +95,7 @@ public struct QuarantineEntry: Sendable, Hashable {
     /// True when a person (or the re-authoring step) still has to act on it.
     public var needsAttention: Bool {
         switch kind {
-        case .invalid: true
+        case .invalid: resolved == nil
         case .ownFork: remadeAs == nil
         case .fork: resolved == nil && !wasPushedHere
         }
@@ -155,7 +156,7 @@ enum Quarantine {
         return QuarantineEntry(kind: f.kind, time: f.time, remote: f.remote, document: doc, page: page, operation: op,
                                reason: f.reason, frame: try hexBytes(f.frame, "frame"), hash: try hexBytes(f.hash, "hash", length: 32),
                                otherHash: try hexBytes(f.otherHash, "otherHash", length: 32), remadeAs: remade,
-                               resolved: f.kind == .fork ? f.resolved : nil)
+                               resolved: f.kind == .ownFork ? nil : f.resolved)
     }
 
     /// Writes an entry durably unless a file of that name exists, under the notebook lock
@@ -256,6 +257,54 @@ extension Notebook {
             n += 1
         }
         return n
+    }
+
+    /// Marks resolved the `invalid` entries that nothing is left to do about ([PKG-48]), and
+    /// returns every `invalid` entry marked so (now or before):
+    /// - bytes that are no valid operation (they do not decode, or the validator refuses
+    ///   them): once their log holds a valid operation under their id, they can never be
+    ///   applied there, and the operations that waited for that id are applied;
+    /// - a valid operation refused for another reason (an asset that could not be had, the
+    ///   wrong kind of log): once the log where it belongs holds that same operation (the
+    ///   same content hash). Another operation under its id there is a fork, not a fix; a
+    ///   page operation sent in a document log has no log to look in, and stays.
+    /// Without this, one damaged answer (a faulty proxy, a relay of an older version) would
+    /// make `verify` fail for ever.
+    @discardableResult
+    public func resolveRefusalsNowHeld() async throws -> [QuarantineEntry] {
+        try checkOpen()
+        let (entries, _) = try Quarantine.list(notebook: path, io: io)
+        var out: [QuarantineEntry] = []
+        for (_, entry) in entries where entry.kind == .invalid {
+            if entry.resolved != nil {
+                out.append(entry)
+                continue
+            }
+            guard let id = entry.operation, let home = Self.home(of: entry),
+                  let held = try await contentHashes(document: home.document, page: home.page, replica: id.replica,
+                                                     from: id.counter, to: id.counter).first,
+                  home.hash.map({ Array($0.prefix(16)) == Array(held.prefix(16)) }) ?? true else { continue }
+            var e = entry
+            e.resolved = options.now()
+            try Quarantine.write(e, notebook: path, io: io, lock: notebookLock, replace: true)
+            out.append(e)
+        }
+        return out
+    }
+
+    /// Where a refused operation belongs, and the content hash it must be held with there (nil:
+    /// any valid operation under its id, for bytes that are none).
+    private static func home(of e: QuarantineEntry) -> (document: DocumentID, page: PageID?, hash: [UInt8]?)? {
+        guard let bytes = e.frame, let frame = try? Frame.decodeAll(bytes), frame.count == 1 else {
+            // Not even a frame: the log it came in is all there is.
+            return e.frame == nil ? nil : (e.document, e.page, nil)
+        }
+        guard let op = try? OperationCodec.decode(frame[0]) else { return (e.document, e.page, nil) }
+        let hash = ContentHash.of(frame[0], decoded: op)
+        if op.body.isPageOperation == (e.page != nil) { return (e.document, e.page, hash) }
+        // A document operation sent in a page log belongs in the document log; a page
+        // operation sent in the document log names no page.
+        return op.body.isPageOperation ? nil : (e.document, nil, hash)
     }
 
     /// Every entry of the quarantine, oldest first.

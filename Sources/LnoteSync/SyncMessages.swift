@@ -36,12 +36,14 @@ public struct LogBatch: Sendable, Equatable {
     }
     /// Decodes every frame; errors name the log and the frame index.
     public func ops(path: String? = nil) throws -> [Op] {
-        try frames.enumerated().map { i, f in
-            do { return try OperationCodec.decode(f, path: path) } catch var e as LnoteError {
-                e.index = i
-                e.message += " (log \(log))"
-                throw e
-            }
+        try frames.indices.map { try op(at: $0, path: path) }
+    }
+    /// Decodes frame `i`; errors name the log and the frame index.
+    public func op(at i: Int, path: String? = nil) throws -> Op {
+        do { return try OperationCodec.decode(frames[i], path: path) } catch var e as LnoteError {
+            e.index = i
+            e.message += " (log \(log))"
+            throw e
         }
     }
     public var encodedSize: Int { frames.reduce(0) { $0 + $1.encodedSize } }

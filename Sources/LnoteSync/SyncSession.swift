@@ -65,7 +65,7 @@ public struct SyncReport: Sendable, Equatable {
     /// be fetched ([SYNC-56]). `lnote sync` exits 3.
     public var needsAttention: Bool {
         forks.contains { !$0.own } || repairs.contains { $0.pending > 0 || $0.failure != nil }
-            || !quarantined.isEmpty || !checkpointFailures.isEmpty
+            || quarantined.contains(where: \.needsAttention) || !checkpointFailures.isEmpty
     }
 }
 
@@ -273,6 +273,14 @@ public struct SyncSession: Sendable {
             // Its author repaired it: the quarantine says so, and verify counts it no more.
             if !forkedNow { _ = try await notebook.resolveForks(remote: remote.key) }
         }
+        // Refused operations that nothing is left to do about: a valid one is held under the
+        // id of damaged bytes, or the operation came intact since, from this remote or another
+        // ([PKG-48]). Best effort: the sync itself is done, and the next one looks again.
+        let nowHeld = Dictionary(((try? await notebook.resolveRefusalsNowHeld()) ?? []).map { ($0.fileName, $0.resolved) },
+                                 uniquingKeysWith: { a, _ in a })
+        for i in report.quarantined.indices {
+            if let r = nowHeld[report.quarantined[i].fileName] { report.quarantined[i].resolved = r }
+        }
         // Every fork found was handled (its operations made again, or left in the quarantine
         // for want of a re-authoring step): the repairs of this folder's former ids are done.
         if !run.sessionOwn.isEmpty { try await notebook.finishForkRepairs(run.sessionOwn) }
@@ -404,9 +412,15 @@ public struct SyncSession: Sendable {
         report.opsAccepted += Int(answer.accepted)
         var pushedHashes: [LogRef: [OpID: [UInt8]]] = [:]
         for batch in push {
-            let ops = try batch.ops()
-            state.learn(ops.map(\.id), in: batch.log)
-            if !answer.forks.isEmpty { for op in ops { pushedHashes[batch.log, default: [:]][op.id] = ContentHash.of(op) } }
+            // One operation decoded at a time (a stroke's points take far more room decoded
+            // than in its frame).
+            var ids: [OpID] = []
+            for i in batch.frames.indices {
+                let op = try batch.op(at: i)
+                ids.append(op.id)
+                if !answer.forks.isEmpty { pushedHashes[batch.log, default: [:]][op.id] = ContentHash.of(batch.frames[i], decoded: op) }
+            }
+            state.learn(ids, in: batch.log)
         }
         for f in answer.forks {
             // [SYNC-51] The remote holds another operation under a pushed id: it stored the rest.
@@ -457,8 +471,9 @@ public struct SyncSession: Sendable {
     private func uploadAssets(_ push: [LogBatch], _ report: inout SyncReport, _ tell: Tell) async throws {
         var wanted: [DocumentID: Set<AssetID>] = [:]
         for batch in push where batch.log.page != nil {
-            for op in try batch.ops() where !op.referencedAssets.isEmpty {
-                wanted[batch.log.document, default: []].formUnion(op.referencedAssets)
+            for i in batch.frames.indices {
+                let assets = try batch.op(at: i).referencedAssets
+                if !assets.isEmpty { wanted[batch.log.document, default: []].formUnion(assets) }
             }
         }
         guard !wanted.isEmpty else { return }

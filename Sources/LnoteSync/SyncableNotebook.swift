@@ -102,6 +102,9 @@ public protocol SyncableNotebook: Sendable {
     func finishForkRepairs(_ replicas: Set<ReplicaID>) async throws
     /// The forks of other replicas found with `remote` are gone (`Notebook.resolveForks`).
     func resolveForks(remote: String) async throws -> Int
+    /// Refused operations whose log now holds a valid one under their id need nobody any more
+    /// (`Notebook.resolveRefusalsNowHeld`): the entries so marked.
+    func resolveRefusalsNowHeld() async throws -> [QuarantineEntry]
     /// Keeps an operation out of the logs ([PKG-48]).
     func quarantine(_ entry: QuarantineEntry) async throws
     /// What the logs lack of what their states hold ([PKG-51]).
@@ -201,6 +204,7 @@ extension SyncableNotebook {
     public func pendingRemakes(of replicas: Set<ReplicaID>) async throws -> [ForkRemoval] { [] }
     public func remintReplicaForRepair(reason: String) async throws -> ReplicaChange? { try await remintReplica(reason: reason) }
     public func resolveForks(remote: String) async throws -> Int { 0 }
+    public func resolveRefusalsNowHeld() async throws -> [QuarantineEntry] { [] }
     public func quarantine(_ entry: QuarantineEntry) async throws {}
     public func missingOperations() async throws -> [MissingInLog] { [] }
     public func installedPageMatches(_ log: LogRef) async throws -> Bool? { nil }

@@ -1,5 +1,6 @@
 import Foundation
 import LnoteModel
+import LnoteRender
 import LnoteStore
 
 // Page editing commands. Each appends operations to the page's log through the library
@@ -44,8 +45,11 @@ extension CommandTable {
         details: """
         The file's bytes are stored durably in the package's assets/ (named by their SHA-256)
         before the operation that places them is written. The frame is in points (y down);
-        --rotation is clockwise in degrees (default 0). The bytes are not decoded: any format
-        the app can show.
+        --rotation is clockwise in degrees (default 0). The bytes are stored as given: any
+        format the app can show. lnote's own pictures (thumbnails, PDF and SVG export) draw
+        PNG and JPEG images and a placeholder box for anything else; add-image says so on
+        standard error when that will be the case (and why: the format, damage, a size
+        beyond the limits).
         """,
         options: ["x", "y", "width", "height", "rotation"],
         run: { args, console in
@@ -73,6 +77,12 @@ extension CommandTable {
                 }
             }
             console.out(id.description)
+            // Stored as given (any format the app can show); said when lnote's own pictures
+            // cannot show it, so that a placeholder box in a thumbnail is no surprise.
+            if let why = DrawableImage.problem(with: [UInt8](data)) {
+                console.err("lnote add-image: note: thumbnails, PDF and SVG export draw a placeholder box for \(file): \(why) "
+                            + "(lnote draws PNG and JPEG images; the bytes are stored as given)")
+            }
             return Exit.ok
         })
 

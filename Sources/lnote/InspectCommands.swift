@@ -249,7 +249,9 @@ extension CommandTable {
         the forks this folder knows of. Prints one problem per line (kind, path, offset, what
         is wrong), then the quarantine, and a summary. Exit status 1 when anything is wrong,
         0 when the folder is clean. Listed but not problems: a quarantined operation made
-        again, a fork its author repaired, and a fork of another replica pushed here (this
+        again, a refused one the log now holds validly (or bytes that were no operation, once
+        a valid one holds their id), a fork its author repaired, and a fork of another
+        replica pushed here (this
         folder kept its version; the pusher's side repairs it). Page files whose page the document does not have yet (their
         operations came before the document's, and wait for them) are listed as "waiting:"
         and are not problems.
@@ -335,8 +337,12 @@ extension CommandTable {
                                     + "\(e.remote) pushed other content under an id this folder holds; it keeps its own, and the pusher was told")
                         continue
                     }
-                    let how = e.kind == .fork ? "the fork with \(e.remote) is gone (its author repaired it)"
-                        : e.remadeAs!.isEmpty ? "nothing left to make again" : "made again as " + e.remadeAs!.map(\.description).joined(separator: ", ")
+                    let how = switch e.kind {
+                    case .fork: "the fork with \(e.remote) is gone (its author repaired it)"
+                    case .invalid: "refused from \(e.remote); settled: held where it belongs (for damaged bytes, a valid operation under its id)"
+                    case .ownFork: (e.remadeAs ?? []).isEmpty ? "nothing left to make again"
+                        : "made again as " + (e.remadeAs ?? []).map(\.description).joined(separator: ", ")
+                    }
                     console.out("quarantined (resolved): \(e.operation?.description ?? "?") in log \(e.logDescription): \(how)")
                 }
                 let checked = "\(report.documents) document\(report.documents == 1 ? "" : "s"), \(report.files) files checked"

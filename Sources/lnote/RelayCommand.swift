@@ -65,6 +65,7 @@ extension CommandTable {
             if let sign = store.opened.epochsReset {
                 console.err("lnote relay: \(sign); every notebook has a new epoch, so clients compare clocks and push again what was lost")
             }
+            returnLargeBuffersToTheSystem()
             let server: RelayServer
             do {
                 server = try RelayServer(store: store, configuration: try serverConfiguration(args, connections: (4096, 256)))

@@ -123,6 +123,7 @@ extension CommandTable {
                 throw Arguments.UsageError(message: "--url-host needs a host name or address, got \"\(urlHost)\"")
             }
             let notebook = try await Notebook.open(at: folder)
+            returnLargeBuffersToTheSystem()
             let server: PeerServer
             do {
                 server = try PeerServer(notebook: notebook, token: token, configuration: config)

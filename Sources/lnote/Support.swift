@@ -1,3 +1,4 @@
+import CLnoteSyscalls
 import Foundation
 import LnoteModel
 import LnoteReplication
@@ -30,6 +31,15 @@ func withNotebook<T>(_ folder: String, console: Console,
     }
     try await nb.close()
     return result
+}
+
+/// For the servers (`relay`, `serve`), which run for days: every allocation of 1 MiB or more
+/// gets pages of its own from the system and gives them back when freed. glibc otherwise
+/// raises that threshold to the largest block freed so far (up to 32 MiB), after which the
+/// decoded points of one request's long strokes stay in the heap, held by the process for
+/// as long as it runs, and every such request adds to it.
+func returnLargeBuffersToTheSystem() {
+    _ = lnote_set_mmap_threshold(1 << 20)
 }
 
 /// Throws `notFound` unless `folder` holds a `.lnote` directory ([PKG-66]): what marks a

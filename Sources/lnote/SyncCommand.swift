@@ -29,7 +29,8 @@ extension CommandTable {
         repairs, operations kept in .lnote/quarantine/, new replica ids, and operations the
         logs lost that no peer has sent back yet. Exit status 3 when something needs a
         person: a fork of another replica, an own operation not made again, an operation
-        quarantined, or a page whose history could not be fetched.
+        quarantined (unless the log already holds it, or a valid operation in place of
+        damaged bytes), or a page whose history could not be fetched.
         --adopt ID  ID is one of this folder's former replica ids (a fork report says so):
                  the operations it holds under ID were made here (the folder was moved, or
                  restored from a backup and then moved, not copied). Forks of ID are then
@@ -381,7 +382,8 @@ enum SyncRunner {
         }
         for p in r.repairs { out.append(p.description) }
         for q in r.quarantined {
-            out.append("quarantined \(q.operation?.description ?? "an unreadable operation") of log \(q.logDescription): \(q.reason)")
+            out.append("quarantined \(q.operation?.description ?? "an unreadable operation") of log \(q.logDescription): \(q.reason)"
+                       + (q.needsAttention ? "" : " (resolved: held where it belongs)"))
         }
         for c in r.replicaChanges { out.append("new \(c)") }
         for w in r.withheldReplicas {

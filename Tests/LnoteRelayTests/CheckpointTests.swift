@@ -118,4 +118,43 @@ struct CheckpointTests {
             #expect(try RelayCounts.read(store).checkpoints == 4)
         }
     }
+
+    @Test("[SYNC-24] [SYNC-40] a relay refuses as too large (413) a checkpoint of over 8 MiB, of snapshot format 1, or whose page holds more than 4,194,304 points: checking it replays every point decoded; the operations stay held")
+    func budget() async throws {
+        try await withRelay { store, nb, _ in
+            let a = ReplicaID(1)
+            let log = LogRef(document: DocumentID(), page: PageID())
+            var r = PageReplica(page: log.page!)
+            // Four strokes of the most points a stroke may have (256 KiB each encoded,
+            // 20 MiB each decoded), and one more point than the budget with a fifth.
+            func zigzag(_ i: Int) -> StrokePoint {
+                let x = Int32(truncatingIfNeeded: 100 + i % 1_000), y = Int32(truncatingIfNeeded: 100 + (i / 1_000) % 16)
+                return StrokePoint(x: x, y: y)
+            }
+            let long = Stroke(points: (0..<Stroke.maxPoints).map(zigzag))
+            var ops = try (0..<4).map { i in try r.add(.stroke(long), by: a, wallTime: Int64(i)) }
+            ops.append(try r.add(.stroke(Stroke(points: [StrokePoint(x: 10, y: 10)])), by: a, wallTime: 9))
+            #expect(RelayStore.maxCheckpointPoints == 4 * Stroke.maxPoints)
+            let pushed = try store.sync(SyncRequest(replica: a, epoch: 0, cursor: 0, push: [LogBatch(log: log, ops: ops)]), notebook: nb)
+            #expect(pushed.accepted == 5)
+            let over = Checkpoint(log: log, clock: r.clock, snapshot: PageSnapshot.encode(r.state, coveredLogOffset: 0, logIncarnation: 0))
+            #expect(over.snapshot.count < RelayStore.maxCheckpointBytes)
+            #expect(throws: LnoteError(.limitExceeded)) { try store.putCheckpoint(notebook: nb, checkpoint: over) }
+            let big = Checkpoint(log: log, clock: r.clock, snapshot: [UInt8](repeating: 0, count: RelayStore.maxCheckpointBytes + 1))
+            #expect(throws: LnoteError(.limitExceeded)) { try store.putCheckpoint(notebook: nb, checkpoint: big) }
+            #expect(try store.checkpoints(notebook: nb).isEmpty)
+            // The operations stay held: another device pulls all five.
+            let pulled = try store.sync(SyncRequest(replica: ReplicaID(2), epoch: pushed.epoch, cursor: 0, push: []), notebook: nb)
+            #expect(pulled.pull.reduce(0) { $0 + $1.frames.count } == 5)
+            // A page within the budget still gets its checkpoint.
+            let small = LogRef(document: log.document, page: PageID())
+            var rs = PageReplica(page: small.page!)
+            let few = try (0..<3).map { i in try rs.add(.stroke(Stroke(points: [StrokePoint(x: 10 + Int32(i), y: 10)])), by: a, wallTime: Int64(i)) }
+            _ = try store.sync(SyncRequest(replica: a, epoch: 0, cursor: 0, push: [LogBatch(log: small, ops: few)]), notebook: nb)
+            // In snapshot format 2 only: format 1's points cannot be counted without decoding them.
+            let v1 = Checkpoint(log: small, clock: rs.clock, snapshot: PageSnapshot.encode(rs.state, coveredLogOffset: 0, logIncarnation: 0, version: 1))
+            #expect(throws: LnoteError(.limitExceeded)) { try store.putCheckpoint(notebook: nb, checkpoint: v1) }
+            #expect(try store.putCheckpoint(notebook: nb, checkpoint: try checkpoint(small, few, at: rs.clock)))
+        }
+    }
 }

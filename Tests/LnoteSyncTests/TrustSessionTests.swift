@@ -145,16 +145,61 @@ final class TamperingNotebook: SyncableNotebook {
         #expect(lamport.reason.contains("Lamport") && lamport.frame == refused.encoded, "\(lamport.reason)")
         let wrongLog = try #require(r.quarantined.first { $0.operation == title.id })
         #expect(wrongLog.reason.contains("does not belong in log"), "\(wrongLog.reason)")
+        // A document operation: the document log, where it belongs, holds it (the same
+        // content hash), so nothing is left for a person ([PKG-48]); that the page log holds
+        // another operation under the same id does not count.
+        #expect(title.id == ops[0].id && wrongLog.resolved != nil && !wrongLog.needsAttention && lamport.resolved == nil)
         let dc = try await c.openDocument(ds.id)
         #expect(try await dc.elements(p).map(\.id) == [ops[0].id], "the third waits for the refused second")
         #expect(try await dc.clock(page: p)[s.replica] == 1)
         try await dc.close()
-        #expect(try Verify.run(folder: c.path).problems(.quarantinedOperation).count == 2)
+        #expect(try Verify.run(folder: c.path).problems(.quarantinedOperation).count == 1)
         // An honest remote completes it.
         let honest = try await SyncSession(notebook: c, remote: LocalRemote(key: "honest", endpoint: NotebookEndpoint(notebook: s),
                                                                              cursorsOutliveProcess: false)).run()
         #expect(honest.quarantined.isEmpty && !honest.needsAttention)
         #expect(try await c.openDocument(ds.id).elements(p) == (try await ds.elements(p)))
+        // [PKG-48] The page log now holds a valid operation under the id of the bytes the
+        // validator refused: they can never be applied, and what waited for them is; the
+        // entry is resolved and verify counts nothing.
+        let entries = try await c.quarantinedOperations()
+        #expect(entries.count == 2 && entries.allSatisfy { $0.resolved != nil && !$0.needsAttention }, "\(entries)")
+        let verify = try Verify.run(folder: c.path)
+        #expect(verify.problems(.quarantinedOperation).isEmpty && verify.quarantine.count == 2, "\(verify.problems)")
+        // Marked once: a later sync changes nothing more.
+        _ = try await SyncSession(notebook: c, remote: LocalRemote(key: "honest", endpoint: NotebookEndpoint(notebook: s),
+                                                                   cursorsOutliveProcess: false)).run()
+        #expect(try await c.quarantinedOperations() == entries)
+        try await c.close()
+        try await s.close()
+    }
+
+    /// [PKG-48] Entries that nothing later can settle stay: one without a readable id, and a
+    /// page operation sent in the document log (no page to look in).
+    @Test func refusalsNothingSettlesStay() async throws {
+        let dir = try Dir()
+        let (s, ds, pages) = try await Self.folder(dir.sub("S"), strokes: 2, seed: 9)
+        let p = pages[0]
+        let ops = try await ds.operations(page: p, notCoveredBy: VectorClock())
+        let c = try await Notebook.open(at: dir.sub("C"), create: true, options: Self.options)
+        // A frame with an unknown type: no id can be read from it.
+        let garbage = Frame(type: 0x7f, payload: [1, 2, 3])
+        let remote = RewritingRemote(LocalRemote(key: "tampering", endpoint: NotebookEndpoint(notebook: s))) { answer in
+            var a = answer
+            for i in a.pull.indices where a.pull[i].log.page == p { a.pull[i].frames.append(garbage) }
+            for i in a.pull.indices where a.pull[i].log.page == nil { a.pull[i].frames.append(OperationCodec.frame(ops[0])) }
+            return a
+        }
+        let r = try await SyncSession(notebook: c, remote: remote).run()
+        #expect(r.quarantined.count == 2 && r.needsAttention, "\(r.quarantined)")
+        #expect(r.quarantined.contains { $0.operation == nil } && r.quarantined.contains { $0.operation == ops[0].id && $0.page == nil })
+        let again = try await SyncSession(notebook: c, remote: LocalRemote(key: "honest", endpoint: NotebookEndpoint(notebook: s),
+                                                                           cursorsOutliveProcess: false)).run()
+        #expect(!again.needsAttention)
+        let entries = try await c.quarantinedOperations()
+        #expect(entries.count == 2 && entries.allSatisfy { $0.resolved == nil && $0.needsAttention }, "\(entries)")
+        #expect(try Verify.run(folder: c.path).problems(.quarantinedOperation).count == 2)
+        #expect(try await c.openDocument(ds.id).elements(p).map(\.id) == ops.map(\.id))
         try await c.close()
         try await s.close()
     }

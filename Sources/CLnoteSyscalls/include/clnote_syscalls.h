@@ -31,4 +31,9 @@ int lnote_set_thread_name(const char *name);
 // Copies the calling thread's name into buffer (NUL-terminated). Returns 0, or an errno value.
 int lnote_get_thread_name(char *buffer, int size);
 
+// Makes every later allocation of `bytes` or more take pages of its own from the system, given
+// back when freed: mallopt(M_MMAP_THRESHOLD) with glibc (which also stops glibc from raising
+// that threshold by itself). Returns 1 when set, 0 when not (or not glibc).
+int lnote_set_mmap_threshold(int bytes);
+
 #endif
