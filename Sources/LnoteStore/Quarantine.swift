@@ -47,8 +47,8 @@ public struct QuarantineEntry: Sendable, Hashable {
     /// For `ownFork`: the operations that made it again under a new replica id.
     public var remadeAs: [OpID]?
     /// For `fork`: when (ms since 1970) a later clock comparison with the same remote found
-    /// no fork any more (its author repaired it, [SYNC-54]). For `invalid`: when a later sync
-    /// found its log holding a valid operation under its id (an intact copy came later).
+    /// no fork any more (its author repaired it, [SYNC-54]). For `invalid`: when a sync found
+    /// nothing left to do about it (`Notebook.resolveRefusalsNowHeld`).
     public var resolved: Int64?
 
     public init(kind: Kind, time: Int64, remote: String, document: DocumentID, page: PageID?, operation: OpID?,
