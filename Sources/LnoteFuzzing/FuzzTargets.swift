@@ -77,16 +77,19 @@ public enum FuzzTargets {
         }
     }
 
-    /// [LOG-22], [LOG-24] A decoded operation re-encodes to its frame in the frame's form
-    /// (an `add` is the hash form, an `addStroke` the written form); its other form decodes
-    /// to the same operation; and both forms have one content hash ([SYNC-50]).
+    /// [LOG-22], [LOG-24], [LOG-29] A decoded operation re-encodes to its frame in the
+    /// frame's form (an `add` is the hash form, an `addStroke2` the written form, an
+    /// `addStroke` the earlier written form); its other forms decode to the same operation;
+    /// and every form has one content hash ([SYNC-50]).
     static func checkForms(_ op: Op, _ f: Frame) {
-        let form: OperationCodec.Form = f.type == OperationCodec.Kind.addStroke.rawValue ? .written : .hash
+        let form = OperationCodec.form(ofType: f.type)
         check(OperationCodec.frame(op, form: form) == f, "operation \(op.id) does not re-encode to its frame")
-        let other = OperationCodec.frame(op, form: form == .hash ? .written : .hash)
-        check((try? OperationCodec.decode(other)) == op, "operation \(op.id) does not round-trip in its other form")
-        check(ContentHash.of(other) == ContentHash.of(f) && ContentHash.of(op) == ContentHash.of(f),
-              "operation \(op.id) has two content hashes")
+        for other in [OperationCodec.Form.written, .writtenV1, .hash] where other != form {
+            let frame = OperationCodec.frame(op, form: other)
+            check((try? OperationCodec.decode(frame)) == op, "operation \(op.id) does not round-trip in another form")
+            check(ContentHash.of(frame) == ContentHash.of(f), "operation \(op.id) has two content hashes")
+        }
+        check(ContentHash.of(op) == ContentHash.of(f), "operation \(op.id) has two content hashes")
     }
 
     /// The bytes with a snapshot's length field and CRC made right, so that mutations reach

@@ -9,7 +9,7 @@ public enum ContentHash {
     /// ([LOG-22]). An `addStroke` that does not decode (refused at every door anyway) is hashed
     /// as it is: no valid operation's hash starts from the type byte 0x06, so it never equals one.
     public static func of(_ frame: Frame) -> [UInt8] {
-        guard frame.type == OperationCodec.Kind.addStroke.rawValue else { return raw(frame) }
+        guard OperationCodec.isCompactStroke(frame.type) else { return raw(frame) }
         guard let op = try? OperationCodec.decode(frame) else { return raw(frame) }
         return of(op)
     }
@@ -17,7 +17,7 @@ public enum ContentHash {
     /// The content hash of `frame`, already decoded to `op`: no second decode of an
     /// `addStroke`.
     public static func of(_ frame: Frame, decoded op: Op) -> [UInt8] {
-        frame.type == OperationCodec.Kind.addStroke.rawValue ? of(op) : raw(frame)
+        OperationCodec.isCompactStroke(frame.type) ? of(op) : raw(frame)
     }
 
     public static func of(_ op: Op) -> [UInt8] { raw(OperationCodec.frame(op, form: .hash)) }
