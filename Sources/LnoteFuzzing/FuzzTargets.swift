@@ -127,7 +127,8 @@ public enum FuzzTargets {
     /// Point streams of version 2 ([PT2-7]): the first two bytes are an ink width (Int16, little
     /// endian), then up to 64 streams coded one after the other in one context, as a chunk of
     /// snapshot records codes them. Whatever decodes re-encodes, in a fresh context, to exactly
-    /// the bytes read.
+    /// the bytes read. The same bytes are then read as streams coded each alone with written
+    /// parameters, as `addStroke2` frames hold them ([PT2-10]), with the same property.
     static func pointsV2(_ data: [UInt8]) {
         guard data.count >= 2 else { return }
         let width = Int32(Int16(bitPattern: UInt16(data[0]) | UInt16(data[1]) << 8))
@@ -138,6 +139,16 @@ public enum FuzzTargets {
             guard let points = try? StrokeCodecV2.decodePoints(&r, width: width, context: &decoding) else { break }
             StrokeCodecV2.encodePoints(points, width: width, context: &encoding, into: &w)
             check(w.bytes == Array(data[2..<r.position]), "a version-2 point stream is not canonical")
+        }
+        var alone = ByteReader(data, range: 2..<data.count)
+        for _ in 0..<64 where !alone.isAtEnd {
+            let start = alone.position
+            var context = StrokeCodecV2.Context.standaloneWithParameters
+            guard let points = try? StrokeCodecV2.decodePoints(&alone, width: width, context: &context) else { break }
+            var again = StrokeCodecV2.Context.standaloneWithParameters
+            var one = ByteWriter()
+            StrokeCodecV2.encodePoints(points, width: width, context: &again, into: &one)
+            check(one.bytes == Array(data[start..<alone.position]), "a point stream with written parameters is not canonical")
         }
     }
 

@@ -99,7 +99,10 @@ extension StrokeCodecV2 {
                     grids[ch] = g
                 }
                 // [PT2-10] The second differences' parameter, after the mode and grid.
-                if c.writtenParameters && mode != Mode.linear.rawValue { parameters[ch] = bits.take(parameterBits) }
+                if c.writtenParameters && mode != Mode.linear.rawValue {
+                    let k = bits.take(parameterBits)
+                    parameters[ch] = k < parameterEscape ? k : parameterEscape + bits.take(parameterBits)
+                }
             }
         }
         // The first point, against the previous stroke's.
@@ -216,7 +219,7 @@ extension StrokeCodecV2 {
     /// codes, or nil for a bad code. The hot loop of decoding: the bit buffer lives in locals.
     static func secondDifferences(_ bits: inout BitReader, count n: Int, grid g: Int64, step: Int64, value: Int64,
                                   state: inout UInt32, fixed: Bool = false, into words: UnsafeMutableRawPointer, channel ch: Int)
-        -> (low: Int64, high: Int64, largest: UInt64, cost: SIMD8<UInt64>)? {
+        -> (low: Int64, high: Int64, largest: UInt64, cost: SIMD16<UInt64>)? {
         var buffer = bits.buffer, count = bits.count, position = bits.position
         let base = bits.base, end = bits.end
         var m = state
@@ -224,7 +227,7 @@ extension StrokeCodecV2 {
         var low = v, high = v
         var largest = q.magnitude
         // With a written parameter, what each parameter would have cost ([PT2-10]).
-        var cost = SIMD8<UInt64>(repeating: 0)
+        var cost = SIMD16<UInt64>(repeating: 0)
         // Every channel as a 32-bit word at byte 4·ch of the point's 20 (pressure's high half
         // is the struct's padding), from point 2 on.
         var out = words + (40 &+ 4 &* ch)

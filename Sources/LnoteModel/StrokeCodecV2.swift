@@ -51,7 +51,7 @@ public enum StrokeCodecV2 {
         var stepState = SIMD8<UInt32>(repeating: StrokeCodecV2.initialStep)
         var secondState = SIMD8<UInt32>(repeating: StrokeCodecV2.initialSecond)
         /// Each channel's second differences in a Rice code of one parameter written after
-        /// its mode (3 bits, the one that codes them in fewest bits), instead of the adaptive
+        /// its mode (0 to 14, the one that codes them in fewest bits), instead of the adaptive
         /// second-difference state: what an `addStroke2` frame's stroke is coded with
         /// ([PT2-10]). A stroke alone has no values before it for a state to learn from.
         var writtenParameters = false
@@ -79,28 +79,31 @@ public enum StrokeCodecV2 {
         }()
     }
 
-    /// The bits of a written parameter ([PT2-10]): 0 to 7.
+    /// A written parameter ([PT2-10]): 3 bits for 0 to 6; 7 in them says 3 more bits follow,
+    /// the parameter less 7 (7 to 14).
     static let parameterBits = 3
+    static let parameterEscape: UInt64 = 7
+    /// The parameters a written one can name: 0 to 14.
+    static let parameterCount = 15
 
-    /// [PT2-10] The Rice parameter `k` in 0…7 that codes `value(0) … value(count − 1)` in
-    /// the fewest bits (a code costs `q + 1 + k` bits with `q = u >> k`, or 65 for an
-    /// escape), the smallest on a tie. Eight parameters tried at once, one lane each.
-    /// (Summed over the values by `parameterCosts`, chosen by `cheapest`.)
-    /// Lane arithmetic only (a select by mask goes lane by lane through memory): `q < 24`
-    /// exactly when `q − 24` wraps, its top bit set (`u < 2⁴⁰`, so `q` never has it).
-    @inline(__always) static func parameterCosts(_ u: UInt64) -> SIMD8<UInt64> {
-        let ks = SIMD8<UInt64>(0, 1, 2, 3, 4, 5, 6, 7)
-        let q = SIMD8<UInt64>(repeating: u) &>> ks
+    /// [PT2-10] What each Rice parameter `k` in 0…15 costs a value `u < 2⁴⁰`: `q + 1 + k`
+    /// bits with `q = u >> k`, or 65 for an escape (`q ≥ 24`). Summed over a channel's second
+    /// differences; `cheapest` then picks among 0…14. Lane arithmetic only (a select by mask
+    /// goes lane by lane through memory): `q < 24` exactly when `q − 24` wraps, its top bit
+    /// set (`q < 2⁴⁰` never has it).
+    @inline(__always) static func parameterCosts(_ u: UInt64) -> SIMD16<UInt64> {
+        let ks = SIMD16<UInt64>(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
+        let q = SIMD16<UInt64>(repeating: u) &>> ks
         let coded = q &+ 1 &+ ks
-        let escape = SIMD8<UInt64>(repeating: UInt64(escapeRun + 1 + escapeBits))
-        let below = SIMD8<UInt64>(repeating: 0) &- ((q &- UInt64(escapeRun)) &>> 63)
+        let escape = SIMD16<UInt64>(repeating: UInt64(escapeRun + 1 + escapeBits))
+        let below = SIMD16<UInt64>(repeating: 0) &- ((q &- UInt64(escapeRun)) &>> 63)
         return escape ^ ((escape ^ coded) & below)
     }
 
-    /// The parameter of the least summed cost, the smallest on a tie.
-    static func cheapest(_ cost: SIMD8<UInt64>) -> Int {
+    /// The parameter in 0…14 of the least summed cost, the smallest on a tie.
+    static func cheapest(_ cost: SIMD16<UInt64>) -> Int {
         var best = 0
-        for k in 1..<8 where cost[k] < cost[best] { best = k }
+        for k in 1..<parameterCount where cost[k] < cost[best] { best = k }
         return best
     }
 
@@ -231,11 +234,16 @@ public enum StrokeCodecV2 {
                 }
                 if c.writtenParameters {
                     // [PT2-10] The second differences' best parameter.
-                    var cost = SIMD8<UInt64>(repeating: 0)
+                    var cost = SIMD16<UInt64>(repeating: 0)
                     for i in 0..<(n - 2) { cost &+= parameterCosts(zigzag(d[i &+ 1] &- d[i])) }
-                    let k = cheapest(cost)
-                    parameters[ch] = UInt64(k)
-                    bits.put(UInt64(k), parameterBits)
+                    let k = UInt64(cheapest(cost))
+                    parameters[ch] = k
+                    if k < parameterEscape {
+                        bits.put(k, parameterBits)
+                    } else {
+                        bits.put(parameterEscape, parameterBits)
+                        bits.put(k - parameterEscape, parameterBits)
+                    }
                 }
             }
         }

@@ -72,21 +72,32 @@ import LnoteTestSupport
         #expect(try await Fixture.canonical(a) == Fixture.canonical(b))
         #expect(try await T.operationSets(a) == T.operationSets(b))
 
-        // New strokes in the old folder: written as addStroke2 after its addStroke frames,
-        // and received by the other side; a second sync moves nothing.
-        let (_, firstPage) = try await T.firstPage(a)
-        try await T.addStrokes(a, 3, seed: 0x29)
-        let path = "\(a)/\(Self.document).lnote/pages/\(firstPage).log"
-        let types = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
-        let frames = try Frame.decodeAll(Array(types[LogHeader.size...]))
-        #expect(frames.map(\.type) == [0x09, 0x09, 0x09], "\(frames.map(\.type))")
-        #expect(try Self.frameTypes(a, Self.pages[0]).prefix(12).allSatisfy { $0 == 0x06 }, "old frames stay as they were")
+        // B received the operations and wrote them as addStroke2; the chain digests taken from
+        // the frames (0x06 on A, 0x09 on B) agree ([SYNC-52]).
+        #expect(try Self.frameTypes(b, Self.pages[1]) == Array(repeating: 0x09, count: 8))
+        #expect(try await AddStrokeFormSyncTests.digests(a) == AddStrokeFormSyncTests.digests(b))
+
+        // New strokes on the old page: written as addStroke2 after its addStroke frames. The
+        // log of both forms replays, from its snapshot's tail or alone, to the same page.
+        let nb = try await T.open(a)
+        let d = try await nb.openDocument(try #require(DocumentID(Self.document)))
+        let page = try #require(PageID(Self.pages[0]))
+        _ = try await d.addStrokes(HandwritingGenerator.strokes(seed: 0x29, count: 3), to: page)
+        let edited = try await d.pageState(page).canonicalJSON(style: .pretty, includePoints: true)
+        try await nb.close()
+        #expect(try Self.frameTypes(a, Self.pages[0]) == before[0] + [0x09, 0x09, 0x09])
+        #expect(try await Self.shown(a)[0] == edited, "reopened")
+        try? FileManager.default.removeItem(atPath: "\(a)/\(Self.document).lnote/pages/\(Self.pages[0]).content")
+        #expect(try await Self.shown(a)[0] == edited, "the log of both forms replayed alone")
+
         let second = try await T.folderSync(a, b)
-        #expect(second.forks.isEmpty && !second.needsAttention, "\(second)")
+        #expect(second.forks.isEmpty && !second.needsAttention && second.opsAccepted + second.opsApplied >= 3, "\(second)")
         let third = try await T.folderSync(b, a)
-        #expect(third.opsApplied == 0 && third.opsAccepted == 0, "\(third)")
+        #expect(third.forks.isEmpty && !third.needsAttention && third.opsApplied == 0 && third.opsAccepted == 0, "\(third)")
+        #expect(try await Self.shown(b)[0] == edited)
         #expect(try await Fixture.canonical(a) == Fixture.canonical(b))
         #expect(try await T.operationSets(a) == T.operationSets(b))
-        #expect(try T.verify(b).problems.isEmpty)
+        #expect(try await AddStrokeFormSyncTests.digests(a) == AddStrokeFormSyncTests.digests(b))
+        #expect(try T.verify(a).problems.isEmpty && T.verify(b).problems.isEmpty)
     }
 }

@@ -54,10 +54,10 @@ enum ReferenceStrokeCodecV2 {
         return q < 24 ? Int(q) + 1 + k : 65
     }
 
-    /// [PT2-10] The parameter 0…7 coding `us` in the fewest bits, the smallest on a tie.
+    /// [PT2-10] The parameter 0…14 coding `us` in the fewest bits, the smallest on a tie.
     static func bestParameter(_ us: [UInt64]) -> Int {
         var best = 0, bestBits = Int.max
-        for k in 0...7 {
+        for k in 0...14 {
             let bits = us.reduce(0) { $0 + riceLength($1, k: k) }
             if bits < bestBits { (best, bestBits) = (k, bits) }
         }
@@ -201,7 +201,13 @@ enum ReferenceStrokeCodecV2 {
                 if m == 2 { writeGamma(UInt64(g - 1), to: &w) }
                 if context.writtenParameters && m != 3 {
                     parameters[c] = forcedParameters?[c] ?? bestParameter(secondDifferences(v, channel: c, grid: g))
-                    w.write(UInt64(parameters[c]), width: 3)
+                    // [PT2-10] 0 to 6 in 3 bits; 7, then the parameter less 7 in 3 bits.
+                    if parameters[c] < 7 {
+                        w.write(UInt64(parameters[c]), width: 3)
+                    } else {
+                        w.write(7, width: 3)
+                        w.write(UInt64(parameters[c] - 7), width: 3)
+                    }
                 }
             }
         }
@@ -404,7 +410,10 @@ enum ReferenceStrokeCodecV2 {
                         break
                     }
                     modes[c] = m
-                    if context.writtenParameters && m != 3 { parameters[c] = Int(try bits(3)) }
+                    if context.writtenParameters && m != 3 {
+                        parameters[c] = Int(try bits(3))
+                        if parameters[c] == 7 { parameters[c] += Int(try bits(3)) }
+                    }
                 }
             }
 
