@@ -77,16 +77,19 @@ public enum FuzzTargets {
         }
     }
 
-    /// [LOG-22], [LOG-24] A decoded operation re-encodes to its frame in the frame's form
-    /// (an `add` is the hash form, an `addStroke` the written form); its other form decodes
-    /// to the same operation; and both forms have one content hash ([SYNC-50]).
+    /// [LOG-22], [LOG-24], [LOG-29] A decoded operation re-encodes to its frame in the
+    /// frame's form (an `add` is the hash form, an `addStroke2` the written form, an
+    /// `addStroke` the earlier written form); its other forms decode to the same operation;
+    /// and every form has one content hash ([SYNC-50]).
     static func checkForms(_ op: Op, _ f: Frame) {
-        let form: OperationCodec.Form = f.type == OperationCodec.Kind.addStroke.rawValue ? .written : .hash
+        let form = OperationCodec.form(ofType: f.type)
         check(OperationCodec.frame(op, form: form) == f, "operation \(op.id) does not re-encode to its frame")
-        let other = OperationCodec.frame(op, form: form == .hash ? .written : .hash)
-        check((try? OperationCodec.decode(other)) == op, "operation \(op.id) does not round-trip in its other form")
-        check(ContentHash.of(other) == ContentHash.of(f) && ContentHash.of(op) == ContentHash.of(f),
-              "operation \(op.id) has two content hashes")
+        for other in [OperationCodec.Form.written, .writtenV1, .hash] where other != form {
+            let frame = OperationCodec.frame(op, form: other)
+            check((try? OperationCodec.decode(frame)) == op, "operation \(op.id) does not round-trip in another form")
+            check(ContentHash.of(frame) == ContentHash.of(f), "operation \(op.id) has two content hashes")
+        }
+        check(ContentHash.of(op) == ContentHash.of(f), "operation \(op.id) has two content hashes")
     }
 
     /// The bytes with a snapshot's length field and CRC made right, so that mutations reach
@@ -124,7 +127,8 @@ public enum FuzzTargets {
     /// Point streams of version 2 ([PT2-7]): the first two bytes are an ink width (Int16, little
     /// endian), then up to 64 streams coded one after the other in one context, as a chunk of
     /// snapshot records codes them. Whatever decodes re-encodes, in a fresh context, to exactly
-    /// the bytes read.
+    /// the bytes read. The same bytes are then read as streams coded each alone with written
+    /// parameters, as `addStroke2` frames hold them ([PT2-10]), with the same property.
     static func pointsV2(_ data: [UInt8]) {
         guard data.count >= 2 else { return }
         let width = Int32(Int16(bitPattern: UInt16(data[0]) | UInt16(data[1]) << 8))
@@ -135,6 +139,16 @@ public enum FuzzTargets {
             guard let points = try? StrokeCodecV2.decodePoints(&r, width: width, context: &decoding) else { break }
             StrokeCodecV2.encodePoints(points, width: width, context: &encoding, into: &w)
             check(w.bytes == Array(data[2..<r.position]), "a version-2 point stream is not canonical")
+        }
+        var alone = ByteReader(data, range: 2..<data.count)
+        for _ in 0..<64 where !alone.isAtEnd {
+            let start = alone.position
+            var context = StrokeCodecV2.Context.standaloneWithParameters
+            guard let points = try? StrokeCodecV2.decodePoints(&alone, width: width, context: &context) else { break }
+            var again = StrokeCodecV2.Context.standaloneWithParameters
+            var one = ByteWriter()
+            StrokeCodecV2.encodePoints(points, width: width, context: &again, into: &one)
+            check(one.bytes == Array(data[start..<alone.position]), "a point stream with written parameters is not canonical")
         }
     }
 

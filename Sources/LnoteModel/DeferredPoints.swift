@@ -77,8 +77,9 @@ public final class DeferredPoints: Sendable, Hashable {
     /// position, for a stroke of that style.
     enum Kind: Sendable {
         case snapshot(PageSnapshot.ReplicaTable)
-        /// The stream starts at `pointsAt` and ends with the payload.
-        case frame(style: InkStyle, operation: OpID, pointsAt: Int)
+        /// The stream starts at `pointsAt` and ends with the payload; `writtenParameters`
+        /// for an `addStroke2` frame's (`StrokeCodecV2.Context.standaloneWithParameters`).
+        case frame(style: InkStyle, operation: OpID, pointsAt: Int, writtenParameters: Bool)
     }
 
     let bytes: [UInt8]
@@ -99,11 +100,12 @@ public final class DeferredPoints: Sendable, Hashable {
 
     /// The points of one frame: `payload[at...]` is the point stream, the last field; `base`
     /// is the payload's offset in its file, for errors.
-    package init(frame payload: [UInt8], pointsAt at: Int, style: InkStyle, operation: OpID, base: Int, path: String?) {
+    package init(frame payload: [UInt8], pointsAt at: Int, style: InkStyle, operation: OpID, base: Int, path: String?,
+                 writtenParameters: Bool) {
         self.bytes = payload
         self.base = base
         self.path = path
-        self.kind = .frame(style: style, operation: operation, pointsAt: at)
+        self.kind = .frame(style: style, operation: operation, pointsAt: at, writtenParameters: writtenParameters)
     }
 
     /// True for one frame's points (one chunk, numbered 0).
@@ -149,12 +151,12 @@ public final class DeferredPoints: Sendable, Hashable {
     }
 
     private func outcome(ofChunk k: Int) -> Outcome {
-        if case .frame(let style, let operation, let at) = kind {
+        if case .frame(let style, let operation, let at, let parameters) = kind {
             guard k == 0 else { return .failure(LnoteError(.invalidState, "no chunk \(k) of a frame's points", path: path)) }
             if let done = state.withLock({ $0.frame }) { return done }
             var r = ByteReader(bytes, range: at..<bytes.count, base: base, path: path)
             r.shortestVarints = true
-            let outcome = decodeFrame(&r, style: style, operation: operation)
+            let outcome = decodeFrame(&r, style: style, operation: operation, writtenParameters: parameters)
             state.withLock { $0.frame = outcome }
             return outcome
         }
@@ -218,7 +220,8 @@ public final class DeferredPoints: Sendable, Hashable {
         r.shortestVarints = true
         let replicas: PageSnapshot.ReplicaTable
         switch kind {
-        case .frame(let style, let operation, _): return decodeFrame(&r, style: style, operation: operation)
+        case .frame(let style, let operation, _, let parameters):
+            return decodeFrame(&r, style: style, operation: operation, writtenParameters: parameters)
         case .snapshot(let table): replicas = table
         }
         var context = PageSnapshot.RecordContext()
@@ -252,10 +255,10 @@ public final class DeferredPoints: Sendable, Hashable {
     /// the stream's own ([PT2-8], [PT2-7]), the end of the payload, and [LOG-23]'s bounds
     /// (reported as the operation validator does, at the payload's first byte, naming the
     /// operation by its id where the validator describes it whole).
-    private func decodeFrame(_ r: inout ByteReader, style: InkStyle, operation: OpID) -> Outcome {
+    private func decodeFrame(_ r: inout ByteReader, style: InkStyle, operation: OpID, writtenParameters: Bool) -> Outcome {
         let at = r.offset
         do {
-            var context = StrokeCodecV2.Context.standalone
+            var context = writtenParameters ? StrokeCodecV2.Context.standaloneWithParameters : .standalone
             let points = try StrokeCodecV2.decodePoints(&r, width: style.width, context: &context)
             guard r.isAtEnd else { throw r.error(.corrupt, "\(r.remaining) bytes after the point stream") }
             if let problem = ContentBounds.problem(.stroke(Stroke(style: style, points: points))) {

@@ -77,6 +77,7 @@ extension StrokeCodecV2 {
         let derived = bits.take(1) == 1
         var modes = SIMD8<UInt64>(repeating: Mode.unitGrid.rawValue)
         var grids = SIMD8<UInt64>(repeating: 1)
+        var parameters = SIMD8<UInt64>(repeating: 0)
         let coded = SIMD8<Int64>(1, 1, 1, derived ? 0 : 1, 1, 0, 0, 0) .== 1
         if n >= 3 {
             for ch in 0..<5 where coded[ch] {
@@ -96,6 +97,11 @@ extension StrokeCodecV2 {
                     let g = v + 1
                     guard g != c.grid[ch] else { throw fail("grid \(g) written in full where it is the previous one", bit: at) }
                     grids[ch] = g
+                }
+                // [PT2-10] The second differences' parameter, after the mode and grid.
+                if c.writtenParameters && mode != Mode.linear.rawValue {
+                    let k = bits.take(parameterBits)
+                    parameters[ch] = k < parameterEscape ? k : parameterEscape + bits.take(parameterBits)
                 }
             }
         }
@@ -149,14 +155,15 @@ extension StrokeCodecV2 {
                     let q = steps[ch]
                     let v = first[ch] &+ Int64(bitPattern: g) &* q
                     store(words, 1, ch, v)
-                    var state = c.secondState[ch]
+                    let fixed = c.writtenParameters
+                    var state = fixed ? UInt32(16) << UInt32(parameters[ch]) : c.secondState[ch]
                     guard let summary = secondDifferences(&bits, count: n, grid: Int64(bitPattern: g), step: q, value: v,
-                                                          state: &state, into: words, channel: ch) else {
+                                                          state: &state, fixed: fixed, into: words, channel: ch) else {
                         throw fail("bad code in channel \(ch)", bit: bits.consumed)
                     }
                     let low = min(first[ch], summary.low), high = max(first[ch], summary.high)
                     let largest = summary.largest
-                    c.secondState[ch] = state
+                    if !fixed { c.secondState[ch] = state }
                     c.grid[ch] = g
                     // Steps of at most 2^33 (so nothing above wrapped), values in range.
                     let (span, overflow) = g.multipliedReportingOverflow(by: largest)
@@ -169,6 +176,14 @@ extension StrokeCodecV2 {
                     guard ch < pressure || steps.varies else { throw fail("channel \(ch) has equal steps but is not linear", bit: channelAt) }
                     guard steps.greatest else {
                         throw fail("channel \(ch)'s grid \(g) is not the greatest common divisor of its steps", bit: channelAt)
+                    }
+                    if fixed {
+                        // [PT2-10] Canonical: the parameter that codes them in fewest bits.
+                        let best = cheapest(summary.cost)
+                        guard UInt64(best) == parameters[ch] else {
+                            throw fail("channel \(ch)'s parameter \(parameters[ch]) is not the one that codes it in fewest bits (\(best))",
+                                       bit: channelAt)
+                        }
                     }
                 }
                 if derived {
@@ -203,14 +218,16 @@ extension StrokeCodecV2 {
     /// common divisor of the steps (stopping at 1; with the first step's) and the OR of the
     /// codes, or nil for a bad code. The hot loop of decoding: the bit buffer lives in locals.
     static func secondDifferences(_ bits: inout BitReader, count n: Int, grid g: Int64, step: Int64, value: Int64,
-                                  state: inout UInt32, into words: UnsafeMutableRawPointer, channel ch: Int)
-        -> (low: Int64, high: Int64, largest: UInt64)? {
+                                  state: inout UInt32, fixed: Bool = false, into words: UnsafeMutableRawPointer, channel ch: Int)
+        -> (low: Int64, high: Int64, largest: UInt64, cost: SIMD16<UInt64>)? {
         var buffer = bits.buffer, count = bits.count, position = bits.position
         let base = bits.base, end = bits.end
         var m = state
         var q = step, v = value
         var low = v, high = v
         var largest = q.magnitude
+        // With a written parameter, what each parameter would have cost ([PT2-10]).
+        var cost = SIMD16<UInt64>(repeating: 0)
         // Every channel as a 32-bit word at byte 4·ch of the point's 20 (pressure's high half
         // is the struct's padding), from point 2 on.
         var out = words + (40 &+ 4 &* ch)
@@ -247,7 +264,8 @@ extension StrokeCodecV2 {
                 buffer = bits.buffer; count = bits.count; position = bits.position
                 u = e
             }
-            m = m &+ UInt32(truncatingIfNeeded: min(u, stateCap)) &- (m &>> 4)
+            // A written parameter ([PT2-10]) stays; an adaptive state follows the values.
+            if fixed { cost &+= parameterCosts(u) } else { m = m &+ UInt32(truncatingIfNeeded: min(u, stateCap)) &- (m &>> 4) }
             q &+= unzigzag(u)
             v &+= g &* q
             out.storeBytes(of: UInt32(truncatingIfNeeded: v), as: UInt32.self)
@@ -258,7 +276,7 @@ extension StrokeCodecV2 {
         }
         bits.buffer = buffer; bits.count = count; bits.position = position
         state = m
-        return (low, high, largest)
+        return (low, high, largest, cost)
     }
 
     /// For a channel whose values (all in range) are stored: whether some step differs from
@@ -266,14 +284,7 @@ extension StrokeCodecV2 {
     /// usually settle within a few points.
     static func stepsCheck(_ words: UnsafeMutableRawPointer, count n: Int, channel ch: Int, grid g: UInt64)
         -> (varies: Bool, greatest: Bool) {
-        @inline(__always) func value(_ i: Int) -> Int64 {
-            let w = words.load(fromByteOffset: 20 &* i &+ 4 &* ch, as: UInt32.self)
-            switch ch {
-            case pressure: return Int64(w & 0xFFFF)
-            case time: return Int64(w)
-            default: return Int64(Int32(bitPattern: w))
-            }
-        }
+        @inline(__always) func value(_ i: Int) -> Int64 { load(words, i, ch) }
         let first = value(1) - value(0)
         var varies = false
         var divisor = first.magnitude
@@ -287,6 +298,16 @@ extension StrokeCodecV2 {
             if varies && divisor == g { break }
         }
         return (varies, divisor == g || (divisor == 0 && g == 1))
+    }
+
+    /// Channel `ch` of point `i`, stored by `store`.
+    @inline(__always) static func load(_ words: UnsafeMutableRawPointer, _ i: Int, _ ch: Int) -> Int64 {
+        let w = words.load(fromByteOffset: 20 &* i &+ 4 &* ch, as: UInt32.self)
+        switch ch {
+        case pressure: return Int64(w & 0xFFFF)
+        case time: return Int64(w)
+        default: return Int64(Int32(bitPattern: w))
+        }
     }
 
     @inline(__always) static func store(_ words: UnsafeMutableRawPointer, _ i: Int, _ ch: Int, _ v: Int64) {

@@ -50,6 +50,11 @@ public enum StrokeCodecV2 {
         var firstState = SIMD8<UInt32>(repeating: StrokeCodecV2.initialFirst)
         var stepState = SIMD8<UInt32>(repeating: StrokeCodecV2.initialStep)
         var secondState = SIMD8<UInt32>(repeating: StrokeCodecV2.initialSecond)
+        /// Each channel's second differences in a Rice code of one parameter written after
+        /// its mode (0 to 14, the one that codes them in fewest bits), instead of the adaptive
+        /// second-difference state: what an `addStroke2` frame's stroke is coded with
+        /// ([PT2-10]). A stroke alone has no values before it for a state to learn from.
+        var writtenParameters = false
         public init() {}
 
         /// The context of a stroke coded alone, in an `addStroke` operation frame
@@ -64,6 +69,42 @@ public enum StrokeCodecV2 {
             c.stepState = [16 * 8, 16 * 8, 16 * 16, 16 * 4, 16 * 8, 16, 16, 16]
             return c
         }()
+
+        /// The context of a stroke coded alone in an `addStroke2` frame
+        /// (`Protocol/operation-log.md` [LOG-29]): `standalone` with written parameters.
+        public static let standaloneWithParameters: Context = {
+            var c = standalone
+            c.writtenParameters = true
+            return c
+        }()
+    }
+
+    /// A written parameter ([PT2-10]): 3 bits for 0 to 6; 7 in them says 3 more bits follow,
+    /// the parameter less 7 (7 to 14).
+    static let parameterBits = 3
+    static let parameterEscape: UInt64 = 7
+    /// The parameters a written one can name: 0 to 14.
+    static let parameterCount = 15
+
+    /// [PT2-10] What each Rice parameter `k` in 0…15 costs a value `u < 2⁴⁰`: `q + 1 + k`
+    /// bits with `q = u >> k`, or 65 for an escape (`q ≥ 24`). Summed over a channel's second
+    /// differences; `cheapest` then picks among 0…14. Lane arithmetic only (a select by mask
+    /// goes lane by lane through memory): `q < 24` exactly when `q − 24` wraps, its top bit
+    /// set (`q < 2⁴⁰` never has it).
+    @inline(__always) static func parameterCosts(_ u: UInt64) -> SIMD16<UInt64> {
+        let ks = SIMD16<UInt64>(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
+        let q = SIMD16<UInt64>(repeating: u) &>> ks
+        let coded = q &+ 1 &+ ks
+        let escape = SIMD16<UInt64>(repeating: UInt64(escapeRun + 1 + escapeBits))
+        let below = SIMD16<UInt64>(repeating: 0) &- ((q &- UInt64(escapeRun)) &>> 63)
+        return escape ^ ((escape ^ coded) & below)
+    }
+
+    /// The parameter in 0…14 of the least summed cost, the smallest on a tie.
+    static func cheapest(_ cost: SIMD16<UInt64>) -> Int {
+        var best = 0
+        for k in 1..<parameterCount where cost[k] < cost[best] { best = k }
+        return best
     }
 
     /// Channel modes, two bits each ([PT2-3]).
@@ -136,6 +177,7 @@ public enum StrokeCodecV2 {
         let v0 = values(points[0])
         var modes = SIMD8<UInt64>(repeating: Mode.unitGrid.rawValue)
         var grids = SIMD8<UInt64>(repeating: 1)
+        var parameters = SIMD8<UInt64>(repeating: 0)
         let coded = SIMD8<Int64>(1, 1, 1, derived ? 0 : 1, 1, 0, 0, 0) .== 1
         let hasSteps = n >= 2
         @inline(__always) func row(_ ch: Int) -> UnsafeMutablePointer<Int64> { steps + ch * (n - 1) }
@@ -182,6 +224,27 @@ public enum StrokeCodecV2 {
                     bits.put(Mode.givenGrid.rawValue, 2)
                     bits.gamma(g - 1)
                 }
+                if g != 1 {
+                    // The steps in grid units. Exact quotients: every step is a multiple of
+                    // the grid, so a shift and a multiplication by the inverse of its odd
+                    // part divide it (no division instruction per step).
+                    let shift = Int64(g.trailingZeroBitCount)
+                    let inverse = oddInverse(g &>> UInt64(shift))
+                    for i in 0..<(n - 1) { d[i] = (d[i] &>> shift) &* inverse }
+                }
+                if c.writtenParameters {
+                    // [PT2-10] The second differences' best parameter.
+                    var cost = SIMD16<UInt64>(repeating: 0)
+                    for i in 0..<(n - 2) { cost &+= parameterCosts(zigzag(d[i &+ 1] &- d[i])) }
+                    let k = UInt64(cheapest(cost))
+                    parameters[ch] = k
+                    if k < parameterEscape {
+                        bits.put(k, parameterBits)
+                    } else {
+                        bits.put(parameterEscape, parameterBits)
+                        bits.put(k - parameterEscape, parameterBits)
+                    }
+                }
             }
         }
         for ch in 0..<5 where coded[ch] {
@@ -189,25 +252,21 @@ public enum StrokeCodecV2 {
         }
         if hasSteps {
             for ch in 0..<5 where coded[ch] {
-                let first = row(ch)[0]
-                let step = n >= 3 && modes[ch] != Mode.linear.rawValue ? first / Int64(grids[ch]) : first
-                bits.rice(zigzag(step), &c.stepState[ch])
+                // In grid units for a channel in mode 0, 1 or 2 (divided above).
+                bits.rice(zigzag(row(ch)[0]), &c.stepState[ch])
             }
         }
         if n >= 3 {
             for ch in 0..<5 where coded[ch] && modes[ch] != Mode.linear.rawValue {
                 let d = row(ch)
-                if grids[ch] != 1 {
-                    // Exact quotients: every step is a multiple of the grid, so a shift and a
-                    // multiplication by the inverse of its odd part divide it (no division
-                    // instruction per step).
-                    let shift = Int64(grids[ch].trailingZeroBitCount)
-                    let inverse = oddInverse(grids[ch] &>> UInt64(shift))
-                    for i in 0..<(n - 1) { d[i] = (d[i] &>> shift) &* inverse }
+                if c.writtenParameters {
+                    var state = UInt32(16) << UInt32(parameters[ch])
+                    bits.riceRun(count: n - 2, state: &state, fixed: true) { zigzag(d[$0 &+ 1] &- d[$0]) }
+                } else {
+                    var state = c.secondState[ch]
+                    bits.riceRun(count: n - 2, state: &state) { zigzag(d[$0 &+ 1] &- d[$0]) }
+                    c.secondState[ch] = state
                 }
-                var state = c.secondState[ch]
-                bits.riceRun(count: n - 2, state: &state) { zigzag(d[$0 &+ 1] &- d[$0]) }
-                c.secondState[ch] = state
                 c.grid[ch] = grids[ch]
             }
         }
@@ -262,7 +321,8 @@ public enum StrokeCodecV2 {
 
         /// `rice(value(i), &m)` for `i` in `0..<count`: the hot loop of encoding, with the
         /// pending bits in locals.
-        @inline(__always) mutating func riceRun(count: Int, state m: inout UInt32, _ value: (Int) -> UInt64) {
+        /// `fixed`: the state's parameter stays (a written parameter, [PT2-10]).
+        @inline(__always) mutating func riceRun(count: Int, state m: inout UInt32, fixed: Bool = false, _ value: (Int) -> UInt64) {
             var acc = writer.cursor.acc, filled = writer.cursor.filled
             for i in 0..<count {
                 let u = value(i)
@@ -278,10 +338,12 @@ public enum StrokeCodecV2 {
                         writer.flush()
                         acc = writer.cursor.acc; filled = writer.cursor.filled
                     }
-                    StrokeCodecV2.update(&m, u)
+                    if !fixed { StrokeCodecV2.update(&m, u) }
                 } else {
                     writer.cursor.acc = acc; writer.cursor.filled = filled
+                    let kept = m
                     rice(u, &m)
+                    if fixed { m = kept }
                     acc = writer.cursor.acc; filled = writer.cursor.filled
                 }
             }

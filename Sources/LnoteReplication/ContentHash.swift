@@ -3,13 +3,14 @@ import LnoteModel
 /// What tells two operations with one id apart ([SYNC-50], [SYNC-52]).
 public enum ContentHash {
     /// An operation's content hash ([SYNC-50]): the SHA-256 of the type byte and payload of
-    /// its frame in hash form (`OperationCodec.Form.hash`). Every frame but an `addStroke` is
-    /// its own hash form and is hashed as it is; an `addStroke` is decoded and its operation
-    /// re-encoded as an `add` (0x01), so an operation has the same hash in either form
-    /// ([LOG-22]). An `addStroke` that does not decode (refused at every door anyway) is hashed
-    /// as it is: no valid operation's hash starts from the type byte 0x06, so it never equals one.
+    /// its frame in hash form (`OperationCodec.Form.hash`). Every frame but an `addStroke`
+    /// (0x06) or `addStroke2` (0x09) is its own hash form and is hashed as it is; those two are
+    /// decoded and their operation re-encoded as an `add` (0x01), so an operation has the same
+    /// hash in every form ([LOG-22]). One that does not decode (refused at every door anyway) is
+    /// hashed as it is: no valid operation's hash starts from the type byte 0x06 or 0x09, so it
+    /// never equals one.
     public static func of(_ frame: Frame) -> [UInt8] {
-        guard frame.type == OperationCodec.Kind.addStroke.rawValue else { return raw(frame) }
+        guard OperationCodec.isCompactStroke(frame.type) else { return raw(frame) }
         guard let op = try? OperationCodec.decode(frame) else { return raw(frame) }
         return of(op)
     }
@@ -17,7 +18,7 @@ public enum ContentHash {
     /// The content hash of `frame`, already decoded to `op`: no second decode of an
     /// `addStroke`.
     public static func of(_ frame: Frame, decoded op: Op) -> [UInt8] {
-        frame.type == OperationCodec.Kind.addStroke.rawValue ? of(op) : raw(frame)
+        OperationCodec.isCompactStroke(frame.type) ? of(op) : raw(frame)
     }
 
     public static func of(_ op: Op) -> [UInt8] { raw(OperationCodec.frame(op, form: .hash)) }

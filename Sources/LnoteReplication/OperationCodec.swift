@@ -4,21 +4,33 @@ import LnoteModel
 /// Turns operations into frames and back. The layouts are specified byte by byte in
 /// `Protocol/operation-log.md`; the frame `type` byte is the operation kind.
 ///
-/// An add of a stroke has two encodings ([LOG-22]): `addStroke` (0x06, compact: point stream
-/// v2, no Lamport timestamp, the usual z key implied), which writers write, and `add` (0x01),
-/// the *hash form*, which content hashes are taken over ([SYNC-50]) and which logs written
-/// before `addStroke` hold. Every other operation has one encoding, the same in both forms.
+/// An add of a stroke has three encodings ([LOG-22]): `addStroke2` (0x09, compact: point
+/// stream v2 with written parameters, no Lamport timestamp, the usual z key and black ink
+/// implied), which writers write; `addStroke` (0x06), which lnote wrote before `addStroke2`
+/// and still reads; and `add` (0x01), the *hash form*, which content hashes are taken over
+/// ([SYNC-50]) and which logs written before `addStroke` hold. Every other operation has one
+/// encoding, the same in every form.
 public enum OperationCodec {
     public enum Kind: UInt8, CaseIterable, Sendable {
         case add = 0x01, erase = 0x02, eraseRange = 0x03, move = 0x04, reorder = 0x05
         case addStroke = 0x06
         case restore = 0x07, restoreRange = 0x08
+        case addStroke2 = 0x09
         case createDocument = 0x20, setTitle = 0x21, addPage = 0x22, deletePage = 0x23
         case restorePage = 0x24, movePage = 0x25, setCanvas = 0x26
         case deleteDocument = 0x27, restoreDocument = 0x28
 
         /// Page-log operations are the types below 0x20 (operation-log.md §3).
         public var isPageKind: Bool { rawValue < 0x20 }
+
+        /// The compact forms of an add of a stroke, `addStroke` (0x06) and `addStroke2`
+        /// (0x09): no Lamport timestamp, hashed as the `add` of the same operation.
+        public var isCompactStroke: Bool { self == .addStroke || self == .addStroke2 }
+    }
+
+    /// Whether a frame of `type` holds a compact form of an add of a stroke (0x06, 0x09).
+    public static func isCompactStroke(_ type: UInt8) -> Bool {
+        type == Kind.addStroke.rawValue || type == Kind.addStroke2.rawValue
     }
 
     public static func kind(of body: Op.Body) -> Kind {
@@ -44,17 +56,37 @@ public enum OperationCodec {
 
     /// Which of an operation's encodings to write ([LOG-22]).
     public enum Form: Sendable, Hashable {
-        /// What writers write: an add of a stroke as `addStroke` (0x06), everything else in
+        /// What writers write: an add of a stroke as `addStroke2` (0x09), everything else in
         /// its one encoding.
         case written
+        /// What lnote wrote before `addStroke2`: an add of a stroke as `addStroke` (0x06),
+        /// everything else as in `written`. Read forever; written to re-encode such a frame.
+        case writtenV1
         /// The encoding content hashes are taken over ([SYNC-50]): an add of a stroke as
         /// `add` (0x01), everything else as in `written`.
         case hash
     }
 
+    /// The form a frame of `type` is in, the one it re-encodes to ([LOG-22]): `written` for
+    /// an `addStroke2`, `writtenV1` for an `addStroke`, else `hash` (any other operation has
+    /// one encoding).
+    public static func form(ofType type: UInt8) -> Form {
+        switch type {
+        case Kind.addStroke2.rawValue: .written
+        case Kind.addStroke.rawValue: .writtenV1
+        default: .hash
+        }
+    }
+
     /// The frame type `op` is written with in `form`.
     public static func type(of op: Op, form: Form = .written) -> UInt8 {
-        if form == .written, case .add(.stroke, _) = op.body { return Kind.addStroke.rawValue }
+        if case .add(.stroke, _) = op.body {
+            switch form {
+            case .written: return Kind.addStroke2.rawValue
+            case .writtenV1: return Kind.addStroke.rawValue
+            case .hash: break
+            }
+        }
         return kind(of: op.body).rawValue
     }
 
@@ -97,11 +129,11 @@ public enum OperationCodec {
         return size
     }
 
-    /// The payload of `op` in the frame type `type`: `addStroke` for an add of a stroke,
-    /// else the operation's kind.
+    /// The payload of `op` in the frame type `type`: `addStroke2` or `addStroke` for an add
+    /// of a stroke in a compact form, else the operation's kind.
     static func encodePayload(_ op: Op, type: UInt8, into w: inout ByteWriter) {
-        if type == Kind.addStroke.rawValue, case .add(.stroke(let s), let z) = op.body {
-            encodeAddStroke(op, s, z, into: &w)
+        if isCompactStroke(type), case .add(.stroke(let s), let z) = op.body {
+            encodeAddStroke(op, s, z, version2: type == Kind.addStroke2.rawValue, into: &w)
         } else {
             encodePayload(op, into: &w)
         }
@@ -213,7 +245,7 @@ public enum OperationCodec {
         }
         let lamportAt = r.offset
         // [LOG-24] An addStroke carries no Lamport timestamp: it is the one [LOG-4] gives.
-        let written: UInt64? = kind == .addStroke ? nil : try r.varint("lamport")
+        let written: UInt64? = kind.isCompactStroke ? nil : try r.varint("lamport")
         let wall = try r.svarint("wall time")
         let contextAt = r.offset
         var context = try ElementCodec.decodeClock(&r)
@@ -281,8 +313,8 @@ public enum OperationCodec {
         }
         let body: Op.Body
         switch kind {
-        case .addStroke:
-            body = try decodeAddStrokeBody(&r, lamport: lamport,
+        case .addStroke, .addStroke2:
+            body = try decodeAddStrokeBody(&r, lamport: lamport, version2: kind == .addStroke2,
                                            deferring: deferringPoints ? OpID(replica: ReplicaID(replica), counter: counter) : nil)
         case .add:
             let z = try ElementCodec.decodeZKey(&r)

@@ -238,9 +238,9 @@ extension Document {
         frames.reduce(0) { $0 + (saysAdd($1.frame.type) ? 1 : 0) }
     }
 
-    /// True for the type byte of a frame that adds an element (`add`, `addStroke`).
+    /// True for the type byte of a frame that adds an element (`add`, `addStroke`, `addStroke2`).
     static func saysAdd(_ type: UInt8) -> Bool {
-        type == OperationCodec.Kind.add.rawValue || type == OperationCodec.Kind.addStroke.rawValue
+        type == OperationCodec.Kind.add.rawValue || OperationCodec.isCompactStroke(type)
     }
 
     /// Loads a page under the document lock, making the repairs it needs ([PKG-42],

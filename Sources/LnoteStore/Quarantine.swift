@@ -35,8 +35,10 @@ public struct QuarantineEntry: Sendable, Hashable {
     public var operation: OpID?
     /// Why, for a person.
     public var reason: String
-    /// The frame's bytes exactly as received or as the log held them (length, CRC, type,
-    /// payload: operation-log.md [LOG-10]); nil when not known.
+    /// The frame's bytes as received or as the log held them (length, CRC, type, payload:
+    /// operation-log.md [LOG-10]), except that a received stroke's add may be kept in its
+    /// written form, `addStroke2` (the same operation, the same content hash: [LOG-22]);
+    /// nil when not known.
     public var frame: [UInt8]?
     /// The content hash ([SYNC-50]) of the operation this entry is about: 32 bytes, or its
     /// first 16 when only those are known (a fork found by comparing hashes, [SYNC-53]).

@@ -7,19 +7,20 @@ import LnoteSync
 import LnoteServer
 import LnoteTestSupport
 
-/// The two forms of a stroke add across folders and peers (operation-log.md [LOG-22],
-/// [LOG-24]; sync-protocol.md [SYNC-50] … [SYNC-54]): a folder whose logs an lnote before
-/// `addStroke` wrote (every stroke an `add`, 0x01) opens, serves and receives today's
-/// `addStroke` frames; the same operation held in two forms is never a fork, and a true fork
-/// in the compact form still is.
+/// The forms of a stroke add across folders and peers (operation-log.md [LOG-22], [LOG-24],
+/// [LOG-29]; sync-protocol.md [SYNC-50] … [SYNC-54]): a folder whose logs an lnote before
+/// `addStroke` wrote (every stroke an `add`, 0x01), or one before `addStroke2` (0x06), opens,
+/// serves and receives today's `addStroke2` frames; the same operation held in two forms is
+/// never a fork, and a true fork in the compact form still is.
 @Suite struct AddStrokeFormSyncTests {
     typealias T = TrustSyncTests
 
-    /// Rewrites every page log of `folder`'s first document with each frame in hash form,
-    /// as an lnote before `addStroke` would have written it, and removes the page snapshots
-    /// so that the logs are replayed whole. Returns how many frames changed type.
+    /// Rewrites every page log of `folder`'s first document with each frame in `form` (hash:
+    /// as an lnote before `addStroke` would have written it; writtenV1: before `addStroke2`),
+    /// and removes the page snapshots so that the logs are replayed whole. Returns how many
+    /// frames changed type.
     @discardableResult
-    static func rewriteInHashForm(_ folder: String) async throws -> Int {
+    static func rewriteInHashForm(_ folder: String, form: OperationCodec.Form = .hash) async throws -> Int {
         let (doc, _) = try await T.firstPage(folder)
         let nb = try await T.open(folder)
         let pages = try await nb.openDocument(doc).pageLogs()
@@ -31,8 +32,9 @@ import LnoteTestSupport
             var out = Array(bytes[..<LogHeader.size])
             for f in try Frame.decodeAll(Array(bytes[LogHeader.size...]), base: LogHeader.size, path: paths.log(p)) {
                 let op = try OperationCodec.decode(f)
-                if f.type == OperationCodec.Kind.addStroke.rawValue { changed += 1 }
-                out += OperationCodec.encode(op, form: .hash)
+                let encoded = OperationCodec.encode(op, form: form)
+                if encoded[8] != f.type { changed += 1 }
+                out += encoded
             }
             try Data(out).write(to: URL(fileURLWithPath: paths.log(p)))
             if FileManager.default.fileExists(atPath: paths.content(p)) { try FileManager.default.removeItem(atPath: paths.content(p)) }
@@ -61,17 +63,26 @@ import LnoteTestSupport
     /// old-form log; and a true fork made in the compact form is found and repaired.
     @Test func sameOperationInTwoFormsIsNoFork() async throws {
         let dir = try TempDir()
-        let (a, a2) = (dir.sub("A"), dir.sub("A2"))
+        let (a, a2, a3) = (dir.sub("A"), dir.sub("A2"), dir.sub("A3"))
         _ = try await Fixture.notebook(at: a, strokes: 6, seed: 81)
         let x = try await T.replica(a)
         try FileManager.default.copyItem(atPath: a, toPath: a2)
         try T.adoptReplica(a2, x)
+        try FileManager.default.copyItem(atPath: a, toPath: a3)
+        try T.adoptReplica(a3, x)
         #expect(try await Self.rewriteInHashForm(a) == 6)
+        #expect(try await Self.rewriteInHashForm(a3, form: .writtenV1) == 6)
         #expect(try await Self.frameTypes(a) == Array(repeating: 0x01, count: 6))
-        #expect(try await Self.frameTypes(a2) == Array(repeating: 0x06, count: 6))
+        #expect(try await Self.frameTypes(a2) == Array(repeating: 0x09, count: 6))
+        #expect(try await Self.frameTypes(a3) == Array(repeating: 0x06, count: 6))
         #expect(try await Fixture.canonical(a) == Fixture.canonical(a2), "the old-form log replays to the same page")
+        #expect(try await Fixture.canonical(a3) == Fixture.canonical(a2), "the addStroke log replays to the same page")
         #expect(try await T.operationSets(a) == T.operationSets(a2), "one hash per operation, whatever its form")
+        #expect(try await T.operationSets(a3) == T.operationSets(a2), "one hash per operation, whatever its form")
         #expect(try await Self.digests(a) == Self.digests(a2), "[SYNC-52] equal chain digests")
+        #expect(try await Self.digests(a3) == Self.digests(a2), "[SYNC-52] equal chain digests")
+        let v1 = try await T.folderSync(a3, a)
+        #expect(v1.forks.isEmpty && v1.repairs.isEmpty && !v1.needsAttention && v1.opsApplied == 0 && v1.opsAccepted == 0, "\(v1)")
 
         let same = try await T.folderSync(a2, a)
         #expect(same.forks.isEmpty && same.repairs.isEmpty && !same.needsAttention, "\(same.forks)")
@@ -82,7 +93,7 @@ import LnoteTestSupport
         try await T.addStrokes(a2, 3, seed: 82)
         let push = try await T.folderSync(a2, a)
         #expect(push.forks.isEmpty && !push.needsAttention && push.opsAccepted == 3, "\(push)")
-        #expect(try await Self.frameTypes(a) == Array(repeating: 0x01, count: 6) + Array(repeating: 0x06, count: 3))
+        #expect(try await Self.frameTypes(a) == Array(repeating: 0x01, count: 6) + Array(repeating: 0x09, count: 3))
         #expect(try await Fixture.canonical(a) == Fixture.canonical(a2))
         #expect(try await Self.digests(a) == Self.digests(a2))
 
@@ -118,7 +129,7 @@ import LnoteTestSupport
         #expect(try await Fixture.canonical(c) == Fixture.canonical(s))
         #expect(try await T.operationSets(c) == T.operationSets(s))
         #expect(try await Self.digests(c) == Self.digests(s))
-        #expect(try await Self.frameTypes(s) == Array(repeating: 0x01, count: 5) + Array(repeating: 0x06, count: 4))
+        #expect(try await Self.frameTypes(s) == Array(repeating: 0x01, count: 5) + Array(repeating: 0x09, count: 4))
     }
 
     /// [SYNC-50] [LOG-22] A peer does not send a client back what the client just pushed,
@@ -150,6 +161,6 @@ import LnoteTestSupport
         #expect(answer.accepted == 3 && answer.forks.isEmpty)
         let back = answer.pull.flatMap(\.frames).compactMap(OperationCodec.id(of:))
         #expect(back.filter(added.contains).isEmpty, "sent back: \(back)")
-        #expect(try await Self.frameTypes(s).suffix(3) == [0x06, 0x06, 0x06], "the receiver writes the compact form")
+        #expect(try await Self.frameTypes(s).suffix(3) == [0x09, 0x09, 0x09], "the receiver writes the compact form")
     }
 }

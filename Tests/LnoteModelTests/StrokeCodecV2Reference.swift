@@ -33,6 +33,35 @@ enum ReferenceStrokeCodecV2 {
         var firstState: [UInt32] = Array(repeating: 1024, count: 5)
         var stepState: [UInt32] = Array(repeating: 256, count: 5)
         var secondState: [UInt32] = Array(repeating: 64, count: 5)
+        /// [PT2-10] Second differences in a Rice code of a parameter written after each
+        /// channel's mode, no state.
+        var writtenParameters = false
+
+        /// operation-log.md [LOG-24]: the standalone context of a compact stroke frame; with
+        /// written parameters for an `addStroke2` ([LOG-29]).
+        static func standalone(writtenParameters: Bool) -> Context {
+            var c = Context()
+            c.firstState = [65536, 65536, 4096, 256, 16]
+            c.stepState = [128, 128, 256, 64, 128]
+            c.writtenParameters = writtenParameters
+            return c
+        }
+    }
+
+    /// [PT2-10] The bits of `u` in the Rice code of parameter `k`.
+    static func riceLength(_ u: UInt64, k: Int) -> Int {
+        let q = u >> UInt64(k)
+        return q < 24 ? Int(q) + 1 + k : 65
+    }
+
+    /// [PT2-10] The parameter 0…14 coding `us` in the fewest bits, the smallest on a tie.
+    static func bestParameter(_ us: [UInt64]) -> Int {
+        var best = 0, bestBits = Int.max
+        for k in 0...14 {
+            let bits = us.reduce(0) { $0 + riceLength($1, k: k) }
+            if bits < bestBits { (best, bestBits) = (k, bits) }
+        }
+        return best
     }
 
     /// A point's channels, exact.
@@ -123,6 +152,20 @@ enum ReferenceStrokeCodecV2 {
         update(&m, u)
     }
 
+    /// [PT2-10] `u` in the Rice code of parameter `k`: as a state whose parameter is `k`,
+    /// without the update.
+    static func writeRice(_ u: UInt64, parameter k: Int, to w: inout BitWriter) {
+        var m = UInt32(16) << UInt32(k)
+        precondition(riceParameter(m) == k)
+        writeRice(u, state: &m, to: &w)
+    }
+
+    /// [PT2-6] The zigzagged second differences of channel `c` in grid units.
+    static func secondDifferences(_ v: [[Int64]], channel c: Int, grid: Int64) -> [UInt64] {
+        let q = (1..<v.count).map { (v[$0][c] - v[$0 - 1][c]) / grid }
+        return (1..<q.count).map { zigzag(q[$0] - q[$0 - 1]) }
+    }
+
     /// [PT2-3] The mode and grid of channel `c` of a stroke of 3 points or more.
     static func mode(_ v: [[Int64]], channel c: Int, contextGrid: Int64) -> (mode: Int, grid: Int64) {
         let steps = (1..<v.count).map { v[$0][c] - v[$0 - 1][c] }
@@ -135,7 +178,10 @@ enum ReferenceStrokeCodecV2 {
     }
 
     /// The stream of `points` coded against `context`, which it leaves as the stroke does.
-    static func encodedPoints(_ points: [StrokePoint], width: Int32, context: inout Context) -> [UInt8] {
+    /// `forcedParameters`: with written parameters, the ones to write instead of [PT2-10]'s
+    /// (to build streams a reader must refuse).
+    static func encodedPoints(_ points: [StrokePoint], width: Int32, context: inout Context,
+                              forcedParameters: [Int]? = nil) -> [UInt8] {
         var out: [UInt8] = []
         let n = points.count
         appendVarint(UInt64(n), to: &out)
@@ -146,12 +192,23 @@ enum ReferenceStrokeCodecV2 {
         var w = BitWriter()
         w.write(derived)
         var modes = [Int](repeating: -1, count: 5), grids = [Int64](repeating: 1, count: 5)
+        var parameters = [Int](repeating: 0, count: 5)
         if n >= 3 {
             for c in coded {
                 let (m, g) = mode(v, channel: c, contextGrid: context.grid[c])
                 (modes[c], grids[c]) = (m, g)
                 w.write(UInt64(m), width: 2)
                 if m == 2 { writeGamma(UInt64(g - 1), to: &w) }
+                if context.writtenParameters && m != 3 {
+                    parameters[c] = forcedParameters?[c] ?? bestParameter(secondDifferences(v, channel: c, grid: g))
+                    // [PT2-10] 0 to 6 in 3 bits; 7, then the parameter less 7 in 3 bits.
+                    if parameters[c] < 7 {
+                        w.write(UInt64(parameters[c]), width: 3)
+                    } else {
+                        w.write(7, width: 3)
+                        w.write(UInt64(parameters[c] - 7), width: 3)
+                    }
+                }
             }
         }
         for c in coded {
@@ -168,7 +225,11 @@ enum ReferenceStrokeCodecV2 {
             for c in coded where modes[c] != 3 {
                 let q = (1..<n).map { (v[$0][c] - v[$0 - 1][c]) / grids[c] }
                 for i in 1..<q.count {
-                    writeRice(zigzag(q[i] - q[i - 1]), state: &context.secondState[c], to: &w)
+                    if context.writtenParameters {
+                        writeRice(zigzag(q[i] - q[i - 1]), parameter: parameters[c], to: &w)
+                    } else {
+                        writeRice(zigzag(q[i] - q[i - 1]), state: &context.secondState[c], to: &w)
+                    }
                 }
             }
         }
@@ -288,7 +349,7 @@ enum ReferenceStrokeCodecV2 {
         }
 
         /// [PT2-5] A Rice value in state `m`; [PT2-8] 2 at the byte where the code begins.
-        mutating func rice(_ m: inout UInt32, secondDifference: Bool) throws -> UInt64 {
+        mutating func rice(_ m: inout UInt32, secondDifference: Bool, fixed: Bool = false) throws -> UInt64 {
             let codeAt = byteAt
             let k = ReferenceStrokeCodecV2.riceParameter(m)
             var zeros = 0
@@ -308,7 +369,7 @@ enum ReferenceStrokeCodecV2 {
                                 offset: codeAt)
                 }
             }
-            ReferenceStrokeCodecV2.update(&m, u)
+            if !fixed { ReferenceStrokeCodecV2.update(&m, u) }
             return u
         }
 
@@ -320,8 +381,9 @@ enum ReferenceStrokeCodecV2 {
             let derived = try bit()
             let coded = derived ? [R.x, R.y, R.pressure, R.t] : [R.x, R.y, R.pressure, R.radius, R.t]
             var modes = [Int](repeating: -1, count: 5), grids = [Int64](repeating: 1, count: 5)
+            var parameters = [Int](repeating: 0, count: 5)
 
-            // 3a.2 2: modes and grids; [PT2-8] 1.
+            // 3a.2 2: modes and grids; [PT2-8] 1; [PT2-10] parameters.
             if n >= 3 {
                 for c in coded {
                     let modeAt = byteAt
@@ -348,6 +410,10 @@ enum ReferenceStrokeCodecV2 {
                         break
                     }
                     modes[c] = m
+                    if context.writtenParameters && m != 3 {
+                        parameters[c] = Int(try bits(3))
+                        if parameters[c] == 7 { parameters[c] += Int(try bits(3)) }
+                    }
                 }
             }
 
@@ -388,8 +454,17 @@ enum ReferenceStrokeCodecV2 {
                     let g = Int128(grids[c])
                     var qs = [q1[c]]
                     var allZero = true
+                    var us: [UInt64] = []
                     for _ in 2..<n {
-                        let dd = R.unzigzag(try rice(&context.secondState[c], secondDifference: true))
+                        let u: UInt64
+                        if context.writtenParameters {
+                            var m = UInt32(16) << UInt32(parameters[c])
+                            u = try rice(&m, secondDifference: true, fixed: true)
+                        } else {
+                            u = try rice(&context.secondState[c], secondDifference: true)
+                        }
+                        us.append(u)
+                        let dd = R.unzigzag(u)
                         if dd != 0 { allZero = false }
                         qs.append(qs[qs.count - 1] + dd)
                     }
@@ -413,6 +488,9 @@ enum ReferenceStrokeCodecV2 {
                     let divisor = steps.reduce(Int64(0)) { R.gcd($0, $1) }
                     guard divisor == 1 || (divisor == 0 && grids[c] == 1) else {
                         throw fault("[PT2-8] 5 gcd: q of channel \(c) have gcd \(divisor) (grid \(grids[c]))", at: ddAt)
+                    }
+                    if context.writtenParameters, parameters[c] != R.bestParameter(us) {
+                        throw fault("[PT2-8] 5 parameter: \(parameters[c]) on channel \(c), not \(R.bestParameter(us))", at: ddAt)
                     }
                 }
             }

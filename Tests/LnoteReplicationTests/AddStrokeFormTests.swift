@@ -4,8 +4,9 @@ import LnoteModel
 import LnoteTestSupport
 @testable import LnoteReplication
 
-/// `addStroke` (0x06), the written form of an add of a stroke, against its hash form `add`
-/// (0x01): `Protocol/operation-log.md` [LOG-22], [LOG-24], [LOG-25]; sync-protocol.md [SYNC-50].
+/// `addStroke2` (0x09), the written form of an add of a stroke, and `addStroke` (0x06), the
+/// one written before it, against their hash form `add` (0x01): `Protocol/operation-log.md`
+/// [LOG-22], [LOG-24], [LOG-25], [LOG-29]; sync-protocol.md [SYNC-50].
 @Suite struct AddStrokeFormTests {
     static let me = ReplicaID(0xB0), other = ReplicaID(0x0123_4567_89AB_CDEF)
 
@@ -83,10 +84,10 @@ import LnoteTestSupport
         return HandwritingGenerator.strokes(seed: seed, count: count, options: o)
     }
 
-    /// [LOG-22] [LOG-24] [SYNC-50] Every add of a stroke is written as an addStroke; both
-    /// forms decode to the operation, re-encode to themselves, and have one content hash, the
-    /// SHA-256 of the hash form's type and payload.
-    @Test("[LOG-24] [SYNC-50] both forms round-trip and hash alike", arguments: [1, 2, 3] as [UInt64])
+    /// [LOG-22] [LOG-24] [LOG-29] [SYNC-50] Every add of a stroke is written as an
+    /// addStroke2; all three forms decode to the operation, re-encode to themselves, and have
+    /// one content hash, the SHA-256 of the hash form's type and payload.
+    @Test("[LOG-24] [LOG-29] [SYNC-50] every form round-trips and hashes alike", arguments: [1, 2, 3] as [UInt64])
     func roundTripsAndHashes(seed: UInt64) throws {
         let strokes = HandwritingGenerator.strokes(seed: seed, count: 120) + Self.pen(120, seed: seed)
             + Self.adversarialStrokes()
@@ -94,8 +95,11 @@ import LnoteTestSupport
         var explicit = 0, withContext = 0
         for op in ops {
             let written = OperationCodec.frame(op), hashForm = OperationCodec.frame(op, form: .hash)
-            #expect(written.type == 0x06 && hashForm.type == 0x01, "seed \(seed), \(op.id)")
+            let v1 = OperationCodec.frame(op, form: .writtenV1)
+            #expect(written.type == 0x09 && v1.type == 0x06 && hashForm.type == 0x01, "seed \(seed), \(op.id)")
             #expect(try OperationCodec.decode(written) == op, "seed \(seed), \(op.id)")
+            #expect(try OperationCodec.decode(v1) == op, "seed \(seed), \(op.id)")
+            #expect(ContentHash.of(v1) == SHA256.hash([0x01] + hashForm.payload), "seed \(seed), \(op.id)")
             #expect(try OperationCodec.decode(hashForm) == op, "seed \(seed), \(op.id)")
             #expect(OperationCodec.encode(op) == written.encoded)
             let expected = SHA256.hash([0x01] + hashForm.payload)
@@ -118,8 +122,9 @@ import LnoteTestSupport
     /// xor-ed in and by a seeded random value), and every cut: the decoder throws a typed
     /// `LnoteError` at an offset inside the payload, or decodes to an operation whose written
     /// form is exactly the mutated bytes (one encoding) and whose hash is its hash form's.
-    @Test("[LOG-24] every byte of addStroke frames mutated, every cut")
-    func mutatedFrames() throws {
+    @Test("[LOG-24] [LOG-29] every byte of addStroke and addStroke2 frames mutated, every cut", arguments: [0x06, 0x09] as [UInt8])
+    func mutatedFrames(type: UInt8) throws {
+        let form: OperationCodec.Form = type == 0x09 ? .written : .writtenV1
         let seed: UInt64 = 24
         var rng = SeededRNG(seed: seed)
         let strokes = Array(Self.pen(12, seed: seed)) + Array(HandwritingGenerator.strokes(seed: seed, count: 4))
@@ -130,21 +135,24 @@ import LnoteTestSupport
             cases += 1
             let base = 1000
             do {
-                let op = try OperationCodec.decode(Frame(type: 0x06, payload: payload), base: base, path: "p.log")
+                let op = try OperationCodec.decode(Frame(type: type, payload: payload), base: base, path: "p.log")
                 accepted += 1
-                #expect(OperationCodec.frame(op).payload == payload, "seed \(seed): \(what) decodes but does not re-encode")
-                #expect(ContentHash.of(Frame(type: 0x06, payload: payload)) == ContentHash.of(op))
+                #expect(OperationCodec.frame(op, form: form).payload == payload, "seed \(seed): \(what) decodes but does not re-encode")
+                #expect(ContentHash.of(Frame(type: type, payload: payload)) == ContentHash.of(op))
             } catch let e as LnoteError {
                 rejected += 1
                 #expect(e.code == .corrupt || e.code == .truncated, "seed \(seed): \(what): \(e)")
-                #expect(e.path == "p.log" && (e.offset.map { $0 >= base - 1 && $0 <= base + payload.count } ?? false),
-                        "seed \(seed): \(what): offset \(String(describing: e.offset)) outside the payload")
+                // [PT2-8] 2: a code that starts in the zeros read past the stream's last byte
+                // (after a code whose low bits ran into them: up to 27 bits, a state's largest
+                // parameter) is reported where it starts, a few bytes past the payload's end.
+                #expect(e.path == "p.log" && (e.offset.map { $0 >= base - 1 && $0 <= base + payload.count + 4 } ?? false),
+                        "seed \(seed): \(what): offset \(String(describing: e.offset)) outside the payload of \(payload.count): \(e.message)")
             } catch {
                 Issue.record("seed \(seed): \(what): untyped error \(error)")
             }
         }
         for op in ops {
-            let payload = OperationCodec.frame(op).payload
+            let payload = OperationCodec.frame(op, form: form).payload
             for i in payload.indices {
                 for x in [UInt8(1), 0x80, 0xFF, UInt8.random(in: 1...255, using: &rng)] {
                     var m = payload
@@ -156,30 +164,46 @@ import LnoteTestSupport
             check(payload + [0], "\(op.id) with a trailing byte")
         }
         #expect(rejected > 0 && cases == rejected + accepted)
-        ReliabilityReport.record(family: "bit flips", detail: "addStroke frames: every byte xor-ed 4 ways, every cut (seed \(seed))",
+        ReliabilityReport.record(family: "bit flips", detail: "frames of type 0x\(String(type, radix: 16)): every byte xor-ed 4 ways, every cut (seed \(seed))",
                                  cases: cases, corrupted: 0)
     }
 
-    /// [LOG-24] What the writer may not write: a written-out implied z key, unknown flag
-    /// bits, a Lamport timestamp the context cannot give.
-    @Test("[LOG-24] non-canonical addStroke payloads are corrupt")
-    func specificRejections() throws {
+    /// [LOG-24] [LOG-29] What the writer may not write: a written-out implied z key, unknown
+    /// flag bits, a Lamport timestamp the context cannot give; in an addStroke2, opaque black
+    /// written out.
+    @Test("[LOG-24] [LOG-29] non-canonical addStroke and addStroke2 payloads are corrupt", arguments: [0x06, 0x09] as [UInt8])
+    func specificRejections(type: UInt8) throws {
+        let version2 = type == 0x09
+        let form: OperationCodec.Form = version2 ? .written : .writtenV1
         let s = Stroke(style: InkStyle(tool: .pencil, color: .black, width: 20),
                        points: [StrokePoint(x: 10, y: 20, pressure: 500, radius: 0, t: 0)])
         var page = PageReplica(page: PageID())
         let op = try page.add(.stroke(s), by: Self.me, wallTime: 7)
-        let good = OperationCodec.frame(op).payload
-        // Header: replica 8, counter 1, wall time 1, context 1: flags at 11.
-        #expect(good[11] == ToolKind.pencil.rawValue)
+        let good = OperationCodec.frame(op, form: form).payload
+        // Header: replica 8, counter 1, wall time 1, context 1: flags at 11. An addStroke2
+        // implies the black ink (bit 3) and writes no colour.
+        #expect(good[11] == ToolKind.pencil.rawValue | (version2 ? 0b1000 : 0))
+        #expect(good.count == (version2 ? 21 : 25), "\(good.count) bytes")
         func error(_ payload: [UInt8]) -> LnoteError? {
-            do { _ = try OperationCodec.decode(Frame(type: 0x06, payload: payload), base: 9); return nil }
+            do { _ = try OperationCodec.decode(Frame(type: type, payload: payload), base: 9); return nil }
             catch { return error as? LnoteError }
         }
-        for bit in 3..<8 {
+        for bit in (version2 ? 4 : 3)..<8 {
             var m = good
             m[11] |= UInt8(1 << bit)
             let e = error(m)
             #expect(e?.code == .corrupt && e?.offset == 9 + 11, "flag bit \(bit)")
+        }
+        if version2 {
+            // Black written out where bit 3 implies it: corrupt at the colour; another
+            // colour written out decodes to it.
+            let black = Array(good[..<11]) + [good[11] & ~0b1000, 0xFF, 0, 0, 0] + Array(good[12...])
+            let e = error(black)
+            #expect(e?.code == .corrupt && e?.offset == 9 + 12 && e?.message.contains("black") == true, "\(String(describing: e))")
+            let red = Array(good[..<11]) + [good[11] & ~0b1000, 0xFF, 0, 0, 0xD0] + Array(good[12...])
+            let decoded = try OperationCodec.decode(Frame(type: type, payload: red))
+            guard case .add(.stroke(let t), _) = decoded.body else { Issue.record("not a stroke"); return }
+            #expect(t.style.color == RGBA(r: 0xD0, g: 0, b: 0) && t.points == s.points)
         }
         // The implied key (layer = lamport 1, no path, empty fraction) written out.
         var w = ByteWriter()
@@ -196,7 +220,7 @@ import LnoteTestSupport
         let huge = Op(id: OpID(replica: Self.me, counter: 1), lamport: 1, context: VectorClock([(Self.other, OpValidator.maxLamport)]),
                       wallTime: 0, body: .add(.stroke(s), z: ZKey(layer: 1)))
         var hw = ByteWriter()
-        OperationCodec.encodeAddStroke(huge, s, ZKey(layer: 1), into: &hw)
+        OperationCodec.encodeAddStroke(huge, s, ZKey(layer: 1), version2: version2, into: &hw)
         e = error(hw.bytes)
         #expect(e?.code == .corrupt && e?.offset == 9 + 8 + 1 + 1, "\(String(describing: e))")
     }
@@ -220,6 +244,40 @@ import LnoteTestSupport
             }
         }
         #expect(OperationCodec.Kind(rawValue: 0x06) == .addStroke && !older.contains(0x06))
+        #expect(OperationCodec.Kind(rawValue: 0x09) == .addStroke2 && !older.contains(0x09))
+    }
+
+    /// [PT2-10] Strokes whose few points are far apart and off any grid — corners of a
+    /// hand-drawn box, a fast scribble, a jump across the page — have second differences in
+    /// the thousands to hundreds of thousands: with parameters up to 14 an addStroke2 frame is
+    /// never more than a byte longer than the addStroke frame of the same operation (a colour
+    /// written in both), where parameters capped at 7 made each such value a 65-bit escape.
+    @Test("[PT2-10] far-apart points cost an addStroke2 no more than an addStroke")
+    func farApartPoints() throws {
+        let seed: UInt64 = 0x2910
+        var g = SplitMix64(seed: seed)
+        var page = PageReplica(page: PageID())
+        let style = InkStyle(tool: .pen, color: RGBA(r: 0x20, g: 0x40, b: 0xD0), width: 20)
+        var i = 0
+        // Jumps of up to 10,000 pt a point: second differences up to 393,216 tenths are coded
+        // without an escape ([PT2-10]; past that, 13.9 m between points, they are escaped).
+        for spread in [500, 3_000, 20_000, 95_000] as [UInt64] {
+            for count in [4, 8, 16, 40] {
+                var points: [StrokePoint] = []
+                var x: Int64 = 50_000, y: Int64 = 50_000
+                for j in 0..<count {
+                    x += Int64(g.next() % (2 * spread + 1)) - Int64(spread)
+                    y += Int64(g.next() % (2 * spread + 1)) - Int64(spread)
+                    points.append(StrokePoint(x: Int32(x), y: Int32(y), t: UInt32(j * 8)))
+                }
+                let op = try page.add(.stroke(Stroke(style: style, points: points)), by: Self.me, wallTime: 1_700_000_000_000 + Int64(i))
+                i += 1
+                let v2 = OperationCodec.encode(op), v1 = OperationCodec.encode(op, form: .writtenV1)
+                #expect(v2.count <= v1.count + 1,
+                        "seed \(seed): \(count) points ±\(spread): addStroke2 \(v2.count) B, addStroke \(v1.count) B")
+                #expect(try OperationCodec.decode(Frame.decodeAll(v2)[0]) == op, "seed \(seed)")
+            }
+        }
     }
 
     /// Issue 15 target 1: the journal's add-stroke frames take at most 4.0 bytes per point

@@ -105,7 +105,7 @@ import LnoteModel
             do {
                 let op = try OperationCodec.decode(Frame(type: kind.rawValue, payload: payload))
                 // Random bytes that happen to decode must re-encode to the same payload.
-                #expect(OperationCodec.frame(op).payload == payload, "trial \(trial) (seed 42)")
+                #expect(OperationCodec.frame(op, form: OperationCodec.form(ofType: kind.rawValue)).payload == payload, "trial \(trial) (seed 42)")
             } catch let e as LnoteError {
                 #expect(e.offset != nil, "trial \(trial): \(e)")
             }
@@ -127,7 +127,10 @@ extension OperationCodecTests {
                     body: .add(.stroke(Stroke(style: InkStyle(tool: .pen, color: .black, width: 20), points: points)), z: ZKey(layer: 2)))
         #expect(OpValidator.violation(of: op) == nil)
         let compact = OperationCodec.encode(op), hashForm = OperationCodec.encode(op, form: .hash)
-        if ProcessInfo.processInfo.environment["PRINT_VECTORS"] != nil { print("VECTOR \(hexString(compact)) \(hexString(hashForm))") }
+        let v1 = OperationCodec.encode(op, form: .writtenV1)
+        if ProcessInfo.processInfo.environment["PRINT_VECTORS"] != nil {
+            print("VECTOR \(hexString(compact)) \(hexString(v1)) \(hexString(hashForm))")
+        }
         let spec = try String(contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent()
             .appendingPathComponent("../../Protocol/operation-log.md").standardized, encoding: .utf8)
         let blocks = spec.components(separatedBy: "```").enumerated().filter { $0.offset % 2 == 1 }.map(\.element)
@@ -137,12 +140,15 @@ extension OperationCodecTests {
         }
         let specCompact = try #require(blocks.first { bytes($0).hasPrefix(hexString(compact.prefix(9))) })
         let specAdd = try #require(blocks.first { bytes($0).hasPrefix(hexString(hashForm.prefix(9))) })
+        let specV1 = try #require(blocks.first { bytes($0).hasPrefix(hexString(v1.prefix(9))) })
         #expect(bytes(specCompact) == hexString(compact))
         #expect(bytes(specAdd) == hexString(hashForm))
-        #expect(compact[8] == 0x06 && hashForm[8] == 0x01)
-        let f1 = try Frame.decodeAll(compact)[0], f2 = try Frame.decodeAll(hashForm)[0]
-        #expect(try OperationCodec.decode(f1) == op && OperationCodec.decode(f2) == op)
-        #expect(ContentHash.of(f1) == SHA256.hash([0x01] + f2.payload) && ContentHash.of(f2) == ContentHash.of(f1))
+        #expect(bytes(specV1) == hexString(v1))
+        #expect(compact[8] == 0x09 && v1[8] == 0x06 && hashForm[8] == 0x01)
+        let f1 = try Frame.decodeAll(compact)[0], f2 = try Frame.decodeAll(hashForm)[0], f3 = try Frame.decodeAll(v1)[0]
+        #expect(try OperationCodec.decode(f1) == op && OperationCodec.decode(f2) == op && OperationCodec.decode(f3) == op)
+        #expect(ContentHash.of(f1) == SHA256.hash([0x01] + f2.payload) && ContentHash.of(f2) == ContentHash.of(f1)
+                && ContentHash.of(f3) == ContentHash.of(f1))
     }
 
     /// [LOG-26] A stroke at the point limit with jumpy points does not fit in an `addStroke`
@@ -173,8 +179,8 @@ extension OperationCodecTests {
         let bytes = OperationCodec.encode(op)
         #expect(bytes == frame.encoded, "the in-place encoding makes the same choice")
         #expect(try OperationCodec.decode(Frame.decodeAll(bytes)[0]) == op, "seed \(seed)")
-        // An ordinary stroke is still written as addStroke.
+        // An ordinary stroke is still written in the compact form.
         let small = try replica.add(.stroke(Stroke(style: InkStyle(), points: Array(points.prefix(3)))), by: ReplicaID(0x26), wallTime: 2)
-        #expect(OperationCodec.frame(small).type == OperationCodec.Kind.addStroke.rawValue)
+        #expect(OperationCodec.frame(small).type == OperationCodec.Kind.addStroke2.rawValue)
     }
 }

@@ -14,9 +14,9 @@ import LnoteModel
     }
 
     /// True for an operation that is a plain add by its fields: an add of a stroke, written as
-    /// `addStroke`, a context naming its author alone, the implied z key.
+    /// `addStroke2` or `addStroke`, a context naming its author alone, the implied z key.
     static func isPlain(_ op: Op, type: UInt8) -> Bool {
-        guard type == OperationCodec.Kind.addStroke.rawValue, case .add(.stroke, let z) = op.body else { return false }
+        guard OperationCodec.isCompactStroke(type), case .add(.stroke, let z) = op.body else { return false }
         return op.context.entries.allSatisfy { $0.replica == op.id.replica } && z == OperationCodec.impliedZ(lamport: op.lamport)
     }
 
@@ -55,9 +55,10 @@ import LnoteModel
                 if let op { #expect(!Self.isPlain(op, type: f.type), "seed \(seed): \(what): a plain add not read as one") }
             }
         }
-        for op in ops {
-            let f = OperationCodec.frame(op)
-            try check(f, "\(op.id) as written")
+        for (n, op) in ops.enumerated() {
+            // Every other operation in the form lnote wrote before `addStroke2` ([LOG-24]).
+            let f = OperationCodec.frame(op, form: n % 2 == 0 ? .written : .writtenV1)
+            try check(f, "\(op.id) as written (type \(f.type))")
             try check(OperationCodec.frame(op, form: .hash), "\(op.id) in hash form")
             for i in f.payload.indices {
                 for x in [UInt8(1), 0x80, 0xFF, UInt8.random(in: 1...255, using: &rng)] {

@@ -8,7 +8,7 @@ import LnoteTestSupport
 /// the six frames of the spec's `tiny-page-ops` block, made here through the merge's own
 /// API by two replicas, are the bytes the codec writes in hash form (the form lnote wrote
 /// before `addStroke`, which readers keep accepting: operation-log.md [LOG-22]; today's
-/// writer writes the two stroke adds as `addStroke`); applying them, decoded from the
+/// writer writes the two stroke adds as `addStroke2`); applying them, decoded from the
 /// spec, to an empty page gives exactly the spec's snapshot (`tiny-page`) and canonical
 /// JSON (`tiny-page-json`). `LNOTE_RECORD_GOLDEN=1` prints the three blocks instead of
 /// comparing, after an intended change.

@@ -83,7 +83,7 @@ struct DeferredPointsStoreTests {
 
     // MARK: - 3. Frames
 
-    @Test("[LOG-27] addStroke frames decoded with deferred points, resolved, equal the eager decode; damage is never missed")
+    @Test("[LOG-27] addStroke2 and addStroke frames decoded with deferred points, resolved, equal the eager decode; damage is never missed")
     func framesDeferredEqualEager() throws {
         let seed = testSeed()
         var g = SeededRNG(seed: seed)
@@ -94,8 +94,9 @@ struct DeferredPointsStoreTests {
         for s in Self.penStrokes(120, seed: seed) { ops.append(try replica.add(.stroke(s), by: me, wallTime: 1_700_000_000_000 + Int64(ops.count))) }
         var foundOnResolve = 0, bothFailed = 0, bothOK = 0, cases = 0
         for (i, op) in ops.enumerated() {
-            let frame = OperationCodec.frame(op)
-            #expect(frame.type == OperationCodec.Kind.addStroke.rawValue, "seed \(seed) op \(i)")
+            // Every other frame in the form lnote wrote before addStroke2 ([LOG-29]).
+            let frame = OperationCodec.frame(op, form: i % 2 == 0 ? .written : .writtenV1)
+            #expect(frame.type == (i % 2 == 0 ? OperationCodec.Kind.addStroke2 : .addStroke).rawValue, "seed \(seed) op \(i)")
             let base = 1000 + i
             let eager = try OperationCodec.decode(frame, base: base, path: "/l")
             let lazy = try OperationCodec.decode(frame, base: base, path: "/l", deferringPoints: true)
@@ -385,7 +386,7 @@ struct DeferredPointsStoreTests {
         let p = s.page, logPath = s.paths.log(p)
         let covered = Int(try PageSnapshot.decode(s.older).coveredLogOffset)
         var log = fileBytes(logPath)!
-        let tail = Self.frames(log).filter { $0.1 >= covered && $0.0.type == OperationCodec.Kind.addStroke.rawValue }
+        let tail = Self.frames(log).filter { $0.1 >= covered && OperationCodec.isCompactStroke($0.0.type) }
         #expect(tail.count == s.strokes.count - 170, "seed \(seed)")
         var victim: ElementID?
         search: for _ in 0..<50 {
