@@ -179,7 +179,7 @@ extension StrokeCodecV2 {
                     }
                     if fixed {
                         // [PT2-10] Canonical: the parameter that codes them in fewest bits.
-                        let best = cheapest(summary.cost)
+                        let best = summary.cost.cheapest
                         guard UInt64(best) == parameters[ch] else {
                             throw fail("channel \(ch)'s parameter \(parameters[ch]) is not the one that codes it in fewest bits (\(best))",
                                        bit: channelAt)
@@ -219,7 +219,7 @@ extension StrokeCodecV2 {
     /// codes, or nil for a bad code. The hot loop of decoding: the bit buffer lives in locals.
     static func secondDifferences(_ bits: inout BitReader, count n: Int, grid g: Int64, step: Int64, value: Int64,
                                   state: inout UInt32, fixed: Bool = false, into words: UnsafeMutableRawPointer, channel ch: Int)
-        -> (low: Int64, high: Int64, largest: UInt64, cost: SIMD16<UInt64>)? {
+        -> (low: Int64, high: Int64, largest: UInt64, cost: ParameterCosts)? {
         var buffer = bits.buffer, count = bits.count, position = bits.position
         let base = bits.base, end = bits.end
         var m = state
@@ -227,7 +227,7 @@ extension StrokeCodecV2 {
         var low = v, high = v
         var largest = q.magnitude
         // With a written parameter, what each parameter would have cost ([PT2-10]).
-        var cost = SIMD16<UInt64>(repeating: 0)
+        var cost = ParameterCosts()
         // Every channel as a 32-bit word at byte 4·ch of the point's 20 (pressure's high half
         // is the struct's padding), from point 2 on.
         var out = words + (40 &+ 4 &* ch)
@@ -265,7 +265,7 @@ extension StrokeCodecV2 {
                 u = e
             }
             // A written parameter ([PT2-10]) stays; an adaptive state follows the values.
-            if fixed { cost &+= parameterCosts(u) } else { m = m &+ UInt32(truncatingIfNeeded: min(u, stateCap)) &- (m &>> 4) }
+            if fixed { cost.add(u) } else { m = m &+ UInt32(truncatingIfNeeded: min(u, stateCap)) &- (m &>> 4) }
             q &+= unzigzag(u)
             v &+= g &* q
             out.storeBytes(of: UInt32(truncatingIfNeeded: v), as: UInt32.self)

@@ -86,25 +86,35 @@ public enum StrokeCodecV2 {
     /// The parameters a written one can name: 0 to 14.
     static let parameterCount = 15
 
-    /// [PT2-10] What each Rice parameter `k` in 0…15 costs a value `u < 2⁴⁰`: `q + 1 + k`
-    /// bits with `q = u >> k`, or 65 for an escape (`q ≥ 24`). Summed over a channel's second
-    /// differences; `cheapest` then picks among 0…14. Lane arithmetic only (a select by mask
-    /// goes lane by lane through memory): `q < 24` exactly when `q − 24` wraps, its top bit
-    /// set (`q < 2⁴⁰` never has it).
-    @inline(__always) static func parameterCosts(_ u: UInt64) -> SIMD16<UInt64> {
-        let ks = SIMD16<UInt64>(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
-        let q = SIMD16<UInt64>(repeating: u) &>> ks
-        let coded = q &+ 1 &+ ks
-        let escape = SIMD16<UInt64>(repeating: UInt64(escapeRun + 1 + escapeBits))
-        let below = SIMD16<UInt64>(repeating: 0) &- ((q &- UInt64(escapeRun)) &>> 63)
-        return escape ^ ((escape ^ coded) & below)
-    }
+    /// [PT2-10] What each Rice parameter `k` in 0…14 would cost a channel's second
+    /// differences: `q + 1 + k` bits a value with `q = u >> k`, or 65 for an escape
+    /// (`q ≥ 24`). Plain integer work in one fixed buffer (SIMD lanes cost microseconds a value
+    /// in a debug build, which the test suite runs).
+    struct ParameterCosts {
+        private var bits: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64,
+                           UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
 
-    /// The parameter in 0…14 of the least summed cost, the smallest on a tie.
-    static func cheapest(_ cost: SIMD16<UInt64>) -> Int {
-        var best = 0
-        for k in 1..<parameterCount where cost[k] < cost[best] { best = k }
-        return best
+        @inline(__always) mutating func add(_ u: UInt64) {
+            withUnsafeMutableBytes(of: &bits) { raw in
+                let cost = raw.baseAddress!.assumingMemoryBound(to: UInt64.self)
+                var q = u
+                for k in 0..<StrokeCodecV2.parameterCount {
+                    cost[k] &+= q < UInt64(StrokeCodecV2.escapeRun) ? q &+ 1 &+ UInt64(k)
+                                                                     : UInt64(StrokeCodecV2.escapeRun + 1 + StrokeCodecV2.escapeBits)
+                    q &>>= 1
+                }
+            }
+        }
+
+        /// The parameter of the least cost, the smallest on a tie.
+        var cheapest: Int {
+            withUnsafeBytes(of: bits) { raw in
+                let cost = raw.baseAddress!.assumingMemoryBound(to: UInt64.self)
+                var best = 0
+                for k in 1..<StrokeCodecV2.parameterCount where cost[k] < cost[best] { best = k }
+                return best
+            }
+        }
     }
 
     /// Channel modes, two bits each ([PT2-3]).
@@ -234,9 +244,9 @@ public enum StrokeCodecV2 {
                 }
                 if c.writtenParameters {
                     // [PT2-10] The second differences' best parameter.
-                    var cost = SIMD16<UInt64>(repeating: 0)
-                    for i in 0..<(n - 2) { cost &+= parameterCosts(zigzag(d[i &+ 1] &- d[i])) }
-                    let k = UInt64(cheapest(cost))
+                    var cost = ParameterCosts()
+                    for i in 0..<(n - 2) { cost.add(zigzag(d[i &+ 1] &- d[i])) }
+                    let k = UInt64(cost.cheapest)
                     parameters[ch] = k
                     if k < parameterEscape {
                         bits.put(k, parameterBits)
