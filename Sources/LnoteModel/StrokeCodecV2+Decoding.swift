@@ -75,6 +75,33 @@ extension StrokeCodecV2 {
             LnoteError(.corrupt, message, path: path, offset: base + bits.start + (bit ?? bits.consumed) / 8)
         }
         let derived = bits.take(1) == 1
+        // x and y's digitizer grids (`StrokeCodecV2+Grids`): index into `coordinateGrids`
+        // plus 1 (0: none), and phase.
+        var gridded: [(index: Int, phase: Int64)] = []
+        if c.coordinateGrids && n >= 3 {
+            for ch in [x, y] {
+                let at = bits.consumed
+                bits.refill()
+                let preferred = preferredGrid(ch, context: c, x: gridded.first?.index ?? 0)
+                var index = preferred
+                if preferred == 0 || bits.take(1) == 0 {
+                    index = 0
+                    if bits.take(1) == 1 {
+                        index = Int(bits.take(gridIndexBits)) + 1
+                        guard index <= coordinateGrids.count, index != preferred else {
+                            throw fail("channel \(ch)'s grid index \(index - 1) out of range or its preferred one", bit: at)
+                        }
+                    }
+                }
+                var phase: Int64 = 0
+                if index > 0 {
+                    let grid = coordinateGrids[index - 1]
+                    phase = Int64(bits.take(grid.phaseBits))
+                    guard phase < grid.q else { throw fail("channel \(ch)'s phase \(phase) is not below \(grid.q)", bit: at) }
+                }
+                gridded.append((index, phase))
+            }
+        }
         var modes = SIMD8<UInt64>(repeating: Mode.unitGrid.rawValue)
         var grids = SIMD8<UInt64>(repeating: 1)
         var parameters = SIMD8<UInt64>(repeating: 0)
@@ -186,6 +213,24 @@ extension StrokeCodecV2 {
                         }
                     }
                 }
+                // x and y on their grids: the values from the grid units, then the choice
+                // checked as the encoder makes it (canonical).
+                for (ch, g) in zip([x, y], gridded) {
+                    let preferred = preferredGrid(ch, context: c, x: gridded[0].index)
+                    let at = bits.consumed
+                    if g.index > 0 {
+                        let grid = coordinateGrids[g.index - 1]
+                        for i in 1..<n {
+                            let v = value(load(words, i, ch) &- first[ch], grid: grid, phase: g.phase, first: first[ch])
+                            guard inRange(v, ch) else { throw fail("channel \(ch) leaves its range on its grid", bit: at) }
+                            store(words, i, ch, v)
+                        }
+                    }
+                    let expected = chooseGrid(count: n, preferred: preferred) { load(words, $0, ch) }
+                    guard expected.index == g.index, expected.phase == g.phase else {
+                        throw fail("channel \(ch)'s grid \(g.index) phase \(g.phase) is not the one its values choose (\(expected.index), \(expected.phase))", bit: at)
+                    }
+                }
                 if derived {
                     for i in 1..<n {
                         let p = words.load(fromByteOffset: 20 * i + 8, as: UInt16.self)
@@ -208,6 +253,7 @@ extension StrokeCodecV2 {
             throw fail("radius stored where it is derived from pressure", bit: 0)
         }
         c.first = first
+        if gridded.count == 2 { c.lastGrid = (gridded[0].index, gridded[1].index) }
         return points
     }
 

@@ -55,7 +55,23 @@ public enum StrokeCodecV2 {
         /// second-difference state: what an `addStroke2` frame's stroke is coded with
         /// ([PT2-10]). A stroke alone has no values before it for a state to learn from.
         var writtenParameters = false
+        /// x and y may sit on a digitizer grid named in the stream ([PT2-11],
+        /// `StrokeCodecV2+Grids`): stream version 3.
+        var coordinateGrids = false
+        /// The grid x and y used last: an index into `coordinateGrids` plus 1, 0 for none.
+        var lastGrid: (x: Int, y: Int) = (0, 0)
         public init() {}
+
+        public static func == (l: Context, r: Context) -> Bool {
+            l.first == r.first && l.grid == r.grid && l.firstState == r.firstState && l.stepState == r.stepState
+                && l.secondState == r.secondState && l.writtenParameters == r.writtenParameters
+                && l.coordinateGrids == r.coordinateGrids && l.lastGrid == r.lastGrid
+        }
+
+        public func hash(into h: inout Hasher) {
+            h.combine(first); h.combine(grid); h.combine(firstState); h.combine(stepState); h.combine(secondState)
+            h.combine(writtenParameters); h.combine(coordinateGrids); h.combine(lastGrid.x); h.combine(lastGrid.y)
+        }
 
         /// The context of a stroke coded alone, in an `addStroke` operation frame
         /// (`Protocol/operation-log.md` [LOG-24]): the default first point and grids, and
@@ -191,6 +207,27 @@ public enum StrokeCodecV2 {
         let coded = SIMD8<Int64>(1, 1, 1, derived ? 0 : 1, 1, 0, 0, 0) .== 1
         let hasSteps = n >= 2
         @inline(__always) func row(_ ch: Int) -> UnsafeMutablePointer<Int64> { steps + ch * (n - 1) }
+        // [PT2-11] x and y's digitizer grids, right after `derived`.
+        var chosen: [(index: Int, phase: Int64)] = []
+        if c.coordinateGrids && n >= 3 {
+            for ch in [x, y] {
+                let preferred = preferredGrid(ch, context: c, x: chosen.first?.index ?? 0)
+                let g = points.withUnsafeBufferPointer { p in
+                    chooseGrid(count: n, preferred: preferred) { ch == x ? Int64(p[$0].x) : Int64(p[$0].y) }
+                }
+                if preferred > 0 { bits.put(g.index == preferred ? 1 : 0, 1) }
+                if preferred == 0 || g.index != preferred {
+                    bits.put(g.index > 0 ? 1 : 0, 1)
+                    if g.index > 0 { bits.put(UInt64(g.index - 1), gridIndexBits) }
+                }
+                if g.index > 0 {
+                    let grid = coordinateGrids[g.index - 1]
+                    if grid.phaseBits > 0 { bits.put(UInt64(g.phase), grid.phaseBits) }
+                }
+                chosen.append(g)
+            }
+            c.lastGrid = (chosen[0].index, chosen[1].index)
+        }
         if hasSteps {
             points.withUnsafeBufferPointer { p in
                 // One loop per channel, so that no point pays a switch on the channel.
@@ -207,6 +244,16 @@ public enum StrokeCodecV2 {
                 differences(row(pressure)) { Int64($0.pressure) }
                 if coded[radius] { differences(row(radius)) { Int64($0.radius) } }
                 differences(row(time)) { Int64($0.t) }
+                // On a grid, the steps are in grid units ([PT2-11]).
+                for (ch, g) in zip([x, y], chosen) where g.index > 0 {
+                    withUnsafeTemporaryAllocation(of: Int64.self, capacity: n) { k in
+                        let found = fit(count: n, grid: coordinateGrids[g.index - 1], k: k.baseAddress!) {
+                            ch == x ? Int64(p[$0].x) : Int64(p[$0].y)
+                        }
+                        assert(found == g.phase)
+                        for i in 1..<n { row(ch)[i - 1] = k[i] &- k[i - 1] }
+                    }
+                }
             }
         }
         if n >= 3 {
