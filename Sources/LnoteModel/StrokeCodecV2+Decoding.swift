@@ -75,9 +75,9 @@ extension StrokeCodecV2 {
             LnoteError(.corrupt, message, path: path, offset: base + bits.start + (bit ?? bits.consumed) / 8)
         }
         let derived = bits.take(1) == 1
-        // x and y's digitizer grids (`StrokeCodecV2+Grids`): index into `coordinateGrids`
-        // plus 1 (0: none), and phase.
-        var gridded: [(index: Int, phase: Int64)] = []
+        // [PT2-11] x and y's digitizer grids: index into `coordinateGrids` plus 1 (0: none),
+        // phase, and the bit where the channel's grid bits begin (for errors).
+        var gridded: [(index: Int, phase: Int64, at: Int)] = []
         if c.coordinateGrids && n >= 3 {
             for ch in [x, y] {
                 let at = bits.consumed
@@ -99,7 +99,7 @@ extension StrokeCodecV2 {
                     phase = Int64(bits.take(grid.phaseBits))
                     guard phase < grid.q else { throw fail("channel \(ch)'s phase \(phase) is not below \(grid.q)", bit: at) }
                 }
-                gridded.append((index, phase))
+                gridded.append((index, phase, at))
             }
         }
         var modes = SIMD8<UInt64>(repeating: Mode.unitGrid.rawValue)
@@ -217,7 +217,7 @@ extension StrokeCodecV2 {
                 // checked as the encoder makes it (canonical).
                 for (ch, g) in zip([x, y], gridded) {
                     let preferred = preferredGrid(ch, context: c, x: gridded[0].index)
-                    let at = bits.consumed
+                    let at = g.at
                     if g.index > 0 {
                         let grid = coordinateGrids[g.index - 1]
                         for i in 1..<n {

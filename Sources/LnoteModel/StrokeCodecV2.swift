@@ -93,6 +93,23 @@ public enum StrokeCodecV2 {
             c.writtenParameters = true
             return c
         }()
+
+        /// The context of a stroke coded alone in an `addStroke3` frame
+        /// (`Protocol/operation-log.md` [LOG-32]): `standaloneWithParameters` with grids
+        /// ([PT2-11]).
+        public static let standaloneWithGrids: Context = {
+            var c = standaloneWithParameters
+            c.coordinateGrids = true
+            return c
+        }()
+
+        /// The context at the start of a chunk of a version-3 snapshot ([SNAP-42]): the
+        /// initial context with grids ([PT2-11]).
+        public static let chunkWithGrids: Context = {
+            var c = Context()
+            c.coordinateGrids = true
+            return c
+        }()
     }
 
     /// A written parameter ([PT2-10]): 3 bits for 0 to 6; 7 in them says 3 more bits follow,
