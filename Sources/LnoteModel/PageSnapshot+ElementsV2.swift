@@ -35,6 +35,12 @@ extension PageSnapshot {
         var layer: Int64?
         var style: InkStyle?
         var points = StrokeCodecV2.Context()
+
+        /// The context at the start of a chunk: in a version-3 snapshot its points are coded
+        /// with digitizer grids ([SNAP-42], [PT2-11]).
+        init(grids: Bool = false) {
+            if grids { points = .chunkWithGrids }
+        }
     }
 
     /// The replica fields of version 2: an index into the page clock's replicas (sorted), or

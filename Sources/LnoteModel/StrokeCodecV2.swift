@@ -103,6 +103,17 @@ public enum StrokeCodecV2 {
             return c
         }()
 
+        /// The standalone context of a compact stroke frame of `version`: 1 `addStroke`
+        /// (`standalone`), 2 `addStroke2` (`standaloneWithParameters`), 3 `addStroke3`
+        /// (`standaloneWithGrids`).
+        public static func frame(version: Int) -> Context {
+            switch version {
+            case 1: standalone
+            case 2: standaloneWithParameters
+            default: standaloneWithGrids
+            }
+        }
+
         /// The context at the start of a chunk of a version-3 snapshot ([SNAP-42]): the
         /// initial context with grids ([PT2-11]).
         public static let chunkWithGrids: Context = {
