@@ -12,10 +12,10 @@
 /// phase. Canonical choice: the context's grid when it fits, else the first grid of
 /// `coordinateGrids` that fits (coarsest first), else none; the smallest phase that fits.
 extension StrokeCodecV2 {
-    struct CoordinateGrid: Hashable, Sendable {
+    package struct CoordinateGrid: Hashable, Sendable {
         /// The grid is `a / q` units.
-        let a: Int64
-        let q: Int64
+        package let a: Int64
+        package let q: Int64
         /// Bits of a written phase: ⌈log₂ q⌉.
         var phaseBits: Int { q <= 1 ? 0 : 64 - (q - 1).leadingZeroBitCount }
     }
@@ -23,7 +23,7 @@ extension StrokeCodecV2 {
     /// The grids a stroke may name: every reduced `a/q` with `q ≤ 4` and `2 ≤ a/q ≤ 16`
     /// units (0.2 to 1.6 pt), coarsest first. Finer ones gain little and fit short strokes of
     /// gridless ink by chance.
-    static let coordinateGrids: [CoordinateGrid] = {
+    package static let coordinateGrids: [CoordinateGrid] = {
         var out: [CoordinateGrid] = []
         for q in Int64(1)...4 {
             for a in (2 * q)...(16 * q) where gcd(UInt64(a), UInt64(q)) == 1 {

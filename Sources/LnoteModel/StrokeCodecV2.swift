@@ -59,7 +59,7 @@ public enum StrokeCodecV2 {
         /// `StrokeCodecV2+Grids`): stream version 3.
         var coordinateGrids = false
         /// The grid x and y used last: an index into `coordinateGrids` plus 1, 0 for none.
-        var lastGrid: (x: Int, y: Int) = (0, 0)
+        package var lastGrid: (x: Int, y: Int) = (0, 0)
         public init() {}
 
         public static func == (l: Context, r: Context) -> Bool {

@@ -486,7 +486,7 @@ struct StrokeCodecV2ReferenceTests {
                     Issue.record("seed \(seed): the test's page is invalid: \(error)")
                     continue
                 }
-                let file = PageSnapshot.encode(state, coveredLogOffset: 1, logIncarnation: 2)
+                let file = PageSnapshot.encode(state, coveredLogOffset: 1, logIncarnation: 2, version: 2)
                 let (body, replicas) = try ReferenceElementsV2.elementsSection(of: file)
                 do {
                     var streams: [Range<Int>] = [], prefixes: [Int] = []
@@ -519,7 +519,7 @@ struct StrokeCodecV2ReferenceTests {
         for seed in testSeeds(0x5EED_0307, count: 2) {
             var g = SplitMix64(seed: seed)
             let state = PageSnapshot.canonicalized(PageSnapshotV2Tests.page(seed: seed, elements: 8))
-            let file = PageSnapshot.encode(state, coveredLogOffset: 1, logIncarnation: 2)
+            let file = PageSnapshot.encode(state, coveredLogOffset: 1, logIncarnation: 2, version: 2)
             let (body, replicas) = try ReferenceElementsV2.elementsSection(of: file)
             // The bytes of the records but their point streams (the tests above mutate those).
             var streams: [Range<Int>] = [], prefixes: [Int] = []
