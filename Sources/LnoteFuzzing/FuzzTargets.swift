@@ -172,11 +172,13 @@ public enum FuzzTargets {
         let bytes = PageSnapshot.encode(c)
         let again = try? PageSnapshot.decode(bytes)
         check(again == c, "a decoded snapshot does not survive re-encoding")
-        // [SNAP-36] Version 2 is canonical: what a reader accepts is what the writer writes,
-        // but for what a reader skips by design (compatible flags, [SNAP-8]; non-critical
-        // sections it does not know, [SNAP-11]).
-        if data[8] == 2 && data[9] == 0 && data[10] == 0 && data[11] == 0 && onlyKnownSections(data) {
-            check(bytes == data, "a version-2 snapshot the reader accepts is not canonical")
+        // [SNAP-36] [SNAP-42] Versions 2 and 3 are canonical: what a reader accepts is what the
+        // writer of that version writes, but for what a reader skips by design (compatible
+        // flags, [SNAP-8]; non-critical sections it does not know, [SNAP-11]).
+        if (data[8] == 2 || data[8] == 3) && data[9] == 0 && data[10] == 0 && data[11] == 0 && onlyKnownSections(data) {
+            let same = PageSnapshot.encode(c.state, coveredLogOffset: c.coveredLogOffset, logIncarnation: c.logIncarnation,
+                                           version: UInt16(data[8]))
+            check(same == data, "a version-\(data[8]) snapshot the reader accepts is not canonical")
         }
         check(again.map(PageSnapshot.encode) == bytes, "a snapshot's encoding is not a function of its state")
         // Whatever a reader accepts, local editing on top of it never traps ([SNAP-19]): the

@@ -16,6 +16,50 @@ extension StrokeCodecV2 {
         /// The grid is `a / q` units.
         package let a: Int64
         package let q: Int64
+        /// `⌊2⁶⁴ / a⌋ + 1`: `x mod a` for `x < 2³²` by two multiplications (Lemire's fastmod).
+        let inverse: UInt64
+        /// The same for `q`.
+        let inverseQ: UInt64
+        /// `⌊a / q⌋`: two different values on the grid are at least this far apart.
+        let whole: Int64
+
+        init(a: Int64, q: Int64) {
+            self.a = a
+            self.q = q
+            inverse = UInt64.max / UInt64(a) &+ 1
+            inverseQ = UInt64.max / UInt64(q) &+ 1
+            whole = a / q
+        }
+
+        /// `⌊m / d⌋` for `m < 2³²` (Lemire's fastdiv) by one multiplication, with `inverse` = `⌊2⁶⁴ / d⌋ + 1`.
+        @inline(__always) static func quotient(_ m: UInt64, _ d: Int64, _ inverse: UInt64) -> Int64 {
+            d == 1 ? Int64(m) : Int64(inverse.multipliedFullWidth(by: m).high)
+        }
+
+        /// `⌊x / d⌋` (`d` being `a` or `q`, with its inverse).
+        @inline(__always) static func floorDiv(_ x: Int64, _ d: Int64, _ inverse: UInt64) -> Int64 {
+            let m = x.magnitude
+            guard m < 1 << 31 else { return StrokeCodecV2.floorDiv(x, d) }
+            if x >= 0 { return quotient(m, d, inverse) }
+            return -quotient(m &+ UInt64(d) &- 1, d, inverse)
+        }
+
+        /// `⌈x / a⌉`.
+        @inline(__always) func ceilDivA(_ x: Int64) -> Int64 { -CoordinateGrid.floorDiv(-x, a, inverse) }
+
+        /// `⌊x / q⌋`.
+        @inline(__always) func floorDivQ(_ x: Int64) -> Int64 { CoordinateGrid.floorDiv(x, q, inverseQ) }
+
+        /// `x mod a` in `0 ..< a`, for any `x` (a division only past 2³²).
+        @inline(__always) func remainder(_ x: Int64) -> Int64 {
+            let m = x.magnitude
+            guard m < 1 << 32 else {
+                let r = x % a
+                return r < 0 ? r &+ a : r
+            }
+            let r = Int64((inverse &* m).multipliedFullWidth(by: UInt64(a)).high)
+            return x < 0 && r != 0 ? a &- r : r
+        }
         /// Bits of a written phase: ⌈log₂ q⌉.
         var phaseBits: Int { q <= 1 ? 0 : 64 - (q - 1).leadingZeroBitCount }
     }
@@ -46,24 +90,46 @@ extension StrokeCodecV2 {
 
     /// The smallest phase with which `n` values (`value(i)`, at most 2³² apart) fit `grid`,
     /// or nil. With `k`, the grid units `k_i` of that phase are stored there.
-    static func fit(count n: Int, grid g: CoordinateGrid, k: UnsafeMutablePointer<Int64>? = nil,
+    ///
+    /// One remainder a value, whatever the phase: with `r_i = q·(v_i − v_0) mod a`, the
+    /// values fit with phase `p` exactly when every `r_i` is in `[0, p]` or in `(a + p − q, a)`
+    /// (the interval `[q·(v_i − v_0) − p, … + q)` then holds a multiple of `a`). As `a ≥ 2q`, a
+    /// remainder below `q` must be at most `p`, one above `a − q` must exceed `a + p − q`, and
+    /// any other fits no phase: the smallest phase is the largest remainder below `q`, if it
+    /// leaves room for the smallest one above `a − q`.
+    ///
+    /// `far`: a point to try first (the one farthest from the first, where a grid slightly
+    /// coarser or finer than the pen's has drifted most).
+    static func fit(count n: Int, grid g: CoordinateGrid, k: UnsafeMutablePointer<Int64>? = nil, far: Int = 0,
                     _ value: (Int) -> Int64) -> Int64? {
         let v0 = value(0)
-        phases: for p in 0..<g.q {
-            for i in 0..<n {
-                let low = g.q &* (value(i) &- v0) &- p
-                let ki = ceilDiv(low, g.a)
-                guard g.a &* ki < low &+ g.q else { continue phases }
-                k?[i] = ki
-            }
-            return p
+        let a = g.a, q = g.q
+        if far > 0 {
+            let r = g.remainder(q &* (value(far) &- v0))
+            guard r < q || r > a &- q else { return nil }
         }
-        return nil
+        var low: Int64 = 0, high = a
+        for i in 1..<max(1, n) {
+            let r = g.remainder(q &* (value(i) &- v0))
+            if r < q {
+                if r > low { low = r }
+            } else if r > a &- q {
+                if r < high { high = r }
+            } else {
+                return nil
+            }
+            guard low <= high &- a &+ q &- 1 else { return nil }
+        }
+        if let k {
+            k[0] = 0
+            for i in 1..<max(1, n) { k[i] = g.ceilDivA(q &* (value(i) &- v0) &- low) }
+        }
+        return low
     }
 
     /// The value of grid units `k` (`k_0 = 0` at `v0`).
     @inline(__always) static func value(_ k: Int64, grid g: CoordinateGrid, phase p: Int64, first v0: Int64) -> Int64 {
-        v0 &+ floorDiv(g.a &* k &+ p, g.q)
+        v0 &+ g.floorDivQ(g.a &* k &+ p)
     }
 
     /// Bits of a grid's index in `coordinateGrids`.
@@ -72,17 +138,32 @@ extension StrokeCodecV2 {
     /// The canonical grid of a channel (an index into `coordinateGrids` plus 1, 0 for none)
     /// and its phase: the `preferred` grid when it fits, else the first of `coordinateGrids`
     /// that fits, else none.
+    ///
+    /// Only grids no coarser than the smallest step can fit: two different values on grid
+    /// `a/q` differ by at least `⌊a/q⌋` (`⌊x + y⌋ ≥ ⌊x⌋ + ⌊y⌋`), so a step of 1 tenth rules
+    /// out every grid without a remainder taken (gridless ink pays one pass over its steps).
     static func chooseGrid(count n: Int, preferred: Int, _ value: (Int) -> Int64) -> (index: Int, phase: Int64) {
         if preferred > 0, let p = fit(count: n, grid: coordinateGrids[preferred - 1], value) { return (preferred, p) }
-        for (j, g) in coordinateGrids.enumerated() where j + 1 != preferred {
-            if let p = fit(count: n, grid: g, value) { return (j + 1, p) }
+        var step = Int64.max
+        let v0 = value(0)
+        var previous = v0, far = 0, farthest: UInt64 = 0
+        for i in 1..<max(1, n) {
+            let v = value(i)
+            let d = (v &- previous).magnitude
+            if d != 0 && d < step.magnitude { step = Int64(d) }
+            let span = (v &- v0).magnitude
+            if span > farthest { (far, farthest) = (i, span) }
+            previous = v
         }
-        return (0, 0)
+        return coordinateGrids.withUnsafeBufferPointer { grids in
+            var j = 0
+            while j < grids.count && grids[j].whole > step { j += 1 }
+            while j < grids.count {
+                if j + 1 != preferred, let p = fit(count: n, grid: grids[j], far: far, value) { return (j + 1, p) }
+                j += 1
+            }
+            return (0, 0)
+        }
     }
 
-    /// The grid a channel prefers: x its last one; y its last one, or else the grid x has in
-    /// this stroke.
-    static func preferredGrid(_ ch: Int, context c: Context, x chosen: Int) -> Int {
-        ch == x ? c.lastGrid.x : (c.lastGrid.y > 0 ? c.lastGrid.y : chosen)
-    }
 }

@@ -235,26 +235,18 @@ public enum StrokeCodecV2 {
         let coded = SIMD8<Int64>(1, 1, 1, derived ? 0 : 1, 1, 0, 0, 0) .== 1
         let hasSteps = n >= 2
         @inline(__always) func row(_ ch: Int) -> UnsafeMutablePointer<Int64> { steps + ch * (n - 1) }
-        // [PT2-11] x and y's digitizer grids, right after `derived`.
-        var chosen: [(index: Int, phase: Int64)] = []
+        // [PT2-11] x and y's digitizer grids, right after `derived` (index into
+        // `coordinateGrids` plus 1, 0 for none; phase).
+        var gridX = (index: 0, phase: Int64(0)), gridY = gridX
         if c.coordinateGrids && n >= 3 {
-            for ch in [x, y] {
-                let preferred = preferredGrid(ch, context: c, x: chosen.first?.index ?? 0)
-                let g = points.withUnsafeBufferPointer { p in
-                    chooseGrid(count: n, preferred: preferred) { ch == x ? Int64(p[$0].x) : Int64(p[$0].y) }
-                }
-                if preferred > 0 { bits.put(g.index == preferred ? 1 : 0, 1) }
-                if preferred == 0 || g.index != preferred {
-                    bits.put(g.index > 0 ? 1 : 0, 1)
-                    if g.index > 0 { bits.put(UInt64(g.index - 1), gridIndexBits) }
-                }
-                if g.index > 0 {
-                    let grid = coordinateGrids[g.index - 1]
-                    if grid.phaseBits > 0 { bits.put(UInt64(g.phase), grid.phaseBits) }
-                }
-                chosen.append(g)
+            points.withUnsafeBufferPointer { p in
+                gridX = chooseGrid(count: n, preferred: c.lastGrid.x) { Int64(p[$0].x) }
+                writeGrid(gridX, preferred: c.lastGrid.x, into: &bits)
+                let preferredY = c.lastGrid.y > 0 ? c.lastGrid.y : gridX.index
+                gridY = chooseGrid(count: n, preferred: preferredY) { Int64(p[$0].y) }
+                writeGrid(gridY, preferred: preferredY, into: &bits)
             }
-            c.lastGrid = (chosen[0].index, chosen[1].index)
+            c.lastGrid = (gridX.index, gridY.index)
         }
         if hasSteps {
             points.withUnsafeBufferPointer { p in
@@ -273,13 +265,16 @@ public enum StrokeCodecV2 {
                 if coded[radius] { differences(row(radius)) { Int64($0.radius) } }
                 differences(row(time)) { Int64($0.t) }
                 // On a grid, the steps are in grid units ([PT2-11]).
-                for (ch, g) in zip([x, y], chosen) where g.index > 0 {
+                if gridX.index > 0 || gridY.index > 0 {
                     withUnsafeTemporaryAllocation(of: Int64.self, capacity: n) { k in
-                        let found = fit(count: n, grid: coordinateGrids[g.index - 1], k: k.baseAddress!) {
-                            ch == x ? Int64(p[$0].x) : Int64(p[$0].y)
+                        if gridX.index > 0 {
+                            _ = fit(count: n, grid: coordinateGrids[gridX.index - 1], k: k.baseAddress!) { Int64(p[$0].x) }
+                            for i in 1..<n { row(x)[i - 1] = k[i] &- k[i - 1] }
                         }
-                        assert(found == g.phase)
-                        for i in 1..<n { row(ch)[i - 1] = k[i] &- k[i - 1] }
+                        if gridY.index > 0 {
+                            _ = fit(count: n, grid: coordinateGrids[gridY.index - 1], k: k.baseAddress!) { Int64(p[$0].y) }
+                            for i in 1..<n { row(y)[i - 1] = k[i] &- k[i - 1] }
+                        }
                     }
                 }
             }
@@ -357,6 +352,20 @@ public enum StrokeCodecV2 {
         }
         c.first = v0
         return bits.finish()
+    }
+
+    /// [PT2-11] A channel's grid bits: `same` when it has a preferred grid, then, unless the
+    /// preferred one is chosen, `on` and the 7-bit index; then the phase.
+    static func writeGrid(_ g: (index: Int, phase: Int64), preferred: Int, into bits: inout RiceWriter) {
+        if preferred > 0 { bits.put(g.index == preferred ? 1 : 0, 1) }
+        if preferred == 0 || g.index != preferred {
+            bits.put(g.index > 0 ? 1 : 0, 1)
+            if g.index > 0 { bits.put(UInt64(g.index - 1), gridIndexBits) }
+        }
+        if g.index > 0 {
+            let grid = coordinateGrids[g.index - 1]
+            if grid.phaseBits > 0 { bits.put(UInt64(g.phase), grid.phaseBits) }
+        }
     }
 
     /// A bit stream written least significant bit first, over the module's `BitWriter`:

@@ -70,6 +70,7 @@ extension Bench {
             let ops = d.ops
             let written = ops.map { OperationCodec.encode($0) }.joined(), added = ops.map { OperationCodec.encode($0, form: .hash) }.joined()
             let writtenBytes = Array(written), addedBytes = Array(added)
+            let v2Bytes = Array(ops.map { OperationCodec.encode($0, form: .writtenV2) }.joined())
             let frameRepeats = max(1, 200_000 / max(1, d.points))
             var frameSum = 0
             let ft = try await measure([
@@ -79,6 +80,10 @@ extension Bench {
                 Variant(name: "add decode", body: { for _ in 0..<frameRepeats { frameSum &+= try Self.decodeFrames(addedBytes) } }),
                 Variant(name: "addStroke3 hash", body: { for _ in 0..<frameRepeats { frameSum &+= try Self.hashFrames(writtenBytes) } }),
                 Variant(name: "add hash", body: { for _ in 0..<frameRepeats { frameSum &+= try Self.hashFrames(addedBytes) } }),
+                Variant(name: "addStroke2 encode", body: {
+                    for _ in 0..<frameRepeats { for op in ops { frameSum &+= OperationCodec.encode(op, form: .writtenV2).count } }
+                }),
+                Variant(name: "addStroke2 decode", body: { for _ in 0..<frameRepeats { frameSum &+= try Self.decodeFrames(v2Bytes) } }),
             ], runs: options.runs)
             guard frameSum != 0 else { throw LnoteError(.invalidState, "case 1: the frame passes did nothing") }
             let fns = ft.map { $0.median * 1e9 / Double(frameRepeats * d.points) }
@@ -90,6 +95,14 @@ extension Bench {
                                     baselineName: "add frame decode", baseline: fns[3], target: .report,
                                     note: "Frame.decodeAll + OperationCodec.decode (CRC, payload, the validator) of every frame",
                                     measuredRuns: ft[2].runs, baselineRuns: ft[3].runs))
+            results.rows.append(Row(1, "journal frame encode vs addStroke2, \(label)", measured: fns[0], unit: .nanosecondsPerPoint,
+                                    baselineName: "addStroke2 frame encode", baseline: fns[6], target: .report,
+                                    note: "the same operations without digitizer grids (0x09): what choosing the grids costs",
+                                    measuredRuns: ft[0].runs, baselineRuns: ft[6].runs))
+            results.rows.append(Row(1, "journal frame decode vs addStroke2, \(label)", measured: fns[2], unit: .nanosecondsPerPoint,
+                                    baselineName: "addStroke2 frame decode", baseline: fns[7], target: .report,
+                                    note: "the same operations without digitizer grids (0x09): what checking the grids costs",
+                                    measuredRuns: ft[2].runs, baselineRuns: ft[7].runs))
             results.rows.append(Row(1, "journal content hashes, \(label)", measured: fns[4], unit: .nanosecondsPerPoint,
                                     baselineName: "add frame hashes", baseline: fns[5], target: .report,
                                     note: "ContentHash.of every frame of the log (what a log's digests cost, [SYNC-50]): an addStroke is decoded and hashed in its add form",
