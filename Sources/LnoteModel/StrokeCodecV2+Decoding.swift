@@ -212,8 +212,8 @@ extension StrokeCodecV2 {
                         }
                         let expected = chooseGrid(count: n, preferred: preferred) { load(words, $0, ch) }
                         guard expected.index == g.index, expected.phase == g.phase else {
-                            throw fail("channel \(ch)'s grid \(g.index) phase \(g.phase) is not the one its values choose "
-                                       + "(\(expected.index), \(expected.phase))", bit: g.at)
+                            throw fail("channel \(ch)'s grid \(gridName(g.index)) phase \(g.phase) is not the one its values "
+                                       + "choose (\(gridName(expected.index)) phase \(expected.phase))", bit: g.at)
                         }
                     }
                 }
@@ -241,6 +241,14 @@ extension StrokeCodecV2 {
         c.first = first
         if c.coordinateGrids && n >= 3 { c.lastGrid = (gridX.index, gridY.index) }
         return points
+    }
+
+    /// A grid for a person: its index in `G` and its size (`coordinateGrids`' index plus 1,
+    /// 0 for none).
+    static func gridName(_ index: Int) -> String {
+        guard index > 0 else { return "none" }
+        let g = coordinateGrids[index - 1]
+        return "\(index - 1) (\(g.a)/\(g.q))"
     }
 
     /// [PT2-11] A channel's grid bits: its grid (index into `coordinateGrids` plus 1, 0 for
