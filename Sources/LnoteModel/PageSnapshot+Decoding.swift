@@ -16,7 +16,7 @@ extension PageSnapshot {
         try decode(bytes, path: path, parallel: true)
     }
 
-    /// `decode` with the points of a version-2 snapshot deferred ([SNAP-38]): every check
+    /// `decode` with the points of a version-2 or version-3 snapshot deferred ([SNAP-38]): every check
     /// but those of the point streams' bits, which run when a stroke is first resolved
     /// (`Stroke.resolved()`, `PageState.resolved()`), chunk by chunk. A version-1 snapshot
     /// is read whole. Same errors as `decode` for everything it checks. A deferred stroke is

@@ -1,6 +1,7 @@
-/// Element records of snapshot format version 2 (`Protocol/page-snapshot.md` 4.3, "Element
-/// record, version 2", [SNAP-33] … [SNAP-36]): each record coded against the previous record
-/// of its chunk of 64, its points in the version 2 point stream (`StrokeCodecV2`).
+/// Element records of snapshot format versions 2 and 3 (`Protocol/page-snapshot.md` 4.3,
+/// "Element record, version 2", [SNAP-33] … [SNAP-36], [SNAP-42]): each record coded against
+/// the previous record of its chunk of 64, its points in the version 2 point stream
+/// (`StrokeCodecV2`; with digitizer grids in version 3).
 extension PageSnapshot {
     /// Record flags ([SNAP-34]).
     enum RecordFlag {

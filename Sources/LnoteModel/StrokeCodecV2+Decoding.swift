@@ -239,7 +239,7 @@ extension StrokeCodecV2 {
             throw fail("radius stored where it is derived from pressure", bit: 0)
         }
         c.first = first
-        if c.coordinateGrids && n >= 3 { c.lastGrid = (gridX.index, gridY.index) }
+        if c.coordinateGrids && n >= 3 { c.lastGrid = Context.LastGrids(x: gridX.index, y: gridY.index) }
         return points
     }
 

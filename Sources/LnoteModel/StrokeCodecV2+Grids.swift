@@ -1,6 +1,6 @@
-/// Digitizer grids of x and y (issue 15; a prototype for the next point-stream version, not
-/// written by any format yet: `Context.coordinateGrids` is false in every context a snapshot
-/// or frame uses).
+/// Digitizer grids of x and y (`Protocol/page-snapshot.md` [PT2-11]; issue 15): what a context
+/// *with grids* adds to the stream, the context of `addStroke3` frames and of version-3
+/// snapshot chunks.
 ///
 /// A pen's coordinates often sit on a grid that is not an integer grid at 0.1 pt: 0.75 pt with
 /// an offset (steps of 7, 8, 15, 22, 23 tenths), 0.25 pt, 1/3 pt. Values `v_i` fit the grid of

@@ -1,5 +1,5 @@
-/// Version 2 of the point stream, the one snapshot format version 2 writes
-/// (`Protocol/page-snapshot.md` section 3a, [PT2-1] … [PT2-9]).
+/// Version 2 of the point stream, the one snapshot format versions 2 and 3 and the compact
+/// stroke frames write (`Protocol/page-snapshot.md` section 3a, [PT2-1] … [PT2-11]).
 ///
 /// Built for real pen recordings (issue 15): short strokes, points 1 to 5 pt apart on a
 /// digitizer grid, channels that are often absent. In short:
@@ -56,21 +56,17 @@ public enum StrokeCodecV2 {
         /// ([PT2-10]). A stroke alone has no values before it for a state to learn from.
         var writtenParameters = false
         /// x and y may sit on a digitizer grid named in the stream ([PT2-11],
-        /// `StrokeCodecV2+Grids`): stream version 3.
+        /// `StrokeCodecV2+Grids`): a context *with grids* (`addStroke3` frames, version-3
+        /// snapshot chunks).
         var coordinateGrids = false
-        /// The grid x and y used last: an index into `coordinateGrids` plus 1, 0 for none.
-        package var lastGrid: (x: Int, y: Int) = (0, 0)
+        /// The digitizer grid x and y used last.
+        package var lastGrid = LastGrids()
         public init() {}
 
-        public static func == (l: Context, r: Context) -> Bool {
-            l.first == r.first && l.grid == r.grid && l.firstState == r.firstState && l.stepState == r.stepState
-                && l.secondState == r.secondState && l.writtenParameters == r.writtenParameters
-                && l.coordinateGrids == r.coordinateGrids && l.lastGrid == r.lastGrid
-        }
-
-        public func hash(into h: inout Hasher) {
-            h.combine(first); h.combine(grid); h.combine(firstState); h.combine(stepState); h.combine(secondState)
-            h.combine(writtenParameters); h.combine(coordinateGrids); h.combine(lastGrid.x); h.combine(lastGrid.y)
+        /// x's and y's last digitizer grids: an index into `coordinateGrids` plus 1, 0 for none.
+        package struct LastGrids: Sendable, Hashable {
+            package var x = 0
+            package var y = 0
         }
 
         /// The context of a stroke coded alone, in an `addStroke` operation frame
@@ -108,9 +104,10 @@ public enum StrokeCodecV2 {
         /// (`standaloneWithGrids`).
         public static func frame(version: Int) -> Context {
             switch version {
-            case 1: standalone
-            case 2: standaloneWithParameters
-            default: standaloneWithGrids
+            case 1: return standalone
+            case 2: return standaloneWithParameters
+            case 3: return standaloneWithGrids
+            default: preconditionFailure("no compact stroke frame version \(version)")
             }
         }
 
@@ -246,7 +243,7 @@ public enum StrokeCodecV2 {
                 gridY = chooseGrid(count: n, preferred: preferredY) { Int64(p[$0].y) }
                 writeGrid(gridY, preferred: preferredY, into: &bits)
             }
-            c.lastGrid = (gridX.index, gridY.index)
+            c.lastGrid = Context.LastGrids(x: gridX.index, y: gridY.index)
         }
         if hasSteps {
             points.withUnsafeBufferPointer { p in

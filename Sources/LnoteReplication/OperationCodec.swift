@@ -148,8 +148,8 @@ public enum OperationCodec {
         return size
     }
 
-    /// The payload of `op` in the frame type `type`: `addStroke2` or `addStroke` for an add
-    /// of a stroke in a compact form, else the operation's kind.
+    /// The payload of `op` in the frame type `type`: `addStroke3`, `addStroke2` or `addStroke`
+    /// for an add of a stroke in a compact form, else the operation's kind.
     static func encodePayload(_ op: Op, type: UInt8, into w: inout ByteWriter) {
         if isCompactStroke(type), case .add(.stroke(let s), let z) = op.body {
             encodeAddStroke(op, s, z, version: compactVersion(ofType: type)!, into: &w)
