@@ -77,14 +77,15 @@ public enum FuzzTargets {
         }
     }
 
-    /// [LOG-22], [LOG-24], [LOG-29] A decoded operation re-encodes to its frame in the
-    /// frame's form (an `add` is the hash form, an `addStroke2` the written form, an
-    /// `addStroke` the earlier written form); its other forms decode to the same operation;
+    /// [LOG-22], [LOG-24], [LOG-29], [LOG-32] A decoded operation re-encodes to its frame in
+    /// the frame's form (an `add` is the hash form, an `addStroke3` the written form, an
+    /// `addStroke2` and an `addStroke` the earlier written forms); its other forms decode to
+    /// the same operation;
     /// and every form has one content hash ([SYNC-50]).
     static func checkForms(_ op: Op, _ f: Frame) {
         let form = OperationCodec.form(ofType: f.type)
         check(OperationCodec.frame(op, form: form) == f, "operation \(op.id) does not re-encode to its frame")
-        for other in [OperationCodec.Form.written, .writtenV1, .hash] where other != form {
+        for other in [OperationCodec.Form.written, .writtenV2, .writtenV1, .hash] where other != form {
             let frame = OperationCodec.frame(op, form: other)
             check((try? OperationCodec.decode(frame)) == op, "operation \(op.id) does not round-trip in another form")
             check(ContentHash.of(frame) == ContentHash.of(f), "operation \(op.id) has two content hashes")
@@ -128,7 +129,9 @@ public enum FuzzTargets {
     /// endian), then up to 64 streams coded one after the other in one context, as a chunk of
     /// snapshot records codes them. Whatever decodes re-encodes, in a fresh context, to exactly
     /// the bytes read. The same bytes are then read as streams coded each alone with written
-    /// parameters, as `addStroke2` frames hold them ([PT2-10]), with the same property.
+    /// parameters, as `addStroke2` frames hold them ([PT2-10]), as streams coded each alone with
+    /// written parameters and grids, as `addStroke3` frames hold them ([PT2-11]), and as a chunk
+    /// with grids, as a version-3 snapshot holds it, each with the same property.
     static func pointsV2(_ data: [UInt8]) {
         guard data.count >= 2 else { return }
         let width = Int32(Int16(bitPattern: UInt16(data[0]) | UInt16(data[1]) << 8))
@@ -140,15 +143,25 @@ public enum FuzzTargets {
             StrokeCodecV2.encodePoints(points, width: width, context: &encoding, into: &w)
             check(w.bytes == Array(data[2..<r.position]), "a version-2 point stream is not canonical")
         }
-        var alone = ByteReader(data, range: 2..<data.count)
-        for _ in 0..<64 where !alone.isAtEnd {
-            let start = alone.position
-            var context = StrokeCodecV2.Context.standaloneWithParameters
-            guard let points = try? StrokeCodecV2.decodePoints(&alone, width: width, context: &context) else { break }
-            var again = StrokeCodecV2.Context.standaloneWithParameters
-            var one = ByteWriter()
-            StrokeCodecV2.encodePoints(points, width: width, context: &again, into: &one)
-            check(one.bytes == Array(data[start..<alone.position]), "a point stream with written parameters is not canonical")
+        for standalone in [StrokeCodecV2.Context.standaloneWithParameters, .standaloneWithGrids] {
+            var alone = ByteReader(data, range: 2..<data.count)
+            for _ in 0..<64 where !alone.isAtEnd {
+                let start = alone.position
+                var context = standalone
+                guard let points = try? StrokeCodecV2.decodePoints(&alone, width: width, context: &context) else { break }
+                var again = standalone
+                var one = ByteWriter()
+                StrokeCodecV2.encodePoints(points, width: width, context: &again, into: &one)
+                check(one.bytes == Array(data[start..<alone.position]), "a point stream coded alone is not canonical")
+            }
+        }
+        var gridded = ByteReader(data, range: 2..<data.count)
+        var decodingGrids = StrokeCodecV2.Context.chunkWithGrids, encodingGrids = StrokeCodecV2.Context.chunkWithGrids
+        var chunk = ByteWriter()
+        for _ in 0..<64 where !gridded.isAtEnd {
+            guard let points = try? StrokeCodecV2.decodePoints(&gridded, width: width, context: &decodingGrids) else { break }
+            StrokeCodecV2.encodePoints(points, width: width, context: &encodingGrids, into: &chunk)
+            check(chunk.bytes == Array(data[2..<gridded.position]), "a point stream with grids is not canonical")
         }
     }
 
@@ -159,11 +172,13 @@ public enum FuzzTargets {
         let bytes = PageSnapshot.encode(c)
         let again = try? PageSnapshot.decode(bytes)
         check(again == c, "a decoded snapshot does not survive re-encoding")
-        // [SNAP-36] Version 2 is canonical: what a reader accepts is what the writer writes,
-        // but for what a reader skips by design (compatible flags, [SNAP-8]; non-critical
-        // sections it does not know, [SNAP-11]).
-        if data[8] == 2 && data[9] == 0 && data[10] == 0 && data[11] == 0 && onlyKnownSections(data) {
-            check(bytes == data, "a version-2 snapshot the reader accepts is not canonical")
+        // [SNAP-36] [SNAP-42] Versions 2 and 3 are canonical: what a reader accepts is what the
+        // writer of that version writes, but for what a reader skips by design (compatible
+        // flags, [SNAP-8]; non-critical sections it does not know, [SNAP-11]).
+        if (data[8] == 2 || data[8] == 3) && data[9] == 0 && data[10] == 0 && data[11] == 0 && onlyKnownSections(data) {
+            let same = PageSnapshot.encode(c.state, coveredLogOffset: c.coveredLogOffset, logIncarnation: c.logIncarnation,
+                                           version: UInt16(data[8]))
+            check(same == data, "a version-\(data[8]) snapshot the reader accepts is not canonical")
         }
         check(again.map(PageSnapshot.encode) == bytes, "a snapshot's encoding is not a function of its state")
         // Whatever a reader accepts, local editing on top of it never traps ([SNAP-19]): the

@@ -76,10 +76,11 @@ public final class DeferredPoints: Sendable, Hashable {
     /// one frame's payload whose points (a stream in its standalone context) begin at a
     /// position, for a stroke of that style.
     enum Kind: Sendable {
-        case snapshot(PageSnapshot.ReplicaTable)
-        /// The stream starts at `pointsAt` and ends with the payload; `writtenParameters`
-        /// for an `addStroke2` frame's (`StrokeCodecV2.Context.standaloneWithParameters`).
-        case frame(style: InkStyle, operation: OpID, pointsAt: Int, writtenParameters: Bool)
+        case snapshot(PageSnapshot.ReplicaTable, grids: Bool)
+        /// The stream starts at `pointsAt` and ends with the payload, coded against the
+        /// standalone context of compact stroke frames of `version`
+        /// (`StrokeCodecV2.Context.frame(version:)`: 1 `addStroke`, 2 `addStroke2`, 3 `addStroke3`).
+        case frame(style: InkStyle, operation: OpID, pointsAt: Int, version: Int)
     }
 
     let bytes: [UInt8]
@@ -91,21 +92,21 @@ public final class DeferredPoints: Sendable, Hashable {
     private let state = Mutex<(layout: Layout, chunks: [Outcome?], kept: [KeptStream], keptChunks: [Outcome?], frame: Outcome?)>(
         (Layout(), [], [], [], nil))
 
-    init(bytes: [UInt8], path: String?, replicas: PageSnapshot.ReplicaTable) {
+    init(bytes: [UInt8], path: String?, replicas: PageSnapshot.ReplicaTable, grids: Bool) {
         self.bytes = bytes
         self.base = 0
         self.path = path
-        self.kind = .snapshot(replicas)
+        self.kind = .snapshot(replicas, grids: grids)
     }
 
     /// The points of one frame: `payload[at...]` is the point stream, the last field; `base`
     /// is the payload's offset in its file, for errors.
     package init(frame payload: [UInt8], pointsAt at: Int, style: InkStyle, operation: OpID, base: Int, path: String?,
-                 writtenParameters: Bool) {
+                 version: Int) {
         self.bytes = payload
         self.base = base
         self.path = path
-        self.kind = .frame(style: style, operation: operation, pointsAt: at, writtenParameters: writtenParameters)
+        self.kind = .frame(style: style, operation: operation, pointsAt: at, version: version)
     }
 
     /// True for one frame's points (one chunk, numbered 0).
@@ -115,7 +116,7 @@ public final class DeferredPoints: Sendable, Hashable {
     }
 
     var replicas: PageSnapshot.ReplicaTable? {
-        if case .snapshot(let r) = kind { return r }
+        if case .snapshot(let r, _) = kind { return r }
         return nil
     }
 
@@ -151,12 +152,12 @@ public final class DeferredPoints: Sendable, Hashable {
     }
 
     private func outcome(ofChunk k: Int) -> Outcome {
-        if case .frame(let style, let operation, let at, let parameters) = kind {
+        if case .frame(let style, let operation, let at, let version) = kind {
             guard k == 0 else { return .failure(LnoteError(.invalidState, "no chunk \(k) of a frame's points", path: path)) }
             if let done = state.withLock({ $0.frame }) { return done }
             var r = ByteReader(bytes, range: at..<bytes.count, base: base, path: path)
             r.shortestVarints = true
-            let outcome = decodeFrame(&r, style: style, operation: operation, writtenParameters: parameters)
+            let outcome = decodeFrame(&r, style: style, operation: operation, version: version)
             state.withLock { $0.frame = outcome }
             return outcome
         }
@@ -219,12 +220,15 @@ public final class DeferredPoints: Sendable, Hashable {
         var r = ByteReader(bytes, range: layout.starts[k]..<end, base: base, path: path)
         r.shortestVarints = true
         let replicas: PageSnapshot.ReplicaTable
+        let withGrids: Bool
         switch kind {
-        case .frame(let style, let operation, _, let parameters):
-            return decodeFrame(&r, style: style, operation: operation, writtenParameters: parameters)
-        case .snapshot(let table): replicas = table
+        case .frame(let style, let operation, _, let version):
+            return decodeFrame(&r, style: style, operation: operation, version: version)
+        case .snapshot(let table, let grids):
+            replicas = table
+            withGrids = grids
         }
-        var context = PageSnapshot.RecordContext()
+        var context = PageSnapshot.RecordContext(grids: withGrids)
         let first = k * stride, n = min(stride, layout.records - first)
         var out: [[StrokePoint]?] = []
         out.reserveCapacity(n)
@@ -255,10 +259,10 @@ public final class DeferredPoints: Sendable, Hashable {
     /// the stream's own ([PT2-8], [PT2-7]), the end of the payload, and [LOG-23]'s bounds
     /// (reported as the operation validator does, at the payload's first byte, naming the
     /// operation by its id where the validator describes it whole).
-    private func decodeFrame(_ r: inout ByteReader, style: InkStyle, operation: OpID, writtenParameters: Bool) -> Outcome {
+    private func decodeFrame(_ r: inout ByteReader, style: InkStyle, operation: OpID, version: Int) -> Outcome {
         let at = r.offset
         do {
-            var context = writtenParameters ? StrokeCodecV2.Context.standaloneWithParameters : .standalone
+            var context = StrokeCodecV2.Context.frame(version: version)
             let points = try StrokeCodecV2.decodePoints(&r, width: style.width, context: &context)
             guard r.isAtEnd else { throw r.error(.corrupt, "\(r.remaining) bytes after the point stream") }
             if let problem = ContentBounds.problem(.stroke(Stroke(style: style, points: points))) {

@@ -16,7 +16,7 @@ extension PageSnapshot {
         try decode(bytes, path: path, parallel: true)
     }
 
-    /// `decode` with the points of a version-2 snapshot deferred ([SNAP-38]): every check
+    /// `decode` with the points of a version-2 or version-3 snapshot deferred ([SNAP-38]): every check
     /// but those of the point streams' bits, which run when a stroke is first resolved
     /// (`Stroke.resolved()`, `PageState.resolved()`), chunk by chunk. A version-1 snapshot
     /// is read whole. Same errors as `decode` for everything it checks. A deferred stroke is
@@ -83,7 +83,7 @@ extension PageSnapshot {
 
         // [SNAP-7] [SNAP-8] Version and flags.
         guard versionField != 0 else { throw failure(.corrupt, "snapshot version 0", at: 8) }
-        guard versionField <= version else {  // [SNAP-7] versions 1 and 2 are read
+        guard versionField <= version else {  // [SNAP-7] versions 1, 2 and 3 are read
             throw failure(.unsupportedVersion, "snapshot format version \(versionField) is newer than \(version)", at: 8)
         }
         guard flags & incompatibleFlags == 0 else {
@@ -145,7 +145,8 @@ extension PageSnapshot {
                     state.modified = try s.svarint("modified")
                 case .elements:
                     deferral = deferringPoints && versionField >= 2
-                        ? DeferredPoints(bytes: bytes, path: path, replicas: ReplicaTable(state.clock)) : nil
+                        ? DeferredPoints(bytes: bytes, path: path, replicas: ReplicaTable(state.clock),
+                                         grids: versionField >= 3) : nil
                     (state.elements, elementStarts) = try decodeElements(&s, index: parallel ? peekElementIndex(r) : nil,
                                                                          version: versionField, clock: state.clock,
                                                                          deferring: deferral, reserving: max(0, reserving))
@@ -265,7 +266,7 @@ extension PageSnapshot {
         // table (a pen page's 1,500 records read with their points deferred: a fifth of
         // their decode was records copied and ids hashed).
         if let index,
-           let done = decodeElementsInParallel(r, count: n, bodyStart: bodyStart, index: index, v2: v2, replicas: replicas,
+           let done = decodeElementsInParallel(r, count: n, bodyStart: bodyStart, index: index, v2: v2, grids: version >= 3, replicas: replicas,
                                                deferring: deferring, reserving: reserving,
                                                parallel: r.remaining >= parallelFrom && Parallel.processors > 1) {
             _ = try r.skip(r.remaining)
@@ -277,12 +278,12 @@ extension PageSnapshot {
         var starts: [Int] = []
         starts.reserveCapacity(n / elementIndexStride)
         var ids = OpIDTable(minimumCapacity: n)
-        var context = RecordContext()
+        var context = RecordContext(grids: version >= 3)
         for i in 0..<n {
             let at = r.offset
             if i % elementIndexStride == 0 {
                 if i > 0 { starts.append(at - bodyStart) }
-                context = RecordContext()
+                context = RecordContext(grids: version >= 3)
             }
             do {
                 let e = v2 ? try decodeElementV2(&r, replicas: replicas, context: &context, deferring: deferring, index: i)
@@ -315,7 +316,7 @@ extension PageSnapshot {
     /// The parallel path of `decodeElements`, or nil when anything does not hold (the
     /// caller then decodes serially and reports what is wrong). `r` is just past the count.
     /// Without `parallel`, the same on the calling thread alone.
-    static func decodeElementsInParallel(_ r: ByteReader, count n: Int, bodyStart: Int, index: [Int], v2: Bool,
+    static func decodeElementsInParallel(_ r: ByteReader, count n: Int, bodyStart: Int, index: [Int], v2: Bool, grids: Bool,
                                          replicas: ReplicaTable, deferring: DeferredPoints? = nil,
                                          reserving: Int = 0, parallel: Bool = true) -> [ElementRecord]? {
         let stride = elementIndexStride
@@ -342,7 +343,7 @@ extension PageSnapshot {
                 reader.shortestVarints = v2
                 let records = min(n, last * stride) - first * stride
                 let into = slots.base + first * stride
-                var context = RecordContext()
+                var context = RecordContext(grids: grids)
                 var k = 0
                 do {
                     while k < records {
@@ -350,7 +351,7 @@ extension PageSnapshot {
                         // chunk must start where the index says (else the serial pass reports it).
                         if k % stride == 0 {
                             guard reader.offset == bounds[first + k / stride] else { return (k, false) }
-                            context = RecordContext()
+                            context = RecordContext(grids: grids)
                         }
                         (into + k).initialize(to: v2 ? try decodeElementV2(&reader, replicas: replicas, context: &context,
                                                                            deferring: deferring, index: first * stride + k)

@@ -1,6 +1,7 @@
-/// Element records of snapshot format version 2 (`Protocol/page-snapshot.md` 4.3, "Element
-/// record, version 2", [SNAP-33] … [SNAP-36]): each record coded against the previous record
-/// of its chunk of 64, its points in the version 2 point stream (`StrokeCodecV2`).
+/// Element records of snapshot format versions 2 and 3 (`Protocol/page-snapshot.md` 4.3,
+/// "Element record, version 2", [SNAP-33] … [SNAP-36], [SNAP-42]): each record coded against
+/// the previous record of its chunk of 64, its points in the version 2 point stream
+/// (`StrokeCodecV2`; with digitizer grids in version 3).
 extension PageSnapshot {
     /// Record flags ([SNAP-34]).
     enum RecordFlag {
@@ -35,6 +36,12 @@ extension PageSnapshot {
         var layer: Int64?
         var style: InkStyle?
         var points = StrokeCodecV2.Context()
+
+        /// The context at the start of a chunk: in a version-3 snapshot its points are coded
+        /// with digitizer grids ([SNAP-42], [PT2-11]).
+        init(grids: Bool = false) {
+            if grids { points = .chunkWithGrids }
+        }
     }
 
     /// The replica fields of version 2: an index into the page clock's replicas (sorted), or

@@ -75,6 +75,16 @@ extension StrokeCodecV2 {
             LnoteError(.corrupt, message, path: path, offset: base + bits.start + (bit ?? bits.consumed) / 8)
         }
         let derived = bits.take(1) == 1
+        // [PT2-11] x and y's digitizer grids: index into `coordinateGrids` plus 1 (0: none),
+        // phase, and the bit where the channel's grid bits begin (for errors).
+        var gridX = (index: 0, phase: Int64(0), at: 0), gridY = gridX
+        if c.coordinateGrids && n >= 3 {
+            var problem: String?
+            (gridX, problem) = readGrid(&bits, preferred: c.lastGrid.x, channel: x)
+            if let problem { throw fail(problem, bit: gridX.at) }
+            (gridY, problem) = readGrid(&bits, preferred: c.lastGrid.y > 0 ? c.lastGrid.y : gridX.index, channel: y)
+            if let problem { throw fail(problem, bit: gridY.at) }
+        }
         var modes = SIMD8<UInt64>(repeating: Mode.unitGrid.rawValue)
         var grids = SIMD8<UInt64>(repeating: 1)
         var parameters = SIMD8<UInt64>(repeating: 0)
@@ -186,6 +196,27 @@ extension StrokeCodecV2 {
                         }
                     }
                 }
+                // x and y on their grids: the values from the grid units, then the choice
+                // checked as the encoder makes it (canonical).
+                if c.coordinateGrids && n >= 3 {
+                    for ch in x...y {
+                        let g = ch == x ? gridX : gridY
+                        let preferred = ch == x ? c.lastGrid.x : (c.lastGrid.y > 0 ? c.lastGrid.y : gridX.index)
+                        if g.index > 0 {
+                            let grid = coordinateGrids[g.index - 1]
+                            for i in 1..<n {
+                                let v = value(load(words, i, ch) &- first[ch], grid: grid, phase: g.phase, first: first[ch])
+                                guard inRange(v, ch) else { throw fail("channel \(ch) leaves its range on its grid", bit: g.at) }
+                                store(words, i, ch, v)
+                            }
+                        }
+                        let expected = chooseGrid(count: n, preferred: preferred) { load(words, $0, ch) }
+                        guard expected.index == g.index, expected.phase == g.phase else {
+                            throw fail("channel \(ch)'s grid \(gridName(g.index)) phase \(g.phase) is not the one its values "
+                                       + "choose (\(gridName(expected.index)) phase \(expected.phase))", bit: g.at)
+                        }
+                    }
+                }
                 if derived {
                     for i in 1..<n {
                         let p = words.load(fromByteOffset: 20 * i + 8, as: UInt16.self)
@@ -208,7 +239,41 @@ extension StrokeCodecV2 {
             throw fail("radius stored where it is derived from pressure", bit: 0)
         }
         c.first = first
+        if c.coordinateGrids && n >= 3 { c.lastGrid = Context.LastGrids(x: gridX.index, y: gridY.index) }
         return points
+    }
+
+    /// A grid for a person: its index in `G` and its size (`coordinateGrids`' index plus 1,
+    /// 0 for none).
+    static func gridName(_ index: Int) -> String {
+        guard index > 0 else { return "none" }
+        let g = coordinateGrids[index - 1]
+        return "\(index - 1) (\(g.a)/\(g.q))"
+    }
+
+    /// [PT2-11] A channel's grid bits: its grid (index into `coordinateGrids` plus 1, 0 for
+    /// none), phase, and the bit where they begin; or why they are refused: an index of 85 or
+    /// more, the preferred grid written in full, a phase of `q` or more.
+    static func readGrid(_ bits: inout BitReader, preferred: Int, channel ch: Int)
+        -> (grid: (index: Int, phase: Int64, at: Int), problem: String?) {
+        let at = bits.consumed
+        var index = preferred
+        if preferred == 0 || bits.take(1) == 0 {
+            index = 0
+            if bits.take(1) == 1 {
+                index = Int(bits.take(gridIndexBits)) + 1
+                guard index <= coordinateGrids.count, index != preferred else {
+                    return ((index, 0, at), "channel \(ch)'s grid index \(index - 1) out of range or its preferred one")
+                }
+            }
+        }
+        var phase: Int64 = 0
+        if index > 0 {
+            let grid = coordinateGrids[index - 1]
+            phase = Int64(bits.take(grid.phaseBits))
+            guard phase < grid.q else { return ((index, phase, at), "channel \(ch)'s phase \(phase) is not below \(grid.q)") }
+        }
+        return ((index, phase, at), nil)
     }
 
     /// Channel `ch` of point `i` in memory laid out as `StrokePoint`.

@@ -1,5 +1,5 @@
-/// Version 2 of the point stream, the one snapshot format version 2 writes
-/// (`Protocol/page-snapshot.md` section 3a, [PT2-1] … [PT2-9]).
+/// Version 2 of the point stream, the one snapshot format versions 2 and 3 and the compact
+/// stroke frames write (`Protocol/page-snapshot.md` section 3a, [PT2-1] … [PT2-11]).
 ///
 /// Built for real pen recordings (issue 15): short strokes, points 1 to 5 pt apart on a
 /// digitizer grid, channels that are often absent. In short:
@@ -55,7 +55,19 @@ public enum StrokeCodecV2 {
         /// second-difference state: what an `addStroke2` frame's stroke is coded with
         /// ([PT2-10]). A stroke alone has no values before it for a state to learn from.
         var writtenParameters = false
+        /// x and y may sit on a digitizer grid named in the stream ([PT2-11],
+        /// `StrokeCodecV2+Grids`): a context *with grids* (`addStroke3` frames, version-3
+        /// snapshot chunks).
+        var coordinateGrids = false
+        /// The digitizer grid x and y used last.
+        package var lastGrid = LastGrids()
         public init() {}
+
+        /// x's and y's last digitizer grids: an index into `coordinateGrids` plus 1, 0 for none.
+        package struct LastGrids: Sendable, Hashable {
+            package var x = 0
+            package var y = 0
+        }
 
         /// The context of a stroke coded alone, in an `addStroke` operation frame
         /// (`Protocol/operation-log.md` [LOG-24]): the default first point and grids, and
@@ -75,6 +87,35 @@ public enum StrokeCodecV2 {
         public static let standaloneWithParameters: Context = {
             var c = standalone
             c.writtenParameters = true
+            return c
+        }()
+
+        /// The context of a stroke coded alone in an `addStroke3` frame
+        /// (`Protocol/operation-log.md` [LOG-32]): `standaloneWithParameters` with grids
+        /// ([PT2-11]).
+        public static let standaloneWithGrids: Context = {
+            var c = standaloneWithParameters
+            c.coordinateGrids = true
+            return c
+        }()
+
+        /// The standalone context of a compact stroke frame of `version`: 1 `addStroke`
+        /// (`standalone`), 2 `addStroke2` (`standaloneWithParameters`), 3 `addStroke3`
+        /// (`standaloneWithGrids`).
+        public static func frame(version: Int) -> Context {
+            switch version {
+            case 1: return standalone
+            case 2: return standaloneWithParameters
+            case 3: return standaloneWithGrids
+            default: preconditionFailure("no compact stroke frame version \(version)")
+            }
+        }
+
+        /// The context at the start of a chunk of a version-3 snapshot ([SNAP-42]): the
+        /// initial context with grids ([PT2-11]).
+        public static let chunkWithGrids: Context = {
+            var c = Context()
+            c.coordinateGrids = true
             return c
         }()
     }
@@ -191,6 +232,19 @@ public enum StrokeCodecV2 {
         let coded = SIMD8<Int64>(1, 1, 1, derived ? 0 : 1, 1, 0, 0, 0) .== 1
         let hasSteps = n >= 2
         @inline(__always) func row(_ ch: Int) -> UnsafeMutablePointer<Int64> { steps + ch * (n - 1) }
+        // [PT2-11] x and y's digitizer grids, right after `derived` (index into
+        // `coordinateGrids` plus 1, 0 for none; phase).
+        var gridX = (index: 0, phase: Int64(0)), gridY = gridX
+        if c.coordinateGrids && n >= 3 {
+            points.withUnsafeBufferPointer { p in
+                gridX = chooseGrid(count: n, preferred: c.lastGrid.x) { Int64(p[$0].x) }
+                writeGrid(gridX, preferred: c.lastGrid.x, into: &bits)
+                let preferredY = c.lastGrid.y > 0 ? c.lastGrid.y : gridX.index
+                gridY = chooseGrid(count: n, preferred: preferredY) { Int64(p[$0].y) }
+                writeGrid(gridY, preferred: preferredY, into: &bits)
+            }
+            c.lastGrid = Context.LastGrids(x: gridX.index, y: gridY.index)
+        }
         if hasSteps {
             points.withUnsafeBufferPointer { p in
                 // One loop per channel, so that no point pays a switch on the channel.
@@ -207,6 +261,19 @@ public enum StrokeCodecV2 {
                 differences(row(pressure)) { Int64($0.pressure) }
                 if coded[radius] { differences(row(radius)) { Int64($0.radius) } }
                 differences(row(time)) { Int64($0.t) }
+                // On a grid, the steps are in grid units ([PT2-11]).
+                if gridX.index > 0 || gridY.index > 0 {
+                    withUnsafeTemporaryAllocation(of: Int64.self, capacity: n) { k in
+                        if gridX.index > 0 {
+                            _ = fit(count: n, grid: coordinateGrids[gridX.index - 1], k: k.baseAddress!) { Int64(p[$0].x) }
+                            for i in 1..<n { row(x)[i - 1] = k[i] &- k[i - 1] }
+                        }
+                        if gridY.index > 0 {
+                            _ = fit(count: n, grid: coordinateGrids[gridY.index - 1], k: k.baseAddress!) { Int64(p[$0].y) }
+                            for i in 1..<n { row(y)[i - 1] = k[i] &- k[i - 1] }
+                        }
+                    }
+                }
             }
         }
         if n >= 3 {
@@ -282,6 +349,20 @@ public enum StrokeCodecV2 {
         }
         c.first = v0
         return bits.finish()
+    }
+
+    /// [PT2-11] A channel's grid bits: `same` when it has a preferred grid, then, unless the
+    /// preferred one is chosen, `on` and the 7-bit index; then the phase.
+    static func writeGrid(_ g: (index: Int, phase: Int64), preferred: Int, into bits: inout RiceWriter) {
+        if preferred > 0 { bits.put(g.index == preferred ? 1 : 0, 1) }
+        if preferred == 0 || g.index != preferred {
+            bits.put(g.index > 0 ? 1 : 0, 1)
+            if g.index > 0 { bits.put(UInt64(g.index - 1), gridIndexBits) }
+        }
+        if g.index > 0 {
+            let grid = coordinateGrids[g.index - 1]
+            if grid.phaseBits > 0 { bits.put(UInt64(g.phase), grid.phaseBits) }
+        }
     }
 
     /// A bit stream written least significant bit first, over the module's `BitWriter`:

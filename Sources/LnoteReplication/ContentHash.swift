@@ -3,12 +3,12 @@ import LnoteModel
 /// What tells two operations with one id apart ([SYNC-50], [SYNC-52]).
 public enum ContentHash {
     /// An operation's content hash ([SYNC-50]): the SHA-256 of the type byte and payload of
-    /// its frame in hash form (`OperationCodec.Form.hash`). Every frame but an `addStroke`
-    /// (0x06) or `addStroke2` (0x09) is its own hash form and is hashed as it is; those two are
-    /// decoded and their operation re-encoded as an `add` (0x01), so an operation has the same
-    /// hash in every form ([LOG-22]). One that does not decode (refused at every door anyway) is
-    /// hashed as it is: no valid operation's hash starts from the type byte 0x06 or 0x09, so it
-    /// never equals one.
+    /// its frame in hash form (`OperationCodec.Form.hash`). Every frame but a compact stroke
+    /// (`addStroke` 0x06, `addStroke2` 0x09, `addStroke3` 0x0A) is its own hash form and is
+    /// hashed as it is; those three are decoded and their operation re-encoded as an `add`
+    /// (0x01), so an operation has the same hash in every form ([LOG-22]). One that does not
+    /// decode (refused at every door anyway) is hashed as it is: no valid operation's hash
+    /// starts from the type byte 0x06, 0x09 or 0x0A, so it never equals one.
     public static func of(_ frame: Frame) -> [UInt8] {
         guard OperationCodec.isCompactStroke(frame.type) else { return raw(frame) }
         guard let op = try? OperationCodec.decode(frame) else { return raw(frame) }

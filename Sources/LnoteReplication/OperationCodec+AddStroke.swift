@@ -1,32 +1,37 @@
 import LnoteModel
 
-/// `addStroke2` (type 0x09) and `addStroke` (0x06), the compact encodings of an add of a
-/// stroke (`Protocol/operation-log.md` [LOG-24], [LOG-29]): writers write `addStroke2` for
-/// every new stroke; `addStroke` is what they wrote before it, read forever. The same
+/// `addStroke3` (type 0x0A), `addStroke2` (0x09) and `addStroke` (0x06), the compact
+/// encodings of an add of a stroke (`Protocol/operation-log.md` [LOG-24], [LOG-29],
+/// [LOG-32]): writers write `addStroke3` for every new stroke; the other two are what they
+/// wrote before it, read forever. The same
 /// operation in hash form is an `add` (0x01); `ContentHash` hashes that form, so an operation
 /// has one content hash whichever form a log or a peer holds.
 ///
 /// After the header (replica, counter, wall time, context: no Lamport timestamp, which
 /// [LOG-4] gives), one byte of flags (the tool in bits 0–1, bit 2 when a z key follows; in
-/// `addStroke2`, bit 3 when the colour is opaque black and not written), the z key only when
+/// `addStroke2` and `addStroke3`, bit 3 when the colour is opaque black and not written), the z key only when
 /// it is not the usual one (`layer` = the Lamport timestamp, no path, empty fraction: an
 /// element put on top), the colour, the width, and the points in stream v2 coded alone
 /// (`StrokeCodecV2.Context.standalone`; with written parameters in `addStroke2`,
-/// `standaloneWithParameters`).
+/// `standaloneWithParameters`; with grids too in `addStroke3`, `standaloneWithGrids`).
 extension OperationCodec {
     /// Bits 0–1 of the flags byte: the tool.
     static let toolMask: UInt8 = 0b011
     /// Bit 2 of the flags byte: a z key follows (else the top key is implied).
     static let explicitZ: UInt8 = 0b100
-    /// Bit 3 of an `addStroke2`'s flags byte: the colour is opaque black (`#000000ff`, what
+    /// Bit 3 of an `addStroke2`'s or `addStroke3`'s flags byte: the colour is opaque black (`#000000ff`, what
     /// `lnote import` and most pens give) and is not written ([LOG-29]).
     static let blackInk: UInt8 = 0b1000
     /// The colour bit 3 stands for.
     static let black = RGBA(r: 0, g: 0, b: 0, a: 255)
 
-    /// The context a compact stroke's points are coded against.
-    static func pointContext(version2: Bool) -> StrokeCodecV2.Context {
-        version2 ? .standaloneWithParameters : .standalone
+    /// The context a compact stroke's points are coded against, by frame version
+    /// (`compactVersion(ofType:)`).
+    static func pointContext(version: Int) -> StrokeCodecV2.Context { .frame(version: version) }
+
+    /// The name of a compact stroke frame's type, for errors.
+    static func compactName(version: Int) -> String {
+        version == 1 ? "addStroke" : "addStroke\(version)"
     }
 
     /// The z key an `addStroke` implies when its flags say none follows: the operation's own
@@ -35,7 +40,7 @@ extension OperationCodec {
         ZKey(layer: Int64(clamping: lamport))
     }
 
-    static func encodeAddStroke(_ op: Op, _ s: Stroke, _ z: ZKey, version2: Bool, into w: inout ByteWriter) {
+    static func encodeAddStroke(_ op: Op, _ s: Stroke, _ z: ZKey, version: Int, into w: inout ByteWriter) {
         // A stroke replayed with its points deferred ([LOG-27]) is never written again.
         precondition(s.isResolved, "operation \(op.id) encoded with deferred points")
         w.u64(op.id.replica.rawValue)
@@ -45,23 +50,23 @@ extension OperationCodec {
         others[op.id.replica] = 0
         ElementCodec.encode(others, into: &w)
         let implied = z == impliedZ(lamport: op.lamport)
-        let omitColor = version2 && s.style.color == black
+        let omitColor = version >= 2 && s.style.color == black
         w.u8(s.style.tool.rawValue | (implied ? 0 : explicitZ) | (omitColor ? blackInk : 0))
         if !implied { ElementCodec.encode(z, into: &w) }
         if !omitColor { w.u32(s.style.color.packed) }
         w.svarint(Int64(s.style.width))
-        var context = pointContext(version2: version2)
+        var context = pointContext(version: version)
         StrokeCodecV2.encodePoints(s.points, width: s.style.width, context: &context, into: &w)
     }
 
     /// The body of an `addStroke` after its header. `r` requires shortest varints.
     /// `deferring`: the operation's id, when its points are to be deferred ([LOG-27]).
-    static func decodeAddStrokeBody(_ r: inout ByteReader, lamport: UInt64, version2: Bool, deferring: OpID? = nil) throws -> Op.Body {
+    static func decodeAddStrokeBody(_ r: inout ByteReader, lamport: UInt64, version: Int, deferring: OpID? = nil) throws -> Op.Body {
         let flagsAt = r.offset
         let flags = try r.u8("flags")
-        let known = toolMask | explicitZ | (version2 ? blackInk : 0)
+        let known = toolMask | explicitZ | (version >= 2 ? blackInk : 0)
         guard flags & ~known == 0, let tool = ToolKind(rawValue: flags & toolMask) else {
-            throw r.error(.corrupt, "\(version2 ? "addStroke2" : "addStroke") flags 0x\(String(flags, radix: 16)) name no tool or set unknown bits",
+            throw r.error(.corrupt, "\(compactName(version: version)) flags 0x\(String(flags, radix: 16)) name no tool or set unknown bits",
                           at: flagsAt)
         }
         let z: ZKey
@@ -75,28 +80,28 @@ extension OperationCodec {
         } else {
             z = impliedZ(lamport: lamport)
         }
-        let color = try decodeColor(&r, flags: flags, version2: version2)
+        let color = try decodeColor(&r, flags: flags, version: version)
         let width = try ElementCodec.int32(&r, "width")
         let style = InkStyle(tool: tool, color: color, width: width)
         if let id = deferring {
             let at = r.offset
             let count = try StrokeCodecV2.skipPoints(&r)
             let source = DeferredPoints(frame: r.bytes, pointsAt: at - r.base, style: style, operation: id, base: r.base,
-                                        path: r.path, writtenParameters: version2)
+                                        path: r.path, version: version)
             return .add(.stroke(Stroke(style: style, deferred: source.slot(index: 0, count: count))), z: z)
         }
-        var context = pointContext(version2: version2)
+        var context = pointContext(version: version)
         let points = try StrokeCodecV2.decodePoints(&r, width: width, context: &context)
         return .add(.stroke(Stroke(style: style, points: points)), z: z)
     }
 
-    /// The colour of a compact stroke: implied by bit 3 of an `addStroke2`'s flags, else
-    /// written; [LOG-29]: an `addStroke2` never writes out opaque black (one encoding).
-    static func decodeColor(_ r: inout ByteReader, flags: UInt8, version2: Bool) throws -> RGBA {
+    /// The colour of a compact stroke: implied by bit 3 of an `addStroke2`'s or `addStroke3`'s
+    /// flags, else written; [LOG-29]: neither writes out opaque black (one encoding).
+    static func decodeColor(_ r: inout ByteReader, flags: UInt8, version: Int) throws -> RGBA {
         if flags & blackInk != 0 { return black }
         let at = r.offset
         let color = RGBA(packed: try r.u32("color"))
-        guard !version2 || color != black else {
+        guard version < 2 || color != black else {
             throw r.error(.corrupt, "opaque black written out although flags bit 3 implies it", at: at)
         }
         return color
@@ -126,8 +131,7 @@ extension OperationCodec {
     /// and offset). Accepts exactly what that decoder accepts among such frames, with the
     /// same checks, the validator's ([LOG-20]) included.
     package static func plainAddStroke(_ frame: Frame, base: Int, path: String?) -> PlainAddStroke? {
-        guard isCompactStroke(frame.type) else { return nil }
-        let version2 = frame.type == Kind.addStroke2.rawValue
+        guard let version = compactVersion(ofType: frame.type) else { return nil }
         var r = ByteReader(frame.payload, base: base, path: path)
         r.shortestVarints = true
         do {
@@ -139,10 +143,10 @@ extension OperationCodec {
             guard try ElementCodec.decodeClock(&r).isEmpty else { return nil }
             // The body, as `decodeAddStrokeBody` reads it: the implied key only.
             let flags = try r.u8("flags")
-            guard flags & ~(toolMask | (version2 ? blackInk : 0)) == 0, let tool = ToolKind(rawValue: flags & toolMask) else {
+            guard flags & ~(toolMask | (version >= 2 ? blackInk : 0)) == 0, let tool = ToolKind(rawValue: flags & toolMask) else {
                 return nil
             }
-            let color = try decodeColor(&r, flags: flags, version2: version2)
+            let color = try decodeColor(&r, flags: flags, version: version)
             let width = try ElementCodec.int32(&r, "width")
             let style = InkStyle(tool: tool, color: color, width: width)
             let id = OpID(replica: ReplicaID(replica), counter: counter)
@@ -150,7 +154,7 @@ extension OperationCodec {
             let count = try StrokeCodecV2.skipPoints(&r)
             guard r.isAtEnd else { return nil }
             let source = DeferredPoints(frame: r.bytes, pointsAt: at - r.base, style: style, operation: id, base: r.base,
-                                        path: r.path, writtenParameters: version2)
+                                        path: r.path, version: version)
             let stroke = Stroke(style: style, deferred: source.slot(index: 0, count: count))
             // [LOG-23] and [SHR-6] / [MERGE-12] as `OpValidator` checks them (the context is
             // empty but for the author; [LOG-3] and [LOG-4] hold by construction).

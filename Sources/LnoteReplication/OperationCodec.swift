@@ -4,18 +4,20 @@ import LnoteModel
 /// Turns operations into frames and back. The layouts are specified byte by byte in
 /// `Protocol/operation-log.md`; the frame `type` byte is the operation kind.
 ///
-/// An add of a stroke has three encodings ([LOG-22]): `addStroke2` (0x09, compact: point
-/// stream v2 with written parameters, no Lamport timestamp, the usual z key and black ink
-/// implied), which writers write; `addStroke` (0x06), which lnote wrote before `addStroke2`
-/// and still reads; and `add` (0x01), the *hash form*, which content hashes are taken over
-/// ([SYNC-50]) and which logs written before `addStroke` hold. Every other operation has one
-/// encoding, the same in every form.
+/// An add of a stroke has four encodings ([LOG-22]): `addStroke3` (0x0A, compact: point
+/// stream v2 with written parameters and digitizer grids, no Lamport timestamp, the usual z
+/// key and black ink implied), which writers write; `addStroke2` (0x09, the same without
+/// grids) and `addStroke` (0x06, adaptive second differences, colour always written), which
+/// lnote wrote before and still reads; and `add` (0x01), the *hash form*, which content
+/// hashes are taken over ([SYNC-50]) and which logs written before `addStroke` hold. Every
+/// other operation has one encoding, the same in every form.
 public enum OperationCodec {
     public enum Kind: UInt8, CaseIterable, Sendable {
         case add = 0x01, erase = 0x02, eraseRange = 0x03, move = 0x04, reorder = 0x05
         case addStroke = 0x06
         case restore = 0x07, restoreRange = 0x08
         case addStroke2 = 0x09
+        case addStroke3 = 0x0A
         case createDocument = 0x20, setTitle = 0x21, addPage = 0x22, deletePage = 0x23
         case restorePage = 0x24, movePage = 0x25, setCanvas = 0x26
         case deleteDocument = 0x27, restoreDocument = 0x28
@@ -23,14 +25,26 @@ public enum OperationCodec {
         /// Page-log operations are the types below 0x20 (operation-log.md §3).
         public var isPageKind: Bool { rawValue < 0x20 }
 
-        /// The compact forms of an add of a stroke, `addStroke` (0x06) and `addStroke2`
-        /// (0x09): no Lamport timestamp, hashed as the `add` of the same operation.
-        public var isCompactStroke: Bool { self == .addStroke || self == .addStroke2 }
+        /// The compact forms of an add of a stroke, `addStroke` (0x06), `addStroke2` (0x09)
+        /// and `addStroke3` (0x0A): no Lamport timestamp, hashed as the `add` of the same
+        /// operation.
+        public var isCompactStroke: Bool { self == .addStroke || self == .addStroke2 || self == .addStroke3 }
     }
 
-    /// Whether a frame of `type` holds a compact form of an add of a stroke (0x06, 0x09).
+    /// Whether a frame of `type` holds a compact form of an add of a stroke (0x06, 0x09, 0x0A).
     public static func isCompactStroke(_ type: UInt8) -> Bool {
-        type == Kind.addStroke.rawValue || type == Kind.addStroke2.rawValue
+        compactVersion(ofType: type) != nil
+    }
+
+    /// The version of a compact stroke frame's type: 1 for `addStroke` (0x06), 2 for
+    /// `addStroke2` (0x09), 3 for `addStroke3` (0x0A); nil for any other type.
+    static func compactVersion(ofType type: UInt8) -> Int? {
+        switch type {
+        case Kind.addStroke.rawValue: 1
+        case Kind.addStroke2.rawValue: 2
+        case Kind.addStroke3.rawValue: 3
+        default: nil
+        }
     }
 
     public static func kind(of body: Op.Body) -> Kind {
@@ -56,9 +70,12 @@ public enum OperationCodec {
 
     /// Which of an operation's encodings to write ([LOG-22]).
     public enum Form: Sendable, Hashable {
-        /// What writers write: an add of a stroke as `addStroke2` (0x09), everything else in
+        /// What writers write: an add of a stroke as `addStroke3` (0x0A), everything else in
         /// its one encoding.
         case written
+        /// What lnote wrote before `addStroke3`: an add of a stroke as `addStroke2` (0x09),
+        /// everything else as in `written`. Read forever; written to re-encode such a frame.
+        case writtenV2
         /// What lnote wrote before `addStroke2`: an add of a stroke as `addStroke` (0x06),
         /// everything else as in `written`. Read forever; written to re-encode such a frame.
         case writtenV1
@@ -68,11 +85,12 @@ public enum OperationCodec {
     }
 
     /// The form a frame of `type` is in, the one it re-encodes to ([LOG-22]): `written` for
-    /// an `addStroke2`, `writtenV1` for an `addStroke`, else `hash` (any other operation has
-    /// one encoding).
+    /// an `addStroke3`, `writtenV2` for an `addStroke2`, `writtenV1` for an `addStroke`, else
+    /// `hash` (any other operation has one encoding).
     public static func form(ofType type: UInt8) -> Form {
         switch type {
-        case Kind.addStroke2.rawValue: .written
+        case Kind.addStroke3.rawValue: .written
+        case Kind.addStroke2.rawValue: .writtenV2
         case Kind.addStroke.rawValue: .writtenV1
         default: .hash
         }
@@ -82,7 +100,8 @@ public enum OperationCodec {
     public static func type(of op: Op, form: Form = .written) -> UInt8 {
         if case .add(.stroke, _) = op.body {
             switch form {
-            case .written: return Kind.addStroke2.rawValue
+            case .written: return Kind.addStroke3.rawValue
+            case .writtenV2: return Kind.addStroke2.rawValue
             case .writtenV1: return Kind.addStroke.rawValue
             case .hash: break
             }
@@ -129,11 +148,11 @@ public enum OperationCodec {
         return size
     }
 
-    /// The payload of `op` in the frame type `type`: `addStroke2` or `addStroke` for an add
-    /// of a stroke in a compact form, else the operation's kind.
+    /// The payload of `op` in the frame type `type`: `addStroke3`, `addStroke2` or `addStroke`
+    /// for an add of a stroke in a compact form, else the operation's kind.
     static func encodePayload(_ op: Op, type: UInt8, into w: inout ByteWriter) {
         if isCompactStroke(type), case .add(.stroke(let s), let z) = op.body {
-            encodeAddStroke(op, s, z, version2: type == Kind.addStroke2.rawValue, into: &w)
+            encodeAddStroke(op, s, z, version: compactVersion(ofType: type)!, into: &w)
         } else {
             encodePayload(op, into: &w)
         }
@@ -313,8 +332,8 @@ public enum OperationCodec {
         }
         let body: Op.Body
         switch kind {
-        case .addStroke, .addStroke2:
-            body = try decodeAddStrokeBody(&r, lamport: lamport, version2: kind == .addStroke2,
+        case .addStroke, .addStroke2, .addStroke3:
+            body = try decodeAddStrokeBody(&r, lamport: lamport, version: compactVersion(ofType: kind.rawValue)!,
                                            deferring: deferringPoints ? OpID(replica: ReplicaID(replica), counter: counter) : nil)
         case .add:
             let z = try ElementCodec.decodeZKey(&r)

@@ -67,8 +67,9 @@ extension RelayStore {
     /// (about 20 bytes each), and a snapshot of a megabyte can hold millions of them.
     public static let maxCheckpointPoints = 1 << 22
 
-    /// Refuses (413) a checkpoint whose snapshot is over `maxCheckpointBytes`, is not of
-    /// snapshot format 2 (format 1 has no points to leave undecoded: its streams are decoded to
+    /// Refuses (413) a checkpoint whose snapshot is over `maxCheckpointBytes`, is of snapshot
+    /// format 1 or of a format newer than this build reads (so that the client skips it,
+    /// [SYNC-40], rather than fail its sync) (format 1 has no points to leave undecoded: its streams are decoded to
     /// be counted, and a few bytes of them can stand for many points), or whose page holds
     /// more than `maxCheckpointPoints` points, counted with the points left undecoded.
     static func checkLimits(of checkpoint: Checkpoint) throws {
@@ -80,9 +81,10 @@ extension RelayStore {
         let versionAt = PageSnapshot.magic.count
         if bytes.count >= versionAt + 2, bytes.starts(with: PageSnapshot.magic) {
             let version = UInt16(bytes[versionAt]) | UInt16(bytes[versionAt + 1]) << 8
-            guard version == 2 else {
-                throw LnoteError(.limitExceeded, "checkpoint snapshot of format \(version); a relay checks format 2 only "
-                                 + "(its points can be counted without decoding them)")
+            guard (2...PageSnapshot.version).contains(version) else {
+                throw LnoteError(.limitExceeded, "checkpoint snapshot of format \(version); a relay checks formats 2 to "
+                                 + "\(PageSnapshot.version) only (their points can be counted without decoding them; "
+                                 + "a newer one it cannot read)")
             }
         }
         // Any decoding error is reported by `decodedState`, with its reason.

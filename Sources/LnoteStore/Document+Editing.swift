@@ -238,7 +238,7 @@ extension Document {
         frames.reduce(0) { $0 + (saysAdd($1.frame.type) ? 1 : 0) }
     }
 
-    /// True for the type byte of a frame that adds an element (`add`, `addStroke`, `addStroke2`).
+    /// True for the type byte of a frame that adds an element (`add`, `addStroke`, `addStroke2`, `addStroke3`).
     static func saysAdd(_ type: UInt8) -> Bool {
         type == OperationCodec.Kind.add.rawValue || OperationCodec.isCompactStroke(type)
     }

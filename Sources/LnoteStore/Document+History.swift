@@ -127,7 +127,7 @@ extension Document {
 
     /// The first 16 bytes of the content hash of each operation a log holds, per replica by
     /// counter (the first frame of an id, should a log hold one twice). Reads the whole log;
-    /// the id comes from each frame's first bytes, and only `addStroke` and `addStroke2` frames are decoded
+    /// the id comes from each frame's first bytes, and only compact stroke frames (`addStroke`, `addStroke2`, `addStroke3`) are decoded
     /// (their hash is taken over their hash form, `ContentHash.of`).
     func logHashes(page pid: PageID?) throws -> [ReplicaID: [UInt64: [UInt8]]] {
         try refreshDocument()

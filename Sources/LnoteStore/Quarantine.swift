@@ -37,7 +37,7 @@ public struct QuarantineEntry: Sendable, Hashable {
     public var reason: String
     /// The frame's bytes as received or as the log held them (length, CRC, type, payload:
     /// operation-log.md [LOG-10]), except that a received stroke's add may be kept in its
-    /// written form, `addStroke2` (the same operation, the same content hash: [LOG-22]);
+    /// written form, `addStroke3` (the same operation, the same content hash: [LOG-22]);
     /// nil when not known.
     public var frame: [UInt8]?
     /// The content hash ([SYNC-50]) of the operation this entry is about: 32 bytes, or its

@@ -33,11 +33,11 @@ extension Bench {
             results.rows.append(Row(1, "journal frames, \(label)", measured: d.framesPerPoint, unit: .bytesPerPoint,
                                     baselineName: "naive 16 B/pt", baseline: 16,
                                     target: .condition("≤ 4 B/pt, lossless (issue 15)", d.framesPerPoint <= 4 && d.framesRoundTrip),
-                                    note: "one addStroke2 frame (0x09) per stroke: \(formatCount(d.frameBytes)) bytes, "
+                                    note: "one addStroke3 frame (0x0A) per stroke: \(formatCount(d.frameBytes)) bytes, "
                                         + String(format: "%.1f", Double(d.frameBytes - d.framePointBytes) / Double(strokes.count))
                                         + " B of frame header, ids, clock and style per stroke, "
                                         + String(format: "%.2f", Double(d.framePointBytes) / Double(d.points))
-                                        + " B/pt of points (stream v2, standalone context, written parameters); "
+                                        + " B/pt of points (stream v2, standalone context, written parameters, grids); "
                                         + (d.framesRoundTrip ? "every frame decodes to its operation" : "A FRAME DOES NOT DECODE TO ITS OPERATION")))
             results.rows.append(Row(1, "journal frames vs add frames, \(label)", measured: d.framesPerPoint, unit: .bytesPerPoint,
                                     baselineName: "add frames (0x01, hash form)", baseline: d.addFramesPerPoint, target: .report,
@@ -46,11 +46,18 @@ extension Bench {
                                     baselineName: "addStroke frames (0x06)", baseline: d.v1FramesPerPoint, target: .report,
                                     note: "the same operations as lnote wrote them before addStroke2 (adaptive second differences, "
                                         + "colour always written): \(formatCount(d.v1FrameBytes)) bytes"))
+            results.rows.append(Row(1, "journal frames vs addStroke2 frames, \(label)", measured: d.framesPerPoint, unit: .bytesPerPoint,
+                                    baselineName: "addStroke2 frames (0x09)", baseline: d.v2FramesPerPoint, target: .report,
+                                    note: "the same operations as lnote wrote them before addStroke3 (no digitizer grids): "
+                                        + "\(formatCount(d.v2FrameBytes)) bytes"))
             results.rows.append(Row(1, "journal frames vs zlib, \(label)", measured: d.framesPerPoint, unit: .bytesPerPoint,
                                     baselineName: "zlib -6 of naive", baseline: d.zlibPerPoint, target: .report))
             results.rows.append(Row(1, "snapshot vs version 1, \(label)", measured: d.snapshotPerPoint, unit: .bytesPerPoint,
                                     baselineName: "snapshot version 1", baseline: d.snapshotV1PerPoint, target: .report,
                                     note: "the same state in format version 1 (still readable): \(formatCount(d.snapshotV1Bytes)) bytes"))
+            results.rows.append(Row(1, "snapshot vs version 2, \(label)", measured: d.snapshotPerPoint, unit: .bytesPerPoint,
+                                    baselineName: "snapshot version 2", baseline: d.snapshotV2PerPoint, target: .report,
+                                    note: "the same state in format version 2 (no digitizer grids; still readable): \(formatCount(d.snapshotV2Bytes)) bytes"))
             results.rows.append(Row(1, "point codec alone, \(label)", measured: d.pointStreamPerPoint, unit: .bytesPerPoint,
                                     baselineName: "point stream v1", baseline: d.pointStreamV1PerPoint, target: .report,
                                     note: "StrokeCodecV2 over the strokes in chunks of 64 (as a snapshot codes them): "
@@ -63,15 +70,20 @@ extension Bench {
             let ops = d.ops
             let written = ops.map { OperationCodec.encode($0) }.joined(), added = ops.map { OperationCodec.encode($0, form: .hash) }.joined()
             let writtenBytes = Array(written), addedBytes = Array(added)
+            let v2Bytes = Array(ops.map { OperationCodec.encode($0, form: .writtenV2) }.joined())
             let frameRepeats = max(1, 200_000 / max(1, d.points))
             var frameSum = 0
             let ft = try await measure([
-                Variant(name: "addStroke2 encode", body: { for _ in 0..<frameRepeats { for op in ops { frameSum &+= OperationCodec.encode(op).count } } }),
+                Variant(name: "addStroke3 encode", body: { for _ in 0..<frameRepeats { for op in ops { frameSum &+= OperationCodec.encode(op).count } } }),
                 Variant(name: "add encode", body: { for _ in 0..<frameRepeats { for op in ops { frameSum &+= OperationCodec.encode(op, form: .hash).count } } }),
-                Variant(name: "addStroke2 decode", body: { for _ in 0..<frameRepeats { frameSum &+= try Self.decodeFrames(writtenBytes) } }),
+                Variant(name: "addStroke3 decode", body: { for _ in 0..<frameRepeats { frameSum &+= try Self.decodeFrames(writtenBytes) } }),
                 Variant(name: "add decode", body: { for _ in 0..<frameRepeats { frameSum &+= try Self.decodeFrames(addedBytes) } }),
-                Variant(name: "addStroke2 hash", body: { for _ in 0..<frameRepeats { frameSum &+= try Self.hashFrames(writtenBytes) } }),
+                Variant(name: "addStroke3 hash", body: { for _ in 0..<frameRepeats { frameSum &+= try Self.hashFrames(writtenBytes) } }),
                 Variant(name: "add hash", body: { for _ in 0..<frameRepeats { frameSum &+= try Self.hashFrames(addedBytes) } }),
+                Variant(name: "addStroke2 encode", body: {
+                    for _ in 0..<frameRepeats { for op in ops { frameSum &+= OperationCodec.encode(op, form: .writtenV2).count } }
+                }),
+                Variant(name: "addStroke2 decode", body: { for _ in 0..<frameRepeats { frameSum &+= try Self.decodeFrames(v2Bytes) } }),
             ], runs: options.runs)
             guard frameSum != 0 else { throw LnoteError(.invalidState, "case 1: the frame passes did nothing") }
             let fns = ft.map { $0.median * 1e9 / Double(frameRepeats * d.points) }
@@ -83,6 +95,14 @@ extension Bench {
                                     baselineName: "add frame decode", baseline: fns[3], target: .report,
                                     note: "Frame.decodeAll + OperationCodec.decode (CRC, payload, the validator) of every frame",
                                     measuredRuns: ft[2].runs, baselineRuns: ft[3].runs))
+            results.rows.append(Row(1, "journal frame encode vs addStroke2, \(label)", measured: fns[0], unit: .nanosecondsPerPoint,
+                                    baselineName: "addStroke2 frame encode", baseline: fns[6], target: .report,
+                                    note: "the same operations without digitizer grids (0x09): what choosing the grids costs",
+                                    measuredRuns: ft[0].runs, baselineRuns: ft[6].runs))
+            results.rows.append(Row(1, "journal frame decode vs addStroke2, \(label)", measured: fns[2], unit: .nanosecondsPerPoint,
+                                    baselineName: "addStroke2 frame decode", baseline: fns[7], target: .report,
+                                    note: "the same operations without digitizer grids (0x09): what checking the grids costs",
+                                    measuredRuns: ft[2].runs, baselineRuns: ft[7].runs))
             results.rows.append(Row(1, "journal content hashes, \(label)", measured: fns[4], unit: .nanosecondsPerPoint,
                                     baselineName: "add frame hashes", baseline: fns[5], target: .report,
                                     note: "ContentHash.of every frame of the log (what a log's digests cost, [SYNC-50]): an addStroke is decoded and hashed in its add form",
@@ -120,11 +140,13 @@ extension Bench {
         var medianPoints: Int
         var snapshotBytes: Int
         var snapshotV1Bytes: Int
+        var snapshotV2Bytes: Int
         var frameBytes: Int
         /// The point streams inside the frames.
         var framePointBytes: Int
         var addFrameBytes: Int
         var v1FrameBytes: Int
+        var v2FrameBytes: Int
         var framesRoundTrip: Bool
         var ops: [Op]
         var pointStreamBytes: Int
@@ -135,9 +157,11 @@ extension Bench {
         var framesPerPoint: Double { Double(frameBytes) / Double(points) }
         var addFramesPerPoint: Double { Double(addFrameBytes) / Double(points) }
         var v1FramesPerPoint: Double { Double(v1FrameBytes) / Double(points) }
+        var v2FramesPerPoint: Double { Double(v2FrameBytes) / Double(points) }
         var pointStreamPerPoint: Double { Double(pointStreamBytes) / Double(points) }
         var pointStreamV1PerPoint: Double { Double(pointStreamV1Bytes) / Double(points) }
         var snapshotV1PerPoint: Double { Double(snapshotV1Bytes) / Double(points) }
+        var snapshotV2PerPoint: Double { Double(snapshotV2Bytes) / Double(points) }
         var zlibPerPoint: Double { Double(zlibBytes) / Double(points) }
     }
 
@@ -161,7 +185,7 @@ extension Bench {
         for (op, s) in zip(ops, strokes) {
             let bytes = OperationCodec.encode(op)
             frameBytes += bytes.count
-            var context = StrokeCodecV2.Context.standaloneWithParameters
+            var context = StrokeCodecV2.Context.standaloneWithGrids
             var w = ByteWriter()
             StrokeCodecV2.encodePoints(s.points, width: s.style.width, context: &context, into: &w)
             framePointBytes += w.count
@@ -170,9 +194,11 @@ extension Bench {
         return Density(points: state.pointCount, medianPoints: lengths.isEmpty ? 0 : lengths[lengths.count / 2],
                        snapshotBytes: snapshot.count,
                        snapshotV1Bytes: PageSnapshot.encode(state, coveredLogOffset: 40, logIncarnation: 1, version: 1).count,
+                       snapshotV2Bytes: PageSnapshot.encode(state, coveredLogOffset: 40, logIncarnation: 1, version: 2).count,
                        frameBytes: frameBytes, framePointBytes: framePointBytes,
                        addFrameBytes: ops.reduce(0) { $0 + OperationCodec.encode($1, form: .hash).count },
                        v1FrameBytes: ops.reduce(0) { $0 + OperationCodec.encode($1, form: .writtenV1).count },
+                       v2FrameBytes: ops.reduce(0) { $0 + OperationCodec.encode($1, form: .writtenV2).count },
                        framesRoundTrip: framesRoundTrip, ops: ops,
                        pointStreamBytes: CodecBench.encodeV2(strokes.map(\.points), strokes.map(\.style.width)).count,
                        pointStreamV1Bytes: strokes.reduce(0) { $0 + StrokeCodec.encodedPoints($1.points).count },

@@ -10,7 +10,7 @@ import LnoteTestSupport
 /// The forms of a stroke add across folders and peers (operation-log.md [LOG-22], [LOG-24],
 /// [LOG-29]; sync-protocol.md [SYNC-50] … [SYNC-54]): a folder whose logs an lnote before
 /// `addStroke` wrote (every stroke an `add`, 0x01), or one before `addStroke2` (0x06), opens,
-/// serves and receives today's `addStroke2` frames; the same operation held in two forms is
+/// serves and receives today's `addStroke3` frames; the same operation held in two forms is
 /// never a fork, and a true fork in the compact form still is.
 @Suite struct AddStrokeFormSyncTests {
     typealias T = TrustSyncTests
@@ -73,7 +73,7 @@ import LnoteTestSupport
         #expect(try await Self.rewriteInHashForm(a) == 6)
         #expect(try await Self.rewriteInHashForm(a3, form: .writtenV1) == 6)
         #expect(try await Self.frameTypes(a) == Array(repeating: 0x01, count: 6))
-        #expect(try await Self.frameTypes(a2) == Array(repeating: 0x09, count: 6))
+        #expect(try await Self.frameTypes(a2) == Array(repeating: 0x0A, count: 6))
         #expect(try await Self.frameTypes(a3) == Array(repeating: 0x06, count: 6))
         #expect(try await Fixture.canonical(a) == Fixture.canonical(a2), "the old-form log replays to the same page")
         #expect(try await Fixture.canonical(a3) == Fixture.canonical(a2), "the addStroke log replays to the same page")
@@ -93,7 +93,7 @@ import LnoteTestSupport
         try await T.addStrokes(a2, 3, seed: 82)
         let push = try await T.folderSync(a2, a)
         #expect(push.forks.isEmpty && !push.needsAttention && push.opsAccepted == 3, "\(push)")
-        #expect(try await Self.frameTypes(a) == Array(repeating: 0x01, count: 6) + Array(repeating: 0x09, count: 3))
+        #expect(try await Self.frameTypes(a) == Array(repeating: 0x01, count: 6) + Array(repeating: 0x0A, count: 3))
         #expect(try await Fixture.canonical(a) == Fixture.canonical(a2))
         #expect(try await Self.digests(a) == Self.digests(a2))
 
@@ -129,7 +129,7 @@ import LnoteTestSupport
         #expect(try await Fixture.canonical(c) == Fixture.canonical(s))
         #expect(try await T.operationSets(c) == T.operationSets(s))
         #expect(try await Self.digests(c) == Self.digests(s))
-        #expect(try await Self.frameTypes(s) == Array(repeating: 0x01, count: 5) + Array(repeating: 0x09, count: 4))
+        #expect(try await Self.frameTypes(s) == Array(repeating: 0x01, count: 5) + Array(repeating: 0x0A, count: 4))
     }
 
     /// [SYNC-50] [LOG-22] A peer does not send a client back what the client just pushed,
@@ -161,6 +161,6 @@ import LnoteTestSupport
         #expect(answer.accepted == 3 && answer.forks.isEmpty)
         let back = answer.pull.flatMap(\.frames).compactMap(OperationCodec.id(of:))
         #expect(back.filter(added.contains).isEmpty, "sent back: \(back)")
-        #expect(try await Self.frameTypes(s).suffix(3) == [0x09, 0x09, 0x09], "the receiver writes the compact form")
+        #expect(try await Self.frameTypes(s).suffix(3) == [0x0A, 0x0A, 0x0A], "the receiver writes the compact form")
     }
 }

@@ -49,9 +49,17 @@ enum ReferenceElementsV2 {
         let n = try r.varint("count")
         guard n <= UInt64(r.remaining / 7) else { throw fault("[SNAP-33] count \(n)", at: countAt) }
         var out: [ElementRecord] = []
-        var previous = Previous()
+        // [SNAP-42] A version-3 file's chunks start from the point context with grids (`bytes`
+        // is the whole file: its version field says which).
+        let grids = bytes.count > 8 && bytes[8] >= 3
+        func start() -> Previous {
+            var p = Previous()
+            p.points = ReferenceStrokeCodecV2.Context.chunk(grids: grids)
+            return p
+        }
+        var previous = start()
         for i in 0..<Int(n) {
-            if i % 64 == 0 { previous = Previous() }
+            if i % 64 == 0 { previous = start() }
             let recordAt = r.offset
             let flags = try r.u8("flags")
             guard flags & 0xC0 == 0 else { throw fault("[SNAP-34] flag bits 6-7", at: recordAt) }

@@ -194,15 +194,18 @@ struct PageSnapshotV2Tests {
     /// [SNAP-33] [SNAP-34] [SNAP-35] Version 2 round-trips random pages and pages of both
     /// profiles (more than 64 elements: chunks and the element index), and decodes serially
     /// and in parallel alike.
-    @Test("[SNAP-33] [SNAP-34] [SNAP-35] version 2 round trips (next-layer keys and fraction keys)")
+    @Test("[SNAP-33] [SNAP-34] [SNAP-35] [SNAP-42] versions 2 and 3 round trip (next-layer keys and fraction keys)")
     func roundTrips() throws {
         for seed in testSeeds(0x5A9_2003, count: 30) {
             let state = PageSnapshot.canonicalized(Self.page(seed: seed))
-            let bytes = PageSnapshot.encode(state, coveredLogOffset: 5, logIncarnation: 6)
-            #expect(bytes[8] == 2, "version field, seed \(seed)")
-            let back = try PageSnapshot.decode(bytes)
-            #expect(back.state == state, "seed \(seed)")
-            #expect(PageSnapshot.encode(back) == bytes, "seed \(seed)")
+            for version: UInt16 in [2, 3] {
+                let bytes = PageSnapshot.encode(state, coveredLogOffset: 5, logIncarnation: 6, version: version)
+                #expect(bytes[8] == version, "version field, seed \(seed)")
+                let back = try PageSnapshot.decode(bytes)
+                #expect(back.state == state, "seed \(seed)")
+                #expect(PageSnapshot.encode(back, version: version) == bytes, "seed \(seed)")
+            }
+            #expect(PageSnapshot.encode(state, coveredLogOffset: 5, logIncarnation: 6)[8] == 3, "lnote writes version 3")
         }
         var pen = HandwritingGenerator.Options()
         pen.profile = .pen
@@ -288,7 +291,7 @@ struct PageSnapshotV2Tests {
     /// (a two-replica page with moves, erasures, an image and more than 64 elements, and the
     /// tiny page of 4.7) open, print the JSON they printed then, and re-encode as version 2
     /// to an equal state.
-    @Test("[SNAP-7] [SNAP-37] version-1 fixtures open and re-encode as version 2")
+    @Test("[SNAP-7] [SNAP-37] version-1 fixtures open and re-encode as version 3")
     func versionOneFixtures() throws {
         let v1 = try [UInt8](Data(contentsOf: fixturesDirectory.appendingPathComponent("v1-two-replicas.content")))
         #expect(v1[8] == 1)
@@ -297,11 +300,11 @@ struct PageSnapshotV2Tests {
         #expect(old.state.canonicalJSON() == json)
         #expect(old.state.elements.count > 64)
         #expect(PageSnapshot.encode(old, version: 1) == v1, "the version-1 writer is today's")
-        let v2 = PageSnapshot.encode(old)
-        #expect(v2[8] == 2)
-        #expect(try PageSnapshot.decode(v2) == old)
-        #expect(v2.count < v1.count)
-        #expect(try PageSnapshot.summary(prefix: v2).elementCount == old.state.elements.count)
+        let v3 = PageSnapshot.encode(old)
+        #expect(v3[8] == 3)
+        #expect(try PageSnapshot.decode(v3) == old)
+        #expect(v3.count < v1.count)
+        #expect(try PageSnapshot.summary(prefix: v3).elementCount == old.state.elements.count)
         #expect(try PageSnapshot.summary(prefix: v1).elementCount == old.state.elements.count)
 
         let tiny = try #require(parseHexDump(try String(contentsOf: fixturesDirectory
@@ -310,12 +313,13 @@ struct PageSnapshotV2Tests {
         #expect(try PageSnapshot.decode(PageSnapshot.encode(tinyState)) == tinyState)
     }
 
-    /// [SNAP-37] The spec's version-2 vector: the tiny page of 4.7 as version 2, byte for byte.
-    @Test("[SNAP-37] the tiny page as version 2")
-    func tinyPageVector() throws {
+    /// [SNAP-37] [SNAP-42] The spec's version-2 and version-3 vectors: the tiny page of 4.7,
+    /// byte for byte.
+    @Test("[SNAP-37] [SNAP-42] the tiny page as versions 2 and 3", arguments: [2, 3] as [UInt16])
+    func tinyPageVector(version: UInt16) throws {
         let bytes = PageSnapshot.encode(TinyPage.state, coveredLogOffset: TinyPage.coveredLogOffset,
-                                        logIncarnation: TinyPage.logIncarnation)
-        let fromSpec = try #require(parseHexDump(try specVector("tiny-page-v2")))
+                                        logIncarnation: TinyPage.logIncarnation, version: version)
+        let fromSpec = try #require(parseHexDump(try specVector("tiny-page-v\(version)")))
         #expect(fromSpec == bytes, "the spec's vector differs; actual:\n\(hexDump(bytes))")
         #expect(try PageSnapshot.decode(fromSpec).state == PageSnapshot.canonicalized(TinyPage.state))
     }

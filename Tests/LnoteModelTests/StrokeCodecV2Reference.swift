@@ -2,7 +2,8 @@ import LnoteModel
 
 /// A second implementation of the point stream version 2, written from
 /// `Protocol/page-snapshot.md` section 3a alone, as the oracle of
-/// `StrokeCodecV2ReferenceTests`.
+/// `StrokeCodecV2ReferenceTests`, `StrokeCodecV2WrittenParametersTests` ([PT2-10]) and
+/// `StrokeCodecV2GridTests` ([PT2-11]).
 ///
 /// It is meant to be obviously correct, not fast: values are exact `Int64` (products in
 /// `Int128`), bits are written and read one at a time, and the checks of [PT2-2] and
@@ -36,16 +37,139 @@ enum ReferenceStrokeCodecV2 {
         /// [PT2-10] Second differences in a Rice code of a parameter written after each
         /// channel's mode, no state.
         var writtenParameters = false
+        /// [PT2-11] A context *with grids*: x and y on a digitizer grid of `G`.
+        var grids = false
+        /// [PT2-11] The *last grid* of x and of y (indexed by `x`, `y`): an index in `G`, or
+        /// none (initially none). Not to be confused with `grid`, [PT2-3]'s integer grid,
+        /// which 3a.1 also calls the channel's last grid.
+        var lastGrid: [Int?] = [nil, nil]
 
         /// operation-log.md [LOG-24]: the standalone context of a compact stroke frame; with
-        /// written parameters for an `addStroke2` ([LOG-29]).
-        static func standalone(writtenParameters: Bool) -> Context {
+        /// written parameters for an `addStroke2` ([LOG-29]); with written parameters and
+        /// grids for an `addStroke3` ([PT2-11], [LOG-32]).
+        static func standalone(writtenParameters: Bool, grids: Bool = false) -> Context {
             var c = Context()
             c.firstState = [65536, 65536, 4096, 256, 16]
             c.stepState = [128, 128, 256, 64, 128]
             c.writtenParameters = writtenParameters
+            c.grids = grids
             return c
         }
+
+        /// 3a.1 The initial context of a chunk; with grids for a version-3 snapshot
+        /// ([PT2-11], [SNAP-42]).
+        static func chunk(grids: Bool) -> Context {
+            var c = Context()
+            c.grids = grids
+            return c
+        }
+    }
+
+    // MARK: Digitizer grids [PT2-11]
+
+    /// [PT2-11] A grid of `a/q` tenths of a point.
+    struct DigitizerGrid: Equatable, Sendable, CustomStringConvertible {
+        let a: Int64
+        let q: Int64
+        var description: String { "\(a)/\(q)" }
+    }
+
+    /// [PT2-11] `G`: every `(a, q)` with `1 ≤ q ≤ 4`, `2q ≤ a ≤ 16q`, `gcd(a, q) = 1`, by
+    /// `a/q` descending.
+    static let gridList: [DigitizerGrid] = {
+        var out: [DigitizerGrid] = []
+        for q in Int64(1)...4 {
+            for a in (2 * q)...(16 * q) where gcd(a, q) == 1 { out.append(DigitizerGrid(a: a, q: q)) }
+        }
+        // a₁/q₁ > a₂/q₂ exactly when a₁·q₂ > a₂·q₁.
+        return out.sorted { $0.a * $1.q > $1.a * $0.q }
+    }()
+
+    /// [PT2-11] The bits of a phase of a grid of `q`: `⌈log₂ q⌉`.
+    static func phaseBits(_ q: Int64) -> Int { bitLength(UInt64(q - 1)) }
+
+    /// `⌊x / d⌋` and `⌈x / d⌉` for `d > 0`, exact.
+    static func floorDiv(_ x: Int64, _ d: Int64) -> Int64 {
+        let q = x / d
+        return x % d != 0 && x < 0 ? q - 1 : q
+    }
+
+    static func ceilDiv(_ x: Int64, _ d: Int64) -> Int64 { -floorDiv(-x, d) }
+
+    /// [PT2-11] `k_i = ⌈(q·(v_i − v_0) − p) / a⌉`: the only integer that can satisfy
+    /// `q·(v_i − v_0) − p ≤ a·k_i < q·(v_i − v_0) − p + q`.
+    static func gridStep(_ v: Int64, first v0: Int64, _ grid: DigitizerGrid, phase p: Int64) -> Int64 {
+        ceilDiv(grid.q * (v - v0) - p, grid.a)
+    }
+
+    /// [PT2-11] The values fit `grid` with phase `p`: every `i` has its `k_i`.
+    static func fits(_ values: [Int64], _ grid: DigitizerGrid, phase p: Int64) -> Bool {
+        let v0 = values[0]
+        for v in values {
+            let k = gridStep(v, first: v0, grid, phase: p)
+            if grid.a * k >= grid.q * (v - v0) - p + grid.q { return false }
+        }
+        return true
+    }
+
+    /// [PT2-11] The smallest phase with which the values fit `grid`, if any.
+    static func smallestPhase(_ values: [Int64], _ grid: DigitizerGrid) -> Int64? {
+        for p in 0..<grid.q where fits(values, grid, phase: p) { return p }
+        return nil
+    }
+
+    /// [PT2-11] The choice: the preferred grid if the values fit it, else the first entry of
+    /// `G` (the preferred one skipped) that they fit, else none; with the smallest phase.
+    static func gridChoice(_ values: [Int64], preferred: Int?) -> (index: Int, phase: Int64)? {
+        if let preferred, let p = smallestPhase(values, gridList[preferred]) { return (preferred, p) }
+        for i in gridList.indices where i != preferred {
+            if let p = smallestPhase(values, gridList[i]) { return (i, p) }
+        }
+        return nil
+    }
+
+    /// [PT2-11] The values coded in place of `v_i`: `u_i = v_0 + k_i`.
+    static func gridUnits(_ values: [Int64], _ grid: DigitizerGrid, phase p: Int64) -> [Int64] {
+        values.map { values[0] + gridStep($0, first: values[0], grid, phase: p) }
+    }
+
+    /// [PT2-11] A reader's rebuilt value: `v_i = v_0 + ⌊(a·(u_i − v_0) + p) / q⌋`.
+    static func rebuilt(_ u: Int64, first v0: Int64, _ grid: DigitizerGrid, phase p: Int64) -> Int64 {
+        v0 + floorDiv(grid.a * (u - v0) + p, grid.q)
+    }
+
+    /// One channel's part of [PT2-11]'s grid bits, as a writer plans it.
+    struct GridPlan: Equatable {
+        /// The channel's preferred grid (an index in `G`), if it has one.
+        var preferred: Int?
+        /// The chosen grid and phase, or none.
+        var chosen: Int?
+        var phase: Int64 = 0
+    }
+
+    /// [PT2-11] The preferred grids and the choice for x and y of a stroke coded against
+    /// `context`; nil without grids or for fewer than 3 points.
+    static func gridPlans(_ points: [StrokePoint], context: Context) -> [GridPlan]? {
+        guard context.grids, points.count >= 3 else { return nil }
+        let v = points.map(values)
+        var plans: [GridPlan] = []
+        for c in [x, y] {
+            let preferred = c == x ? context.lastGrid[x] : (context.lastGrid[y] ?? plans[x].chosen)
+            let choice = gridChoice(v.map { $0[c] }, preferred: preferred)
+            plans.append(GridPlan(preferred: preferred, chosen: choice?.index, phase: choice?.phase ?? 0))
+        }
+        return plans
+    }
+
+    /// What a test's writer writes for one channel's grid in place of [PT2-11]'s choice (to
+    /// build streams a reader must refuse): the index (0…127, 85 or more naming no grid) or
+    /// none, the phase (up to `2^⌈log₂ q⌉ − 1`), and whether to write the index in full
+    /// (`same` 0) even where it is the preferred grid. The coded values are
+    /// `v_0 + ⌈(q·(v_i − v_0) − p) / a⌉` whether or not the values fit.
+    struct ForcedGrid {
+        var index: Int?
+        var phase: Int64 = 0
+        var inFull = false
     }
 
     /// [PT2-10] The bits of `u` in the Rice code of parameter `k`.
@@ -178,19 +302,58 @@ enum ReferenceStrokeCodecV2 {
     }
 
     /// The stream of `points` coded against `context`, which it leaves as the stroke does.
-    /// `forcedParameters`: with written parameters, the ones to write instead of [PT2-10]'s
-    /// (to build streams a reader must refuse).
+    /// `forcedParameters`: with written parameters, the ones to write instead of [PT2-10]'s;
+    /// `forcedGrids`: with grids, what to write for x's or y's grid instead of [PT2-11]'s
+    /// choice (both to build streams a reader must refuse).
     static func encodedPoints(_ points: [StrokePoint], width: Int32, context: inout Context,
-                              forcedParameters: [Int]? = nil) -> [UInt8] {
+                              forcedParameters: [Int]? = nil, forcedGrids: [ForcedGrid?]? = nil) -> [UInt8] {
+        encodedPointsTraced(points, width: width, context: &context, forcedParameters: forcedParameters,
+                            forcedGrids: forcedGrids).bytes
+    }
+
+    /// `encodedPoints`, with where x's and y's grid bits begin ([PT2-11]): the byte of the
+    /// stream (from its `n`) that holds their first bit, nil where there are none.
+    static func encodedPointsTraced(_ points: [StrokePoint], width: Int32, context: inout Context,
+                                    forcedParameters: [Int]? = nil, forcedGrids: [ForcedGrid?]? = nil)
+        -> (bytes: [UInt8], gridBitsAt: [Int?]) {
         var out: [UInt8] = []
         let n = points.count
         appendVarint(UInt64(n), to: &out)
-        guard n >= 1 else { return out }
-        let v = points.map(values)
+        guard n >= 1 else { return (out, [nil, nil]) }
+        // [PT2-11] With a grid, x or y is coded as the values `u_i` in place of `v_i`.
+        var v = points.map(values)
         let derived = v.allSatisfy { $0[radius] == derivedRadius(width: width, pressure: $0[pressure]) }
         let coded = derived ? [x, y, pressure, t] : [x, y, pressure, radius, t]
         var w = BitWriter()
         w.write(derived)
+        // [PT2-11] The grid bits, for x then y, between `derived` and the modes.
+        var chosenGrid: [Int?] = [nil, nil]
+        var gridBitsAt: [Int?] = [nil, nil]
+        if context.grids && n >= 3 {
+            for c in [x, y] {
+                gridBitsAt[c] = w.bits.count
+                let preferred = c == x ? context.lastGrid[x] : (context.lastGrid[y] ?? chosenGrid[x])
+                let column = v.map { $0[c] }
+                let choice = gridChoice(column, preferred: preferred)
+                let written = forcedGrids?[c] ?? ForcedGrid(index: choice?.index, phase: choice?.phase ?? 0)
+                var same = false
+                if let preferred {
+                    same = !written.inFull && written.index == preferred
+                    w.write(same)
+                }
+                if !same {
+                    w.write(written.index != nil)
+                    if let index = written.index { w.write(UInt64(index), width: 7) }
+                }
+                if let index = written.index, index < gridList.count {
+                    let grid = gridList[index]
+                    w.write(UInt64(written.phase), width: phaseBits(grid.q))
+                    let u = gridUnits(column, grid, phase: written.phase)
+                    for i in 0..<n { v[i][c] = u[i] }
+                    chosenGrid[c] = index
+                }
+            }
+        }
         var modes = [Int](repeating: -1, count: 5), grids = [Int64](repeating: 1, count: 5)
         var parameters = [Int](repeating: 0, count: 5)
         if n >= 3 {
@@ -237,7 +400,8 @@ enum ReferenceStrokeCodecV2 {
         appendVarint(UInt64(bytes.count), to: &out)
         for c in 0..<5 { context.first[c] = v[0][c] }
         for c in coded where modes[c] >= 0 && modes[c] != 3 { context.grid[c] = grids[c] }
-        return out + bytes
+        if context.grids && n >= 3 { context.lastGrid = chosenGrid }
+        return (out + bytes, gridBitsAt.map { $0.map { out.count + $0 / 8 } })
     }
 
     // MARK: Reading
@@ -383,6 +547,41 @@ enum ReferenceStrokeCodecV2 {
             var modes = [Int](repeating: -1, count: 5), grids = [Int64](repeating: 1, count: 5)
             var parameters = [Int](repeating: 0, count: 5)
 
+            // [PT2-11] The grid bits of x then y, checked as they are read.
+            var digitizer: [(index: Int, phase: Int64)?] = [nil, nil]
+            var gridBitsAt = [0, 0]
+            func preferred(_ c: Int) -> Int? {
+                c == R.x ? context.lastGrid[R.x] : (context.lastGrid[R.y] ?? digitizer[R.x]?.index)
+            }
+            if context.grids && n >= 3 {
+                for c in [R.x, R.y] {
+                    gridBitsAt[c] = byteAt
+                    var same = false
+                    if let p = preferred(c) {
+                        same = try bit()
+                        if same { digitizer[c] = (p, 0) }
+                    }
+                    if !same, try bit() {
+                        let index = Int(try bits(7))
+                        guard index < R.gridList.count else {
+                            throw fault("[PT2-11] index: \(index) ≥ 85 on channel \(c)", at: gridBitsAt[c])
+                        }
+                        guard index != preferred(c) else {
+                            throw fault("[PT2-11] preferred in full: \(index) on channel \(c)", at: gridBitsAt[c])
+                        }
+                        digitizer[c] = (index, 0)
+                    }
+                    if let index = digitizer[c]?.index {
+                        let q = R.gridList[index].q
+                        let phase = Int64(try bits(R.phaseBits(q)))
+                        guard phase < q else {
+                            throw fault("[PT2-11] phase: \(phase) ≥ q on \(R.gridList[index]), channel \(c)", at: gridBitsAt[c])
+                        }
+                        digitizer[c] = (index, phase)
+                    }
+                }
+            }
+
             // 3a.2 2: modes and grids; [PT2-8] 1; [PT2-10] parameters.
             if n >= 3 {
                 for c in coded {
@@ -495,6 +694,29 @@ enum ReferenceStrokeCodecV2 {
                 }
             }
 
+            // [PT2-11] Once every channel's second differences are read, for x then y: the
+            // values rebuilt from the `u_i` in range, then the grid and phase the choice gives.
+            if context.grids && n >= 3 {
+                for c in [R.x, R.y] {
+                    if let (index, phase) = digitizer[c] {
+                        let grid = R.gridList[index]
+                        let v0 = v[0][c]
+                        for i in 0..<n {
+                            let value = R.rebuilt(v[i][c], first: v0, grid, phase: phase)
+                            guard R.ranges[c].contains(value) else {
+                                throw fault("[PT2-11] rebuilt value: \(value) on channel \(c) at point \(i)", at: gridBitsAt[c])
+                            }
+                            v[i][c] = value
+                        }
+                    }
+                    let choice = R.gridChoice(v.map { $0[c] }, preferred: preferred(c))
+                    guard choice?.index == digitizer[c]?.index, choice?.phase == digitizer[c]?.phase else {
+                        throw fault("[PT2-11] choice: \(digitizer[c].map { "\($0)" } ?? "none") on channel \(c), not \(choice.map { "\($0)" } ?? "none")",
+                                    at: gridBitsAt[c])
+                    }
+                }
+            }
+
             // 3a.2 1: the derived radius; [PT2-8] 6.
             for i in 0..<n {
                 let d = R.derivedRadius(width: width, pressure: v[i][R.pressure])
@@ -519,6 +741,7 @@ enum ReferenceStrokeCodecV2 {
             // Context: first values, and grids of channels in mode 0, 1 or 2.
             for c in 0..<5 { context.first[c] = v[0][c] }
             for c in coded where modes[c] >= 0 && modes[c] != 3 { context.grid[c] = grids[c] }
+            if context.grids && n >= 3 { context.lastGrid = digitizer.map { $0?.index } }
             return v
         }
     }

@@ -472,7 +472,7 @@ struct StrokeCodecV2ReferenceTests {
     /// [SNAP-33] [SNAP-34] [SNAP-35] [SNAP-37] A reader of version-2 element records written
     /// from the spec (`ReferenceElementsV2`) reads the spec's vector and every page lnote
     /// writes (chunks of 64 records, each from the initial context) to lnote's elements.
-    @Test("[SNAP-33] [SNAP-34] [SNAP-35] [SNAP-37] element records v2 read by a reference reader")
+    @Test("[SNAP-33] [SNAP-34] [SNAP-35] [SNAP-37] [SNAP-42] element records of versions 2 and 3 read by a reference reader")
     func elementRecordsMatchReference() throws {
         let vector = try #require(parseHexDump(try specVector("tiny-page-v2")))
         let (body, replicas) = try ReferenceElementsV2.elementsSection(of: vector)
@@ -486,7 +486,8 @@ struct StrokeCodecV2ReferenceTests {
                     Issue.record("seed \(seed): the test's page is invalid: \(error)")
                     continue
                 }
-                let file = PageSnapshot.encode(state, coveredLogOffset: 1, logIncarnation: 2)
+                for version: UInt16 in [2, 3] {
+                let file = PageSnapshot.encode(state, coveredLogOffset: 1, logIncarnation: 2, version: version)
                 let (body, replicas) = try ReferenceElementsV2.elementsSection(of: file)
                 do {
                     var streams: [Range<Int>] = [], prefixes: [Int] = []
@@ -501,11 +502,12 @@ struct StrokeCodecV2ReferenceTests {
                         layeredPrefixes += 1
                     }
                 } catch {
-                    Issue.record("seed \(seed): the reference rejects lnote's page: \(error)")
+                    Issue.record("seed \(seed), version \(version): the reference rejects lnote's page: \(error)")
+                }
                 }
             }
         }
-        #expect(chunked >= 10 && layeredPrefixes >= 2, "\(chunked) chunked pages, \(layeredPrefixes) layered")
+        #expect(chunked >= 20 && layeredPrefixes >= 4, "\(chunked) chunked pages, \(layeredPrefixes) layered")
     }
 
     /// [SNAP-34] [SNAP-36] Every byte of the elements section of some pages replaced (the file
@@ -516,10 +518,10 @@ struct StrokeCodecV2ReferenceTests {
     func mutatedElementRecords() throws {
         let log = Differences("element records v2")
         var accepted = 0, rejectedByRule = 0
-        for seed in testSeeds(0x5EED_0307, count: 2) {
+        for (k, seed) in testSeeds(0x5EED_0307, count: 2).enumerated() {
             var g = SplitMix64(seed: seed)
             let state = PageSnapshot.canonicalized(PageSnapshotV2Tests.page(seed: seed, elements: 8))
-            let file = PageSnapshot.encode(state, coveredLogOffset: 1, logIncarnation: 2)
+            let file = PageSnapshot.encode(state, coveredLogOffset: 1, logIncarnation: 2, version: k == 0 ? 2 : 3)
             let (body, replicas) = try ReferenceElementsV2.elementsSection(of: file)
             // The bytes of the records but their point streams (the tests above mutate those).
             var streams: [Range<Int>] = [], prefixes: [Int] = []

@@ -8,7 +8,7 @@ import LnoteTestSupport
 
 /// The relay store and the forms of a stroke add (operation-log.md [LOG-22], [LOG-24],
 /// [LOG-29]; sync-protocol.md [SYNC-50], [SYNC-51], [SYNC-53]): what an older client pushed
-/// as `add` or `addStroke` and a newer one pushes as `addStroke2` is one operation.
+/// as `add` or `addStroke` and a newer one pushes as `addStroke3` is one operation.
 @Suite("Relay and addStroke")
 struct RelayAddStrokeFormTests {
     static let a = ReplicaID(0xA1), b = ReplicaID(0xB2)
@@ -25,7 +25,7 @@ struct RelayAddStrokeFormTests {
             var mine = PageReplica(page: log.page!), other = PageReplica(page: log.page!)
             let ops = try (0..<4).map { _ in try mine.add(.stroke(randomStroke(&rng)), by: Self.a, wallTime: 1) }
             let old = ops.map { OperationCodec.frame($0, form: .hash) }
-            #expect(old.allSatisfy { $0.type == 0x01 } && ops.allSatisfy { OperationCodec.frame($0).type == 0x09 })
+            #expect(old.allSatisfy { $0.type == 0x01 } && ops.allSatisfy { OperationCodec.frame($0).type == 0x0A })
             let first = try store.sync(SyncRequest(replica: Self.a, epoch: 0, cursor: 0, push: [LogBatch(log: log, frames: old)]),
                                        notebook: nb)
             #expect(first.accepted == 4 && first.forks.isEmpty)
@@ -40,7 +40,7 @@ struct RelayAddStrokeFormTests {
             #expect(older.accepted == 0 && older.forks.isEmpty, "the addStroke (0x06) form of held operations: duplicates")
 
             let fork = try other.add(.stroke(randomStroke(&rng)), by: Self.a, wallTime: 2)
-            #expect(fork.id == ops[0].id && fork != ops[0] && OperationCodec.frame(fork).type == 0x09)
+            #expect(fork.id == ops[0].id && fork != ops[0] && OperationCodec.frame(fork).type == 0x0A)
             let forked = try store.sync(SyncRequest(replica: Self.a, epoch: 0, cursor: 0, push: [LogBatch(log: log, ops: [fork])]),
                                         notebook: nb)
             let held = SHA256.hash([0x01] + old[0].payload)

@@ -4,9 +4,10 @@ import LnoteModel
 import LnoteTestSupport
 @testable import LnoteReplication
 
-/// `addStroke2` (0x09), the written form of an add of a stroke, and `addStroke` (0x06), the
-/// one written before it, against their hash form `add` (0x01): `Protocol/operation-log.md`
-/// [LOG-22], [LOG-24], [LOG-25], [LOG-29]; sync-protocol.md [SYNC-50].
+/// `addStroke3` (0x0A), the written form of an add of a stroke, and `addStroke2` (0x09) and
+/// `addStroke` (0x06), those written before it, against their hash form `add` (0x01):
+/// `Protocol/operation-log.md` [LOG-22], [LOG-24], [LOG-25], [LOG-29], [LOG-32];
+/// sync-protocol.md [SYNC-50].
 @Suite struct AddStrokeFormTests {
     static let me = ReplicaID(0xB0), other = ReplicaID(0x0123_4567_89AB_CDEF)
 
@@ -84,10 +85,10 @@ import LnoteTestSupport
         return HandwritingGenerator.strokes(seed: seed, count: count, options: o)
     }
 
-    /// [LOG-22] [LOG-24] [LOG-29] [SYNC-50] Every add of a stroke is written as an
-    /// addStroke2; all three forms decode to the operation, re-encode to themselves, and have
+    /// [LOG-22] [LOG-24] [LOG-29] [LOG-32] [SYNC-50] Every add of a stroke is written as an
+    /// addStroke3; all four forms decode to the operation, re-encode to themselves, and have
     /// one content hash, the SHA-256 of the hash form's type and payload.
-    @Test("[LOG-24] [LOG-29] [SYNC-50] every form round-trips and hashes alike", arguments: [1, 2, 3] as [UInt64])
+    @Test("[LOG-24] [LOG-29] [LOG-32] [SYNC-50] every form round-trips and hashes alike", arguments: [1, 2, 3] as [UInt64])
     func roundTripsAndHashes(seed: UInt64) throws {
         let strokes = HandwritingGenerator.strokes(seed: seed, count: 120) + Self.pen(120, seed: seed)
             + Self.adversarialStrokes()
@@ -95,11 +96,13 @@ import LnoteTestSupport
         var explicit = 0, withContext = 0
         for op in ops {
             let written = OperationCodec.frame(op), hashForm = OperationCodec.frame(op, form: .hash)
-            let v1 = OperationCodec.frame(op, form: .writtenV1)
-            #expect(written.type == 0x09 && v1.type == 0x06 && hashForm.type == 0x01, "seed \(seed), \(op.id)")
+            let v1 = OperationCodec.frame(op, form: .writtenV1), v2 = OperationCodec.frame(op, form: .writtenV2)
+            #expect(written.type == 0x0A && v2.type == 0x09 && v1.type == 0x06 && hashForm.type == 0x01, "seed \(seed), \(op.id)")
             #expect(try OperationCodec.decode(written) == op, "seed \(seed), \(op.id)")
             #expect(try OperationCodec.decode(v1) == op, "seed \(seed), \(op.id)")
+            #expect(try OperationCodec.decode(v2) == op, "seed \(seed), \(op.id)")
             #expect(ContentHash.of(v1) == SHA256.hash([0x01] + hashForm.payload), "seed \(seed), \(op.id)")
+            #expect(ContentHash.of(v2) == SHA256.hash([0x01] + hashForm.payload), "seed \(seed), \(op.id)")
             #expect(try OperationCodec.decode(hashForm) == op, "seed \(seed), \(op.id)")
             #expect(OperationCodec.encode(op) == written.encoded)
             let expected = SHA256.hash([0x01] + hashForm.payload)
@@ -122,9 +125,10 @@ import LnoteTestSupport
     /// xor-ed in and by a seeded random value), and every cut: the decoder throws a typed
     /// `LnoteError` at an offset inside the payload, or decodes to an operation whose written
     /// form is exactly the mutated bytes (one encoding) and whose hash is its hash form's.
-    @Test("[LOG-24] [LOG-29] every byte of addStroke and addStroke2 frames mutated, every cut", arguments: [0x06, 0x09] as [UInt8])
+    @Test("[LOG-24] [LOG-29] [LOG-32] every byte of addStroke, addStroke2 and addStroke3 frames mutated, every cut",
+          arguments: [0x06, 0x09, 0x0A] as [UInt8])
     func mutatedFrames(type: UInt8) throws {
-        let form: OperationCodec.Form = type == 0x09 ? .written : .writtenV1
+        let form = OperationCodec.form(ofType: type)
         let seed: UInt64 = 24
         var rng = SeededRNG(seed: seed)
         let strokes = Array(Self.pen(12, seed: seed)) + Array(HandwritingGenerator.strokes(seed: seed, count: 4))
@@ -171,10 +175,11 @@ import LnoteTestSupport
     /// [LOG-24] [LOG-29] What the writer may not write: a written-out implied z key, unknown
     /// flag bits, a Lamport timestamp the context cannot give; in an addStroke2, opaque black
     /// written out.
-    @Test("[LOG-24] [LOG-29] non-canonical addStroke and addStroke2 payloads are corrupt", arguments: [0x06, 0x09] as [UInt8])
+    @Test("[LOG-24] [LOG-29] [LOG-32] non-canonical compact stroke payloads are corrupt", arguments: [0x06, 0x09, 0x0A] as [UInt8])
     func specificRejections(type: UInt8) throws {
-        let version2 = type == 0x09
-        let form: OperationCodec.Form = version2 ? .written : .writtenV1
+        let version = try #require(OperationCodec.compactVersion(ofType: type))
+        let version2 = version >= 2
+        let form = OperationCodec.form(ofType: type)
         let s = Stroke(style: InkStyle(tool: .pencil, color: .black, width: 20),
                        points: [StrokePoint(x: 10, y: 20, pressure: 500, radius: 0, t: 0)])
         var page = PageReplica(page: PageID())
@@ -220,7 +225,7 @@ import LnoteTestSupport
         let huge = Op(id: OpID(replica: Self.me, counter: 1), lamport: 1, context: VectorClock([(Self.other, OpValidator.maxLamport)]),
                       wallTime: 0, body: .add(.stroke(s), z: ZKey(layer: 1)))
         var hw = ByteWriter()
-        OperationCodec.encodeAddStroke(huge, s, ZKey(layer: 1), version2: version2, into: &hw)
+        OperationCodec.encodeAddStroke(huge, s, ZKey(layer: 1), version: version, into: &hw)
         e = error(hw.bytes)
         #expect(e?.code == .corrupt && e?.offset == 9 + 8 + 1 + 1, "\(String(describing: e))")
     }
@@ -245,14 +250,16 @@ import LnoteTestSupport
         }
         #expect(OperationCodec.Kind(rawValue: 0x06) == .addStroke && !older.contains(0x06))
         #expect(OperationCodec.Kind(rawValue: 0x09) == .addStroke2 && !older.contains(0x09))
+        #expect(OperationCodec.Kind(rawValue: 0x0A) == .addStroke3 && !older.contains(0x0A))
     }
 
     /// [PT2-10] Strokes whose few points are far apart and off any grid — corners of a
     /// hand-drawn box, a fast scribble, a jump across the page — have second differences in
-    /// the thousands to hundreds of thousands: with parameters up to 14 an addStroke2 frame is
-    /// never more than a byte longer than the addStroke frame of the same operation (a colour
-    /// written in both), where parameters capped at 7 made each such value a 65-bit escape.
-    @Test("[PT2-10] far-apart points cost an addStroke2 no more than an addStroke")
+    /// the thousands to hundreds of thousands: with parameters up to 14 an addStroke2 or
+    /// addStroke3 frame is never more than a byte longer than the addStroke frame of the same
+    /// operation (a colour written in both), where parameters capped at 7 made each such value
+    /// a 65-bit escape.
+    @Test("[PT2-10] far-apart points cost an addStroke2 or addStroke3 no more than an addStroke")
     func farApartPoints() throws {
         let seed: UInt64 = 0x2910
         var g = SplitMix64(seed: seed)
@@ -272,10 +279,11 @@ import LnoteTestSupport
                 }
                 let op = try page.add(.stroke(Stroke(style: style, points: points)), by: Self.me, wallTime: 1_700_000_000_000 + Int64(i))
                 i += 1
-                let v2 = OperationCodec.encode(op), v1 = OperationCodec.encode(op, form: .writtenV1)
-                #expect(v2.count <= v1.count + 1,
-                        "seed \(seed): \(count) points ±\(spread): addStroke2 \(v2.count) B, addStroke \(v1.count) B")
-                #expect(try OperationCodec.decode(Frame.decodeAll(v2)[0]) == op, "seed \(seed)")
+                let v3 = OperationCodec.encode(op), v1 = OperationCodec.encode(op, form: .writtenV1)
+                let v2 = OperationCodec.encode(op, form: .writtenV2)
+                #expect(v3.count <= v1.count + 1 && v2.count <= v1.count + 1,
+                        "seed \(seed): \(count) points ±\(spread): addStroke3 \(v3.count) B, addStroke2 \(v2.count) B, addStroke \(v1.count) B")
+                #expect(try OperationCodec.decode(Frame.decodeAll(v3)[0]) == op, "seed \(seed)")
             }
         }
     }

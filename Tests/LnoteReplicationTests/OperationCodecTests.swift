@@ -127,9 +127,9 @@ extension OperationCodecTests {
                     body: .add(.stroke(Stroke(style: InkStyle(tool: .pen, color: .black, width: 20), points: points)), z: ZKey(layer: 2)))
         #expect(OpValidator.violation(of: op) == nil)
         let compact = OperationCodec.encode(op), hashForm = OperationCodec.encode(op, form: .hash)
-        let v1 = OperationCodec.encode(op, form: .writtenV1)
+        let v1 = OperationCodec.encode(op, form: .writtenV1), v2 = OperationCodec.encode(op, form: .writtenV2)
         if ProcessInfo.processInfo.environment["PRINT_VECTORS"] != nil {
-            print("VECTOR \(hexString(compact)) \(hexString(v1)) \(hexString(hashForm))")
+            print("VECTOR \(hexString(compact)) \(hexString(v2)) \(hexString(v1)) \(hexString(hashForm))")
         }
         let spec = try String(contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent()
             .appendingPathComponent("../../Protocol/operation-log.md").standardized, encoding: .utf8)
@@ -141,14 +141,59 @@ extension OperationCodecTests {
         let specCompact = try #require(blocks.first { bytes($0).hasPrefix(hexString(compact.prefix(9))) })
         let specAdd = try #require(blocks.first { bytes($0).hasPrefix(hexString(hashForm.prefix(9))) })
         let specV1 = try #require(blocks.first { bytes($0).hasPrefix(hexString(v1.prefix(9))) })
+        let specV2 = try #require(blocks.first { bytes($0).hasPrefix(hexString(v2.prefix(9))) })
         #expect(bytes(specCompact) == hexString(compact))
         #expect(bytes(specAdd) == hexString(hashForm))
         #expect(bytes(specV1) == hexString(v1))
-        #expect(compact[8] == 0x09 && v1[8] == 0x06 && hashForm[8] == 0x01)
+        #expect(bytes(specV2) == hexString(v2))
+        #expect(compact[8] == 0x0A && v2[8] == 0x09 && v1[8] == 0x06 && hashForm[8] == 0x01)
         let f1 = try Frame.decodeAll(compact)[0], f2 = try Frame.decodeAll(hashForm)[0], f3 = try Frame.decodeAll(v1)[0]
-        #expect(try OperationCodec.decode(f1) == op && OperationCodec.decode(f2) == op && OperationCodec.decode(f3) == op)
+        let f4 = try Frame.decodeAll(v2)[0]
+        #expect(try OperationCodec.decode(f1) == op && OperationCodec.decode(f2) == op && OperationCodec.decode(f3) == op
+                && OperationCodec.decode(f4) == op)
         #expect(ContentHash.of(f1) == SHA256.hash([0x01] + f2.payload) && ContentHash.of(f2) == ContentHash.of(f1)
-                && ContentHash.of(f3) == ContentHash.of(f1))
+                && ContentHash.of(f3) == ContentHash.of(f1) && ContentHash.of(f4) == ContentHash.of(f1))
+    }
+
+    /// [LOG-32] [PT2-11] The spec's second `addStroke3` vector: the first 12 points of a pen
+    /// whose coordinates sit on a 0.75-pt grid (y on grid 15/2 of `G`; x, with steps of 8 and 7
+    /// tenths only, on the coarser 31/4 that also fits),
+    /// byte for byte, and the same operation's `addStroke2` for comparison.
+    @Test("[LOG-32] [PT2-11] the addStroke3 vector of a stroke on a digitizer grid")
+    func addStroke3GridVector() throws {
+        let values: [(Int32, Int32, UInt16, UInt32)] = [
+            (648, 626, 257, 0), (648, 626, 395, 8), (648, 618, 480, 15), (648, 611, 546, 23), (648, 603, 525, 30),
+            (656, 588, 588, 39), (656, 581, 583, 45), (656, 566, 611, 53), (663, 551, 513, 60), (663, 543, 520, 68),
+            (663, 536, 545, 76), (663, 521, 616, 82)]
+        let points = values.map { StrokePoint(x: $0.0, y: $0.1, pressure: $0.2, radius: 0, t: $0.3) }
+        let me = ReplicaID(0xB0)
+        let op = Op(id: OpID(replica: me, counter: 1), lamport: 1, context: VectorClock(), wallTime: 1_700_000_000_000,
+                    body: .add(.stroke(Stroke(style: InkStyle(tool: .pen, color: .black, width: 20), points: points)), z: ZKey(layer: 1)))
+        #expect(OpValidator.violation(of: op) == nil)
+        let compact = OperationCodec.encode(op), v2 = OperationCodec.encode(op, form: .writtenV2)
+        if ProcessInfo.processInfo.environment["PRINT_VECTORS"] != nil {
+            print("GRIDVECTOR \(hexString(compact)) \(hexString(v2))")
+        }
+        let spec = try String(contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../../Protocol/operation-log.md").standardized, encoding: .utf8)
+        let blocks = spec.components(separatedBy: "```").enumerated().filter { $0.offset % 2 == 1 }.map(\.element)
+        func bytes(_ block: String) -> String {
+            block.split(separator: "\n").map { line in line.split(separator: " ", omittingEmptySubsequences: true)
+                .prefix { $0.allSatisfy(\.isHexDigit) }.joined() }.joined()
+        }
+        let specCompact = try #require(blocks.first { bytes($0).hasPrefix(hexString(compact.prefix(9))) })
+        #expect(bytes(specCompact) == hexString(compact))
+        #expect(compact[8] == 0x0A && compact.count < v2.count, "\(compact.count) against \(v2.count) bytes")
+        let f = try Frame.decodeAll(compact)[0]
+        #expect(try OperationCodec.decode(f) == op)
+        #expect(ContentHash.of(f) == ContentHash.of(try Frame.decodeAll(v2)[0]))
+        // x on grid 31/4 (index 49: its steps of 8 and 7 tenths fit that coarser grid too), y on
+        // 15/2 (index 51), which it names in full since x's does not fit it.
+        var c = StrokeCodecV2.Context.standaloneWithGrids
+        var w = ByteWriter()
+        StrokeCodecV2.encodePoints(points, width: 20, context: &c, into: &w)
+        #expect(StrokeCodecV2.coordinateGrids[51].a == 15 && StrokeCodecV2.coordinateGrids[51].q == 2)
+        #expect(c.lastGrid.x == 50 && c.lastGrid.y == 52, "grids \(c.lastGrid)")
     }
 
     /// [LOG-26] A stroke at the point limit with jumpy points does not fit in an `addStroke`
@@ -181,6 +226,6 @@ extension OperationCodecTests {
         #expect(try OperationCodec.decode(Frame.decodeAll(bytes)[0]) == op, "seed \(seed)")
         // An ordinary stroke is still written in the compact form.
         let small = try replica.add(.stroke(Stroke(style: InkStyle(), points: Array(points.prefix(3)))), by: ReplicaID(0x26), wallTime: 2)
-        #expect(OperationCodec.frame(small).type == OperationCodec.Kind.addStroke2.rawValue)
+        #expect(OperationCodec.frame(small).type == OperationCodec.Kind.addStroke3.rawValue)
     }
 }

@@ -14,7 +14,7 @@ import LnoteModel
     }
 
     /// True for an operation that is a plain add by its fields: an add of a stroke, written as
-    /// `addStroke2` or `addStroke`, a context naming its author alone, the implied z key.
+    /// `addStroke3`, `addStroke2` or `addStroke`, a context naming its author alone, the implied z key.
     static func isPlain(_ op: Op, type: UInt8) -> Bool {
         guard OperationCodec.isCompactStroke(type), case .add(.stroke, let z) = op.body else { return false }
         return op.context.entries.allSatisfy { $0.replica == op.id.replica } && z == OperationCodec.impliedZ(lamport: op.lamport)
@@ -56,8 +56,9 @@ import LnoteModel
             }
         }
         for (n, op) in ops.enumerated() {
-            // Every other operation in the form lnote wrote before `addStroke2` ([LOG-24]).
-            let f = OperationCodec.frame(op, form: n % 2 == 0 ? .written : .writtenV1)
+            // The operations in turn in the written form and the two lnote wrote before it
+            // ([LOG-32], [LOG-29], [LOG-24]).
+            let f = OperationCodec.frame(op, form: [OperationCodec.Form.written, .writtenV2, .writtenV1][n % 3])
             try check(f, "\(op.id) as written (type \(f.type))")
             try check(OperationCodec.frame(op, form: .hash), "\(op.id) in hash form")
             for i in f.payload.indices {

@@ -8,7 +8,7 @@ import LnoteTestSupport
 /// the six frames of the spec's `tiny-page-ops` block, made here through the merge's own
 /// API by two replicas, are the bytes the codec writes in hash form (the form lnote wrote
 /// before `addStroke`, which readers keep accepting: operation-log.md [LOG-22]; today's
-/// writer writes the two stroke adds as `addStroke2`); applying them, decoded from the
+/// writer writes the two stroke adds as `addStroke3`); applying them, decoded from the
 /// spec, to an empty page gives exactly the spec's snapshot (`tiny-page`) and canonical
 /// JSON (`tiny-page-json`). `LNOTE_RECORD_GOLDEN=1` prints the three blocks instead of
 /// comparing, after an intended change.
@@ -50,16 +50,19 @@ import LnoteTestSupport
         var replica = PageReplica(page: Self.page)
         try replica.receive(ops)
         // The snapshot covers a log holding the six frames after its 40-byte header.
-        // 4.7 shows version 1 (still readable, [SNAP-7]); 4.8 the same page as version 2 ([SNAP-37]).
+        // 4.7 shows version 1 (still readable, [SNAP-7]); 4.8 the same page as versions 2 and 3
+        // ([SNAP-37], [SNAP-42]).
         let snapshot = PageSnapshot.encode(replica.state, coveredLogOffset: UInt64(40 + frames.count),
                                            logIncarnation: Self.incarnation, version: 1)
         let snapshotV2 = PageSnapshot.encode(replica.state, coveredLogOffset: UInt64(40 + frames.count),
+                                             logIncarnation: Self.incarnation, version: 2)
+        let snapshotV3 = PageSnapshot.encode(replica.state, coveredLogOffset: UInt64(40 + frames.count),
                                              logIncarnation: Self.incarnation)
         let json = replica.state.canonicalJSON()
         if ProcessInfo.processInfo.environment["LNOTE_RECORD_GOLDEN"] == "1" {
             print("tiny-page-ops:\n\(SpecVectors.hexDump(frames))\n")
             for op in ops { print("  \(OperationCodec.encode(op, form: .hash).count) bytes: \(op)") }
-            print("tiny-page:\n\(SpecVectors.hexDump(snapshot))\n\ntiny-page-v2:\n\(SpecVectors.hexDump(snapshotV2))\n\ntiny-page-json:\n\(json)")
+            print("tiny-page:\n\(SpecVectors.hexDump(snapshot))\n\ntiny-page-v2:\n\(SpecVectors.hexDump(snapshotV2))\n\ntiny-page-v3:\n\(SpecVectors.hexDump(snapshotV3))\n\ntiny-page-json:\n\(json)")
             return
         }
         let specFrames = try SpecVectors.bytes("tiny-page-ops", in: "page-snapshot.md")
@@ -74,6 +77,8 @@ import LnoteTestSupport
                 "the spec's snapshot differs; actual:\n\(SpecVectors.hexDump(snapshot))")
         #expect(try SpecVectors.bytes("tiny-page-v2", in: "page-snapshot.md") == snapshotV2,
                 "the spec's version-2 snapshot differs; actual:\n\(SpecVectors.hexDump(snapshotV2))")
+        #expect(try SpecVectors.bytes("tiny-page-v3", in: "page-snapshot.md") == snapshotV3,
+                "the spec's version-3 snapshot differs; actual:\n\(SpecVectors.hexDump(snapshotV3))")
         #expect(try SpecVectors.text("tiny-page-json", in: "page-snapshot.md") == json,
                 "the spec's JSON differs; actual:\n\(json)")
         // What the vector shows: T between S and the image, S erased with a conflict.

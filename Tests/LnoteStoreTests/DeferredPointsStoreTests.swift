@@ -83,7 +83,7 @@ struct DeferredPointsStoreTests {
 
     // MARK: - 3. Frames
 
-    @Test("[LOG-27] addStroke2 and addStroke frames decoded with deferred points, resolved, equal the eager decode; damage is never missed")
+    @Test("[LOG-27] addStroke3, addStroke2 and addStroke frames decoded with deferred points, resolved, equal the eager decode; damage is never missed")
     func framesDeferredEqualEager() throws {
         let seed = testSeed()
         var g = SeededRNG(seed: seed)
@@ -94,9 +94,12 @@ struct DeferredPointsStoreTests {
         for s in Self.penStrokes(120, seed: seed) { ops.append(try replica.add(.stroke(s), by: me, wallTime: 1_700_000_000_000 + Int64(ops.count))) }
         var foundOnResolve = 0, bothFailed = 0, bothOK = 0, cases = 0
         for (i, op) in ops.enumerated() {
-            // Every other frame in the form lnote wrote before addStroke2 ([LOG-29]).
-            let frame = OperationCodec.frame(op, form: i % 2 == 0 ? .written : .writtenV1)
-            #expect(frame.type == (i % 2 == 0 ? OperationCodec.Kind.addStroke2 : .addStroke).rawValue, "seed \(seed) op \(i)")
+            // The frames in turn in the written form and the two lnote wrote before it
+            // ([LOG-32], [LOG-29], [LOG-24]).
+            let forms: [(OperationCodec.Form, OperationCodec.Kind)] = [(.written, .addStroke3), (.writtenV2, .addStroke2),
+                                                                      (.writtenV1, .addStroke)]
+            let frame = OperationCodec.frame(op, form: forms[i % 3].0)
+            #expect(frame.type == forms[i % 3].1.rawValue, "seed \(seed) op \(i)")
             let base = 1000 + i
             let eager = try OperationCodec.decode(frame, base: base, path: "/l")
             let lazy = try OperationCodec.decode(frame, base: base, path: "/l", deferringPoints: true)
