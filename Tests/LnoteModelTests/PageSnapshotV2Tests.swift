@@ -331,3 +331,54 @@ extension PageSnapshot {
         encode(c.state, coveredLogOffset: c.coveredLogOffset, logIncarnation: c.logIncarnation, version: version)
     }
 }
+
+/// [SNAP-42] [PT2-11] A page of three strokes of one pen on a 0.75-pt digitizer grid, as a
+/// version-3 snapshot: the spec's `grid-page-v3` vector (4.8), where the chunk's context
+/// carries x's and y's last grids from stroke to stroke.
+enum GridPage {
+    static let b = ReplicaID(0xB0)
+    static let t0: Int64 = 1_700_000_000_000
+    /// The 12 points of operation-log.md §3.3's second `addStroke3` vector.
+    static let first: [StrokePoint] = [
+        (648, 626, 257, 0), (648, 626, 395, 8), (648, 618, 480, 15), (648, 611, 546, 23), (648, 603, 525, 30),
+        (656, 588, 588, 39), (656, 581, 583, 45), (656, 566, 611, 53), (663, 551, 513, 60), (663, 543, 520, 68),
+        (663, 536, 545, 76), (663, 521, 616, 82)].map { StrokePoint(x: $0.0, y: $0.1, pressure: $0.2, radius: 0, t: $0.3) }
+    /// The same stroke 1.5 pt to the right and 3 pt higher (two and four steps of the grid).
+    static let second = first.map { StrokePoint(x: $0.x + 15, y: $0.y - 30, pressure: $0.pressure, radius: 0, t: $0.t) }
+    /// A short dash on the same grid.
+    static let third = [StrokePoint(x: 701, y: 506, pressure: 400, radius: 0, t: 0),
+                        StrokePoint(x: 708, y: 498, pressure: 450, radius: 0, t: 8),
+                        StrokePoint(x: 716, y: 491, pressure: 420, radius: 0, t: 15)]
+
+    static var state: PageState {
+        let style = InkStyle(tool: .pen, color: .black, width: 20)
+        let elements = [first, second, third].enumerated().map { i, points in
+            ElementRecord(id: OpID(replica: b, counter: UInt64(i + 1)), lamport: UInt64(i + 1), wallTime: t0 + Int64(i) * 1000,
+                          content: .stroke(Stroke(style: style, points: points)), z: LWWRegister(ZKey(layer: Int64(i + 1))))
+        }
+        return PageState(page: PageID(UUID(uuidString: "00112233-4455-6677-8899-AABBCCDDEEFF")!),
+                         clock: VectorClock([(b, UInt64(3))]), maxLamport: 3, modified: t0 + 2000,
+                         elements: elements, tombstones: [],
+                         contexts: [ReplicaContext(replica: b, clock: VectorClock([(b, UInt64(3))]),
+                                                   lamports: [LamportRun(from: 1, offset: 0)])])
+    }
+}
+
+@Suite struct GridPageVectorTests {
+    @Test("[SNAP-42] [PT2-11] the spec's grid-page-v3 vector: three strokes on a 0.75-pt grid, byte for byte, read by the reference too")
+    func gridPageVector() throws {
+        let state = PageSnapshot.canonicalized(GridPage.state)
+        try PageSnapshot.validate(state)
+        let bytes = PageSnapshot.encode(state, coveredLogOffset: 0, logIncarnation: 0)
+        if ProcessInfo.processInfo.environment["LNOTE_RECORD_GOLDEN"] == "1" { print("grid-page-v3:\n\(hexDump(bytes))") }
+        let fromSpec = try #require(parseHexDump(try specVector("grid-page-v3")))
+        #expect(fromSpec == bytes, "the spec's vector differs; actual:\n\(hexDump(bytes))")
+        #expect(try PageSnapshot.decode(fromSpec).state == state)
+        let (body, replicas) = try ReferenceElementsV2.elementsSection(of: fromSpec)
+        #expect(try ReferenceElementsV2.decode(fromSpec, range: body, replicas: replicas) == state.elements)
+        // The chunk's last grids after the three strokes: x and y on 15/2 (index 51 of G).
+        var c = StrokeCodecV2.Context.chunkWithGrids, w = ByteWriter()
+        for s in [GridPage.first, GridPage.second, GridPage.third] { StrokeCodecV2.encodePoints(s, width: 20, context: &c, into: &w) }
+        #expect(c.lastGrid.y == 52, "\(c.lastGrid)")
+    }
+}
