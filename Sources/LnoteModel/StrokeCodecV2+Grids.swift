@@ -78,11 +78,6 @@ extension StrokeCodecV2 {
         return out.sorted { $0.a * $1.q > $1.a * $0.q }
     }()
 
-    /// `⌈n / d⌉` for `d > 0`.
-    @inline(__always) static func ceilDiv(_ n: Int64, _ d: Int64) -> Int64 {
-        n >= 0 ? (n + d - 1) / d : -((-n) / d)
-    }
-
     /// `⌊n / d⌋` for `d > 0`.
     @inline(__always) static func floorDiv(_ n: Int64, _ d: Int64) -> Int64 {
         n >= 0 ? n / d : -((-n + d - 1) / d)

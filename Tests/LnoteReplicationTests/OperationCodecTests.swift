@@ -117,6 +117,17 @@ import LnoteModel
 extension OperationCodecTests {
     /// [LOG-24] [SYNC-50] The spec's addStroke vector and its hash form, byte for byte, read
     /// out of `Protocol/operation-log.md`; both decode to one operation with one hash.
+    /// The code blocks of `Protocol/operation-log.md` as hex: on each line, the leading
+    /// tokens made of hex digits (the bytes; the rest of the line describes them).
+    static func specFrameBlocks() throws -> [String] {
+        let spec = try String(contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../../Protocol/operation-log.md").standardized, encoding: .utf8)
+        return spec.components(separatedBy: "```").enumerated().filter { $0.offset % 2 == 1 }.map { block in
+            block.element.split(separator: "\n").map { line in line.split(separator: " ", omittingEmptySubsequences: true)
+                .prefix { $0.allSatisfy(\.isHexDigit) }.joined() }.joined()
+        }
+    }
+
     @Test func addStrokeVector() throws {
         let me = ReplicaID(0xB0)
         let points = [StrokePoint(x: 1000, y: 2000, pressure: 500, radius: 0, t: 0),
@@ -131,21 +142,15 @@ extension OperationCodecTests {
         if ProcessInfo.processInfo.environment["PRINT_VECTORS"] != nil {
             print("VECTOR \(hexString(compact)) \(hexString(v2)) \(hexString(v1)) \(hexString(hashForm))")
         }
-        let spec = try String(contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .appendingPathComponent("../../Protocol/operation-log.md").standardized, encoding: .utf8)
-        let blocks = spec.components(separatedBy: "```").enumerated().filter { $0.offset % 2 == 1 }.map(\.element)
-        func bytes(_ block: String) -> String {
-            block.split(separator: "\n").map { line in line.split(separator: " ", omittingEmptySubsequences: true)
-                .prefix { $0.allSatisfy(\.isHexDigit) }.joined() }.joined()
-        }
-        let specCompact = try #require(blocks.first { bytes($0).hasPrefix(hexString(compact.prefix(9))) })
-        let specAdd = try #require(blocks.first { bytes($0).hasPrefix(hexString(hashForm.prefix(9))) })
-        let specV1 = try #require(blocks.first { bytes($0).hasPrefix(hexString(v1.prefix(9))) })
-        let specV2 = try #require(blocks.first { bytes($0).hasPrefix(hexString(v2.prefix(9))) })
-        #expect(bytes(specCompact) == hexString(compact))
-        #expect(bytes(specAdd) == hexString(hashForm))
-        #expect(bytes(specV1) == hexString(v1))
-        #expect(bytes(specV2) == hexString(v2))
+        let blocks = try Self.specFrameBlocks()
+        let specCompact = try #require(blocks.first { $0.hasPrefix(hexString(compact.prefix(9))) })
+        let specAdd = try #require(blocks.first { $0.hasPrefix(hexString(hashForm.prefix(9))) })
+        let specV1 = try #require(blocks.first { $0.hasPrefix(hexString(v1.prefix(9))) })
+        let specV2 = try #require(blocks.first { $0.hasPrefix(hexString(v2.prefix(9))) })
+        #expect(specCompact == hexString(compact))
+        #expect(specAdd == hexString(hashForm))
+        #expect(specV1 == hexString(v1))
+        #expect(specV2 == hexString(v2))
         #expect(compact[8] == 0x0A && v2[8] == 0x09 && v1[8] == 0x06 && hashForm[8] == 0x01)
         let f1 = try Frame.decodeAll(compact)[0], f2 = try Frame.decodeAll(hashForm)[0], f3 = try Frame.decodeAll(v1)[0]
         let f4 = try Frame.decodeAll(v2)[0]
@@ -174,15 +179,9 @@ extension OperationCodecTests {
         if ProcessInfo.processInfo.environment["PRINT_VECTORS"] != nil {
             print("GRIDVECTOR \(hexString(compact)) \(hexString(v2))")
         }
-        let spec = try String(contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .appendingPathComponent("../../Protocol/operation-log.md").standardized, encoding: .utf8)
-        let blocks = spec.components(separatedBy: "```").enumerated().filter { $0.offset % 2 == 1 }.map(\.element)
-        func bytes(_ block: String) -> String {
-            block.split(separator: "\n").map { line in line.split(separator: " ", omittingEmptySubsequences: true)
-                .prefix { $0.allSatisfy(\.isHexDigit) }.joined() }.joined()
-        }
-        let specCompact = try #require(blocks.first { bytes($0).hasPrefix(hexString(compact.prefix(9))) })
-        #expect(bytes(specCompact) == hexString(compact))
+        let blocks = try Self.specFrameBlocks()
+        let specCompact = try #require(blocks.first { $0.hasPrefix(hexString(compact.prefix(9))) })
+        #expect(specCompact == hexString(compact))
         #expect(compact[8] == 0x0A && compact.count < v2.count, "\(compact.count) against \(v2.count) bytes")
         let f = try Frame.decodeAll(compact)[0]
         #expect(try OperationCodec.decode(f) == op)
