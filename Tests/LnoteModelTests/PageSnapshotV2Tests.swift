@@ -237,13 +237,14 @@ struct PageSnapshotV2Tests {
     /// [SNAP-36] The reader accepts only the writer's output: every byte of a version-2 file
     /// replaced (CRC resealed) either decodes to a state that encodes back to the same bytes
     /// or is rejected as `corrupt`/`truncated`/`unsupportedVersion` at an offset inside the file.
-    @Test("[SNAP-36] mutated version-2 snapshots are rejected or canonical")
+    @Test("[SNAP-36] [SNAP-43] mutated version-3 and version-4 snapshots are rejected or canonical")
     func mutatedSnapshots() throws {
         var cases = 0, wrong = 0
-        for seed in testSeeds(0x5A9_2004, count: 4) {
+        for (k, seed) in testSeeds(0x5A9_2004, count: 4).enumerated() {
             var g = SplitMix64(seed: seed)
             let state = Self.page(seed: seed, elements: 8)
-            let bytes = PageSnapshot.encode(state, coveredLogOffset: 5, logIncarnation: 6)
+            let version: UInt16 = k % 2 == 0 ? 4 : 3
+            let bytes = PageSnapshot.encode(state, coveredLogOffset: 5, logIncarnation: 6, version: version)
             for i in 52..<(bytes.count - 4) {
                 for v in [bytes[i] ^ 0x01, bytes[i] &+ 1, UInt8(truncatingIfNeeded: g.next())] where v != bytes[i] {
                     var b = bytes
@@ -252,7 +253,7 @@ struct PageSnapshotV2Tests {
                     cases += 1
                     do {
                         let c = try PageSnapshot.decode(b)
-                        if PageSnapshot.encode(c) != b {
+                        if PageSnapshot.encode(c, version: version) != b {
                             wrong += 1
                             Issue.record("byte \(i) = \(v) decodes but is not canonical, seed \(seed)")
                         }
@@ -269,12 +270,12 @@ struct PageSnapshotV2Tests {
                                  cases: cases, corrupted: wrong)
     }
 
-    /// [SNAP-34] A version-2 element count its section cannot hold (7 bytes a record) is
+    /// [SNAP-34] A version-3 element count its section cannot hold (7 bytes a record) is
     /// `corrupt` at the count.
-    @Test("[SNAP-34] version-2 element counts are checked against their section")
+    @Test("[SNAP-34] version-3 element counts are checked against their section")
     func countsAreCheckedAgainstTheirSection() throws {
         let state = PageSnapshot.canonicalized(Self.page(seed: 3, elements: 4))
-        let bytes = PageSnapshot.encode(state, coveredLogOffset: 5, logIncarnation: 6)
+        let bytes = PageSnapshot.encode(state, coveredLogOffset: 5, logIncarnation: 6, version: 3)
         // The page section's size, then the elements section header and its count.
         let pageSize = Int(bytes[54]) | Int(bytes[55]) << 8
         let elementsHeader = 52 + 6 + pageSize
@@ -285,6 +286,43 @@ struct PageSnapshotV2Tests {
         b[elementsHeader + 2] &+= 1
         let e = expectDecodeFailure([.corrupt], "count 16383") { _ = try PageSnapshot.decode(PageSnapshotTests.reseal(b)) }
         #expect(e?.offset == elementsHeader + 6)
+    }
+
+    /// [SNAP-43] In a version-4 file a record can take 5 bytes: a page of 300 one-point
+    /// strokes, all on the next layer, in one style, drawn in one millisecond, takes fewer than
+    /// 7 bytes a record, so the bound of versions 2 and 3 would refuse it; the decoder and the
+    /// summary read accept it, and refuse one record more than `5·n` allows, at the count.
+    @Test("[SNAP-43] version-4 element counts are bounded by 5 bytes a record")
+    func versionFourCountBound() throws {
+        let r = ReplicaID(0xB0)
+        let n = 300
+        let elements = (0..<n).map { i in
+            ElementRecord(id: OpID(replica: r, counter: UInt64(i + 1)), lamport: UInt64(i + 1), wallTime: 1_700_000_000_000,
+                          content: .stroke(Stroke(points: [StrokePoint(x: 0, y: 0)])), z: LWWRegister(ZKey(layer: Int64(i + 1))))
+        }
+        let clock = VectorClock([(r, UInt64(n))])
+        let state = PageState(page: PageID(), clock: clock, maxLamport: UInt64(n), modified: 1_700_000_000_000,
+                              elements: elements, tombstones: [],
+                              contexts: [ReplicaContext(replica: r, clock: clock, lamports: [LamportRun(from: 1, offset: 0)])])
+        try PageSnapshot.validate(state)
+        let bytes = PageSnapshot.encode(state, coveredLogOffset: 0, logIncarnation: 0)
+        let (body, _) = try ReferenceElementsV2.elementsSection(of: bytes)
+        let countBytes = 2  // 300 as a varint
+        let left = body.count - countBytes
+        #expect(left < 7 * n, "\(left) bytes for \(n) records")
+        #expect(try PageSnapshot.decode(bytes).state == PageSnapshot.canonicalized(state))
+        #expect(try PageSnapshot.summary(prefix: bytes).elementCount == n)
+        // One record more than 5 bytes a record allow, as a 2-byte varint: corrupt at the count.
+        let over = left / 5 + 1
+        #expect(over < 1 << 14)
+        var b = bytes
+        b[body.lowerBound] = UInt8(over & 0x7F) | 0x80
+        b[body.lowerBound + 1] = UInt8(over >> 7)
+        b = PageSnapshotTests.reseal(b)
+        let e = expectDecodeFailure([.corrupt], "count \(over)") { _ = try PageSnapshot.decode(b) }
+        #expect(e?.offset == body.lowerBound, "\(String(describing: e))")
+        let summary = expectDecodeFailure([.corrupt], "summary, count \(over)") { _ = try PageSnapshot.summary(prefix: b) }
+        #expect(summary?.offset == body.lowerBound, "\(String(describing: summary))")
     }
 
     /// [SNAP-7] [SNAP-37] Version 1 stays readable: snapshots written by lnote before version 2
@@ -354,9 +392,46 @@ struct PageSnapshotV2Tests {
         e = expectDecodeFailure([.corrupt], "next id after 2^64 - 1") { _ = try PageSnapshot.decode(wrapped) }
         // The first record reads (its counter is not checked against the clock before the
         // second record is read); the second's flags are where the next id fails.
-        let (wrappedBody, replicas) = try ReferenceElementsV2.elementsSection(of: wrapped)
-        #expect(throws: ReferenceElementsV2.Fault.self) { try ReferenceElementsV2.decode(wrapped, range: wrappedBody, replicas: replicas) }
+        // Where the second record begins: after the first record's point stream (its last field),
+        // 2 bytes later than in the version-4 file.
+        var streams: [Range<Int>] = [], prefixes: [Int] = []
+        let (v4Body, v4Replicas) = try ReferenceElementsV2.elementsSection(of: v4)
+        _ = try ReferenceElementsV2.decode(v4, range: v4Body, replicas: v4Replicas, streams: &streams, prefixes: &prefixes)
+        let secondFlags = streams[0].upperBound + 2
+        #expect(wrapped[secondFlags] & 0x40 != 0)
+        #expect(e?.offset == secondFlags, "\(String(describing: e))")
         #expect(e?.message.contains("next id after counter") == true, "\(String(describing: e))")
+        let (wrappedBody, replicas) = try ReferenceElementsV2.elementsSection(of: wrapped)
+        do {
+            _ = try ReferenceElementsV2.decode(wrapped, range: wrappedBody, replicas: replicas)
+            Issue.record("the reference accepts a next id after 2^64 - 1")
+        } catch let f as ReferenceElementsV2.Fault {
+            #expect(f.offset == secondFlags && f.message.hasPrefix("[SNAP-43]"), "\(f)")
+        }
+
+        // A next id across replicas: b0's counter 4 after a0's counter 3, both with Lamport
+        // timestamps equal to their counters (the condition is on the numbers alone).
+        let a0 = ReplicaID(0xA0), b0 = ReplicaID(0xB0)
+        let ids = [OpID(replica: a0, counter: 1), OpID(replica: a0, counter: 2), OpID(replica: a0, counter: 3), OpID(replica: b0, counter: 4)]
+        let crossClock = VectorClock([(a0, UInt64(3)), (b0, UInt64(4))])
+        let cross = PageState(page: PageID(), clock: crossClock, maxLamport: 4, modified: 1_700_000_000_000,
+                              elements: ids.enumerated().map { i, id in
+                                  ElementRecord(id: id, lamport: id.counter, wallTime: 1_700_000_000_000 + Int64(i),
+                                                content: .stroke(Stroke(points: GridPage.third)), z: LWWRegister(ZKey(layer: Int64(i + 1))))
+                              }, tombstones: [],
+                              contexts: [ReplicaContext(replica: a0, clock: VectorClock([(a0, UInt64(3))]), lamports: [LamportRun(from: 1, offset: 0)]),
+                                         ReplicaContext(replica: b0, clock: crossClock, lamports: [LamportRun(from: 1, offset: 0)])])
+        try PageSnapshot.validate(cross)
+        let crossBytes = PageSnapshot.encode(cross, coveredLogOffset: 0, logIncarnation: 0)
+        #expect(try PageSnapshot.decode(crossBytes).state == PageSnapshot.canonicalized(cross))
+        var crossStreams: [Range<Int>] = [], crossPrefixes: [Int] = []
+        let (crossBody, crossReplicas) = try ReferenceElementsV2.elementsSection(of: crossBytes)
+        #expect(try ReferenceElementsV2.decode(crossBytes, range: crossBody, replicas: crossReplicas,
+                                               streams: &crossStreams, prefixes: &crossPrefixes) == PageSnapshot.canonicalized(cross).elements)
+        // Every record says it, b0's too (its replica is written: index 1 of the clock).
+        let flagOffsets = [crossBody.lowerBound + 1] + crossStreams.dropLast().map(\.upperBound)
+        #expect(flagOffsets.map { crossBytes[$0] & 0x40 } == [0x40, 0x40, 0x40, 0x40], "\(flagOffsets.map { crossBytes[$0] })")
+        #expect(crossBytes[flagOffsets[3]] & 0x01 == 0 && crossBytes[flagOffsets[3] + 1] == 1)
 
         var flaggedSome = 0, unflaggedSome = 0
         for seed in testSeeds(0x5A9_2043, count: 20) {
