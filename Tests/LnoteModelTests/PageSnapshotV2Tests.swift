@@ -288,17 +288,22 @@ struct PageSnapshotV2Tests {
         #expect(e?.offset == elementsHeader + 6)
     }
 
-    /// [SNAP-43] In a version-4 file a record can take 5 bytes: a page of 300 one-point
-    /// strokes, all on the next layer, in one style, drawn in one millisecond, takes fewer than
-    /// 7 bytes a record, so the bound of versions 2 and 3 would refuse it; the decoder and the
-    /// summary read accept it, and refuse one record more than `5·n` allows, at the count.
+    /// [SNAP-43] In a version-4 file a record can take 5 bytes (a dot late in its chunk: flags,
+    /// wall time, `n`, `L` and one byte of bits), so the count is bounded by `5·n`, not 7: on a
+    /// page of 300 dots, a count the 7-byte bound would refuse passes the summary read's bound
+    /// (the full decode then runs out of records, past the count), and one record more than
+    /// `5·n` allows is refused at the count by both.
     @Test("[SNAP-43] version-4 element counts are bounded by 5 bytes a record")
     func versionFourCountBound() throws {
         let r = ReplicaID(0xB0)
         let n = 300
-        let elements = (0..<n).map { i in
-            ElementRecord(id: OpID(replica: r, counter: UInt64(i + 1)), lamport: UInt64(i + 1), wallTime: 1_700_000_000_000,
-                          content: .stroke(Stroke(points: [StrokePoint(x: 0, y: 0)])), z: LWWRegister(ZKey(layer: Int64(i + 1))))
+        let dot = ElementContent.stroke(Stroke(points: [StrokePoint(x: 0, y: 0)]))
+        var elements: [ElementRecord] = []
+        for i in 0..<n {
+            let counter = UInt64(i + 1)
+            let z = LWWRegister(ZKey(layer: Int64(i + 1)))
+            elements.append(ElementRecord(id: OpID(replica: r, counter: counter), lamport: counter, wallTime: 1_700_000_000_000,
+                                          content: dot, z: z))
         }
         let clock = VectorClock([(r, UInt64(n))])
         let state = PageState(page: PageID(), clock: clock, maxLamport: UInt64(n), modified: 1_700_000_000_000,
@@ -306,23 +311,29 @@ struct PageSnapshotV2Tests {
                               contexts: [ReplicaContext(replica: r, clock: clock, lamports: [LamportRun(from: 1, offset: 0)])])
         try PageSnapshot.validate(state)
         let bytes = PageSnapshot.encode(state, coveredLogOffset: 0, logIncarnation: 0)
-        let (body, _) = try ReferenceElementsV2.elementsSection(of: bytes)
-        let countBytes = 2  // 300 as a varint
-        let left = body.count - countBytes
-        #expect(left < 7 * n, "\(left) bytes for \(n) records")
         #expect(try PageSnapshot.decode(bytes).state == PageSnapshot.canonicalized(state))
         #expect(try PageSnapshot.summary(prefix: bytes).elementCount == n)
-        // One record more than 5 bytes a record allow, as a 2-byte varint: corrupt at the count.
+        let (body, _) = try ReferenceElementsV2.elementsSection(of: bytes)
+        let left = body.count - 2  // after the count, 300 as a 2-byte varint
+        func withCount(_ count: Int) -> [UInt8] {
+            var b = bytes
+            b[body.lowerBound] = UInt8(count & 0x7F) | 0x80
+            b[body.lowerBound + 1] = UInt8(count >> 7)
+            return PageSnapshotTests.reseal(b)
+        }
+        // Over 7 bytes a record, within 5.
+        let between = left / 7 + 1
+        #expect(between > n && 5 * between <= left && between < 1 << 14, "\(between) records, \(left) bytes")
+        #expect(try PageSnapshot.summary(prefix: withCount(between)).elementCount == between)
+        let e1 = expectDecodeFailure([.corrupt], "count \(between)") { _ = try PageSnapshot.decode(withCount(between)) }
+        #expect(e1.map { $0.offset != body.lowerBound } == true, "\(String(describing: e1))")
+        // Over 5 bytes a record: refused at the count.
         let over = left / 5 + 1
         #expect(over < 1 << 14)
-        var b = bytes
-        b[body.lowerBound] = UInt8(over & 0x7F) | 0x80
-        b[body.lowerBound + 1] = UInt8(over >> 7)
-        b = PageSnapshotTests.reseal(b)
-        let e = expectDecodeFailure([.corrupt], "count \(over)") { _ = try PageSnapshot.decode(b) }
-        #expect(e?.offset == body.lowerBound, "\(String(describing: e))")
-        let summary = expectDecodeFailure([.corrupt], "summary, count \(over)") { _ = try PageSnapshot.summary(prefix: b) }
-        #expect(summary?.offset == body.lowerBound, "\(String(describing: summary))")
+        let e2 = expectDecodeFailure([.corrupt], "count \(over)") { _ = try PageSnapshot.decode(withCount(over)) }
+        #expect(e2?.offset == body.lowerBound, "\(String(describing: e2))")
+        let e3 = expectDecodeFailure([.corrupt], "summary, count \(over)") { _ = try PageSnapshot.summary(prefix: withCount(over)) }
+        #expect(e3?.offset == body.lowerBound, "\(String(describing: e3))")
     }
 
     /// [SNAP-7] [SNAP-37] Version 1 stays readable: snapshots written by lnote before version 2
