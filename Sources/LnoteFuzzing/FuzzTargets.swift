@@ -131,7 +131,7 @@ public enum FuzzTargets {
     /// the bytes read. The same bytes are then read as streams coded each alone with written
     /// parameters, as `addStroke2` frames hold them ([PT2-10]), as streams coded each alone with
     /// written parameters and grids, as `addStroke3` frames hold them ([PT2-11]), and as a chunk
-    /// with grids, as a version-3 snapshot holds it, each with the same property.
+    /// with grids, as a version-3 or version-4 snapshot holds it, each with the same property.
     static func pointsV2(_ data: [UInt8]) {
         guard data.count >= 2 else { return }
         let width = Int32(Int16(bitPattern: UInt16(data[0]) | UInt16(data[1]) << 8))
@@ -172,10 +172,10 @@ public enum FuzzTargets {
         let bytes = PageSnapshot.encode(c)
         let again = try? PageSnapshot.decode(bytes)
         check(again == c, "a decoded snapshot does not survive re-encoding")
-        // [SNAP-36] [SNAP-42] Versions 2 and 3 are canonical: what a reader accepts is what the
-        // writer of that version writes, but for what a reader skips by design (compatible
-        // flags, [SNAP-8]; non-critical sections it does not know, [SNAP-11]).
-        if (data[8] == 2 || data[8] == 3) && data[9] == 0 && data[10] == 0 && data[11] == 0 && onlyKnownSections(data) {
+        // [SNAP-36] [SNAP-42] [SNAP-43] Versions 2 to 4 are canonical: what a reader accepts is
+        // what the writer of that version writes, but for what a reader skips by design
+        // (compatible flags, [SNAP-8]; non-critical sections it does not know, [SNAP-11]).
+        if (2...4).contains(data[8]) && data[9] == 0 && data[10] == 0 && data[11] == 0 && onlyKnownSections(data) {
             let same = PageSnapshot.encode(c.state, coveredLogOffset: c.coveredLogOffset, logIncarnation: c.logIncarnation,
                                            version: UInt16(data[8]))
             check(same == data, "a version-\(data[8]) snapshot the reader accepts is not canonical")

@@ -76,7 +76,7 @@ public final class DeferredPoints: Sendable, Hashable {
     /// one frame's payload whose points (a stream in its standalone context) begin at a
     /// position, for a stroke of that style.
     enum Kind: Sendable {
-        case snapshot(PageSnapshot.ReplicaTable, grids: Bool)
+        case snapshot(PageSnapshot.ReplicaTable, version: UInt16)
         /// The stream starts at `pointsAt` and ends with the payload, coded against the
         /// standalone context of compact stroke frames of `version`
         /// (`StrokeCodecV2.Context.frame(version:)`: 1 `addStroke`, 2 `addStroke2`, 3 `addStroke3`).
@@ -92,11 +92,11 @@ public final class DeferredPoints: Sendable, Hashable {
     private let state = Mutex<(layout: Layout, chunks: [Outcome?], kept: [KeptStream], keptChunks: [Outcome?], frame: Outcome?)>(
         (Layout(), [], [], [], nil))
 
-    init(bytes: [UInt8], path: String?, replicas: PageSnapshot.ReplicaTable, grids: Bool) {
+    init(bytes: [UInt8], path: String?, replicas: PageSnapshot.ReplicaTable, version: UInt16) {
         self.bytes = bytes
         self.base = 0
         self.path = path
-        self.kind = .snapshot(replicas, grids: grids)
+        self.kind = .snapshot(replicas, version: version)
     }
 
     /// The points of one frame: `payload[at...]` is the point stream, the last field; `base`
@@ -220,15 +220,15 @@ public final class DeferredPoints: Sendable, Hashable {
         var r = ByteReader(bytes, range: layout.starts[k]..<end, base: base, path: path)
         r.shortestVarints = true
         let replicas: PageSnapshot.ReplicaTable
-        let withGrids: Bool
+        let version: UInt16
         switch kind {
         case .frame(let style, let operation, _, let version):
             return decodeFrame(&r, style: style, operation: operation, version: version)
-        case .snapshot(let table, let grids):
+        case .snapshot(let table, let v):
             replicas = table
-            withGrids = grids
+            version = v
         }
-        var context = PageSnapshot.RecordContext(grids: withGrids)
+        var context = PageSnapshot.RecordContext(version: version)
         let first = k * stride, n = min(stride, layout.records - first)
         var out: [[StrokePoint]?] = []
         out.reserveCapacity(n)

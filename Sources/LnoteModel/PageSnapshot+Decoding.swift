@@ -16,7 +16,7 @@ extension PageSnapshot {
         try decode(bytes, path: path, parallel: true)
     }
 
-    /// `decode` with the points of a version-2 or version-3 snapshot deferred ([SNAP-38]): every check
+    /// `decode` with the points of a snapshot of version 2 or later deferred ([SNAP-38]): every check
     /// but those of the point streams' bits, which run when a stroke is first resolved
     /// (`Stroke.resolved()`, `PageState.resolved()`), chunk by chunk. A version-1 snapshot
     /// is read whole. Same errors as `decode` for everything it checks. A deferred stroke is
@@ -83,7 +83,7 @@ extension PageSnapshot {
 
         // [SNAP-7] [SNAP-8] Version and flags.
         guard versionField != 0 else { throw failure(.corrupt, "snapshot version 0", at: 8) }
-        guard versionField <= version else {  // [SNAP-7] versions 1, 2 and 3 are read
+        guard versionField <= version else {  // [SNAP-7] versions 1 to 4 are read
             throw failure(.unsupportedVersion, "snapshot format version \(versionField) is newer than \(version)", at: 8)
         }
         guard flags & incompatibleFlags == 0 else {
@@ -146,7 +146,7 @@ extension PageSnapshot {
                 case .elements:
                     deferral = deferringPoints && versionField >= 2
                         ? DeferredPoints(bytes: bytes, path: path, replicas: ReplicaTable(state.clock),
-                                         grids: versionField >= 3) : nil
+                                         version: versionField) : nil
                     (state.elements, elementStarts) = try decodeElements(&s, index: parallel ? peekElementIndex(r) : nil,
                                                                          version: versionField, clock: state.clock,
                                                                          deferring: deferral, reserving: max(0, reserving))
@@ -244,13 +244,9 @@ extension PageSnapshot {
                                deferring: DeferredPoints? = nil,
                                reserving: Int = 0) throws -> (elements: [ElementRecord], starts: [Int]) {
         let bodyStart = r.offset
-        // A version-1 element takes at least 9 (id) + 1 + 1 (lamport, wall time) + 3 + 1
-        // (transform and frontier) + 2 + 1 (z and frontier) + 1 + 1 (erased, erase frontier)
-        // + 8 (an empty stroke): 28 bytes. A version-2 record at least 7 ([SNAP-34]): flags,
-        // counter, lamport, wall time, z prefix and length, point count.
         let v2 = version >= 2
         if v2 { r.shortestVarints = true }
-        let n = try r.count("element count", minSize: v2 ? 7 : 28)
+        let n = try r.count("element count", minSize: minimumRecordBytes(version: version))
         let replicas = deferring?.replicas ?? ReplicaTable(v2 ? clock : VectorClock())
         let deferring = v2 ? deferring : nil
         let firstRecord = r.offset
@@ -266,7 +262,7 @@ extension PageSnapshot {
         // table (a pen page's 1,500 records read with their points deferred: a fifth of
         // their decode was records copied and ids hashed).
         if let index,
-           let done = decodeElementsInParallel(r, count: n, bodyStart: bodyStart, index: index, v2: v2, grids: version >= 3, replicas: replicas,
+           let done = decodeElementsInParallel(r, count: n, bodyStart: bodyStart, index: index, version: version, replicas: replicas,
                                                deferring: deferring, reserving: reserving,
                                                parallel: r.remaining >= parallelFrom && Parallel.processors > 1) {
             _ = try r.skip(r.remaining)
@@ -278,12 +274,12 @@ extension PageSnapshot {
         var starts: [Int] = []
         starts.reserveCapacity(n / elementIndexStride)
         var ids = OpIDTable(minimumCapacity: n)
-        var context = RecordContext(grids: version >= 3)
+        var context = RecordContext(version: version)
         for i in 0..<n {
             let at = r.offset
             if i % elementIndexStride == 0 {
                 if i > 0 { starts.append(at - bodyStart) }
-                context = RecordContext(grids: version >= 3)
+                context = RecordContext(version: version)
             }
             do {
                 let e = v2 ? try decodeElementV2(&r, replicas: replicas, context: &context, deferring: deferring, index: i)
@@ -304,6 +300,21 @@ extension PageSnapshot {
         return (out, starts)
     }
 
+    /// The fewest bytes a record of a version-`version` file takes ([SNAP-31], [SNAP-34],
+    /// [SNAP-43]), which bounds the element count a section can hold. Version 1: 9 (id) +
+    /// 1 + 1 (lamport, wall time) + 3 + 1 (transform and frontier) + 2 + 1 (z and frontier)
+    /// + 1 + 1 (erased, erase frontier) + 8 (an empty stroke): 28. Versions 2 and 3: flags,
+    /// counter, lamport, wall time, and a stroke on the next layer with the previous style
+    /// whose stream is `n`, `L` and one byte of bits: 7. Version 4: the same with *next id*
+    /// (no counter or lamport): 5.
+    static func minimumRecordBytes(version: UInt16) -> Int {
+        switch version {
+        case 1: 28
+        case 2, 3: 7
+        default: 5
+        }
+    }
+
     /// Sections at least this big are worth decoding on several cores: 64 KiB of version-1
     /// records, 16 KiB of version-2 ones (which pack the same strokes in two to four times
     /// fewer bytes and cost more to decode per byte: a 2,000-stroke page of pen ink is 60 KiB).
@@ -316,9 +327,10 @@ extension PageSnapshot {
     /// The parallel path of `decodeElements`, or nil when anything does not hold (the
     /// caller then decodes serially and reports what is wrong). `r` is just past the count.
     /// Without `parallel`, the same on the calling thread alone.
-    static func decodeElementsInParallel(_ r: ByteReader, count n: Int, bodyStart: Int, index: [Int], v2: Bool, grids: Bool,
+    static func decodeElementsInParallel(_ r: ByteReader, count n: Int, bodyStart: Int, index: [Int], version: UInt16,
                                          replicas: ReplicaTable, deferring: DeferredPoints? = nil,
                                          reserving: Int = 0, parallel: Bool = true) -> [ElementRecord]? {
+        let v2 = version >= 2
         let stride = elementIndexStride
         guard n > stride, index.count == (n - 1) / stride else { return nil }
         // Chunk k holds records k·64 ..< (k+1)·64 and starts at starts[k].
@@ -343,7 +355,7 @@ extension PageSnapshot {
                 reader.shortestVarints = v2
                 let records = min(n, last * stride) - first * stride
                 let into = slots.base + first * stride
-                var context = RecordContext(grids: grids)
+                var context = RecordContext(version: version)
                 var k = 0
                 do {
                     while k < records {
@@ -351,7 +363,7 @@ extension PageSnapshot {
                         // chunk must start where the index says (else the serial pass reports it).
                         if k % stride == 0 {
                             guard reader.offset == bounds[first + k / stride] else { return (k, false) }
-                            context = RecordContext(grids: grids)
+                            context = RecordContext(version: version)
                         }
                         (into + k).initialize(to: v2 ? try decodeElementV2(&reader, replicas: replicas, context: &context,
                                                                            deferring: deferring, index: first * stride + k)

@@ -1,7 +1,8 @@
-/// Element records of snapshot format versions 2 and 3 (`Protocol/page-snapshot.md` 4.3,
-/// "Element record, version 2", [SNAP-33] … [SNAP-36], [SNAP-42]): each record coded against
-/// the previous record of its chunk of 64, its points in the version 2 point stream
-/// (`StrokeCodecV2`; with digitizer grids in version 3).
+/// Element records of snapshot format versions 2, 3 and 4 (`Protocol/page-snapshot.md` 4.3,
+/// "Element record, version 2", [SNAP-33] … [SNAP-36], [SNAP-42], [SNAP-43]): each record
+/// coded against the previous record of its chunk of 64, its points in the version 2 point
+/// stream (`StrokeCodecV2`; with digitizer grids from version 3; the *next id* flag from
+/// version 4).
 extension PageSnapshot {
     /// Record flags ([SNAP-34]).
     enum RecordFlag {
@@ -18,7 +19,13 @@ extension PageSnapshot {
         /// The z key is the previous record's layer plus one, with no path and an empty
         /// fraction (what an element added on top gets): no z fields.
         static let nextLayer: UInt8 = 0x20
-        static let known: UInt8 = 0x3F
+        /// Version 4 ([SNAP-43]): the counter is the previous record's plus one and
+        /// `lamport − counter` the previous record's (no counter or lamport field).
+        static let nextID: UInt8 = 0x40
+        /// The flags a record of a version-2 or version-3 file may have.
+        static let knownV2: UInt8 = 0x3F
+        /// The flags a record of a version-4 file may have.
+        static let knownV4: UInt8 = 0x7F
     }
 
     /// What a record is coded against: the previous record of its chunk ([SNAP-35]).
@@ -36,11 +43,15 @@ extension PageSnapshot {
         var layer: Int64?
         var style: InkStyle?
         var points = StrokeCodecV2.Context()
+        /// Whether records may use the *next id* flag (version 4, [SNAP-43]).
+        let nextIDs: Bool
 
-        /// The context at the start of a chunk: in a version-3 snapshot its points are coded
-        /// with digitizer grids ([SNAP-42], [PT2-11]).
-        init(grids: Bool = false) {
-            if grids { points = .chunkWithGrids }
+        /// The context at the start of a chunk of a version-`version` file (2 to 4): from
+        /// version 3 its points are coded with digitizer grids ([SNAP-42], [PT2-11]); from
+        /// version 4 its records may say *next id* ([SNAP-43]).
+        init(version: UInt16) {
+            if version >= 3 { points = .chunkWithGrids }
+            nextIDs = version >= 4
         }
     }
 
@@ -83,6 +94,10 @@ extension PageSnapshot {
             style = s.style
             if s.style == c.style { flags |= RecordFlag.sameStyle }
         }
+        let lead = e.lamport &- e.id.counter
+        // [SNAP-43] The usual case of one author drawing: the next counter, the same lead.
+        let nextID = c.nextIDs && e.id.counter == c.counter &+ 1 && lead == c.lead
+        if nextID { flags |= RecordFlag.nextID }
         b.u8(flags)
         if flags & RecordFlag.sameReplica == 0 {
             if let i = replicas.index[e.id.replica] {
@@ -92,9 +107,10 @@ extension PageSnapshot {
                 b.u64(e.id.replica.rawValue)
             }
         }
-        b.svarint(Int64(bitPattern: e.id.counter &- c.counter))
-        let lead = e.lamport &- e.id.counter
-        b.svarint(Int64(bitPattern: lead &- c.lead))
+        if !nextID {
+            b.svarint(Int64(bitPattern: e.id.counter &- c.counter))
+            b.svarint(Int64(bitPattern: lead &- c.lead))
+        }
         b.svarint(Int64(bitPattern: UInt64(bitPattern: e.wallTime) &- UInt64(bitPattern: c.wallTime)))
         if !plain {
             ElementCodec.encode(e.transform.value, into: &b)
@@ -178,7 +194,9 @@ extension PageSnapshot {
                                 index: Int = 0) throws -> ElementRecord {
         let at = r.offset
         let flags = try r.u8("record flags")
-        guard flags & ~RecordFlag.known == 0 else { throw r.error(.corrupt, "unknown record flags", at: at) }
+        guard flags & ~(c.nextIDs ? RecordFlag.knownV4 : RecordFlag.knownV2) == 0 else {
+            throw r.error(.corrupt, "unknown record flags", at: at)
+        }
         let replica: ReplicaID
         if flags & RecordFlag.sameReplica != 0 {
             guard let previous = c.replica else {
@@ -203,10 +221,23 @@ extension PageSnapshot {
                 throw r.error(.corrupt, "replica written where it is the previous record's", at: indexAt)
             }
         }
-        let counterAt = r.offset
-        let counter = c.counter &+ UInt64(bitPattern: try r.svarint("counter delta"))
-        guard counter != 0 else { throw r.error(.corrupt, "zero counter", at: counterAt) }
-        let lead = c.lead &+ UInt64(bitPattern: try r.svarint("lamport delta"))
+        let counter: UInt64, lead: UInt64
+        if flags & RecordFlag.nextID != 0 {
+            // [SNAP-43] The counter after the previous record's (which is never the largest:
+            // it wraps to zero, refused like a zero counter written out).
+            counter = c.counter &+ 1
+            lead = c.lead
+            guard counter != 0 else { throw r.error(.corrupt, "next id after counter 2^64 - 1", at: at) }
+        } else {
+            let counterAt = r.offset
+            counter = c.counter &+ UInt64(bitPattern: try r.svarint("counter delta"))
+            guard counter != 0 else { throw r.error(.corrupt, "zero counter", at: counterAt) }
+            lead = c.lead &+ UInt64(bitPattern: try r.svarint("lamport delta"))
+            // [SNAP-43] Canonical: the next id is written with its flag.
+            if c.nextIDs && counter == c.counter &+ 1 && lead == c.lead {
+                throw r.error(.corrupt, "the next id written in full", at: at)
+            }
+        }
         let lamport = lead &+ counter
         let wallTime = Int64(bitPattern: UInt64(bitPattern: c.wallTime) &+ UInt64(bitPattern: try r.svarint("wall time delta")))
         var transform = LWWRegister(Transform.identity)

@@ -144,8 +144,9 @@ extension PageSnapshot {
             throw m
         }
         let left = elementsBody.upperBound - c.offset
-        // [SNAP-31] 28 bytes per version-1 record, 7 per version-2 record ([SNAP-34]).
-        let minimumRecord = versionField >= 2 ? 7 : 28
+        // [SNAP-31] 28 bytes per version-1 record, 7 per version-2 or -3 record ([SNAP-34]),
+        // 5 per version-4 record ([SNAP-43]).
+        let minimumRecord = minimumRecordBytes(version: versionField)
         guard let count = Int(exactly: v), count <= left / minimumRecord else {
             throw failure(.corrupt, "element count \(v) cannot fit in the \(left) bytes left", at: countAt)
         }

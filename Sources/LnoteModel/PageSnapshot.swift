@@ -6,19 +6,20 @@
 /// | Offset | Size | Description |
 /// |---|---|---|
 /// | 0 | 8 | magic `LNOTEPG\0` |
-/// | 8 | 2 | format version, u16 LE (3; versions 1 and 2 are still read) |
+/// | 8 | 2 | format version, u16 LE (4; versions 1, 2 and 3 are still read) |
 /// | 10 | 2 | flags, u16 LE (0) |
 /// | 12 | 8 | file length L in bytes, u64 LE (the whole file, CRC included) |
 /// | 20 | 16 | page id (UUID bytes) |
 /// | 36 | 8 | covered log offset, u64 LE |
 /// | 44 | 8 | log incarnation, u64 LE |
 /// | 52 | L−56 | sections: tag u16 LE, length u32 LE, body; tags strictly increasing |
+/// | L−4 | 4 | CRC-32C (u32 LE) of bytes 0..<L−4 |
 ///
 /// Version 2 differs only in the elements section: records coded against the previous one of
 /// their chunk of 64, points in `StrokeCodecV2`'s stream (`PageSnapshot+ElementsV2.swift`).
 /// Version 3 differs from version 2 only in that stream's chunk context, which has
-/// digitizer grids ([SNAP-42], [PT2-11]).
-/// | L−4 | 4 | CRC-32C (u32 LE) of bytes 0..<L−4 |
+/// digitizer grids ([SNAP-42], [PT2-11]); version 4 from version 3 only in the record flag
+/// *next id* ([SNAP-43]).
 ///
 /// The bytes are a deterministic function of the state: `encode` first puts every set in
 /// its canonical order (see `canonicalized(_:)`), so equal states give identical files.
@@ -26,7 +27,7 @@ public enum PageSnapshot {
     /// `LNOTEPG\0`
     public static let magic: [UInt8] = Array("LNOTEPG".utf8) + [0]
     /// The major format version this build writes, and the newest it reads.
-    public static let version: UInt16 = 3
+    public static let version: UInt16 = 4
     /// The oldest version this build reads ([SNAP-7]): version 1 stays readable.
     public static let oldestVersion: UInt16 = 1
     /// Bytes before the first section.
@@ -96,10 +97,10 @@ public enum PageSnapshot {
         encode(state, coveredLogOffset: coveredLogOffset, logIncarnation: logIncarnation, version: version)
     }
 
-    /// `encode` in format `version` (1, 2 or 3): tests write versions 1 and 2 to check that they stay
+    /// `encode` in format `version` (1 to 4): tests write versions 1 to 3 to check that they stay
     /// readable ([SNAP-7]); lnote itself writes only the current version.
     public static func encode(_ state: PageState, coveredLogOffset: UInt64, logIncarnation: UInt64, version: UInt16) -> [UInt8] {
-        precondition((1...3).contains(version), "no snapshot format version \(version)")
+        precondition((1...4).contains(version), "no snapshot format version \(version)")
         // A stroke read with its points deferred ([SNAP-38]) is resolved by its holder first:
         // written as is it would lose its points.
         precondition(state.isResolved, "a page snapshot of page \(state.page) encoded with deferred points")
@@ -130,11 +131,11 @@ public enum PageSnapshot {
             } else {
                 // [SNAP-35] Each record against the previous one of its chunk of 64.
                 let replicas = ReplicaTable(s.clock)
-                var context = RecordContext(grids: version >= 3)
+                var context = RecordContext(version: version)
                 for (i, e) in s.elements.enumerated() {
                     if i % elementIndexStride == 0 {
                         if i > 0 { indexOffsets.append(b.count) }
-                        context = RecordContext(grids: version >= 3)
+                        context = RecordContext(version: version)
                     }
                     encodeV2(e, replicas: replicas, context: &context, into: &b)
                 }

@@ -1,4 +1,4 @@
-/// Version 2 of the point stream, the one snapshot format versions 2 and 3 and the compact
+/// Version 2 of the point stream, the one snapshot format versions 2 to 4 and the compact
 /// stroke frames write (`Protocol/page-snapshot.md` section 3a, [PT2-1] … [PT2-11]).
 ///
 /// Built for real pen recordings (issue 15): short strokes, points 1 to 5 pt apart on a

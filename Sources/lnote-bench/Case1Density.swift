@@ -58,6 +58,9 @@ extension Bench {
             results.rows.append(Row(1, "snapshot vs version 2, \(label)", measured: d.snapshotPerPoint, unit: .bytesPerPoint,
                                     baselineName: "snapshot version 2", baseline: d.snapshotV2PerPoint, target: .report,
                                     note: "the same state in format version 2 (no digitizer grids; still readable): \(formatCount(d.snapshotV2Bytes)) bytes"))
+            results.rows.append(Row(1, "snapshot vs version 3, \(label)", measured: d.snapshotPerPoint, unit: .bytesPerPoint,
+                                    baselineName: "snapshot version 3", baseline: d.snapshotV3PerPoint, target: .report,
+                                    note: "the same state in format version 3 (no next-id flag: every record writes its counter and Lamport; still readable): \(formatCount(d.snapshotV3Bytes)) bytes"))
             results.rows.append(Row(1, "point codec alone, \(label)", measured: d.pointStreamPerPoint, unit: .bytesPerPoint,
                                     baselineName: "point stream v1", baseline: d.pointStreamV1PerPoint, target: .report,
                                     note: "StrokeCodecV2 over the strokes in chunks of 64 (as a snapshot codes them): "
@@ -141,6 +144,7 @@ extension Bench {
         var snapshotBytes: Int
         var snapshotV1Bytes: Int
         var snapshotV2Bytes: Int
+        var snapshotV3Bytes: Int
         var frameBytes: Int
         /// The point streams inside the frames.
         var framePointBytes: Int
@@ -162,6 +166,7 @@ extension Bench {
         var pointStreamV1PerPoint: Double { Double(pointStreamV1Bytes) / Double(points) }
         var snapshotV1PerPoint: Double { Double(snapshotV1Bytes) / Double(points) }
         var snapshotV2PerPoint: Double { Double(snapshotV2Bytes) / Double(points) }
+        var snapshotV3PerPoint: Double { Double(snapshotV3Bytes) / Double(points) }
         var zlibPerPoint: Double { Double(zlibBytes) / Double(points) }
     }
 
@@ -195,6 +200,7 @@ extension Bench {
                        snapshotBytes: snapshot.count,
                        snapshotV1Bytes: PageSnapshot.encode(state, coveredLogOffset: 40, logIncarnation: 1, version: 1).count,
                        snapshotV2Bytes: PageSnapshot.encode(state, coveredLogOffset: 40, logIncarnation: 1, version: 2).count,
+                       snapshotV3Bytes: PageSnapshot.encode(state, coveredLogOffset: 40, logIncarnation: 1, version: 3).count,
                        frameBytes: frameBytes, framePointBytes: framePointBytes,
                        addFrameBytes: ops.reduce(0) { $0 + OperationCodec.encode($1, form: .hash).count },
                        v1FrameBytes: ops.reduce(0) { $0 + OperationCodec.encode($1, form: .writtenV1).count },

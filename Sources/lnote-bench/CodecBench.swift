@@ -130,7 +130,7 @@ enum CodecBench {
         do {
             let runs = options.runs
             print("Point codec, median of \(runs) interleaved runs (ns per point; MB/s of encoded bytes)")
-            print("Point stream version 2 with grids (format-3 snapshots); v1 rows: section 3's stream (operation frames, version-1 snapshots)")
+            print("Point stream version 2 with grids (format-3 and format-4 snapshots); v1 rows: section 3's stream (operation frames, version-1 snapshots)")
             print("| workload | points | bytes/pt | path | naive 16 B/pt ns/pt | lnote ns/pt | lnote / naive | lnote MB/s |")
             print("|---|---|---|---|---|---|---|---|")
             for w in try workloads(options) {

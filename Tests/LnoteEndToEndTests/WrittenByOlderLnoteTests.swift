@@ -7,10 +7,12 @@ import LnoteSync
 import LnoteTestSupport
 
 /// Notebook folders written by older lnotes, kept as they wrote them (operation-log.md
-/// [LOG-22], [LOG-24], [LOG-29], [LOG-32]; page-snapshot.md [SNAP-7], [SNAP-42]):
+/// [LOG-22], [LOG-24], [LOG-29], [LOG-32]; page-snapshot.md [SNAP-7], [SNAP-42], [SNAP-43]):
 /// - `written-before-addstroke2`: page logs of `addStroke` (0x06) frames, format-2 snapshots;
 /// - `written-before-addstroke3`: page logs of `addStroke2` (0x09) frames, format-2 snapshots,
-///   ink on digitizer grids.
+///   ink on digitizer grids;
+/// - `written-before-snapshot4`: page logs of `addStroke3` (0x0A) frames, format-3 snapshots
+///   (records without the *next id* flag), ink on digitizer grids.
 /// Today's lnote opens each and shows each page exactly as the lnote that wrote it showed it
 /// (`lnote show --json --points`, kept beside the folder), with its snapshots or from its logs
 /// alone; syncs it into an empty folder with one hash per operation; and writes new strokes
@@ -24,6 +26,8 @@ import LnoteTestSupport
         let document: String
         let pages: [String]
         let framesBefore: [[UInt8]]
+        /// The format of the folder's snapshots.
+        let snapshotsBefore: UInt8
         var fixture: URL {
             URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures/\(name)")
         }
@@ -33,10 +37,16 @@ import LnoteTestSupport
     static let folders = [
         Folder(name: "written-before-addstroke2", document: "94647C3F-DC0E-4315-89CB-DFC9B3A1D6D6",
                pages: ["0E1B74C4-1F3A-42C3-A3D9-BE8F96B372A1", "472F58E2-7757-4851-AE4F-4130F775162D"],
-               framesBefore: [Array(repeating: 0x06, count: 12) + [0x02, 0x03, 0x04], Array(repeating: 0x06, count: 8)]),
+               framesBefore: [Array(repeating: 0x06, count: 12) + [0x02, 0x03, 0x04], Array(repeating: 0x06, count: 8)],
+               snapshotsBefore: 2),
         Folder(name: "written-before-addstroke3", document: "BD1A5124-9285-4B57-AB1D-596C37344A30",
                pages: ["C480B3AE-FFE0-444A-BBA8-F2B541DD776A", "DD7FED74-9293-459F-8A16-BE511D40E909"],
-               framesBefore: [Array(repeating: 0x09, count: 12) + [0x02, 0x03, 0x04], Array(repeating: 0x09, count: 8)]),
+               framesBefore: [Array(repeating: 0x09, count: 12) + [0x02, 0x03, 0x04], Array(repeating: 0x09, count: 8)],
+               snapshotsBefore: 2),
+        Folder(name: "written-before-snapshot4", document: "D042BD83-FEAA-47AD-9666-E2E28D97757F",
+               pages: ["82BE3317-3926-469B-8C1D-8569351E8D26", "E393275D-26C0-40E6-BE91-18E61F0F4A97"],
+               framesBefore: [Array(repeating: 0x0A, count: 12) + [0x02, 0x03, 0x04], Array(repeating: 0x0A, count: 8)],
+               snapshotsBefore: 3),
     ]
 
     /// The types of the frames of a page log, in file order.
@@ -64,7 +74,7 @@ import LnoteTestSupport
         return out
     }
 
-    @Test("[LOG-22] [LOG-24] [LOG-29] [LOG-32] [SNAP-42] a notebook written by an older lnote opens as it was shown, syncs, and takes new strokes",
+    @Test("[LOG-22] [LOG-24] [LOG-29] [LOG-32] [SNAP-42] [SNAP-43] a notebook written by an older lnote opens as it was shown, syncs, and takes new strokes",
           arguments: folders, [false, true])
     func opensShowsAndSyncs(folder f: Folder, logsAlone: Bool) async throws {
         let dir = try TempDir()
@@ -73,11 +83,11 @@ import LnoteTestSupport
         let expected = try f.pages.map {
             try String(contentsOf: f.fixture.appendingPathComponent("show-\($0.prefix(8)).json"), encoding: .utf8)
         }
-        // The logs hold the older compact frames only, for the strokes (and the erase,
-        // eraseRange and move of the first page); the snapshots are format 2.
+        // The logs hold the compact frames of their time only, for the strokes (and the erase,
+        // eraseRange and move of the first page); the snapshots are of an older format.
         let before = try f.pages.map { try Self.frameTypes(a, f, $0) }
         #expect(before == f.framesBefore, "\(before)")
-        #expect(try f.pages.map { try Self.snapshotVersion(a, f, $0) } == [2, 2])
+        #expect(try f.pages.map { try Self.snapshotVersion(a, f, $0) } == [f.snapshotsBefore, f.snapshotsBefore])
         if logsAlone {
             // No snapshot: every frame is replayed ([PKG-42] rebuilds the page).
             for p in f.pages { try FileManager.default.removeItem(atPath: "\(a)/\(f.document).lnote/pages/\(p).content") }
@@ -98,7 +108,7 @@ import LnoteTestSupport
         #expect(try await T.operationSets(a) == T.operationSets(b))
 
         // B received the operations and wrote them as addStroke3; the chain digests taken from
-        // the frames (the older type on A, 0x0A on B) agree ([SYNC-52]); B's snapshots are format 3.
+        // the frames (the type of their time on A, 0x0A on B) agree ([SYNC-52]).
         #expect(try Self.frameTypes(b, f, f.pages[1]) == Array(repeating: 0x0A, count: 8))
         #expect(try await AddStrokeFormSyncTests.digests(a) == AddStrokeFormSyncTests.digests(b))
 
@@ -109,11 +119,13 @@ import LnoteTestSupport
         let page = try #require(PageID(f.pages[0]))
         _ = try await d.addStrokes(HandwritingGenerator.strokes(seed: 0x29, count: 3), to: page)
         let edited = try await d.pageState(page).canonicalJSON(style: .pretty, includePoints: true)
-        // Compacted, the page's snapshot is written again, as format 3.
+        // Compacted, the page's snapshot is written again, in today's format.
         if !logsAlone { try await d.compact(page: page) }
         try await nb.close()
         #expect(try Self.frameTypes(a, f, f.pages[0]) == before[0] + [0x0A, 0x0A, 0x0A])
-        if !logsAlone { #expect(try Self.snapshotVersion(a, f, f.pages[0]) == 3, "the page compacted is format 3") }
+        if !logsAlone {
+            #expect(try Self.snapshotVersion(a, f, f.pages[0]) == UInt8(PageSnapshot.version), "the page compacted is today's format")
+        }
         #expect(try await Self.shown(a, f)[0] == edited, "reopened")
         try? FileManager.default.removeItem(atPath: "\(a)/\(f.document).lnote/pages/\(f.pages[0]).content")
         #expect(try await Self.shown(a, f)[0] == edited, "the log of both forms replayed alone")

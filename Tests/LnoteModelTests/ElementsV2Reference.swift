@@ -1,7 +1,7 @@
 import LnoteModel
 
 /// A reader of the version-2 elements section body (`Protocol/page-snapshot.md` [SNAP-33] …
-/// [SNAP-35]), written from the spec alone: the records against the previous record of
+/// [SNAP-35], and of versions 3 and 4: [SNAP-42], [SNAP-43]), written from the spec alone: the records against the previous record of
 /// their chunk, strokes through `ReferenceStrokeCodecV2`. The shared encodings of section 2
 /// (OpRef, Transform, ZKey, QRect) are read with `ElementCodec`, which other tests check;
 /// what this reader checks is what [SNAP-34] and [SNAP-35] add: the flags, the replica
@@ -47,11 +47,13 @@ enum ReferenceElementsV2 {
         func fault(_ message: String, at offset: Int) -> Fault { Fault(message: message, offset: offset) }
         let countAt = r.offset
         let n = try r.varint("count")
-        guard n <= UInt64(r.remaining / 7) else { throw fault("[SNAP-33] count \(n)", at: countAt) }
-        var out: [ElementRecord] = []
-        // [SNAP-42] A version-3 file's chunks start from the point context with grids (`bytes`
-        // is the whole file: its version field says which).
+        // [SNAP-42] A version-3 file's chunks start from the point context with grids; [SNAP-43]
+        // a version-4 file's records may say *next id* (`bytes` is the whole file: its version
+        // field says which).
         let grids = bytes.count > 8 && bytes[8] >= 3
+        let nextIDs = bytes.count > 8 && bytes[8] >= 4
+        guard n <= UInt64(r.remaining / (nextIDs ? 5 : 7)) else { throw fault("[SNAP-33] count \(n)", at: countAt) }
+        var out: [ElementRecord] = []
         func start() -> Previous {
             var p = Previous()
             p.points = ReferenceStrokeCodecV2.Context.chunk(grids: grids)
@@ -62,7 +64,8 @@ enum ReferenceElementsV2 {
             if i % 64 == 0 { previous = start() }
             let recordAt = r.offset
             let flags = try r.u8("flags")
-            guard flags & 0xC0 == 0 else { throw fault("[SNAP-34] flag bits 6-7", at: recordAt) }
+            guard flags & (nextIDs ? 0x80 : 0xC0) == 0 else { throw fault("[SNAP-34] flag bits 6-7", at: recordAt) }
+            let nextID = flags & 64 != 0
             let sameReplica = flags & 1 != 0, plain = flags & 2 != 0, noHistory = flags & 4 != 0
             let image = flags & 8 != 0, sameStyle = flags & 16 != 0, nextLayer = flags & 32 != 0
 
@@ -85,10 +88,20 @@ enum ReferenceElementsV2 {
                 }
                 guard replica != previous.replica else { throw fault("[SNAP-34] same replica not flagged", at: fieldAt) }
             }
-            let counterAt = r.offset
-            let counter = previous.counter &+ UInt64(bitPattern: try r.svarint("counter"))
-            guard counter != 0 else { throw fault("[SHR-3] counter 0", at: counterAt) }
-            let lamportMinusCounter = previous.lamportMinusCounter &+ UInt64(bitPattern: try r.svarint("lamport"))
+            let counter: UInt64, lamportMinusCounter: UInt64
+            if nextID {
+                counter = previous.counter &+ 1
+                lamportMinusCounter = previous.lamportMinusCounter
+                guard counter != 0 else { throw fault("[SNAP-43] next id after 2^64 - 1", at: recordAt) }
+            } else {
+                let counterAt = r.offset
+                counter = previous.counter &+ UInt64(bitPattern: try r.svarint("counter"))
+                guard counter != 0 else { throw fault("[SHR-3] counter 0", at: counterAt) }
+                lamportMinusCounter = previous.lamportMinusCounter &+ UInt64(bitPattern: try r.svarint("lamport"))
+                if nextIDs && counter == previous.counter &+ 1 && lamportMinusCounter == previous.lamportMinusCounter {
+                    throw fault("[SNAP-43] next id not flagged", at: recordAt)
+                }
+            }
             let wallTime = previous.wallTime &+ UInt64(bitPattern: try r.svarint("wall time"))
 
             // Transform.

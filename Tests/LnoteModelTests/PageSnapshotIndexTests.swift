@@ -70,7 +70,7 @@ struct PageSnapshotIndexTests {
             er.shortestVarints = true
             let count = try er.count("element count", minSize: 7)
             let parallel = PageSnapshot.decodeElementsInParallel(er, count: count, bodyStart: elements.body.lowerBound,
-                                                                   index: offsets, v2: true, grids: true,
+                                                                   index: offsets, version: PageSnapshot.version,
                                                                    replicas: .init(PageSnapshot.canonicalized(state).clock))
             #expect(parallel == state.elements, "n \(n)")
         }
@@ -231,7 +231,7 @@ struct PageSnapshotIndexTests {
             er.shortestVarints = true
             let count = try er.count("element count", minSize: 7)
             let inPlace = PageSnapshot.decodeElementsInParallel(er, count: count, bodyStart: elements.body.lowerBound,
-                                                                  index: offsets, v2: true, grids: true, replicas: .init(state.clock),
+                                                                  index: offsets, version: PageSnapshot.version, replicas: .init(state.clock),
                                                                   parallel: false)
             #expect(inPlace == state.elements, "n \(n)")
             #expect(Self.deferredOutcome(bytes, parallel: true) == Self.deferredOutcome(bytes, parallel: false), "n \(n)")

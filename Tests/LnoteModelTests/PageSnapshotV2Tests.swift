@@ -194,18 +194,18 @@ struct PageSnapshotV2Tests {
     /// [SNAP-33] [SNAP-34] [SNAP-35] Version 2 round-trips random pages and pages of both
     /// profiles (more than 64 elements: chunks and the element index), and decodes serially
     /// and in parallel alike.
-    @Test("[SNAP-33] [SNAP-34] [SNAP-35] [SNAP-42] versions 2 and 3 round trip (next-layer keys and fraction keys)")
+    @Test("[SNAP-33] [SNAP-34] [SNAP-35] [SNAP-42] [SNAP-43] versions 2, 3 and 4 round trip (next-layer keys and fraction keys)")
     func roundTrips() throws {
         for seed in testSeeds(0x5A9_2003, count: 30) {
             let state = PageSnapshot.canonicalized(Self.page(seed: seed))
-            for version: UInt16 in [2, 3] {
+            for version: UInt16 in [2, 3, 4] {
                 let bytes = PageSnapshot.encode(state, coveredLogOffset: 5, logIncarnation: 6, version: version)
                 #expect(bytes[8] == version, "version field, seed \(seed)")
                 let back = try PageSnapshot.decode(bytes)
                 #expect(back.state == state, "seed \(seed)")
                 #expect(PageSnapshot.encode(back, version: version) == bytes, "seed \(seed)")
             }
-            #expect(PageSnapshot.encode(state, coveredLogOffset: 5, logIncarnation: 6)[8] == 3, "lnote writes version 3")
+            #expect(PageSnapshot.encode(state, coveredLogOffset: 5, logIncarnation: 6)[8] == 4, "lnote writes version 4")
         }
         var pen = HandwritingGenerator.Options()
         pen.profile = .pen
@@ -237,13 +237,14 @@ struct PageSnapshotV2Tests {
     /// [SNAP-36] The reader accepts only the writer's output: every byte of a version-2 file
     /// replaced (CRC resealed) either decodes to a state that encodes back to the same bytes
     /// or is rejected as `corrupt`/`truncated`/`unsupportedVersion` at an offset inside the file.
-    @Test("[SNAP-36] mutated version-2 snapshots are rejected or canonical")
+    @Test("[SNAP-36] [SNAP-43] mutated version-3 and version-4 snapshots are rejected or canonical")
     func mutatedSnapshots() throws {
         var cases = 0, wrong = 0
-        for seed in testSeeds(0x5A9_2004, count: 4) {
+        for (k, seed) in testSeeds(0x5A9_2004, count: 4).enumerated() {
             var g = SplitMix64(seed: seed)
             let state = Self.page(seed: seed, elements: 8)
-            let bytes = PageSnapshot.encode(state, coveredLogOffset: 5, logIncarnation: 6)
+            let version: UInt16 = k % 2 == 0 ? 4 : 3
+            let bytes = PageSnapshot.encode(state, coveredLogOffset: 5, logIncarnation: 6, version: version)
             for i in 52..<(bytes.count - 4) {
                 for v in [bytes[i] ^ 0x01, bytes[i] &+ 1, UInt8(truncatingIfNeeded: g.next())] where v != bytes[i] {
                     var b = bytes
@@ -252,7 +253,7 @@ struct PageSnapshotV2Tests {
                     cases += 1
                     do {
                         let c = try PageSnapshot.decode(b)
-                        if PageSnapshot.encode(c) != b {
+                        if PageSnapshot.encode(c, version: version) != b {
                             wrong += 1
                             Issue.record("byte \(i) = \(v) decodes but is not canonical, seed \(seed)")
                         }
@@ -269,12 +270,12 @@ struct PageSnapshotV2Tests {
                                  cases: cases, corrupted: wrong)
     }
 
-    /// [SNAP-34] A version-2 element count its section cannot hold (7 bytes a record) is
+    /// [SNAP-34] A version-3 element count its section cannot hold (7 bytes a record) is
     /// `corrupt` at the count.
-    @Test("[SNAP-34] version-2 element counts are checked against their section")
+    @Test("[SNAP-34] version-3 element counts are checked against their section")
     func countsAreCheckedAgainstTheirSection() throws {
         let state = PageSnapshot.canonicalized(Self.page(seed: 3, elements: 4))
-        let bytes = PageSnapshot.encode(state, coveredLogOffset: 5, logIncarnation: 6)
+        let bytes = PageSnapshot.encode(state, coveredLogOffset: 5, logIncarnation: 6, version: 3)
         // The page section's size, then the elements section header and its count.
         let pageSize = Int(bytes[54]) | Int(bytes[55]) << 8
         let elementsHeader = 52 + 6 + pageSize
@@ -287,11 +288,59 @@ struct PageSnapshotV2Tests {
         #expect(e?.offset == elementsHeader + 6)
     }
 
+    /// [SNAP-43] In a version-4 file a record can take 5 bytes (a dot late in its chunk: flags,
+    /// wall time, `n`, `L` and one byte of bits), so the count is bounded by `5·n`, not 7: on a
+    /// page of 300 dots, a count the 7-byte bound would refuse passes the summary read's bound
+    /// (the full decode then runs out of records, past the count), and one record more than
+    /// `5·n` allows is refused at the count by both.
+    @Test("[SNAP-43] version-4 element counts are bounded by 5 bytes a record")
+    func versionFourCountBound() throws {
+        let r = ReplicaID(0xB0)
+        let n = 300
+        let dot = ElementContent.stroke(Stroke(points: [StrokePoint(x: 0, y: 0)]))
+        var elements: [ElementRecord] = []
+        for i in 0..<n {
+            let counter = UInt64(i + 1)
+            let z = LWWRegister(ZKey(layer: Int64(i + 1)))
+            elements.append(ElementRecord(id: OpID(replica: r, counter: counter), lamport: counter, wallTime: 1_700_000_000_000,
+                                          content: dot, z: z))
+        }
+        let clock = VectorClock([(r, UInt64(n))])
+        let state = PageState(page: PageID(), clock: clock, maxLamport: UInt64(n), modified: 1_700_000_000_000,
+                              elements: elements, tombstones: [],
+                              contexts: [ReplicaContext(replica: r, clock: clock, lamports: [LamportRun(from: 1, offset: 0)])])
+        try PageSnapshot.validate(state)
+        let bytes = PageSnapshot.encode(state, coveredLogOffset: 0, logIncarnation: 0)
+        #expect(try PageSnapshot.decode(bytes).state == PageSnapshot.canonicalized(state))
+        #expect(try PageSnapshot.summary(prefix: bytes).elementCount == n)
+        let (body, _) = try ReferenceElementsV2.elementsSection(of: bytes)
+        let left = body.count - 2  // after the count, 300 as a 2-byte varint
+        func withCount(_ count: Int) -> [UInt8] {
+            var b = bytes
+            b[body.lowerBound] = UInt8(count & 0x7F) | 0x80
+            b[body.lowerBound + 1] = UInt8(count >> 7)
+            return PageSnapshotTests.reseal(b)
+        }
+        // Over 7 bytes a record, within 5.
+        let between = left / 7 + 1
+        #expect(between > n && 5 * between <= left && between < 1 << 14, "\(between) records, \(left) bytes")
+        #expect(try PageSnapshot.summary(prefix: withCount(between)).elementCount == between)
+        let e1 = expectDecodeFailure([.corrupt], "count \(between)") { _ = try PageSnapshot.decode(withCount(between)) }
+        #expect(e1.map { $0.offset != body.lowerBound } == true, "\(String(describing: e1))")
+        // Over 5 bytes a record: refused at the count.
+        let over = left / 5 + 1
+        #expect(over < 1 << 14)
+        let e2 = expectDecodeFailure([.corrupt], "count \(over)") { _ = try PageSnapshot.decode(withCount(over)) }
+        #expect(e2?.offset == body.lowerBound, "\(String(describing: e2))")
+        let e3 = expectDecodeFailure([.corrupt], "summary, count \(over)") { _ = try PageSnapshot.summary(prefix: withCount(over)) }
+        #expect(e3?.offset == body.lowerBound, "\(String(describing: e3))")
+    }
+
     /// [SNAP-7] [SNAP-37] Version 1 stays readable: snapshots written by lnote before version 2
     /// (a two-replica page with moves, erasures, an image and more than 64 elements, and the
-    /// tiny page of 4.7) open, print the JSON they printed then, and re-encode as version 2
-    /// to an equal state.
-    @Test("[SNAP-7] [SNAP-37] version-1 fixtures open and re-encode as version 3")
+    /// tiny page of 4.7) open, print the JSON they printed then, and re-encode as the current
+    /// version to an equal state.
+    @Test("[SNAP-7] [SNAP-37] version-1 fixtures open and re-encode as version 4")
     func versionOneFixtures() throws {
         let v1 = try [UInt8](Data(contentsOf: fixturesDirectory.appendingPathComponent("v1-two-replicas.content")))
         #expect(v1[8] == 1)
@@ -300,11 +349,11 @@ struct PageSnapshotV2Tests {
         #expect(old.state.canonicalJSON() == json)
         #expect(old.state.elements.count > 64)
         #expect(PageSnapshot.encode(old, version: 1) == v1, "the version-1 writer is today's")
-        let v3 = PageSnapshot.encode(old)
-        #expect(v3[8] == 3)
-        #expect(try PageSnapshot.decode(v3) == old)
-        #expect(v3.count < v1.count)
-        #expect(try PageSnapshot.summary(prefix: v3).elementCount == old.state.elements.count)
+        let v4 = PageSnapshot.encode(old)
+        #expect(v4[8] == 4)
+        #expect(try PageSnapshot.decode(v4) == old)
+        #expect(v4.count < v1.count)
+        #expect(try PageSnapshot.summary(prefix: v4).elementCount == old.state.elements.count)
         #expect(try PageSnapshot.summary(prefix: v1).elementCount == old.state.elements.count)
 
         let tiny = try #require(parseHexDump(try String(contentsOf: fixturesDirectory
@@ -313,9 +362,145 @@ struct PageSnapshotV2Tests {
         #expect(try PageSnapshot.decode(PageSnapshot.encode(tinyState)) == tinyState)
     }
 
-    /// [SNAP-37] [SNAP-42] The spec's version-2 and version-3 vectors: the tiny page of 4.7,
-    /// byte for byte.
-    @Test("[SNAP-37] [SNAP-42] the tiny page as versions 2 and 3", arguments: [2, 3] as [UInt16])
+    /// [SNAP-43] The *next id* flag is set exactly when it holds: a version-3 file's records,
+    /// whose counters and Lamport timestamps say *next id*, read as version 4 are refused at
+    /// the first record's flags; bit 6 in a version-3 file is refused there too; a *next id*
+    /// after a counter of 2⁶⁴ − 1 (it would be 0) is refused at its flags. Random pages of
+    /// several replicas (so that some records say it and some do not) round-trip as version 4
+    /// and are read alike by the reference.
+    @Test("[SNAP-43] next id: set exactly when it holds, refused elsewhere, at the record's flags")
+    func nextIDFlag() throws {
+        let state = PageSnapshot.canonicalized(GridPage.state)
+        let v3 = PageSnapshot.encode(state, coveredLogOffset: 0, logIncarnation: 0, version: 3)
+        let (body, _) = try ReferenceElementsV2.elementsSection(of: v3)
+        let firstFlags = body.lowerBound + 1  // after the count (3)
+        #expect(v3[firstFlags] & 0x40 == 0)
+        var relabelled = v3
+        relabelled[8] = 4
+        var e = expectDecodeFailure([.corrupt], "version 3 records read as version 4") {
+            _ = try PageSnapshot.decode(PageSnapshotTests.reseal(relabelled))
+        }
+        #expect(e?.offset == firstFlags, "\(String(describing: e))")
+        #expect(e?.message.contains("next id written in full") == true, "\(String(describing: e))")
+        var flagged = v3
+        flagged[firstFlags] |= 0x40
+        e = expectDecodeFailure([.corrupt], "bit 6 in version 3") { _ = try PageSnapshot.decode(PageSnapshotTests.reseal(flagged)) }
+        #expect(e?.offset == firstFlags, "\(String(describing: e))")
+        // Version 4: the first record's counter written out as 2⁶⁴ − 1 (delta −1: svarint 01,
+        // where *next id* had no field), the second says *next id*.
+        let v4 = PageSnapshot.encode(state, coveredLogOffset: 0, logIncarnation: 0, version: 4)
+        #expect(v4[firstFlags] & 0x40 != 0)
+        // (flags, replica index, then the counter and lamport fields *next id* had left out)
+        var wrapped = Array(v4[..<firstFlags]) + [v4[firstFlags] & ~0x40, v4[firstFlags + 1], 0x01, 0x00]
+            + Array(v4[(firstFlags + 2)...])
+        // The elements section's size (u32 after its tag) grows by the 2 bytes, and the file's length.
+        let sectionHeader = body.lowerBound - 6
+        let size = UInt32(wrapped[sectionHeader + 2]) | UInt32(wrapped[sectionHeader + 3]) << 8
+            | UInt32(wrapped[sectionHeader + 4]) << 16 | UInt32(wrapped[sectionHeader + 5]) << 24
+        for (k, byte) in withUnsafeBytes(of: (size + 2).littleEndian, Array.init).enumerated() { wrapped[sectionHeader + 2 + k] = byte }
+        for (k, byte) in withUnsafeBytes(of: UInt64(wrapped.count).littleEndian, Array.init).enumerated() { wrapped[12 + k] = byte }
+        wrapped = PageSnapshotTests.reseal(wrapped)
+        e = expectDecodeFailure([.corrupt], "next id after 2^64 - 1") { _ = try PageSnapshot.decode(wrapped) }
+        // The first record reads (its counter is not checked against the clock before the
+        // second record is read); the second's flags are where the next id fails.
+        // Where the second record begins: after the first record's point stream (its last field),
+        // 2 bytes later than in the version-4 file.
+        var streams: [Range<Int>] = [], prefixes: [Int] = []
+        let (v4Body, v4Replicas) = try ReferenceElementsV2.elementsSection(of: v4)
+        _ = try ReferenceElementsV2.decode(v4, range: v4Body, replicas: v4Replicas, streams: &streams, prefixes: &prefixes)
+        let secondFlags = streams[0].upperBound + 2
+        #expect(wrapped[secondFlags] & 0x40 != 0)
+        #expect(e?.offset == secondFlags, "\(String(describing: e))")
+        #expect(e?.message.contains("next id after counter") == true, "\(String(describing: e))")
+        let (wrappedBody, replicas) = try ReferenceElementsV2.elementsSection(of: wrapped)
+        do {
+            _ = try ReferenceElementsV2.decode(wrapped, range: wrappedBody, replicas: replicas)
+            Issue.record("the reference accepts a next id after 2^64 - 1")
+        } catch let f as ReferenceElementsV2.Fault {
+            #expect(f.offset == secondFlags && f.message.hasPrefix("[SNAP-43]"), "\(f)")
+        }
+
+        // A next id across replicas: b0's counter 4 after a0's counter 3, both with Lamport
+        // timestamps equal to their counters (the condition is on the numbers alone).
+        let a0 = ReplicaID(0xA0), b0 = ReplicaID(0xB0)
+        let ids = [OpID(replica: a0, counter: 1), OpID(replica: a0, counter: 2), OpID(replica: a0, counter: 3), OpID(replica: b0, counter: 4)]
+        let crossClock = VectorClock([(a0, UInt64(3)), (b0, UInt64(4))])
+        let cross = PageState(page: PageID(), clock: crossClock, maxLamport: 4, modified: 1_700_000_000_000,
+                              elements: ids.enumerated().map { i, id in
+                                  ElementRecord(id: id, lamport: id.counter, wallTime: 1_700_000_000_000 + Int64(i),
+                                                content: .stroke(Stroke(points: GridPage.third)), z: LWWRegister(ZKey(layer: Int64(i + 1))))
+                              }, tombstones: [],
+                              contexts: [ReplicaContext(replica: a0, clock: VectorClock([(a0, UInt64(3))]), lamports: [LamportRun(from: 1, offset: 0)]),
+                                         ReplicaContext(replica: b0, clock: crossClock, lamports: [LamportRun(from: 1, offset: 0)])])
+        try PageSnapshot.validate(cross)
+        let crossBytes = PageSnapshot.encode(cross, coveredLogOffset: 0, logIncarnation: 0)
+        #expect(try PageSnapshot.decode(crossBytes).state == PageSnapshot.canonicalized(cross))
+        var crossStreams: [Range<Int>] = [], crossPrefixes: [Int] = []
+        let (crossBody, crossReplicas) = try ReferenceElementsV2.elementsSection(of: crossBytes)
+        #expect(try ReferenceElementsV2.decode(crossBytes, range: crossBody, replicas: crossReplicas,
+                                               streams: &crossStreams, prefixes: &crossPrefixes) == PageSnapshot.canonicalized(cross).elements)
+        // Every record says it, b0's too (its replica is written: index 1 of the clock).
+        let flagOffsets = [crossBody.lowerBound + 1] + crossStreams.dropLast().map(\.upperBound)
+        #expect(flagOffsets.map { crossBytes[$0] & 0x40 } == [0x40, 0x40, 0x40, 0x40], "\(flagOffsets.map { crossBytes[$0] })")
+        #expect(crossBytes[flagOffsets[3]] & 0x01 == 0 && crossBytes[flagOffsets[3] + 1] == 1)
+
+        var flaggedSome = 0, unflaggedSome = 0
+        for seed in testSeeds(0x5A9_2043, count: 20) {
+            let page = PageSnapshot.canonicalized(seed % 2 == 0 ? Self.page(seed: seed) : try Self.twoAuthors(seed: seed))
+            let bytes = PageSnapshot.encode(page, coveredLogOffset: 1, logIncarnation: 2, version: 4)
+            #expect(try PageSnapshot.decode(bytes).state == page, "seed \(seed)")
+            let (b, replicas) = try ReferenceElementsV2.elementsSection(of: bytes)
+            #expect(try ReferenceElementsV2.decode(bytes, range: b, replicas: replicas) == page.elements, "seed \(seed)")
+            let v3 = PageSnapshot.encode(page, coveredLogOffset: 1, logIncarnation: 2, version: 3)
+            let saved = v3.count - bytes.count
+            #expect(saved >= 0 && saved % 2 == 0, "seed \(seed): \(saved)")
+            if saved > 0 { flaggedSome += 1 }
+            if saved < 2 * page.elements.count { unflaggedSome += 1 }
+        }
+        #expect(flaggedSome > 0 && unflaggedSome > 0, "\(flaggedSome) pages with next ids, \(unflaggedSome) with records without")
+    }
+
+    /// A page of two replicas' strokes in runs (as two people drawing in turn would leave it),
+    /// with gaps in the counters (operations that added nothing) and Lamport timestamps that
+    /// jump where a replica had seen the other's: some records say *next id*, some cannot.
+    static func twoAuthors(seed: UInt64) throws -> PageState {
+        var g = SplitMix64(seed: seed)
+        let a = ReplicaID(0xA0), b = ReplicaID(0xB0)
+        var counters = [a: UInt64(0), b: UInt64(0)], leads = [a: UInt64(0), b: UInt64(0)]
+        var runs: [ReplicaID: [LamportRun]] = [a: [], b: []]
+        var elements: [ElementRecord] = []
+        var maxLamport: UInt64 = 0
+        var author = a
+        let strokes = HandwritingGenerator.strokes(seed: seed, count: 90)
+        for (i, stroke) in strokes.enumerated() {
+            if g.next() % 8 == 0 { author = author == a ? b : a }
+            var counter = counters[author]! + 1
+            if g.next() % 6 == 0 { counter += 1 + g.next() % 3 }  // operations that added no element
+            // The next operation's Lamport timestamp is above everything the author has seen.
+            let lamport = max(counter + leads[author]!, maxLamport + 1)
+            if lamport - counter != leads[author]! || runs[author]!.isEmpty {
+                runs[author]!.append(LamportRun(from: counters[author]! + 1, offset: lamport - counter))
+            }
+            leads[author] = lamport - counter
+            counters[author] = counter
+            maxLamport = lamport
+            elements.append(ElementRecord(id: OpID(replica: author, counter: counter), lamport: lamport,
+                                          wallTime: 1_700_000_000_000 + Int64(i) * 700, content: .stroke(stroke),
+                                          z: LWWRegister(ZKey(layer: Int64(lamport)))))
+        }
+        let clock = VectorClock(counters.filter { $0.value > 0 }.map { ($0.key, $0.value) })
+        let state = PageState(page: PageID(), clock: clock, maxLamport: maxLamport, modified: 1_700_000_100_000,
+                              elements: elements, tombstones: [],
+                              contexts: [a, b].filter { counters[$0]! > 0 }.map {
+                                  ReplicaContext(replica: $0, clock: clock, lamports: runs[$0]!)
+                              })
+        try PageSnapshot.validate(state)
+        return state
+    }
+
+    /// [SNAP-37] [SNAP-42] [SNAP-43] The spec's version-2, version-3 and version-4 vectors:
+    /// the tiny page of 4.7, byte for byte.
+    @Test("[SNAP-37] [SNAP-42] [SNAP-43] the tiny page as versions 2, 3 and 4", arguments: [2, 3, 4] as [UInt16])
     func tinyPageVector(version: UInt16) throws {
         let bytes = PageSnapshot.encode(TinyPage.state, coveredLogOffset: TinyPage.coveredLogOffset,
                                         logIncarnation: TinyPage.logIncarnation, version: version)
@@ -365,18 +550,26 @@ enum GridPage {
 }
 
 @Suite struct GridPageVectorTests {
-    @Test("[SNAP-42] [PT2-11] the spec's grid-page-v3 vector: three strokes on a 0.75-pt grid, byte for byte, read by the reference too")
-    func gridPageVector() throws {
+    /// Version 3, and version 4 where each of the three records says *next id* ([SNAP-43]):
+    /// counters 1, 2, 3 with Lamport timestamps equal to them.
+    @Test("[SNAP-42] [SNAP-43] [PT2-11] the spec's grid-page vectors: three strokes on a 0.75-pt grid, byte for byte, read by the reference too",
+          arguments: [3, 4] as [UInt16])
+    func gridPageVector(version: UInt16) throws {
         let state = PageSnapshot.canonicalized(GridPage.state)
         try PageSnapshot.validate(state)
-        let bytes = PageSnapshot.encode(state, coveredLogOffset: 0, logIncarnation: 0)
-        if ProcessInfo.processInfo.environment["LNOTE_RECORD_GOLDEN"] == "1" { print("grid-page-v3:\n\(hexDump(bytes))") }
-        let fromSpec = try #require(parseHexDump(try specVector("grid-page-v3")))
+        let bytes = PageSnapshot.encode(state, coveredLogOffset: 0, logIncarnation: 0, version: version)
+        if ProcessInfo.processInfo.environment["LNOTE_RECORD_GOLDEN"] == "1" { print("grid-page-v\(version):\n\(hexDump(bytes))") }
+        let fromSpec = try #require(parseHexDump(try specVector("grid-page-v\(version)")))
         #expect(fromSpec == bytes, "the spec's vector differs; actual:\n\(hexDump(bytes))")
         #expect(try PageSnapshot.decode(fromSpec).state == state)
         let (body, replicas) = try ReferenceElementsV2.elementsSection(of: fromSpec)
         #expect(try ReferenceElementsV2.decode(fromSpec, range: body, replicas: replicas) == state.elements)
         // The chunk's last grids after the three strokes: x and y on 15/2 (index 51 of G).
+        if version == 4 {
+            // Every record says *next id*: 2 bytes fewer each than version 3.
+            let v3 = PageSnapshot.encode(state, coveredLogOffset: 0, logIncarnation: 0, version: 3)
+            #expect(v3.count - bytes.count == 6)
+        }
         var c = StrokeCodecV2.Context.chunkWithGrids, w = ByteWriter()
         for s in [GridPage.first, GridPage.second, GridPage.third] { StrokeCodecV2.encodePoints(s, width: 20, context: &c, into: &w) }
         #expect(c.lastGrid.y == 52, "\(c.lastGrid)")

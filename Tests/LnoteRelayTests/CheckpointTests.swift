@@ -151,21 +151,24 @@ struct CheckpointTests {
             var rs = PageReplica(page: small.page!)
             let few = try (0..<3).map { i in try rs.add(.stroke(Stroke(points: [StrokePoint(x: 10 + Int32(i), y: 10)])), by: a, wallTime: Int64(i)) }
             _ = try store.sync(SyncRequest(replica: a, epoch: 0, cursor: 0, push: [LogBatch(log: small, ops: few)]), notebook: nb)
-            // In snapshot formats 2 and 3 only: format 1's points cannot be counted without decoding them.
+            // In snapshot formats 2 to 4 only: format 1's points cannot be counted without decoding them.
             let v1 = Checkpoint(log: small, clock: rs.clock, snapshot: PageSnapshot.encode(rs.state, coveredLogOffset: 0, logIncarnation: 0, version: 1))
             #expect(throws: LnoteError(.limitExceeded)) { try store.putCheckpoint(notebook: nb, checkpoint: v1) }
             // A format newer than the relay reads is skipped the same way (413), not refused as
             // bad (400, which would fail the client's sync, [SYNC-40]).
-            var v4 = PageSnapshot.encode(rs.state, coveredLogOffset: 0, logIncarnation: 0)
-            v4[8] = 4
-            let crc = CRC32C.checksum(v4, 0..<(v4.count - 4)).littleEndian
-            withUnsafeBytes(of: crc) { for i in 0..<4 { v4[v4.count - 4 + i] = $0[i] } }
+            var newer = PageSnapshot.encode(rs.state, coveredLogOffset: 0, logIncarnation: 0)
+            newer[8] = UInt8(PageSnapshot.version + 1)
+            let crc = CRC32C.checksum(newer, 0..<(newer.count - 4)).littleEndian
+            withUnsafeBytes(of: crc) { for i in 0..<4 { newer[newer.count - 4 + i] = $0[i] } }
             #expect(throws: LnoteError(.limitExceeded)) {
-                try store.putCheckpoint(notebook: nb, checkpoint: Checkpoint(log: small, clock: rs.clock, snapshot: v4))
+                try store.putCheckpoint(notebook: nb, checkpoint: Checkpoint(log: small, clock: rs.clock, snapshot: newer))
             }
-            // Format 2, what lnote wrote before format 3, is checked and kept.
-            let v2 = Checkpoint(log: small, clock: rs.clock, snapshot: PageSnapshot.encode(rs.state, coveredLogOffset: 0, logIncarnation: 0, version: 2))
-            #expect(try store.putCheckpoint(notebook: nb, checkpoint: v2))
+            // Formats 2 and 3, what lnote wrote before formats 3 and 4, are checked and kept.
+            for version: UInt16 in [2, 3] {
+                let older = Checkpoint(log: small, clock: rs.clock,
+                                       snapshot: PageSnapshot.encode(rs.state, coveredLogOffset: 0, logIncarnation: 0, version: version))
+                #expect(try store.putCheckpoint(notebook: nb, checkpoint: older), "format \(version)")
+            }
             #expect(try store.putCheckpoint(notebook: nb, checkpoint: try checkpoint(small, few, at: rs.clock)))
         }
     }

@@ -50,19 +50,21 @@ import LnoteTestSupport
         var replica = PageReplica(page: Self.page)
         try replica.receive(ops)
         // The snapshot covers a log holding the six frames after its 40-byte header.
-        // 4.7 shows version 1 (still readable, [SNAP-7]); 4.8 the same page as versions 2 and 3
-        // ([SNAP-37], [SNAP-42]).
+        // 4.7 shows version 1 (still readable, [SNAP-7]); 4.8 the same page as versions 2, 3
+        // and 4 ([SNAP-37], [SNAP-42], [SNAP-43]).
         let snapshot = PageSnapshot.encode(replica.state, coveredLogOffset: UInt64(40 + frames.count),
                                            logIncarnation: Self.incarnation, version: 1)
         let snapshotV2 = PageSnapshot.encode(replica.state, coveredLogOffset: UInt64(40 + frames.count),
                                              logIncarnation: Self.incarnation, version: 2)
         let snapshotV3 = PageSnapshot.encode(replica.state, coveredLogOffset: UInt64(40 + frames.count),
+                                             logIncarnation: Self.incarnation, version: 3)
+        let snapshotV4 = PageSnapshot.encode(replica.state, coveredLogOffset: UInt64(40 + frames.count),
                                              logIncarnation: Self.incarnation)
         let json = replica.state.canonicalJSON()
         if ProcessInfo.processInfo.environment["LNOTE_RECORD_GOLDEN"] == "1" {
             print("tiny-page-ops:\n\(SpecVectors.hexDump(frames))\n")
             for op in ops { print("  \(OperationCodec.encode(op, form: .hash).count) bytes: \(op)") }
-            print("tiny-page:\n\(SpecVectors.hexDump(snapshot))\n\ntiny-page-v2:\n\(SpecVectors.hexDump(snapshotV2))\n\ntiny-page-v3:\n\(SpecVectors.hexDump(snapshotV3))\n\ntiny-page-json:\n\(json)")
+            print("tiny-page:\n\(SpecVectors.hexDump(snapshot))\n\ntiny-page-v2:\n\(SpecVectors.hexDump(snapshotV2))\n\ntiny-page-v3:\n\(SpecVectors.hexDump(snapshotV3))\n\ntiny-page-v4:\n\(SpecVectors.hexDump(snapshotV4))\n\ntiny-page-json:\n\(json)")
             return
         }
         let specFrames = try SpecVectors.bytes("tiny-page-ops", in: "page-snapshot.md")
@@ -79,6 +81,8 @@ import LnoteTestSupport
                 "the spec's version-2 snapshot differs; actual:\n\(SpecVectors.hexDump(snapshotV2))")
         #expect(try SpecVectors.bytes("tiny-page-v3", in: "page-snapshot.md") == snapshotV3,
                 "the spec's version-3 snapshot differs; actual:\n\(SpecVectors.hexDump(snapshotV3))")
+        #expect(try SpecVectors.bytes("tiny-page-v4", in: "page-snapshot.md") == snapshotV4,
+                "the spec's version-4 snapshot differs; actual:\n\(SpecVectors.hexDump(snapshotV4))")
         #expect(try SpecVectors.text("tiny-page-json", in: "page-snapshot.md") == json,
                 "the spec's JSON differs; actual:\n\(json)")
         // What the vector shows: T between S and the image, S erased with a conflict.
