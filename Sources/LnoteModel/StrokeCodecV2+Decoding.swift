@@ -295,24 +295,42 @@ extension StrokeCodecV2 {
         return ((index, phase, at), nil)
     }
 
-    /// Channel `ch` of point `i` in memory laid out as `StrokePoint`.
-    /// Points 2 to n − 1 of one coded channel ([PT2-6]): reads the second differences,
-    /// integrates them from the first step `step` (in grid units) and point 1's `value`,
-    /// stores the values; returns their range, the largest step in grid units, the greatest
-    /// common divisor of the steps (stopping at 1; with the first step's) and the OR of the
-    /// codes, or nil for a bad code. The hot loop of decoding: the bit buffer lives in locals.
+    /// Points 2 to n − 1 of one coded channel ([PT2-6]): reads the residuals of the channel's
+    /// predictor (second differences unless [PT2-12] says otherwise), rebuilds each step from
+    /// the first step `step` (in grid units) and point 1's `value`, stores the values; returns
+    /// their range, the largest step in grid units and what each written parameter would have
+    /// cost, or nil for a bad code. The hot loop of decoding: the bit buffer lives in locals.
+    /// One copy of the loop per predictor, each with its rule folded in (second differences,
+    /// the common case, cost what they did before predictors).
     static func secondDifferences(_ bits: inout BitReader, count n: Int, grid g: Int64, step: Int64, value: Int64,
                                   state: inout UInt32, fixed: Bool = false, predictor: Predictor = .second,
+                                  into words: UnsafeMutableRawPointer, channel ch: Int)
+        -> (low: Int64, high: Int64, largest: UInt64, cost: ParameterCosts)? {
+        switch predictor {
+        case .second:
+            residuals(&bits, count: n, grid: g, step: step, value: value, state: &state, fixed: fixed, keep: -1, anchor: 0,
+                      into: words, channel: ch)
+        case .steps:
+            residuals(&bits, count: n, grid: g, step: step, value: value, state: &state, fixed: fixed, keep: 0, anchor: 0,
+                      into: words, channel: ch)
+        case .againstFirst:
+            residuals(&bits, count: n, grid: g, step: step, value: value, state: &state, fixed: fixed, keep: 0, anchor: step,
+                      into: words, channel: ch)
+        }
+    }
+
+    /// `secondDifferences`' loop: step `i` is `(q_{i−1} & keep) + anchor + r_i` ([PT2-12]:
+    /// `keep` −1 and `anchor` 0 for second differences, 0 and 0 for pressure's steps, 0 and the
+    /// first step for time's steps against it). Inlined into each case with its constants.
+    @inline(__always)
+    private static func residuals(_ bits: inout BitReader, count n: Int, grid g: Int64, step: Int64, value: Int64,
+                                  state: inout UInt32, fixed: Bool, keep: Int64, anchor: Int64,
                                   into words: UnsafeMutableRawPointer, channel ch: Int)
         -> (low: Int64, high: Int64, largest: UInt64, cost: ParameterCosts)? {
         var buffer = bits.buffer, count = bits.count, position = bits.position
         let base = bits.base, end = bits.end
         var m = state
         var q = step, v = value
-        // [PT2-12] Each step from the code: the previous step plus it (second differences),
-        // or it (pressure's steps), or the first step plus it (time against its first step).
-        let keep: Int64 = predictor == .second ? -1 : 0
-        let anchor: Int64 = predictor == .againstFirst ? step : 0
         var low = v, high = v
         var largest = q.magnitude
         // With a written parameter, what each parameter would have cost ([PT2-10]).

@@ -284,6 +284,51 @@ struct StrokeCodecV2GridTests {
         #expect(chosen[Ref.pressure] == [0, 1] && chosen[Ref.t] == [0, 1] && ties > 0, "\(chosen), \(ties) ties")
     }
 
+    /// [PT2-12] A stroke written with the other predictor of pressure or t (the residuals
+    /// consistent with it, so the values read are the stroke's own and every other check
+    /// passes): both codecs refuse it as `corrupt`, by [PT2-12]'s rule, at the same byte, in a
+    /// chunk's first stroke and after a prior stroke.
+    @Test("[PT2-12] canonical refusals: both codecs refuse the predictor the values do not choose")
+    func predictorRefusals() {
+        let log = Differences("predictors, refusals")
+        var refused = [Ref.pressure: 0, Ref.t: 0], tried = 0
+        for seed in testSeeds(0x5EED_0329, count: 12) {
+            let chunk = Self.gridChunk(seed, maxStrokes: 24)
+            var start = Kind.chunkWithPredictors.initial
+            for (i, s) in chunk.enumerated() {
+                let v = s.points.map(Ref.values)
+                for c in [Ref.pressure, Ref.t] where s.points.count >= 3 {
+                    let (mode, g) = Ref.mode(v, channel: c, contextGrid: start.reference.grid[c])
+                    guard mode != 3 else { continue }
+                    let q = (1..<v.count).map { (v[$0][c] - v[$0 - 1][c]) / g }
+                    var forced: [Int?] = [nil, nil, nil, nil, nil]
+                    forced[c] = 1 - Ref.predictor(q, channel: c)
+                    var mine = start.reference
+                    let bytes = Ref.encodedPoints(s.points, width: s.width, context: &mine, forcedPredictors: forced)
+                    tried += 1
+                    let result = Self.sameDecoding(bytes, widths: [s.width], kind: .chunkWithPredictors, from: start, base: 9,
+                                                   path: "p", log, "seed \(seed), stroke \(i), channel \(c)")
+                    if case .failure(.corrupt, _, _, _) = result.0, result.message.hasPrefix("[PT2-12]") {
+                        refused[c]! += 1
+                    } else {
+                        log.record("seed \(seed), stroke \(i), channel \(c): the reference gives \(result.0) (\(result.message))")
+                    }
+                }
+                // On to the next stroke from this one, as a chunk carries its context.
+                var mine = start.reference
+                let bytes = Ref.encodedPoints(s.points, width: s.width, context: &mine)
+                var rp = ByteReader(bytes)
+                guard (try? StrokeCodecV2.decodePoints(&rp, width: s.width, context: &start.production)) != nil else {
+                    log.record("seed \(seed), stroke \(i): lnote refuses the reference's stream")
+                    break
+                }
+                start.reference = mine
+            }
+        }
+        log.finish()
+        #expect(refused[Ref.pressure]! > 20 && refused[Ref.t]! > 20, "\(refused) refused of \(tried)")
+    }
+
     /// [PT2-7] [PT2-11] The reference alone: every chunk round-trips in both contexts (points,
     /// reader at the end, the same context as the writer's), and whatever a mutated stroke
     /// decodes to re-encodes to exactly the bytes read, leaving the same context.

@@ -326,15 +326,19 @@ enum ReferenceStrokeCodecV2 {
     /// `forcedGrids`: with grids, what to write for x's or y's grid instead of [PT2-11]'s
     /// choice (both to build streams a reader must refuse).
     static func encodedPoints(_ points: [StrokePoint], width: Int32, context: inout Context,
-                              forcedParameters: [Int]? = nil, forcedGrids: [ForcedGrid?]? = nil) -> [UInt8] {
+                              forcedParameters: [Int]? = nil, forcedGrids: [ForcedGrid?]? = nil,
+                              forcedPredictors: [Int?]? = nil) -> [UInt8] {
         encodedPointsTraced(points, width: width, context: &context, forcedParameters: forcedParameters,
-                            forcedGrids: forcedGrids).bytes
+                            forcedGrids: forcedGrids, forcedPredictors: forcedPredictors).bytes
     }
 
     /// `encodedPoints`, with where x's and y's grid bits begin ([PT2-11]): the byte of the
     /// stream (from its `n`) that holds their first bit, nil where there are none.
+    /// `forcedPredictors`: with predictors, the predictor to write for a channel instead of
+    /// [PT2-12]'s (indexed by channel; to build streams a reader must refuse).
     static func encodedPointsTraced(_ points: [StrokePoint], width: Int32, context: inout Context,
-                                    forcedParameters: [Int]? = nil, forcedGrids: [ForcedGrid?]? = nil)
+                                    forcedParameters: [Int]? = nil, forcedGrids: [ForcedGrid?]? = nil,
+                                    forcedPredictors: [Int?]? = nil)
         -> (bytes: [UInt8], gridBitsAt: [Int?]) {
         var out: [UInt8] = []
         let n = points.count
@@ -385,7 +389,7 @@ enum ReferenceStrokeCodecV2 {
                 if m == 2 { writeGamma(UInt64(g - 1), to: &w) }
                 if context.predictors && m != 3 && (c == pressure || c == t) {
                     let q = (1..<n).map { (v[$0][c] - v[$0 - 1][c]) / g }
-                    predictors[c] = predictor(q, channel: c)
+                    predictors[c] = forcedPredictors?[c] ?? predictor(q, channel: c)
                     w.write(predictors[c] == 1)
                 }
                 if context.writtenParameters && m != 3 {
