@@ -130,8 +130,9 @@ public enum FuzzTargets {
     /// snapshot records codes them. Whatever decodes re-encodes, in a fresh context, to exactly
     /// the bytes read. The same bytes are then read as streams coded each alone with written
     /// parameters, as `addStroke2` frames hold them ([PT2-10]), as streams coded each alone with
-    /// written parameters and grids, as `addStroke3` frames hold them ([PT2-11]), and as a chunk
-    /// with grids, as a version-3 or version-4 snapshot holds it, each with the same property.
+    /// written parameters and grids, as `addStroke3` frames hold them ([PT2-11]), as a chunk
+    /// with grids, as a version-3 snapshot holds it, and as a chunk with grids and predictors
+    /// ([PT2-12]), as a version-4 snapshot holds it, each with the same property.
     static func pointsV2(_ data: [UInt8]) {
         guard data.count >= 2 else { return }
         let width = Int32(Int16(bitPattern: UInt16(data[0]) | UInt16(data[1]) << 8))
@@ -155,13 +156,16 @@ public enum FuzzTargets {
                 check(one.bytes == Array(data[start..<alone.position]), "a point stream coded alone is not canonical")
             }
         }
-        var gridded = ByteReader(data, range: 2..<data.count)
-        var decodingGrids = StrokeCodecV2.Context.chunkWithGrids, encodingGrids = StrokeCodecV2.Context.chunkWithGrids
-        var chunk = ByteWriter()
-        for _ in 0..<64 where !gridded.isAtEnd {
-            guard let points = try? StrokeCodecV2.decodePoints(&gridded, width: width, context: &decodingGrids) else { break }
-            StrokeCodecV2.encodePoints(points, width: width, context: &encodingGrids, into: &chunk)
-            check(chunk.bytes == Array(data[2..<gridded.position]), "a point stream with grids is not canonical")
+        // As a chunk with grids (version 3) and with grids and predictors (version 4).
+        for initial in [StrokeCodecV2.Context.chunkWithGrids, StrokeCodecV2.Context.chunkWithPredictors] {
+            var chunkReader = ByteReader(data, range: 2..<data.count)
+            var decoding = initial, encoding = initial
+            var chunk = ByteWriter()
+            for _ in 0..<64 where !chunkReader.isAtEnd {
+                guard let points = try? StrokeCodecV2.decodePoints(&chunkReader, width: width, context: &decoding) else { break }
+                StrokeCodecV2.encodePoints(points, width: width, context: &encoding, into: &chunk)
+                check(chunk.bytes == Array(data[2..<chunkReader.position]), "a point stream of a chunk is not canonical")
+            }
         }
     }
 

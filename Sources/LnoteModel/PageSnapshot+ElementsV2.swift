@@ -1,8 +1,8 @@
 /// Element records of snapshot format versions 2, 3 and 4 (`Protocol/page-snapshot.md` 4.3,
 /// "Element record, version 2", [SNAP-33] … [SNAP-36], [SNAP-42], [SNAP-43]): each record
 /// coded against the previous record of its chunk of 64, its points in the version 2 point
-/// stream (`StrokeCodecV2`; with digitizer grids from version 3; the *next id* flag from
-/// version 4).
+/// stream (`StrokeCodecV2`; with digitizer grids from version 3; with predictors and the
+/// *next id* flag from version 4).
 extension PageSnapshot {
     /// Record flags ([SNAP-34]).
     enum RecordFlag {
@@ -48,9 +48,14 @@ extension PageSnapshot {
 
         /// The context at the start of a chunk of a version-`version` file (2 to 4): from
         /// version 3 its points are coded with digitizer grids ([SNAP-42], [PT2-11]); from
-        /// version 4 its records may say *next id* ([SNAP-43]).
+        /// version 4 with predictors too ([PT2-12]), and its records may say *next id*
+        /// ([SNAP-43]).
         init(version: UInt16) {
-            if version >= 3 { points = .chunkWithGrids }
+            if version >= 4 {
+                points = .chunkWithPredictors
+            } else if version == 3 {
+                points = .chunkWithGrids
+            }
             nextIDs = version >= 4
         }
     }

@@ -18,8 +18,8 @@
 /// Version 2 differs only in the elements section: records coded against the previous one of
 /// their chunk of 64, points in `StrokeCodecV2`'s stream (`PageSnapshot+ElementsV2.swift`).
 /// Version 3 differs from version 2 only in that stream's chunk context, which has
-/// digitizer grids ([SNAP-42], [PT2-11]); version 4 from version 3 only in the record flag
-/// *next id* ([SNAP-43]).
+/// digitizer grids ([SNAP-42], [PT2-11]); version 4 from version 3 only in that context,
+/// which has predictors too ([PT2-12]), and the record flag *next id* ([SNAP-43]).
 ///
 /// The bytes are a deterministic function of the state: `encode` first puts every set in
 /// its canonical order (see `canonicalized(_:)`), so equal states give identical files.

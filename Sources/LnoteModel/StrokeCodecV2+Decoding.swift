@@ -88,6 +88,7 @@ extension StrokeCodecV2 {
         var modes = SIMD8<UInt64>(repeating: Mode.unitGrid.rawValue)
         var grids = SIMD8<UInt64>(repeating: 1)
         var parameters = SIMD8<UInt64>(repeating: 0)
+        var predictor = SIMD8<UInt64>(repeating: Predictor.second.rawValue)
         let coded = SIMD8<Int64>(1, 1, 1, derived ? 0 : 1, 1, 0, 0, 0) .== 1
         if n >= 3 {
             for ch in 0..<5 where coded[ch] {
@@ -107,6 +108,10 @@ extension StrokeCodecV2 {
                     let g = v + 1
                     guard g != c.grid[ch] else { throw fail("grid \(g) written in full where it is the previous one", bit: at) }
                     grids[ch] = g
+                }
+                // [PT2-12] Pressure's and time's predictor bit, after the mode and grid.
+                if c.predictors && mode != Mode.linear.rawValue, let alternative = Predictor.alternative(ch) {
+                    predictor[ch] = bits.take(1) == 1 ? alternative.rawValue : Predictor.second.rawValue
                 }
                 // [PT2-10] The second differences' parameter, after the mode and grid.
                 if c.writtenParameters && mode != Mode.linear.rawValue {
@@ -167,8 +172,10 @@ extension StrokeCodecV2 {
                     store(words, 1, ch, v)
                     let fixed = c.writtenParameters
                     var state = fixed ? UInt32(16) << UInt32(parameters[ch]) : c.secondState[ch]
+                    let channelPredictor = Predictor(rawValue: predictor[ch])!
                     guard let summary = secondDifferences(&bits, count: n, grid: Int64(bitPattern: g), step: q, value: v,
-                                                          state: &state, fixed: fixed, into: words, channel: ch) else {
+                                                          state: &state, fixed: fixed, predictor: channelPredictor,
+                                                          into: words, channel: ch) else {
                         throw fail("bad code in channel \(ch)", bit: bits.consumed)
                     }
                     let low = min(first[ch], summary.low), high = max(first[ch], summary.high)
@@ -186,6 +193,18 @@ extension StrokeCodecV2 {
                     guard ch < pressure || steps.varies else { throw fail("channel \(ch) has equal steps but is not linear", bit: channelAt) }
                     guard steps.greatest else {
                         throw fail("channel \(ch)'s grid \(g) is not the greatest common divisor of its steps", bit: channelAt)
+                    }
+                    if c.predictors, let alternative = Predictor.alternative(ch) {
+                        // [PT2-12] Canonical: the predictor the values choose (their steps,
+                        // not divided by the grid: the comparison is the same).
+                        let expected = withUnsafeTemporaryAllocation(of: Int64.self, capacity: n - 1) { d in
+                            for i in 1..<n { d[i - 1] = load(words, i, ch) &- load(words, i - 1, ch) }
+                            return Predictor.choose(alternative, steps: UnsafePointer(d.baseAddress!), count: n - 1)
+                        }
+                        guard expected == channelPredictor else {
+                            throw fail("channel \(ch)'s predictor \(channelPredictor) is not the one its values choose (\(expected))",
+                                       bit: channelAt)
+                        }
                     }
                     if fixed {
                         // [PT2-10] Canonical: the parameter that codes them in fewest bits.
@@ -276,14 +295,37 @@ extension StrokeCodecV2 {
         return ((index, phase, at), nil)
     }
 
-    /// Channel `ch` of point `i` in memory laid out as `StrokePoint`.
-    /// Points 2 to n − 1 of one coded channel ([PT2-6]): reads the second differences,
-    /// integrates them from the first step `step` (in grid units) and point 1's `value`,
-    /// stores the values; returns their range, the largest step in grid units, the greatest
-    /// common divisor of the steps (stopping at 1; with the first step's) and the OR of the
-    /// codes, or nil for a bad code. The hot loop of decoding: the bit buffer lives in locals.
+    /// Points 2 to n − 1 of one coded channel ([PT2-6]): reads the residuals of the channel's
+    /// predictor (second differences unless [PT2-12] says otherwise), rebuilds each step from
+    /// the first step `step` (in grid units) and point 1's `value`, stores the values; returns
+    /// their range, the largest step in grid units and what each written parameter would have
+    /// cost, or nil for a bad code. The hot loop of decoding: the bit buffer lives in locals.
+    /// One copy of the loop per predictor, each with its rule folded in (second differences,
+    /// the common case, cost what they did before predictors).
     static func secondDifferences(_ bits: inout BitReader, count n: Int, grid g: Int64, step: Int64, value: Int64,
-                                  state: inout UInt32, fixed: Bool = false, into words: UnsafeMutableRawPointer, channel ch: Int)
+                                  state: inout UInt32, fixed: Bool = false, predictor: Predictor = .second,
+                                  into words: UnsafeMutableRawPointer, channel ch: Int)
+        -> (low: Int64, high: Int64, largest: UInt64, cost: ParameterCosts)? {
+        switch predictor {
+        case .second:
+            residuals(&bits, count: n, grid: g, step: step, value: value, state: &state, fixed: fixed, keep: -1, anchor: 0,
+                      into: words, channel: ch)
+        case .steps:
+            residuals(&bits, count: n, grid: g, step: step, value: value, state: &state, fixed: fixed, keep: 0, anchor: 0,
+                      into: words, channel: ch)
+        case .againstFirst:
+            residuals(&bits, count: n, grid: g, step: step, value: value, state: &state, fixed: fixed, keep: 0, anchor: step,
+                      into: words, channel: ch)
+        }
+    }
+
+    /// `secondDifferences`' loop: step `i` is `(q_{i−1} & keep) + anchor + r_i` ([PT2-12]:
+    /// `keep` −1 and `anchor` 0 for second differences, 0 and 0 for pressure's steps, 0 and the
+    /// first step for time's steps against it). Inlined into each case with its constants.
+    @inline(__always)
+    private static func residuals(_ bits: inout BitReader, count n: Int, grid g: Int64, step: Int64, value: Int64,
+                                  state: inout UInt32, fixed: Bool, keep: Int64, anchor: Int64,
+                                  into words: UnsafeMutableRawPointer, channel ch: Int)
         -> (low: Int64, high: Int64, largest: UInt64, cost: ParameterCosts)? {
         var buffer = bits.buffer, count = bits.count, position = bits.position
         let base = bits.base, end = bits.end
@@ -331,7 +373,7 @@ extension StrokeCodecV2 {
             }
             // A written parameter ([PT2-10]) stays; an adaptive state follows the values.
             if fixed { cost.add(u) } else { m = m &+ UInt32(truncatingIfNeeded: min(u, stateCap)) &- (m &>> 4) }
-            q &+= unzigzag(u)
+            q = (q & keep) &+ anchor &+ unzigzag(u)
             v &+= g &* q
             out.storeBytes(of: UInt32(truncatingIfNeeded: v), as: UInt32.self)
             out += 20

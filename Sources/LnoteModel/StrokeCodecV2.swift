@@ -61,6 +61,10 @@ public enum StrokeCodecV2 {
         var coordinateGrids = false
         /// The digitizer grid x and y used last.
         package var lastGrid = LastGrids()
+        /// Pressure and time may be coded by their *predictors* ([PT2-12]): pressure's steps
+        /// themselves, time's steps against its first step, each chosen per stroke against
+        /// second differences (a context *with predictors*: version-4 snapshot chunks).
+        var predictors = false
         public init() {}
 
         /// x's and y's last digitizer grids: an index into `coordinateGrids` plus 1, 0 for none.
@@ -116,6 +120,14 @@ public enum StrokeCodecV2 {
         public static let chunkWithGrids: Context = {
             var c = Context()
             c.coordinateGrids = true
+            return c
+        }()
+
+        /// The context at the start of a chunk of a version-4 snapshot ([SNAP-43]): the
+        /// initial context with grids ([PT2-11]) and predictors ([PT2-12]).
+        public static let chunkWithPredictors: Context = {
+            var c = chunkWithGrids
+            c.predictors = true
             return c
         }()
     }
@@ -229,6 +241,7 @@ public enum StrokeCodecV2 {
         var modes = SIMD8<UInt64>(repeating: Mode.unitGrid.rawValue)
         var grids = SIMD8<UInt64>(repeating: 1)
         var parameters = SIMD8<UInt64>(repeating: 0)
+        var predictor = SIMD8<UInt64>(repeating: Predictor.second.rawValue)
         let coded = SIMD8<Int64>(1, 1, 1, derived ? 0 : 1, 1, 0, 0, 0) .== 1
         let hasSteps = n >= 2
         @inline(__always) func row(_ ch: Int) -> UnsafeMutablePointer<Int64> { steps + ch * (n - 1) }
@@ -309,6 +322,13 @@ public enum StrokeCodecV2 {
                     let inverse = oddInverse(g &>> UInt64(shift))
                     for i in 0..<(n - 1) { d[i] = (d[i] &>> shift) &* inverse }
                 }
+                if c.predictors, let alternative = Predictor.alternative(ch) {
+                    // [PT2-12] The channel's predictor: its alternative when the residuals'
+                    // magnitudes sum to less than the second differences'.
+                    let chosen = Predictor.choose(alternative, steps: d, count: n - 1)
+                    predictor[ch] = chosen.rawValue
+                    bits.put(chosen == .second ? 0 : 1, 1)
+                }
                 if c.writtenParameters {
                     // [PT2-10] The second differences' best parameter.
                     var cost = ParameterCosts()
@@ -341,7 +361,13 @@ public enum StrokeCodecV2 {
                     bits.riceRun(count: n - 2, state: &state, fixed: true) { zigzag(d[$0 &+ 1] &- d[$0]) }
                 } else {
                     var state = c.secondState[ch]
-                    bits.riceRun(count: n - 2, state: &state) { zigzag(d[$0 &+ 1] &- d[$0]) }
+                    switch Predictor(rawValue: predictor[ch])! {
+                    case .second: bits.riceRun(count: n - 2, state: &state) { zigzag(d[$0 &+ 1] &- d[$0]) }
+                    case .steps: bits.riceRun(count: n - 2, state: &state) { zigzag(d[$0 &+ 1]) }
+                    case .againstFirst:
+                        let first = d[0]
+                        bits.riceRun(count: n - 2, state: &state) { zigzag(d[$0 &+ 1] &- first) }
+                    }
                     c.secondState[ch] = state
                 }
                 c.grid[ch] = grids[ch]
@@ -349,6 +375,45 @@ public enum StrokeCodecV2 {
         }
         c.first = v0
         return bits.finish()
+    }
+
+    /// [PT2-12] What a channel's values 2 to n − 1 are coded as, in grid units `q_i`: second
+    /// differences `q_i − q_{i−1}` ([PT2-6]), or, in a context with predictors, pressure's steps
+    /// `q_i` or time's steps against the first `q_i − q_1`.
+    enum Predictor: UInt64 {
+        case second = 0, steps = 1, againstFirst = 2
+
+        /// The alternative to second differences of channel `ch`, nil for x, y and radius.
+        static func alternative(_ ch: Int) -> Predictor? {
+            switch ch {
+            case StrokeCodecV2.pressure: .steps
+            case StrokeCodecV2.time: .againstFirst
+            default: nil
+            }
+        }
+
+        /// The residual of step `i ≥ 1` (grid units) given the previous step and the first.
+        @inline(__always) func residual(_ step: Int64, previous: Int64, first: Int64) -> Int64 {
+            switch self {
+            case .second: step &- previous
+            case .steps: step
+            case .againstFirst: step &- first
+            }
+        }
+
+        /// [PT2-12] The predictor of a channel whose `count` steps are `d` (any common scale:
+        /// grid units or not, the comparison is the same): `alternative` exactly when the
+        /// magnitudes of its residuals of steps 1 to count − 1 sum to less than those of the
+        /// second differences (exact: steps are below 2^34, at most 2^20 of them).
+        static func choose(_ alternative: Predictor, steps d: UnsafePointer<Int64>, count: Int) -> Predictor {
+            var second: UInt64 = 0, other: UInt64 = 0
+            let first = d[0]
+            for i in 1..<count {
+                second &+= (d[i] &- d[i &- 1]).magnitude
+                other &+= alternative.residual(d[i], previous: d[i &- 1], first: first).magnitude
+            }
+            return other < second ? alternative : .second
+        }
     }
 
     /// [PT2-11] A channel's grid bits: `same` when it has a preferred grid, then, unless the

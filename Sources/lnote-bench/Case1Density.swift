@@ -60,7 +60,7 @@ extension Bench {
                                     note: "the same state in format version 2 (no digitizer grids; still readable): \(formatCount(d.snapshotV2Bytes)) bytes"))
             results.rows.append(Row(1, "snapshot vs version 3, \(label)", measured: d.snapshotPerPoint, unit: .bytesPerPoint,
                                     baselineName: "snapshot version 3", baseline: d.snapshotV3PerPoint, target: .report,
-                                    note: "the same state in format version 3 (no next-id flag: every record writes its counter and Lamport; still readable): \(formatCount(d.snapshotV3Bytes)) bytes"))
+                                    note: "the same state in format version 3 (no predictors, no next-id flag: second differences for every channel, and every record writes its counter and Lamport; still readable): \(formatCount(d.snapshotV3Bytes)) bytes"))
             results.rows.append(Row(1, "point codec alone, \(label)", measured: d.pointStreamPerPoint, unit: .bytesPerPoint,
                                     baselineName: "point stream v1", baseline: d.pointStreamV1PerPoint, target: .report,
                                     note: "StrokeCodecV2 over the strokes in chunks of 64 (as a snapshot codes them): "

@@ -47,9 +47,9 @@ enum CodecBench {
     /// Points of every stroke in stream version 2, in chunks of 64 strokes.
     static func encodeV2(_ strokes: [[StrokePoint]], _ widths: [Int32]) -> [UInt8] {
         var w = ByteWriter(capacity: strokes.reduce(0) { $0 + $1.count } * 2)
-        var context = StrokeCodecV2.Context.chunkWithGrids
+        var context = StrokeCodecV2.Context.chunkWithPredictors
         for (i, s) in strokes.enumerated() {
-            if i % 64 == 0 { context = StrokeCodecV2.Context.chunkWithGrids }
+            if i % 64 == 0 { context = StrokeCodecV2.Context.chunkWithPredictors }
             StrokeCodecV2.encodePoints(s, width: widths[i], context: &context, into: &w)
         }
         return w.bytes
@@ -57,10 +57,10 @@ enum CodecBench {
 
     static func decodeV2(_ w: Workload) throws -> Int {
         var r = ByteReader(w.encodedV2)
-        var context = StrokeCodecV2.Context.chunkWithGrids
+        var context = StrokeCodecV2.Context.chunkWithPredictors
         var sum = 0
         for i in w.widths.indices {
-            if i % 64 == 0 { context = StrokeCodecV2.Context.chunkWithGrids }
+            if i % 64 == 0 { context = StrokeCodecV2.Context.chunkWithPredictors }
             sum &+= try StrokeCodecV2.decodePoints(&r, width: w.widths[i], context: &context).count
         }
         return sum
@@ -110,9 +110,9 @@ enum CodecBench {
     /// The codec must give back every stroke before anything is timed.
     static func check(_ w: Workload) throws {
         var r2 = ByteReader(w.encodedV2)
-        var context = StrokeCodecV2.Context.chunkWithGrids
+        var context = StrokeCodecV2.Context.chunkWithPredictors
         for (i, s) in w.strokes.enumerated() {
-            if i % 64 == 0 { context = StrokeCodecV2.Context.chunkWithGrids }
+            if i % 64 == 0 { context = StrokeCodecV2.Context.chunkWithPredictors }
             guard try StrokeCodecV2.decodePoints(&r2, width: w.widths[i], context: &context) == s else {
                 throw LnoteError(.invalidState, "\(w.name): the version-2 codec does not give back stroke \(i)")
             }
@@ -130,7 +130,7 @@ enum CodecBench {
         do {
             let runs = options.runs
             print("Point codec, median of \(runs) interleaved runs (ns per point; MB/s of encoded bytes)")
-            print("Point stream version 2 with grids (format-3 and format-4 snapshots); v1 rows: section 3's stream (operation frames, version-1 snapshots)")
+            print("Point stream version 2 with grids and predictors (format-4 snapshots); v1 rows: section 3's stream (operation frames, version-1 snapshots)")
             print("| workload | points | bytes/pt | path | naive 16 B/pt ns/pt | lnote ns/pt | lnote / naive | lnote MB/s |")
             print("|---|---|---|---|---|---|---|---|")
             for w in try workloads(options) {

@@ -42,21 +42,28 @@ enum ReferenceElementsV2 {
     /// record's z prefix `p` (−1 for a next-layer record).
     static func decode(_ bytes: [UInt8], range: Range<Int>, base: Int = 0, replicas: [ReplicaID],
                        streams: inout [Range<Int>], prefixes: inout [Int]) throws -> [ElementRecord] {
+        var flags: [UInt8] = []
+        return try decode(bytes, range: range, base: base, replicas: replicas, streams: &streams, prefixes: &prefixes, flags: &flags)
+    }
+
+    /// `decode`, also giving each record's flags byte.
+    static func decode(_ bytes: [UInt8], range: Range<Int>, base: Int = 0, replicas: [ReplicaID],
+                       streams: inout [Range<Int>], prefixes: inout [Int], flags allFlags: inout [UInt8]) throws -> [ElementRecord] {
         var r = ByteReader(bytes, range: range, base: base)
         r.shortestVarints = true
         func fault(_ message: String, at offset: Int) -> Fault { Fault(message: message, offset: offset) }
         let countAt = r.offset
         let n = try r.varint("count")
         // [SNAP-42] A version-3 file's chunks start from the point context with grids; [SNAP-43]
-        // a version-4 file's records may say *next id* (`bytes` is the whole file: its version
-        // field says which).
+        // a version-4 file's with grids and predictors ([PT2-12]), and its records may say
+        // *next id* (`bytes` is the whole file: its version field says which).
         let grids = bytes.count > 8 && bytes[8] >= 3
         let nextIDs = bytes.count > 8 && bytes[8] >= 4
         guard n <= UInt64(r.remaining / (nextIDs ? 5 : 7)) else { throw fault("[SNAP-33] count \(n)", at: countAt) }
         var out: [ElementRecord] = []
         func start() -> Previous {
             var p = Previous()
-            p.points = ReferenceStrokeCodecV2.Context.chunk(grids: grids)
+            p.points = ReferenceStrokeCodecV2.Context.chunk(grids: grids, predictors: nextIDs)
             return p
         }
         var previous = start()
@@ -64,6 +71,7 @@ enum ReferenceElementsV2 {
             if i % 64 == 0 { previous = start() }
             let recordAt = r.offset
             let flags = try r.u8("flags")
+            allFlags.append(flags)
             guard flags & (nextIDs ? 0x80 : 0xC0) == 0 else { throw fault("[SNAP-34] flag bits 6-7", at: recordAt) }
             let nextID = flags & 64 != 0
             let sameReplica = flags & 1 != 0, plain = flags & 2 != 0, noHistory = flags & 4 != 0

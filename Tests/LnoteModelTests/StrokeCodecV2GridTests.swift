@@ -18,6 +18,10 @@ import Testing
 /// that differ (production refusing what the reference reads, and the other way round) and
 /// `canonicalRefusals` 710; the reference on its own stayed self-consistent
 /// (`referenceRoundTripsAndIsCanonical` passed), as a wrong reading of the spec would.
+/// A third context, a version-4 chunk with predictors ([PT2-12]), is compared the same way;
+/// checked by hand once: with production's predictor choosing the alternative on a tie
+/// (`<=` in `Predictor.choose`), the encoder, decoder and refusal comparisons and the
+/// `grid-page-v4` vector failed (65 issues).
 @Suite("Point codec v2 with digitizer grids against the reference")
 struct StrokeCodecV2GridTests {
     typealias Ref = ReferenceStrokeCodecV2
@@ -32,15 +36,24 @@ struct StrokeCodecV2GridTests {
         case frame
         /// A version-3 snapshot's chunk: adaptive Rice states and grids, carried.
         case chunk
+        /// A version-4 snapshot's chunk: a version-3 chunk with predictors ([PT2-12]).
+        case chunkWithPredictors
 
         var initial: Contexts {
             switch self {
             case .frame: Contexts(production: .standaloneWithGrids, reference: .standalone(writtenParameters: true, grids: true))
             case .chunk: Contexts(production: .chunkWithGrids, reference: .chunk(grids: true))
+            case .chunkWithPredictors: Contexts(production: .chunkWithPredictors, reference: .chunk(grids: true, predictors: true))
             }
         }
 
-        var description: String { self == .frame ? "frame" : "chunk" }
+        var description: String {
+            switch self {
+            case .frame: "frame"
+            case .chunk: "chunk"
+            case .chunkWithPredictors: "chunk with predictors"
+            }
+        }
     }
 
     /// A context of each codec, meant to be the same.
@@ -248,6 +261,74 @@ struct StrokeCodecV2GridTests {
         #expect(printed.map { Ref.DigitizerGrid(a: $0.1, q: $0.2) } == Ref.gridList)
     }
 
+    /// [PT2-12] The comparisons with predictors meet both predictors of both channels: over the
+    /// chunks the encoder comparison codes, pressure and t each choose second differences in
+    /// some strokes and their alternative in others (by the reference's rule), ties included.
+    @Test("[PT2-12] the chunks compared with predictors choose both predictors of pressure and t")
+    func bothPredictorsAreMet() {
+        var chosen: [Int: Set<Int>] = [Ref.pressure: [], Ref.t: []]
+        var ties = 0
+        for seed in testSeeds(0x5EED_0321, count: 36) {
+            for s in Self.gridChunk(seed) where s.points.count >= 3 {
+                let v = s.points.map(Ref.values)
+                for c in [Ref.pressure, Ref.t] {
+                    let (mode, g) = Ref.mode(v, channel: c, contextGrid: 1)
+                    guard mode != 3 else { continue }
+                    let q = (1..<v.count).map { (v[$0][c] - v[$0 - 1][c]) / g }
+                    chosen[c]!.insert(Ref.predictor(q, channel: c))
+                    func sum(_ r: [Int64]) -> Int128 { r.reduce(Int128(0)) { $0 + Int128($1.magnitude) } }
+                    if sum(Ref.residuals(q, channel: c, predictor: 0)) == sum(Ref.residuals(q, channel: c, predictor: 1)) { ties += 1 }
+                }
+            }
+        }
+        #expect(chosen[Ref.pressure] == [0, 1] && chosen[Ref.t] == [0, 1] && ties > 0, "\(chosen), \(ties) ties")
+    }
+
+    /// [PT2-12] A stroke written with the other predictor of pressure or t (the residuals
+    /// consistent with it, so the values read are the stroke's own and every other check
+    /// passes): both codecs refuse it as `corrupt`, by [PT2-12]'s rule, at the same byte, in a
+    /// chunk's first stroke and after a prior stroke.
+    @Test("[PT2-12] canonical refusals: both codecs refuse the predictor the values do not choose")
+    func predictorRefusals() {
+        let log = Differences("predictors, refusals")
+        var refused = [Ref.pressure: 0, Ref.t: 0], tried = 0
+        for seed in testSeeds(0x5EED_0329, count: 12) {
+            let chunk = Self.gridChunk(seed, maxStrokes: 24)
+            var start = Kind.chunkWithPredictors.initial
+            for (i, s) in chunk.enumerated() {
+                let v = s.points.map(Ref.values)
+                for c in [Ref.pressure, Ref.t] where s.points.count >= 3 {
+                    let (mode, g) = Ref.mode(v, channel: c, contextGrid: start.reference.grid[c])
+                    guard mode != 3 else { continue }
+                    let q = (1..<v.count).map { (v[$0][c] - v[$0 - 1][c]) / g }
+                    var forced: [Int?] = [nil, nil, nil, nil, nil]
+                    forced[c] = 1 - Ref.predictor(q, channel: c)
+                    var mine = start.reference
+                    let bytes = Ref.encodedPoints(s.points, width: s.width, context: &mine, forcedPredictors: forced)
+                    tried += 1
+                    let result = Self.sameDecoding(bytes, widths: [s.width], kind: .chunkWithPredictors, from: start, base: 9,
+                                                   path: "p", log, "seed \(seed), stroke \(i), channel \(c)")
+                    if case .failure(.corrupt, _, _, _) = result.0, result.message.hasPrefix("[PT2-12]") {
+                        refused[c]! += 1
+                    } else {
+                        log.record("seed \(seed), stroke \(i), channel \(c): the reference gives \(result.0) (\(result.message))")
+                    }
+                }
+                // On to the next stroke from this one, as a chunk carries its context.
+                var mine = start.reference
+                let bytes = Ref.encodedPoints(s.points, width: s.width, context: &mine)
+                var rp = ByteReader(bytes)
+                guard (try? StrokeCodecV2.decodePoints(&rp, width: s.width, context: &start.production)) != nil else {
+                    log.record("seed \(seed), stroke \(i): lnote refuses the reference's stream")
+                    break
+                }
+                start.reference = mine
+            }
+        }
+        log.finish()
+        #expect(refused[Ref.pressure]! > 20 && refused[Ref.t]! > 20, "\(refused) refused of \(tried)")
+    }
+
     /// [PT2-7] [PT2-11] The reference alone: every chunk round-trips in both contexts (points,
     /// reader at the end, the same context as the writer's), and whatever a mutated stroke
     /// decodes to re-encodes to exactly the bytes read, leaving the same context.
@@ -425,7 +506,7 @@ struct StrokeCodecV2GridTests {
         // towards zeros (`same` 0, `on` 0, long unary runs, escapes).
         for seed in testSeeds(0x5EED_0324, count: 1200) {
             var g = SplitMix64(seed: seed)
-            let kind: Kind = g.chance(0.5) ? .frame : .chunk
+            let kind: Kind = g.chance(0.5) ? .frame : (g.chance(0.5) ? .chunk : .chunkWithPredictors)
             var start = kind.initial
             if g.chance(0.6) {
                 let i = Int(g.below(85))
@@ -517,7 +598,7 @@ struct StrokeCodecV2GridTests {
             let s = Self.gridStroke(count: n, x: x, y: y, &g)
             let prior: Stroke2? = g.chance(0.5) ? nil : (g.chance(0.5) ? Self.gridStroke(count: 3 + Int(g.below(20)), x: x, y: y, &g)
                                                                        : Self.gridStroke(count: 8, x: Self.randomAxis(&g), y: Self.randomAxis(&g), &g))
-            let kind: Kind = g.chance(0.5) ? .frame : .chunk
+            let kind: Kind = g.chance(0.5) ? .frame : (g.chance(0.5) ? .chunk : .chunkWithPredictors)
             // The context the stroke is coded in, for its plans.
             var context = kind.initial.reference
             if let prior { _ = Ref.encodedPoints(prior.points, width: prior.width, context: &context) }

@@ -43,6 +43,8 @@ enum ReferenceStrokeCodecV2 {
         /// none (initially none). Not to be confused with `grid`, [PT2-3]'s integer grid,
         /// which 3a.1 also calls the channel's last grid.
         var lastGrid: [Int?] = [nil, nil]
+        /// [PT2-12] A context *with predictors*: pressure and t name theirs per stroke.
+        var predictors = false
 
         /// operation-log.md [LOG-24]: the standalone context of a compact stroke frame; with
         /// written parameters for an `addStroke2` ([LOG-29]); with written parameters and
@@ -58,9 +60,10 @@ enum ReferenceStrokeCodecV2 {
 
         /// 3a.1 The initial context of a chunk; with grids for a version-3 snapshot
         /// ([PT2-11], [SNAP-42]).
-        static func chunk(grids: Bool) -> Context {
+        static func chunk(grids: Bool, predictors: Bool = false) -> Context {
             var c = Context()
             c.grids = grids
+            c.predictors = predictors
             return c
         }
     }
@@ -290,6 +293,23 @@ enum ReferenceStrokeCodecV2 {
         return (1..<q.count).map { zigzag(q[$0] - q[$0 - 1]) }
     }
 
+    /// [PT2-12] The residuals of predictor `p` (0 or 1) of channel `c` (pressure or t) for
+    /// its steps in grid units `q` (q[0] is q_1): for i from 2 to n − 1, q_i − q_{i−1}
+    /// (predictor 0), q_i (pressure's 1) or q_i − q_1 (t's 1).
+    static func residuals(_ q: [Int64], channel c: Int, predictor p: Int) -> [Int64] {
+        (1..<q.count).map { i in
+            if p == 0 { return q[i] - q[i - 1] }
+            return c == pressure ? q[i] : q[i] - q[0]
+        }
+    }
+
+    /// [PT2-12] The predictor the steps `q` choose: 1 exactly when its residuals' magnitudes
+    /// sum to less than the second differences'.
+    static func predictor(_ q: [Int64], channel c: Int) -> Int {
+        func sum(_ r: [Int64]) -> Int128 { r.reduce(Int128(0)) { $0 + Int128($1.magnitude) } }
+        return sum(residuals(q, channel: c, predictor: 1)) < sum(residuals(q, channel: c, predictor: 0)) ? 1 : 0
+    }
+
     /// [PT2-3] The mode and grid of channel `c` of a stroke of 3 points or more.
     static func mode(_ v: [[Int64]], channel c: Int, contextGrid: Int64) -> (mode: Int, grid: Int64) {
         let steps = (1..<v.count).map { v[$0][c] - v[$0 - 1][c] }
@@ -306,15 +326,19 @@ enum ReferenceStrokeCodecV2 {
     /// `forcedGrids`: with grids, what to write for x's or y's grid instead of [PT2-11]'s
     /// choice (both to build streams a reader must refuse).
     static func encodedPoints(_ points: [StrokePoint], width: Int32, context: inout Context,
-                              forcedParameters: [Int]? = nil, forcedGrids: [ForcedGrid?]? = nil) -> [UInt8] {
+                              forcedParameters: [Int]? = nil, forcedGrids: [ForcedGrid?]? = nil,
+                              forcedPredictors: [Int?]? = nil) -> [UInt8] {
         encodedPointsTraced(points, width: width, context: &context, forcedParameters: forcedParameters,
-                            forcedGrids: forcedGrids).bytes
+                            forcedGrids: forcedGrids, forcedPredictors: forcedPredictors).bytes
     }
 
     /// `encodedPoints`, with where x's and y's grid bits begin ([PT2-11]): the byte of the
     /// stream (from its `n`) that holds their first bit, nil where there are none.
+    /// `forcedPredictors`: with predictors, the predictor to write for a channel instead of
+    /// [PT2-12]'s (indexed by channel; to build streams a reader must refuse).
     static func encodedPointsTraced(_ points: [StrokePoint], width: Int32, context: inout Context,
-                                    forcedParameters: [Int]? = nil, forcedGrids: [ForcedGrid?]? = nil)
+                                    forcedParameters: [Int]? = nil, forcedGrids: [ForcedGrid?]? = nil,
+                                    forcedPredictors: [Int?]? = nil)
         -> (bytes: [UInt8], gridBitsAt: [Int?]) {
         var out: [UInt8] = []
         let n = points.count
@@ -356,12 +380,18 @@ enum ReferenceStrokeCodecV2 {
         }
         var modes = [Int](repeating: -1, count: 5), grids = [Int64](repeating: 1, count: 5)
         var parameters = [Int](repeating: 0, count: 5)
+        var predictors = [Int](repeating: 0, count: 5)
         if n >= 3 {
             for c in coded {
                 let (m, g) = mode(v, channel: c, contextGrid: context.grid[c])
                 (modes[c], grids[c]) = (m, g)
                 w.write(UInt64(m), width: 2)
                 if m == 2 { writeGamma(UInt64(g - 1), to: &w) }
+                if context.predictors && m != 3 && (c == pressure || c == t) {
+                    let q = (1..<n).map { (v[$0][c] - v[$0 - 1][c]) / g }
+                    predictors[c] = forcedPredictors?[c] ?? predictor(q, channel: c)
+                    w.write(predictors[c] == 1)
+                }
                 if context.writtenParameters && m != 3 {
                     parameters[c] = forcedParameters?[c] ?? bestParameter(secondDifferences(v, channel: c, grid: g))
                     // [PT2-10] 0 to 6 in 3 bits; 7, then the parameter less 7 in 3 bits.
@@ -387,11 +417,11 @@ enum ReferenceStrokeCodecV2 {
         if n >= 3 {
             for c in coded where modes[c] != 3 {
                 let q = (1..<n).map { (v[$0][c] - v[$0 - 1][c]) / grids[c] }
-                for i in 1..<q.count {
+                for r in residuals(q, channel: c, predictor: predictors[c]) {
                     if context.writtenParameters {
-                        writeRice(zigzag(q[i] - q[i - 1]), parameter: parameters[c], to: &w)
+                        writeRice(zigzag(r), parameter: parameters[c], to: &w)
                     } else {
-                        writeRice(zigzag(q[i] - q[i - 1]), state: &context.secondState[c], to: &w)
+                        writeRice(zigzag(r), state: &context.secondState[c], to: &w)
                     }
                 }
             }
@@ -546,6 +576,7 @@ enum ReferenceStrokeCodecV2 {
             let coded = derived ? [R.x, R.y, R.pressure, R.t] : [R.x, R.y, R.pressure, R.radius, R.t]
             var modes = [Int](repeating: -1, count: 5), grids = [Int64](repeating: 1, count: 5)
             var parameters = [Int](repeating: 0, count: 5)
+            var predictors = [Int](repeating: 0, count: 5)
 
             // [PT2-11] The grid bits of x then y, checked as they are read.
             var digitizer: [(index: Int, phase: Int64)?] = [nil, nil]
@@ -609,6 +640,10 @@ enum ReferenceStrokeCodecV2 {
                         break
                     }
                     modes[c] = m
+                    // [PT2-12] Pressure's and t's predictor, right after the mode and grid.
+                    if context.predictors && m != 3 && (c == R.pressure || c == R.t) {
+                        predictors[c] = try bit() ? 1 : 0
+                    }
                     if context.writtenParameters && m != 3 {
                         parameters[c] = Int(try bits(3))
                         if parameters[c] == 7 { parameters[c] += Int(try bits(3)) }
@@ -652,7 +687,6 @@ enum ReferenceStrokeCodecV2 {
                     let ddAt = byteAt
                     let g = Int128(grids[c])
                     var qs = [q1[c]]
-                    var allZero = true
                     var us: [UInt64] = []
                     for _ in 2..<n {
                         let u: UInt64
@@ -663,9 +697,13 @@ enum ReferenceStrokeCodecV2 {
                             u = try rice(&context.secondState[c], secondDifference: true)
                         }
                         us.append(u)
-                        let dd = R.unzigzag(u)
-                        if dd != 0 { allZero = false }
-                        qs.append(qs[qs.count - 1] + dd)
+                        let r = R.unzigzag(u)
+                        // [PT2-12] q_i from the residual of the channel's predictor.
+                        if predictors[c] == 0 {
+                            qs.append(qs[qs.count - 1] + r)
+                        } else {
+                            qs.append(c == R.pressure ? r : qs[0] + r)
+                        }
                     }
                     var steps: [Int64] = []
                     for i in 1..<n {
@@ -681,12 +719,15 @@ enum ReferenceStrokeCodecV2 {
                         v[i][c] = value
                         steps.append(q)
                     }
-                    if c >= R.pressure && allZero {
+                    if c >= R.pressure && qs.allSatisfy({ $0 == qs[0] }) {
                         throw fault("[PT2-8] 5 linear: channel \(c) coded in full", at: ddAt)
                     }
                     let divisor = steps.reduce(Int64(0)) { R.gcd($0, $1) }
                     guard divisor == 1 || (divisor == 0 && grids[c] == 1) else {
                         throw fault("[PT2-8] 5 gcd: q of channel \(c) have gcd \(divisor) (grid \(grids[c]))", at: ddAt)
+                    }
+                    if context.predictors && (c == R.pressure || c == R.t), predictors[c] != R.predictor(steps, channel: c) {
+                        throw fault("[PT2-12] predictor: \(predictors[c]) on channel \(c), not \(R.predictor(steps, channel: c))", at: ddAt)
                     }
                     if context.writtenParameters, parameters[c] != R.bestParameter(us) {
                         throw fault("[PT2-8] 5 parameter: \(parameters[c]) on channel \(c), not \(R.bestParameter(us))", at: ddAt)
