@@ -1,5 +1,5 @@
 /// Version 2 of the point stream, the one snapshot format versions 2 to 4 and the compact
-/// stroke frames write (`Protocol/page-snapshot.md` section 3a, [PT2-1] … [PT2-11]).
+/// stroke frames write (`Protocol/page-snapshot.md` section 3a, [PT2-1] … [PT2-12]).
 ///
 /// Built for real pen recordings (issue 15): short strokes, points 1 to 5 pt apart on a
 /// digitizer grid, channels that are often absent. In short:
@@ -63,7 +63,9 @@ public enum StrokeCodecV2 {
         package var lastGrid = LastGrids()
         /// Pressure and time may be coded by their *predictors* ([PT2-12]): pressure's steps
         /// themselves, time's steps against its first step, each chosen per stroke against
-        /// second differences (a context *with predictors*: version-4 snapshot chunks).
+        /// second differences (a context *with predictors*: version-4 snapshot chunks). Never
+        /// with `writtenParameters` (no context has both: a written parameter is chosen for
+        /// second differences, [PT2-10], and the encoder would not apply a predictor there).
         var predictors = false
         public init() {}
 
