@@ -196,10 +196,10 @@ extension StrokeCodecV2 {
                     }
                     if c.predictors, let alternative = Predictor.alternative(ch) {
                         // [PT2-12] Canonical: the predictor the values choose (their steps,
-                        // not divided by the grid: the comparison is the same).
-                        let expected = withUnsafeTemporaryAllocation(of: Int64.self, capacity: n - 1) { d in
-                            for i in 1..<n { d[i - 1] = load(words, i, ch) &- load(words, i - 1, ch) }
-                            return Predictor.choose(alternative, steps: UnsafePointer(d.baseAddress!), count: n - 1)
+                        // read from the stored values, not divided by the grid: the comparison
+                        // is the same).
+                        let expected = Predictor.choose(alternative, count: n - 1) {
+                            load(words, $0 &+ 1, ch) &- load(words, $0, ch)
                         }
                         guard expected == channelPredictor else {
                             throw fail("channel \(ch)'s predictor \(channelPredictor) is not the one its values choose (\(expected))",

@@ -327,7 +327,7 @@ public enum StrokeCodecV2 {
                 if c.predictors, let alternative = Predictor.alternative(ch) {
                     // [PT2-12] The channel's predictor: its alternative when the residuals'
                     // magnitudes sum to less than the second differences'.
-                    let chosen = Predictor.choose(alternative, steps: d, count: n - 1)
+                    let chosen = Predictor.choose(alternative, count: n - 1) { d[$0] }
                     predictor[ch] = chosen.rawValue
                     bits.put(chosen == .second ? 0 : 1, 1)
                 }
@@ -403,16 +403,20 @@ public enum StrokeCodecV2 {
             }
         }
 
-        /// [PT2-12] The predictor of a channel whose `count` steps are `d` (any common scale:
-        /// grid units or not, the comparison is the same): `alternative` exactly when the
-        /// magnitudes of its residuals of steps 1 to count − 1 sum to less than those of the
-        /// second differences (exact: steps are below 2^34, at most 2^20 of them).
-        static func choose(_ alternative: Predictor, steps d: UnsafePointer<Int64>, count: Int) -> Predictor {
+        /// [PT2-12] The predictor of a channel whose `count` steps are `step(0) … step(count − 1)`
+        /// (any common scale: grid units or not, the comparison is the same): `alternative`
+        /// exactly when the magnitudes of its residuals of steps 1 to count − 1 sum to less than
+        /// those of the second differences (exact: steps are below 2^34, at most 2^20 of them).
+        @inline(__always)
+        static func choose(_ alternative: Predictor, count: Int, step: (Int) -> Int64) -> Predictor {
             var second: UInt64 = 0, other: UInt64 = 0
-            let first = d[0]
+            let first = step(0)
+            var previous = first
             for i in 1..<count {
-                second &+= (d[i] &- d[i &- 1]).magnitude
-                other &+= alternative.residual(d[i], previous: d[i &- 1], first: first).magnitude
+                let d = step(i)
+                second &+= (d &- previous).magnitude
+                other &+= alternative.residual(d, previous: previous, first: first).magnitude
+                previous = d
             }
             return other < second ? alternative : .second
         }
