@@ -292,6 +292,17 @@ struct ManifestFile: Codable, Equatable {
         }
     }
 
+    /// `expected`, or nil when a live page's snapshot is in a format newer than this lnote
+    /// reads: its counts are unknown, so no manifest can be called for ([PKG-13]).
+    static func expectedUnlessNewer(paths: PackagePaths, documentBytes: [UInt8], state: DocumentState,
+                                    io: Syscalls) throws -> ManifestFile? {
+        do {
+            return try expected(paths: paths, documentBytes: documentBytes, state: state, io: io)
+        } catch let e as LnoteError where e.code == .unsupportedVersion {
+            return nil
+        }
+    }
+
     static func fingerprint(_ documentBytes: [UInt8]) -> String {
         "sha256:" + AssetID.of(documentBytes).description
     }
@@ -358,12 +369,15 @@ struct PageCounts: Hashable, Sendable {
 
     /// The counts of the snapshot at `path` from its first bytes ([PKG-12],
     /// page-snapshot.md [SNAP-31]): `empty` when there is no such file, or when its first
-    /// bytes are not a version-1 snapshot of `page` (damage is reported and repaired when
-    /// the page is opened, [PKG-42]; its next snapshot corrects the counts).
+    /// bytes are not a snapshot of `page` (damage is reported and repaired when the page is
+    /// opened, [PKG-42]; its next snapshot corrects the counts).
     ///
     /// Reads `PageSnapshot.summaryReadSize` bytes, more only when the page section is
     /// larger (a clock with hundreds of replicas).
-    /// - Throws: `io` when the file exists but cannot be read.
+    /// - Throws: `io` when the file exists but cannot be read; `unsupportedVersion` when its
+    ///   first bytes are a snapshot in a format newer than this lnote reads (or with an
+    ///   incompatible flag it does not know): its counts are unknown, not zero, and the
+    ///   manifest is then left as it is ([PKG-13]).
     static func read(_ path: String, page: PageID, io: Syscalls) throws -> PageCounts {
         let fd: FileDescriptor
         do {
@@ -380,7 +394,7 @@ struct PageCounts: Hashable, Sendable {
                     summary = try PageSnapshot.summary(prefix: bytes, path: path)
                 } catch let e as LnoteError where e.code == .truncated && bytes.count == want && want < Int.max / 4 {
                     want *= 4  // the file goes on: read further
-                } catch let e as LnoteError where [.truncated, .corrupt, .unsupportedVersion, .limitExceeded].contains(e.code) {
+                } catch let e as LnoteError where [.truncated, .corrupt, .limitExceeded].contains(e.code) {
                     break
                 }
             }

@@ -265,7 +265,8 @@ extension CommandTable {
                  It prints one "repaired:" line per thing done, then verifies again and
                  reports what is left (operations a log lost stay listed until a peer sends
                  them back: sync). Exit status as for verify, after the repair.
-        --json   {documents, files, clean, problems: [{kind, path, offset, index, message}],
+        --json   {documents, files, clean, problems: [{kind, path, offset, index, record, message}],
+                  (index: a log's frame; record: a snapshot's element record; null when none)
                   waiting: [{kind, path, message}],
                   quarantine: [{kind, document, page, operation, remote, reason, remadeAs, resolved}]}
                  with --repair also "repaired": [TEXT, …]
@@ -294,6 +295,7 @@ extension CommandTable {
                             "path": .string(p.path),
                             "offset": p.offset.map { .int(Int64($0)) } ?? .null,
                             "index": p.index.map { .int(Int64($0)) } ?? .null,
+                            "record": p.record.map { .int(Int64($0)) } ?? .null,
                             "message": .string(p.message),
                         ]
                     }),

@@ -373,6 +373,8 @@ func elements(_ state: [String: Any]) -> [[String: Any]] { state["elements"] as!
         #expect(damaged.lines.contains { $0.contains(name) }, "\(damaged)")
         let dj = try parseJSON(try await sb.run("verify", "nb", "--json").out) as! [String: Any]
         #expect(dj["clean"] as? Bool == false && !(dj["problems"] as! [Any]).isEmpty)
+        // A CRC mismatch names no record; a record that does not decode is named (VerifyTests).
+        #expect((dj["problems"] as! [[String: Any]]).allSatisfy { $0.keys.contains("record") && $0.keys.contains("index") })
 
         let reopened = try await sb.run("show", "nb", d, "--json", "--points")
         #expect(reopened.code == 0 && reopened.err.contains("recovered"), "\(reopened)")

@@ -248,4 +248,49 @@ struct ManifestStatsTests {
         #expect(try await nb.list().first?.elementCount == 3)
         try await nb.close()
     }
+
+    /// [PKG-13] A live page's snapshot in a newer format ([SNAP-7]) has counts this lnote cannot
+    /// know: they are not taken as zero. Saves after edits of the other pages leave
+    /// manifest.json as its writer wrote it, reconcile and verify find nothing to heal, and
+    /// the page listing reports the counts as unknown.
+    @Test("[PKG-13] a snapshot in a newer format leaves the manifest as it is")
+    func newerSnapshotKeepsManifest() async throws {
+        let dir = try TempDir("newer")
+        defer { dir.remove() }
+        let nb = try await openNotebook(dir.path)
+        let d = try await nb.createDocument(title: "N")
+        let p0 = try #require(await d.pageList.first?.id)
+        let p1 = try await d.addPage()
+        try await d.addStrokes([stroke(), stroke(3), stroke(4)], to: p0)
+        try await d.addStrokes([stroke(5)], to: p1)
+        let paths = d.paths
+        try await nb.close()
+        var bytes = try #require(fileBytes(paths.content(p0)))
+        bytes[8] = UInt8(PageSnapshot.version + 1)  // the version field, u16 LE ([SNAP-4])
+        try writeFile(paths.content(p0), bytes)
+        let manifest = try #require(fileBytes(paths.manifest))
+        #expect(try ManifestFile.decode(manifest, path: "").elementCount == 4)
+
+        #expect(throws: LnoteError.self) { try PageCounts.read(paths.content(p0), page: p0, io: .live) }
+        do {
+            _ = try PageCounts.read(paths.content(p0), page: p0, io: .live)
+        } catch let e as LnoteError {
+            #expect(e.code == .unsupportedVersion && e.offset == 8 && e.path == paths.content(p0))
+        }
+        #expect(try Notebook.manifestIsCurrent(paths, io: .live), "nothing for reconcile to rebuild")
+        #expect(!(try Verify.run(folder: dir.path).problems.contains { $0.kind == .staleManifest || $0.path == paths.manifest }))
+
+        let nb2 = try await openNotebook(dir.path)
+        #expect(try await nb2.reconcile().isEmpty)
+        let d2 = try await nb2.openDocument(paths.id)
+        #expect(fileBytes(paths.manifest) == manifest, "opening did not recount the page as empty")
+        try await d2.addStrokes([stroke(6)], to: p1)
+        try await d2.flush()
+        #expect(fileBytes(paths.manifest) == manifest, "a save after editing another page left it")
+        let listed = try #require(await d2.pageList.first { $0.id == p0 })
+        #expect(listed.countsError?.code == .unsupportedVersion, "the listing says the counts are unknown")
+        #expect(try await nb2.list().first?.elementCount == 4)
+        try await nb2.close()
+        #expect(fileBytes(paths.manifest) == manifest)
+    }
 }

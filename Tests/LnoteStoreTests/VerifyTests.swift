@@ -176,6 +176,38 @@ struct VerifyTests {
         #expect(r2.problems(.snapshotMismatch).map(\.path) == [paths.content(p1)])
     }
 
+    /// A snapshot whose CRC holds but one of whose element records does not decode (here: a
+    /// resealed mutation of the elements section) is reported with the record's index and the
+    /// byte offset, the same ones the decoder gives (and `show` prints).
+    @Test("[PKG-70] a damaged snapshot record is reported with its index and offset")
+    func snapshotRecordIndex() async throws {
+        let seed = testSeed()
+        var rng = SplitMix64(seed: seed)
+        let dir = try TempDir("ver")
+        defer { dir.remove() }
+        let (paths, p0, _) = try await sample(dir)
+        let content = try #require(fileBytes(paths.content(p0)))
+        let body = try #require(DeferredPointsStoreTests.elementsBody(content))
+        var found: LnoteError?
+        for _ in 0..<10_000 where found == nil {
+            var b = content
+            b[body.lowerBound + Int(rng.below(UInt64(body.count)))] ^= UInt8(1 << rng.below(8))
+            b = DeferredPointsStoreTests.resealSnapshot(b)
+            do {
+                _ = try PageSnapshot.decode(b, path: paths.content(p0))
+            } catch let e as LnoteError where e.index != nil {
+                try writeFile(paths.content(p0), b)
+                found = e
+            } catch {}
+        }
+        let e = try #require(found, "no mutation of a record failed in a record (seed \(seed))")
+        let r = try Verify.run(folder: dir.path)
+        let problem = try #require(r.problems.first { $0.path == paths.content(p0) }, "seed \(seed): \(r.problems)")
+        #expect(problem.kind == .undecodable && problem.record == e.index && problem.offset == e.offset
+                    && problem.index == nil, "seed \(seed): \(problem) vs \(e)")
+        #expect(problem.description.contains("(record \(e.index!))"), "seed \(seed)")
+    }
+
     @Test("verify never changes the folder")
     func readOnly() async throws {
         let dir = try TempDir("ver")
