@@ -45,6 +45,37 @@ extension Document {
     }
 }
 
+extension Document {
+    /// Scans the page's whole log, not only the part past its snapshot that opening the page
+    /// reads, and salvages damage found anywhere in it as opening does ([PKG-38]: the damaged
+    /// file kept aside as `.corrupt-N`, the log rewritten with every valid frame, a report in
+    /// `recoveryReports`, what the damage took recorded as missing, [PKG-51]). Returns true
+    /// when the log was salvaged. `lnote verify --repair` runs it on every page.
+    @discardableResult
+    public func salvageWholeLog(page pid: PageID) async throws -> Bool {
+        try checkUsable()
+        if pages[pid] == nil, try !pageHasFiles(pid) { return false }
+        return try locked {
+            let lp = try loadedPage(pid)
+            let before = reports.count
+            _ = try readAllFrames(lp)
+            return reports.count > before
+        }
+    }
+
+    /// `salvageWholeLog(page:)` for `document.log`: damage before the offset `document.json`
+    /// covers is salvaged too.
+    @discardableResult
+    public func salvageWholeDocumentLog() async throws -> Bool {
+        try checkUsable()
+        return try locked {
+            let before = reports.count
+            _ = try readAllDocumentFrames()
+            return reports.count > before
+        }
+    }
+}
+
 /// What `Document.compactReporting(page:)` did.
 public struct PageCompaction: Sendable, Hashable {
     public var page: PageID

@@ -15,7 +15,9 @@ public struct RepairReport: Sendable {
 /// the same code paths an app's open and save take, and says what it did:
 /// - torn log tails cut, damaged logs salvaged (their damaged file kept aside), snapshots
 ///   that do not pair with their log set aside ([PKG-37], [PKG-38], [PKG-47]) — opening each
-///   page under the document lock does this;
+///   page under the document lock does this, and every log is then scanned whole, so that
+///   damage before what a snapshot or document.json covers (which an open does not read) is
+///   salvaged as well;
 /// - snapshots rewritten from their logs where a log runs past its snapshot;
 /// - `manifest.json` rebuilt; thumbnails that are missing, stale or still the `.png` of an
 ///   older lnote rendered as `thumbnails/<page>.jpg` ([PKG-103]);
@@ -37,9 +39,21 @@ public enum Repair {
                     continue
                 }
                 do {
+                    // [PKG-38] Damage an open does not read (before what document.json or a
+                    // page's snapshot covers) is salvaged too: the whole logs are scanned.
+                    do {
+                        if try await d.salvageWholeDocumentLog() {
+                            actions.append("document \(id): document.log salvaged (damage before what document.json covers)")
+                        }
+                    } catch {
+                        actions.append("document \(id): document.log left as it is: \(Self.words(error))")
+                    }
                     for pid in await d.allPageIDs {
                         // One page that cannot be repaired is said and left; the others go on.
                         do {
+                            if try await d.salvageWholeLog(page: pid) {
+                                actions.append("document \(id) page \(pid): log salvaged (damage before what its snapshot covers)")
+                            }
                             let c = try await d.compactReporting(page: pid)
                             if c.written {
                                 actions.append("document \(id) page \(pid): snapshot rewritten from its log (\(c.frames) operation\(c.frames == 1 ? "" : "s") past it)")

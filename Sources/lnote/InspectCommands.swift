@@ -258,8 +258,9 @@ extension CommandTable {
         The notebook is not opened (no lock is taken and nothing is repaired): run it on a
         folder no other process is writing.
         --repair opens the notebook (taking its lock) and rebuilds what the folder's own
-                 files can rebuild: torn log tails cut, damaged logs salvaged (the damaged
-                 file kept aside as .corrupt-N), snapshots rewritten from their logs,
+                 files can rebuild: torn log tails cut, damaged logs salvaged wherever the
+                 damage lies (the damaged file kept aside as .corrupt-N), snapshots
+                 rewritten from their logs,
                  manifests, thumbnails (missing, stale or old PNG ones drawn again as JPEG),
                  temporary files and orphan assets removed.
                  It prints one "repaired:" line per thing done, then verifies again and

@@ -55,4 +55,51 @@ struct RepairCommandTests {
         let json = try parseJSON(try await sb.ok("verify", "nb", "--repair", "--json")) as? [String: Any]
         #expect(json?["repaired"] as? [String] == [] && json?["clean"] as? Bool == true, "\(String(describing: json))")
     }
+
+    /// [PKG-38] Damage before what a page's snapshot (or document.json) covers is never read by
+    /// an open, which replays from there: `--repair` scans every log whole and salvages it (the
+    /// damaged file kept aside), so that no `corruptFrame` is left; what the damaged frames held
+    /// stays in the snapshots and is listed as missing from the logs until a peer sends it back
+    /// ([PKG-51]). The pages show what they showed.
+    @Test("[PKG-38] damage before a snapshot's offset is salvaged by --repair (seeded)")
+    func damageBeforeTheSnapshot() async throws {
+        let seed = testSeed()
+        var rng = SplitMix64(seed: seed)
+        let sb = try Sandbox("repair-covered")
+        defer { sb.remove() }
+        try await sb.ok("init", "nb")
+        let doc = try await sb.ok("new", "nb")
+        try sb.write("s.jsonl", strokeLines(count: 4 + Int(rng.next() % 5), rng: &rng))
+        try await sb.ok("import", "nb", doc, "#1", sb.sub("s.jsonl"))
+        try await sb.ok("compact", "nb", doc)
+        let before = try await sb.ok("show", "nb", doc, "#1", "--json", "--points")
+        #expect(try await sb.run("verify", "nb").code == 0)
+
+        let package = sb.sub("nb/\(doc).lnote")
+        let pageLog = try #require(sb.files(under: "nb/\(doc).lnote/pages", endingWith: ".log").first)
+        // A payload byte of a frame that is not the last: damage, with valid frames after it.
+        for path in [pageLog, package + "/document.log"] {
+            var bytes = [UInt8](try #require(FileManager.default.contents(atPath: path)))
+            let first = 40, length = Int(UInt32(bytes[40]) | UInt32(bytes[41]) << 8 | UInt32(bytes[42]) << 16 | UInt32(bytes[43]) << 24)
+            #expect(first + 8 + length < bytes.count, "seed \(seed): the first frame is not the last")
+            bytes[first + 9 + Int(rng.below(UInt64(length - 1)))] ^= 0x20
+            try Data(bytes).write(to: URL(fileURLWithPath: path))
+        }
+        let found = try await sb.run("verify", "nb")
+        #expect(found.code == 1 && found.out.components(separatedBy: "corruptFrame").count == 3, "seed \(seed): \(found)")
+        // An open reads from the snapshots' offsets: it does not see the damage.
+        #expect(try await sb.ok("show", "nb", doc, "#1", "--json", "--points") == before, "seed \(seed)")
+        #expect(try await sb.run("verify", "nb").out.components(separatedBy: "corruptFrame").count == 3, "seed \(seed)")
+
+        let repaired = try await sb.run("verify", "nb", "--repair")
+        #expect(repaired.out.contains("document.log salvaged") && repaired.out.contains("log salvaged (damage before what its snapshot covers)"),
+                "seed \(seed): \(repaired)")
+        #expect(!repaired.out.contains("corruptFrame"), "seed \(seed): \(repaired)")
+        #expect(sb.files(under: "nb/\(doc).lnote", endingWith: ".corrupt-1").count == 2, "seed \(seed): the damaged files kept aside")
+        let after = try await sb.run("verify", "nb")
+        #expect(!after.out.contains("corruptFrame") && after.out.contains("missingOperations"), "seed \(seed): \(after)")
+        #expect(try await sb.ok("show", "nb", doc, "#1", "--json", "--points") == before, "seed \(seed)")
+        let again = try await sb.run("verify", "nb", "--repair")
+        #expect(!again.out.contains("salvaged"), "seed \(seed): a salvaged log is not salvaged again: \(again)")
+    }
 }
