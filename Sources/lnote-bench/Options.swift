@@ -34,7 +34,9 @@ struct BenchOptions: Sendable {
           --runs N           timed runs per measurement after one warm-up (default 9; 3 with --quick)
           --only N[,M...]    run only these cases (1-18)
           --json FILE        also write the figures as JSON to FILE
-          --strokes FILE     real strokes, one per line: {"page": ID, "points": [[x, y, t_ms, pressure], ...]}
+          --strokes FILE     real strokes, one per line, as lnote import reads them (import-jsonl.md):
+                             {"points": [[x, y, t_ms, pressure], ...]}, t and pressure optional;
+                             an optional "page" key groups the lines into pages
           --seed N           seed of the handwriting generator (default \(0x1A0E_2024))
 
         lnote-bench --codec [--runs N]      the point codec alone against the naive 16 B/point encoding, ns/point
@@ -90,6 +92,15 @@ struct BenchOptions: Sendable {
                 throw LnoteError(.invalidArgument, "unknown argument \(a)")
             }
             i += 1
+        }
+        // A figures file that cannot be written is said before the runs, not after them.
+        if let path = o.jsonPath {
+            let dir = (path as NSString).deletingLastPathComponent
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: dir.isEmpty ? "." : dir, isDirectory: &isDirectory),
+                  isDirectory.boolValue else {
+                throw LnoteError(.notFound, "--json: the directory \(dir.isEmpty ? "." : dir) does not exist", path: path)
+            }
         }
         if o.quick && !runsGiven { o.runs = 3 }
         if o.codec && !runsGiven { o.runs = 21 }

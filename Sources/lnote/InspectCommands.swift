@@ -198,7 +198,9 @@ extension CommandTable {
         shortened (peers far behind still need their operations). Prints one line per page
         compacted and a total; every document unless DOC is given.
         --json   {"compacted": N, "pages": N (looked at), "written": [{"document", "page",
-                 "operations", "log_bytes"}, …]}
+                 "operations", "log_bytes"}, …]} (operations and log_bytes: the frames
+                 folded in, those past what the old snapshot covered; the log's 40-byte
+                 header is not counted)
         """,
         flags: ["json"],
         run: { args, console in
