@@ -38,8 +38,12 @@ extension Document {
         }
         return try locked {
             let lp = try loadedPage(pid)
-            let out = PageCompaction(page: pid, frames: lp.framesSinceSnapshot, bytes: lp.bytesSinceSnapshot, written: lp.dirty)
-            if lp.dirty { try snapshot(lp) }
+            var out = PageCompaction(page: pid, frames: lp.framesSinceSnapshot, bytes: lp.bytesSinceSnapshot, written: false)
+            if lp.dirty {
+                try snapshot(lp)
+                // Not written when it had to wait ([PKG-23], a salvage pending, [PKG-38]).
+                out.written = !lp.dirty
+            }
             return out
         }
     }
@@ -48,31 +52,40 @@ extension Document {
 extension Document {
     /// Scans the page's whole log, not only the part past its snapshot that opening the page
     /// reads, and salvages damage found anywhere in it as opening does ([PKG-38]: the damaged
-    /// file kept aside as `.corrupt-N`, the log rewritten with every valid frame, a report in
-    /// `recoveryReports`, what the damage took recorded as missing, [PKG-51]). Returns true
-    /// when the log was salvaged. `lnote verify --repair` runs it on every page.
+    /// file kept aside as `.corrupt-N`, the log rewritten with every valid frame, what the
+    /// damage took recorded as missing, [PKG-51]). Returns the salvage's report (also in
+    /// `recoveryReports`) when the log was rewritten; nil when there was nothing to salvage,
+    /// or when the salvage could not be written (a full disk: the report, in
+    /// `recoveryReports`, then says `salvagePending` and the log is as it was).
+    /// `lnote verify --repair` runs it on every page log (`pageLogs()`).
     @discardableResult
-    public func salvageWholeLog(page pid: PageID) async throws -> Bool {
+    public func salvageWholeLog(page pid: PageID) async throws -> RecoveryReport? {
         try checkUsable()
-        if pages[pid] == nil, try !pageHasFiles(pid) { return false }
+        if pages[pid] == nil, try !pageHasFiles(pid) { return nil }
         return try locked {
-            let lp = try loadedPage(pid)
+            // Also the log of a page whose `addPage` has not arrived ([SYNC-84]).
+            let lp = try loadedPage(pid, allowUnknown: true)
             let before = reports.count
             _ = try readAllFrames(lp)
-            return reports.count > before
+            return Document.salvageMade(reports[before...])
         }
     }
 
     /// `salvageWholeLog(page:)` for `document.log`: damage before the offset `document.json`
     /// covers is salvaged too.
     @discardableResult
-    public func salvageWholeDocumentLog() async throws -> Bool {
+    public func salvageWholeDocumentLog() async throws -> RecoveryReport? {
         try checkUsable()
         return try locked {
             let before = reports.count
             _ = try readAllDocumentFrames()
-            return reports.count > before
+            return Document.salvageMade(reports[before...])
         }
+    }
+
+    /// The report of a salvage that rewrote its log, among those just made.
+    private static func salvageMade(_ made: ArraySlice<RecoveryReport>) -> RecoveryReport? {
+        made.last { $0.newIncarnation != nil && $0.salvagePending == nil }
     }
 }
 

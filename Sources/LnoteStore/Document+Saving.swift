@@ -165,14 +165,10 @@ extension Document {
             basis = ManifestBasis(doc.state)
             manifestBasis = (doc.clock, basis)
         }
-        let manifest: ManifestFile
-        do {
-            manifest = try ManifestFile(basis: basis, source: documentSource) { try counts(of: $0) }
-        } catch let e as LnoteError where e.code == .unsupportedVersion {
-            // [PKG-13] A live page's snapshot is in a newer format: its counts are unknown, so
-            // the manifest its writer wrote stays as it is (never one that counts it as empty).
-            return
-        }
+        // [PKG-13] 5: the manifest on disk gives the element count when a live page's
+        // snapshot is in a newer format (never one that counts that page as empty).
+        let previous = manifestOnDisk ?? manifestBytesAtOpen.flatMap { try? ManifestFile.decode($0, path: paths.manifest) }
+        let manifest = try ManifestFile(basis: basis, source: documentSource, previous: previous) { try counts(of: $0) }
         if manifest != manifestOnDisk {
             let bytes = try StoreJSON.encode(manifest)
             if bytes != manifestBytesAtOpen {

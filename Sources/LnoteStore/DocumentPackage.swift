@@ -263,17 +263,33 @@ struct ManifestFile: Codable, Equatable {
     /// The manifest of a document whose document.json has fingerprint `source`, with
     /// `counts` giving each live page's snapshot facts. Work: one call of `counts` and a
     /// few additions per live page.
-    init(basis b: ManifestBasis, source: String, counts: (PageID) throws -> PageCounts) rethrows {
+    ///
+    /// A page whose `counts` fail with `unsupportedVersion` (a snapshot in a newer format)
+    /// has counts this lnote cannot know ([PKG-13] 5): the element count is then `previous`'s
+    /// (the manifest on disk, when it decodes and names this document; else the sum of the
+    /// pages whose counts are known), and `modified` at least `previous`'s. Every other field
+    /// is computed as usual.
+    init(basis b: ManifestBasis, source: String, previous: ManifestFile?,
+         counts: (PageID) throws -> PageCounts) throws {
         format = ManifestFile.currentFormat
         id = b.id
         title = b.title
         created = b.created
         var modified = b.modified
         var elements = 0
+        var unknown = false
         for p in b.live {
-            let c = try counts(p)
-            elements += c.elementCount
-            modified = max(modified, c.modified)
+            do {
+                let c = try counts(p)
+                elements += c.elementCount
+                modified = max(modified, c.modified)
+            } catch let e as LnoteError where e.code == .unsupportedVersion {
+                unknown = true
+            }
+        }
+        if unknown, let previous, previous.id == b.id {
+            elements = previous.elementCount
+            modified = max(modified, previous.modified)
         }
         self.modified = modified
         pageCount = b.live.count
@@ -285,21 +301,12 @@ struct ManifestFile: Codable, Equatable {
 
     /// The manifest the files of a package call for ([PKG-13]): from document.json's bytes
     /// and state, and the summary of each live page's snapshot (one prefix read per page).
+    /// `previous`: the manifest on disk, for pages whose counts cannot be known (see
+    /// `init(basis:source:previous:counts:)`).
     static func expected(paths: PackagePaths, documentBytes: [UInt8], state: DocumentState,
-                         io: Syscalls) throws -> ManifestFile {
-        try ManifestFile(basis: ManifestBasis(state), source: fingerprint(documentBytes)) {
+                         previous: ManifestFile? = nil, io: Syscalls) throws -> ManifestFile {
+        try ManifestFile(basis: ManifestBasis(state), source: fingerprint(documentBytes), previous: previous) {
             try PageCounts.read(paths.content($0), page: $0, io: io)
-        }
-    }
-
-    /// `expected`, or nil when a live page's snapshot is in a format newer than this lnote
-    /// reads: its counts are unknown, so no manifest can be called for ([PKG-13]).
-    static func expectedUnlessNewer(paths: PackagePaths, documentBytes: [UInt8], state: DocumentState,
-                                    io: Syscalls) throws -> ManifestFile? {
-        do {
-            return try expected(paths: paths, documentBytes: documentBytes, state: state, io: io)
-        } catch let e as LnoteError where e.code == .unsupportedVersion {
-            return nil
         }
     }
 
@@ -376,8 +383,7 @@ struct PageCounts: Hashable, Sendable {
     /// larger (a clock with hundreds of replicas).
     /// - Throws: `io` when the file exists but cannot be read; `unsupportedVersion` when its
     ///   first bytes are a snapshot in a format newer than this lnote reads (or with an
-    ///   incompatible flag it does not know): its counts are unknown, not zero, and the
-    ///   manifest is then left as it is ([PKG-13]).
+    ///   incompatible flag it does not know): its counts are unknown, not zero ([PKG-13] 5).
     static func read(_ path: String, page: PageID, io: Syscalls) throws -> PageCounts {
         let fd: FileDescriptor
         do {

@@ -374,16 +374,14 @@ public actor Notebook {
     }
 
     /// True when manifest.json holds exactly what document.json on disk and the summaries
-    /// of its live pages' snapshots call for ([PKG-13]): one prefix read per live page. Also
-    /// true when a live page's snapshot is in a newer format, whose counts are unknown here.
+    /// of its live pages' snapshots call for ([PKG-13]): one prefix read per live page (with
+    /// its own element count where a page's snapshot is in a newer format, [PKG-13] 5).
     static func manifestIsCurrent(_ paths: PackagePaths, io: Syscalls) throws -> Bool {
         guard let m = try DurableFile.readIfExists(paths.manifest, io: io),
               let d = try DurableFile.readIfExists(paths.document, io: io),
               let (_, state, _) = try? DocumentFile.decode(d, path: paths.document) else { return false }
-        // A live page's snapshot in a newer format: what the manifest should say cannot be
-        // computed here, and opening the document would not rewrite it either.
-        guard let expected = try ManifestFile.expectedUnlessNewer(paths: paths, documentBytes: d, state: state, io: io)
-        else { return true }
+        let previous = try? ManifestFile.decode(m, path: paths.manifest)
+        let expected = try ManifestFile.expected(paths: paths, documentBytes: d, state: state, previous: previous, io: io)
         return try StoreJSON.encode(expected) == m
     }
 

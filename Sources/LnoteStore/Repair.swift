@@ -41,21 +41,43 @@ public enum Repair {
                 do {
                     // [PKG-38] Damage an open does not read (before what document.json or a
                     // page's snapshot covers) is salvaged too: the whole logs are scanned.
+                    // Salvages said here are not said again with the open's reports below.
+                    var said: [String] = []
                     do {
-                        if try await d.salvageWholeDocumentLog() {
-                            actions.append("document \(id): document.log salvaged (damage before what document.json covers)")
+                        if let r = try await d.salvageWholeDocumentLog() {
+                            said.append(r.description)
+                            actions.append("document \(id): document.log salvaged (damage before what document.json covers): \(r)")
                         }
                     } catch {
                         actions.append("document \(id): document.log left as it is: \(Self.words(error))")
                     }
-                    for pid in await d.allPageIDs {
+                    let documentPages = await d.allPageIDs
+                    // The logs of pages whose addPage has not arrived ([SYNC-84]) too: salvaged,
+                    // then closed (nothing else to repair there).
+                    for pid in try await d.pageLogs() where !documentPages.contains(pid) {
+                        do {
+                            if let r = try await d.salvageWholeLog(page: pid) {
+                                said.append(r.description)
+                                actions.append("document \(id) page \(pid): log salvaged (a page still waiting for its addPage): \(r)")
+                            }
+                            try await d.closePage(pid)
+                        } catch {
+                            actions.append("document \(id) page \(pid): log left as it is: \(Self.words(error))")
+                        }
+                    }
+                    for pid in documentPages {
                         // One page that cannot be repaired is said and left; the others go on.
                         do {
-                            if try await d.salvageWholeLog(page: pid) {
-                                actions.append("document \(id) page \(pid): log salvaged (damage before what its snapshot covers)")
+                            let salvaged = try await d.salvageWholeLog(page: pid)
+                            if let r = salvaged {
+                                said.append(r.description)
+                                actions.append("document \(id) page \(pid): log salvaged (damage before what its snapshot covers): \(r)")
                             }
                             let c = try await d.compactReporting(page: pid)
-                            if c.written {
+                            if c.written && salvaged != nil {
+                                // Every frame of a rewritten log is past the old snapshot's offset.
+                                actions.append("document \(id) page \(pid): snapshot rewritten for the salvaged log")
+                            } else if c.written {
                                 actions.append("document \(id) page \(pid): snapshot rewritten from its log (\(c.frames) operation\(c.frames == 1 ? "" : "s") past it)")
                             }
                             // [PKG-103] Missing, stale or still the PNG of an older lnote: drawn again.
@@ -71,7 +93,9 @@ public enum Repair {
                         }
                     }
                     try await d.flush()
-                    for r in await d.recoveryReports where !r.isClean { actions.append("document \(id): \(r)") }
+                    for r in await d.recoveryReports where !r.isClean && !said.contains(r.description) {
+                        actions.append("document \(id): \(r)")
+                    }
                     try await d.close()
                 } catch {
                     try? await d.close()

@@ -74,7 +74,8 @@ public struct VerifyProblem: Sendable, Hashable, CustomStringConvertible {
     public var offset: Int?
     /// The index of the frame in a log.
     public var index: Int?
-    /// The index of the element record in a snapshot whose record could not be read.
+    /// In a snapshot (or checkpoint base) that does not decode, the index of the record that
+    /// does not: an element record, a tombstone or a replica's context, as `message` says.
     public var record: Int?
     public var message: String
 
@@ -216,11 +217,11 @@ public enum Verify {
                     report.problems.append(.init(.undecodable, paths.manifest, "names document \(manifest.id)"))
                 } else if let docBytes, manifest.source != ManifestFile.fingerprint(docBytes) {
                     report.problems.append(.init(.staleManifest, paths.manifest, "derived from another document.json"))
-                } else if let docBytes, let docState,
-                          let expected = try ManifestFile.expectedUnlessNewer(paths: paths, documentBytes: docBytes,
-                                                                              state: docState, io: io) {
-                    // (Nothing to compare when a live page's snapshot is in a newer format: its
-                    // counts are unknown, [PKG-13]; the page's problem is reported with it.)
+                } else if let docBytes, let docState {
+                    // (Its own element count where a page's snapshot is in a newer format,
+                    // [PKG-13] 5; the page's snapshot is reported with its own problem.)
+                    let expected = try ManifestFile.expected(paths: paths, documentBytes: docBytes, state: docState,
+                                                             previous: manifest, io: io)
                     if try StoreJSON.encode(expected) != m {
                         let message: String
                         if expected == manifest {
@@ -308,7 +309,7 @@ public enum Verify {
                         bases[pid] = try PageBase.decode(try DurableFile.read(p, io: io), page: pid, path: p, state: false).clock
                     } catch let e as LnoteError {
                         // Damaged: never skipped silently ([PKG-42]), the page cannot be served from it.
-                        report.problems.append(.init(.undecodable, p, e.message, offset: e.offset))
+                        report.problems.append(.init(.undecodable, p, e.message, offset: e.offset, record: e.index))
                     }
                     continue
                 }

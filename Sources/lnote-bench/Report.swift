@@ -122,7 +122,7 @@ struct MachineInfo: Codable, Sendable {
         f.formatOptions = [.withInternetDateTime]
         return MachineInfo(
             date: f.string(from: Date()),
-            command: "swift run -c release lnote-bench" + CommandLine.arguments.dropFirst().map { " " + $0 }.joined(),
+            command: CommandLine.arguments.joined(separator: " "),
             processors: ProcessInfo.processInfo.activeProcessorCount,
             cpu: model,
             kernel: "\(field(u.sysname)) \(field(u.release)) \(field(u.machine))",

@@ -33,6 +33,8 @@ extension CommandTable {
         --json    a summary instead of the ids: "pages" (each with "page", "created",
                   "canvas", "grown", "strokes", "points"), "strokes", "points",
                   "skipped" (by kind), "elements" (the new ids)
+        An element id names an element within its page (each page has its own log): the ids
+        printed for strokes sent to two pages may be equal.
         """,
         options: ["tool", "color", "width", "format"],
         flags: ["json"],

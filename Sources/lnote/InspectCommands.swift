@@ -269,7 +269,8 @@ extension CommandTable {
                  reports what is left (operations a log lost stay listed until a peer sends
                  them back: sync). Exit status as for verify, after the repair.
         --json   {documents, files, clean, problems: [{kind, path, offset, index, record, message}],
-                  (index: a log's frame; record: a snapshot's element record; null when none)
+                  (index: a log's frame; record: a snapshot's record that does not decode,
+                  an element, tombstone or context as the message says; else null)
                   waiting: [{kind, path, message}],
                   quarantine: [{kind, document, page, operation, remote, reason, remadeAs, resolved}]}
                  with --repair also "repaired": [TEXT, …]

@@ -249,11 +249,11 @@ struct ManifestStatsTests {
         try await nb.close()
     }
 
-    /// [PKG-13] A live page's snapshot in a newer format ([SNAP-7]) has counts this lnote cannot
-    /// know: they are not taken as zero. Saves after edits of the other pages leave
-    /// manifest.json as its writer wrote it, reconcile and verify find nothing to heal, and
-    /// the page listing reports the counts as unknown.
-    @Test("[PKG-13] a snapshot in a newer format leaves the manifest as it is")
+    /// [PKG-13] 5 A live page's snapshot in a newer format ([SNAP-7]) has counts this lnote
+    /// cannot know: they are not taken as zero. The manifest keeps the element count its writer
+    /// wrote through edits of the other pages, takes a new title and page, and reconcile and
+    /// verify find nothing to heal; the page listing reports the counts as unknown.
+    @Test("[PKG-13] a snapshot in a newer format: the manifest keeps its element count")
     func newerSnapshotKeepsManifest() async throws {
         let dir = try TempDir("newer")
         defer { dir.remove() }
@@ -284,13 +284,31 @@ struct ManifestStatsTests {
         #expect(try await nb2.reconcile().isEmpty)
         let d2 = try await nb2.openDocument(paths.id)
         #expect(fileBytes(paths.manifest) == manifest, "opening did not recount the page as empty")
+        let old = try ManifestFile.decode(manifest, path: "")
         try await d2.addStrokes([stroke(6)], to: p1)
         try await d2.flush()
-        #expect(fileBytes(paths.manifest) == manifest, "a save after editing another page left it")
+        let edited = try ManifestFile.decode(try #require(fileBytes(paths.manifest)), path: "")
+        #expect(edited.elementCount == 4 && edited.modified >= old.modified, "the count kept, not recounted as 1 + 1")
         let listed = try #require(await d2.pageList.first { $0.id == p0 })
         #expect(listed.countsError?.code == .unsupportedVersion, "the listing says the counts are unknown")
         #expect(try await nb2.list().first?.elementCount == 4)
+        // A change of document.json (a title, a page) still reaches the manifest: it is not
+        // left naming another document.json.
+        try await d2.setTitle("Renamed")
+        _ = try await d2.addPage()
+        try await d2.flush()
+        let renamed = try ManifestFile.decode(try #require(fileBytes(paths.manifest)), path: "")
+        #expect(renamed.title == "Renamed" && renamed.pageCount == 3 && renamed.elementCount == 4)
+        #expect(renamed.source == ManifestFile.fingerprint(try #require(fileBytes(paths.document))))
+        let after = try #require(fileBytes(paths.manifest))
         try await nb2.close()
-        #expect(fileBytes(paths.manifest) == manifest)
+        #expect(fileBytes(paths.manifest) == after, "closing finds it current")
+        #expect(try Notebook.manifestIsCurrent(paths, io: .live))
+        #expect(!(try Verify.run(folder: dir.path).problems.contains { $0.kind == .staleManifest || $0.path == paths.manifest }))
+        let nb3 = try await openNotebook(dir.path)
+        #expect(try await nb3.reconcile().isEmpty)
+        #expect(try await nb3.list().first?.title == "Renamed")
+        try await nb3.close()
+        #expect(fileBytes(paths.manifest) == after)
     }
 }
