@@ -54,7 +54,13 @@ public enum Repair {
                     let documentPages = await d.allPageIDs
                     // The logs of pages whose addPage has not arrived ([SYNC-84]) too: salvaged,
                     // then closed (nothing else to repair there).
-                    for pid in try await d.pageLogs() where !documentPages.contains(pid) {
+                    var pageLogs: [PageID] = []
+                    do {
+                        pageLogs = try await d.pageLogs()
+                    } catch {
+                        actions.append("document \(id): its page logs could not be listed, only its pages' are scanned: \(Self.words(error))")
+                    }
+                    for pid in pageLogs where !documentPages.contains(pid) {
                         do {
                             if let r = try await d.salvageWholeLog(page: pid) {
                                 said.append(r.description)
