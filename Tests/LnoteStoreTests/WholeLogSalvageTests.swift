@@ -24,9 +24,9 @@ struct WholeLogSalvageTests {
                     == UInt64(try #require(fileBytes(paths.log(p))).count), "the snapshot covers the whole log")
         func damage(_ path: String, frame: Int) throws -> [UInt8] {
             var b = try #require(fileBytes(path))
-            var at = LogHeader.size
-            for _ in 0..<frame { at += 8 + Int(UInt32(b[at]) | UInt32(b[at + 1]) << 8 | UInt32(b[at + 2]) << 16 | UInt32(b[at + 3]) << 24) }
-            b[at + 10] ^= 0x40  // a payload byte: the CRC fails, valid frames follow
+            let frames = DeferredPointsStoreTests.frames(b)
+            #expect(frames.count > frame + 1, "valid frames follow the damaged one")
+            b[frames[frame].1 + 10] ^= 0x40  // a payload byte: the CRC fails
             try writeFile(path, b)
             return b
         }
