@@ -180,7 +180,7 @@ extension Document {
         }
         typealias Tail = (scan: LogScan, frames: [Result<Op, any Error>], plain: [PlainAddStroke])
         @Sendable func decodeTail() -> Tail {
-            let scan = LogScanner.scan(tail, base: base)
+            let scan = LogScanner.scan(tail, base: base, expecting: count)
             guard clean(scan) else { return (scan, [], []) }
             let frames = scan.frames
             let plain = deferringPoints ? plainAdds(frames, path: logPath) : []
