@@ -270,10 +270,14 @@ extension PageSnapshot {
             return (done, index)
         }
         var out: [ElementRecord] = []
-        out.reserveCapacity(n + reserving + spareElements(n))
+        // Room for what the count claims, up to `maxReservedRecords`: a count is bounded
+        // by the bytes left over the smallest record (5 bytes), and a record takes 168
+        // bytes decoded, its id 57 in `ids`; past the bound the arrays grow as records decode.
+        let claimed = min(n, maxReservedRecords)
+        out.reserveCapacity(claimed + reserving + spareElements(claimed))
         var starts: [Int] = []
-        starts.reserveCapacity(n / elementIndexStride)
-        var ids = OpIDTable(minimumCapacity: n)
+        starts.reserveCapacity(claimed / elementIndexStride)
+        var ids = OpIDTable(minimumCapacity: claimed)
         var context = RecordContext(version: version)
         for i in 0..<n {
             let at = r.offset
@@ -324,6 +328,10 @@ extension PageSnapshot {
     /// replayed onto the snapshot, new strokes): growing it moves every record to new memory.
     static func spareElements(_ n: Int) -> Int { n / 4 + 64 }
 
+    /// The most element records a decode reserves room for before reading them (11 MiB):
+    /// beyond it a snapshot is decoded serially, its records appended as they check out.
+    static let maxReservedRecords = 1 << 16
+
     /// The parallel path of `decodeElements`, or nil when anything does not hold (the
     /// caller then decodes serially and reports what is wrong). `r` is just past the count.
     /// Without `parallel`, the same on the calling thread alone.
@@ -332,7 +340,9 @@ extension PageSnapshot {
                                          reserving: Int = 0, parallel: Bool = true) -> [ElementRecord]? {
         let v2 = version >= 2
         let stride = elementIndexStride
-        guard n > stride, index.count == (n - 1) / stride else { return nil }
+        // Its result has room for every claimed record before any is read: past
+        // `maxReservedRecords`, the serial path, which grows as they check out.
+        guard n > stride, n <= maxReservedRecords, index.count == (n - 1) / stride else { return nil }
         // Chunk k holds records k·64 ..< (k+1)·64 and starts at starts[k].
         var starts = [r.offset]
         for o in index {

@@ -140,7 +140,9 @@ extension OperationCodec {
             let counter = try r.varint("counter")
             guard replica != 0, counter != 0, counter <= OpValidator.maxLamport else { return nil }
             let wall = try r.svarint("wall time")
-            guard try ElementCodec.decodeClock(&r).isEmpty else { return nil }
+            // The context: empty (no entries; a clock that is not would be read in full and
+            // refused here all the same, without building it).
+            guard try r.count("clock entries", minSize: 9) == 0 else { return nil }
             // The body, as `decodeAddStrokeBody` reads it: the implied key only.
             let flags = try r.u8("flags")
             guard flags & ~(toolMask | (version >= 2 ? blackInk : 0)) == 0, let tool = ToolKind(rawValue: flags & toolMask) else {

@@ -119,7 +119,8 @@ extension Document {
         guard let log = openedLog else { preconditionFailure("a page log opened on every path") }
         // The images of the base, before the state moves into the replica (without a copy).
         let baseAssets = base.imageAssets
-        var live = PageReplica(state: consume base, reservingAdds: Document.addFrames(frames), deferredPoints: .some(deferred))
+        var live = PageReplica(state: consume base, reservingAdds: min(Document.addFrames(frames), Document.maxReservedFromTail),
+                               deferredPoints: .some(deferred))
         var pending: [OpID: UInt64] = [:]
         let applied: [Op]
         // Applied straight from their bytes while the replica would apply them at once; the
@@ -168,7 +169,11 @@ extension Document {
     static func decode(snapshot: [UInt8], path: String, tail: [UInt8], from base: UInt64, logPath: String,
                        deferringPoints: Bool)
         -> (snapshot: PageSnapshot.Contents?, scan: LogScan, frames: [Result<Op, any Error>]?, plain: [PlainAddStroke]) {
-        let (count, reserving) = framesAndAdds(tail)
+        let (count, adds) = framesAndAdds(tail)
+        // Counted from lengths no CRC has checked yet: room for at most `maxReservedFromTail`
+        // (a damaged or hostile tail of 9-byte "adds" would otherwise reserve 168-byte
+        // records for each, 19 times its size); past it the arrays grow as frames check out.
+        let reserving = min(adds, maxReservedFromTail), expecting = min(count, maxReservedFromTail)
         @Sendable func decodeSnapshot() -> PageSnapshot.Contents? {
             try? PageSnapshot.decode(snapshot, path: path, deferringPoints: deferringPoints, reserving: reserving)
         }
@@ -180,7 +185,7 @@ extension Document {
         }
         typealias Tail = (scan: LogScan, frames: [Result<Op, any Error>], plain: [PlainAddStroke])
         @Sendable func decodeTail() -> Tail {
-            let scan = LogScanner.scan(tail, base: base)
+            let scan = LogScanner.scan(tail, base: base, expecting: expecting)
             guard clean(scan) else { return (scan, [], []) }
             let frames = scan.frames
             let plain = deferringPoints ? plainAdds(frames, path: logPath) : []
@@ -226,6 +231,12 @@ extension Document {
     /// From this many frames in a tail, `decode(snapshot:…)` decodes them beside the snapshot.
     static let sideBySideFrames = 64
 
+    /// The most frames, and elements, an open reserves room for from what a log tail says
+    /// (2.6 MiB of records): frame lengths before their CRCs are checked, and the frames
+    /// that say they add, whose CRCs anyone can compute. Past it, arrays grow as operations
+    /// apply: a tail of 9-byte frames must not buy a 168-byte record's room for each.
+    static let maxReservedFromTail = 1 << 14
+
     /// What the listing opens of this process did with their log tails ([LOG-28]): opens,
     /// tail frames, plain adds found, and those applied from their bytes. Read by tests (that
     /// the shortcut runs where it should) and free to keep: four additions under a lock per open.
@@ -250,7 +261,7 @@ extension Document {
         if let p = pages[pid], try refreshPage(p) { return p }
         let sources = try pageSources(pid, deferring: deferring)
         var logReport = sources.replay.report
-        var live = PageReplica(state: sources.base, reservingAdds: Document.addFrames(sources.replay.frames),
+        var live = PageReplica(state: sources.base, reservingAdds: min(Document.addFrames(sources.replay.frames), Document.maxReservedFromTail),
                                deferredPoints: .some(sources.deferredPoints))
         var pending: [OpID: UInt64] = [:]
         let applied: [Op]

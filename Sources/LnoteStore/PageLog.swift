@@ -687,8 +687,10 @@ enum LogScanner {
     /// for the next position, byte by byte, where a valid frame starts (`Frame.scan`). If
     /// there is one, the range up to it is damage and scanning resumes there; if not, the
     /// rest of the bytes is a torn tail.
-    static func scan(_ bytes: [UInt8], base: UInt64) -> LogScan {
+    /// `expecting`: how many frames the caller counted from their lengths (room reserved).
+    static func scan(_ bytes: [UInt8], base: UInt64, expecting: Int = 0) -> LogScan {
         var out = LogScan(goodEnd: base)
+        out.frames.reserveCapacity(expecting)
         var pos = 0
         while true {
             let result = Frame.scan(bytes, at: pos)

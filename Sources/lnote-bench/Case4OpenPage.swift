@@ -182,6 +182,14 @@ extension Bench {
                                 baselineName: "read of the same \(formatBytes(Double(floorBytes)))", baseline: t[1].median,
                                 target: .ratioAtMost(5), note: "target ≤ 5 × the read of the page's bytes (issue 15)",
                                 measuredRuns: t[0].runs, baselineRuns: t[1].runs))
+        // The same two, in CPU time (every thread of the process): the work itself, which the
+        // wall-time ratio above shows through the scheduler's noise and the cost of waking a
+        // second thread for the tail.
+        results.rows.append(Row(4, "open \(what), CPU time", measured: t[0].cpuMedian, unit: .seconds,
+                                baselineName: "CPU time of the read", baseline: t[1].cpuMedian, target: .report,
+                                note: "CPU of every thread over each timed run (CLOCK_PROCESS_CPUTIME_ID), medians; "
+                                    + String(format: "the open's wall time is %.2f × its CPU time", t[0].median / max(t[0].cpuMedian, 1e-9)),
+                                measuredRuns: t[0].cpu, baselineRuns: t[1].cpu))
         results.rows.append(Row(4, "open \(what), and every point decoded", measured: t[4].median, unit: .seconds,
                                 baselineName: "SQLite read of the BLOBs", baseline: t[2].median, target: .report,
                                 note: "what drawing the whole page at once needs: the open, then every chunk's points decoded and "

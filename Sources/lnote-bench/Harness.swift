@@ -11,7 +11,11 @@ struct Variant {
 struct Timing: Sendable {
     var name: String
     var runs: [Double]
+    /// CPU time of the whole process (every thread) over each timed run: what the work
+    /// costs whatever the scheduler did meanwhile, and what parallel halves add up to.
+    var cpu: [Double] = []
     var median: Double { Self.median(runs) }
+    var cpuMedian: Double { Self.median(cpu) }
 
     static func median(_ xs: [Double]) -> Double {
         guard !xs.isEmpty else { return .nan }
@@ -34,13 +38,25 @@ func measure(_ variants: [Variant], runs: Int, warmup: Int = 1) async throws -> 
         for k in 0..<variants.count {
             let i = (k + round) % variants.count
             try await variants[i].setup()
+            let cpuStart = processCPUTime()
             let start = clock.now
             try await variants[i].body()
             let elapsed = clock.now - start
-            if round >= warmup { out[i].runs.append(seconds(elapsed)) }
+            let cpu = processCPUTime() - cpuStart
+            if round >= warmup {
+                out[i].runs.append(seconds(elapsed))
+                out[i].cpu.append(cpu)
+            }
         }
     }
     return out
+}
+
+/// Seconds of CPU the process has used, all threads together (`CLOCK_PROCESS_CPUTIME_ID`).
+func processCPUTime() -> Double {
+    var t = timespec()
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t)
+    return Double(t.tv_sec) + Double(t.tv_nsec) * 1e-9
 }
 
 func seconds(_ d: Duration) -> Double {

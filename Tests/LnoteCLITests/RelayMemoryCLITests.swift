@@ -71,5 +71,9 @@ import LnoteTestSupport
         let received = try await sb.ok("show", sb.sub("desk"), docID.description, page.description, "--json")
         #expect(received == held)
         #expect(held.components(separatedBy: "\"pointCount\": \(Stroke.maxPoints),").count - 1 == strokes, "\(held.prefix(2_000))")
+        // Stopped and reaped before the sandbox goes: a relay still shutting down writes its
+        // high-water mark into the directory being removed, and the directory stays behind.
+        relay.kill(SIGTERM)
+        _ = await relay.wait()
     }
 }

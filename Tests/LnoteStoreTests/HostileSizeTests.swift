@@ -60,4 +60,35 @@ struct HostileSizeTests {
             #expect(stat(path, &st) == 0 && st.st_size == Self.terabyte, "\(victim): the file was changed")
         }
     }
+
+    /// Room an open reserves before the tail's CRCs are checked comes from the frames'
+    /// lengths and type bytes alone: a damaged or hostile tail of 9-byte "adds" (length 1,
+    /// any CRC, type `addStroke3`) must not buy a record's room for each.
+    @Test("a log tail of 100,000 bogus 9-byte add frames: the open reserves room for at most maxReservedFromTail of them, and finds no frame")
+    func bogusAddFramesReserveLittle() async throws {
+        let dir = try TempDir("hostile-tail")
+        defer { dir.remove() }
+        let nb = try await openNotebook(dir.sub("nb"))
+        let d = try await nb.createDocument(title: "T")
+        let p = try #require(await d.pageList.first?.id)
+        for i in 0..<3 { try await d.addStroke(stroke(4, x: Int32(i * 10)), to: p) }
+        try await d.compact(page: p)
+        try await d.close()
+        let paths = PackagePaths(folder: try Syscalls.live.realpath(dir.sub("nb")), id: d.id)
+        try await nb.close()
+        let snapshot = Array(try Data(contentsOf: URL(fileURLWithPath: paths.content(p))))
+        let bogus: [UInt8] = [1, 0, 0, 0, 0xde, 0xad, 0xbe, 0xef, 0x0a]
+        let frames = 100_000
+        let tail = Array([[UInt8]](repeating: bogus, count: frames).joined())
+        #expect(Document.framesAndAdds(tail) == (frames, frames))
+
+        let decoded = Document.decode(snapshot: snapshot, path: paths.content(p), tail: tail, from: 40,
+                                      logPath: paths.log(p), deferringPoints: true)
+        let contents = try #require(decoded.snapshot)
+        #expect(contents.state.elements.count == 3)
+        // Room for the snapshot's records, its usual spare and at most the bound: not 100,000.
+        #expect(contents.state.elements.capacity < frames / 2, "room for \(contents.state.elements.capacity) records")
+        #expect(decoded.scan.frames.isEmpty && decoded.scan.frames.capacity < frames / 2)
+        #expect(decoded.scan.tornTail != nil || !decoded.scan.damage.isEmpty)
+    }
 }
