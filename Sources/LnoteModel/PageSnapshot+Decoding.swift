@@ -328,7 +328,8 @@ extension PageSnapshot {
     /// replayed onto the snapshot, new strokes): growing it moves every record to new memory.
     static func spareElements(_ n: Int) -> Int { n / 4 + 64 }
 
-    /// The most element records a decode reserves room for before reading them (11 MiB):
+    /// The most element records a decode reserves room for before reading them (10.5 MiB,
+    /// 13 MiB with the spare room):
     /// beyond it a snapshot is decoded serially, its records appended as they check out.
     static let maxReservedRecords = 1 << 16
 

@@ -140,8 +140,8 @@ extension OperationCodec {
             let counter = try r.varint("counter")
             guard replica != 0, counter != 0, counter <= OpValidator.maxLamport else { return nil }
             let wall = try r.svarint("wall time")
-            // The context: empty (no entries; a clock that is not would be read in full and
-            // refused here all the same, without building it).
+            // The context: empty. Its entry count is read as `decodeClock` reads it (same
+            // checks, same errors); any other count means no plain add.
             guard try r.count("clock entries", minSize: 9) == 0 else { return nil }
             // The body, as `decodeAddStrokeBody` reads it: the implied key only.
             let flags = try r.u8("flags")

@@ -222,7 +222,7 @@ extension Document {
         for lf in frames {
             guard let a = OperationCodec.plainAddStroke(lf.frame, base: Int(lf.offset) + Frame.headerSize + 1, path: path)
             else { break }
-            if out.isEmpty { out.reserveCapacity(frames.count) }
+            if out.isEmpty { out.reserveCapacity(min(frames.count, maxReservedFromTail)) }
             out.append(a)
         }
         return out

@@ -44,35 +44,40 @@ import LnoteTestSupport
         let laptop = try await sb.ok("relay", "token", "create", "--db", db, "--notebook", id, "--device", "laptop")
         let desk = try await sb.ok("relay", "token", "create", "--db", db, "--notebook", id, "--device", "desk")
         let relay = try Subprocess.start(lnoteBinary, ["relay", "--db", db, "--port", "0"])
-        defer { relay.kill(SIGTERM) }
-        #expect(await relay.waitForOutput("url: "))
-        #expect(await relay.waitForOutput("\n"))
-        let base = relay.outputSoFar.split(separator: "\n").first { $0.hasPrefix("url: ") }.map { String($0.dropFirst(5)) } ?? ""
-        let url = "\(base)/v1/notebooks/\(id)"
-        let before = try Self.memory(of: relay.pid)
+        // Stopped and reaped before the sandbox goes, whatever happens: a relay still shutting
+        // down writes its high-water mark into the directory being removed, which stays behind.
+        do {
+            #expect(await relay.waitForOutput("url: "))
+            #expect(await relay.waitForOutput("\n"))
+            let base = relay.outputSoFar.split(separator: "\n").first { $0.hasPrefix("url: ") }.map { String($0.dropFirst(5)) } ?? ""
+            let url = "\(base)/v1/notebooks/\(id)"
+            let before = try Self.memory(of: relay.pid)
 
-        let push = try await sb.run("sync", sb.sub("laptop"), url, "--token", laptop, "--json")
-        #expect(push.code == 0, "\(push)")
-        let after = try Self.memory(of: relay.pid)
-        let pushed = try #require(try JSONSerialization.jsonObject(with: Data(push.out.utf8)) as? [String: Any])
-        #expect((pushed["ops_accepted"] as? Int ?? 0) > strokes && pushed["ops_accepted"] as? Int == pushed["ops_sent"] as? Int,
-                "\(push.out)")
-        let stroke = Stroke.maxPoints * MemoryLayout<StrokePoint>.stride
-        // One stroke decoded at a time, and what encoding it for its content hash takes: well
-        // under three strokes' worth. All four decoded together took more than four.
-        #expect(after.peak - before.peak < 3 * stroke,
-                "relay peak grew by \(after.peak - before.peak) bytes for \(strokes) strokes of \(stroke) bytes decoded each")
+            let push = try await sb.run("sync", sb.sub("laptop"), url, "--token", laptop, "--json")
+            #expect(push.code == 0, "\(push)")
+            let after = try Self.memory(of: relay.pid)
+            let pushed = try #require(try JSONSerialization.jsonObject(with: Data(push.out.utf8)) as? [String: Any])
+            #expect((pushed["ops_accepted"] as? Int ?? 0) > strokes && pushed["ops_accepted"] as? Int == pushed["ops_sent"] as? Int,
+                    "\(push.out)")
+            let stroke = Stroke.maxPoints * MemoryLayout<StrokePoint>.stride
+            // One stroke decoded at a time, and what encoding it for its content hash takes: well
+            // under three strokes' worth. All four decoded together took more than four.
+            #expect(after.peak - before.peak < 3 * stroke,
+                    "relay peak grew by \(after.peak - before.peak) bytes for \(strokes) strokes of \(stroke) bytes decoded each")
 
-        // What the relay stored is whole: another device receives every point.
-        let pull = try await sb.run("sync", sb.sub("desk"), url, "--token", desk, "--init")
-        #expect(pull.code == 0, "\(pull)")
-        _ = try await sb.ok("verify", sb.sub("desk"))
-        let held = try await sb.ok("show", sb.sub("laptop"), docID.description, page.description, "--json")
-        let received = try await sb.ok("show", sb.sub("desk"), docID.description, page.description, "--json")
-        #expect(received == held)
-        #expect(held.components(separatedBy: "\"pointCount\": \(Stroke.maxPoints),").count - 1 == strokes, "\(held.prefix(2_000))")
-        // Stopped and reaped before the sandbox goes: a relay still shutting down writes its
-        // high-water mark into the directory being removed, and the directory stays behind.
+            // What the relay stored is whole: another device receives every point.
+            let pull = try await sb.run("sync", sb.sub("desk"), url, "--token", desk, "--init")
+            #expect(pull.code == 0, "\(pull)")
+            _ = try await sb.ok("verify", sb.sub("desk"))
+            let held = try await sb.ok("show", sb.sub("laptop"), docID.description, page.description, "--json")
+            let received = try await sb.ok("show", sb.sub("desk"), docID.description, page.description, "--json")
+            #expect(received == held)
+            #expect(held.components(separatedBy: "\"pointCount\": \(Stroke.maxPoints),").count - 1 == strokes, "\(held.prefix(2_000))")
+        } catch {
+            relay.kill(SIGTERM)
+            _ = await relay.wait()
+            throw error
+        }
         relay.kill(SIGTERM)
         _ = await relay.wait()
     }
