@@ -692,9 +692,6 @@ enum LogScanner {
         var out = LogScan(goodEnd: base)
         out.frames.reserveCapacity(expecting)
         var pos = 0
-        // [PKG-37] Bytes the searches for a next frame may check, over the whole scan.
-        var searchWork = 0
-        let searchBudget = searchBudget(for: bytes.count)
         while true {
             let result = Frame.scan(bytes, at: pos)
             switch result {
@@ -707,59 +704,29 @@ enum LogScanner {
             case .truncated(let p), .corrupt(let p, _):
                 let reason: String
                 if case .corrupt(_, let why) = result { reason = why } else { reason = "frame extends past the end of the file" }
-                switch nextFrameStart(bytes, after: p, work: &searchWork, budget: searchBudget) {
-                case .found(let next):
+                if let next = nextFrameStart(bytes, after: p) {
                     out.damage.append(.init(range: base + UInt64(p)..<base + UInt64(next), reason: reason,
                                             frameIndex: out.frames.count))
                     pos = next
-                case .none:
+                } else {
                     out.tornTail = base + UInt64(p)..<base + UInt64(bytes.count)
                     out.tornTailReason = reason
                     if case .corrupt = result, completeExtent(bytes, at: p) { out.tailIsCompleteBadFrame = true }
-                    return out
-                case .gaveUp:
-                    // [PKG-37] The search's bound: the rest is damage, never a torn tail to cut.
-                    out.tornTail = base + UInt64(p)..<base + UInt64(bytes.count)
-                    out.tornTailReason = reason + "; no frame found before the search's bound of "
-                        + "\(searchBudget) bytes checked (the rest is kept as damage)"
-                    out.tailIsCompleteBadFrame = true
                     return out
                 }
             }
         }
     }
 
-    enum NextStart: Equatable {
-        case found(Int)
-        /// No position after it holds a valid frame.
-        case none
-        /// The bytes checked reached the budget first.
-        case gaveUp
-    }
-
-    /// [PKG-37] How many bytes the searches of one scan may check (length fields in range
-    /// and CRCs): 16 × the bytes scanned, at least 64 MiB. Each position whose length field
-    /// announces a frame that fits costs a CRC over that frame; bytes crafted so that every
-    /// position does would cost (bytes × 16 MiB) without a bound: hours for a 16 MiB log.
-    static func searchBudget(for count: Int) -> Int { max(64 << 20, count.multipliedReportingOverflow(by: 16).overflow ? .max : count * 16) }
-
-    /// The first position after `p` where a valid frame starts, counting in `work` the
-    /// bytes each candidate's CRC covers; `gaveUp` once `work` would pass `budget`.
-    static func nextFrameStart(_ bytes: [UInt8], after p: Int, work: inout Int, budget: Int) -> NextStart {
+    /// The first position after `p` where a valid frame starts.
+    static func nextFrameStart(_ bytes: [UInt8], after p: Int) -> Int? {
         var q = p + 1
-        let n = bytes.count
-        let limit = n - Frame.headerSize - 1
+        let limit = bytes.count - Frame.headerSize - 1
         while q <= limit {
-            let length = Int(UInt32(bytes[q]) | UInt32(bytes[q + 1]) << 8 | UInt32(bytes[q + 2]) << 16 | UInt32(bytes[q + 3]) << 24)
-            if length >= 1, length <= Frame.maxLength, length <= n - q - Frame.headerSize {
-                // A candidate: its CRC is computed over 4 + length bytes.
-                work += 4 + length
-                if work > budget { return .gaveUp }
-                if case .frame = Frame.scan(bytes, at: q) { return .found(q) }
-            }
+            if case .frame = Frame.scan(bytes, at: q) { return q }
             q += 1
         }
-        return .none
+        return nil
     }
 
     /// True when the length field at `p` is in range and the frame it announces fits in
