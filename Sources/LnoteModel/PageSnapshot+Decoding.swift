@@ -329,8 +329,8 @@ extension PageSnapshot {
     static func spareElements(_ n: Int) -> Int { n / 4 + 64 }
 
     /// The most element records a decode reserves room for before reading them (10.5 MiB,
-    /// 13 MiB with the spare room):
-    /// beyond it a snapshot is decoded serially, its records appended as they check out.
+    /// 13 MiB with the spare room): beyond it a snapshot is decoded serially, its records
+    /// appended as they check out.
     static let maxReservedRecords = 1 << 16
 
     /// The parallel path of `decodeElements`, or nil when anything does not hold (the
