@@ -4,16 +4,17 @@
 /// the bytes costs a CRC over that frame, up to 16 MiB: bytes crafted so that every position
 /// is such a candidate cost (bytes × 16 MiB) of CRC work, hours for one damaged log from a
 /// backup or another folder. Bounding that work instead would give up on ordinary damage in
-/// big logs (about 1 random position in 256 is a candidate) and drop valid frames.
+/// big logs (about 1 random position in 256 has a length field in range, a candidate wherever
+/// the frame it announces fits) and drop valid frames.
 ///
 /// So the search answers exactly what the naive one does, at a bounded cost per position:
 /// - a candidate of at most `directLimit` bytes is checked directly;
 /// - a longer one gets its CRC from CRCs of prefixes of the bytes, combined as zlib's
 ///   `crc32_combine` does: with P(i) the CRC of the bytes from a fixed start to i, the CRC
 ///   of the range [a, b) is P(b) ⊕ P(a)·x^(8·(b−a)) modulo the polynomial. P is kept every
-///   `stride` bytes (4 bytes per 64 of the searched region, built once, on the first long
-///   candidate) and continued from there over at most `stride − 1` bytes; x^(8·n) comes from
-///   three tables indexed by n's bytes.
+///   `stride` bytes (at most 4 bytes per 64 searched, built from the first long candidate as
+///   far as candidates reach) and continued from there over at most `stride − 1` bytes;
+///   x^(8·n) comes from three tables indexed by n's bytes.
 ///
 /// A candidate thus costs at most a few hundred bytes of CRC and three multiplications modulo
 /// the polynomial, whatever its length.
@@ -21,25 +22,31 @@ public struct FrameSearch {
     public static let directLimit = 512
     public static let stride = 64
 
+    /// The bytes searched (shared with the caller's array, not copied).
+    public let bytes: [UInt8]
     /// Where prefix CRCs start (the first position the checkpoints cover), or −1 before the
     /// first long candidate.
     private var start = -1
-    /// checkpoints[k] is the CRC of bytes[start ..< start + k·stride].
+    /// checkpoints[k] is the CRC of bytes[start ..< start + k·stride]; built only as far as
+    /// a candidate needed (a long candidate near the damage does not pay for the whole rest).
     private var checkpoints: [UInt32] = []
     /// Bytes run through the CRC so far (direct checks, checkpoints, continuations): what
     /// tests bound.
     public private(set) var bytesHashed = 0
 
-    public init() {}
+    public init(_ bytes: [UInt8]) { self.bytes = bytes }
 
-    /// The first position after `p` in `bytes` where a valid frame starts, or nil.
+    /// The first position after `p` (−1 or more) where a valid frame starts, or nil.
     ///
-    /// Positions are tried in order, as the naive search does; a search over later damage
-    /// in the same bytes reuses the checkpoints (call it with growing `p`).
-    public mutating func next(in bytes: [UInt8], after p: Int) -> Int? {
+    /// Positions are tried in order, as the naive search does; searches with growing `p`
+    /// (later damage in the same bytes) reuse the checkpoints, a smaller `p` builds them again.
+    public mutating func next(after p: Int) -> Int? {
+        precondition(p >= -1, "a search starts at −1 or after")
         let n = bytes.count
         var q = p + 1
         let limit = n - Frame.headerSize - 1
+        guard q <= limit else { return nil }
+        let bytes = self.bytes
         return bytes.withUnsafeBytes { raw -> Int? in
             guard let base = raw.baseAddress else { return nil }
             while q <= limit {
@@ -63,40 +70,38 @@ public struct FrameSearch {
             bytesHashed += length
             return CRC32C.update(head, UnsafeRawBufferPointer(start: base + q + Frame.headerSize, count: length))
         }
-        if start < 0 || q + Frame.headerSize < start { buildCheckpoints(raw, from: q + Frame.headerSize) }
+        if start < 0 || q + Frame.headerSize < start {
+            start = q + Frame.headerSize
+            checkpoints = [0]
+        }
         let from = prefix(raw, base, q + Frame.headerSize)
         let to = prefix(raw, base, q + Frame.headerSize + length)
         // CRC(head ‖ range) = head·X ⊕ CRC(range), CRC(range) = to ⊕ from·X, X = x^(8·length).
         return CRC32C.multiplyModP(FrameSearch.xPower8N(length), head ^ from) ^ to
     }
 
-    /// Checkpoints from `from` to the end of the bytes.
-    private mutating func buildCheckpoints(_ raw: UnsafeRawBufferPointer, from: Int) {
-        start = from
-        let count = (raw.count - from) / FrameSearch.stride + 1
-        checkpoints = []
-        checkpoints.reserveCapacity(count)
-        var c: UInt32 = 0
-        checkpoints.append(c)
-        var at = from
-        while at + FrameSearch.stride <= raw.count {
-            c = CRC32C.update(c, UnsafeRawBufferPointer(rebasing: raw[at..<at + FrameSearch.stride]))
-            checkpoints.append(c)
-            at += FrameSearch.stride
-        }
-        bytesHashed += at - from
-    }
-
-    /// The CRC of bytes[start ..< i] (i ≥ start).
+    /// The CRC of bytes[start ..< i] (start ≤ i ≤ count): from the last checkpoint at or
+    /// before i, built first up to there if needed.
     private mutating func prefix(_ raw: UnsafeRawBufferPointer, _ base: UnsafeRawPointer, _ i: Int) -> UInt32 {
         let k = (i - start) / FrameSearch.stride
+        if k >= checkpoints.count {
+            var c = checkpoints[checkpoints.count - 1]
+            var at = start + (checkpoints.count - 1) * FrameSearch.stride
+            checkpoints.reserveCapacity(k + 1)
+            while checkpoints.count <= k {
+                c = CRC32C.update(c, UnsafeRawBufferPointer(start: base + at, count: FrameSearch.stride))
+                at += FrameSearch.stride
+                checkpoints.append(c)
+                bytesHashed += FrameSearch.stride
+            }
+        }
         let at = start + k * FrameSearch.stride
         bytesHashed += i - at
         return CRC32C.update(checkpoints[k], UnsafeRawBufferPointer(start: base + at, count: i - at))
     }
 
     /// x^(8·n) modulo the polynomial for 0 ≤ n ≤ 2^24, from n's three low bytes (and its
-    /// fourth, 0 or 1): at most three multiplications.
+    /// fourth, 0 or 1): at most two multiplications.
     static func xPower8N(_ n: Int) -> UInt32 {
         let t = powerTables
         var p = t[n & 0xff]

@@ -670,6 +670,8 @@ struct LogScan: Sendable {
     var tailIsCompleteBadFrame = false
     /// End of the last valid frame (where the next append goes).
     var goodEnd: UInt64
+    /// Bytes the searches after damage ran through the CRC (`FrameSearch.bytesHashed`).
+    var searchBytesHashed = 0
 
     struct Damage: Sendable, Hashable {
         var range: Range<UInt64>
@@ -693,11 +695,12 @@ enum LogScanner {
         var out = LogScan(goodEnd: base)
         out.frames.reserveCapacity(expecting)
         var pos = 0
-        var search = FrameSearch()
+        var search = FrameSearch(bytes)
         while true {
             let result = Frame.scan(bytes, at: pos)
             switch result {
             case .end:
+                out.searchBytesHashed = search.bytesHashed
                 return out
             case .frame(let f, let r):
                 out.frames.append(LoggedFrame(frame: f, offset: base + UInt64(pos)))
@@ -706,7 +709,7 @@ enum LogScanner {
             case .truncated(let p), .corrupt(let p, _):
                 let reason: String
                 if case .corrupt(_, let why) = result { reason = why } else { reason = "frame extends past the end of the file" }
-                if let next = search.next(in: bytes, after: p) {
+                if let next = search.next(after: p) {
                     out.damage.append(.init(range: base + UInt64(p)..<base + UInt64(next), reason: reason,
                                             frameIndex: out.frames.count))
                     pos = next
@@ -714,6 +717,7 @@ enum LogScanner {
                     out.tornTail = base + UInt64(p)..<base + UInt64(bytes.count)
                     out.tornTailReason = reason
                     if case .corrupt = result, completeExtent(bytes, at: p) { out.tailIsCompleteBadFrame = true }
+                    out.searchBytesHashed = search.bytesHashed
                     return out
                 }
             }

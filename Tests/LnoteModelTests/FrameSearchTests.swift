@@ -55,22 +55,24 @@ struct FrameSearchTests {
             let bytes = Self.damagedBytes(&g)
             // Successive searches with one FrameSearch, as a scan over several damaged
             // ranges makes them.
-            var search = FrameSearch()
+            var search = FrameSearch(bytes)
             var p = Int.random(in: -1..<max(0, bytes.count / 4), using: &g)
             while true {
                 let expected = Self.naiveNext(bytes, after: p)
-                let got = search.next(in: bytes, after: p)
+                let got = search.next(after: p)
                 #expect(got == expected, "seed \(seed): after \(p) of \(bytes.count) bytes")
                 guard let next = expected, got == expected else { break }
                 found += 1
                 if case .frame(let f, _) = Frame.scan(bytes, at: next), f.payload.count >= FrameSearch.directLimit { longFound += 1 }
                 p = next + Int.random(in: 0...3, using: &g)
             }
-            // A fresh search from a few random starts.
+            // A fresh search from a few random starts, and one search from starts in any order.
+            var reused = FrameSearch(bytes)
             for _ in 0..<8 {
                 let p = Int.random(in: -1..<bytes.count, using: &g)
-                var fresh = FrameSearch()
-                #expect(fresh.next(in: bytes, after: p) == Self.naiveNext(bytes, after: p), "seed \(seed): fresh search after \(p)")
+                var fresh = FrameSearch(bytes)
+                #expect(fresh.next(after: p) == Self.naiveNext(bytes, after: p), "seed \(seed): fresh search after \(p)")
+                #expect(reused.next(after: p) == Self.naiveNext(bytes, after: p), "seed \(seed): reused search after \(p)")
             }
         }
         // The frames found include long ones, whose CRC came from the prefixes.
@@ -100,9 +102,29 @@ struct FrameSearchTests {
         while bytes.count < 4 << 20 { bytes += [0, 0, 8, 0, 0, 8, 0, 0] }
         let at = bytes.count
         bytes += Self.frame(65_536, &g)
-        var search = FrameSearch()
-        let found = search.next(in: bytes, after: 0)
+        var search = FrameSearch(bytes)
+        let found = search.next(after: 0)
         #expect(found == at)
         #expect(search.bytesHashed <= 200 * bytes.count, "\(search.bytesHashed) bytes of CRC for \(bytes.count) searched")
+    }
+
+    @Test("[PKG-37] edges: a 9-byte frame as the last bytes, a long frame ending on a checkpoint at the end, buffers too short for a frame")
+    func edges() {
+        var g = SplitMix64(seed: 0xED6E)
+        // The smallest frame (length 1) ending the bytes.
+        let small = [UInt8](repeating: 0xFF, count: 3) + Self.frame(1, &g)
+        var a = FrameSearch(small)
+        #expect(small.count == 12 && a.next(after: -1) == 3)
+        // A frame of length 640 (a multiple of the stride) after 5 bytes that announce nothing
+        // that fits: the prefix CRC it needs ends exactly at the end of the bytes, on a checkpoint.
+        let long = [UInt8](repeating: 0xFF, count: 5) + Self.frame(640, &g)
+        var b = FrameSearch(long)
+        #expect(b.next(after: 0) == 5 && b.bytesHashed > 4 + 640 - 64, "\(b.bytesHashed) bytes: not the prefix path")
+        #expect(b.next(after: -1) == 5)
+        for n in 0..<12 {
+            let bytes = Array(small.prefix(n))
+            var c = FrameSearch(bytes)
+            #expect(c.next(after: -1) == Self.naiveNext(bytes, after: -1), "\(n) bytes")
+        }
     }
 }
