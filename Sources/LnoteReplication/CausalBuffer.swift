@@ -30,6 +30,17 @@ struct CausalBuffer: Sendable, Hashable {
         var blocked: [OpID: [(id: OpID, at: Int)]] = [:]
         /// Dependencies looked at so far (what tests bound).
         var checks = 0
+        /// Set when the clock may have moved other than by this buffer's `apply` (a local
+        /// edit, an `apply` that threw): the next drain then looks at every filed dependency
+        /// and drops every operation the clock covers, as a pass over everything would.
+        var clockMoved = false
+    }
+
+    /// Tells the buffer that the clock moved without it (an operation applied directly, as a
+    /// local edit is): operations waiting on what it met, or that it now covers, are found at
+    /// the next drain.
+    mutating func clockMovedOutside() {
+        if !waiting.isEmpty { index.clockMoved = true }
     }
 
     /// Dependencies looked at since the buffer was made: about the operations released plus
@@ -50,10 +61,15 @@ struct CausalBuffer: Sendable, Hashable {
 
     func contains(_ id: OpID) -> Bool { waiting[id.replica]?[id.counter] != nil }
 
-    /// Replaces every waiting operation by `change(op)` (same id and context).
+    /// Replaces every waiting operation by `change(op)`, which must keep its id and context
+    /// (where it is filed depends on them).
     mutating func update(_ change: (Op) throws -> Op) rethrows {
         for (replica, entries) in waiting {
-            for (counter, op) in entries { waiting[replica]![counter] = try change(op) }
+            for (counter, op) in entries {
+                let changed = try change(op)
+                precondition(changed.id == op.id && changed.context == op.context, "a waiting operation's id or context changed")
+                waiting[replica]![counter] = changed
+            }
         }
     }
 
@@ -88,16 +104,31 @@ struct CausalBuffer: Sendable, Hashable {
     /// clock already covers (they arrived twice).
     mutating func drain(counter: (ReplicaID) -> UInt64, apply: (Op) throws -> Void) rethrows {
         var ready: [OpID] = []
-        // Operations not applied when `apply` throws are filed again at the next drain.
-        defer { index.unfiled.append(contentsOf: ready.reversed()) }
+        var finished = false
+        defer {
+            if !finished {
+                // `apply` threw: what was found ready is filed again at the next drain, which
+                // also looks at everything (the clock may have moved for the operation that threw).
+                index.unfiled.append(contentsOf: ready.reversed())
+                index.clockMoved = true
+            }
+        }
         let unfiled = index.unfiled
         index.unfiled = []
         for id in unfiled { file(id, from: 0, counter: counter, ready: &ready) }
-        // Dependencies met since they were filed by operations applied elsewhere (not through
-        // this buffer), in a fixed order.
-        let met = index.blocked.keys.filter { counter($0.replica) >= $0.counter }.sorted()
-        for key in met {
-            for entry in index.blocked.removeValue(forKey: key) ?? [] { file(entry.id, from: entry.at, counter: counter, ready: &ready) }
+        if index.clockMoved {
+            index.clockMoved = false
+            // Dependencies met outside this buffer, in a fixed order.
+            index.checks += index.blocked.count + waiting.count
+            let met = index.blocked.keys.filter { counter($0.replica) >= $0.counter }.sorted()
+            for key in met {
+                for entry in index.blocked.removeValue(forKey: key) ?? [] { file(entry.id, from: entry.at, counter: counter, ready: &ready) }
+            }
+            // Anything the clock already covers arrived twice: drop it.
+            for (replica, entries) in waiting {
+                let applied = counter(replica)
+                for c in entries.keys where c <= applied { remove(OpID(replica: replica, counter: c)) }
+            }
         }
         ready.reverse()  // applied in the order found
         while let id = ready.popLast() {
@@ -113,6 +144,9 @@ struct CausalBuffer: Sendable, Hashable {
                 ready.append(contentsOf: more.reversed())
             }
         }
+        finished = true
+        // Nothing waits: nothing filed is left but entries of operations dropped as stale.
+        if waiting.isEmpty { index = WaitIndex(checks: index.checks) }
     }
 
     private mutating func remove(_ id: OpID) {

@@ -194,6 +194,7 @@ public struct PageReplica: Sendable {
             throw LocalContext.tooWide("this edit of page \(page)", width: clock.entries.count)
         }
         defer { settle() }
+        buffer.clockMovedOutside()
         try apply(op)
         return op
     }
@@ -434,7 +435,9 @@ public struct PageReplica: Sendable {
             isResolved = false
         }
         var applied: [Op] = []
-        var buf = buffer
+        // Moved out, not copied: a copy would copy its dictionaries at the first change.
+        var buf = CausalBuffer()
+        swap(&buf, &buffer)
         defer {
             buffer = buf
             settle()
