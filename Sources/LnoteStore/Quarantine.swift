@@ -283,14 +283,21 @@ extension Notebook {
         for (i, (_, entry)) in entries.enumerated() where entry.kind == .invalid && entry.resolved == nil {
             if let id = entry.operation, let home = Self.home(of: entry) { homes[i] = (id, home.document, home.page, home.hash) }
         }
-        var held: [Int: [UInt8]] = [:]
-        var table: (document: DocumentID, page: PageID?, hashes: ContentHashTable)?
+        // A log that cannot be read fails its entries where they come in the list, as reading
+        // it for each did (the entries before them are still resolved and written).
+        var held: [Int: Result<[UInt8]?, any Error>] = [:]
+        var table: (document: DocumentID, page: PageID?, hashes: Result<ContentHashTable, any Error>)?
         for i in homes.keys.sorted(by: { (homes[$0]!.document, homes[$0]!.page?.description ?? "", $0) < (homes[$1]!.document, homes[$1]!.page?.description ?? "", $1) }) {
             let h = homes[i]!
             if table == nil || table!.document != h.document || table!.page != h.page {
-                table = (h.document, h.page, try await contentHashTable(document: h.document, page: h.page))
+                table = nil  // one log's table at a time
+                do {
+                    table = (h.document, h.page, .success(try await contentHashTable(document: h.document, page: h.page)))
+                } catch {
+                    table = (h.document, h.page, .failure(error))
+                }
             }
-            held[i] = table!.hashes.hashes(replica: h.id.replica, from: h.id.counter, to: h.id.counter).first
+            held[i] = table!.hashes.map { $0.hashes(replica: h.id.replica, from: h.id.counter, to: h.id.counter).first }
         }
         var out: [QuarantineEntry] = []
         for (i, (_, entry)) in entries.enumerated() where entry.kind == .invalid {
@@ -298,7 +305,7 @@ extension Notebook {
                 out.append(entry)
                 continue
             }
-            guard let home = homes[i], let held = held[i],
+            guard let home = homes[i], let held = try held[i]?.get(),
                   home.hash.map({ Array($0.prefix(16)) == Array(held.prefix(16)) }) ?? true else { continue }
             var e = entry
             e.resolved = options.now()

@@ -122,16 +122,21 @@ extension SyncSession {
                                                     hashRanges: ranges), &report, tell)
         // This side's hashes, each log read once for all the ranges that name it (the remote
         // chooses how many, up to 65,536), in log order; then compared in the answer's order.
+        // A read that fails is thrown where its range comes in the answer, as before.
         let answered = answer.hashes ?? []
-        var held = [[[UInt8]]](repeating: [], count: answered.count)
+        var held = [Result<[[UInt8]], any Error>](repeating: .success([]), count: answered.count)
         var tables = LogHashTables(notebook)
         for i in answered.indices.filter({ !answered[$0].hashes.isEmpty }).sorted(by: { answered[$0].log < answered[$1].log }) {
             let h = answered[i]
-            held[i] = try await tables.hashes(in: h.log, replica: h.replica, from: h.from, to: h.from + UInt64(h.hashes.count) - 1)
+            do {
+                held[i] = .success(try await tables.hashes(in: h.log, replica: h.replica, from: h.from, to: h.from + UInt64(h.hashes.count) - 1))
+            } catch {
+                held[i] = .failure(error)
+            }
         }
         for (k, h) in answered.enumerated() where !h.hashes.isEmpty {
             for (i, theirs) in h.hashes.enumerated() { run.remoteHashes[h.log, default: [:]][h.replica, default: [:]][h.from + UInt64(i)] = theirs }
-            let mine = held[k]
+            let mine = try held[k].get()
             for (i, theirs) in h.hashes.enumerated() where i < mine.count && mine[i] != theirs {
                 run.forks.append(FoundFork(log: h.log, id: OpID(replica: h.replica, counter: h.from + UInt64(i)),
                                            local: mine[i], remote: theirs, source: .digests))
@@ -237,6 +242,9 @@ struct LogHashTables {
     /// `notebook.contentHashes(in:replica:from:to:)`.
     mutating func hashes(in log: LogRef, replica: ReplicaID, from: UInt64, to: UInt64) async throws -> [[UInt8]] {
         if self.log != log {
+            // The previous table released before the next is read: one at a time.
+            table = nil
+            self.log = nil
             table = try await notebook.contentHashTable(in: log)
             self.log = log
         }
