@@ -82,6 +82,7 @@ public struct DocumentReplica: Sendable {
         guard context == clock || contexts.lamportExceedsItsPast(op) else {
             throw LocalContext.tooWide("this edit of document \(id)", width: clock.entries.count)
         }
+        buffer.clockMovedOutside()
         apply(op)
         stage.settle(clock: &clock, contexts: &contexts)
         return op
@@ -195,7 +196,9 @@ public struct DocumentReplica: Sendable {
             try OpValidator.validate(op)
         }
         var applied: [Op] = []
-        var buf = buffer
+        // Moved out, not copied: a copy would copy its dictionaries at the first change.
+        var buf = CausalBuffer()
+        swap(&buf, &buffer)
         buf.deliver(ops, counter: { self.stage.counter($0, in: self.clock) }) { op in
             self.apply(op)
             applied.append(op)

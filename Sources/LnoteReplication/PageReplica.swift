@@ -194,6 +194,7 @@ public struct PageReplica: Sendable {
             throw LocalContext.tooWide("this edit of page \(page)", width: clock.entries.count)
         }
         defer { settle() }
+        buffer.clockMovedOutside()
         try apply(op)
         return op
     }
@@ -434,7 +435,9 @@ public struct PageReplica: Sendable {
             isResolved = false
         }
         var applied: [Op] = []
-        var buf = buffer
+        // Moved out, not copied: a copy would copy its dictionaries at the first change.
+        var buf = CausalBuffer()
+        swap(&buf, &buffer)
         defer {
             buffer = buf
             settle()
@@ -563,25 +566,29 @@ public struct PageReplica: Sendable {
                 PageReplica.adoptUnknownErasures(&r)
                 if let last = r.rangeErasures.last, !(last.ref < op.ref) { outOfOrder = true }
                 r.rangeErasures.append(RangeErasure(ref: op.ref, ranges: clamped))
-                r.erased = (r.erased + clamped).normalizedUnion()
+                r.erased = r.erased.isNormalized ? r.erased.unionNormalized(clamped) : (r.erased + clamped).normalizedUnion()
             }
             if outOfOrder { unsortedRangeErasures.append(id) }
         case .restoreRange(let id, let ranges):
             // [MERGE-71] Takes these points back from the partial erases its author had seen;
             // a concurrent one keeps all of its ranges.
+            let cut = ranges.normalizedUnion()
             edit(id, by: op) { r in
                 PageReplica.adoptUnknownErasures(&r)
                 var changed = false
                 for i in r.rangeErasures.indices where op.context.covers(r.rangeErasures[i].ref.id) {
-                    let left = r.rangeErasures[i].ranges.subtracting(ranges)
-                    if left != r.rangeErasures[i].ranges {
+                    // `cut` normalized once: normalizing it again for each partial erase cost
+                    // O(partial erases × its ranges).
+                    let mine = r.rangeErasures[i].ranges
+                    let left = (mine.isNormalized ? mine : mine.normalizedUnion()).subtractingNormalized(cut)
+                    if left != mine {
                         r.rangeErasures[i].ranges = left
                         changed = true
                     }
                 }
                 guard changed else { return }
                 r.rangeErasures.removeAll { $0.ranges.isEmpty }
-                r.erased = r.rangeErasures.flatMap(\.ranges).normalizedUnion()
+                r.erased = PointRange.union(of: r.rangeErasures.map(\.ranges))
             }
         case .restore(let ids):
             if ids.count == 1 { restore(ids[0], by: op) } else { for id in Set(ids).sorted() { restore(id, by: op) } }

@@ -670,6 +670,8 @@ struct LogScan: Sendable {
     var tailIsCompleteBadFrame = false
     /// End of the last valid frame (where the next append goes).
     var goodEnd: UInt64
+    /// Bytes the searches after damage ran through the CRC (`FrameSearch.bytesHashed`).
+    var searchBytesHashed = 0
 
     struct Damage: Sendable, Hashable {
         var range: Range<UInt64>
@@ -684,7 +686,8 @@ enum LogScanner {
     /// Scans `bytes`, whose first byte is at file offset `base`.
     ///
     /// A position that does not hold a valid frame starts a bad range; the scanner looks
-    /// for the next position, byte by byte, where a valid frame starts (`Frame.scan`). If
+    /// for the next position, byte by byte, where a valid frame starts (`FrameSearch`, at a
+    /// bounded cost per position whatever the lengths the bytes announce). If
     /// there is one, the range up to it is damage and scanning resumes there; if not, the
     /// rest of the bytes is a torn tail.
     /// `expecting`: how many frames the caller counted from their lengths (room reserved).
@@ -692,10 +695,12 @@ enum LogScanner {
         var out = LogScan(goodEnd: base)
         out.frames.reserveCapacity(expecting)
         var pos = 0
+        var search = FrameSearch(bytes)
         while true {
             let result = Frame.scan(bytes, at: pos)
             switch result {
             case .end:
+                out.searchBytesHashed = search.bytesHashed
                 return out
             case .frame(let f, let r):
                 out.frames.append(LoggedFrame(frame: f, offset: base + UInt64(pos)))
@@ -704,7 +709,7 @@ enum LogScanner {
             case .truncated(let p), .corrupt(let p, _):
                 let reason: String
                 if case .corrupt(_, let why) = result { reason = why } else { reason = "frame extends past the end of the file" }
-                if let next = nextFrameStart(bytes, after: p) {
+                if let next = search.next(after: p) {
                     out.damage.append(.init(range: base + UInt64(p)..<base + UInt64(next), reason: reason,
                                             frameIndex: out.frames.count))
                     pos = next
@@ -712,21 +717,11 @@ enum LogScanner {
                     out.tornTail = base + UInt64(p)..<base + UInt64(bytes.count)
                     out.tornTailReason = reason
                     if case .corrupt = result, completeExtent(bytes, at: p) { out.tailIsCompleteBadFrame = true }
+                    out.searchBytesHashed = search.bytesHashed
                     return out
                 }
             }
         }
-    }
-
-    /// The first position after `p` where a valid frame starts.
-    static func nextFrameStart(_ bytes: [UInt8], after p: Int) -> Int? {
-        var q = p + 1
-        let limit = bytes.count - Frame.headerSize - 1
-        while q <= limit {
-            if case .frame = Frame.scan(bytes, at: q) { return q }
-            q += 1
-        }
-        return nil
     }
 
     /// True when the length field at `p` is in range and the frame it announces fits in

@@ -276,15 +276,36 @@ extension Notebook {
     public func resolveRefusalsNowHeld() async throws -> [QuarantineEntry] {
         try checkOpen()
         let (entries, _) = try Quarantine.list(notebook: path, io: io)
+        // Where each unresolved entry's operation belongs, and what that log holds under its
+        // id: each log read once for all its entries, one log at a time (reading the whole
+        // log for each entry made every sync pay entries × log: 18 s for 800 entries).
+        var homes: [Int: (id: OpID, document: DocumentID, page: PageID?, hash: [UInt8]?)] = [:]
+        for (i, (_, entry)) in entries.enumerated() where entry.kind == .invalid && entry.resolved == nil {
+            if let id = entry.operation, let home = Self.home(of: entry) { homes[i] = (id, home.document, home.page, home.hash) }
+        }
+        // A log that cannot be read fails its entries where they come in the list, as reading
+        // it for each did (the entries before them are still resolved and written).
+        var held: [Int: Result<[UInt8]?, any Error>] = [:]
+        var table: (document: DocumentID, page: PageID?, hashes: Result<ContentHashTable, any Error>)?
+        for i in homes.keys.sorted(by: { (homes[$0]!.document, homes[$0]!.page?.description ?? "", $0) < (homes[$1]!.document, homes[$1]!.page?.description ?? "", $1) }) {
+            let h = homes[i]!
+            if table == nil || table!.document != h.document || table!.page != h.page {
+                table = nil  // one log's table at a time
+                do {
+                    table = (h.document, h.page, .success(try await contentHashTable(document: h.document, page: h.page)))
+                } catch {
+                    table = (h.document, h.page, .failure(error))
+                }
+            }
+            held[i] = table!.hashes.map { $0.hashes(replica: h.id.replica, from: h.id.counter, to: h.id.counter).first }
+        }
         var out: [QuarantineEntry] = []
-        for (_, entry) in entries where entry.kind == .invalid {
+        for (i, (_, entry)) in entries.enumerated() where entry.kind == .invalid {
             if entry.resolved != nil {
                 out.append(entry)
                 continue
             }
-            guard let id = entry.operation, let home = Self.home(of: entry),
-                  let held = try await contentHashes(document: home.document, page: home.page, replica: id.replica,
-                                                     from: id.counter, to: id.counter).first,
+            guard let home = homes[i], let held = try held[i]?.get(),
                   home.hash.map({ Array($0.prefix(16)) == Array(held.prefix(16)) }) ?? true else { continue }
             var e = entry
             e.resolved = options.now()

@@ -94,6 +94,10 @@ extension Notebook: SyncableNotebook {
         try await contentHashTable(document: log.document, page: log.page)
     }
 
+    public func heldDocuments() async throws -> Set<DocumentID>? {
+        Set(try documentIDs())
+    }
+
     public func contentHashes(in log: LogRef, replica: ReplicaID, from: UInt64, to: UInt64) async throws -> [[UInt8]] {
         try await contentHashes(document: log.document, page: log.page, replica: replica, from: from, to: to)
     }

@@ -66,6 +66,10 @@ public protocol SyncableNotebook: Sendable {
     /// (`contentHashes(in:replica:from:to:)` for each range reads the log each time); nil
     /// when the storage cannot give them at once (each range is then asked alone).
     func contentHashTable(in log: LogRef) async throws -> ContentHashTable?
+    /// Every document this storage holds, listed once for a request that names many logs
+    /// (each log of a document not held then costs nothing); nil when the storage cannot list
+    /// them at once.
+    func heldDocuments() async throws -> Set<DocumentID>?
     /// Receives operations already decoded and checked (`OperationCodec.decode`, log kind),
     /// like `receive(_:)`, and says what it did: forks found ([SYNC-51]), operations the logs
     /// had lost and got back, operations the merge refused (quarantined, not stopping the
@@ -165,6 +169,7 @@ extension SyncableNotebook {
     }
     public func holdsNoDocuments() async throws -> Bool { false }
     public func contentHashTable(in log: LogRef) async throws -> ContentHashTable? { nil }
+    public func heldDocuments() async throws -> Set<DocumentID>? { nil }
     public func installCheckpoint(document: DocumentID, pages: [PageState], assets: [[UInt8]]) async throws {
         throw LnoteError(.invalidState, "this storage cannot install checkpoints")
     }
