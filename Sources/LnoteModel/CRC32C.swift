@@ -92,8 +92,36 @@ public enum CRC32C {
         return t
     }()
 
-    /// x^(8·n) modulo the polynomial.
+    /// x^(8·n) modulo the polynomial: for n ≤ 2^24 (any frame's length) from three tables
+    /// indexed by n's low bytes and n >> 16, at most two multiplications (the search after log
+    /// damage, `FrameSearch`, asks one per long candidate); by square-and-multiply beyond.
     static func xPower8N(_ n: Int) -> UInt32 {
+        guard n >= 0, n <= 1 << 24 else { return xPower8NBySquaring(n) }
+        let t = powerTables
+        var p = t[n & 0xff]
+        let b1 = (n >> 8) & 0xff, b2 = n >> 16
+        if b1 != 0 { p = multiplyModP(p, t[257 + b1]) }
+        if b2 != 0 { p = multiplyModP(p, t[514 + b2]) }
+        return p
+    }
+
+    /// Three tables of x^(8·b·256^k) for b in 0…256, k = 0, 1, 2, one after the other (257
+    /// entries each: b = 256 is reached only by n = 2^24, in the third).
+    static let powerTables: [UInt32] = {
+        var t = [UInt32](repeating: 0, count: 3 * 257)
+        for k in 0..<3 {
+            let unit = xPower8NBySquaring(1 << (8 * k))  // x^(8·256^k)
+            var p: UInt32 = 1 << 31  // x⁰
+            for b in 0...256 {
+                t[k * 257 + b] = p
+                p = multiplyModP(p, unit)
+            }
+        }
+        return t
+    }()
+
+    /// x^(8·n) modulo the polynomial, by square-and-multiply over n's bits.
+    static func xPower8NBySquaring(_ n: Int) -> UInt32 {
         var p: UInt32 = 1 << 31  // x⁰
         var n = UInt64(n), k = 3
         while n != 0 {

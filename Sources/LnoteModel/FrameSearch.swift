@@ -14,7 +14,7 @@
 ///   of the range [a, b) is P(b) ⊕ P(a)·x^(8·(b−a)) modulo the polynomial. P is kept every
 ///   `stride` bytes (at most 4 bytes per 64 searched, built from the first long candidate as
 ///   far as candidates reach) and continued from there over at most `stride − 1` bytes;
-///   x^(8·n) comes from three tables indexed by n's bytes.
+///   x^(8·n) comes from `CRC32C.xPower8N`'s tables.
 ///
 /// A candidate thus costs at most a few hundred bytes of CRC and three multiplications modulo
 /// the polynomial, whatever its length.
@@ -77,7 +77,7 @@ public struct FrameSearch {
         let from = prefix(raw, base, q + Frame.headerSize)
         let to = prefix(raw, base, q + Frame.headerSize + length)
         // CRC(head ‖ range) = head·X ⊕ CRC(range), CRC(range) = to ⊕ from·X, X = x^(8·length).
-        return CRC32C.multiplyModP(FrameSearch.xPower8N(length), head ^ from) ^ to
+        return CRC32C.multiplyModP(CRC32C.xPower8N(length), head ^ from) ^ to
     }
 
     /// The CRC of bytes[start ..< i] (start ≤ i ≤ count): from the last checkpoint at or
@@ -99,30 +99,4 @@ public struct FrameSearch {
         bytesHashed += i - at
         return CRC32C.update(checkpoints[k], UnsafeRawBufferPointer(start: base + at, count: i - at))
     }
-
-    /// x^(8·n) modulo the polynomial for 0 ≤ n ≤ 2^24, from n's three low bytes (and its
-    /// fourth, 0 or 1): at most two multiplications.
-    static func xPower8N(_ n: Int) -> UInt32 {
-        let t = powerTables
-        var p = t[n & 0xff]
-        let b1 = (n >> 8) & 0xff, b2 = n >> 16
-        if b1 != 0 { p = CRC32C.multiplyModP(p, t[257 + b1]) }
-        if b2 != 0 { p = CRC32C.multiplyModP(p, t[514 + b2]) }
-        return p
-    }
-
-    /// Three tables of x^(8·b·256^k) for b in 0…256, k = 0, 1, 2, one after the other (257
-    /// entries each: b = 256 is reached only by n = 2^24, in the third).
-    static let powerTables: [UInt32] = {
-        var t = [UInt32](repeating: 0, count: 3 * 257)
-        for k in 0..<3 {
-            let unit = CRC32C.xPower8N(1 << (8 * k))  // x^(8·256^k)
-            var p: UInt32 = 1 << 31  // x⁰
-            for b in 0...256 {
-                t[k * 257 + b] = p
-                p = CRC32C.multiplyModP(p, unit)
-            }
-        }
-        return t
-    }()
 }

@@ -283,6 +283,7 @@ extension Array where Element == PointRange {
     /// so O(n log m) plus the pieces made (a rescan of `cut` for each range was O(n·m): seconds
     /// for a restore of 100,000 ranges over an erase of as many).
     public func subtractingNormalized(_ cut: [PointRange]) -> [PointRange] {
+        assert(isNormalized && cut.isNormalized, "subtractingNormalized of lists that are not normalized")
         var out: [PointRange] = []
         out.reserveCapacity(count)
         var j = 0
@@ -311,6 +312,7 @@ extension Array where Element == PointRange {
     /// one pass, O(n + m), where sorting both again cost O((n + m) log(n + m)) for every
     /// partial erase of a stroke already holding many erased ranges.
     public func unionNormalized(_ other: [PointRange]) -> [PointRange] {
+        assert(isNormalized && other.isNormalized, "unionNormalized of lists that are not normalized")
         guard !other.isEmpty else { return self }
         guard !isEmpty else { return other }
         var out: [PointRange] = []
