@@ -86,6 +86,9 @@ extension RelayStore {
                 pushed.insert(LoggedOpID(log: batch.log, id: op.id))
             }
         }
+        for (log, ids) in request.pushedEarlier {
+            for id in ids { pushed.insert(LoggedOpID(log: log, id: id)) }
+        }
         if let ranges = request.hashRanges {
             guard ranges.count <= SyncCodec.maxRanges else {
                 throw LnoteError(.invalidArgument, "\(ranges.count) hash ranges (at most \(SyncCodec.maxRanges))", path: "hashRanges")
