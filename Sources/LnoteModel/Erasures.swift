@@ -20,6 +20,17 @@ public struct Erasures: Hashable, Sendable {
     private var inOrder: Bool
     /// Positions in `list` by the erase's author, once `list` is longer than `indexAbove`.
     private var byReplica: [ReplicaID: [Int]]?
+    /// For an erase author and a restorer: how many of `byReplica[author]`'s first positions
+    /// record a restore of that restorer (`takeBack`). Only ever a lower bound of it: 0 when absent.
+    private var firstUntaken: [AuthorAndRestorer: Int] = [:]
+
+    /// Erases `takeBack` looked at, over this value's life (kept for tests to bound the work).
+    package private(set) var takeBackVisits = 0
+
+    private struct AuthorAndRestorer: Hashable, Sendable {
+        var author: ReplicaID
+        var restorer: ReplicaID
+    }
     /// How many erases hold (no restore took them back).
     public private(set) var holding: Int
 
@@ -44,16 +55,32 @@ public struct Erasures: Hashable, Sendable {
         list.append(e)
         if e.holds { holding += 1 }
         if byReplica != nil {
-            byReplica![e.ref.id.replica, default: []].append(list.count - 1)
+            let author = e.ref.id.replica
+            let positions = byReplica![author, default: []]
+            if let last = positions.last, list[last].ref.id.counter > e.ref.id.counter {
+                // Not after the author's others (an author's erases come in counter order: only
+                // a list given otherwise): kept in counter order, and `takeBack` starts over.
+                byReplica![author]!.insert(list.count - 1, at: positions.partitioningIndex {
+                    list[$0].ref.id.counter > e.ref.id.counter
+                })
+                firstUntaken = firstUntaken.filter { $0.key.author != author }
+            } else {
+                byReplica![author, default: []].append(list.count - 1)
+            }
         } else if list.count > Erasures.indexAbove {
             buildIndex()
         }
     }
 
+    /// Each author's positions in counter order (what `takeBack`'s `firstUntaken` counts in).
     private mutating func buildIndex() {
         var index: [ReplicaID: [Int]] = [:]
         for (i, e) in list.enumerated() { index[e.ref.id.replica, default: []].append(i) }
+        for (author, positions) in index {
+            index[author] = positions.sorted { list[$0].ref.id.counter < list[$1].ref.id.counter }
+        }
         byReplica = index
+        firstUntaken = [:]
     }
 
     /// Calls `body` with the position of each erase `context` covers (in no set order).
@@ -80,18 +107,38 @@ public struct Erasures: Hashable, Sendable {
     }
 
     /// [MERGE-70] Restore `id`, whose context is `context`, takes back every erase that
-    /// context covers. Returns true when it took back one it had not already.
+    /// context covers: each records it unless it already records a restore of the same replica
+    /// (whose counter is then smaller: a replica's operations are applied in counter order).
+    /// Returns true when it recorded it on one.
+    ///
+    /// Past `indexAbove` erases, `firstUntaken` remembers, for each erase author and restorer,
+    /// how many of that author's erases (in the order they came, which is their counter order)
+    /// are known to record a restore of that restorer, so a restore looks only at the ones
+    /// after them: erasing and restoring one element n times by turns costs n, not n².
     package mutating func takeBack(seenBy context: VectorClock, restore id: OpID) -> Bool {
         var changed = false
-        var covered: [Int] = []
-        forEachCovered(by: context) { covered.append($0) }
-        for i in covered {
+        func record(_ i: Int) {
+            takeBackVisits &+= 1
             let by = list[i].cancelledBy
-            let at = by.partitioningIndex { $0 >= id }
-            guard at == by.count || by[at] != id else { continue }
+            let at = by.partitioningIndex { $0.replica >= id.replica }
+            guard at == by.count || by[at].replica != id.replica else { return }
             if by.isEmpty { holding -= 1 }
             list[i].cancelledBy.insert(id, at: at)
             changed = true
+        }
+        if let byReplica, context.entries.count < list.count {
+            for e in context.entries {
+                guard let positions = byReplica[e.replica] else { continue }
+                let key = AuthorAndRestorer(author: e.replica, restorer: id.replica)
+                var k = firstUntaken[key] ?? 0
+                while k < positions.count, list[positions[k]].ref.id.counter <= e.counter {
+                    record(positions[k])
+                    k += 1
+                }
+                firstUntaken[key] = k
+            }
+        } else {
+            for i in list.indices where context.covers(list[i].ref.id) { record(i) }
         }
         return changed
     }

@@ -612,7 +612,8 @@ extension PageSnapshot {
                             if let last = by.last, !(last < c) { throw r.error(.corrupt, "restores not strictly increasing", at: cAt) }
                             by.append(c)
                         }
-                        erasures[k].cancelledBy = by
+                        // Written before [MERGE-70] kept one restore a replica: every restore.
+                        erasures[k].cancelledBy = Erasure.firstRestores(by)
                     }
                     tombstones[i].erasures = erasures
                     let isErased = tombstones[i].isErased

@@ -100,11 +100,19 @@ public enum PageSnapshot {
     /// `encode` in format `version` (1 to 4): tests write versions 1 to 3 to check that they stay
     /// readable ([SNAP-7]); lnote itself writes only the current version.
     public static func encode(_ state: PageState, coveredLogOffset: UInt64, logIncarnation: UInt64, version: UInt16) -> [UInt8] {
+        encode(state, coveredLogOffset: coveredLogOffset, logIncarnation: logIncarnation, version: version, everyRestore: false)
+    }
+
+    /// `everyRestore`: each erasure's restores written as given (sorted), not reduced to the
+    /// first of each replica: what lnote wrote before [MERGE-70] kept only those, for tests
+    /// that check such snapshots stay readable ([SNAP-40]).
+    package static func encode(_ state: PageState, coveredLogOffset: UInt64, logIncarnation: UInt64, version: UInt16,
+                               everyRestore: Bool) -> [UInt8] {
         precondition((1...4).contains(version), "no snapshot format version \(version)")
         // A stroke read with its points deferred ([SNAP-38]) is resolved by its holder first:
         // written as is it would lose its points.
         precondition(state.isResolved, "a page snapshot of page \(state.page) encoded with deferred points")
-        let s = canonicalized(state)
+        let s = canonicalized(state, everyRestore: everyRestore)
         var w = ByteWriter(capacity: 256 + s.pointCount * 2 + s.elements.count * 48)
         w.append(magic)
         w.u16(version)
@@ -284,7 +292,9 @@ public enum PageSnapshot {
     /// `state` with every set in canonical order: elements by `ElementRecord.canonicalLess`,
     /// frontiers and concurrent lists ascending by `OpRef` without duplicates, erased ranges
     /// normalized, tombstones by id, erasures by ref, contexts by replica.
-    public static func canonicalized(_ state: PageState) -> PageState {
+    public static func canonicalized(_ state: PageState) -> PageState { canonicalized(state, everyRestore: false) }
+
+    static func canonicalized(_ state: PageState, everyRestore: Bool) -> PageState {
         var s = state
         for i in s.elements.indices {
             s.elements[i].transform.frontier = sortedUnique(s.elements[i].transform.frontier)
@@ -299,7 +309,8 @@ public enum PageSnapshot {
         for i in s.tombstones.indices {
             var erasures = s.tombstones[i].erasures.sorted { $0.ref < $1.ref }
             for k in erasures.indices {
-                erasures[k].cancelledBy = Array(Set(erasures[k].cancelledBy)).sorted()
+                erasures[k].cancelledBy = everyRestore ? Array(Set(erasures[k].cancelledBy)).sorted()
+                                                       : Erasure.firstRestores(erasures[k].cancelledBy)
             }
             s.tombstones[i].erasures = erasures
             s.tombstones[i].frontier = sortedUnique(s.tombstones[i].frontier)
@@ -387,6 +398,8 @@ public enum PageSnapshot {
             for e in t.erasures {
                 try checkClock(e.clock, "erasure clock", i)
                 for c in e.cancelledBy { try checkID(c, "restore id", i) }
+                // Strictly increasing, as a decoder requires; one restore per replica is what
+                // encoding writes (`canonicalized` keeps the first of each, [MERGE-70]).
                 guard zip(e.cancelledBy, e.cancelledBy.dropFirst()).allSatisfy({ $0 < $1 }) else {
                     throw fail("restores of an erasure not strictly increasing", index: i)
                 }

@@ -110,7 +110,12 @@ public struct RangeErasure: Hashable, Sendable {
 public struct Erasure: Hashable, Sendable {
     public var ref: OpRef
     public var clock: VectorClock
-    /// The restores that had seen this erase, sorted ([MERGE-70]): it holds while empty.
+    /// The restores that took this erase back, sorted ([MERGE-70]): for each replica, the first
+    /// of its restores that had seen the erase (its smallest counter). It holds while empty.
+    /// An operation had seen it taken back when its context covers one of them, and a context
+    /// that covers a later restore of a replica covers its first: the other restores add
+    /// nothing to any answer, and keeping them all made the list grow as the square of a
+    /// stroke's erase and undo cycles.
     public var cancelledBy: [OpID]
     public init(ref: OpRef, clock: VectorClock, cancelledBy: [OpID] = []) {
         self.ref = ref
@@ -120,6 +125,15 @@ public struct Erasure: Hashable, Sendable {
 
     /// True while no restore that had seen it took it back.
     public var holds: Bool { cancelledBy.isEmpty }
+
+    /// `ids` sorted, keeping for each replica only its smallest counter: the `cancelledBy` a
+    /// list of every restore that took the erase back reduces to ([MERGE-70], page-snapshot.md
+    /// [SNAP-40]: snapshots written before the rule hold whole lists).
+    public static func firstRestores<S: Sequence>(_ ids: S) -> [OpID] where S.Element == OpID {
+        var out: [OpID] = []
+        for id in ids.sorted() where out.last?.replica != id.replica { out.append(id) }
+        return out
+    }
 }
 
 /// The erase history of an element that was erased whole at least once ([MERGE-21],

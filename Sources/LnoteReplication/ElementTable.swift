@@ -245,6 +245,7 @@ struct ElementTable: Sendable {
         }
         var o = order ?? Array(0 ... last)
         order = nil
+        removalWork &+= o.count
         // Take the slot out of the order, then let the last record fill its slot.
         o.remove(at: o.firstIndex(of: s)!)
         let removed: ElementRecord
@@ -261,6 +262,51 @@ struct ElementTable: Sendable {
         order = o.elementsEqual(0 ..< Int32(o.count)) ? nil : o
         return removed
     }
+
+    /// Removes the live records of `ids` (distinct) together and returns them, in the order of
+    /// `ids` (nil for an id not live). What `remove` of each in turn gives, for one pass over
+    /// the order instead of one per record: an erase or a reorder of k of a page's E elements
+    /// cost k·E ([MERGE-21], [MERGE-15]; a 50,000-element reorder took 0.8 s).
+    mutating func remove(all ids: [ElementID]) -> [ElementRecord?] {
+        guard ids.count > 8 else { return ids.map { remove($0) } }
+        settle()
+        let n = slots.count
+        var taken: [(at: Int, slot: Int32)] = []
+        mutableIndex(build: true) { t in
+            for (k, id) in ids.enumerated() {
+                if let s = t!.removeValue(forKey: id) { taken.append((k, s)) }
+            }
+        }
+        var out = [ElementRecord?](repeating: nil, count: ids.count)
+        guard !taken.isEmpty else { return out }
+        var gone = [Bool](repeating: false, count: n)
+        for (k, s) in taken {
+            out[k] = slots[Int(s)]
+            gone[Int(s)] = true
+        }
+        removalWork &+= n
+        // The slots keep no holes: each hole below the new end takes a record from above it.
+        let end = n - taken.count
+        var moved: [Int32: Int32] = [:]
+        var from = n - 1
+        for hole in taken.map({ Int($0.slot) }).sorted() where hole < end {
+            while gone[from] { from -= 1 }
+            let id = slots[from].id
+            slots.swapAt(hole, from)
+            moved[Int32(from)] = Int32(hole)
+            mutableIndex(build: true) { $0!.set(id, Int32(hole)) }
+            from -= 1
+        }
+        slots.removeLast(taken.count)
+        let o = (order ?? Array(0 ..< Int32(n))).compactMap { s -> Int32? in
+            gone[Int(s)] ? nil : (moved[s] ?? s)
+        }
+        order = o.elementsEqual(0 ..< Int32(o.count)) ? nil : o
+        return out
+    }
+
+    /// Slots of the z order scanned by removals (kept for tests to bound the work).
+    private(set) var removalWork = 0
 
     /// Changes a live record in a way that may move it in z order.
     mutating func reposition(_ id: ElementID, _ change: (inout ElementRecord) -> Void) {

@@ -553,7 +553,7 @@ public struct PageReplica: Sendable {
                                          z: LWWRegister(z)))
         case .erase(let ids):
             // One element (an erase of one stroke, the usual one) needs no set.
-            if ids.count == 1 { erase(ids[0], by: op) } else { for id in Set(ids).sorted() { erase(id, by: op) } }
+            erase(ids.count == 1 ? ids : Set(ids).sorted(), by: op)
         case .eraseRange(let id, let ranges):
             // [MERGE-20] Visible ink is the points minus the union of all erased ranges; each
             // partial erase is kept with its ranges for the restores that see it ([MERGE-71]).
@@ -601,17 +601,24 @@ public struct PageReplica: Sendable {
         case .reorder(let zs):
             // [MERGE-15] Last writer wins per element; the element keeps its id as its position's last tag.
             var seen = Set<ElementID>(minimumCapacity: zs.count > 1 ? zs.count : 0)
+            var moving: [ElementZ] = []
             for z in zs where zs.count == 1 || seen.insert(z.element).inserted {
                 guard records.contains(z.element), op.context.covers(z.element), !hasSeenErased(z.element, op) else {
                     // An erased element's kept record takes the write too ([MERGE-30]).
                     edit(z.element, by: op) { r in write(&r.z, z.z, by: op) }
                     continue
                 }
-                records.reposition(z.element) { r in
-                    write(&r.z, z.z, by: op)
-                    advance(&r.edits, with: op)
-                }
+                moving.append(z)
             }
+            // Taken out together and put back as one batch: one by one, each cost a pass over
+            // the page's z order.
+            for (z, removed) in zip(moving, records.remove(all: moving.map(\.element))) {
+                guard var r = removed else { continue }
+                write(&r.z, z.z, by: op)
+                advance(&r.edits, with: op)
+                records.insert(deferring: true, r)
+            }
+            records.settle()
         default:
             throw LnoteError(.invalidArgument, "\(op.body.name) is not a page operation")
         }
@@ -670,33 +677,40 @@ public struct PageReplica: Sendable {
     /// [MERGE-21] A whole erase removes the element whatever else happened concurrently;
     /// the tombstone keeps what is needed to report the operations it won against, and the
     /// element whole for a restore ([MERGE-30]).
-    private mutating func erase(_ id: ElementID, by op: Op) {
-        guard op.context.covers(id) else { return }
+    /// `ids` distinct. The elements that leave the live set are taken out of it together (one
+    /// by one, each cost a pass over the page's z order).
+    private mutating func erase(_ ids: [ElementID], by op: Op) {
         let erasure = Erasure(ref: op.ref, clock: op.context)
-        // Concurrent erases: all are kept ([MERGE-52]); an erase of an element its author saw
-        // erased is ignored ([MERGE-42]); one after a restore erases it again. In place.
-        let known = tombstones.modify(id) { t -> Bool in
-            guard !t.hasSeenErased(op) else { return false }
-            t.erasureTable.append(erasure)
-            return true
-        }
-        switch known {
-        case false?:
-            return
-        case true?:
-            // Erased again after a restore: the record goes back into the tombstone.
-            guard var r = records.remove(id) else { return }
-            tombstones.modify(id) { t in
-                t.edits = r.edits
-                r.edits = []
-                t.record = r
+        var leaving: [ElementID] = []
+        var again: [Bool] = []
+        for id in ids where op.context.covers(id) {
+            // Concurrent erases: all are kept ([MERGE-52]); an erase of an element its author saw
+            // erased is ignored ([MERGE-42]); one after a restore erases it again. In place.
+            let known = tombstones.modify(id) { t -> Bool in
+                guard !t.hasSeenErased(op) else { return false }
+                t.erasureTable.append(erasure)
+                return true
             }
-        case nil:
-            guard let r = records.remove(id) else { return }
-            var t = Tombstone(id: id, erasures: [erasure], record: r)
-            t.edits = r.edits
-            t.record!.edits = []
-            tombstones[id] = t
+            guard known != false else { continue }
+            leaving.append(id)
+            again.append(known == true)
+        }
+        for (k, removed) in records.remove(all: leaving).enumerated() {
+            guard var r = removed else { continue }
+            let id = leaving[k]
+            if again[k] {
+                // Erased again after a restore: the record goes back into the tombstone.
+                tombstones.modify(id) { t in
+                    t.edits = r.edits
+                    r.edits = []
+                    t.record = r
+                }
+            } else {
+                var t = Tombstone(id: id, erasures: [erasure], record: r)
+                t.edits = r.edits
+                t.record!.edits = []
+                tombstones[id] = t
+            }
         }
     }
 

@@ -58,12 +58,15 @@ extension RelayStore {
     public func sync(_ request: SyncRequest, notebook: NotebookID, device: String? = nil) throws -> SyncResponse {
         // What the relay keeps of a pushed operation: its id, the assets it references, its
         // frame and content hash; never its decoded points.
-        struct Incoming {
+        struct Incoming: RelayInsertable {
             var log: LogRef
             var id: OpID
             var assets: [AssetID]
             var frame: Frame
             var hash: [UInt8]
+            var loggedID: LoggedOpID { LoggedOpID(log: log, id: id) }
+            var frameBytes: [UInt8] { frame.encoded }
+            var frameSize: Int { frame.encodedSize }
         }
         var incoming: [Incoming] = []
         var pushed = Set<LoggedOpID>()
@@ -85,6 +88,9 @@ extension RelayStore {
                                          hash: ContentHash.of(frame, decoded: op)))
                 pushed.insert(LoggedOpID(log: batch.log, id: op.id))
             }
+        }
+        for (log, ids) in request.pushedEarlier {
+            for id in ids { pushed.insert(LoggedOpID(log: log, id: id)) }
         }
         if let ranges = request.hashRanges {
             guard ranges.count <= SyncCodec.maxRanges else {
@@ -129,11 +135,14 @@ extension RelayStore {
                     """, key(x)).first.map { $0[0].bytes ?? [] }
             }
             if !incoming.isEmpty {
+                // What the relay holds under the pushed ids, read by log and author in chunks:
+                // one query per operation was a round trip each to PostgreSQL, under the lock.
+                let held = try heldRows(incoming.map { LoggedOpID(log: $0.log, id: $0.id) }, nb: nb, tx)
                 var inPush: [LoggedOpID: [UInt8]] = [:]
                 for x in incoming {
                     let id = LoggedOpID(log: x.log, id: x.id)
                     var holding = inPush[id]
-                    if holding == nil { holding = try heldHash(x) }
+                    if holding == nil { holding = held[id]?.hash }
                     if let h = holding {
                         fates.append(h == x.hash ? .duplicate : .fork(held: h))
                     } else {
@@ -168,24 +177,30 @@ extension RelayStore {
             }
             var touched = Set<Group>()
             var seenForks = Set<LoggedOpID>()
-            for (x, var fate) in zip(incoming, fates) {
+            // The new operations are inserted in chunks, each with the next of the allocated
+            // sequences in push order. The UNIQUE key, not the lookup above, decides: an
+            // operation another process stored since (a database shared by several relays) is
+            // not stored twice, and is then a duplicate or a fork like any held one.
+            var rows: [(row: Int, seq: Int64)] = []
+            for (i, fate) in fates.enumerated() {
                 if case .new = fate {
-                    // The UNIQUE key, not the lookup above, decides: an operation another
-                    // process stored since (a database shared by several relays) is not
-                    // stored twice, and is then a duplicate or a fork like any held one.
-                    let stored = try tx.execute("""
-                        INSERT INTO ops (seq, nb, document, page, replica, counter, frame, hash)
-                        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT DO NOTHING
-                        """, [.integer(sequence)] + key(x) + [.blob(x.frame.encoded), .blob(x.hash)])
-                    if stored == 1 {
-                        lastSequence = sequence
-                    } else if let h = try heldHash(x) {
-                        fate = h == x.hash ? .duplicate : .fork(held: h)
-                    } else {
-                        throw LnoteError(.database, "operation \(x.id) in \(x.log) was neither stored nor found", path: path)
-                    }
+                    rows.append((i, sequence))
                     sequence += 1
                 }
+            }
+            let lost = try insertNew(rows.map { (incoming[$0.row], $0.seq) }, nb: nb, key: key, tx)
+            for (row, seq) in rows {
+                guard let found = lost[seq] else {
+                    lastSequence = max(lastSequence, seq)
+                    continue
+                }
+                let x = incoming[row]
+                guard let h = try found ?? heldHash(x) else {
+                    throw LnoteError(.database, "operation \(x.id) in \(x.log) was neither stored nor found", path: path)
+                }
+                fates[row] = h == x.hash ? .duplicate : .fork(held: h)
+            }
+            for (x, fate) in zip(incoming, fates) {
                 switch fate {
                 case .new:
                     accepted += 1
@@ -509,4 +524,97 @@ extension SyncCodec {
             ElementCodec.encode(c.clock, into: &w)
         }
     }
+}
+
+extension RelayStore {
+    /// Most ids one lookup names, and most rows (or frame bytes) one insert carries.
+    static let idsPerLookup = 500
+    /// Counters at most this far apart are read in one range (the rows between are dropped).
+    static let gapInRun: UInt64 = 8
+    static let rowsPerInsert = 64
+    static let bytesPerInsert = 4 << 20
+
+    /// The sequence and content hash the relay holds under each of `ids` that it holds: one
+    /// query per log and author for up to `idsPerLookup` counters, not one per operation.
+    func heldRows(_ ids: [LoggedOpID], nb: Int64, _ tx: any RelayTransaction) throws -> [LoggedOpID: (seq: Int64, hash: [UInt8])] {
+        struct Chain: Hashable {
+            var log: LogRef
+            var replica: ReplicaID
+        }
+        var chains: [Chain: Set<UInt64>] = [:]
+        for id in ids { chains[Chain(log: id.log, replica: id.id.replica), default: []].insert(id.id.counter) }
+        var out: [LoggedOpID: (seq: Int64, hash: [UInt8])] = [:]
+        for (chain, counters) in chains {
+            let sorted = counters.sorted()
+            var start = 0
+            while start < sorted.count {
+                // A run of counters with small gaps, read as one range of the key (a push of a
+                // replica's new operations is one run). A list of counters (`IN (…)`) was
+                // planned badly by PostgreSQL: 10 to 25 ms a query whatever its length.
+                var end = start + 1
+                while end < sorted.count, end - start < Self.idsPerLookup, sorted[end] - sorted[end - 1] <= Self.gapInRun { end += 1 }
+                let (first, last) = (sorted[start], sorted[end - 1])
+                start = end
+                let rows = try tx.query("""
+                    SELECT counter, seq, hash FROM ops
+                    WHERE nb = ?1 AND document = ?2 AND page = ?3 AND replica = ?4 AND counter >= ?5 AND counter <= ?6
+                    """, [.integer(nb), .blob(chain.log.document.uuid.bytes), Self.pageColumn(chain.log),
+                          .integer(Int64(bitPattern: chain.replica.rawValue)), .integer(Int64(first)), .integer(Int64(last))])
+                for r in rows {
+                    guard let counter = r[0].int64, let seq = r[1].int64, counters.contains(UInt64(counter)) else { continue }
+                    out[LoggedOpID(log: chain.log, id: OpID(replica: chain.replica, counter: UInt64(counter)))] = (seq, r[2].bytes ?? [])
+                }
+            }
+        }
+        return out
+    }
+
+    /// Inserts `rows` (an operation and the sequence allocated to it) with `ON CONFLICT DO
+    /// NOTHING`, several to a statement. Returns the sequences of those not stored (another
+    /// process stored their id first), each with the hash held under its id when the lookup
+    /// that found them saw it (nil: to be looked up).
+    func insertNew<X>(_ rows: [(x: X, seq: Int64)], nb: Int64, key: (X) -> [RelayValue], _ tx: any RelayTransaction) throws -> [Int64: [UInt8]?]
+        where X: RelayInsertable {
+        var lost: [Int64: [UInt8]?] = [:]
+        var start = 0
+        while start < rows.count {
+            var end = start
+            var bytes = 0
+            while end < rows.count, end - start < Self.rowsPerInsert, end == start || bytes < Self.bytesPerInsert {
+                bytes += rows[end].x.frameSize
+                end += 1
+            }
+            let part = rows[start ..< end]
+            start = end
+            var params: [RelayValue] = []
+            params.reserveCapacity(part.count * 8)
+            var values: [String] = []
+            for (x, seq) in part {
+                let n = params.count
+                values.append("(" + (1...8).map { "?\(n + $0)" }.joined(separator: ", ") + ")")
+                params += [.integer(seq)] + key(x) + [.blob(x.frameBytes), .blob(x.hash)]
+            }
+            let stored = try tx.execute("""
+                INSERT INTO ops (seq, nb, document, page, replica, counter, frame, hash)
+                VALUES \(values.joined(separator: ", ")) ON CONFLICT DO NOTHING
+                """, params)
+            guard stored < part.count else { continue }
+            // Some were not stored: which, by the sequence each id holds now.
+            let held = try heldRows(part.map { $0.x.loggedID }, nb: nb, tx)
+            for (x, seq) in part {
+                if let h = held[x.loggedID], h.seq == seq { continue }
+                lost.updateValue(held[x.loggedID]?.hash, forKey: seq)
+            }
+        }
+        return lost
+    }
+}
+
+/// What `insertNew` needs of a pushed operation.
+protocol RelayInsertable {
+    var loggedID: LoggedOpID { get }
+    /// The frame's bytes (made when inserted).
+    var frameBytes: [UInt8] { get }
+    var frameSize: Int { get }
+    var hash: [UInt8] { get }
 }

@@ -16,9 +16,10 @@ extension SyncHTTPService {
     /// steady-state one (no `have`, no `hashRanges`), it is held until the notebook changes
     /// (`longPolls`), the wait (capped at `maxWait`) runs out, or the server closes. At each
     /// change the same request is answered again — as it would be if it arrived now: its
-    /// push is held by then (sent again it is duplicates, and still left out of the pull),
-    /// its `accepted` is the first answer's — and it is released as soon as that answer has
-    /// something; when the wait runs out, that answer is sent whatever it holds.
+    /// push is held by then (sent again it is duplicates, and still left out of the pull;
+    /// so it is not sent again: `pushedEarlier` names its ids), its `accepted` is the first
+    /// answer's — and it is released as soon as that answer has something; when the wait
+    /// runs out, that answer is sent whatever it holds.
     ///
     /// The version is read before each answer is computed, so a change that lands while
     /// one is computed wakes the next wait at once: none is missed.
@@ -32,11 +33,16 @@ extension SyncHTTPService {
         var seen = polls.version(of: notebook)
         let first = try await ep.sync(q)
         var latest = first
+        var again = q
+        if !q.push.isEmpty {
+            again.pushedEarlier = q.pushedIDs
+            again.push = []
+        }
         while Self.hasNothingNew(latest, for: q) {
             let outcome = await polls.wait(notebook, after: seen, until: deadline, holder: holder)
             if outcome == .closing { throw ServerClosing() }
             seen = polls.version(of: notebook)
-            latest = try await ep.sync(q)
+            latest = try await ep.sync(again)
             latest.accepted = first.accepted
             if outcome == .timedOut { break }
         }

@@ -79,7 +79,7 @@ public actor NotebookEndpoint: SyncEndpoint {
         // What the client just pushed, by operation id, so that none is sent back to it: not
         // by frame bytes, since an operation has two forms ([LOG-22]) and a log keeps the
         // one it writes, whichever the client pushed ([SYNC-50]).
-        var pushed: [LogRef: Set<OpID>] = [:]
+        var pushed = request.pushedEarlier
         var checked: [CheckedLog] = []
         for batch in request.push {
             let ops = try batch.ops(path: "push")

@@ -56,14 +56,17 @@ extension SyncSession {
         let list = try await remote.checkpoints()
         guard !list.isEmpty else { return nil }
         var byDocument: [DocumentID: [PageState]] = [:]
+        // A page named twice keeps its first (searched by set: a list of a document's pages
+        // searched for each made a list of many pages quadratic).
+        var taken = Set<LogRef>()
         for c in list {
             guard let page = c.log.page else { continue }
-            guard let s = try? PageSnapshot.decode(c.snapshot, path: "checkpoint of \(c.log)"),
-                  s.state.page == page, s.state.clock == c.clock,
-                  !(byDocument[c.log.document]?.contains { $0.page == page } ?? false) else {
+            guard !taken.contains(c.log), let s = try? PageSnapshot.decode(c.snapshot, path: "checkpoint of \(c.log)"),
+                  s.state.page == page, s.state.clock == c.clock else {
                 report.checkpointsRejected += 1
                 continue
             }
+            taken.insert(c.log)
             byDocument[c.log.document, default: []].append(s.state)
         }
         return byDocument.isEmpty ? nil : byDocument

@@ -279,7 +279,7 @@ struct EraseHistorySnapshotTests {
         }
         for i in s.tombstones.indices {
             for k in s.tombstones[i].erasures.indices where m.chance(0.3) {
-                s.tombstones[i].erasures[k].cancelledBy = Array(Set((0..<m.int(1...3)).map { _ in m.opID(from: replicas) })).sorted()
+                s.tombstones[i].erasures[k].cancelledBy = Erasure.firstRestores((0..<m.int(1...3)).map { _ in m.opID(from: replicas) })
             }
             if s.tombstones[i].isErased {
                 guard m.chance(0.7) else { continue }

@@ -196,8 +196,8 @@ import LnoteModel
                 if !live.contains(t.id) { return "restored element \(t.id) is not live" }
                 if t.record != nil || !t.frontier.isEmpty { return "restored element \(t.id)'s tombstone keeps a record or a frontier" }
             }
-            if t.erasures.contains(where: { $0.cancelledBy != Array(Set($0.cancelledBy)).sorted() }) {
-                return "restores of an erasure of \(t.id) not sorted"
+            if t.erasures.contains(where: { $0.cancelledBy != Erasure.firstRestores($0.cancelledBy) }) {
+                return "restores of an erasure of \(t.id) not sorted, or more than one of a replica ([MERGE-70])"
             }
         }
         for e in s.elements + s.tombstones.compactMap(\.record) {

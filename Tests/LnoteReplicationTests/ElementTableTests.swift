@@ -49,6 +49,27 @@ import LnoteModel
                     }
                     reference += made
                     reference.sort(by: ElementRecord.zLess)
+                } else if roll < 70 && rng.next() % 3 == 0 {
+                    // Several at once (an erase or a reorder of many), with ids not live among them.
+                    var ids = reference.indices.shuffled(using: &rng).prefix(Int(rng.next() % 30)).map { reference[$0].id }
+                    for _ in 0..<Int(rng.next() % 3) {
+                        ids.insert(OpID(replica: ReplicaID(99), counter: next + rng.next() % 1000), at: Int(rng.next() % UInt64(ids.count + 1)))
+                    }
+                    let expected = ids.map { id in reference.first { $0.id == id } }
+                    let removed = table.remove(all: ids)
+                    #expect(removed == expected, "seed \(seed) step \(step): removed the wrong records")
+                    reference.removeAll { r in ids.contains(r.id) }
+                    // Sometimes put back at new places as one batch (a reorder).
+                    if rng.next() % 2 == 0 {
+                        for r in removed.compactMap({ $0 }) {
+                            var r = r
+                            r.z = LWWRegister(ZKey(layer: Int64(rng.next() % (next + 1)) - Int64(next / 2)))
+                            table.insert(deferring: true, r)
+                            reference.append(r)
+                        }
+                        table.settle()
+                        reference.sort(by: ElementRecord.zLess)
+                    }
                 } else if roll < 70 {
                     let i = Int(rng.next() % UInt64(reference.count))
                     let removed = table.remove(reference[i].id)
@@ -85,6 +106,26 @@ import LnoteModel
                 }
             }
         }
+    }
+
+    @Test("removing k of E records together costs one pass over the z order, not k")
+    func removalsTogetherCostOnePass() {
+        let e = 20_000
+        var table = ElementTable(ordered: (1...e).map { Self.record(OpID(replica: ReplicaID(1), counter: UInt64($0)), layer: Int64($0)) })
+        // A reorder of every other element to below the rest, then an erase of a third of them.
+        let moving = stride(from: 2, through: e, by: 2).map { OpID(replica: ReplicaID(1), counter: UInt64($0)) }
+        for r in table.remove(all: moving) {
+            var r = r!
+            r.z = LWWRegister(ZKey(layer: -Int64(r.id.counter)))
+            table.insert(deferring: true, r)
+        }
+        table.settle()
+        let erasing = stride(from: 3, through: e, by: 3).map { OpID(replica: ReplicaID(1), counter: UInt64($0)) }
+        #expect(table.remove(all: erasing).allSatisfy { $0 != nil })
+        let expected = (stride(from: e, through: 2, by: -2).map { $0 } + stride(from: 1, through: e, by: 2).map { $0 })
+            .filter { $0 % 3 != 0 }.map { OpID(replica: ReplicaID(1), counter: UInt64($0)) }
+        #expect(table.orderedIDs == expected)
+        #expect(table.removalWork <= 2 * e, "slots scanned: \(table.removalWork)")
     }
 
     @Test("a table built from records in z order hands the same array back, and appends on top keep it")

@@ -522,6 +522,58 @@ import LnoteModel
         #expect(r.elements.map(\.content) == p.r[Self.a]!.elements.map(\.content), "as if never deferred")
     }
 
+    @Test("[MERGE-70] [SNAP-40] erased and restored by turns: each erasure keeps the first restore of each replica, the snapshot grows linearly, and a snapshot holding every restore reads as the same state")
+    func eraseRestoreCycles() throws {
+        var p = Page()
+        let s = try p.add(Self.a, Self.stroke(6))
+        try p.syncAll()
+        let n = 300
+        var restores: [Op] = []
+        for k in 0..<n {
+            // a erases and takes it back; every fifth time b, which saw it all, takes back too (a
+            // restore of an element it sees live is refused, so b's comes while a's erase holds).
+            _ = try p.make(Self.a, .erase([s.id]))
+            if k % 5 == 4 {
+                try p.syncAll()
+                restores.append(try p.make(Self.b, .restore([s.id])))
+                try p.syncAll()
+            } else {
+                restores.append(try p.make(Self.a, .restore([s.id])))
+            }
+        }
+        try p.syncAll()
+        let state = p.r[Self.a]!.state
+        #expect(p.r[Self.b]!.state == state && p.r[Self.c]!.state == state)
+        let t = try #require(state.tombstones.first { $0.id == s.id })
+        #expect(t.erasures.count == n && !t.isErased && p.r[Self.a]!.element(s.id) != nil)
+        // Erasure k was taken back by a's restore k (or b's) and by every later one of both
+        // replicas: kept, the first of each.
+        for (k, e) in t.erasures.enumerated() {
+            let firsts = Erasure.firstRestores(restores[k...].map(\.id))
+            #expect(e.cancelledBy == firsts, "erasure \(k): \(e.cancelledBy)")
+            #expect(e.cancelledBy.count <= 2)
+        }
+        let bytes = PageSnapshot.encode(state, coveredLogOffset: 0, logIncarnation: 0)
+        #expect(bytes.count < 80 * n, "snapshot of \(n) erase and restore cycles: \(bytes.count) bytes")
+        // What lnote wrote before the rule: every restore that took the erasure back.
+        var old = state
+        let i = try #require(old.tombstones.firstIndex { $0.id == s.id })
+        old.tombstones[i].erasures = t.erasures.enumerated().map { k, e in
+            Erasure(ref: e.ref, clock: e.clock, cancelledBy: restores[k...].map(\.id).sorted())
+        }
+        let oldBytes = PageSnapshot.encode(old, coveredLogOffset: 0, logIncarnation: 0, version: PageSnapshot.version, everyRestore: true)
+        #expect(oldBytes.count > 4 * bytes.count, "every restore listed: \(oldBytes.count) bytes")
+        let read = try PageSnapshot.decode(oldBytes).state
+        #expect(read == state && read.canonicalJSON() == state.canonicalJSON())
+        #expect(PageSnapshot.encode(read, coveredLogOffset: 0, logIncarnation: 0) == bytes)
+        // A replica started from it goes on as the others: one more cycle.
+        var r = PageReplica(state: read)
+        let more = try p.make(Self.a, .erase([s.id]))
+        let back = try p.make(Self.a, .restore([s.id]))
+        try r.receive([more, back])
+        #expect(r.state == p.r[Self.a]!.state)
+    }
+
     // MARK: - (g) Deterministic snapshots
 
     /// A page with every kind of erase history: live strokes with partial erases (some taken
