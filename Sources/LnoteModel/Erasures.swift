@@ -18,19 +18,27 @@ public struct Erasures: Hashable, Sendable {
     /// True until an erase is appended out of order: a list given is read as given (sorted, as
     /// every caller keeps it; `PageSnapshot.validate` judges a state built otherwise).
     private var inOrder: Bool
-    /// Positions in `list` by the erase's author, once `list` is longer than `indexAbove`.
+    /// Positions in `list` by the erase's author, in counter order, once `list` is longer than
+    /// `indexAbove`.
     private var byReplica: [ReplicaID: [Int]]?
-    /// For an erase author and a restorer: how many of `byReplica[author]`'s first positions
-    /// record a restore of that restorer (`takeBack`). Only ever a lower bound of it: 0 when absent.
-    private var firstUntaken: [AuthorAndRestorer: Int] = [:]
+    /// With the index: for each erase author, for each restorer, the counters of that
+    /// restorer's restore recorded on the author's first erases (`byReplica` order), as far
+    /// as each has one: its *run*. For an author in `irregular` nothing is kept.
+    ///
+    /// Erases and restores applied in causal order always make runs: a restore that covers an
+    /// author's erase covers the author's earlier ones, which were applied before it, so each
+    /// restorer's first restores along an author's erases form a prefix (the erases it has
+    /// taken back) with counters that never decrease. Then the erases a context sees taken
+    /// back are, for each restorer, the prefix of its run that the context covers: `seenHolding`
+    /// finds them by a binary search per restorer, and `takeBack` walks on from the run's end.
+    /// A list given otherwise (a snapshot built elsewhere) is checked when indexed; an author
+    /// whose erases do not make runs is scanned as before.
+    private var runs: [ReplicaID: [ReplicaID: [UInt64]]] = [:]
+    private var irregular: Set<ReplicaID> = []
 
     /// Erases `takeBack` looked at, over this value's life (kept for tests to bound the work).
     package private(set) var takeBackVisits = 0
 
-    private struct AuthorAndRestorer: Hashable, Sendable {
-        var author: ReplicaID
-        var restorer: ReplicaID
-    }
     /// How many erases hold (no restore took them back).
     public private(set) var holding: Int
 
@@ -56,31 +64,50 @@ public struct Erasures: Hashable, Sendable {
         if e.holds { holding += 1 }
         if byReplica != nil {
             let author = e.ref.id.replica
-            let positions = byReplica![author, default: []]
-            if let last = positions.last, list[last].ref.id.counter > e.ref.id.counter {
+            if let last = byReplica![author]?.last, list[last].ref.id.counter > e.ref.id.counter || !e.holds {
                 // Not after the author's others (an author's erases come in counter order: only
-                // a list given otherwise): kept in counter order, and `takeBack` starts over.
-                byReplica![author]!.insert(list.count - 1, at: positions.partitioningIndex {
-                    list[$0].ref.id.counter > e.ref.id.counter
-                })
-                firstUntaken = firstUntaken.filter { $0.key.author != author }
+                // a list given otherwise), or already taken back: indexed again.
+                buildIndex()
             } else {
                 byReplica![author, default: []].append(list.count - 1)
+                if !e.holds {
+                    buildIndex()
+                } else if runs[author] == nil && !irregular.contains(author) {
+                    runs[author] = [:]  // its first erase: no restore yet
+                }
             }
         } else if list.count > Erasures.indexAbove {
             buildIndex()
         }
     }
 
-    /// Each author's positions in counter order (what `takeBack`'s `firstUntaken` counts in).
+    /// Each author's positions in counter order, and the runs of their restores.
     private mutating func buildIndex() {
         var index: [ReplicaID: [Int]] = [:]
         for (i, e) in list.enumerated() { index[e.ref.id.replica, default: []].append(i) }
-        for (author, positions) in index {
-            index[author] = positions.sorted { list[$0].ref.id.counter < list[$1].ref.id.counter }
+        runs = [:]
+        irregular = []
+        for (author, unsorted) in index {
+            let positions = unsorted.sorted { list[$0].ref.id.counter < list[$1].ref.id.counter }
+            index[author] = positions
+            var mine: [ReplicaID: [UInt64]] = [:]
+            var regular = true
+            for (j, p) in positions.enumerated() where regular {
+                var last: ReplicaID?
+                for r in list[p].cancelledBy where r.replica != last {
+                    last = r.replica
+                    // A restorer's run must cover the author's first erases without a gap, its
+                    // counters never decreasing.
+                    guard (mine[r.replica]?.count ?? 0) == j, r.counter >= mine[r.replica]?.last ?? 0 else {
+                        regular = false
+                        break
+                    }
+                    mine[r.replica, default: []].append(r.counter)
+                }
+            }
+            if regular { runs[author] = mine } else { irregular.insert(author) }
         }
         byReplica = index
-        firstUntaken = [:]
     }
 
     /// Calls `body` with the position of each erase `context` covers (in no set order).
@@ -98,12 +125,37 @@ public struct Erasures: Hashable, Sendable {
     /// True when an operation whose context is `context` had seen the element erased: it
     /// covers one of the erases and none of the restores that took that one back ([MERGE-42],
     /// [MERGE-70]).
-    package func seenHolding(by context: VectorClock) -> Bool {
-        var seen = false
-        forEachCovered(by: context) { i in
-            if !seen && !list[i].cancelledBy.contains(where: { context.covers($0) }) { seen = true }
+    package func seenHolding(by context: VectorClock) -> Bool { seenHoldingCounting(by: context).seen }
+
+    /// `seenHolding`, with how many erases and runs it looked at (for tests to bound the work).
+    package func seenHoldingCounting(by context: VectorClock) -> (seen: Bool, visits: Int) {
+        var visits = 0
+        func seen(_ i: Int) -> Bool {
+            visits += 1
+            return !list[i].cancelledBy.contains { context.covers($0) }
         }
-        return seen
+        guard let byReplica, context.entries.count < list.count else {
+            return (list.indices.contains { context.covers(list[$0].ref.id) && seen($0) }, visits)
+        }
+        for e in context.entries {
+            guard let positions = byReplica[e.replica] else { continue }
+            // The author's erases the context covers: a prefix of its positions.
+            let covered = positions.partitioningIndex { list[$0].ref.id.counter > e.counter }
+            guard covered > 0 else { continue }
+            guard let restorers = runs[e.replica] else {
+                if positions[..<covered].contains(where: seen) { return (true, visits) }
+                continue
+            }
+            // Those it sees taken back: for each restorer, the prefix of its run it covers.
+            var takenBack = 0
+            for (restorer, counters) in restorers where takenBack < covered {
+                visits += 1
+                let upTo = context[restorer]
+                takenBack = max(takenBack, counters.partitioningIndex { $0 > upTo })
+            }
+            if takenBack < covered { return (true, visits) }
+        }
+        return (false, visits)
     }
 
     /// [MERGE-70] Restore `id`, whose context is `context`, takes back every erase that
@@ -111,10 +163,9 @@ public struct Erasures: Hashable, Sendable {
     /// (whose counter is then smaller: a replica's operations are applied in counter order).
     /// Returns true when it recorded it on one.
     ///
-    /// Past `indexAbove` erases, `firstUntaken` remembers, for each erase author and restorer,
-    /// how many of that author's erases (in the order they came, which is their counter order)
-    /// are known to record a restore of that restorer, so a restore looks only at the ones
-    /// after them: erasing and restoring one element n times by turns costs n, not n².
+    /// Past `indexAbove` erases, a restore looks at each author's erases from the end of its
+    /// restorer's run (`runs`): erasing and restoring one element n times by turns costs n,
+    /// not n².
     package mutating func takeBack(seenBy context: VectorClock, restore id: OpID) -> Bool {
         var changed = false
         func record(_ i: Int) {
@@ -126,19 +177,36 @@ public struct Erasures: Hashable, Sendable {
             list[i].cancelledBy.insert(id, at: at)
             changed = true
         }
-        if let byReplica, context.entries.count < list.count {
-            for e in context.entries {
-                guard let positions = byReplica[e.replica] else { continue }
-                let key = AuthorAndRestorer(author: e.replica, restorer: id.replica)
-                var k = firstUntaken[key] ?? 0
-                while k < positions.count, list[positions[k]].ref.id.counter <= e.counter {
-                    record(positions[k])
-                    k += 1
-                }
-                firstUntaken[key] = k
-            }
-        } else {
+        guard let byReplica, context.entries.count < list.count else {
             for i in list.indices where context.covers(list[i].ref.id) { record(i) }
+            if self.byReplica != nil && changed { buildIndex() }
+            return changed
+        }
+        for e in context.entries {
+            guard let positions = byReplica[e.replica] else { continue }
+            guard runs[e.replica] != nil else {
+                for i in positions where list[i].ref.id.counter <= e.counter { record(i) }
+                continue
+            }
+            var run = runs[e.replica]![id.replica] ?? []
+            var k = run.count
+            while k < positions.count, list[positions[k]].ref.id.counter <= e.counter {
+                let p = positions[k]
+                record(p)
+                // Past the run no erase records this restorer; a restore's counter is above the
+                // restorer's earlier ones. Otherwise (not reached by causal delivery) the
+                // author is scanned from now on.
+                guard let mine = list[p].cancelledBy.first(where: { $0.replica == id.replica }), mine == id,
+                      id.counter >= run.last ?? 0 else {
+                    runs[e.replica] = nil
+                    irregular.insert(e.replica)
+                    for i in positions where list[i].ref.id.counter <= e.counter { record(i) }
+                    break
+                }
+                run.append(id.counter)
+                k += 1
+            }
+            if runs[e.replica] != nil { runs[e.replica]![id.replica] = run }
         }
         return changed
     }
@@ -150,3 +218,4 @@ public struct Erasures: Hashable, Sendable {
 
     public func hash(into hasher: inout Hasher) { hasher.combine(sorted) }
 }
+

@@ -106,6 +106,15 @@ struct ErasuresTests {
             #expect(byB)
             #expect(table.sorted.allSatisfy { $0.cancelledBy.count == 2 })
             #expect(!table.seenHolding(by: clock) && table.seenHolding(by: VectorClock([(a, UInt64(1))])))
+            // "Had this context seen it erased", asked by every operation on the element: a
+            // binary search per restorer, not a look at each erase.
+            let asked = table.seenHoldingCounting(by: clock)
+            #expect(!asked.seen && (n <= 32 || asked.visits <= 4), "n \(n): \(asked.visits) looked at")
+            // Seen up to a's k-th operation: an erase (odd k) not yet taken back, or a restore.
+            for k in [1, 2, n - 1, n, n + 1, 2 * n - 1, 2 * n] {
+                let midway = table.seenHoldingCounting(by: VectorClock([(a, UInt64(k))]))
+                #expect(midway.seen == (k % 2 == 1) && (n <= 32 || midway.visits <= 4), "n \(n), k \(k): \(midway)")
+            }
             #expect(table.takeBackVisits <= 2 * n + 600, "n \(n): \(table.takeBackVisits) erases visited")
         }
     }
