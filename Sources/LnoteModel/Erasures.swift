@@ -93,8 +93,14 @@ public struct Erasures: Hashable, Sendable {
             var mine: [ReplicaID: [UInt64]] = [:]
             var regular = true
             for (j, p) in positions.enumerated() where regular {
+                let by = list[p].cancelledBy
+                // Restores sorted, as lists are kept (a list given otherwise is scanned).
+                guard zip(by, by.dropFirst()).allSatisfy({ $0 < $1 }) else {
+                    regular = false
+                    break
+                }
                 var last: ReplicaID?
-                for r in list[p].cancelledBy where r.replica != last {
+                for r in by where r.replica != last {
                     last = r.replica
                     // A restorer's run must cover the author's first erases without a gap, its
                     // counters never decreasing.
@@ -110,15 +116,19 @@ public struct Erasures: Hashable, Sendable {
         byReplica = index
     }
 
-    /// Calls `body` with the position of each erase `context` covers (in no set order).
-    private func forEachCovered(by context: VectorClock, _ body: (Int) throws -> Void) rethrows {
-        if let byReplica, context.entries.count < list.count {
-            for e in context.entries {
-                guard let positions = byReplica[e.replica] else { continue }
-                for i in positions where list[i].ref.id.counter <= e.counter { try body(i) }
+    /// Calls `body` with each author of an erase and the greatest counter of it `context`
+    /// covers (by the context's entries or by the authors, whichever are fewer).
+    private func forEachAuthor(in byReplica: [ReplicaID: [Int]], coveredBy context: VectorClock,
+                               _ body: (ReplicaID, UInt64) throws -> Bool) rethrows {
+        if context.entries.count <= byReplica.count {
+            for e in context.entries where byReplica[e.replica] != nil {
+                guard try body(e.replica, e.counter) else { return }
             }
         } else {
-            for i in list.indices where context.covers(list[i].ref.id) { try body(i) }
+            for author in byReplica.keys {
+                let upTo = context[author]
+                guard try upTo == 0 || body(author, upTo) else { return }
+            }
         }
     }
 
@@ -134,28 +144,30 @@ public struct Erasures: Hashable, Sendable {
             visits += 1
             return !list[i].cancelledBy.contains { context.covers($0) }
         }
-        guard let byReplica, context.entries.count < list.count else {
+        guard let byReplica else {
             return (list.indices.contains { context.covers(list[$0].ref.id) && seen($0) }, visits)
         }
-        for e in context.entries {
-            guard let positions = byReplica[e.replica] else { continue }
+        var found = false
+        forEachAuthor(in: byReplica, coveredBy: context) { author, upTo in
+            let positions = byReplica[author]!
             // The author's erases the context covers: a prefix of its positions.
-            let covered = positions.partitioningIndex { list[$0].ref.id.counter > e.counter }
-            guard covered > 0 else { continue }
-            guard let restorers = runs[e.replica] else {
-                if positions[..<covered].contains(where: seen) { return (true, visits) }
-                continue
+            let covered = positions.partitioningIndex { list[$0].ref.id.counter > upTo }
+            guard covered > 0 else { return true }
+            guard let restorers = runs[author] else {
+                found = positions[..<covered].contains(where: seen)
+                return !found
             }
             // Those it sees taken back: for each restorer, the prefix of its run it covers.
             var takenBack = 0
             for (restorer, counters) in restorers where takenBack < covered {
                 visits += 1
-                let upTo = context[restorer]
-                takenBack = max(takenBack, counters.partitioningIndex { $0 > upTo })
+                let seenUpTo = context[restorer]
+                takenBack = max(takenBack, counters.partitioningIndex { $0 > seenUpTo })
             }
-            if takenBack < covered { return (true, visits) }
+            found = takenBack < covered
+            return !found
         }
-        return (false, visits)
+        return (found, visits)
     }
 
     /// [MERGE-70] Restore `id`, whose context is `context`, takes back every erase that
@@ -177,20 +189,20 @@ public struct Erasures: Hashable, Sendable {
             list[i].cancelledBy.insert(id, at: at)
             changed = true
         }
-        guard let byReplica, context.entries.count < list.count else {
+        guard let byReplica else {
             for i in list.indices where context.covers(list[i].ref.id) { record(i) }
-            if self.byReplica != nil && changed { buildIndex() }
             return changed
         }
-        for e in context.entries {
-            guard let positions = byReplica[e.replica] else { continue }
-            guard runs[e.replica] != nil else {
-                for i in positions where list[i].ref.id.counter <= e.counter { record(i) }
-                continue
+        forEachAuthor(in: byReplica, coveredBy: context) { author, upTo in
+            let positions = byReplica[author]!
+            guard var restorers = runs.removeValue(forKey: author) else {
+                for i in positions where list[i].ref.id.counter <= upTo { record(i) }
+                return true
             }
-            var run = runs[e.replica]![id.replica] ?? []
+            // Taken out of the dictionaries while it grows: appended in place, not copied.
+            var run = restorers.removeValue(forKey: id.replica) ?? []
             var k = run.count
-            while k < positions.count, list[positions[k]].ref.id.counter <= e.counter {
+            while k < positions.count, list[positions[k]].ref.id.counter <= upTo {
                 let p = positions[k]
                 record(p)
                 // Past the run no erase records this restorer; a restore's counter is above the
@@ -198,15 +210,16 @@ public struct Erasures: Hashable, Sendable {
                 // author is scanned from now on.
                 guard let mine = list[p].cancelledBy.first(where: { $0.replica == id.replica }), mine == id,
                       id.counter >= run.last ?? 0 else {
-                    runs[e.replica] = nil
-                    irregular.insert(e.replica)
-                    for i in positions where list[i].ref.id.counter <= e.counter { record(i) }
-                    break
+                    irregular.insert(author)
+                    for i in positions where list[i].ref.id.counter <= upTo { record(i) }
+                    return true
                 }
                 run.append(id.counter)
                 k += 1
             }
-            if runs[e.replica] != nil { runs[e.replica]![id.replica] = run }
+            if !run.isEmpty { restorers[id.replica] = run }
+            runs[author] = restorers
+            return true
         }
         return changed
     }

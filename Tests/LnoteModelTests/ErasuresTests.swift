@@ -118,4 +118,81 @@ struct ErasuresTests {
             #expect(table.takeBackVisits <= 2 * n + 600, "n \(n): \(table.takeBackVisits) erases visited")
         }
     }
+
+    /// The definitions, on a plain list: what every path of `Erasures` must answer.
+    struct Reference {
+        var list: [Erasure]
+        func seenHolding(_ c: VectorClock) -> Bool {
+            list.contains { e in c.covers(e.ref.id) && !e.cancelledBy.contains { c.covers($0) } }
+        }
+        mutating func takeBack(_ c: VectorClock, _ id: OpID) -> Bool {
+            var changed = false
+            for k in list.indices where c.covers(list[k].ref.id) && !list[k].cancelledBy.contains(where: { $0.replica == id.replica }) {
+                list[k].cancelledBy.append(id)
+                list[k].cancelledBy.sort()
+                changed = true
+            }
+            return changed
+        }
+    }
+
+    /// Histories no causal delivery makes, which a snapshot built elsewhere or a hostile replica
+    /// can: each must still answer as the definitions do.
+    @Test func unusualHistoriesAnswerAsTheDefinitions() {
+        let a = ReplicaID(0xA), r = ReplicaID(0xB), q = ReplicaID(0xC)
+        func vc(_ p: [(ReplicaID, UInt64)]) -> VectorClock { VectorClock(p) }
+        func erase(_ n: UInt64, by: [OpID] = []) -> Erasure {
+            Erasure(ref: OpRef(id: OpID(replica: a, counter: n), lamport: n), clock: VectorClock(), cancelledBy: by)
+        }
+        func probes(_ t: Erasures, _ ref: Reference, _ what: String) {
+            #expect(t.sorted.map { Erasure.firstRestores($0.cancelledBy) } == ref.list.map { Erasure.firstRestores($0.cancelledBy) },
+                    "\(what)")
+            #expect(t.holding == ref.list.filter(\.holds).count, "\(what)")
+            for ca in [0, 1, 5, 19, 20, 21, 30, 40, 100] as [UInt64] {
+                for cr in [0, 1, 4, 5, 9, 10, 11] as [UInt64] {
+                    for cq in [0, 3] as [UInt64] {
+                        let c = VectorClock([(a, ca), (r, cr), (q, cq)].filter { $0.1 > 0 })
+                        #expect(t.seenHolding(by: c) == ref.seenHolding(c), "\(what): a \(ca), r \(cr), q \(cq)")
+                    }
+                }
+            }
+        }
+        // 1. A restore whose counter is below its restorer's run (a hostile replica's order).
+        var t = Erasures((1...40).map { erase($0) })
+        var ref = Reference(list: (1...40).map { erase($0) })
+        for (c, id) in [(vc([(a, 10)]), OpID(replica: r, counter: 9)),
+                        (vc([(a, 40)]), OpID(replica: r, counter: 1)),
+                        (vc([(a, 35)]), OpID(replica: q, counter: 3))] {
+            let mine = t.takeBack(seenBy: c, restore: id)
+            #expect(mine == ref.takeBack(c, id))
+            probes(t, ref, "after \(id)")
+        }
+        // 2. Erases already taken back appended: the 33rd, and one after the index exists.
+        t = Erasures((1...32).map { erase($0) })
+        ref = Reference(list: (1...32).map { erase($0) })
+        for (n, by) in [(UInt64(33), [OpID(replica: r, counter: 9)]), (34, []), (35, [OpID(replica: q, counter: 3)])] {
+            t.append(erase(n, by: by))
+            ref.list.append(erase(n, by: by))
+            probes(t, ref, "after appending \(n)")
+        }
+        let mine = t.takeBack(seenBy: vc([(a, 36)]), restore: OpID(replica: r, counter: 11))
+        #expect(mine == ref.takeBack(vc([(a, 36)]), OpID(replica: r, counter: 11)))
+        probes(t, ref, "after a restore over them")
+        // 3. Lists given whole: a restorer twice (sorted, as snapshots before the rule wrote
+        // them), and out of order.
+        let given = (UInt64(1)...40).map { n -> Erasure in
+            switch n % 4 {
+            case 0: erase(n, by: [OpID(replica: r, counter: 2), OpID(replica: r, counter: 10)])
+            case 1: erase(n, by: [OpID(replica: r, counter: 10), OpID(replica: r, counter: 2)])
+            case 2: erase(n, by: [OpID(replica: q, counter: 3)])
+            default: erase(n)
+            }
+        }
+        let sortedLists = given.map { Erasure(ref: $0.ref, clock: $0.clock, cancelledBy: $0.cancelledBy.sorted()) }
+        probes(Erasures(sortedLists), Reference(list: sortedLists), "given with a restorer twice")
+        let unsorted = (UInt64(1)...40).map { erase($0, by: [OpID(replica: r, counter: 10), OpID(replica: r, counter: 2)]) }
+        probes(Erasures(unsorted), Reference(list: unsorted), "given with each list out of order")
+        #expect(Erasures(given).seenHolding(by: vc([(a, 40), (r, 3)])) == Reference(list: given).seenHolding(vc([(a, 40), (r, 3)])),
+                "given out of order")
+    }
 }
