@@ -117,9 +117,11 @@ public struct Erasures: Hashable, Sendable {
     }
 
     /// Calls `body` with each author of an erase and the greatest counter of it `context`
-    /// covers (by the context's entries or by the authors, whichever are fewer).
-    private func forEachAuthor(in byReplica: [ReplicaID: [Int]], coveredBy context: VectorClock,
-                               _ body: (ReplicaID, UInt64) throws -> Bool) rethrows {
+    /// covers (by the context's entries or by the authors, whichever are fewer), until it
+    /// returns false. Static: `takeBack`'s body changes `self`, and a method of `self` called
+    /// meanwhile would be given a copy of it, whose list the first change then copies whole.
+    private static func forEachAuthor(in byReplica: [ReplicaID: [Int]], coveredBy context: VectorClock,
+                                      _ body: (ReplicaID, UInt64) throws -> Bool) rethrows {
         if context.entries.count <= byReplica.count {
             for e in context.entries where byReplica[e.replica] != nil {
                 guard try body(e.replica, e.counter) else { return }
@@ -148,7 +150,7 @@ public struct Erasures: Hashable, Sendable {
             return (list.indices.contains { context.covers(list[$0].ref.id) && seen($0) }, visits)
         }
         var found = false
-        forEachAuthor(in: byReplica, coveredBy: context) { author, upTo in
+        Self.forEachAuthor(in: byReplica, coveredBy: context) { author, upTo in
             let positions = byReplica[author]!
             // The author's erases the context covers: a prefix of its positions.
             let covered = positions.partitioningIndex { list[$0].ref.id.counter > upTo }
@@ -193,7 +195,7 @@ public struct Erasures: Hashable, Sendable {
             for i in list.indices where context.covers(list[i].ref.id) { record(i) }
             return changed
         }
-        forEachAuthor(in: byReplica, coveredBy: context) { author, upTo in
+        Self.forEachAuthor(in: byReplica, coveredBy: context) { author, upTo in
             let positions = byReplica[author]!
             guard var restorers = runs.removeValue(forKey: author) else {
                 for i in positions where list[i].ref.id.counter <= upTo { record(i) }
