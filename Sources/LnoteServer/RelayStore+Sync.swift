@@ -129,11 +129,6 @@ extension RelayStore {
                 [.integer(nb), .blob(x.log.document.uuid.bytes), Self.pageColumn(x.log),
                  .integer(Int64(bitPattern: x.id.replica.rawValue)), .integer(Int64(x.id.counter))]
             }
-            func heldHash(_ x: Incoming) throws -> [UInt8]? {
-                try tx.query("""
-                    SELECT hash FROM ops WHERE nb = ?1 AND document = ?2 AND page = ?3 AND replica = ?4 AND counter = ?5
-                    """, key(x)).first.map { $0[0].bytes ?? [] }
-            }
             if !incoming.isEmpty {
                 // What the relay holds under the pushed ids, read by log and author in chunks:
                 // one query per operation was a round trip each to PostgreSQL, under the lock.
@@ -195,7 +190,8 @@ extension RelayStore {
                     continue
                 }
                 let x = incoming[row]
-                guard let h = try found ?? heldHash(x) else {
+                // `insertNew` looked it up in this transaction: not found means not held either.
+                guard let h = found else {
                     throw LnoteError(.database, "operation \(x.id) in \(x.log) was neither stored nor found", path: path)
                 }
                 fates[row] = h == x.hash ? .duplicate : .fork(held: h)
@@ -571,8 +567,8 @@ extension RelayStore {
 
     /// Inserts `rows` (an operation and the sequence allocated to it) with `ON CONFLICT DO
     /// NOTHING`, several to a statement. Returns the sequences of those not stored (another
-    /// process stored their id first), each with the hash held under its id when the lookup
-    /// that found them saw it (nil: to be looked up).
+    /// process stored their id first), each with the hash held under its id (nil: no row holds
+    /// it, which the UNIQUE key cannot give).
     func insertNew<X>(_ rows: [(x: X, seq: Int64)], nb: Int64, key: (X) -> [RelayValue], _ tx: any RelayTransaction) throws -> [Int64: [UInt8]?]
         where X: RelayInsertable {
         var lost: [Int64: [UInt8]?] = [:]
