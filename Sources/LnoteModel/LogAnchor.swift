@@ -90,8 +90,10 @@ public struct LogAnchor: Hashable, Sendable {
     /// The `addStroke3` frame a valid log-form frame's payload stands for, and how many bytes
     /// longer the expanded payload's header is than the log form's (its fields after the wall
     /// time are the same bytes): nil when the counter or the wall time is not in its shortest
-    /// form, the counter is 0 or above 2⁶², or the wall time overflows. Such a frame is left
-    /// as it is (type 0x8A), which every operation decoder refuses as an unknown type.
+    /// form, the counter is 0 or above 2⁶², the wall time overflows, or the expanded frame
+    /// would be longer than a frame may be (`Frame.maxLength`: it could not be sent). Such a
+    /// frame is left as it is (type 0x8A), which every operation decoder refuses as an
+    /// unknown type.
     public func expand(_ payload: [UInt8]) -> (frame: Frame, shift: Int)? {
         expand(payload, payload: 0..<payload.count)
     }
@@ -110,6 +112,7 @@ public struct LogAnchor: Hashable, Sendable {
         w.varint(counter)
         w.svarint(wall)
         let shift = w.count - (rest - range.lowerBound)
+        guard 1 + range.count + shift <= Frame.maxLength else { return nil }
         w.append(bytes[rest..<range.upperBound])
         return (Frame(type: LogAnchor.addStroke3, payload: w.bytes), shift)
     }

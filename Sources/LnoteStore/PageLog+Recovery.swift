@@ -139,7 +139,16 @@ extension PageLog {
                              path: path, offset: 10)
         }
 
-        let anchor = try PageLog.readAnchor(fd, header: header, io: io)
+        let anchor: LogAnchor?
+        do {
+            anchor = try PageLog.readAnchor(fd, header: header, io: io, path: path)
+        } catch let e as LnoteError where e.code == .corrupt {
+            // [PKG-112] Never a torn tail: salvaged whole, with a copy of the anchor if any
+            // (the salvage reports the damage).
+            try fd.close()
+            handedOver = true
+            return try salvage(path: path, kind: kind, owner: owner, headerValid: true, report: report, io: io, readOnly: readOnly)
+        }
         var start = UInt64(LogHeader.size)
         // [PKG-47] An offset of this incarnation past the end of the file: the log lost what
         // the snapshot covers.
@@ -157,9 +166,8 @@ extension PageLog {
             start = UInt64(LogHeader.size)
             scan = LogScanner.scan(try io.pread(fd, count: Int(size - start), at: start), base: start, anchor: anchor)
             // Where a valid frame starts or ends is a frame boundary (damage may lie before it;
-            // the anchor's end is one too).
-            if !scan.frames.contains(where: { $0.end == offset || $0.offset == offset })
-                && offset != UInt64(LogHeader.size + (anchor?.frame.count ?? 0)) {
+            // the anchor's and its copies' ends are too).
+            if !scan.isBoundary(offset) {
                 unpaired = (offset, scan.goodEnd)
             } else if scan.damage.isEmpty && !scan.tailIsCompleteBadFrame {
                 // The offset ends a frame and only a torn tail follows: replay from it.
@@ -255,7 +263,13 @@ extension PageLog {
             guard incarnation == header.incarnation, from >= start, from <= size else { return nil }
             start = from
         }
-        let anchor = try PageLog.readAnchor(fd, header: header, io: io)
+        // A damaged anchor needs the lock's salvage ([PKG-112]).
+        let anchor: LogAnchor?
+        do {
+            anchor = try PageLog.readAnchor(fd, header: header, io: io, path: path)
+        } catch let e as LnoteError where e.code == .corrupt {
+            return nil
+        }
         let bytes = try io.pread(fd, count: Int(size - start), at: start)
         handedOver = true
         return Tail(path: path, io: io, fd: fd, readOnly: readOnly, header: header, anchor: anchor, size: size, start: start,
@@ -277,7 +291,7 @@ extension PageLog {
             // inside a frame ([PKG-47]). Only the whole log tells.
             let whole = LogScanner.scan(try io.pread(fd, count: Int(size) - LogHeader.size, at: UInt64(LogHeader.size)),
                                         base: UInt64(LogHeader.size), anchor: tail.anchor)
-            guard whole.frames.contains(where: { $0.end == start }) else { return nil }
+            guard whole.isBoundary(start) else { return nil }
         }
         let log = PageLog(path: path, io: io, header: tail.header, anchor: tail.anchor, end: scan.goodEnd, fd: fd,
                           readOnly: tail.readOnly)
@@ -329,10 +343,14 @@ extension PageLog {
         var report = initial
         let bytes = try DurableFile.read(path, io: io)
         let base = headerValid ? LogHeader.size : 0
-        let anchor = salvagedAnchor(bytes, headerValid: headerValid, kind: kind, path: path)
+        let (anchor, atForty) = salvagedAnchor(bytes, headerValid: headerValid, kind: kind, path: path)
         let scan = LogScanner.scan(Array(bytes.dropFirst(base)), base: UInt64(base), anchor: anchor)
         // Under a damaged header, the anchor found at offset 40 is kept, not dropped.
-        let keptAnchor = headerValid ? 0 : anchor?.frame.count ?? 0
+        let keptAnchor = !headerValid && atForty ? anchor?.frame.count ?? 0 : 0
+        // [PKG-112] A version-2 page log whose anchor is damaged: what follows it is damage,
+        // never a torn tail (log-form frames read with no anchor are no frames).
+        let anchorLost = headerValid && !atForty && kind == .page && bytes.count > LogHeader.size
+            && ((try? LogHeader.decode(bytes, path: path))?.version ?? 1) >= 2
         if !headerValid, let first = scan.frames.first, first.offset > 0 {
             report.droppedBytes += Int(first.offset) - keptAnchor
         } else if !headerValid && scan.frames.isEmpty {
@@ -344,13 +362,17 @@ extension PageLog {
             report.droppedBytes += Int(d.range.upperBound - d.range.lowerBound)
         }
         if let t = scan.tornTail {
-            if scan.tailIsCompleteBadFrame {
-                report.problems.append(LnoteError(.corrupt, scan.tornTailReason ?? "bad frame", path: path,
-                                                  offset: Int(t.lowerBound), index: scan.frames.count))
+            if scan.tailIsCompleteBadFrame || anchorLost {
+                report.problems.append(anchorLost && t.lowerBound == UInt64(LogHeader.size) ? PageLog.damagedAnchor(path: path)
+                                       : LnoteError(.corrupt, scan.tornTailReason ?? "bad frame", path: path,
+                                                    offset: Int(t.lowerBound), index: scan.frames.count))
                 report.droppedBytes += Int(t.upperBound - t.lowerBound)
             } else if !(headerValid == false && scan.frames.isEmpty) {
                 report.tornTail = (t.lowerBound, Int(t.upperBound - t.lowerBound))
             }
+        }
+        if anchorLost && !report.problems.contains(where: { $0.offset == LogHeader.size }) {
+            report.problems.insert(PageLog.damagedAnchor(path: path), at: 0)
         }
         // The same anchor, so that the log-form frames kept stay valid as they are ([PKG-38]).
         let start = LogStart(kind: kind, owner: owner, anchor: anchor)
@@ -398,16 +420,18 @@ extension PageLog {
     /// ([PKG-111]); under a valid version-2 header or, when the header is damaged, under any.
     /// A log-form frame's CRC starts from its anchor's, so a frame checked against the anchor
     /// found is its writer's; without one, log-form frames are damage and go to no replica.
-    static func salvagedAnchor(_ bytes: [UInt8], headerValid: Bool, kind: LogKind, path: String) -> LogAnchor? {
-        guard kind == .page, bytes.count > LogHeader.size else { return nil }
+    /// `atForty`: the anchor is the frame at offset 40 (not a copy found later).
+    static func salvagedAnchor(_ bytes: [UInt8], headerValid: Bool, kind: LogKind, path: String)
+        -> (anchor: LogAnchor?, atForty: Bool) {
+        guard kind == .page, bytes.count > LogHeader.size else { return (nil, false) }
         if headerValid {
-            guard let header = try? LogHeader.decode(bytes, path: path), header.version >= 2 else { return nil }
+            guard let header = try? LogHeader.decode(bytes, path: path), header.version >= 2 else { return (nil, false) }
         }
         let rest = Array(bytes[LogHeader.size...])
-        if case .frame(let f, _) = Frame.scan(rest, at: 0), let anchor = LogAnchor.parse(f) { return anchor }
+        if case .frame(let f, _) = Frame.scan(rest, at: 0), let anchor = LogAnchor.parse(f) { return (anchor, true) }
         // Only standard frames are valid without an anchor: each anchor frame among them.
         let scan = LogScanner.scan(rest, base: UInt64(LogHeader.size), anchor: nil)
-        return scan.frames.lazy.filter { $0.frame.type == LogAnchor.type }.compactMap { LogAnchor.parse($0.frame) }.first
+        return (scan.frames.lazy.filter { $0.frame.type == LogAnchor.type }.compactMap { LogAnchor.parse($0.frame) }.first, false)
     }
 }
 

@@ -346,8 +346,15 @@ final class PageLog {
                 try? fresh.close()
                 return .replaced
             }
-            // Its frames, the anchor's included (the scan passes over it), are growth.
-            let anchor = try PageLog.readAnchor(fresh, header: head, io: io)
+            // Its frames, the anchor's included (the scan passes over it), are growth. A damaged
+            // anchor is read again from the files, where the lock holder salvages it.
+            let anchor: LogAnchor?
+            do {
+                anchor = try PageLog.readAnchor(fresh, header: head, io: io, path: path)
+            } catch {
+                try? fresh.close()
+                return .replaced
+            }
             try adopt(PageLog(path: path, io: io, header: head, anchor: anchor, end: UInt64(LogHeader.size), fd: fresh,
                               readOnly: cause))
         }
@@ -434,12 +441,25 @@ final class PageLog {
     }
 
     /// The anchor of the log open on `fd` under `header` ([PKG-110]), read from offset 40.
-    static func readAnchor(_ fd: FileDescriptor, header: LogHeader, io: Syscalls) throws -> LogAnchor? {
+    /// - Throws: `corrupt` at offset 40 for a version-2 page log with bytes after its header
+    ///   that do not start with a valid anchor ([PKG-112]): its log-form frames cannot be
+    ///   read, so its bytes are damage, to be salvaged with a copy of the anchor if there is
+    ///   one, never a torn tail to cut.
+    static func readAnchor(_ fd: FileDescriptor, header: LogHeader, io: Syscalls, path: String) throws -> LogAnchor? {
         guard header.version >= 2, header.kind == .page else { return nil }
         let size = try io.fstat(fd).size
         guard size > UInt64(LogHeader.size) else { return nil }
         let count = Int(min(size - UInt64(LogHeader.size), UInt64(LogAnchor.maxFrameSize)))
-        return header.anchor(in: try io.pread(fd, count: count, at: UInt64(LogHeader.size)))
+        guard let anchor = header.anchor(in: try io.pread(fd, count: count, at: UInt64(LogHeader.size))) else {
+            throw PageLog.damagedAnchor(path: path)
+        }
+        return anchor
+    }
+
+    /// The damage of a version-2 page log whose first frame is not a valid anchor ([PKG-112]).
+    static func damagedAnchor(path: String) -> LnoteError {
+        LnoteError(.corrupt, "the log's anchor (the frame after its header) is damaged: the strokes written in log form "
+                   + "are read only with a valid copy of it", path: path, offset: LogHeader.size, index: 0)
     }
 
     /// Opens a log file to read and append, or only to read when it may not be written
@@ -780,6 +800,14 @@ struct LogScan: Sendable {
     var tailIsCompleteBadFrame = false
     /// End of the last valid frame (where the next append goes).
     var goodEnd: UInt64
+    /// Where the anchor and its copies that the scan passed over end ([PKG-110]): frame
+    /// boundaries too, though no operation is listed there.
+    var anchorEnds: [UInt64] = []
+
+    /// Whether `offset` is where a frame the scan found, or the anchor or a copy, starts or ends.
+    func isBoundary(_ offset: UInt64) -> Bool {
+        anchorEnds.contains(offset) || frames.contains { $0.end == offset || $0.offset == offset }
+    }
     /// Bytes the searches after damage ran through the CRC (`FrameSearch.bytesHashed`).
     var searchBytesHashed = 0
 
@@ -829,6 +857,7 @@ enum LogScanner {
                 let type = bytes[pos + Frame.headerSize]
                 if let anchor, type == LogAnchor.type, r.count == anchor.frame.count, bytes[r].elementsEqual(anchor.frame) {
                     // The anchor itself (or a copy of it): no operation.
+                    out.anchorEnds.append(base + UInt64(r.upperBound))
                 } else if let anchor, type == LogAnchor.logFormAddStroke3,
                           let (frame, shift) = anchor.expand(bytes, payload: (pos + Frame.headerSize + 1)..<r.upperBound) {
                     out.frames.append(LoggedFrame(expanded: frame, offset: offset, size: r.count, shift: shift))

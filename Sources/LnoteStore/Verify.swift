@@ -569,13 +569,21 @@ public enum Verify {
         // operation yet covers it).
         let anchorEnd = UInt64(LogHeader.size + (anchor?.frame.count ?? 0))
         let facts = LogFacts(incarnation: header.incarnation, size: UInt64(bytes.count),
-                             frameEnds: Set([UInt64(LogHeader.size), anchorEnd] + scan.frames.flatMap { [$0.offset, $0.end] }),
+                             frameEnds: Set([UInt64(LogHeader.size), anchorEnd] + scan.anchorEnds
+                                            + scan.frames.flatMap { [$0.offset, $0.end] }),
                              held: Document.heldCounters(scan.frames))
+        // [PKG-112] A version-2 page log whose anchor is damaged: what follows is damage.
+        let anchorLost = anchor == nil && header.version >= 2 && kind == .page && bytes.count > LogHeader.size
+        if anchorLost && scan.damage.first?.range.lowerBound != UInt64(LogHeader.size)
+            && scan.tornTail?.lowerBound != UInt64(LogHeader.size) {
+            report.problems.append(.init(.corruptFrame, path, PageLog.damagedAnchor(path: path).message, offset: LogHeader.size,
+                                         index: 0))
+        }
         for d in scan.damage {
             report.problems.append(.init(.corruptFrame, path, d.reason, offset: Int(d.range.lowerBound), index: d.frameIndex))
         }
         if let t = scan.tornTail {
-            report.problems.append(.init(scan.tailIsCompleteBadFrame ? .corruptFrame : .tornTail, path,
+            report.problems.append(.init(scan.tailIsCompleteBadFrame || anchorLost ? .corruptFrame : .tornTail, path,
                                          "\(t.upperBound - t.lowerBound) bytes after the last valid frame",
                                          offset: Int(t.lowerBound), index: scan.frames.count))
         }

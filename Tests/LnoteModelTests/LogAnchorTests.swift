@@ -140,6 +140,11 @@ struct LogAnchorTests {
         over.svarint(11)
         #expect(anchor.expand(payload([0x02], over.bytes)) == nil)  // base + 11 overflows
         #expect(anchor.expand([0x02]) == nil)  // no wall time
+        // An expansion longer than a frame may be: it could not be sent.
+        let base0 = LogAnchor(writer: 0xB0, baseWallTime: 0)
+        let long = [0x02, 0x00] + [UInt8](repeating: 7, count: Frame.maxLength - 3)
+        #expect(base0.expand(long) == nil)
+        #expect(base0.expand(Array(long.dropLast(8))) != nil)
         // An anchor's own payload: a zero writer, a wall time not shortest, or trailing bytes.
         #expect(LogAnchor.parse(Frame(type: 0x30, payload: [0, 0, 0, 0, 0, 0, 0, 0, 0])) == nil)
         #expect(LogAnchor.parse(Frame(type: 0x30, payload: [1, 0, 0, 0, 0, 0, 0, 0, 0x80, 0])) == nil)

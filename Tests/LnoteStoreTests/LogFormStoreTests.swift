@@ -51,6 +51,14 @@ struct LogFormStoreTests {
         #expect(scan.frames.allSatisfy { $0.frame.type == 0x0A })
         #expect(scan.frames.last?.end == UInt64(bytes.count))
         let ops = try scan.frames.map { try OperationCodec.decode($0.frame, base: $0.payloadBase) }
+        // Every byte of an expanded payload past its wall time is where `payloadBase` says it
+        // is in the file (error offsets in it name the byte in the log).
+        for lf in scan.frames {
+            let header = 8 + 1 + (lf.frame.payload.count - (lf.size - 9))  // replica, counter, and what the header gained
+            for k in stride(from: lf.frame.payload.count - 1, through: max(0, header), by: -7) {
+                #expect(bytes[lf.payloadBase + k] == lf.frame.payload[k], "seed \(seed): byte \(k) of the frame at \(lf.offset)")
+            }
+        }
         #expect(ops.allSatisfy { $0.id.replica == da.replica && $0.wallTime == 1_700_000_000_000 })
 
         // Reopened, eagerly and from a snapshot with a tail.
@@ -193,6 +201,27 @@ struct LogFormStoreTests {
         #expect(try await d.pageState(p).elements.map(\.id) == state.elements.map(\.id))
         #expect(await d.recoveryReports.contains { !$0.problems.isEmpty })
         #expect(try Self.salvaged(path) == (2, [LogAnchor.type, f, f, f, f, f]))
+        try await d.close()
+        try await nb.close()
+    }
+
+    @Test("[PKG-112] the anchor's length field damaged in a log of log-form frames alone: damage, salvaged with every byte kept, never cut as a torn tail")
+    func anchorLengthDamaged() async throws {
+        let dir = try TempDir("logform")
+        defer { dir.remove() }
+        let (nb, id, p, path, _) = try await Self.drawnPage(dir, 4)
+        var bytes = try #require(fileBytes(path))
+        bytes[LogHeader.size + 3] ^= 0x01  // the anchor's length: past the end of the file
+        try writeFile(path, bytes)
+        let verified = try Verify.run(folder: try Syscalls.live.realpath(dir.sub("nb")))
+        #expect(verified.problems(.tornTail).isEmpty, "\(verified.problems)")
+        #expect(verified.problems(.corruptFrame).contains { $0.path == path && $0.offset == LogHeader.size }, "\(verified.problems)")
+        let d = try await nb.openDocument(id)
+        #expect(try await d.elements(p).isEmpty)
+        let report = try #require(await d.recoveryReports.first { $0.path == path })
+        #expect(report.problems.first?.offset == LogHeader.size && report.tornTail == nil, "\(report)")
+        #expect(fileBytes(path + ".corrupt-1") == bytes, "every byte kept")
+        #expect(try Self.salvaged(path) == (1, []))
         try await d.close()
         try await nb.close()
     }
