@@ -31,7 +31,7 @@
 # Exits 1 when the run found a crash (with `all`: when any did, after running every target).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-targets=(frame op snapshot points-v2 checkpoint sync-request sync-response import merge merge-ops
+targets=(frame op snapshot points-v2 checkpoint sync-request sync-response import merge merge-ops log
          document-json manifest-json replica-json devices-json quarantine-json)
 # Inputs per target in --ci mode (each about 10-15 s here; the merge targets run whole
 # scenarios). Trimmed from 200,000 when the web view's browser tests joined CI, which must stay

@@ -14,7 +14,7 @@ import LnoteSync
 /// `Fuzz/` on each test run.
 public enum FuzzTargets {
     public static let names = ["frame", "op", "snapshot", "points-v2", "checkpoint", "sync-request", "sync-response", "import", "merge",
-                               "merge-ops"] + jsonTargets.keys.sorted()
+                               "merge-ops", "log"] + jsonTargets.keys.sorted()
 
     /// The JSON files a notebook reads, by target name: each fed to the store's own decoding
     /// and validation of that file (`NotebookJSONFiles`).
@@ -36,6 +36,7 @@ public enum FuzzTargets {
         case "import": importLines(data)
         case "merge": mergeScript(data)
         case "merge-ops": merge(data)
+        case "log": log(data)
         case let json where jsonTargets[json] != nil: jsonFile(jsonTargets[json]!, data)
         default: preconditionFailure("unknown fuzz target \(name); known: \(names.joined(separator: ", "))")
         }
@@ -52,6 +53,53 @@ public enum FuzzTargets {
             guard let op = try? OperationCodec.decode(f) else { continue }
             checkForms(op, f)
             check(OpValidator.violation(of: op) == nil, "decode let through an invalid operation")
+        }
+    }
+
+    /// A version-2 page log ([PKG-110], [LOG-33]): the bytes after a fixed header and anchor,
+    /// read as they are (damage, the search after it, log-form frames that fail their CRC),
+    /// then as `chunks` each sealed as a valid frame (a chunk of type 0x8A with the CRC chained
+    /// from the anchor's), so that mutations reach the expansion. Every sealed chunk is read
+    /// back: the anchor's copies passed over, each log-form frame expanded to an `addStroke3`
+    /// whose log form is its bytes again, or left as it is; an operation decoded from one
+    /// re-encodes to it.
+    static func log(_ data: [UInt8]) {
+        let anchor = LogAnchor(writer: 0xB0, baseWallTime: 1_700_000_000_000)
+        let start = LogHeader(kind: .page, owner: UUID(uuid: (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16)),
+                              incarnation: 1, version: 2).encoded + anchor.frame
+        _ = try? LogFileContents(start + data)
+        var sealed = start
+        var written: [Int: [UInt8]] = [:]
+        var copies = 0
+        for chunk in chunks(data) {
+            var bytes = chunk.encoded
+            if chunk.type == LogAnchor.logFormAddStroke3 {
+                let crc = bytes.withUnsafeBytes { raw in
+                    CRC32C.update(CRC32C.update(anchor.chainSeed, UnsafeRawBufferPointer(rebasing: raw[0..<4])),
+                                  UnsafeRawBufferPointer(rebasing: raw[Frame.headerSize...]))
+                }
+                withUnsafeBytes(of: crc.littleEndian) { for i in 0..<4 { bytes[4 + i] = $0[i] } }
+            }
+            if bytes == anchor.frame { copies += 1 }
+            written[sealed.count] = bytes
+            sealed += bytes
+        }
+        guard let log = try? LogFileContents(sealed) else {
+            check(false, "a log of sealed frames does not read")
+            return
+        }
+        check(log.anchor == anchor && log.frames.count == written.count - copies, "frames lost or gained")
+        for lf in log.frames {
+            guard let bytes = written[Int(lf.offset)] else {
+                check(false, "a frame read at \(lf.offset), where none was written")
+                continue
+            }
+            check(lf.size == bytes.count, "a frame's extent differs from what was written")
+            if bytes[Frame.headerSize] == LogAnchor.logFormAddStroke3 && lf.frame.type != LogAnchor.logFormAddStroke3 {
+                check(anchor.logForm(lf.frame.encoded) == bytes, "an expanded log-form frame does not give its bytes back")
+            }
+            guard let op = try? OperationCodec.decode(lf.frame, base: lf.payloadBase) else { continue }
+            checkForms(op, lf.frame)
         }
     }
 

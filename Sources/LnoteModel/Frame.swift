@@ -88,7 +88,32 @@ public struct Frame: Hashable, Sendable {
 
     /// Reads the frame starting at `position` in `bytes` (never trusting the length field
     /// beyond the bytes present).
-    public static func scan(_ bytes: [UInt8], at position: Int) -> ScanResult {
+    ///
+    /// `chain`: in a log with an anchor (`LogAnchor`), the anchor's `chainSeed`, where the CRC
+    /// of a log-form frame (type 0x8A) starts. Without one such a frame is never valid: its
+    /// CRC cannot be checked, and its operation could not be attributed.
+    public static func scan(_ bytes: [UInt8], at position: Int, chain: UInt32? = nil) -> ScanResult {
+        switch check(bytes, at: position, chain: chain) {
+        case .valid(let range):
+            let frame = Frame(type: bytes[position + 8], payload: Array(bytes[(position + 9)..<range.upperBound]))
+            return .frame(frame, range: range)
+        case .truncated(let at): return .truncated(at: at)
+        case .corrupt(let at, let reason): return .corrupt(at: at, reason: reason)
+        case .end: return .end
+        }
+    }
+
+    /// What `scan` finds, without copying the payload: a valid frame's range (header
+    /// included), or what is there instead.
+    public enum CheckResult: Sendable, Equatable {
+        case valid(Range<Int>)
+        case truncated(at: Int)
+        case corrupt(at: Int, reason: String)
+        case end
+    }
+
+    /// `scan` without building the frame.
+    public static func check(_ bytes: [UInt8], at position: Int, chain: UInt32? = nil) -> CheckResult {
         let n = bytes.count
         if position >= n { return .end }
         guard n - position >= headerSize + 1 else { return .truncated(at: position) }
@@ -105,15 +130,23 @@ public struct Frame: Hashable, Sendable {
         }
         let stored = UInt32(bytes[position + 4]) | UInt32(bytes[position + 5]) << 8
             | UInt32(bytes[position + 6]) << 16 | UInt32(bytes[position + 7]) << 24
+        let seed: UInt32
+        if bytes[position + 8] == LogAnchor.logFormAddStroke3 {
+            guard let chain else {
+                return .corrupt(at: position, reason: "a log-form frame (type 0x8a) where no log anchor is in effect")
+            }
+            seed = chain
+        } else {
+            seed = 0
+        }
         let crc = bytes.withUnsafeBytes { raw -> UInt32 in
-            let c = CRC32C.update(0, UnsafeRawBufferPointer(rebasing: raw[position..<position + 4]))
+            let c = CRC32C.update(seed, UnsafeRawBufferPointer(rebasing: raw[position..<position + 4]))
             return CRC32C.update(c, UnsafeRawBufferPointer(rebasing: raw[(position + 8)..<end]))
         }
         guard crc == stored else {
             return .corrupt(at: position, reason: "CRC mismatch (stored \(hex32(stored)), computed \(hex32(crc)))")
         }
-        let frame = Frame(type: bytes[position + 8], payload: Array(bytes[(position + 9)..<end]))
-        return .frame(frame, range: position..<end)
+        return .valid(position..<end)
     }
 
     /// Decodes a buffer that must hold only whole valid frames (a wire body section).

@@ -34,7 +34,14 @@ public struct FrameSearch {
     /// tests bound.
     public private(set) var bytesHashed = 0
 
-    public init(_ bytes: [UInt8]) { self.bytes = bytes }
+    /// The anchor's `chainSeed` in a log with an anchor: where a log-form frame's CRC starts
+    /// (`Frame.scan(_:at:chain:)`); nil: no log-form frame is valid.
+    public let chain: UInt32?
+
+    public init(_ bytes: [UInt8], chain: UInt32? = nil) {
+        self.bytes = bytes
+        self.chain = chain
+    }
 
     /// The first position after `p` (−1 or more) where a valid frame starts, or nil.
     ///
@@ -51,7 +58,8 @@ public struct FrameSearch {
             guard let base = raw.baseAddress else { return nil }
             while q <= limit {
                 let length = Int(raw.loadUnaligned(fromByteOffset: q, as: UInt32.self).littleEndian)
-                if length >= 1, length <= Frame.maxLength, length <= n - q - Frame.headerSize {
+                if length >= 1, length <= Frame.maxLength, length <= n - q - Frame.headerSize,
+                   chain != nil || raw[q + Frame.headerSize] != LogAnchor.logFormAddStroke3 {
                     let stored = raw.loadUnaligned(fromByteOffset: q + 4, as: UInt32.self).littleEndian
                     if crc(raw, base, at: q, length: length) == stored { return q }
                 }
@@ -64,7 +72,8 @@ public struct FrameSearch {
     /// The CRC a frame of `length` at `q` must carry: of its length field and of the bytes
     /// after its CRC field.
     private mutating func crc(_ raw: UnsafeRawBufferPointer, _ base: UnsafeRawPointer, at q: Int, length: Int) -> UInt32 {
-        let head = CRC32C.update(0, UnsafeRawBufferPointer(start: base + q, count: 4))
+        let seed = raw[q + Frame.headerSize] == LogAnchor.logFormAddStroke3 ? chain ?? 0 : 0
+        let head = CRC32C.update(seed, UnsafeRawBufferPointer(start: base + q, count: 4))
         bytesHashed += 4
         if length <= FrameSearch.directLimit {
             bytesHashed += length

@@ -165,8 +165,9 @@ extension Document {
               r.pages.values.allSatisfy({ $0.allSatisfy(\.body.isPageOperation) }) else { return nil }
         var d = DocumentReplica(id: r.id)
         do { try d.receive(r.documentOps) } catch { return nil }
-        let header = LogHeader(kind: .document, owner: r.id.uuid)
-        let (log, covered, docHashes) = encodeLog(header, r.documentOps, waiting: { !d.clock.covers($0) })
+        let docStart = LogStart(kind: .document, owner: r.id.uuid, anchor: nil)
+        let header = docStart.header
+        let (log, covered, docHashes) = encodeLog(docStart, r.documentOps, waiting: { !d.clock.covers($0) })
         let file = DocumentFile(state: d.state, coveredOffset: covered, incarnation: header.incarnation, assets: [:])
         guard let docBytes = try? StoreJSON.encode(file) else { return nil }
         var pages: [(PageID, [UInt8], [UInt8]?)] = []
@@ -176,8 +177,9 @@ extension Document {
             var replica = PageReplica(page: pid)
             do { _ = try replica.receive(ops) } catch { return nil }
             clocks[pid] = replica.clock
-            let header = LogHeader(kind: .page, owner: pid.uuid)
-            let (log, covered, hashes) = encodeLog(header, ops, waiting: { !replica.clock.covers($0) })
+            let start = LogStart(kind: .page, owner: pid.uuid, anchor: logAnchor(for: ops))
+            let header = start.header
+            let (log, covered, hashes) = encodeLog(start, ops, waiting: { !replica.clock.covers($0) })
             digests[pid] = Document.chainDigests(hashes, at: replica.clock)
             guard d.state.pages.contains(where: { $0.id == pid }) else {
                 pages.append((pid, log, nil))
@@ -193,16 +195,32 @@ extension Document {
     /// A log's bytes, header then frames, the offset up to which a snapshot may cover it
     /// (the first frame whose operation is waiting, else the end, [PKG-41]), and the first
     /// 16 bytes of each operation's content hash ([SYNC-50]), as `logHashes` reads them back.
-    private static func encodeLog(_ header: LogHeader, _ ops: [Op], waiting: (OpID) -> Bool)
+    /// The anchor of a page log written whole from received operations ([PKG-110]): its
+    /// writer is the replica that added the most strokes (the smallest id among equals), its
+    /// base the wall time of the first of them; nil when no stroke is added.
+    static func logAnchor(for ops: [Op]) -> LogAnchor? {
+        var strokes: [ReplicaID: Int] = [:]
+        var firstWall: [ReplicaID: Int64] = [:]
+        for op in ops {
+            guard case .add(.stroke, _) = op.body else { continue }
+            strokes[op.id.replica, default: 0] += 1
+            if firstWall[op.id.replica] == nil { firstWall[op.id.replica] = op.wallTime }
+        }
+        guard let writer = strokes.max(by: { ($0.value, $1.key) < ($1.value, $0.key) })?.key else { return nil }
+        return LogAnchor(writer: writer.rawValue, baseWallTime: firstWall[writer]!)
+    }
+
+    private static func encodeLog(_ start: LogStart, _ ops: [Op], waiting: (OpID) -> Bool)
         -> ([UInt8], UInt64, [ReplicaID: [UInt64: [UInt8]]]) {
         var w = ByteWriter()
-        w.append(header.encoded)
+        w.append(start.bytes)
         var firstWaiting: Int?
         var hashes: [ReplicaID: [UInt64: [UInt8]]] = [:]
         for op in ops {
             if firstWaiting == nil && waiting(op.id) { firstWaiting = w.count }
             let frame = OperationCodec.frame(op)
-            frame.encode(into: &w)
+            let bytes = frame.encoded
+            w.append(start.anchor?.logForm(bytes) ?? bytes)
             // The operation is at hand: its hash form is encoded from it, not decoded from the frame.
             hashes[op.id.replica, default: [:]][op.id.counter] = Array(ContentHash.of(frame, decoded: op).prefix(16))
         }

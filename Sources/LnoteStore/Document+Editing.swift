@@ -74,6 +74,7 @@ extension Document {
             // operations recorded: under the lock.
             guard covered == nil && !fromBase else { return nil }
             openedLog = PageLog(absent: paths.log(pid), kind: .page, owner: pid.uuid, io: io)
+            openedLog?.anchorForCreation = { [self] in newLogAnchor() }
         } else if snapshot == nil {
             guard let (opened, replay) = try PageLog.openForReading(path: paths.log(pid), kind: .page, owner: pid.uuid,
                                                                      from: covered?.offset, incarnation: covered?.incarnation,
@@ -93,7 +94,7 @@ extension Document {
         var plain: [PlainAddStroke] = []
         if let snapshot, let t = tail {
             // [PKG-42] Points deferred to their first use ([SNAP-38]): `loadedPage`.
-            var both = Document.decode(snapshot: snapshot, path: contentPath, tail: t.bytes, from: t.start,
+            var both = Document.decode(snapshot: snapshot, path: contentPath, tail: t.bytes, from: t.start, anchor: t.anchor,
                                        logPath: paths.log(pid), deferringPoints: deferring)
             // The log as `openForReading` gives it, from the scan made beside the decode.
             guard let (opened, replay) = try PageLog.finishOpening(t, scan: both.scan) else { return nil }
@@ -166,7 +167,7 @@ extension Document {
     /// are read as such ([LOG-28], `plain`), and `frames` holds the operations of the frames
     /// past them (those from `plain.count` on); nil when the tail is short (read in turn,
     /// `feed` decodes them).
-    static func decode(snapshot: [UInt8], path: String, tail: [UInt8], from base: UInt64, logPath: String,
+    static func decode(snapshot: [UInt8], path: String, tail: [UInt8], from base: UInt64, anchor: LogAnchor?, logPath: String,
                        deferringPoints: Bool)
         -> (snapshot: PageSnapshot.Contents?, scan: LogScan, frames: [Result<Op, any Error>]?, plain: [PlainAddStroke]) {
         let (count, adds) = framesAndAdds(tail)
@@ -179,13 +180,13 @@ extension Document {
         }
         @Sendable func clean(_ scan: LogScan) -> Bool { scan.damage.isEmpty && !scan.tailIsCompleteBadFrame }
         guard count >= sideBySideFrames else {
-            let scan = LogScanner.scan(tail, base: base)
+            let scan = LogScanner.scan(tail, base: base, anchor: anchor)
             let plain = deferringPoints && clean(scan) ? plainAdds(scan.frames, path: logPath) : []
             return (decodeSnapshot(), scan, nil, plain)
         }
         typealias Tail = (scan: LogScan, frames: [Result<Op, any Error>], plain: [PlainAddStroke])
         @Sendable func decodeTail() -> Tail {
-            let scan = LogScanner.scan(tail, base: base, expecting: expecting)
+            let scan = LogScanner.scan(tail, base: base, anchor: anchor, expecting: expecting)
             guard clean(scan) else { return (scan, [], []) }
             let frames = scan.frames
             let plain = deferringPoints ? plainAdds(frames, path: logPath) : []
@@ -207,7 +208,8 @@ extension Document {
                 let length = Int(UInt32(b[at]) | UInt32(b[at + 1]) << 8 | UInt32(b[at + 2]) << 16 | UInt32(b[at + 3]) << 24)
                 guard length >= 1, length <= Frame.maxLength, length <= b.count - at - Frame.headerSize else { break }
                 let type = b[at + Frame.headerSize]
-                if saysAdd(type) { adds += 1 }
+                // A log-form frame ([LOG-33]) is an addStroke3 once read.
+                if saysAdd(type) || type == LogAnchor.logFormAddStroke3 { adds += 1 }
                 frames += 1
                 at += Frame.headerSize + length
             }
@@ -220,7 +222,7 @@ extension Document {
     static func plainAdds(_ frames: [LoggedFrame], path: String) -> [PlainAddStroke] {
         var out: [PlainAddStroke] = []
         for lf in frames {
-            guard let a = OperationCodec.plainAddStroke(lf.frame, base: Int(lf.offset) + Frame.headerSize + 1, path: path)
+            guard let a = OperationCodec.plainAddStroke(lf.frame, base: lf.payloadBase, path: path)
             else { break }
             if out.isEmpty { out.reserveCapacity(min(frames.count, maxReservedFromTail)) }
             out.append(a)
@@ -393,7 +395,7 @@ extension Document {
             fromBase = true
         }
         let (log, replay) = try PageLog.open(path: paths.log(pid), kind: .page, owner: pid.uuid, from: covered?.offset,
-                                             incarnation: covered?.incarnation, create: true, io: io)
+                                             incarnation: covered?.incarnation, create: true, anchor: newLogAnchor(), io: io)
         var unpaired: (report: RecoveryReport, clock: VectorClock)?
         if let u = replay.unpairedOffset, let c = covered {
             // [PKG-47] The snapshot names this log's incarnation but an offset that is not a frame
@@ -600,13 +602,19 @@ extension Document {
             let (pieces, parallel) = Document.appendPieces(ops)
             for piece in pieces {
                 // Strokes encode independently: a big batch (an import, a paste) uses every core.
-                let frames = Parallel.map(piece.count, parallel: parallel) { OperationCodec.encode(ops[piece.lowerBound + $0]) }
+                let encoded = Parallel.map(piece.count, parallel: parallel) { OperationCodec.encode(ops[piece.lowerBound + $0]) }
+                // [LOG-33] This replica's strokes in log form where the log's anchor names it,
+                // with a copy of the anchor when one is due ([PKG-111]).
+                let (frames, indices) = lp.log.written(encoded)
                 let start = lp.log.end
+                var frameOffsets: [UInt64] = []
+                frameOffsets.reserveCapacity(frames.count)
                 var offset = start
                 for f in frames {
-                    offsets.append(offset)
+                    frameOffsets.append(offset)
                     offset += UInt64(f.count)
                 }
+                for i in indices { offsets.append(frameOffsets[i]) }
                 try lp.log.write(encoded: frames)
                 // The disk writes this piece while the next is encoded; the sync below then
                 // has only the last piece left to write.

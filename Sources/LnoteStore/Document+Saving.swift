@@ -358,7 +358,7 @@ extension Document {
                 return nil
             }
             if let bytes = try DurableFile.readIfExists(paths.log(pid), io: io), bytes.count > LogHeader.size {
-                let scan = LogScanner.scan(Array(bytes[LogHeader.size...]), base: UInt64(LogHeader.size))
+                let scan = LogScanner.scanFile(bytes, path: paths.log(pid))
                 for f in scan.frames { if let a = Document.imageAsset(in: f) { out.insert(a) } }
             }
         }

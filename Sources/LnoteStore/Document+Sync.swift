@@ -112,7 +112,7 @@ extension Document {
             // Only what the clock does not cover is decoded: a sync of a few new strokes
             // reads the log but does not decode the points of all the others.
             guard let id = OperationCodec.id(of: f.frame), !clock.covers(id), !seen.contains(id),
-                  let op = try? OperationCodec.decode(f.frame, base: Int(f.offset) + Frame.headerSize + 1, path: path),
+                  let op = try? OperationCodec.decode(f.frame, base: f.payloadBase, path: path),
                   op.body.isPageOperation == (pid != nil) else { continue }
             seen.insert(op.id)
             out.append((f.frame, op))

@@ -157,7 +157,7 @@ extension Document {
         var out: [Op] = []
         out.reserveCapacity(frames.count)
         for f in frames {
-            guard let op = try? OperationCodec.decode(f.frame, base: Int(f.offset) + Frame.headerSize + 1, path: path,
+            guard let op = try? OperationCodec.decode(f.frame, base: f.payloadBase, path: path,
                                                       deferringPoints: page),
                   op.body.isPageOperation == page, seen.insert(op.id) else { continue }
             out.append(op)

@@ -898,7 +898,7 @@ public actor Document {
 
     /// The operation of one logged frame.
     static func decodeFrame(_ lf: LoggedFrame, path: String, deferringPoints: Bool) throws -> Op {
-        try OperationCodec.decode(lf.frame, base: Int(lf.offset) + Frame.headerSize + 1, path: path,
+        try OperationCodec.decode(lf.frame, base: lf.payloadBase, path: path,
                                   deferringPoints: deferringPoints)
     }
 
@@ -918,6 +918,10 @@ public actor Document {
     }
 
     func now() -> Int64 { options.now() }
+
+    /// The anchor a page log this document creates starts with ([PKG-110]): this replica,
+    /// now.
+    nonisolated func newLogAnchor() -> LogAnchor { LogAnchor(writer: replica.rawValue, baseWallTime: options.now()) }
 }
 
 /// One page as the document knows it.

@@ -184,7 +184,7 @@ final class DocumentFollower {
             return [Change(kind: .reloaded, origin: .otherProcess, document: paths.id)]
         }
         guard st.size > position.end, let bytes = try? io.pread(fd, count: Int(st.size - position.end), at: position.end) else { return [] }
-        let scan = LogScanner.scan(bytes, base: position.end)
+        let scan = LogScanner.scan(bytes, base: position.end, anchor: nil)  // a document log: none
         // Damage waits for a holder of the lock to salvage it (the log is then replaced).
         guard scan.damage.isEmpty, !scan.tailIsCompleteBadFrame else { return [] }
         var runs: [(Change.Origin, [LoggedFrame])] = []

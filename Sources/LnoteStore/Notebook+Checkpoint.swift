@@ -44,7 +44,9 @@ extension Notebook {
             for s in pages {
                 // The base file first: a state without its base would serve a history with a hole.
                 try DurableFile.replace(staged.base(s.page), with: PageBase.encode(s), io: io)
-                let header = try PageLog.create(path: staged.log(s.page), kind: .page, owner: s.page.uuid, io: io)
+                let header = try PageLog.create(path: staged.log(s.page), kind: .page, owner: s.page.uuid,
+                                                anchor: LogAnchor(writer: self.identity.current.rawValue, baseWallTime: self.options.now()),
+                                                io: io).header
                 let bytes = PageSnapshot.encode(s, coveredLogOffset: UInt64(LogHeader.size), logIncarnation: header.incarnation)
                 try DurableFile.replace(staged.content(s.page), with: bytes, io: io)
             }

@@ -110,11 +110,12 @@ extension PageLog {
     ///   - create: create an empty log when the file does not exist.
     /// - Throws: `notFound`, `unsupportedVersion` (a newer file, left untouched), `corrupt`
     ///   when the header is valid but names another owner or kind, `io`.
+    ///   - anchor: the anchor of a page log this creates ([PKG-110]).
     static func open(path: String, kind: LogKind, owner: UUID, from: UInt64? = nil, incarnation: UInt64? = nil,
-                     create: Bool, io: Syscalls) throws -> (PageLog, LogReplay) {
+                     create: Bool, anchor creating: LogAnchor? = nil, io: Syscalls) throws -> (PageLog, LogReplay) {
         if try io.stat(path) == nil {
             guard create else { throw LnoteError(.notFound, "no log", path: path) }
-            _ = try PageLog.create(path: path, kind: kind, owner: owner, io: io)
+            try PageLog.create(path: path, kind: kind, owner: owner, anchor: creating, io: io)
         }
         let (fd, readOnly) = try PageLog.openFile(path, io: io)
         var handedOver = false
@@ -138,6 +139,16 @@ extension PageLog {
                              path: path, offset: 10)
         }
 
+        let anchor: LogAnchor?
+        do {
+            anchor = try PageLog.readAnchor(fd, header: header, io: io, path: path)
+        } catch let e as LnoteError where e.code == .corrupt {
+            // [PKG-112] Never a torn tail: salvaged whole, with a copy of the anchor if any
+            // (the salvage reports the damage).
+            try fd.close()
+            handedOver = true
+            return try salvage(path: path, kind: kind, owner: owner, headerValid: true, report: report, io: io, readOnly: readOnly)
+        }
         var start = UInt64(LogHeader.size)
         // [PKG-47] An offset of this incarnation past the end of the file: the log lost what
         // the snapshot covers.
@@ -145,7 +156,7 @@ extension PageLog {
         if let from, incarnation == header.incarnation, from >= start {
             if from <= size { start = from } else { unpaired = (from, size) }
         }
-        var scan = LogScanner.scan(try io.pread(fd, count: Int(size - start), at: start), base: start)
+        var scan = LogScanner.scan(try io.pread(fd, count: Int(size - start), at: start), base: start, anchor: anchor)
         if start > UInt64(LogHeader.size) && (!scan.damage.isEmpty || scan.tailIsCompleteBadFrame || scan.tornTail != nil) {
             // Anything but whole frames from a snapshot's offset: decide on the whole file
             // before cutting or rewriting anything (the offset itself may be what is wrong:
@@ -153,9 +164,10 @@ extension PageLog {
             let fromOffset = scan
             let offset = start
             start = UInt64(LogHeader.size)
-            scan = LogScanner.scan(try io.pread(fd, count: Int(size - start), at: start), base: start)
-            // Where a valid frame starts or ends is a frame boundary (damage may lie before it).
-            if !scan.frames.contains(where: { $0.end == offset || $0.offset == offset }) {
+            scan = LogScanner.scan(try io.pread(fd, count: Int(size - start), at: start), base: start, anchor: anchor)
+            // Where a valid frame starts or ends is a frame boundary (damage may lie before it;
+            // the anchor's and its copies' ends are too).
+            if !scan.isBoundary(offset) {
                 unpaired = (offset, scan.goodEnd)
             } else if scan.damage.isEmpty && !scan.tailIsCompleteBadFrame {
                 // The offset ends a frame and only a torn tail follows: replay from it.
@@ -179,7 +191,7 @@ extension PageLog {
             try io.fdatasync(fd)
             report.tornTail = (tail.lowerBound, Int(tail.upperBound - tail.lowerBound))
         }
-        let log = PageLog(path: path, io: io, header: header, end: scan.goodEnd, fd: fd, readOnly: readOnly)
+        let log = PageLog(path: path, io: io, header: header, anchor: anchor, end: scan.goodEnd, fd: fd, readOnly: readOnly)
         handedOver = true
         let asked = from.map { $0 == start && incarnation == header.incarnation } ?? (start == UInt64(LogHeader.size))
         return (log, LogReplay(frames: scan.frames, start: start, fromBeginning: !asked || start == UInt64(LogHeader.size),
@@ -201,7 +213,7 @@ extension PageLog {
                                io: Syscalls) throws -> (PageLog, LogReplay)? {
         guard let tail = try readTail(path: path, kind: kind, owner: owner, from: from, incarnation: incarnation, io: io)
         else { return nil }
-        return try finishOpening(tail, scan: LogScanner.scan(tail.bytes, base: tail.start))
+        return try finishOpening(tail, scan: LogScanner.scan(tail.bytes, base: tail.start, anchor: tail.anchor))
     }
 
     /// What `openForReading` reads before it scans the frames: the log open, its header
@@ -215,6 +227,8 @@ extension PageLog {
         /// Why the file was opened read-only (nil: read-write), see `PageLog.openFile`.
         let readOnly: LnoteError?
         let header: LogHeader
+        /// The log's anchor ([PKG-110]), needed to scan `bytes`.
+        let anchor: LogAnchor?
         let size: UInt64
         let start: UInt64
         let bytes: [UInt8]
@@ -249,9 +263,17 @@ extension PageLog {
             guard incarnation == header.incarnation, from >= start, from <= size else { return nil }
             start = from
         }
+        // A damaged anchor needs the lock's salvage ([PKG-112]).
+        let anchor: LogAnchor?
+        do {
+            anchor = try PageLog.readAnchor(fd, header: header, io: io, path: path)
+        } catch let e as LnoteError where e.code == .corrupt {
+            return nil
+        }
         let bytes = try io.pread(fd, count: Int(size - start), at: start)
         handedOver = true
-        return Tail(path: path, io: io, fd: fd, readOnly: readOnly, header: header, size: size, start: start, bytes: bytes)
+        return Tail(path: path, io: io, fd: fd, readOnly: readOnly, header: header, anchor: anchor, size: size, start: start,
+                    bytes: bytes)
     }
 
     /// The second half of `openForReading`, given the scan of `tail.bytes` (from
@@ -263,14 +285,16 @@ extension PageLog {
         defer { if !handedOver { try? tail.fd.close() } }
         let (io, fd, path, start, size) = (tail.io, tail.fd, tail.path, tail.start, tail.size)
         guard scan.damage.isEmpty, !scan.tailIsCompleteBadFrame else { return nil }
-        if start > UInt64(LogHeader.size), scan.frames.isEmpty, scan.tornTail != nil {
+        let anchorEnd = UInt64(LogHeader.size + (tail.anchor?.frame.count ?? 0))
+        if start > UInt64(LogHeader.size), start != anchorEnd, scan.frames.isEmpty, scan.tornTail != nil {
             // Nothing whole after the offset: an append in progress right there, or an offset
             // inside a frame ([PKG-47]). Only the whole log tells.
             let whole = LogScanner.scan(try io.pread(fd, count: Int(size) - LogHeader.size, at: UInt64(LogHeader.size)),
-                                        base: UInt64(LogHeader.size))
-            guard whole.frames.contains(where: { $0.end == start }) else { return nil }
+                                        base: UInt64(LogHeader.size), anchor: tail.anchor)
+            guard whole.isBoundary(start) else { return nil }
         }
-        let log = PageLog(path: path, io: io, header: tail.header, end: scan.goodEnd, fd: fd, readOnly: tail.readOnly)
+        let log = PageLog(path: path, io: io, header: tail.header, anchor: tail.anchor, end: scan.goodEnd, fd: fd,
+                          readOnly: tail.readOnly)
         handedOver = true
         return (log, LogReplay(frames: scan.frames, start: start, fromBeginning: start == UInt64(LogHeader.size),
                                report: RecoveryReport(path: path)))
@@ -284,14 +308,16 @@ extension PageLog {
         let bytes = try withDescriptor { try io.pread($0, count: Int(size), at: 0) }
         var report = RecoveryReport(path: path)
         var headerOK = true
+        var fileAnchor: LogAnchor?
+        let rest = Array(bytes.dropFirst(LogHeader.size))
         do {
-            _ = try LogHeader.decode(bytes, path: path)
+            fileAnchor = try LogHeader.decode(bytes, path: path).anchor(in: rest)
         } catch let e as LnoteError {
             headerOK = false
             report.problems.append(e)
         }
-        let scan = LogScanner.scan(Array(bytes.dropFirst(LogHeader.size)), base: UInt64(LogHeader.size))
-        if headerOK && scan.damage.isEmpty && !scan.tailIsCompleteBadFrame && scan.goodEnd >= end {
+        let scan = LogScanner.scan(rest, base: UInt64(LogHeader.size), anchor: fileAnchor)
+        if headerOK && fileAnchor == anchor && scan.damage.isEmpty && !scan.tailIsCompleteBadFrame && scan.goodEnd >= end {
             return LogReplay(frames: scan.frames.filter { $0.offset < end }, start: UInt64(LogHeader.size),
                              fromBeginning: true, report: report)
         }
@@ -317,11 +343,18 @@ extension PageLog {
         var report = initial
         let bytes = try DurableFile.read(path, io: io)
         let base = headerValid ? LogHeader.size : 0
-        let scan = LogScanner.scan(Array(bytes.dropFirst(base)), base: UInt64(base))
+        let (anchor, atForty) = salvagedAnchor(bytes, headerValid: headerValid, kind: kind, path: path)
+        let scan = LogScanner.scan(Array(bytes.dropFirst(base)), base: UInt64(base), anchor: anchor)
+        // Under a damaged header, the anchor found at offset 40 is kept, not dropped.
+        let keptAnchor = !headerValid && atForty ? anchor?.frame.count ?? 0 : 0
+        // [PKG-112] A version-2 page log whose anchor is damaged: what follows it is damage,
+        // never a torn tail (log-form frames read with no anchor are no frames).
+        let anchorLost = headerValid && !atForty && kind == .page && bytes.count > LogHeader.size
+            && ((try? LogHeader.decode(bytes, path: path))?.version ?? 1) >= 2
         if !headerValid, let first = scan.frames.first, first.offset > 0 {
-            report.droppedBytes += Int(first.offset)
+            report.droppedBytes += Int(first.offset) - keptAnchor
         } else if !headerValid && scan.frames.isEmpty {
-            report.droppedBytes += bytes.count
+            report.droppedBytes += bytes.count - keptAnchor
         }
         for d in scan.damage where !(headerValid == false && d.range.lowerBound == 0) {
             report.problems.append(LnoteError(.corrupt, d.reason, path: path, offset: Int(d.range.lowerBound),
@@ -329,21 +362,27 @@ extension PageLog {
             report.droppedBytes += Int(d.range.upperBound - d.range.lowerBound)
         }
         if let t = scan.tornTail {
-            if scan.tailIsCompleteBadFrame {
-                report.problems.append(LnoteError(.corrupt, scan.tornTailReason ?? "bad frame", path: path,
-                                                  offset: Int(t.lowerBound), index: scan.frames.count))
+            if scan.tailIsCompleteBadFrame || anchorLost {
+                report.problems.append(anchorLost && t.lowerBound == UInt64(LogHeader.size) ? PageLog.damagedAnchor(path: path)
+                                       : LnoteError(.corrupt, scan.tornTailReason ?? "bad frame", path: path,
+                                                    offset: Int(t.lowerBound), index: scan.frames.count))
                 report.droppedBytes += Int(t.upperBound - t.lowerBound)
             } else if !(headerValid == false && scan.frames.isEmpty) {
                 report.tornTail = (t.lowerBound, Int(t.upperBound - t.lowerBound))
             }
         }
-        let header = LogHeader(kind: kind, owner: owner)
+        if anchorLost && !report.problems.contains(where: { $0.offset == LogHeader.size }) {
+            report.problems.insert(PageLog.damagedAnchor(path: path), at: 0)
+        }
+        // The same anchor, so that the log-form frames kept stay valid as they are ([PKG-38]).
+        let start = LogStart(kind: kind, owner: owner, anchor: anchor)
+        let header = start.header
         var w = ByteWriter(capacity: bytes.count)
-        w.append(header.encoded)
+        w.append(start.bytes)
         var frames: [LoggedFrame] = []
         frames.reserveCapacity(scan.frames.count)
         for f in scan.frames {
-            frames.append(LoggedFrame(frame: f.frame, offset: UInt64(w.count)))
+            frames.append(f.moved(to: UInt64(w.count)))
             let lo = Int(f.offset), hi = Int(f.end)
             w.append(bytes[lo..<hi])
         }
@@ -354,7 +393,7 @@ extension PageLog {
                                  underlying: readOnly.underlying ?? readOnly.message)
             }
             return try pending(path: path, bytes: bytes, scan: scan, kind: kind, owner: owner, headerValid: headerValid,
-                               report: report, cause: readOnly, io: io)
+                               anchor: anchor, report: report, cause: readOnly, io: io)
         }
         do {
             if !bytes.isEmpty {
@@ -367,13 +406,32 @@ extension PageLog {
             try DurableFile.replace(path, with: w.bytes, io: io)
         } catch let e as LnoteError where kind == .page && (e.isDiskFull || e.isReadOnly) {
             return try pending(path: path, bytes: bytes, scan: scan, kind: kind, owner: owner, headerValid: headerValid,
-                               report: report, cause: e, io: io)
+                               anchor: anchor, report: report, cause: e, io: io)
         }
         report.salvagedFrames = frames.count
         report.newIncarnation = header.incarnation
         let fd = try io.open(path, O_RDWR)
-        let log = PageLog(path: path, io: io, header: header, end: UInt64(w.count), fd: fd)
+        let log = PageLog(path: path, io: io, header: header, anchor: anchor, end: UInt64(w.count), fd: fd)
         return (log, LogReplay(frames: frames, start: UInt64(LogHeader.size), fromBeginning: true, report: report))
+    }
+
+    /// The anchor a salvage reads a damaged page log with ([PKG-112]): the valid anchor frame
+    /// at offset 40 or, when that one is damaged, the first valid copy of an anchor in the file
+    /// ([PKG-111]); under a valid version-2 header or, when the header is damaged, under any.
+    /// A log-form frame's CRC starts from its anchor's, so a frame checked against the anchor
+    /// found is its writer's; without one, log-form frames are damage and go to no replica.
+    /// `atForty`: the anchor is the frame at offset 40 (not a copy found later).
+    static func salvagedAnchor(_ bytes: [UInt8], headerValid: Bool, kind: LogKind, path: String)
+        -> (anchor: LogAnchor?, atForty: Bool) {
+        guard kind == .page, bytes.count > LogHeader.size else { return (nil, false) }
+        if headerValid {
+            guard let header = try? LogHeader.decode(bytes, path: path), header.version >= 2 else { return (nil, false) }
+        }
+        let rest = Array(bytes[LogHeader.size...])
+        if case .frame(let f, _) = Frame.scan(rest, at: 0), let anchor = LogAnchor.parse(f) { return (anchor, true) }
+        // Only standard frames are valid without an anchor: each anchor frame among them.
+        let scan = LogScanner.scan(rest, base: UInt64(LogHeader.size), anchor: nil)
+        return (scan.frames.lazy.filter { $0.frame.type == LogAnchor.type }.compactMap { LogAnchor.parse($0.frame) }.first, false)
     }
 }
 
@@ -383,7 +441,8 @@ extension PageLog {
     /// file (`bytes`, as read) stays; a copy already made of it is removed; the log object holds
     /// the frames `scan` found, which are the ones a written salvage keeps.
     static func pending(path: String, bytes: [UInt8], scan: LogScan, kind: LogKind, owner: UUID, headerValid: Bool,
-                        report initial: RecoveryReport, cause: LnoteError, io: Syscalls) throws -> (PageLog, LogReplay) {
+                        anchor: LogAnchor?, report initial: RecoveryReport, cause: LnoteError,
+                        io: Syscalls) throws -> (PageLog, LogReplay) {
         var report = initial
         if let copy = report.quarantinedCopy {
             // The rewrite failed after the copy: take the copy back, so that nothing changed.
@@ -396,7 +455,7 @@ extension PageLog {
         let fd = try io.open(path, O_RDONLY)
         let header = (headerValid ? try? LogHeader.decode(bytes, path: path) : nil)
             ?? LogHeader(kind: kind, owner: owner, incarnation: 0)
-        let log = PageLog(path: path, io: io, header: header, end: UInt64(bytes.count), fd: fd)
+        let log = PageLog(path: path, io: io, header: header, anchor: anchor, end: UInt64(bytes.count), fd: fd)
         log.pendingSalvage = PendingSalvage(frames: scan.frames, cause: cause)
         return (log, LogReplay(frames: scan.frames, start: UInt64(LogHeader.size), fromBeginning: true, report: report))
     }
@@ -411,12 +470,16 @@ extension PageLog {
     func rewrite(keeping keep: [LoggedFrame]) throws {
         if let readOnly { throw PageLog.readOnlyRefusal(path: path, cause: readOnly) }
         try sync()
-        let header = LogHeader(kind: kind, owner: self.header.owner)
+        // The same anchor: its writer's strokes are written in log form again ([LOG-33]).
+        let start = LogStart(kind: kind, owner: self.header.owner, anchor: anchor)
         var w = ByteWriter(capacity: Int(end))
-        w.append(header.encoded)
-        for f in keep { f.frame.encode(into: &w) }
+        w.append(start.bytes)
+        for f in keep {
+            let bytes = f.frame.encoded
+            w.append(start.anchor?.logForm(bytes) ?? bytes)
+        }
         try DurableFile.replace(path, with: w.bytes, io: io)
         let fd = try io.open(path, O_RDWR)
-        try adopt(PageLog(path: path, io: io, header: header, end: UInt64(w.count), fd: fd))
+        try adopt(PageLog(path: path, io: io, header: start.header, anchor: start.anchor, end: UInt64(w.count), fd: fd))
     }
 }

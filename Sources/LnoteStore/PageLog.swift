@@ -18,7 +18,7 @@ public enum LogKind: UInt8, Sendable, CustomStringConvertible {
 /// | Offset | Size | Description |
 /// |---|---|---|
 /// | 0 | 8 | magic `LNOTELOG` (ASCII) |
-/// | 8 | 2 | format version, u16 LE: 1 |
+/// | 8 | 2 | format version, u16 LE: 1, or 2 for a page log that starts with an anchor ([PKG-110]) |
 /// | 10 | 1 | kind: 1 page, 2 document |
 /// | 11 | 1 | flags: 0 |
 /// | 12 | 16 | owner UUID (page or document), RFC 4122 byte order |
@@ -27,15 +27,21 @@ public enum LogKind: UInt8, Sendable, CustomStringConvertible {
 public struct LogHeader: Hashable, Sendable {
     public static let magic: [UInt8] = Array("LNOTELOG".utf8)
     public static let size = 40
-    public static let currentVersion: UInt16 = 1
+    /// The newest version this build reads. Version 2 ([PKG-110]) is a page log whose first
+    /// frame may be an anchor (`LogAnchor`), after which its writer's strokes may be in log
+    /// form; lnote writes it for every page log it creates with an anchor, and version 1
+    /// for the others, which older lnote reads.
+    public static let currentVersion: UInt16 = 2
 
+    public var version: UInt16
     public var kind: LogKind
     public var owner: UUID
     /// Chosen at random when the file is created (or rewritten by salvage): offsets recorded
     /// by a snapshot are meaningful only for the incarnation it names.
     public var incarnation: UInt64
 
-    public init(kind: LogKind, owner: UUID, incarnation: UInt64 = LogHeader.randomIncarnation()) {
+    public init(kind: LogKind, owner: UUID, incarnation: UInt64 = LogHeader.randomIncarnation(), version: UInt16 = 1) {
+        self.version = version
         self.kind = kind
         self.owner = owner
         self.incarnation = incarnation
@@ -49,7 +55,7 @@ public struct LogHeader: Hashable, Sendable {
     public var encoded: [UInt8] {
         var w = ByteWriter(capacity: LogHeader.size)
         w.append(LogHeader.magic)
-        w.u16(LogHeader.currentVersion)
+        w.u16(version)
         w.u8(kind.rawValue)
         w.u8(0)
         w.append(owner.bytes)
@@ -83,25 +89,61 @@ public struct LogHeader: Hashable, Sendable {
         }
         guard version <= currentVersion, version >= 1 else {
             throw LnoteError(version == 0 ? .corrupt : .unsupportedVersion,
-                             "log format version \(version) (this build reads 1)", path: path, offset: 8)
+                             "log format version \(version) (this build reads 1 and 2)", path: path, offset: 8)
         }
         guard let kind = LogKind(rawValue: kindByte), flags == 0, incarnation != 0 else {
             throw LnoteError(.corrupt, "bad log kind, flags or incarnation", path: path, offset: 10)
         }
-        return LogHeader(kind: kind, owner: owner, incarnation: incarnation)
+        return LogHeader(kind: kind, owner: owner, incarnation: incarnation, version: version)
+    }
+
+    /// The anchor of a version-2 page log ([PKG-110]): the frame at offset 40 when it is a
+    /// valid anchor; nil in a version-1 log, a document log, or when there is none. `bytes`
+    /// are the file's bytes from offset 40 (at least what an anchor frame takes, when the file
+    /// has them).
+    public func anchor(in bytes: [UInt8]) -> LogAnchor? {
+        guard version >= 2, kind == .page, case .frame(let f, _) = Frame.scan(bytes, at: 0) else { return nil }
+        return LogAnchor.parse(f)
     }
 }
 
 /// A frame read from a log, with where it starts in the file.
+///
+/// A log-form frame ([LOG-33]) is read as the `addStroke3` frame it stands for: `frame` is
+/// then longer than the bytes the file holds (`size`), and `payloadBase` says where the file
+/// offsets of the payload's bytes are, for error reports.
 public struct LoggedFrame: Hashable, Sendable {
     public var frame: Frame
     /// Absolute file offset of the frame's first byte.
     public var offset: UInt64
+    /// The frame's bytes in the file (header included).
+    public var size: Int
+    /// The file offset that byte 0 of `frame.payload` stands for: for a frame as written,
+    /// just past its type byte; for an expanded log-form frame, that minus the bytes its
+    /// header gained, so that every field after the wall time reports its offset in the file.
+    public var payloadBase: Int
     /// File offset just past the frame.
-    public var end: UInt64 { offset + UInt64(frame.encodedSize) }
+    public var end: UInt64 { offset + UInt64(size) }
     public init(frame: Frame, offset: UInt64) {
         self.frame = frame
         self.offset = offset
+        self.size = frame.encodedSize
+        self.payloadBase = Int(offset) + Frame.headerSize + 1
+    }
+    /// The same frame copied to `offset` (a salvage's rewrite).
+    func moved(to offset: UInt64) -> LoggedFrame {
+        var f = self
+        f.payloadBase += Int(offset) - Int(self.offset)
+        f.offset = offset
+        return f
+    }
+    /// A log-form frame of `size` bytes at `offset`, expanded to `frame`, whose header
+    /// gained `shift` bytes.
+    public init(expanded frame: Frame, offset: UInt64, size: Int, shift: Int) {
+        self.frame = frame
+        self.offset = offset
+        self.size = size
+        self.payloadBase = Int(offset) + Frame.headerSize + 1 - shift
     }
 }
 
@@ -188,17 +230,64 @@ final class PageLog {
     var kind: LogKind { header.kind }
     var incarnation: UInt64 { header.incarnation }
     var isOpen: Bool { fd != nil }
+    /// The log's anchor ([PKG-110]): its writer's `addStroke3` frames are written in log form
+    /// ([LOG-33]). Nil for a version-1 or document log.
+    private(set) var anchor: LogAnchor?
+    /// The replica and wall time that a log this object creates (absent until a write) is
+    /// anchored with; nil: no anchor.
+    var anchorForCreation: (() -> LogAnchor?)?
+    /// Where this object last wrote the anchor or a copy of it ([PKG-111]); nil: not yet.
+    private var lastAnchorWritten: UInt64?
+    /// A copy of the anchor goes before the log-form frames of this object's first write, and
+    /// again once this many bytes follow the last one it wrote.
+    static let anchorCopySpacing: UInt64 = 1 << 20
 
-    init(path: String, io: Syscalls, header: LogHeader, end: UInt64, fd: FileDescriptor, readOnly: LnoteError? = nil) {
+    /// The frames of one write as this log holds them ([PKG-111], [LOG-33]): each of the
+    /// anchor's writer's `addStroke3` frames in log form, and a copy of the anchor before the
+    /// first of them when one is due (`anchorCopySpacing`; not right after the anchor itself).
+    /// Returns the frames to write and the index in them of each frame given.
+    func written(_ frames: [[UInt8]]) -> (frames: [[UInt8]], indices: [Int]) {
+        guard let anchor else { return (frames, Array(frames.indices)) }
+        var out: [[UInt8]] = []
+        out.reserveCapacity(frames.count + 1)
+        var indices: [Int] = []
+        indices.reserveCapacity(frames.count)
+        var at = end
+        for f in frames {
+            if let logForm = anchor.logForm(f) {
+                let due = lastAnchorWritten.map { at - $0 >= PageLog.anchorCopySpacing }
+                    ?? (at != UInt64(LogHeader.size + anchor.frame.count))
+                if due {
+                    out.append(anchor.frame)
+                    lastAnchorWritten = at
+                    at += UInt64(anchor.frame.count)
+                } else if lastAnchorWritten == nil {
+                    lastAnchorWritten = UInt64(LogHeader.size)
+                }
+                indices.append(out.count)
+                out.append(logForm)
+                at += UInt64(logForm.count)
+            } else {
+                indices.append(out.count)
+                out.append(f)
+                at += UInt64(f.count)
+            }
+        }
+        return (out, indices)
+    }
+
+    init(path: String, io: Syscalls, header: LogHeader, anchor: LogAnchor?, end: UInt64, fd: FileDescriptor,
+         readOnly: LnoteError? = nil) {
         self.path = path
         self.io = io
         self.header = header
+        self.anchor = anchor
         self.end = end
         self.fd = fd
         self.readOnly = readOnly
         self.inode = (try? io.fstat(fd).inode) ?? 0
         // Frames read from the file may be another process's, not synced yet.
-        self.othersUnsynced = end > UInt64(LogHeader.size)
+        self.othersUnsynced = end > UInt64(LogHeader.size + (anchor?.frame.count ?? 0))
     }
 
     /// A log whose file does not exist (yet): empty, incarnation 0 (no snapshot names it).
@@ -257,14 +346,23 @@ final class PageLog {
                 try? fresh.close()
                 return .replaced
             }
-            try adopt(PageLog(path: path, io: io, header: head, end: UInt64(LogHeader.size), fd: fresh, readOnly: cause))
+            // Its frames, the anchor's included (the scan passes over it), are growth. A damaged
+            // anchor is read again from the files, where the lock holder salvages it.
+            let anchor: LogAnchor?
+            do {
+                anchor = try PageLog.readAnchor(fresh, header: head, io: io, path: path)
+            } catch {
+                try? fresh.close()
+                return .replaced
+            }
+            try adopt(PageLog(path: path, io: io, header: head, anchor: anchor, end: UInt64(LogHeader.size), fd: fresh,
+                              readOnly: cause))
         }
         if isAbsent {
             guard underLock else { return .unchanged }
-            _ = try PageLog.create(path: path, kind: kind, owner: header.owner, io: io)
+            let made = try PageLog.create(path: path, kind: kind, owner: header.owner, anchor: anchorForCreation?(), io: io)
             let fresh = try io.open(path, O_RDWR)
-            let created = PageLog(path: path, io: io, header: try LogHeader.decode(try io.pread(fresh, count: LogHeader.size, at: 0), path: path),
-                                  end: UInt64(LogHeader.size), fd: fresh)
+            let created = PageLog(path: path, io: io, header: made.header, anchor: made.anchor, end: made.end, fd: fresh)
             try adopt(created)
             return .unchanged
         }
@@ -287,7 +385,7 @@ final class PageLog {
         guard let onPath = try io.stat(path), onPath.inode == st.inode, onPath.device == st.device else { return .replaced }
         if st.size < end { return .replaced }
         if st.size == end { return .unchanged }
-        let scan = LogScanner.scan(try io.pread(fd, count: Int(st.size - end), at: end), base: end)
+        let scan = LogScanner.scan(try io.pread(fd, count: Int(st.size - end), at: end), base: end, anchor: anchor)
         if !scan.damage.isEmpty || scan.tailIsCompleteBadFrame {
             // Only whole frames written before the damage are safe to take now; the holder of
             // the lock salvages the rest (a reader leaves it to one).
@@ -327,15 +425,41 @@ final class PageLog {
         return cutTails.map { ($0.0, $0.1) }
     }
 
-    /// Creates a new empty log durably (temp file, fsync, rename, directory fsync).
+    /// Creates a new empty log durably (temp file, fsync, rename, directory fsync): a page
+    /// log given an anchor is a version-2 log that starts with it ([PKG-110]).
+    /// - Returns: its header, anchor and end (where the first frame goes).
     /// - Throws: `alreadyExists` if a file is already there.
-    static func create(path: String, kind: LogKind, owner: UUID, io: Syscalls) throws -> LogHeader {
+    @discardableResult
+    static func create(path: String, kind: LogKind, owner: UUID, anchor: LogAnchor?, io: Syscalls) throws
+        -> (header: LogHeader, anchor: LogAnchor?, end: UInt64) {
         if try io.stat(path) != nil {
             throw LnoteError(.alreadyExists, "log already exists", path: path)
         }
-        let header = LogHeader(kind: kind, owner: owner)
-        try DurableFile.replace(path, with: header.encoded, io: io)
-        return header
+        let start = LogStart(kind: kind, owner: owner, anchor: anchor)
+        try DurableFile.replace(path, with: start.bytes, io: io)
+        return (start.header, start.anchor, UInt64(start.bytes.count))
+    }
+
+    /// The anchor of the log open on `fd` under `header` ([PKG-110]), read from offset 40.
+    /// - Throws: `corrupt` at offset 40 for a version-2 page log with bytes after its header
+    ///   that do not start with a valid anchor ([PKG-112]): its log-form frames cannot be
+    ///   read, so its bytes are damage, to be salvaged with a copy of the anchor if there is
+    ///   one, never a torn tail to cut.
+    static func readAnchor(_ fd: FileDescriptor, header: LogHeader, io: Syscalls, path: String) throws -> LogAnchor? {
+        guard header.version >= 2, header.kind == .page else { return nil }
+        let size = try io.fstat(fd).size
+        guard size > UInt64(LogHeader.size) else { return nil }
+        let count = Int(min(size - UInt64(LogHeader.size), UInt64(LogAnchor.maxFrameSize)))
+        guard let anchor = header.anchor(in: try io.pread(fd, count: count, at: UInt64(LogHeader.size))) else {
+            throw PageLog.damagedAnchor(path: path)
+        }
+        return anchor
+    }
+
+    /// The damage of a version-2 page log whose first frame is not a valid anchor ([PKG-112]).
+    static func damagedAnchor(path: String) -> LnoteError {
+        LnoteError(.corrupt, "the log's anchor (the frame after its header) is damaged: the strokes written in log form "
+                   + "are read only with a valid copy of it", path: path, offset: LogHeader.size, index: 0)
     }
 
     /// Opens a log file to read and append, or only to read when it may not be written
@@ -414,7 +538,8 @@ final class PageLog {
             throw error
         }
         end += UInt64(bytes.count)
-        unsyncedFrames += frames.count
+        // Operations: a copy of the anchor ([PKG-111]) is not one.
+        unsyncedFrames += anchor.map { a in frames.reduce(0) { $0 + ($1 == a.frame ? 0 : 1) } } ?? frames.count
         if ownUnsyncedStart == nil { ownUnsyncedStart = start }
         return end
     }
@@ -425,6 +550,7 @@ final class PageLog {
     func rollBack(to offset: UInt64) {
         guard let fd, offset >= UInt64(LogHeader.size), offset < end else { return }
         end = offset
+        if let copy = lastAnchorWritten, copy >= offset { lastAnchorWritten = nil }  // the copy went with them
         if let own = ownUnsyncedStart, offset <= own {
             ownUnsyncedStart = nil
             othersAfterOwnUnsynced = false
@@ -528,7 +654,7 @@ final class PageLog {
             if st.size > end {
                 // Bytes past `end` are a failed write of this process's (not yet truncated) or
                 // frames another process appended since the lock was last released here.
-                let past = LogScanner.scan(try io.pread(fd, count: Int(st.size - end), at: end), base: end)
+                let past = LogScanner.scan(try io.pread(fd, count: Int(st.size - end), at: end), base: end, anchor: anchor)
                 guard past.frames.isEmpty else { return .kept(reason: "another process appended after this process's unsynced frames") }
             } else if st.size < end {
                 return .kept(reason: "the log is shorter than this process wrote")
@@ -539,6 +665,7 @@ final class PageLog {
         }
         let frames = unsyncedFrames
         end = start
+        if let copy = lastAnchorWritten, copy >= start { lastAnchorWritten = nil }
         needsTruncate = false
         unsyncedFrames = 0
         ownUnsyncedStart = nil
@@ -566,7 +693,7 @@ final class PageLog {
         }
         if let pending = pendingSalvage { return pending.frames.filter { $0.offset >= from } }
         let bytes = try io.pread(fd, count: Int(end - from), at: from)
-        let scan = LogScanner.scan(bytes, base: from)
+        let scan = LogScanner.scan(bytes, base: from, anchor: anchor)
         if let d = scan.damage.first {
             throw LnoteError(.corrupt, d.reason, path: path, offset: Int(d.range.lowerBound), index: d.frameIndex)
         }
@@ -597,9 +724,10 @@ final class PageLog {
             throw LnoteError(.corrupt, "no frame at offset \(offset)", path: path, offset: Int(offset))
         }
         let bytes = try io.pread(fd, count: Int(size), at: offset)
-        guard case .frame(let f, _) = Frame.scan(bytes, at: 0) else {
+        guard case .frame(let f, _) = Frame.scan(bytes, at: 0, chain: anchor?.chainSeed) else {
             throw LnoteError(.corrupt, "frame at offset \(offset) fails its check", path: path, offset: Int(offset))
         }
+        if let anchor, f.type == LogAnchor.logFormAddStroke3, let (expanded, _) = anchor.expand(f.payload) { return expanded }
         return f
     }
 
@@ -626,6 +754,8 @@ final class PageLog {
         other.fd = nil
         other.isClosed = true
         header = other.header
+        anchor = other.anchor
+        lastAnchorWritten = nil
         end = other.end
         inode = other.inode
         isAbsent = false
@@ -670,6 +800,14 @@ struct LogScan: Sendable {
     var tailIsCompleteBadFrame = false
     /// End of the last valid frame (where the next append goes).
     var goodEnd: UInt64
+    /// Where the anchor and its copies that the scan passed over end ([PKG-110]): frame
+    /// boundaries too, though no operation is listed there.
+    var anchorEnds: [UInt64] = []
+
+    /// Whether `offset` is where a frame the scan found, or the anchor or a copy, starts or ends.
+    func isBoundary(_ offset: UInt64) -> Bool {
+        anchorEnds.contains(offset) || frames.contains { $0.end == offset || $0.offset == offset }
+    }
     /// Bytes the searches after damage ran through the CRC (`FrameSearch.bytesHashed`).
     var searchBytesHashed = 0
 
@@ -691,21 +829,49 @@ enum LogScanner {
     /// there is one, the range up to it is damage and scanning resumes there; if not, the
     /// rest of the bytes is a torn tail.
     /// `expecting`: how many frames the caller counted from their lengths (room reserved).
-    static func scan(_ bytes: [UInt8], base: UInt64, expecting: Int = 0) -> LogScan {
+    /// `anchor`: the log's anchor ([PKG-110]), whose frames are not listed (they are no
+    /// operations) and against which log-form frames are checked and expanded ([LOG-33]).
+    static func scan(_ bytes: [UInt8], base: UInt64, anchor: LogAnchor?, expecting: Int = 0) -> LogScan {
+        scanFrames(bytes, base: base, anchor: anchor, expecting: expecting)
+    }
+
+    /// Scans a whole log file's bytes after its header, with the anchor the header and the
+    /// first frame give ([PKG-110]; none when the header does not decode).
+    static func scanFile(_ bytes: [UInt8], path: String? = nil) -> LogScan {
+        let rest = Array(bytes.dropFirst(LogHeader.size))
+        let anchor = (try? LogHeader.decode(bytes, path: path))?.anchor(in: rest)
+        return scan(rest, base: UInt64(LogHeader.size), anchor: anchor)
+    }
+
+    private static func scanFrames(_ bytes: [UInt8], base: UInt64, anchor: LogAnchor?, expecting: Int) -> LogScan {
         var out = LogScan(goodEnd: base)
         out.frames.reserveCapacity(expecting)
         var pos = 0
-        var search = FrameSearch(bytes)
+        var search = FrameSearch(bytes, chain: anchor?.chainSeed)
+        let chain = anchor?.chainSeed
         while true {
-            let result = Frame.scan(bytes, at: pos)
+            let result = Frame.check(bytes, at: pos, chain: chain)
             switch result {
+            case .valid(let r):
+                let offset = base + UInt64(pos)
+                let type = bytes[pos + Frame.headerSize]
+                if let anchor, type == LogAnchor.type, r.count == anchor.frame.count, bytes[r].elementsEqual(anchor.frame) {
+                    // The anchor itself (or a copy of it): no operation.
+                    out.anchorEnds.append(base + UInt64(r.upperBound))
+                } else if let anchor, type == LogAnchor.logFormAddStroke3,
+                          let (frame, shift) = anchor.expand(bytes, payload: (pos + Frame.headerSize + 1)..<r.upperBound) {
+                    out.frames.append(LoggedFrame(expanded: frame, offset: offset, size: r.count, shift: shift))
+                } else {
+                    // Every other frame as it is (a log-form frame that does not expand is
+                    // refused by the operation decoder as an unknown type, [LOG-13]).
+                    let frame = Frame(type: type, payload: Array(bytes[(pos + Frame.headerSize + 1)..<r.upperBound]))
+                    out.frames.append(LoggedFrame(frame: frame, offset: offset))
+                }
+                pos = r.upperBound
+                out.goodEnd = base + UInt64(pos)
             case .end:
                 out.searchBytesHashed = search.bytesHashed
                 return out
-            case .frame(let f, let r):
-                out.frames.append(LoggedFrame(frame: f, offset: base + UInt64(pos)))
-                pos = r.upperBound
-                out.goodEnd = base + UInt64(pos)
             case .truncated(let p), .corrupt(let p, _):
                 let reason: String
                 if case .corrupt(_, let why) = result { reason = why } else { reason = "frame extends past the end of the file" }
@@ -730,5 +896,47 @@ enum LogScanner {
         guard bytes.count - p >= Frame.headerSize + 1 else { return false }
         let length = Int(UInt32(bytes[p]) | UInt32(bytes[p + 1]) << 8 | UInt32(bytes[p + 2]) << 16 | UInt32(bytes[p + 3]) << 24)
         return length >= 1 && length <= Frame.maxLength && p + Frame.headerSize + length <= bytes.count
+    }
+}
+
+/// The first bytes of a new log: its header and, for a page log given one, its anchor
+/// ([PKG-110]; the header is then version 2).
+struct LogStart {
+    let header: LogHeader
+    let anchor: LogAnchor?
+    let bytes: [UInt8]
+
+    init(kind: LogKind, owner: UUID, anchor: LogAnchor?) {
+        let anchor = kind == .page ? anchor : nil
+        header = LogHeader(kind: kind, owner: owner, version: anchor == nil ? 1 : 2)
+        self.anchor = anchor
+        bytes = header.encoded + (anchor?.frame ?? [])
+    }
+}
+
+/// A whole log file read at once, as a reader of the folder reads it (tools, tests, another
+/// implementation's checks): its header, its anchor ([PKG-110]) and its frames in file order,
+/// log-form frames expanded to the `addStroke3` frames they stand for ([LOG-33]).
+public struct LogFileContents: Sendable {
+    public var header: LogHeader
+    public var anchor: LogAnchor?
+    public var frames: [LoggedFrame]
+
+    /// - Throws: the header's error (`corrupt`, `truncated`, `unsupportedVersion`), or
+    ///   `corrupt` / `truncated` naming the offset of the first bytes after the header that
+    ///   are not a valid frame.
+    public init(_ bytes: [UInt8], path: String? = nil) throws {
+        header = try LogHeader.decode(bytes, path: path)
+        let rest = Array(bytes.dropFirst(LogHeader.size))
+        anchor = header.anchor(in: rest)
+        let scan = LogScanner.scan(rest, base: UInt64(LogHeader.size), anchor: anchor)
+        if let d = scan.damage.first {
+            throw LnoteError(.corrupt, d.reason, path: path, offset: Int(d.range.lowerBound), index: d.frameIndex)
+        }
+        if let t = scan.tornTail {
+            throw LnoteError(scan.tailIsCompleteBadFrame ? .corrupt : .truncated, scan.tornTailReason ?? "frame cut off",
+                             path: path, offset: Int(t.lowerBound), index: scan.frames.count)
+        }
+        frames = scan.frames
     }
 }

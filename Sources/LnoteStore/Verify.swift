@@ -562,15 +562,28 @@ public enum Verify {
         if header.kind != kind || header.owner != owner {
             report.problems.append(.init(.undecodable, path, "log header names \(header.kind) \(header.owner.uuidString)", offset: 10))
         }
-        let scan = LogScanner.scan(Array(bytes[LogHeader.size...]), base: UInt64(LogHeader.size))
+        let rest = Array(bytes[LogHeader.size...])
+        let anchor = header.anchor(in: rest)
+        let scan = LogScanner.scan(rest, base: UInt64(LogHeader.size), anchor: anchor)
+        // The anchor's end is a boundary too ([PKG-110]: a snapshot of a log holding no
+        // operation yet covers it).
+        let anchorEnd = UInt64(LogHeader.size + (anchor?.frame.count ?? 0))
         let facts = LogFacts(incarnation: header.incarnation, size: UInt64(bytes.count),
-                             frameEnds: Set([UInt64(LogHeader.size)] + scan.frames.flatMap { [$0.offset, $0.end] }),
+                             frameEnds: Set([UInt64(LogHeader.size), anchorEnd] + scan.anchorEnds
+                                            + scan.frames.flatMap { [$0.offset, $0.end] }),
                              held: Document.heldCounters(scan.frames))
+        // [PKG-112] A version-2 page log whose anchor is damaged: what follows is damage.
+        let anchorLost = anchor == nil && header.version >= 2 && kind == .page && bytes.count > LogHeader.size
+        if anchorLost && scan.damage.first?.range.lowerBound != UInt64(LogHeader.size)
+            && scan.tornTail?.lowerBound != UInt64(LogHeader.size) {
+            report.problems.append(.init(.corruptFrame, path, PageLog.damagedAnchor(path: path).message, offset: LogHeader.size,
+                                         index: 0))
+        }
         for d in scan.damage {
             report.problems.append(.init(.corruptFrame, path, d.reason, offset: Int(d.range.lowerBound), index: d.frameIndex))
         }
         if let t = scan.tornTail {
-            report.problems.append(.init(scan.tailIsCompleteBadFrame ? .corruptFrame : .tornTail, path,
+            report.problems.append(.init(scan.tailIsCompleteBadFrame || anchorLost ? .corruptFrame : .tornTail, path,
                                          "\(t.upperBound - t.lowerBound) bytes after the last valid frame",
                                          offset: Int(t.lowerBound), index: scan.frames.count))
         }
@@ -580,7 +593,7 @@ public enum Verify {
         var first: [OpID: (index: Int, hash: [UInt8])] = [:]
         for (i, f) in scan.frames.enumerated() {
             do {
-                let op = try OperationCodec.decode(f.frame, base: Int(f.offset) + Frame.headerSize + 1, path: path)
+                let op = try OperationCodec.decode(f.frame, base: f.payloadBase, path: path)
                 if op.body.isPageOperation != (kind == .page) {
                     report.problems.append(.init(.malformedOperation, path, "\(op.body.name) in a \(kind) log", offset: Int(f.offset), index: i))
                 } else {

@@ -80,7 +80,11 @@ struct RepairCommandTests {
         // A payload byte of a frame that is not the last: damage, with valid frames after it.
         for path in [pageLog, package + "/document.log"] {
             var bytes = [UInt8](try #require(FileManager.default.contents(atPath: path)))
-            let first = 40, length = Int(UInt32(bytes[40]) | UInt32(bytes[41]) << 8 | UInt32(bytes[42]) << 16 | UInt32(bytes[43]) << 24)
+            func length(_ at: Int) -> Int {
+                Int(UInt32(bytes[at]) | UInt32(bytes[at + 1]) << 8 | UInt32(bytes[at + 2]) << 16 | UInt32(bytes[at + 3]) << 24)
+            }
+            // The first operation: after the page log's anchor (document-package.md [PKG-110]).
+            let first = bytes[48] == 0x30 ? 40 + 8 + length(40) : 40, length = length(first)
             #expect(first + 8 + length < bytes.count, "seed \(seed): the first frame is not the last")
             bytes[first + 9 + Int(rng.below(UInt64(length - 1)))] ^= 0x20
             try Data(bytes).write(to: URL(fileURLWithPath: path))

@@ -29,8 +29,12 @@ import LnoteTestSupport
         var changed = 0
         for p in pages {
             let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: paths.log(p))))
-            var out = Array(bytes[..<LogHeader.size])
-            for f in try Frame.decodeAll(Array(bytes[LogHeader.size...]), base: LogHeader.size, path: paths.log(p)) {
+            // As that lnote wrote it: a version-1 header, no anchor ([PKG-110]), standard frames.
+            let log = try LogFileContents(bytes, path: paths.log(p))
+            var old = log.header
+            old.version = 1
+            var out = old.encoded
+            for f in log.frames.map(\.frame) {
                 let op = try OperationCodec.decode(f)
                 let encoded = OperationCodec.encode(op, form: form)
                 if encoded[8] != f.type { changed += 1 }
@@ -47,7 +51,7 @@ import LnoteTestSupport
         let (doc, pid) = try await T.firstPage(folder)
         let path = PackagePaths(folder: folder, id: doc).log(pid)
         let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
-        return try Frame.decodeAll(Array(bytes[LogHeader.size...])).map(\.type)
+        return try LogFileContents(bytes).frames.map(\.frame.type)
     }
 
     static func digests(_ folder: String) async throws -> [NotebookLogClock] {
@@ -145,7 +149,7 @@ import LnoteTestSupport
         let (doc, pid) = try await T.firstPage(c)
         let path = PackagePaths(folder: c, id: doc).log(pid)
         let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
-        let pushed = try Frame.decodeAll(Array(bytes[LogHeader.size...])).filter {
+        let pushed = try LogFileContents(bytes).frames.map(\.frame).filter {
             OperationCodec.id(of: $0).map(added.contains) ?? false
         }
         #expect(pushed.count == 3 && pushed.allSatisfy { $0.type == OperationCodec.Kind.add.rawValue })

@@ -53,7 +53,7 @@ import LnoteTestSupport
     static func frameTypes(_ folder: String, _ f: Folder, _ page: String) throws -> [UInt8] {
         let path = "\(folder)/\(f.document).lnote/pages/\(page).log"
         let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
-        return try Frame.decodeAll(Array(bytes[LogHeader.size...]), base: LogHeader.size, path: path).map(\.type)
+        return try LogFileContents(bytes, path: path).frames.map(\.frame.type)
     }
 
     /// The format version of a page's snapshot.

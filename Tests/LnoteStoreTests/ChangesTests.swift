@@ -10,7 +10,7 @@ struct ChangesTests {
     /// The ids of the operations a log file holds now (test side: the file's bytes).
     static func idsInFile(_ path: String) -> Set<OpID> {
         guard let bytes = fileBytes(path), bytes.count >= LogHeader.size else { return [] }
-        return Set(LogScanner.scan(Array(bytes[LogHeader.size...]), base: UInt64(LogHeader.size)).frames
+        return Set(LogScanner.scanFile(bytes).frames
             .compactMap { OperationCodec.id(of: $0.frame) })
     }
 

@@ -220,7 +220,7 @@ struct ConcurrencyTests {
         // being the last.
         let path = da.paths.log(p)
         var bytes = try #require(fileBytes(path))
-        let frames = LogScanner.scan(Array(bytes[LogHeader.size...]), base: UInt64(LogHeader.size)).frames
+        let frames = LogScanner.scanFile(bytes).frames
         bytes[Int(frames[3].offset) + 6] ^= 0xFF
         let b = try await openNotebook(dir.path)
         let db = try await b.openDocument(da.id)

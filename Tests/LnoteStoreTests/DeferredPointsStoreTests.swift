@@ -58,14 +58,14 @@ struct DeferredPointsStoreTests {
     }
 
     /// The frames of a log file after its header: (frame, offset of its header).
-    static func frames(_ log: [UInt8]) -> [(Frame, Int)] {
-        var out: [(Frame, Int)] = []
-        var at = LogHeader.size
-        while case .frame(let f, let r) = Frame.scan(log, at: at) {
-            out.append((f, r.lowerBound))
-            at = r.upperBound
-        }
-        return out
+    static func frames(_ log: [UInt8]) -> [LoggedFrame] {
+        LogScanner.scanFile(log).frames
+    }
+
+    /// `frame` as `log` writes it: in log form when its anchor names the author ([LOG-33]).
+    static func written(_ frame: Frame, in log: [UInt8]) -> [UInt8] {
+        let anchor = (try? LogHeader.decode(log))?.anchor(in: Array(log[LogHeader.size...]))
+        return anchor?.logForm(frame.encoded) ?? frame.encoded
     }
 
     /// The page an eager read of the files gives: the snapshot decoded whole, then the log
@@ -74,8 +74,8 @@ struct DeferredPointsStoreTests {
         let s = try PageSnapshot.decode(fileBytes(content)!, path: content)
         var r = PageReplica(state: s.state)
         // A frame that does not decode is skipped (reported as undecodable at load, [PKG-42]).
-        let ops = frames(fileBytes(log)!).filter { $0.1 >= Int(s.coveredLogOffset) }.compactMap {
-            try? OperationCodec.decode($0.0, base: $0.1 + Frame.headerSize + 1, path: log)
+        let ops = frames(fileBytes(log)!).filter { $0.offset >= s.coveredLogOffset }.compactMap {
+            try? OperationCodec.decode($0.frame, base: $0.payloadBase, path: log)
         }
         _ = try r.receive(ops)
         return r.state
@@ -389,11 +389,12 @@ struct DeferredPointsStoreTests {
         let p = s.page, logPath = s.paths.log(p)
         let covered = Int(try PageSnapshot.decode(s.older).coveredLogOffset)
         var log = fileBytes(logPath)!
-        let tail = Self.frames(log).filter { $0.1 >= covered && OperationCodec.isCompactStroke($0.0.type) }
+        let tail = Self.frames(log).filter { $0.offset >= UInt64(covered) && OperationCodec.isCompactStroke($0.frame.type) }
         #expect(tail.count == s.strokes.count - 170, "seed \(seed)")
         var victim: ElementID?
         search: for _ in 0..<50 {
-            let (frame, at) = which == "any" ? tail[Int(g.next() % UInt64(tail.count))] : tail[tail.count - 1]
+            let chosen = which == "any" ? tail[Int(g.next() % UInt64(tail.count))] : tail[tail.count - 1]
+            let (frame, at) = (chosen.frame, Int(chosen.offset))
             for _ in 0..<40 {
                 var payload = frame.payload
                 let i = payload.count - 1 - Int(g.next() % UInt64(max(1, payload.count / 3)))
@@ -401,8 +402,8 @@ struct DeferredPointsStoreTests {
                 let damaged = Frame(type: frame.type, payload: payload)
                 guard (try? OperationCodec.decode(damaged)) == nil,
                       (try? OperationCodec.decode(damaged, deferringPoints: true)) != nil else { continue }
-                let encoded = damaged.encoded
-                #expect(encoded.count == frame.encodedSize, "seed \(seed)")
+                let encoded = Self.written(damaged, in: log)
+                #expect(encoded.count == chosen.size, "seed \(seed)")
                 log.replaceSubrange(at..<(at + encoded.count), with: encoded)
                 victim = OperationCodec.id(of: frame)
                 break search
@@ -742,10 +743,10 @@ struct DeferredPointsStoreTests {
         let s = try await Self.sample(dir, seed: seed)
         let p = s.page, logPath = s.paths.log(p)
         var log = fileBytes(logPath)!
-        let (last, at) = Self.frames(log).last!
-        let victim = OperationCodec.id(of: last)!
+        let lf = Self.frames(log).last!
+        let victim = OperationCodec.id(of: lf.frame)!
         let newer = Self.unknownTypeFrame(victim).encoded
-        log.replaceSubrange(at..<(at + last.encodedSize), with: newer)
+        log.replaceSubrange(Int(lf.offset)..<Int(lf.end), with: newer)
         try writeFile(logPath, log)
 
         let nb = try await openNotebook(dir.path)

@@ -7,7 +7,8 @@ import LnoteReplication
 @testable import LnoteStore
 
 // A second implementation of the writer's side of Protocol/document-package.md §10, written
-// from the spec text: §5 (log header, frames, CRC-32C; operation-log.md §2), §1 (paths),
+// from the spec text: §5 (log header, frames, CRC-32C; operation-log.md §2; the anchor and
+// log-form frames of §5.4 and operation-log.md §3.4, which it reads and never writes), §1 (paths),
 // §3.3 (replica.json), [PKG-20] (durable replace, to create a log), [PKG-80] … [PKG-84].
 // It makes its own system calls (Glibc) and never calls lnote's PageLog, Document or
 // Notebook to read or write; it borrows only the operation payload encoding
@@ -71,11 +72,64 @@ private enum ForeignHeader {
         guard b.count >= size else { return "shorter than 40 bytes" }
         guard Array(b[0..<8]) == magic else { return "bad magic" }
         guard readLE32(b, 36) == ForeignCRC.checksum(b[0..<36]) else { return "bad header CRC" }
-        guard readLE16(b, 8) == 1 else { return "version \(readLE16(b, 8))" }
+        guard readLE16(b, 8) == 1 || readLE16(b, 8) == 2 else { return "version \(readLE16(b, 8))" }
         guard b[10] == pageKind, b[11] == 0 else { return "kind \(b[10]) flags \(b[11])" }
         guard Array(b[12..<28]) == withUnsafeBytes(of: owner.uuid, { Array($0) }) else { return "another owner" }
         guard readLE64(b, 28) != 0 else { return "incarnation 0" }
         return nil
+    }
+}
+
+/// §5.4 [PKG-110]: a version-2 page log's anchor, the valid frame of type 0x30 at offset 40
+/// whose payload is a non-zero u64 writer and a shortest svarint base wall time; and
+/// operation-log.md §3.4 [LOG-33]: frames of type 0x8A, checked from the anchor's CRC field and
+/// read as the writer's addStroke3 (0x0A).
+private struct ForeignAnchor {
+    var bytes: [UInt8]
+    var writer: UInt64
+    var base: Int64
+
+    /// A shortest-form LEB128 varint at `p`: (value, bytes), or nil.
+    static func varint(_ b: [UInt8], _ p: Int) -> (UInt64, Int)? {
+        var v: UInt64 = 0
+        for i in 0..<10 where p + i < b.count {
+            let byte = b[p + i]
+            if i == 9 && byte > 1 { return nil }
+            v |= UInt64(byte & 0x7F) << (7 * UInt64(i))
+            if byte & 0x80 == 0 { return i > 0 && byte == 0 ? nil : (v, i + 1) }
+        }
+        return nil
+    }
+
+    static func zigzag(_ n: Int64) -> UInt64 { UInt64(bitPattern: (n << 1) ^ (n >> 63)) }
+    static func unzigzag(_ v: UInt64) -> Int64 { Int64(bitPattern: (v >> 1) ^ (0 &- (v & 1))) }
+    static func leb(_ v: UInt64) -> [UInt8] {
+        var v = v, out: [UInt8] = []
+        repeat {
+            let byte = UInt8(v & 0x7F)
+            v >>= 7
+            out.append(v == 0 ? byte : byte | 0x80)
+        } while v != 0
+        return out
+    }
+
+    /// The anchor of a log whose first 40 bytes are a valid header, from its bytes.
+    static func of(_ b: [UInt8]) -> ForeignAnchor? {
+        guard readLE16(b, 8) == 2, b.count >= 40 + 9, let length = ForeignFrame.valid(b, at: 40, anchor: nil), b[48] == 0x30,
+              length >= 9 else { return nil }
+        let end = 48 + length
+        let writer = readLE64(b, 49)
+        guard writer != 0, let (v, n) = varint(b, 57), 57 + n == end else { return nil }
+        return ForeignAnchor(bytes: Array(b[40..<end]), writer: writer, base: unzigzag(v))
+    }
+
+    /// The addStroke3 payload a log-form payload stands for, or nil when it does not expand.
+    func expand(_ payload: [UInt8]) -> [UInt8]? {
+        guard let (counter, n1) = ForeignAnchor.varint(payload, 0), counter != 0, counter <= 1 << 62,
+              let (d, n2) = ForeignAnchor.varint(payload, n1) else { return nil }
+        let (wall, overflow) = base.addingReportingOverflow(ForeignAnchor.unzigzag(d))
+        guard !overflow else { return nil }
+        return le64(writer) + ForeignAnchor.leb(counter) + ForeignAnchor.leb(ForeignAnchor.zigzag(wall)) + Array(payload[(n1 + n2)...])
     }
 }
 
@@ -98,24 +152,42 @@ private enum ForeignFrame {
         return encode(type: 0x01, payload: OperationCodec.frame(op, form: .hash).payload)
     }
 
-    /// The length of the valid frame at `p`, or nil.
-    static func valid(_ b: [UInt8], at p: Int) -> Int? {
-        guard b.count - p >= 8 else { return nil }
+    /// The length of the valid frame at `p`, or nil. A frame of type 0x8A is valid only
+    /// against an anchor, its CRC starting with the anchor's CRC field ([LOG-33]).
+    static func valid(_ b: [UInt8], at p: Int, anchor: ForeignAnchor?) -> Int? {
+        guard b.count - p >= 9 else { return nil }
         let length = Int(readLE32(b, p))
         guard length >= 1, length <= maxLength, b.count - p - 8 >= length else { return nil }
-        let crc = ForeignCRC.checksum(b[p..<p + 4], b[(p + 8)..<(p + 8 + length)])
+        let prefix: [UInt8]
+        if b[p + 8] == 0x8A {
+            guard let anchor else { return nil }
+            prefix = Array(anchor.bytes[4..<8])
+        } else {
+            prefix = []
+        }
+        let crc = ForeignCRC.checksum(prefix[...], b[p..<p + 4], b[(p + 8)..<(p + 8 + length)])
         return crc == readLE32(b, p + 4) ? length : nil
     }
 
     enum Tail: Equatable { case none, torn(at: Int), damage(at: Int) }
 
-    /// [PKG-37] Frames from `start` to the first position that is not a valid frame.
-    static func scan(_ b: [UInt8], from start: Int) -> (frames: [(offset: Int, type: UInt8, payload: [UInt8])], end: Int, tail: Tail) {
-        var frames: [(offset: Int, type: UInt8, payload: [UInt8])] = []
+    /// [PKG-37] Frames from `start` to the first position that is not a valid frame; the
+    /// anchor and its copies passed over, log-form frames read as the addStroke3 they stand
+    /// for ([PKG-110]); `base`: for the payload base a log-form frame reports offsets from.
+    static func scan(_ b: [UInt8], from start: Int, anchor: ForeignAnchor?)
+        -> (frames: [(offset: Int, type: UInt8, payload: [UInt8], shift: Int)], end: Int, tail: Tail) {
+        var frames: [(offset: Int, type: UInt8, payload: [UInt8], shift: Int)] = []
         var p = start
         while p < b.count {
-            if let length = valid(b, at: p) {
-                frames.append((p, b[p + 8], Array(b[(p + 9)..<(p + 8 + length)])))
+            if let length = valid(b, at: p, anchor: anchor) {
+                let payload = Array(b[(p + 9)..<(p + 8 + length)])
+                if let anchor, Array(b[p..<(p + 8 + length)]) == anchor.bytes {
+                    // The anchor, or a copy of it: no operation.
+                } else if let anchor, b[p + 8] == 0x8A, let expanded = anchor.expand(payload) {
+                    frames.append((p, 0x0A, expanded, expanded.count - payload.count))
+                } else {
+                    frames.append((p, b[p + 8], payload, 0))
+                }
                 p += 8 + length
                 continue
             }
@@ -126,7 +198,7 @@ private enum ForeignFrame {
                 if length >= 1, length <= maxLength, b.count - p - 8 >= length { return (frames, p, .damage(at: p)) }
             }
             // "it searches forward, byte by byte, for the next position where a valid frame starts"
-            for q in (p + 1)..<b.count where valid(b, at: q) != nil { return (frames, p, .damage(at: q)) }
+            for q in (p + 1)..<b.count where valid(b, at: q, anchor: anchor) != nil { return (frames, p, .damage(at: q)) }
             return (frames, p, .torn(at: p))
         }
         return (frames, p, .none)
@@ -298,6 +370,8 @@ private final class ForeignWriter {
         var identity: FileIdentity
         /// The end of the last whole frame read.
         var end: Int
+        /// The log's anchor, if any ([PKG-110]).
+        var anchor: ForeignAnchor?
         /// What the log holds: per replica, the greatest counter.
         var clock: [UInt64: UInt64] = [:]
         var ops: [Op] = []
@@ -318,9 +392,11 @@ private final class ForeignWriter {
         let size = Int(try fstatFD(fd).size)
         let bytes = try preadAll(fd, from: 0, to: size)
         if let problem = ForeignHeader.problem(bytes, owner: page) { throw ForeignError("header: \(problem)") }
-        let scan = ForeignFrame.scan(bytes, from: ForeignHeader.size)
+        let scan = ForeignFrame.scan(bytes, from: ForeignHeader.size, anchor: ForeignAnchor.of(bytes))
         if case .damage(let at) = scan.tail { throw ForeignError("damage at \(at)") }
-        let ops = try scan.frames.map { try OperationCodec.decode(Frame(type: $0.type, payload: $0.payload), base: $0.offset + 9) }
+        let ops = try scan.frames.map {
+            try OperationCodec.decode(Frame(type: $0.type, payload: $0.payload), base: $0.offset + 9 - $0.shift)
+        }
         return (ops, scan.end, size)
     }
 
@@ -360,14 +436,16 @@ private final class ForeignWriter {
                 throw ForeignError("\(path): header \(problem) (salvage is not part of this writer)")
             }
             view = LogView(fd: fd, identity: try fstatFD(fd), end: ForeignHeader.size)
+            let size = Int(try fstatFD(fd).size)
+            view.anchor = ForeignAnchor.of(try preadAll(fd, from: 0, to: min(size, ForeignHeader.size + 27)))
         }
         let size = Int(try fstatFD(view.fd).size)
         let tail = try preadAll(view.fd, from: view.end, to: size)
         lastReadBytes = tail.count
         // Scan the new bytes as a buffer that starts at `view.end`.
-        let scan = ForeignFrame.scan(tail, from: 0)
+        let scan = ForeignFrame.scan(tail, from: 0, anchor: view.anchor)
         for f in scan.frames {
-            let op = try OperationCodec.decode(Frame(type: f.type, payload: f.payload), base: view.end + f.offset + 9, path: path)
+            let op = try OperationCodec.decode(Frame(type: f.type, payload: f.payload), base: view.end + f.offset + 9 - f.shift, path: path)
             guard op.body.isPageOperation else { throw ForeignError("a document operation in a page log") }
             let r = op.id.replica.rawValue
             // [LOG-2]: a replica's counters in one log are 1, 2, 3, … (everything here is in

@@ -600,7 +600,7 @@ struct FullDiskTests {
         let paths = PackagePaths(folder: try Syscalls.live.realpath(folder), id: d0.id)
         try FileManager.default.removeItem(atPath: paths.content(p))
         var bytes = try #require(fileBytes(paths.log(p)))
-        let frames = LogScanner.scan(Array(bytes.dropFirst(LogHeader.size)), base: UInt64(LogHeader.size)).frames
+        let frames = LogScanner.scanFile(bytes).frames
         #expect(frames.count == 5)
         bytes[Int(frames[2].offset) + Frame.headerSize + 3] ^= 0x40  // frame 2's payload: its CRC fails
         try DurableFile.replace(paths.log(p), with: bytes, io: .live)

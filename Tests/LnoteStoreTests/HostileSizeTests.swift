@@ -82,7 +82,7 @@ struct HostileSizeTests {
         let tail = Array([[UInt8]](repeating: bogus, count: frames).joined())
         #expect(Document.framesAndAdds(tail) == (frames, frames))
 
-        let decoded = Document.decode(snapshot: snapshot, path: paths.content(p), tail: tail, from: 40,
+        let decoded = Document.decode(snapshot: snapshot, path: paths.content(p), tail: tail, from: 40, anchor: nil,
                                       logPath: paths.log(p), deferringPoints: true)
         let contents = try #require(decoded.snapshot)
         #expect(contents.state.elements.count == 3)

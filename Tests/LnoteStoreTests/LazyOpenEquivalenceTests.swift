@@ -153,7 +153,7 @@ struct LazyOpenEquivalenceTests {
         try writeFile(paths.content(p), older)
         let covered = Int(try PageSnapshot.decode(older).coveredLogOffset)
         let pristine = fileBytes(paths.log(p))!
-        let tail = DeferredPointsStoreTests.frames(pristine).filter { $0.1 >= covered }
+        let tail = DeferredPointsStoreTests.frames(pristine).filter { $0.offset >= UInt64(covered) }
         #expect(tail.count == 50, "seed \(seed)")
         let elsewhere = try TempDir("machine")
         defer { elsewhere.remove() }
@@ -161,21 +161,25 @@ struct LazyOpenEquivalenceTests {
         try writeFile(otherMachine, Array("0123456789abcdef0123456789abcdef\n".utf8))
         var refused = 0
         for round in 0..<6 {
-            let (frame, at) = tail[Int(g.next() % UInt64(tail.count))]
+            let chosen = tail[Int(g.next() % UInt64(tail.count))]
+            let (frame, at) = (chosen.frame, Int(chosen.offset))
             var payload = frame.payload
             let i = Int(g.next() % UInt64(payload.count))
             // A cut keeps the frame whole (its length and CRC recomputed): the payload ends early.
             if round == 5 { payload = Array(payload[..<i]) } else { payload[i] ^= UInt8(1 + g.next() % 255) }
-            let damaged = Frame(type: frame.type, payload: payload)
-            var log = Array(pristine[..<at]) + damaged.encoded + Array(pristine[(at + frame.encodedSize)...])
+            // Written in the log's form where it still has one ([LOG-33]), else as it is.
+            let damaged = DeferredPointsStoreTests.written(Frame(type: frame.type, payload: payload), in: pristine)
+            var log = Array(pristine[..<at]) + damaged + Array(pristine[(at + chosen.size)...])
             if round == 4 {
                 // Two damaged frames.
-                let (f2, at2) = tail[tail.count - 1]
+                let last = tail[tail.count - 1]
+                let (f2, at2) = (last.frame, Int(last.offset))
                 guard at2 > at else { continue }
                 var p2 = f2.payload
                 p2[p2.count / 2] ^= 0x5A
-                let shift = damaged.encoded.count - frame.encodedSize
-                log.replaceSubrange((at2 + shift)..<(at2 + shift + f2.encodedSize), with: Frame(type: f2.type, payload: p2).encoded)
+                let shift = damaged.count - chosen.size
+                log.replaceSubrange((at2 + shift)..<(at2 + shift + last.size),
+                                    with: DeferredPointsStoreTests.written(Frame(type: f2.type, payload: p2), in: pristine))
             }
             let what = "seed \(seed) round \(round): payload byte \(i) of frame at \(at)"
             try writeFile(paths.content(p), older)

@@ -74,7 +74,7 @@ struct OperationLogRulesTests {
                 guard Int(length) + 8 > present else { continue }
                 #expect(Frame.scan(b, at: 0) == .truncated(at: 0), "length \(length), \(present) bytes")
                 #expect(throws: LnoteError(.truncated)) { try Frame.decodeAll(valid + b) }
-                let scan = LogScanner.scan(valid + b, base: 40)
+                let scan = LogScanner.scan(valid + b, base: 40, anchor: nil)
                 #expect(scan.frames.count == 1 && scan.tornTail?.lowerBound == UInt64(40 + valid.count), "length \(length)")
             }
         }
@@ -148,9 +148,12 @@ struct OperationLogRulesTests {
         try await nb.close()
         for (path, pageLog) in [(paths.documentLog, false), (paths.log(p0), true), (paths.log(p1), true)] {
             let bytes = fileBytes(path)!
-            let scan = LogScanner.scan(Array(bytes[LogHeader.size...]), base: UInt64(LogHeader.size))
+            let scan = LogScanner.scanFile(bytes)
             #expect(scan.damage.isEmpty && scan.tornTail == nil, "\(path)")
-            #expect(scan.frames.first?.offset == 40, "\(path)")
+            // Right after the header, or after a page log's anchor ([PKG-110]).
+            let anchor = try LogFileContents(bytes).anchor
+            #expect((anchor != nil) == pageLog, "\(path)")
+            #expect(scan.frames.first?.offset == UInt64(40 + (anchor?.frame.count ?? 0)), "\(path)")
             #expect(zip(scan.frames, scan.frames.dropFirst()).allSatisfy { $0.end == $1.offset }, "\(path)")
             #expect(scan.frames.last?.end == UInt64(bytes.count), "\(path)")
             for f in scan.frames {

@@ -36,9 +36,13 @@ struct PageLogTests {
         #expect(hexString(b) == "4c4e4f54454c4f47" + "0100" + "01" + "00"
                 + "00112233445566778899aabbccddeeff" + "0807060504030201" + "13f643cd")
         #expect(try LogHeader.decode(b) == h)
-        // A newer version is refused, not rewritten.
+        // Version 2 ([PKG-110]) is read; a newer version is refused, not rewritten.
+        var two = LogHeader(kind: .page, owner: u, incarnation: 0x0102030405060708, version: 2)
+        #expect(try LogHeader.decode(two.encoded) == two)
+        two.version = 1
+        #expect(two == h)
         var v2 = b
-        v2[8] = 2
+        v2[8] = 3
         let crc = v2.withUnsafeBytes { CRC32C.update(0, UnsafeRawBufferPointer(rebasing: $0[0..<36])) }
         v2[36] = UInt8(crc & 0xff); v2[37] = UInt8((crc >> 8) & 0xff); v2[38] = UInt8((crc >> 16) & 0xff); v2[39] = UInt8(crc >> 24)
         #expect(throws: LnoteError(.unsupportedVersion)) { try LogHeader.decode(v2) }
@@ -235,7 +239,7 @@ struct PageLogTests {
         #expect(replay.report.droppedBytes == damageEnd - damageAt && replay.report.salvagedFrames == frames.count)
         // The scan's search cost: tens of bytes of CRC a byte of damage, not a whole CRC per
         // position (which costs about 100,000 bytes a byte here).
-        let scan = LogScanner.scan(Array(bytes[LogHeader.size...]), base: UInt64(LogHeader.size))
+        let scan = LogScanner.scanFile(bytes)
         #expect(scan.frames.map(\.frame) == frames && scan.damage.count == 1)
         #expect(scan.searchBytesHashed <= 200 * (damageEnd - damageAt), "\(scan.searchBytesHashed) bytes of CRC")
     }

@@ -6,7 +6,7 @@ import LnoteReplication
 
 /// Where the frames of a log end (the header's end first), read with the scanner.
 func frameEnds(_ log: [UInt8]) -> [Int] {
-    [LogHeader.size] + LogScanner.scan(Array(log[LogHeader.size...]), base: UInt64(LogHeader.size)).frames.map { Int($0.end) }
+    [LogHeader.size] + LogScanner.scanFile(log).frames.map { Int($0.end) }
 }
 
 /// A snapshot and its log: which log offset a snapshot covers, for which incarnation, and

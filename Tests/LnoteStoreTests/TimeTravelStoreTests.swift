@@ -390,11 +390,12 @@ import LnoteReplication
         // Damage the body of the first frame under a good CRC, then append a good copy of it.
         let paths = PackagePaths(folder: dir.path, id: d.id)
         let log = fileBytes(paths.log(pid))!
-        guard case .frame(let f1, let r1) = Frame.scan(log, at: LogHeader.size),
-              case .frame(_, let r2) = Frame.scan(log, at: r1.upperBound) else {
+        let frames = try LogFileContents(log).frames
+        guard frames.count == 2 else {
             Issue.record("the log does not hold two frames")
             return
         }
+        let (f1, r1, r2) = (frames[0].frame, Int(frames[0].offset)..<Int(frames[0].end), Int(frames[1].offset)..<Int(frames[1].end))
         #expect(OperationCodec.id(of: f1) == first)
         // A byte past its body: the header decodes, the operation does not; the CRC is good.
         let damaged = Frame(type: f1.type, payload: f1.payload + [0x00])

@@ -90,7 +90,7 @@ struct VerifyTests {
         defer { dir.remove() }
         let (paths, p0, _) = try await sample(dir)
         let log = fileBytes(paths.log(p0))!
-        let frames = try Frame.decodeAll(Array(log[LogHeader.size...]))
+        let frames = try LogFileContents(log).frames.map(\.frame)
         let op = try OperationCodec.decode(frames[1])
         // The same operation again (a harmless duplicate), then its id with other content.
         var forged = op
@@ -111,7 +111,7 @@ struct VerifyTests {
         let (paths, p0, p1) = try await sample(dir)
         // corruptFrame: flip a payload byte of the 2nd frame of p0's log.
         var log = fileBytes(paths.log(p0))!
-        let second = 40 + Int(UInt32(log[40]) | UInt32(log[41]) << 8) + 8
+        let second = Int(try LogFileContents(log).frames[1].offset)  // after the anchor, [PKG-110]
         log[second + 12] ^= 0x55
         try writeFile(paths.log(p0), log)
         // tornTail: half a frame at the end of p1's log.

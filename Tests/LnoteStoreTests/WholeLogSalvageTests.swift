@@ -26,7 +26,7 @@ struct WholeLogSalvageTests {
             var b = try #require(fileBytes(path))
             let frames = DeferredPointsStoreTests.frames(b)
             #expect(frames.count > frame + 1, "valid frames follow the damaged one")
-            b[frames[frame].1 + 10] ^= 0x40  // a payload byte: the CRC fails
+            b[Int(frames[frame].offset) + 10] ^= 0x40  // a payload byte: the CRC fails
             try writeFile(path, b)
             return b
         }
