@@ -594,11 +594,8 @@ import LnoteTestSupport
         let (_, pid) = try await Self.firstPage(a)
         let path = PackagePaths(folder: a, id: doc).log(pid)
         var log = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
-        var at = LogHeader.size
-        // Past the anchor ([PKG-110]) and two operations.
-        for _ in 0..<(log[at + 8] == LogAnchor.type ? 3 : 2) {
-            at += 8 + Int(UInt32(log[at]) | UInt32(log[at + 1]) << 8 | UInt32(log[at + 2]) << 16)
-        }
+        // Past the anchor and its copy ([PKG-110]) and two operations.
+        let at = Int(try LogFileContents(log).frames[2].offset)
         log[at + 20] ^= 0x08  // the third frame: x.3
         try Data(log).write(to: URL(fileURLWithPath: path))
 
