@@ -236,15 +236,16 @@ final class PageLog {
     /// The replica and wall time that a log this object creates (absent until a write) is
     /// anchored with; nil: no anchor.
     var anchorForCreation: (() -> LogAnchor?)?
-    /// Where this object last wrote the anchor or a copy of it ([PKG-111]); nil: not yet.
+    /// Where this object last wrote a copy of the anchor ([PKG-111]); nil: not yet.
     private var lastAnchorWritten: UInt64?
-    /// A copy of the anchor goes before the log-form frames of this object's first write, and
-    /// again once this many bytes follow the last one it wrote.
-    static let anchorCopySpacing: UInt64 = 1 << 20
+    /// A copy of the anchor goes before the first log-form frame this object writes, and again
+    /// once this many bytes follow the last one it wrote.
+    static let anchorCopySpacing: UInt64 = 64 << 10
 
     /// The frames of one write as this log holds them ([PKG-111], [LOG-33]): each of the
     /// anchor's writer's `addStroke3` frames in log form, and a copy of the anchor before the
-    /// first of them when one is due (`anchorCopySpacing`; not right after the anchor itself).
+    /// first of them when one is due (`anchorCopySpacing`): a bit flipped in the anchor then
+    /// costs no frame of this opening's, a damaged sector at most 64 KiB of them.
     /// Returns the frames to write and the index in them of each frame given.
     func written(_ frames: [[UInt8]]) -> (frames: [[UInt8]], indices: [Int]) {
         guard let anchor else { return (frames, Array(frames.indices)) }
@@ -255,14 +256,10 @@ final class PageLog {
         var at = end
         for f in frames {
             if let logForm = anchor.logForm(f) {
-                let due = lastAnchorWritten.map { at - $0 >= PageLog.anchorCopySpacing }
-                    ?? (at != UInt64(LogHeader.size + anchor.frame.count))
-                if due {
+                if lastAnchorWritten.map({ at - $0 >= PageLog.anchorCopySpacing }) ?? true {
                     out.append(anchor.frame)
                     lastAnchorWritten = at
                     at += UInt64(anchor.frame.count)
-                } else if lastAnchorWritten == nil {
-                    lastAnchorWritten = UInt64(LogHeader.size)
                 }
                 indices.append(out.count)
                 out.append(logForm)

@@ -35,8 +35,8 @@ extension Bench {
             results.rows.append(Row(1, "journal frames, \(label)", measured: d.framesPerPoint, unit: .bytesPerPoint,
                                     baselineName: "naive 16 B/pt", baseline: 16,
                                     target: .condition("≤ 4 B/pt, lossless (issue 15)", d.framesPerPoint <= 4 && d.framesRoundTrip),
-                                    note: "the log's anchor and one log-form addStroke3 frame (0x8A) per stroke, as a page log of "
-                                        + "their author holds them: \(formatCount(d.frameBytes)) bytes, "
+                                    note: "the log's anchor, a copy of it, and one log-form addStroke3 frame (0x8A) per stroke, "
+                                        + "as a page log of their author holds them: \(formatCount(d.frameBytes)) bytes, "
                                         + String(format: "%.1f", Double(d.frameBytes - d.framePointBytes) / Double(strokes.count))
                                         + " B of frame header, counter, wall time, clock and style per stroke, "
                                         + String(format: "%.2f", Double(d.framePointBytes) / Double(d.points))
@@ -196,10 +196,11 @@ extension Bench {
         naive.reserveCapacity(state.pointCount * Naive.bytesPerPoint)
         for s in strokes { naive += Naive.encode(s.points) }
         let lengths = strokes.map(\.points.count).sorted()
-        // As a page log of this replica holds them ([PKG-110], [LOG-33]): its anchor once, then
-        // each stroke's addStroke3 frame in log form.
+        // As a page log of this replica holds them ([PKG-110], [PKG-111], [LOG-33]): its anchor
+        // and the copy the opening that draws them writes, then each stroke's addStroke3 frame
+        // in log form.
         let anchor = LogAnchor(writer: me.rawValue, baseWallTime: ops.first?.wallTime ?? 0)
-        var frameBytes = anchor.frame.count, framePointBytes = 0, framesRoundTrip = true, wireBytes = 0
+        var frameBytes = 2 * anchor.frame.count, framePointBytes = 0, framesRoundTrip = true, wireBytes = 0
         for (op, s) in zip(ops, strokes) {
             let standard = OperationCodec.encode(op)
             let bytes = anchor.logForm(standard) ?? standard

@@ -83,8 +83,11 @@ struct RepairCommandTests {
             func length(_ at: Int) -> Int {
                 Int(UInt32(bytes[at]) | UInt32(bytes[at + 1]) << 8 | UInt32(bytes[at + 2]) << 16 | UInt32(bytes[at + 3]) << 24)
             }
-            // The first operation: after the page log's anchor (document-package.md [PKG-110]).
-            let first = bytes[48] == 0x30 ? 40 + 8 + length(40) : 40, length = length(first)
+            // The first operation: after the page log's anchor and its copies (document-package.md
+            // [PKG-110], [PKG-111]).
+            var first = 40
+            while bytes[first + 8] == 0x30 { first += 8 + length(first) }
+            let length = length(first)
             #expect(first + 8 + length < bytes.count, "seed \(seed): the first frame is not the last")
             bytes[first + 9 + Int(rng.below(UInt64(length - 1)))] ^= 0x20
             try Data(bytes).write(to: URL(fileURLWithPath: path))

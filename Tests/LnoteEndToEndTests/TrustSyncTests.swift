@@ -534,8 +534,12 @@ import LnoteTestSupport
         for name in logs where Bool.random(using: &rng) || flipped == 0 {
             let path = paths.pages + "/" + name
             var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+            // Inside operation frames: damage to the anchor that a copy of it repairs loses
+            // nothing (document-package.md [PKG-112]), and this test is about lost operations.
+            let frames = try LogFileContents(bytes).frames
             for _ in 0..<Int.random(in: 1...3, using: &rng) {
-                let at = Int.random(in: (LogHeader.size + 1)..<(bytes.count - 1), using: &rng)
+                let f = frames[Int.random(in: 0..<frames.count, using: &rng)]
+                let at = Int.random(in: Int(f.offset)..<Int(f.end), using: &rng)
                 bytes[at] ^= UInt8(1 << Int.random(in: 0..<8, using: &rng))
             }
             try Data(bytes).write(to: URL(fileURLWithPath: path))
@@ -594,11 +598,8 @@ import LnoteTestSupport
         let (_, pid) = try await Self.firstPage(a)
         let path = PackagePaths(folder: a, id: doc).log(pid)
         var log = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
-        var at = LogHeader.size
-        // Past the anchor ([PKG-110]) and two operations.
-        for _ in 0..<(log[at + 8] == LogAnchor.type ? 3 : 2) {
-            at += 8 + Int(UInt32(log[at]) | UInt32(log[at + 1]) << 8 | UInt32(log[at + 2]) << 16)
-        }
+        // Past the anchor and its copy ([PKG-110]) and two operations.
+        let at = Int(try LogFileContents(log).frames[2].offset)
         log[at + 20] ^= 0x08  // the third frame: x.3
         try Data(log).write(to: URL(fileURLWithPath: path))
 

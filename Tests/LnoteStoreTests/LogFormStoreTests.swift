@@ -44,7 +44,9 @@ struct LogFormStoreTests {
         #expect(header.version == 2, "seed \(seed)")
         let anchor = try #require(header.anchor(in: Array(bytes[LogHeader.size...])))
         #expect(anchor.writer == da.replica.rawValue)
-        #expect(Self.writtenTypes(bytes) == [LogAnchor.type] + Array(repeating: LogAnchor.logFormAddStroke3, count: 11), "seed \(seed)")
+        // The anchor, the copy this opening wrote before its first stroke ([PKG-111]), the strokes.
+        #expect(Self.writtenTypes(bytes) == [LogAnchor.type, LogAnchor.type] + Array(repeating: LogAnchor.logFormAddStroke3, count: 11),
+                "seed \(seed)")
         // Read back, every frame is the addStroke3 frame of its operation, with its file extent.
         let scan = LogScanner.scanFile(bytes)
         #expect(scan.frames.count == 11 && scan.damage.isEmpty && scan.tornTail == nil)
@@ -135,8 +137,8 @@ struct LogFormStoreTests {
         let (nb, id, p, path, state) = try await Self.drawnPage(dir, 6)
         var bytes = try #require(fileBytes(path))
         let offsets = Self.frameOffsets(bytes)
-        #expect(offsets.count == 7)
-        bytes[offsets[3] + 12] ^= 0x10  // inside the third stroke's frame
+        #expect(offsets.count == 8)  // the anchor, its copy, six strokes
+        bytes[offsets[4] + 12] ^= 0x10  // inside the third stroke's frame
         try writeFile(path, bytes)
         let d = try await nb.openDocument(id)
         // The strokes before it; those after it wait for it (each add's context covers its
@@ -144,7 +146,7 @@ struct LogFormStoreTests {
         let elements = try await d.elements(p)
         #expect(elements.map(\.id) == Array(state.elements.map(\.id).prefix(2)))
         let report = try #require(await d.recoveryReports.first { $0.path.hasSuffix(".log") && !$0.problems.isEmpty })
-        #expect(report.problems.first?.offset == offsets[3])
+        #expect(report.problems.first?.offset == offsets[4])
         #expect(try Self.salvaged(path) == (2, [LogAnchor.type] + Array(repeating: LogAnchor.logFormAddStroke3, count: 5)))
         let rewritten = try #require(fileBytes(path))
         #expect(Array(rewritten[LogHeader.size..<offsets[1]]) == Array(bytes[LogHeader.size..<offsets[1]]), "the same anchor")
@@ -152,7 +154,7 @@ struct LogFormStoreTests {
         try await nb.close()
     }
 
-    @Test("[PKG-112] a damaged anchor: its log-form frames are damage, never given to any replica; standard frames are kept")
+    @Test("[PKG-112] the anchor and its copy damaged: the log-form frames are damage, never given to any replica; standard frames are kept")
     func anchorDamaged() async throws {
         let dir = try TempDir("logform")
         defer { dir.remove() }
@@ -167,8 +169,11 @@ struct LogFormStoreTests {
         try await d0.close()
         try FileManager.default.removeItem(atPath: path.replacingOccurrences(of: ".log", with: ".content"))
         var bytes = try #require(fileBytes(path))
-        #expect(Self.writtenTypes(bytes).last == 0x0A)
+        let f = LogAnchor.logFormAddStroke3
+        #expect(Self.writtenTypes(bytes) == [LogAnchor.type, LogAnchor.type, f, f, f, f, 0x0A])
+        let copy = Self.frameOffsets(bytes)[1]
         bytes[LogHeader.size + 12] ^= 0x01  // the anchor's writer
+        bytes[copy + 12] ^= 0x01  // and its copy's
         try writeFile(path, bytes)
         let d = try await nb.openDocument(id)
         let elements = try await d.elements(p)
@@ -181,7 +186,7 @@ struct LogFormStoreTests {
         try await nb.close()
     }
 
-    @Test("[PKG-111] [PKG-112] a later opening writes a copy of the anchor; with the anchor damaged, the salvage reads every log-form frame with the copy")
+    @Test("[PKG-111] [PKG-112] each opening writes a copy of the anchor; with the anchor and the first copy damaged, the salvage reads every log-form frame with the second")
     func anchorDamagedCopyKept() async throws {
         let dir = try TempDir("logform")
         defer { dir.remove() }
@@ -194,8 +199,9 @@ struct LogFormStoreTests {
         try FileManager.default.removeItem(atPath: path.replacingOccurrences(of: ".log", with: ".content"))
         var bytes = try #require(fileBytes(path))
         let f = LogAnchor.logFormAddStroke3
-        #expect(Self.writtenTypes(bytes) == [LogAnchor.type, f, f, f, LogAnchor.type, f, f])
+        #expect(Self.writtenTypes(bytes) == [LogAnchor.type, LogAnchor.type, f, f, f, LogAnchor.type, f, f])
         bytes[LogHeader.size + 12] ^= 0x01  // the anchor's writer, at offset 40
+        bytes[Self.frameOffsets(bytes)[1] + 12] ^= 0x01  // and the first opening's copy
         try writeFile(path, bytes)
         let d = try await nb.openDocument(id)
         #expect(try await d.pageState(p).elements.map(\.id) == state.elements.map(\.id))
@@ -205,12 +211,13 @@ struct LogFormStoreTests {
         try await nb.close()
     }
 
-    @Test("[PKG-112] the anchor's length field damaged in a log of log-form frames alone: damage, salvaged with every byte kept, never cut as a torn tail")
+    @Test("[PKG-112] the anchor's length field and its copy damaged in a log of log-form frames alone: damage, salvaged with every byte kept, never cut as a torn tail")
     func anchorLengthDamaged() async throws {
         let dir = try TempDir("logform")
         defer { dir.remove() }
         let (nb, id, p, path, _) = try await Self.drawnPage(dir, 4)
         var bytes = try #require(fileBytes(path))
+        bytes[Self.frameOffsets(bytes)[1] + 12] ^= 0x01  // the copy's writer
         bytes[LogHeader.size + 3] ^= 0x01  // the anchor's length: past the end of the file
         try writeFile(path, bytes)
         let verified = try Verify.run(folder: try Syscalls.live.realpath(dir.sub("nb")))

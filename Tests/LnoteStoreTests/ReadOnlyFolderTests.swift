@@ -99,7 +99,7 @@ import LnoteModel
         try FileManager.default.removeItem(atPath: dir.path + "/\(docID).lnote/pages/\(pages[1]).content")
         let log = dir.path + "/\(docID).lnote/pages/\(pages[1]).log"
         var bytes = try #require(fileBytes(log))
-        bytes[LogHeader.size + 12] ^= 0xFF
+        bytes[Int(try #require(LogScanner.scanFile(bytes).frames.first).offset) + 12] ^= 0xFF  // past the anchor and its copy
         try writeFile(log, bytes)
         let before = Self.tree(dir.path)
         let nb = try await openNotebook(dir.path, io: Syscalls(faults: .readOnlyMedia(code)))

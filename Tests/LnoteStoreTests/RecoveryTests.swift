@@ -89,8 +89,7 @@ struct RecoveryTests {
         let (id, paths, p, state) = try await sample(dir)
         // Damage the 3rd frame; the page's snapshot covers everything, so remove it to force a replay.
         var log = fileBytes(paths.log(p))!
-        var at = 40 + (try LogFileContents(log).anchor?.frame.count ?? 0)  // past the anchor, [PKG-110]
-        for _ in 0..<2 { at += 8 + Int(UInt32(log[at]) | UInt32(log[at + 1]) << 8 | UInt32(log[at + 2]) << 16) }
+        let at = Int(try LogFileContents(log).frames[2].offset)  // past the anchor and its copy, [PKG-110]
         log[at + 20] ^= 0x01
         try writeFile(paths.log(p), log)
         try FileManager.default.removeItem(atPath: paths.content(p))
