@@ -141,7 +141,7 @@ extension PageLog {
 
         let anchor: LogAnchor?
         do {
-            anchor = try PageLog.readAnchor(fd, header: header, io: io, path: path)
+            anchor = try PageLog.readAnchor(fd, header: header, size: size, io: io, path: path)
         } catch let e as LnoteError where e.code == .corrupt {
             // [PKG-112] Never a torn tail: salvaged whole, with a copy of the anchor if any
             // (the salvage reports the damage).
@@ -266,7 +266,7 @@ extension PageLog {
         // A damaged anchor needs the lock's salvage ([PKG-112]).
         let anchor: LogAnchor?
         do {
-            anchor = try PageLog.readAnchor(fd, header: header, io: io, path: path)
+            anchor = try PageLog.readAnchor(fd, header: header, size: size, io: io, path: path)
         } catch let e as LnoteError where e.code == .corrupt {
             return nil
         }

@@ -347,7 +347,7 @@ final class PageLog {
             // anchor is read again from the files, where the lock holder salvages it.
             let anchor: LogAnchor?
             do {
-                anchor = try PageLog.readAnchor(fresh, header: head, io: io, path: path)
+                anchor = try PageLog.readAnchor(fresh, header: head, size: try io.fstat(fresh).size, io: io, path: path)
             } catch {
                 try? fresh.close()
                 return .replaced
@@ -442,9 +442,9 @@ final class PageLog {
     ///   that do not start with a valid anchor ([PKG-112]): its log-form frames cannot be
     ///   read, so its bytes are damage, to be salvaged with a copy of the anchor if there is
     ///   one, never a torn tail to cut.
-    static func readAnchor(_ fd: FileDescriptor, header: LogHeader, io: Syscalls, path: String) throws -> LogAnchor? {
+    /// `size`: the file's, which every caller has already asked for.
+    static func readAnchor(_ fd: FileDescriptor, header: LogHeader, size: UInt64, io: Syscalls, path: String) throws -> LogAnchor? {
         guard header.version >= 2, header.kind == .page else { return nil }
-        let size = try io.fstat(fd).size
         guard size > UInt64(LogHeader.size) else { return nil }
         let count = Int(min(size - UInt64(LogHeader.size), UInt64(LogAnchor.maxFrameSize)))
         guard let anchor = header.anchor(in: try io.pread(fd, count: count, at: UInt64(LogHeader.size))) else {
@@ -829,23 +829,11 @@ enum LogScanner {
     /// `anchor`: the log's anchor ([PKG-110]), whose frames are not listed (they are no
     /// operations) and against which log-form frames are checked and expanded ([LOG-33]).
     static func scan(_ bytes: [UInt8], base: UInt64, anchor: LogAnchor?, expecting: Int = 0) -> LogScan {
-        scanFrames(bytes, base: base, anchor: anchor, expecting: expecting)
-    }
-
-    /// Scans a whole log file's bytes after its header, with the anchor the header and the
-    /// first frame give ([PKG-110]; none when the header does not decode).
-    static func scanFile(_ bytes: [UInt8], path: String? = nil) -> LogScan {
-        let rest = Array(bytes.dropFirst(LogHeader.size))
-        let anchor = (try? LogHeader.decode(bytes, path: path))?.anchor(in: rest)
-        return scan(rest, base: UInt64(LogHeader.size), anchor: anchor)
-    }
-
-    private static func scanFrames(_ bytes: [UInt8], base: UInt64, anchor: LogAnchor?, expecting: Int) -> LogScan {
         var out = LogScan(goodEnd: base)
         out.frames.reserveCapacity(expecting)
         var pos = 0
-        var search = FrameSearch(bytes, chain: anchor?.chainSeed)
         let chain = anchor?.chainSeed
+        var search = FrameSearch(bytes, chain: chain)
         while true {
             let result = Frame.check(bytes, at: pos, chain: chain)
             switch result {
@@ -885,6 +873,14 @@ enum LogScanner {
                 }
             }
         }
+    }
+
+    /// Scans a whole log file's bytes after its header, with the anchor the header and the
+    /// first frame give ([PKG-110]; none when the header does not decode).
+    static func scanFile(_ bytes: [UInt8], path: String? = nil) -> LogScan {
+        let rest = Array(bytes.dropFirst(LogHeader.size))
+        let anchor = (try? LogHeader.decode(bytes, path: path))?.anchor(in: rest)
+        return scan(rest, base: UInt64(LogHeader.size), anchor: anchor)
     }
 
     /// True when the length field at `p` is in range and the frame it announces fits in
