@@ -286,7 +286,7 @@ extension PageLog {
         let (io, fd, path, start, size) = (tail.io, tail.fd, tail.path, tail.start, tail.size)
         guard scan.damage.isEmpty, !scan.tailIsCompleteBadFrame else { return nil }
         let anchorEnd = UInt64(LogHeader.size + (tail.anchor?.frame.count ?? 0))
-        if start > UInt64(LogHeader.size), start != anchorEnd, scan.frames.isEmpty, scan.tornTail != nil {
+        if start > UInt64(LogHeader.size), start != anchorEnd, scan.frameCount == 0, scan.tornTail != nil {
             // Nothing whole after the offset: an append in progress right there, or an offset
             // inside a frame ([PKG-47]). Only the whole log tells.
             let whole = LogScanner.scan(try io.pread(fd, count: Int(size) - LogHeader.size, at: UInt64(LogHeader.size)),
