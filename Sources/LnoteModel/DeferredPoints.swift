@@ -153,6 +153,16 @@ public final class DeferredPoints: Sendable, Hashable {
         state.withLock { $0.streams = streams }
     }
 
+    /// Keeps the first `n` streams alone, before any is decoded: the adds a replica applied
+    /// from a tail's bytes, when it did not apply them all (the others are no stroke's).
+    package func keepStreams(_ n: Int) {
+        state.withLock {
+            guard n < $0.streams.count else { return }
+            $0.streams = Array($0.streams[..<n])
+            if $0.chunks.count > n { $0.chunks = Array($0.chunks[..<n]) }
+        }
+    }
+
     /// True for one frame's points (one chunk, numbered 0).
     var isFrame: Bool {
         if case .frame = kind { return true }

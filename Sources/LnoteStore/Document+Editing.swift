@@ -133,6 +133,9 @@ extension Document {
         // first that it would not, and every frame after it, go through `receive`.
         let plainCount = plain.count, frameCount = run.count + frames.count
         let direct = live.applyPlainAdds(taking: &plain)
+        // The source holds only the streams of the adds applied: the others are replayed as
+        // their frames, whose own sources are checked ([LOG-27]).
+        if direct < run.count { run.source?.keepStreams(direct) }
         Document.listingOpenStats.withLock { $0.opens += 1; $0.direct += direct; $0.plain += plainCount; $0.frames += frameCount }
         // The run's adds not applied from their bytes are replayed as the frames they are.
         var skip = direct, decodedFrom = plainCount
@@ -193,7 +196,7 @@ extension Document {
         @Sendable func clean(_ scan: LogScan) -> Bool { scan.damage.isEmpty && !scan.tailIsCompleteBadFrame }
         // A listing open reads the tail's leading plain adds where they lie (`scan.leading`).
         @Sendable func scanTail() -> LogScan {
-            deferringPoints ? LogScanner.scanListing(tail, base: base, anchor: anchor, path: logPath, expecting: expecting)
+            deferringPoints ? LogScanner.scanListing(tail, base: base, anchor: anchor, path: logPath, expecting: expecting, adds: reserving)
                             : LogScanner.scan(tail, base: base, anchor: anchor, expecting: expecting)
         }
         guard count >= sideBySideFrames else {

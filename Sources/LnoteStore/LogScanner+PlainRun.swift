@@ -39,14 +39,14 @@ extension LogScanner {
     /// the rest. What it finds is what `scan` finds, frame for frame: `frameCount` frames in
     /// file order, the same damage (indexes counted from the tail's first frame), the same
     /// torn tail, anchors and end.
-    static func scanListing(_ bytes: [UInt8], base: UInt64, anchor: LogAnchor?, path: String?, expecting: Int = 0) -> LogScan {
+    /// `expecting` and `adds`: how many frames, and how many that say they add, the caller
+    /// counted from their lengths and types (room reserved: for the adds once the first is read).
+    static func scanListing(_ bytes: [UInt8], base: UInt64, anchor: LogAnchor?, path: String?, expecting: Int = 0,
+                            adds: Int = 0) -> LogScan {
         var run = PlainRun()
-        run.adds.reserveCapacity(expecting)
-        run.spans.reserveCapacity(expecting)
         let chain = anchor?.chainSeed
         let source = DeferredPoints(tail: bytes, base: Int(base), path: path)
         var streams: [DeferredPoints.FrameStream] = []
-        streams.reserveCapacity(expecting)
         var anchorEnds: [UInt64] = []
         var pos = 0
         while case .valid(let r) = Frame.check(bytes, at: pos, chain: chain) {
@@ -54,6 +54,11 @@ extension LogScanner {
             if isAnchor(bytes, r, type: type, anchor) {
                 anchorEnds.append(base + UInt64(r.upperBound))
             } else {
+                if streams.isEmpty {
+                    run.adds.reserveCapacity(adds)
+                    run.spans.reserveCapacity(adds)
+                    streams.reserveCapacity(adds)
+                }
                 guard OperationCodec.plainAddStroke(bytes, payload: (pos + Frame.headerSize + 1)..<r.upperBound, type: type,
                                                     anchor: anchor, base: Int(base), path: path, tail: source,
                                                     into: &run.adds, streams: &streams)
@@ -66,7 +71,8 @@ extension LogScanner {
         out.anchorEnds = anchorEnds + out.anchorEnds
         for i in out.damage.indices { out.damage[i].frameIndex += run.count }
         if !run.adds.isEmpty {
-            source.setStreams(streams)
+            // Room for adds counted past the run is not kept while the page stays listed.
+            source.setStreams(streams.capacity > streams.count * 2 ? Array(streams[...]) : streams)
             run.bytes = bytes
             run.base = base
             run.anchor = anchor

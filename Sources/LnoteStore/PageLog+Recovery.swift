@@ -279,7 +279,9 @@ extension PageLog {
     /// The second half of `openForReading`, given the scan of `tail.bytes` (from
     /// `tail.start`): nil when it found damage or a bad frame at the end, or nothing whole
     /// after an offset that is not a frame boundary ([PKG-47]). The descriptor is closed
-    /// unless it is handed to the log returned.
+    /// unless it is handed to the log returned. Given a listing scan
+    /// (`LogScanner.scanListing`), the replay's frames are those after `scan.leading`'s:
+    /// the caller applies or replays the run itself (`Document.loadPageWithoutLock`).
     static func finishOpening(_ tail: Tail, scan: LogScan) throws -> (PageLog, LogReplay)? {
         var handedOver = false
         defer { if !handedOver { try? tail.fd.close() } }
