@@ -34,6 +34,9 @@ public struct ByteWriter: Sendable {
     /// Zigzag-encoded signed varint.
     public mutating func svarint(_ v: Int64) { varint(zigzag(v)) }
 
+    /// The bytes `varint(v)` writes: 1 to 10.
+    public static func varintSize(_ v: UInt64) -> Int { v == 0 ? 1 : (64 - v.leadingZeroBitCount + 6) / 7 }
+
     public mutating func append(_ b: some Sequence<UInt8>) { bytes.append(contentsOf: b) }
 
     /// A varint length followed by the bytes.

@@ -5,6 +5,8 @@ import Synchronization
 /// were checked when it was read, and where each chunk of 64 records begins. Or the point
 /// stream of one `addStroke` frame replayed from a page's own log with its points deferred
 /// (operation-log.md [LOG-27]): the frame's payload, its CRC and every other field checked.
+/// Or the streams of a log tail's leading plain adds read straight from the tail's bytes
+/// ([LOG-28]): the bytes as read, and where each frame's stream is (`FrameStream`).
 ///
 /// A stroke read that way holds a `Slot` instead of its points. Its chunk is decoded, with
 /// every check of an eager read (the point stream's bits, [PT2-7]'s padding, [SNAP-19]'s
@@ -61,6 +63,30 @@ public final class DeferredPoints: Sendable, Hashable {
         var tombstone: Int
     }
 
+    /// Where the point stream of a log tail's plain add is ([LOG-28]): everything the eager
+    /// decode of its frame needs to decode the stream as that decode does.
+    package struct FrameStream: Sendable {
+        /// The stream: `bytes[pointsAt..<end]`, the rest of its frame's payload.
+        package var pointsAt: Int
+        package var end: Int
+        package var style: InkStyle
+        package var operation: OpID
+        /// The compact frame's version (`StrokeCodecV2.Context.frame(version:)`).
+        package var version: Int
+        /// The file offset that byte 0 of the frame's payload stands for (`LoggedFrame.payloadBase`):
+        /// where [LOG-23]'s errors are reported, as the operation validator reports them.
+        package var payloadBase: Int
+
+        package init(pointsAt: Int, end: Int, style: InkStyle, operation: OpID, version: Int, payloadBase: Int) {
+            self.pointsAt = pointsAt
+            self.end = end
+            self.style = style
+            self.operation = operation
+            self.version = version
+            self.payloadBase = payloadBase
+        }
+    }
+
     /// What decoding a chunk gave: for each of its records, the points (nil for an image).
     typealias Outcome = Result<[[StrokePoint]?], LnoteError>
 
@@ -81,6 +107,8 @@ public final class DeferredPoints: Sendable, Hashable {
         /// standalone context of compact stroke frames of `version`
         /// (`StrokeCodecV2.Context.frame(version:)`: 1 `addStroke`, 2 `addStroke2`, 3 `addStroke3`).
         case frame(style: InkStyle, operation: OpID, pointsAt: Int, version: Int)
+        /// A log tail's bytes: slot `i` is the stream of `FrameStream` `i`, a chunk of its own.
+        case frames
     }
 
     let bytes: [UInt8]
@@ -89,8 +117,8 @@ public final class DeferredPoints: Sendable, Hashable {
     let kind: Kind
     /// A snapshot's layout and the outcomes of its chunks and kept records; a frame's one
     /// outcome (`frame`: a frame's source needs no arrays, made for each of a log tail's frames).
-    private let state = Mutex<(layout: Layout, chunks: [Outcome?], kept: [KeptStream], keptChunks: [Outcome?], frame: Outcome?)>(
-        (Layout(), [], [], [], nil))
+    private let state = Mutex<(layout: Layout, chunks: [Outcome?], kept: [KeptStream], keptChunks: [Outcome?], frame: Outcome?,
+                               streams: [FrameStream])>((Layout(), [], [], [], nil, []))
 
     init(bytes: [UInt8], path: String?, replicas: PageSnapshot.ReplicaTable, version: UInt16) {
         self.bytes = bytes
@@ -109,11 +137,51 @@ public final class DeferredPoints: Sendable, Hashable {
         self.kind = .frame(style: style, operation: operation, pointsAt: at, version: version)
     }
 
+    /// The streams of a log tail's plain adds: `bytes` is the tail as read from the file,
+    /// whose byte 0 is at file offset `base`. `setStreams` says where each stream is.
+    package init(tail bytes: [UInt8], base: Int, path: String?) {
+        self.bytes = bytes
+        self.base = base
+        self.path = path
+        self.kind = .frames
+    }
+
+    /// Set once by the reader of a tail, after its frames were read and before any of their
+    /// slots is used: slot `i` is the stream of `streams[i]`. (The outcomes' array is made
+    /// when the first stream is decoded: a listing open may decode none.)
+    package func setStreams(_ streams: consuming [FrameStream]) {
+        state.withLock { $0.streams = streams }
+    }
+
+    /// Keeps the first `n` streams alone, before any is decoded: the adds a replica applied
+    /// from a tail's bytes, when it did not apply them all (the others are no stroke's).
+    package func keepStreams(_ n: Int) {
+        state.withLock {
+            guard n < $0.streams.count else { return }
+            $0.streams = Array($0.streams[..<n])
+            if $0.chunks.count > n { $0.chunks = Array($0.chunks[..<n]) }
+        }
+    }
+
     /// True for one frame's points (one chunk, numbered 0).
     var isFrame: Bool {
         if case .frame = kind { return true }
         return false
     }
+
+    /// True for a log tail's streams (a chunk per frame).
+    var isTail: Bool {
+        if case .frames = kind { return true }
+        return false
+    }
+
+    /// The chunk of slot index `index`: a frame per chunk in a tail's source, else `chunk(of:)`.
+    @inline(__always)
+    func chunk(ofSlot index: Int) -> Int { isTail ? index : Self.chunk(of: index) }
+
+    /// A slot's position in its chunk's outcome.
+    @inline(__always)
+    func position(ofSlot index: Int) -> Int { isTail ? 0 : Self.position(of: index) }
 
     var replicas: PageSnapshot.ReplicaTable? {
         if case .snapshot(let r, _) = kind { return r }
@@ -144,8 +212,8 @@ public final class DeferredPoints: Sendable, Hashable {
 
     /// The points of one deferred stroke: its chunk decoded (or the outcome kept from before).
     func points(of slot: Slot) throws -> [StrokePoint] {
-        let decoded = try outcome(ofChunk: Self.chunk(of: slot.index)).get()
-        guard let points = decoded[Self.position(of: slot.index)], points.count == slot.count else {
+        let decoded = try outcome(ofChunk: chunk(ofSlot: slot.index)).get()
+        guard let points = decoded[position(ofSlot: slot.index)], points.count == slot.count else {
             throw LnoteError(.corrupt, "record \(slot.index) decodes differently from when it was read", path: path, index: slot.index)
         }
         return points
@@ -157,10 +225,11 @@ public final class DeferredPoints: Sendable, Hashable {
             if let done = state.withLock({ $0.frame }) { return done }
             var r = ByteReader(bytes, range: at..<bytes.count, base: base, path: path)
             r.shortestVarints = true
-            let outcome = decodeFrame(&r, style: style, operation: operation, version: version)
+            let outcome = decodeFrame(&r, style: style, operation: operation, version: version, payloadBase: base)
             state.withLock { $0.frame = outcome }
             return outcome
         }
+        if isTail { return outcome(ofStream: k) }
         if k < 0 { return outcome(ofKept: -1 - k) }
         let (kept, layout) = state.withLock { s -> (Outcome?, Layout?) in
             if s.chunks.indices.contains(k), let o = s.chunks[k] { return (o, nil) }
@@ -171,6 +240,25 @@ public final class DeferredPoints: Sendable, Hashable {
         // Decoded outside the lock: two threads may both decode a chunk, with the same result.
         let outcome = decodeChunk(k, layout)
         state.withLock { if $0.chunks.indices.contains(k) { $0.chunks[k] = outcome } }
+        return outcome
+    }
+
+    /// The outcome of a tail's stream `k` (decoded, or kept from before).
+    private func outcome(ofStream k: Int) -> Outcome {
+        let (done, stream) = state.withLock { s -> (Outcome?, FrameStream?) in
+            guard s.streams.indices.contains(k) else { return (nil, nil) }
+            return (s.chunks.indices.contains(k) ? s.chunks[k] : nil, s.streams[k])
+        }
+        if let done { return done }
+        guard let stream else { return .failure(LnoteError(.invalidState, "no stream \(k) of a log tail's points", path: path)) }
+        var r = ByteReader(bytes, range: stream.pointsAt..<stream.end, base: base, path: path)
+        r.shortestVarints = true
+        let outcome = decodeFrame(&r, style: stream.style, operation: stream.operation, version: stream.version,
+                                  payloadBase: stream.payloadBase)
+        state.withLock {
+            if $0.chunks.isEmpty { $0.chunks = Array(repeating: nil, count: $0.streams.count) }
+            $0.chunks[k] = outcome
+        }
         return outcome
     }
 
@@ -223,7 +311,9 @@ public final class DeferredPoints: Sendable, Hashable {
         let version: UInt16
         switch kind {
         case .frame(let style, let operation, _, let version):
-            return decodeFrame(&r, style: style, operation: operation, version: version)
+            return decodeFrame(&r, style: style, operation: operation, version: version, payloadBase: base)
+        case .frames:
+            return outcome(ofStream: k)
         case .snapshot(let table, let v):
             replicas = table
             version = v
@@ -257,16 +347,16 @@ public final class DeferredPoints: Sendable, Hashable {
 
     /// The points of a frame's stream, with the checks an eager decode of the frame makes:
     /// the stream's own ([PT2-8], [PT2-7]), the end of the payload, and [LOG-23]'s bounds
-    /// (reported as the operation validator does, at the payload's first byte, naming the
-    /// operation by its id where the validator describes it whole).
-    private func decodeFrame(_ r: inout ByteReader, style: InkStyle, operation: OpID, version: Int) -> Outcome {
+    /// (reported as the operation validator does, at the payload's first byte, `payloadBase`,
+    /// naming the operation by its id where the validator describes it whole).
+    private func decodeFrame(_ r: inout ByteReader, style: InkStyle, operation: OpID, version: Int, payloadBase: Int) -> Outcome {
         let at = r.offset
         do {
             var context = StrokeCodecV2.Context.frame(version: version)
             let points = try StrokeCodecV2.decodePoints(&r, width: style.width, context: &context)
             guard r.isAtEnd else { throw r.error(.corrupt, "\(r.remaining) bytes after the point stream") }
             if let problem = ContentBounds.problem(.stroke(Stroke(style: style, points: points))) {
-                throw r.error(.corrupt, "operation \(operation) breaks [LOG-23]: \(problem)", at: base)
+                throw r.error(.corrupt, "operation \(operation) breaks [LOG-23]: \(problem)", at: payloadBase)
             }
             return .success([points])
         } catch var e as LnoteError {
@@ -284,7 +374,8 @@ public final class DeferredPoints: Sendable, Hashable {
     package static func check(_ sources: [DeferredPoints]) throws {
         var work: [(source: DeferredPoints, chunk: Int)] = []
         for s in sources {
-            let (chunks, kept) = s.isFrame ? (1, 0) : s.state.withLock { ($0.chunks.count, $0.kept.count) }
+            // A tail's source: a chunk per stream.
+            let (chunks, kept) = s.isFrame ? (1, 0) : s.state.withLock { (s.isTail ? $0.streams.count : $0.chunks.count, $0.kept.count) }
             for k in 0..<chunks { work.append((s, k)) }
             // The kept records after the elements: the erase-history section comes last.
             for rank in 0..<kept { work.append((s, -1 - rank)) }
@@ -325,7 +416,7 @@ public final class DeferredPoints: Sendable, Hashable {
         var needed: [ObjectIdentifier: (source: DeferredPoints, chunks: Set<Int>)] = [:]
         for e in elements {
             guard case .stroke(let s) = e.content, let d = s.deferred else { continue }
-            needed[ObjectIdentifier(d.source), default: (d.source, [])].chunks.insert(chunk(of: d.index))
+            needed[ObjectIdentifier(d.source), default: (d.source, [])].chunks.insert(d.source.chunk(ofSlot: d.index))
         }
         guard !needed.isEmpty else { return }
         // Every chunk of every source, decoded on every core; the first failure in the order
@@ -346,7 +437,8 @@ public final class DeferredPoints: Sendable, Hashable {
         var resolved: [(Int, Stroke)] = []
         for i in elements.indices {
             guard case .stroke(let s) = elements[i].content, let d = s.deferred else { continue }
-            guard let points = decoded[ObjectIdentifier(d.source)]?[chunk(of: d.index)]?[position(of: d.index)], points.count == d.count else {
+            guard let points = decoded[ObjectIdentifier(d.source)]?[d.source.chunk(ofSlot: d.index)]?[d.source.position(ofSlot: d.index)],
+                  points.count == d.count else {
                 throw LnoteError(.corrupt, "record \(d.index) decodes differently from when it was read", path: d.source.path, index: d.index)
             }
             resolved.append((i, Stroke(style: s.style, points: points)))

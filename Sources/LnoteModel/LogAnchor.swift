@@ -101,19 +101,29 @@ public struct LogAnchor: Hashable, Sendable {
     /// `expand` of the payload at `range` of `bytes` (a log read whole: no copy of it first).
     public func expand(_ bytes: [UInt8], payload range: Range<Int>) -> (frame: Frame, shift: Int)? {
         var r = ByteReader(bytes, range: range)
+        guard let (counter, wall, shift) = logFormHeader(&r, payloadCount: range.count) else { return nil }
+        let rest = r.offset
+        var w = ByteWriter(capacity: range.count + shift)
+        w.u64(writer)
+        w.varint(counter)
+        w.svarint(wall)
+        w.append(bytes[rest..<range.upperBound])
+        return (Frame(type: LogAnchor.addStroke3, payload: w.bytes), shift)
+    }
+
+    /// The header of a log-form frame's payload of `payloadCount` bytes, read from `r` (which
+    /// is left just past it, at the fields the two forms share): its counter, its wall time,
+    /// and the bytes the `addStroke3` header it stands for is longer by (writer, counter and
+    /// wall time in full); nil on `expand`'s conditions.
+    package func logFormHeader(_ r: inout ByteReader, payloadCount: Int) -> (counter: UInt64, wall: Int64, shift: Int)? {
         r.shortestVarints = true
+        let start = r.offset
         guard let counter = try? r.varint(), counter != 0, counter <= LogAnchor.maxCounter,
               let delta = try? r.svarint() else { return nil }
         let (wall, overflow) = baseWallTime.addingReportingOverflow(delta)
         guard !overflow else { return nil }
-        let rest = r.offset
-        var w = ByteWriter(capacity: range.count + 12)
-        w.u64(writer)
-        w.varint(counter)
-        w.svarint(wall)
-        let shift = w.count - (rest - range.lowerBound)
-        guard 1 + range.count + shift <= Frame.maxLength else { return nil }
-        w.append(bytes[rest..<range.upperBound])
-        return (Frame(type: LogAnchor.addStroke3, payload: w.bytes), shift)
+        let shift = 8 + ByteWriter.varintSize(counter) + ByteWriter.varintSize(zigzag(wall)) - (r.offset - start)
+        guard 1 + payloadCount + shift <= Frame.maxLength else { return nil }
+        return (counter, wall, shift)
     }
 }

@@ -134,12 +134,61 @@ extension OperationCodec {
         guard let version = compactVersion(ofType: frame.type) else { return nil }
         var r = ByteReader(frame.payload, base: base, path: path)
         r.shortestVarints = true
+        guard let (replica, counter, wall) = try? plainAddHeader(&r),
+              let (style, count, at) = plainAddBody(&r, replica: replica, counter: counter, version: version) else { return nil }
+        let id = OpID(replica: ReplicaID(replica), counter: counter)
+        let source = DeferredPoints(frame: r.bytes, pointsAt: at - r.base, style: style, operation: id, base: r.base,
+                                    path: r.path, version: version)
+        return PlainAddStroke(id: id, wallTime: wall, stroke: Stroke(style: style, deferred: source.slot(index: 0, count: count)))
+    }
+
+    /// `plainAddStroke(_:base:path:)` of a frame still in the bytes of a log tail, read where
+    /// it lies (no copy of its payload): `bytes[payload]` is the payload of a frame of type
+    /// `type` whose CRC was checked, `bytes[0]` is at file offset `base`. A log-form frame
+    /// (type 0x8A, [LOG-33]) is read under `anchor` as the `addStroke3` frame it stands for,
+    /// with exactly `LogAnchor.expand`'s conditions. Appends the add to `adds` and where its
+    /// points are to `streams` (its slot in `tail`: the caller hands the streams to
+    /// `tail.setStreams` before any is used); false, appending nothing, when it is no plain add.
+    package static func plainAddStroke(_ bytes: [UInt8], payload: Range<Int>, type: UInt8, anchor: LogAnchor?, base: Int,
+                                       path: String?, tail: DeferredPoints, into adds: inout [PlainAddStroke],
+                                       streams: inout [DeferredPoints.FrameStream]) -> Bool {
+        var r = ByteReader(bytes, range: payload, base: base, path: path)
+        r.shortestVarints = true
+        let version: Int, replica: UInt64, counter: UInt64, wall: Int64
+        // The file offset that byte 0 of the frame's standard payload stands for.
+        var payloadBase = base + payload.lowerBound
+        if type == LogAnchor.logFormAddStroke3 {
+            guard let anchor, let (c, w, shift) = anchor.logFormHeader(&r, payloadCount: payload.count) else { return false }
+            (version, replica, counter, wall) = (3, anchor.writer, c, w)
+            payloadBase -= shift
+        } else {
+            guard let v = compactVersion(ofType: type), let (a, c, w) = try? plainAddHeader(&r) else { return false }
+            (version, replica, counter, wall) = (v, a, c, w)
+        }
+        guard let (style, count, at) = plainAddBody(&r, replica: replica, counter: counter, version: version) else { return false }
+        let id = OpID(replica: ReplicaID(replica), counter: counter)
+        adds.append(PlainAddStroke(id: id, wallTime: wall,
+                                   stroke: Stroke(style: style, deferred: tail.slot(index: streams.count, count: count))))
+        streams.append(DeferredPoints.FrameStream(pointsAt: at - base, end: payload.upperBound, style: style, operation: id,
+                                                  version: version, payloadBase: payloadBase))
+        return true
+    }
+
+    /// A compact stroke frame's header, as `decodeHeader` reads it: replica, counter, wall time.
+    private static func plainAddHeader(_ r: inout ByteReader) throws -> (UInt64, UInt64, Int64) {
+        let replica = try r.u64("replica id")
+        let counter = try r.varint("counter")
+        let wall = try r.svarint("wall time")
+        return (replica, counter, wall)
+    }
+
+    /// The rest of a plain add after its wall time, with every check `plainAddStroke` makes:
+    /// its style, its point count and the file offset where its stream starts; nil when it is
+    /// no plain add or anything is refused. `r` ends at the payload's end.
+    private static func plainAddBody(_ r: inout ByteReader, replica: UInt64, counter: UInt64, version: Int) -> (InkStyle, Int, Int)? {
         do {
-            // The header, as `decodeHeader` reads it ([LOG-2]: neither zero).
-            let replica = try r.u64("replica id")
-            let counter = try r.varint("counter")
+            // [LOG-2]: neither zero.
             guard replica != 0, counter != 0, counter <= OpValidator.maxLamport else { return nil }
-            let wall = try r.svarint("wall time")
             // The context: empty. Its entry count is read as `decodeClock` reads it (same
             // checks, same errors); any other count means no plain add.
             guard try r.count("clock entries", minSize: 9) == 0 else { return nil }
@@ -151,19 +200,15 @@ extension OperationCodec {
             let color = try decodeColor(&r, flags: flags, version: version)
             let width = try ElementCodec.int32(&r, "width")
             let style = InkStyle(tool: tool, color: color, width: width)
-            let id = OpID(replica: ReplicaID(replica), counter: counter)
             let at = r.offset
             let count = try StrokeCodecV2.skipPoints(&r)
             guard r.isAtEnd else { return nil }
-            let source = DeferredPoints(frame: r.bytes, pointsAt: at - r.base, style: style, operation: id, base: r.base,
-                                        path: r.path, version: version)
-            let stroke = Stroke(style: style, deferred: source.slot(index: 0, count: count))
             // [LOG-23] and [SHR-6] / [MERGE-12] as `OpValidator` checks them (the context is
             // empty but for the author; [LOG-3] and [LOG-4] hold by construction).
             guard ContentBounds.strokeProblem(count: count, width: width) == nil else { return nil }
             let z = impliedZ(lamport: counter)
             guard z.validityProblem == nil, z.layer <= Int64(counter), z.layer >= -Int64(counter) else { return nil }
-            return PlainAddStroke(id: id, wallTime: wall, stroke: stroke)
+            return (style, count, at)
         } catch {
             return nil
         }

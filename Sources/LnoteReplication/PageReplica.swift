@@ -489,8 +489,10 @@ public struct PageReplica: Sendable {
                 n += 1
             }
             if n > 0 {
-                deferredSources.reserveCapacity(deferredSources.count + n)
-                for i in 0..<n { if let d = b[i].stroke.deferred?.source { deferredSources.append(d) } }
+                // Once per source: a log tail's adds read where they lie share one ([LOG-28]).
+                for i in 0..<n {
+                    if let d = b[i].stroke.deferred?.source, d !== deferredSources.last { deferredSources.append(d) }
+                }
             }
             return n
         }

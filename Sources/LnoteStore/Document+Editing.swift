@@ -90,8 +90,11 @@ extension Document {
         }
         var decodedFrames: [Result<Op, any Error>]?
         // [LOG-28] A tail's leading plain adds, read straight from their frames (listing only:
-        // their points are deferred); the frames past them decoded as operations.
+        // their points are deferred); the frames past them decoded as operations. With a
+        // snapshot, read where they lie in the tail (`run`: `frames` holds only the frames
+        // after them).
         var plain: [PlainAddStroke] = []
+        var run = PlainRun()
         if let snapshot, let t = tail {
             // [PKG-42] Points deferred to their first use ([SNAP-38]): `loadedPage`.
             var both = Document.decode(snapshot: snapshot, path: contentPath, tail: t.bytes, from: t.start, anchor: t.anchor,
@@ -113,25 +116,37 @@ extension Document {
             swap(&base, &s.state)
             deferred = s.deferredPoints
             decodedFrames = both.frames.take()
-            swap(&plain, &both.plain)
+            swap(&run, &both.scan.leading)
+            swap(&plain, &run.adds)
         } else if deferring {
             plain = Document.plainAdds(frames, path: paths.log(pid))
         }
         guard let log = openedLog else { preconditionFailure("a page log opened on every path") }
         // The images of the base, before the state moves into the replica (without a copy).
         let baseAssets = base.imageAssets
-        var live = PageReplica(state: consume base, reservingAdds: min(Document.addFrames(frames), Document.maxReservedFromTail),
+        var live = PageReplica(state: consume base,
+                               reservingAdds: min(run.count + Document.addFrames(frames), Document.maxReservedFromTail),
                                deferredPoints: .some(deferred))
         var pending: [OpID: UInt64] = [:]
         let applied: [Op]
         // Applied straight from their bytes while the replica would apply them at once; the
         // first that it would not, and every frame after it, go through `receive`.
+        let plainCount = plain.count, frameCount = run.count + frames.count
         let direct = live.applyPlainAdds(taking: &plain)
-        Document.listingOpenStats.withLock { $0.opens += 1; $0.direct += direct; $0.plain += plain.count; $0.frames += frames.count }
+        // The source holds only the streams of the adds applied: the others are replayed as
+        // their frames, whose own sources are checked ([LOG-27]).
+        if direct < run.count { run.source?.keepStreams(direct) }
+        Document.listingOpenStats.withLock { $0.opens += 1; $0.direct += direct; $0.plain += plainCount; $0.frames += frameCount }
+        // The run's adds not applied from their bytes are replayed as the frames they are.
+        var skip = direct, decodedFrom = plainCount
+        if run.count > 0 {
+            frames = run.loggedFrames(direct..<run.count) + frames
+            (skip, decodedFrom) = (0, run.count - direct)
+        }
         do {
-            applied = try Document.feed(frames, skipping: direct, kind: .page, fromStart: covered == nil, path: paths.log(pid),
+            applied = try Document.feed(frames, skipping: skip, kind: .page, fromStart: covered == nil, path: paths.log(pid),
                                         report: &report, pending: &pending, deferringPoints: deferring,
-                                        decoded: decodedFrames, decodedFrom: plain.count) {
+                                        decoded: decodedFrames, decodedFrom: decodedFrom) {
                 // Every operation `feed` hands over came out of the frame decoder, which
                 // validated it as `receive` would ([LOG-20]).
                 try live.receive($0, allowingDeferred: true, validated: true)
@@ -149,7 +164,7 @@ extension Document {
         let lp = LoadedPage(id: pid, replica: live, log: log)
         lp.pendingOffsets = pending
         lp.covered = covered
-        lp.framesSinceSnapshot = frames.count
+        lp.framesSinceSnapshot = frameCount
         lp.dirty = !applied.isEmpty || direct > 0 || fromBase
         noteAssets(Set(baseAssets), page: pid)
         noteAssets(of: applied.lazy.compactMap(\.addedContent), page: pid)
@@ -164,12 +179,12 @@ extension Document {
     ///
     /// The frames are read as operations only when the scan found the log clean (what
     /// `PageLog.finishOpening` accepts). With `deferringPoints`, the tail's leading plain adds
-    /// are read as such ([LOG-28], `plain`), and `frames` holds the operations of the frames
-    /// past them (those from `plain.count` on); nil when the tail is short (read in turn,
-    /// `feed` decodes them).
+    /// are read as such, where they lie ([LOG-28], `scan.leading`), and `frames` holds the
+    /// operations of the frames past them (`scan.frames`); nil when the tail is short (read
+    /// in turn, `feed` decodes them).
     static func decode(snapshot: [UInt8], path: String, tail: [UInt8], from base: UInt64, anchor: LogAnchor?, logPath: String,
                        deferringPoints: Bool)
-        -> (snapshot: PageSnapshot.Contents?, scan: LogScan, frames: [Result<Op, any Error>]?, plain: [PlainAddStroke]) {
+        -> (snapshot: PageSnapshot.Contents?, scan: LogScan, frames: [Result<Op, any Error>]?) {
         let (count, adds) = framesAndAdds(tail)
         // Counted from lengths no CRC has checked yet: room for at most `maxReservedFromTail`
         // (a damaged or hostile tail of 9-byte "adds" would otherwise reserve 168-byte
@@ -179,23 +194,23 @@ extension Document {
             try? PageSnapshot.decode(snapshot, path: path, deferringPoints: deferringPoints, reserving: reserving)
         }
         @Sendable func clean(_ scan: LogScan) -> Bool { scan.damage.isEmpty && !scan.tailIsCompleteBadFrame }
-        guard count >= sideBySideFrames else {
-            let scan = LogScanner.scan(tail, base: base, anchor: anchor)
-            let plain = deferringPoints && clean(scan) ? plainAdds(scan.frames, path: logPath) : []
-            return (decodeSnapshot(), scan, nil, plain)
+        // A listing open reads the tail's leading plain adds where they lie (`scan.leading`).
+        @Sendable func scanTail() -> LogScan {
+            deferringPoints ? LogScanner.scanListing(tail, base: base, anchor: anchor, path: logPath, expecting: expecting, adds: reserving)
+                            : LogScanner.scan(tail, base: base, anchor: anchor, expecting: expecting)
         }
-        typealias Tail = (scan: LogScan, frames: [Result<Op, any Error>], plain: [PlainAddStroke])
+        guard count >= sideBySideFrames else {
+            return (decodeSnapshot(), scanTail(), nil)
+        }
+        typealias Tail = (scan: LogScan, frames: [Result<Op, any Error>])
         @Sendable func decodeTail() -> Tail {
-            let scan = LogScanner.scan(tail, base: base, anchor: anchor, expecting: expecting)
-            guard clean(scan) else { return (scan, [], []) }
-            let frames = scan.frames
-            let plain = deferringPoints ? plainAdds(frames, path: logPath) : []
-            let rest = plain.isEmpty ? frames : Array(frames[plain.count...])
-            return (scan, decode(rest, path: logPath, deferringPoints: deferringPoints), plain)
+            let scan = scanTail()
+            guard clean(scan) else { return (scan, []) }
+            return (scan, decode(scan.frames, path: logPath, deferringPoints: deferringPoints))
         }
         // The snapshot, the longer half, on this thread; the tail beside it.
-        let (contents, (scan, operations, plain)) = Parallel.beside(decodeTail, decodeSnapshot)
-        return (contents, scan, operations, plain)
+        let (contents, (scan, operations)) = Parallel.beside(decodeTail, decodeSnapshot)
+        return (contents, scan, operations)
     }
 
     /// How many frames `tail` holds, and how many of them say they add an element, read from

@@ -279,14 +279,16 @@ extension PageLog {
     /// The second half of `openForReading`, given the scan of `tail.bytes` (from
     /// `tail.start`): nil when it found damage or a bad frame at the end, or nothing whole
     /// after an offset that is not a frame boundary ([PKG-47]). The descriptor is closed
-    /// unless it is handed to the log returned.
+    /// unless it is handed to the log returned. Given a listing scan
+    /// (`LogScanner.scanListing`), the replay's frames are those after `scan.leading`'s:
+    /// the caller applies or replays the run itself (`Document.loadPageWithoutLock`).
     static func finishOpening(_ tail: Tail, scan: LogScan) throws -> (PageLog, LogReplay)? {
         var handedOver = false
         defer { if !handedOver { try? tail.fd.close() } }
         let (io, fd, path, start, size) = (tail.io, tail.fd, tail.path, tail.start, tail.size)
         guard scan.damage.isEmpty, !scan.tailIsCompleteBadFrame else { return nil }
         let anchorEnd = UInt64(LogHeader.size + (tail.anchor?.frame.count ?? 0))
-        if start > UInt64(LogHeader.size), start != anchorEnd, scan.frames.isEmpty, scan.tornTail != nil {
+        if start > UInt64(LogHeader.size), start != anchorEnd, scan.frameCount == 0, scan.tornTail != nil {
             // Nothing whole after the offset: an append in progress right there, or an offset
             // inside a frame ([PKG-47]). Only the whole log tells.
             let whole = LogScanner.scan(try io.pread(fd, count: Int(size) - LogHeader.size, at: UInt64(LogHeader.size)),

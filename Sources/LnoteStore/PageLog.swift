@@ -785,7 +785,11 @@ extension PageLog.PendingSalvage {
 
 /// What a scan of log bytes found (pure: no I/O).
 struct LogScan: Sendable {
+    /// The frames, in file order; after `leading`'s when a listing scan read a run of plain
+    /// adds first (`LogScanner.scanListing`).
     var frames: [LoggedFrame] = []
+    /// The leading plain adds a listing scan read where they lie ([LOG-28]); empty otherwise.
+    var leading = PlainRun()
     /// Bytes in the middle that are not frames, each followed by a valid frame.
     var damage: [Damage] = []
     /// Bytes at the end in which no valid frame starts: an interrupted append.
@@ -804,7 +808,11 @@ struct LogScan: Sendable {
     /// Whether `offset` is where a frame the scan found, or the anchor or a copy, starts or ends.
     func isBoundary(_ offset: UInt64) -> Bool {
         anchorEnds.contains(offset) || frames.contains { $0.end == offset || $0.offset == offset }
+            || leading.spans.contains { $0.offset == offset || $0.offset + UInt64($0.size) == offset }
     }
+
+    /// How many frames the scan found: `leading`'s and `frames`.
+    var frameCount: Int { leading.count + frames.count }
     /// Bytes the searches after damage ran through the CRC (`FrameSearch.bytesHashed`).
     var searchBytesHashed = 0
 
@@ -828,10 +836,12 @@ enum LogScanner {
     /// `expecting`: how many frames the caller counted from their lengths (room reserved).
     /// `anchor`: the log's anchor ([PKG-110]), whose frames are not listed (they are no
     /// operations) and against which log-form frames are checked and expanded ([LOG-33]).
-    static func scan(_ bytes: [UInt8], base: UInt64, anchor: LogAnchor?, expecting: Int = 0) -> LogScan {
-        var out = LogScan(goodEnd: base)
+    /// `start`: where in `bytes` to begin (a listing scan's run ends there); damage indexes
+    /// count from it.
+    static func scan(_ bytes: [UInt8], base: UInt64, anchor: LogAnchor?, expecting: Int = 0, from start: Int = 0) -> LogScan {
+        var out = LogScan(goodEnd: base + UInt64(start))
         out.frames.reserveCapacity(expecting)
-        var pos = 0
+        var pos = start
         let chain = anchor?.chainSeed
         var search = FrameSearch(bytes, chain: chain)
         while true {
@@ -840,17 +850,11 @@ enum LogScanner {
             case .valid(let r):
                 let offset = base + UInt64(pos)
                 let type = bytes[pos + Frame.headerSize]
-                if let anchor, type == LogAnchor.type, r.count == anchor.frame.count, bytes[r].elementsEqual(anchor.frame) {
+                if isAnchor(bytes, r, type: type, anchor) {
                     // The anchor itself (or a copy of it): no operation.
                     out.anchorEnds.append(base + UInt64(r.upperBound))
-                } else if let anchor, type == LogAnchor.logFormAddStroke3,
-                          let (frame, shift) = anchor.expand(bytes, payload: (pos + Frame.headerSize + 1)..<r.upperBound) {
-                    out.frames.append(LoggedFrame(expanded: frame, offset: offset, size: r.count, shift: shift))
                 } else {
-                    // Every other frame as it is (a log-form frame that does not expand is
-                    // refused by the operation decoder as an unknown type, [LOG-13]).
-                    let frame = Frame(type: type, payload: Array(bytes[(pos + Frame.headerSize + 1)..<r.upperBound]))
-                    out.frames.append(LoggedFrame(frame: frame, offset: offset))
+                    out.frames.append(loggedFrame(bytes, r, type: type, offset: offset, anchor: anchor))
                 }
                 pos = r.upperBound
                 out.goodEnd = base + UInt64(pos)
@@ -873,6 +877,25 @@ enum LogScanner {
                 }
             }
         }
+    }
+
+    /// Whether the valid frame at `r` (type `type`) is the anchor or a copy of it ([PKG-110]).
+    @inline(__always)
+    static func isAnchor(_ bytes: [UInt8], _ r: Range<Int>, type: UInt8, _ anchor: LogAnchor?) -> Bool {
+        guard let anchor, type == LogAnchor.type, r.count == anchor.frame.count else { return false }
+        return bytes[r].elementsEqual(anchor.frame)
+    }
+
+    /// The valid frame at `r` of `bytes` (type `type`, at file offset `offset`), not the
+    /// anchor: a log-form frame expanded under `anchor` ([LOG-33]), every other frame as it
+    /// is (a log-form frame that does not expand is refused by the operation decoder as an
+    /// unknown type, [LOG-13]).
+    static func loggedFrame(_ bytes: [UInt8], _ r: Range<Int>, type: UInt8, offset: UInt64, anchor: LogAnchor?) -> LoggedFrame {
+        let payload = (r.lowerBound + Frame.headerSize + 1)..<r.upperBound
+        if let anchor, type == LogAnchor.logFormAddStroke3, let (frame, shift) = anchor.expand(bytes, payload: payload) {
+            return LoggedFrame(expanded: frame, offset: offset, size: r.count, shift: shift)
+        }
+        return LoggedFrame(frame: Frame(type: type, payload: Array(bytes[payload])), offset: offset)
     }
 
     /// Scans a whole log file's bytes after its header, with the anchor the header and the
