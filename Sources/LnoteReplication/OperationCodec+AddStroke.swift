@@ -110,13 +110,14 @@ extension OperationCodec {
 
 /// An `addStroke` frame read straight from its bytes for a replay ([LOG-28]): the fields a
 /// replica needs to apply a plain add, without an `Op` (no context clock, no body enum).
-/// Only what `OperationCodec.plainAddStroke(_:base:path:)` accepts: a context naming no
+/// Only what `OperationCodec.plainAddStroke(_:base:path:)` (or its reading of a frame in a
+/// log tail's bytes) accepts: a context naming no
 /// replica but the author (its own entry `counter − 1`, so the Lamport timestamp is the
 /// counter, [LOG-4]), the implied z key, the points deferred ([LOG-27]).
 package struct PlainAddStroke: Sendable {
     package var id: OpID
     package var wallTime: Int64
-    /// Its points deferred: the frame's payload and where the stream starts.
+    /// Its points deferred: to the frame's own source, or to a log tail's (a slot per add).
     package var stroke: Stroke
     /// [LOG-4]: the counter, as the context names no other replica.
     package var lamport: UInt64 { id.counter }
