@@ -101,6 +101,14 @@ public enum FuzzTargets {
             guard let op = try? OperationCodec.decode(lf.frame, base: lf.payloadBase) else { continue }
             checkForms(op, lf.frame)
         }
+        // [LOG-28] A listing open reads a tail's leading plain adds where they lie: what it
+        // finds is what the scan finds, on the sealed frames and on the raw bytes alike.
+        let tailStart = LogHeader.size + anchor.frame.count
+        for bytes in [sealed, start + data] where bytes.count >= tailStart {
+            let disagreement = LogScanner.listingDisagreement(Array(bytes[tailStart...]), base: UInt64(tailStart),
+                                                              anchor: anchor, path: "fuzz.log")
+            check(disagreement == nil, "the listing scan differs from the scan: \(disagreement ?? "")")
+        }
     }
 
     /// Frames built from the bytes without their CRC, so that mutations reach the operation

@@ -703,6 +703,7 @@ extension PageSnapshot {
         var out: [ReplicaContext] = []
         out.reserveCapacity(n)
         for i in 0..<n {
+          do {
             let at = r.offset
             let replica = try r.u64("context replica")
             // [SNAP-26] Non-zero, strictly increasing.
@@ -751,6 +752,11 @@ extension PageSnapshot {
                                  path: r.path, offset: runsAt, index: i)
             }
             out.append(ReplicaContext(replica: rid, clock: c, lamports: runs))
+          } catch var e as LnoteError {
+            // A field that does not read names its record too, as elements' and tombstones' do.
+            if e.index == nil { e.index = i }
+            throw e
+          }
         }
         // [SNAP-26] One context for each replica of the page clock.
         guard out.map(\.replica) == clock.replicas else {

@@ -461,8 +461,9 @@ public struct PageReplica: Sendable {
 
     /// `applyPlainAdd` of each of `adds` in order, up to the first that it would not apply:
     /// returns how many were applied (the caller hands the rest to `receive`). The checks run
-    /// add by add (each add's [MERGE-43] check sees the timestamps of those before it); the
-    /// records are then built straight into the table.
+    /// as they would add by add (each add's [MERGE-43] check sees the timestamps of those
+    /// before it), once per run of one author's next counters; the records are then built
+    /// straight into the table.
     package mutating func applyPlainAdds(_ adds: [PlainAddStroke]) -> Int {
         var taken = adds
         return applyPlainAdds(taking: &taken)
@@ -479,14 +480,29 @@ public struct PageReplica: Sendable {
             // Stored properties only: a computed one (`lamport`, `z`) is read from a copy of
             // the whole add, its references retained and released.
             while n < b.count {
-                let id = b[n].id, lamport = id.counter
-                guard stage.counter(id.replica, in: clock) == id.counter - 1,
-                      stage.lamportExceedsItsPast(ownContextOf: id, lamport: lamport, in: contexts) else { break }
-                stage.include(id, in: &clock)
-                maxLamport = max(maxLamport, lamport)
-                modified = max(modified, b[n].wallTime)
-                stage.record(ownContextOf: id, lamport: lamport, in: &contexts)
-                n += 1
+                let first = b[n].id
+                guard stage.counter(first.replica, in: clock) == first.counter - 1,
+                      stage.lamportExceedsItsPast(ownContextOf: first, lamport: first.counter, in: contexts) else { break }
+                // The adds after it by the same author with the next counters pass both checks
+                // once it does: each one's predecessor is the add before it, whose timestamp
+                // (its counter) is below its own. So the run is taken whole: the clock and the
+                // author's context updated for its first and its last add, which leaves them as
+                // updating them for each add in turn would (the clock keeps the greatest
+                // counter; the context's timestamps stay `counter + 0` through the run, one
+                // Lamport run, [SNAP-16]).
+                var end = n + 1
+                var latest = b[n].wallTime
+                while end < b.count, b[end].id.replica == first.replica, b[end].id.counter == b[end - 1].id.counter &+ 1 {
+                    latest = max(latest, b[end].wallTime)
+                    end += 1
+                }
+                let last = b[end - 1].id
+                stage.include(last, in: &clock)
+                maxLamport = max(maxLamport, last.counter)
+                modified = max(modified, latest)
+                stage.record(ownContextOf: first, lamport: first.counter, in: &contexts)
+                if end - n > 1 { stage.record(ownContextOf: last, lamport: last.counter, in: &contexts) }
+                n = end
             }
             if n > 0 {
                 // Once per source: a log tail's adds read where they lie share one ([LOG-28]).

@@ -69,24 +69,26 @@ extension Document {
         // With a snapshot, the log's frames are scanned (CRCs checked) beside the snapshot's
         // decode rather than before it: `tail` is the log read, not yet scanned.
         var tail: PageLog.Tail?
-        if try io.stat(paths.log(pid)) == nil {
+        if snapshot != nil {
+            // Opened without a stat first: an absent log is nil here too, and a snapshot
+            // without its log is repaired under the lock ([PKG-55]).
+            guard let t = try PageLog.readTail(path: paths.log(pid), kind: .page, owner: pid.uuid,
+                                               from: covered?.offset, incarnation: covered?.incarnation, io: io)
+            else { return nil }
+            tail = t
+        } else if try io.stat(paths.log(pid)) == nil {
             // [PKG-55] A snapshot or base without its log needs one created and the missing
             // operations recorded: under the lock.
             guard covered == nil && !fromBase else { return nil }
             openedLog = PageLog(absent: paths.log(pid), kind: .page, owner: pid.uuid, io: io)
             openedLog?.anchorForCreation = { [self] in newLogAnchor() }
-        } else if snapshot == nil {
+        } else {
             guard let (opened, replay) = try PageLog.openForReading(path: paths.log(pid), kind: .page, owner: pid.uuid,
                                                                      from: covered?.offset, incarnation: covered?.incarnation,
                                                                      io: io) else { return nil }
             openedLog = opened
             frames = replay.frames
             report = replay.report
-        } else {
-            guard let t = try PageLog.readTail(path: paths.log(pid), kind: .page, owner: pid.uuid,
-                                               from: covered?.offset, incarnation: covered?.incarnation, io: io)
-            else { return nil }
-            tail = t
         }
         var decodedFrames: [Result<Op, any Error>]?
         // [LOG-28] A tail's leading plain adds, read straight from their frames (listing only:

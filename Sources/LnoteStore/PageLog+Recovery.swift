@@ -340,6 +340,26 @@ extension PageLog {
     ///
     /// `readOnly`: the file may not be written (opened read-only, `openFile`): nothing is
     /// tried; a page log is returned pending at once, a damaged document log is an error.
+    /// The bytes `ranges` cover together (each byte once), less those in `kept`.
+    static func unionLength(_ ranges: [Range<UInt64>], less kept: Range<UInt64>) -> Int {
+        var total: UInt64 = 0
+        var current: Range<UInt64>?
+        func add(_ r: Range<UInt64>) {
+            let overlap = max(r.lowerBound, kept.lowerBound) ..< max(max(r.lowerBound, kept.lowerBound), min(r.upperBound, kept.upperBound))
+            total += UInt64(r.count) - UInt64(overlap.count)
+        }
+        for r in ranges.filter({ !$0.isEmpty }).sorted(by: { $0.lowerBound < $1.lowerBound }) {
+            if let c = current, r.lowerBound <= c.upperBound {
+                current = c.lowerBound ..< max(c.upperBound, r.upperBound)
+            } else {
+                if let c = current { add(c) }
+                current = r
+            }
+        }
+        if let c = current { add(c) }
+        return Int(total)
+    }
+
     static func salvage(path: String, kind: LogKind, owner: UUID, headerValid: Bool, report initial: RecoveryReport,
                         io: Syscalls, readOnly: LnoteError? = nil) throws -> (PageLog, LogReplay) {
         var report = initial
@@ -353,26 +373,29 @@ extension PageLog {
         // never a torn tail (log-form frames read with no anchor are no frames).
         let anchorLost = headerValid && !atForty && kind == .page && bytes.count > LogHeader.size
             && ((try? LogHeader.decode(bytes, path: path))?.version ?? 1) >= 2
-        if !headerValid, let first = scan.frames.first, first.offset > 0 {
-            report.droppedBytes += Int(first.offset) - keptAnchor
-        } else if !headerValid && scan.frames.isEmpty {
-            report.droppedBytes += bytes.count - keptAnchor
-        }
-        for d in scan.damage where !(headerValid == false && d.range.lowerBound == 0) {
+        // The bytes the rewrite does not carry over, each counted once ([PKG-38]): under a
+        // damaged header, everything before the first frame kept (the whole file when none
+        // is); the damaged ranges; a torn tail that holds a complete bad frame or follows a
+        // damaged anchor. Less the anchor at offset 40 when the rewrite keeps it.
+        var dropped: [Range<UInt64>] = []
+        if !headerValid { dropped.append(0 ..< (scan.frames.first?.offset ?? UInt64(bytes.count))) }
+        for d in scan.damage {
+            dropped.append(d.range)
+            guard headerValid || d.range.lowerBound != 0 else { continue }
             report.problems.append(LnoteError(.corrupt, d.reason, path: path, offset: Int(d.range.lowerBound),
                                               index: d.frameIndex))
-            report.droppedBytes += Int(d.range.upperBound - d.range.lowerBound)
         }
         if let t = scan.tornTail {
             if scan.tailIsCompleteBadFrame || anchorLost {
                 report.problems.append(anchorLost && t.lowerBound == UInt64(LogHeader.size) ? PageLog.damagedAnchor(path: path)
                                        : LnoteError(.corrupt, scan.tornTailReason ?? "bad frame", path: path,
                                                     offset: Int(t.lowerBound), index: scan.frames.count))
-                report.droppedBytes += Int(t.upperBound - t.lowerBound)
+                dropped.append(t)
             } else if !(headerValid == false && scan.frames.isEmpty) {
                 report.tornTail = (t.lowerBound, Int(t.upperBound - t.lowerBound))
             }
         }
+        report.droppedBytes += PageLog.unionLength(dropped, less: UInt64(LogHeader.size) ..< UInt64(LogHeader.size + keptAnchor))
         if anchorLost && !report.problems.contains(where: { $0.offset == LogHeader.size }) {
             report.problems.insert(PageLog.damagedAnchor(path: path), at: 0)
         }

@@ -825,7 +825,7 @@ struct LogScan: Sendable {
 }
 
 /// Splits log bytes into valid frames, damaged ranges and a torn tail ([PKG-37]).
-enum LogScanner {
+package enum LogScanner {
     /// Scans `bytes`, whose first byte is at file offset `base`.
     ///
     /// A position that does not hold a valid frame starts a bad range; the scanner looks

@@ -133,14 +133,18 @@ final class Syscalls: Sendable {
             throw e
         }
         var st = StatBuffer()
+        var size: Int? = nil
         if Glibc.fstat(fd, &st) == 0 {
             let kind = Syscalls.typeName(st.st_mode)
             if kind != (wantsDirectory ? "directory" : "regular file") {
                 _ = Glibc.close(fd)
                 throw Syscalls.notRegular(path, kind: kind, wantsDirectory: wantsDirectory)
             }
+            size = max(0, Int(st.st_size))
         }
-        return FileDescriptor(raw: fd, path: path, io: self)
+        let d = FileDescriptor(raw: fd, path: path, io: self)
+        d.sizeWhenOpened = size
+        return d
     }
 
     /// Opens a directory read-only (for `fsync` and `flock`), never through a symlink.
@@ -189,8 +193,10 @@ final class Syscalls: Sendable {
         // The file's size, as a hint only (an fstat that fails, or a file that grows, just
         // means more reads): the bytes go straight into the result instead of through a
         // chunk buffer and repeated appends. Not a recorded call: it cannot change the read.
+        // The size the open saw, when this read is the descriptor's first (one fstat fewer
+        // per file read whole, as a page open reads its snapshot).
         var st = StatBuffer()
-        let hint = Glibc.fstat(fd.raw, &st) == 0 ? max(0, Int(st.st_size)) : 0
+        let hint = fd.takeSizeWhenOpened() ?? (Glibc.fstat(fd.raw, &st) == 0 ? max(0, Int(st.st_size)) : 0)
         guard hint <= limit else { throw Syscalls.tooLarge(fd.path, claimed: UInt64(hint), limit: limit) }
         var atEnd = false
         // One byte more than the hint, so that a file of exactly that size ends in one pass.
@@ -362,9 +368,16 @@ final class Syscalls: Sendable {
         var st = StatBuffer()
         // An absent file is the usual answer (a page's missing-operations file): told by its
         // errno, without building an error first.
-        var failure: Int32 = 0
+        // The name itself first (lstat): an absent name is then told in one call. Only a
+        // symlink is followed, by a stat, as `stat(2)` would.
+        var failure: Int32 = 0, dangling = false
         let r = try retrying("stat", path, injected: f, ignoring: [ENOENT, ENOTDIR]) { () -> Int32 in
-            let r = sysStat(path, &st)
+            var r = sysLstat(path, &st)
+            dangling = false
+            if r == 0 && st.st_mode & S_IFMT == S_IFLNK {
+                r = sysStat(path, &st)
+                dangling = r == -1 && (errno == ENOENT || errno == ENOTDIR)
+            }
             failure = r == -1 ? errno : 0
             return r
         }
@@ -372,7 +385,7 @@ final class Syscalls: Sendable {
             guard failure == ENOENT || failure == ENOTDIR else { throw Syscalls.error("stat", path: path, errno: failure) }
             // A dangling symlink is not an absent file: nothing may be created through it,
             // nor may it be taken for a missing log and replaced quietly ([PKG-22]).
-            if fileType(atPath: path) == "symlink" { throw Syscalls.notRegular(path, kind: "symlink") }
+            if dangling { throw Syscalls.notRegular(path, kind: "symlink") }
             return nil
         }
         return FileStat(st)
@@ -803,6 +816,15 @@ final class FileDescriptor {
         self.raw = raw
         self.path = path
         self.io = io
+    }
+
+    /// The file's size as the open's type check saw it: a hint for a first read to the end.
+    fileprivate var sizeWhenOpened: Int?
+
+    /// `sizeWhenOpened`, once: a later read asks the file again.
+    fileprivate func takeSizeWhenOpened() -> Int? {
+        defer { sizeWhenOpened = nil }
+        return sizeWhenOpened
     }
 
     var isOpen: Bool { raw >= 0 }

@@ -155,7 +155,14 @@ enum Resolve {
     }
 
     /// The one of `candidates` that `name` names: an id, a unique prefix, or `.counter`.
+    /// A complete id (16 hex digits, a dot, the counter) names that element alone, never as a
+    /// prefix of others (`….5` of `….50`): an erased one is then said to be erased.
     static func element<T>(_ name: String, among candidates: [T], id: @escaping (T) -> ElementID, on page: PageID) throws -> T {
+        if let dot = name.firstIndex(of: "."), name.distance(from: name.startIndex, to: dot) == 16,
+           let full = OpID(parsing: name), full.description.lowercased() == name.lowercased() {
+            return try unique(name, among: candidates.filter { id($0) == full }, what: "element",
+                              text: { id($0).description }, in: "page \(page)")
+        }
         if name.hasPrefix("."), name.count > 1 {
             // ".17": the element with counter 17, whichever replica made it (when only one did).
             return try unique(name, among: candidates.filter { id($0).description.hasSuffix(name) }, what: "element",

@@ -270,6 +270,27 @@ func elements(_ state: [String: Any]) -> [[String: Any]] { state["elements"] as!
         #expect(try await sb.ok("show", "nb", d, "--json", "--points") == before, "a bad file imported something (seed \(seed))")
     }
 
+    /// An element named by its complete id is that element only: erased, it is said to be
+    /// erased, not taken for a prefix of the live ids it begins (`r.1` of `r.10` and `r.11`).
+    @Test func completeElementIDIsNeverAPrefix() async throws {
+        let sb = try Sandbox("complete-id")
+        defer { sb.remove() }
+        try await sb.ok("init", "nb")
+        let d = try await sb.ok("new", "nb", "--title", "t")
+        try sb.write("s.jsonl", (0..<12).map { "{\"points\": [[\($0), 2], [3, 4]]}\n" }.joined())
+        let ids = try await sb.ok("import", "nb", d, "#1", "s.jsonl").split(separator: "\n").map(String.init)
+        let first = try #require(ids.first { $0.hasSuffix(".1") }, "\(ids)")
+        #expect(ids.contains { $0.hasPrefix(first) && $0 != first }, "\(ids)")
+        try await sb.ok("move", "nb", d, "#1", first.uppercased(), "--dx", "1")  // live: found, any case
+        try await sb.ok("erase", "nb", d, "#1", first)
+        for command in [["move", "nb", d, "#1", first, "--dx", "1"], ["erase", "nb", d, "#1", first]] {
+            let r = try await sb.run(command)
+            #expect(r.code == 1 && r.err.contains("is erased") && !r.err.contains("ambiguous"), "\(command): \(r)")
+        }
+        try await sb.ok("restore-element", "nb", d, "#1", first)
+        try await sb.ok("move", "nb", d, "#1", first, "--dx", "1")
+    }
+
     /// Documents, pages and elements by full id, unique prefix (any case) or #N; ambiguous
     /// and unknown names fail naming what they matched.
     @Test func prefixResolution() async throws {

@@ -367,6 +367,33 @@ struct PageSnapshotTests {
         return (reseal(out), body)
     }
 
+    /// [SNAP-26] A field of a context record that does not read (a run start or offset, a run
+    /// count: cut short or not in its shortest form after a byte flip) is reported with the
+    /// context's index, as element and tombstone records are; the checks of the context's
+    /// values carried it already.
+    @Test func contextFieldErrorsNameTheirContext() throws {
+        var named = 0
+        for seed in testSeeds(0x5A9_0026, count: 6) {
+            let (state, bytes) = Self.sample(seed)
+            guard !state.contexts.isEmpty else { continue }
+            for i in 20..<(bytes.count - 4) {
+                for flip: UInt8 in [0x80, 0xFF] {
+                    var b = bytes
+                    b[i] ^= flip
+                    do {
+                        _ = try PageSnapshot.decode(Self.reseal(b))
+                    } catch let e as LnoteError {
+                        let contextField = ["context replica", "lamport run", "lamport offset"].contains { e.message.contains($0) }
+                        guard contextField else { continue }
+                        #expect(e.index != nil, "seed \(seed), byte \(i) ^ \(flip): \(e)")
+                        named += 1
+                    }
+                }
+            }
+        }
+        #expect(named > 10, "only \(named) context field errors were produced")
+    }
+
     /// [SNAP-14] [SNAP-15] [SNAP-16] [SNAP-27] A count that the bytes left in its section
     /// cannot hold (28 bytes per element, 22 per tombstone, 12 per context at least) is
     /// `corrupt` at the count itself, before any record is read (so before anything is

@@ -265,6 +265,39 @@ struct PageLogTests {
         }
     }
 
+    /// [PKG-38] [PKG-112] The bytes a salvage drops are counted once each: under a damaged
+    /// header, what lies before the first frame kept overlaps a damaged range or a bad frame
+    /// at the end, which were counted twice (a count above the file's size could follow).
+    @Test("[PKG-38] a salvage under a damaged header counts each dropped byte once, the anchor it keeps not among them")
+    func droppedBytesCountedOnce() throws {
+        var rng = SeededRNG(seed: 38)
+        let frames = testFrames(3, &rng)
+        let anchor = LogAnchor(writer: 0xB0, baseWallTime: 1_700_000_000_000).frame
+        var header = LogHeader(kind: .page, owner: owner, incarnation: 7, version: 2).encoded
+        header[20] ^= 0x40  // under the header's CRC
+        var bad = frames[0].encoded
+        bad[bad.count - 1] ^= 0x01  // a complete frame whose CRC fails
+        let dir = try TempDir("dropped")
+        defer { dir.remove() }
+        let path = dir.sub("p.log")
+        // (bytes, frames kept, bytes dropped): all but the anchor kept at 40.
+        let cases: [([UInt8], Int, Int)] = [
+            (header + anchor + bad, 0, LogHeader.size + bad.count),
+            (header + anchor + Array(repeating: 0xEE, count: 10) + anchor + frames[1].encoded, 1, LogHeader.size + 10 + anchor.count),
+            (header + anchor + frames[1].encoded + Array(repeating: 0xEE, count: 10) + frames[2].encoded + bad, 2,
+             LogHeader.size + 10 + bad.count),
+        ]
+        for (i, (bytes, kept, dropped)) in cases.enumerated() {
+            try writeFile(path, bytes)
+            let (log, replay) = try PageLog.open(path: path, kind: .page, owner: owner, create: false, io: fastIO)
+            #expect(replay.frames.count == kept, "case \(i): \(replay.report)")
+            #expect(replay.report.droppedBytes == dropped, "case \(i): \(replay.report.droppedBytes) dropped, expected \(dropped)")
+            #expect(replay.report.droppedBytes <= bytes.count - anchor.count, "case \(i)")
+            try log.close()
+            for n in listNames(dir.path) where n != "p.log" { try FileManager.default.removeItem(atPath: dir.sub(n)) }
+        }
+    }
+
     @Test("a log naming another page is refused, not rewritten")
     func wrongOwner() throws {
         let dir = try TempDir("own")

@@ -73,6 +73,7 @@ struct PlainRunTests {
         let plain = LogScanner.scan(tail, base: base, anchor: anchor)
         let listed = LogScanner.scanListing(tail, base: base, anchor: anchor, path: path, expecting: 16)
         let run = listed.leading
+        #expect(LogScanner.listingDisagreement(tail, base: base, anchor: anchor, path: path) == nil, "\(what)")
         #expect(listed.frameCount == plain.frames.count, "\(what)")
         #expect(run.loggedFrames(0..<run.count) + listed.frames == plain.frames, "\(what)")
         #expect(listed.damage == plain.damage, "\(what)")
