@@ -703,60 +703,60 @@ extension PageSnapshot {
         var out: [ReplicaContext] = []
         out.reserveCapacity(n)
         for i in 0..<n {
-          do {
-            let at = r.offset
-            let replica = try r.u64("context replica")
-            // [SNAP-26] Non-zero, strictly increasing.
-            guard replica != 0, out.last.map({ $0.replica.rawValue < replica }) ?? true else {
-                throw LnoteError(.corrupt, "context replica zero or not increasing", path: r.path, offset: at, index: i)
-            }
-            let rid = ReplicaID(replica)
-            let c = try ElementCodec.decodeClock(&r)
-            // [SNAP-26] The clock of the replica's latest operation: within the page clock, and
-            // naming that operation.
-            guard clock.covers(c), c[rid] == clock[rid], c[rid] > 0 else {
-                throw LnoteError(.corrupt, "context of \(rid) is not the clock of its latest operation", path: r.path, offset: at, index: i)
-            }
-            let runsAt = r.offset
-            let m = try r.count("lamport run count", minSize: 2)
-            var runs: [LamportRun] = []
-            runs.reserveCapacity(m)
-            var from: UInt64 = 0
-            for _ in 0..<m {
-                let runAt = r.offset
-                let delta = try r.varint("lamport run start")
-                let offset = try r.varint("lamport offset")
-                let (next, overflow) = from.addingReportingOverflow(delta)
-                // [SNAP-26] Runs start at 1, strictly increasing, within the replica's
-                // counters, each changing the offset.
-                guard !overflow, delta > 0, runs.isEmpty ? next == 1 : true, next <= c[rid],
-                      runs.last?.offset != offset else {
-                    throw LnoteError(.corrupt, "lamport runs of \(rid) malformed", path: r.path, offset: runAt, index: i)
+            do {
+                let at = r.offset
+                let replica = try r.u64("context replica")
+                // [SNAP-26] Non-zero, strictly increasing.
+                guard replica != 0, out.last.map({ $0.replica.rawValue < replica }) ?? true else {
+                    throw LnoteError(.corrupt, "context replica zero or not increasing", path: r.path, offset: at, index: i)
                 }
-                // [SNAP-26] Running maxima: the previous run ends at or below the page's greatest
-                // timestamp, and this one does not start below where it ended.
-                if let prev = runs.last {
-                    guard runEnd(next - 1, prev.offset) <= maxLamport, offset &+ 1 >= prev.offset else {
-                        throw LnoteError(.corrupt, "lamport runs of \(rid) decrease or exceed the greatest Lamport timestamp \(maxLamport)",
-                                         path: r.path, offset: runAt, index: i)
+                let rid = ReplicaID(replica)
+                let c = try ElementCodec.decodeClock(&r)
+                // [SNAP-26] The clock of the replica's latest operation: within the page clock, and
+                // naming that operation.
+                guard clock.covers(c), c[rid] == clock[rid], c[rid] > 0 else {
+                    throw LnoteError(.corrupt, "context of \(rid) is not the clock of its latest operation", path: r.path, offset: at, index: i)
+                }
+                let runsAt = r.offset
+                let m = try r.count("lamport run count", minSize: 2)
+                var runs: [LamportRun] = []
+                runs.reserveCapacity(m)
+                var from: UInt64 = 0
+                for _ in 0..<m {
+                    let runAt = r.offset
+                    let delta = try r.varint("lamport run start")
+                    let offset = try r.varint("lamport offset")
+                    let (next, overflow) = from.addingReportingOverflow(delta)
+                    // [SNAP-26] Runs start at 1, strictly increasing, within the replica's
+                    // counters, each changing the offset.
+                    guard !overflow, delta > 0, runs.isEmpty ? next == 1 : true, next <= c[rid],
+                          runs.last?.offset != offset else {
+                        throw LnoteError(.corrupt, "lamport runs of \(rid) malformed", path: r.path, offset: runAt, index: i)
                     }
+                    // [SNAP-26] Running maxima: the previous run ends at or below the page's greatest
+                    // timestamp, and this one does not start below where it ended.
+                    if let prev = runs.last {
+                        guard runEnd(next - 1, prev.offset) <= maxLamport, offset &+ 1 >= prev.offset else {
+                            throw LnoteError(.corrupt, "lamport runs of \(rid) decrease or exceed the greatest Lamport timestamp \(maxLamport)",
+                                             path: r.path, offset: runAt, index: i)
+                        }
+                    }
+                    from = next
+                    runs.append(LamportRun(from: from, offset: offset))
                 }
-                from = next
-                runs.append(LamportRun(from: from, offset: offset))
+                guard let lastRun = runs.last else {
+                    throw LnoteError(.corrupt, "no lamport runs for \(rid)", path: r.path, offset: runsAt, index: i)
+                }
+                guard runEnd(c[rid], lastRun.offset) <= maxLamport else {
+                    throw LnoteError(.corrupt, "lamport runs of \(rid) exceed the greatest Lamport timestamp \(maxLamport)",
+                                     path: r.path, offset: runsAt, index: i)
+                }
+                out.append(ReplicaContext(replica: rid, clock: c, lamports: runs))
+            } catch var e as LnoteError {
+                // A field that does not read names its record too, as elements' and tombstones' do.
+                if e.index == nil { e.index = i }
+                throw e
             }
-            guard let lastRun = runs.last else {
-                throw LnoteError(.corrupt, "no lamport runs for \(rid)", path: r.path, offset: runsAt, index: i)
-            }
-            guard runEnd(c[rid], lastRun.offset) <= maxLamport else {
-                throw LnoteError(.corrupt, "lamport runs of \(rid) exceed the greatest Lamport timestamp \(maxLamport)",
-                                 path: r.path, offset: runsAt, index: i)
-            }
-            out.append(ReplicaContext(replica: rid, clock: c, lamports: runs))
-          } catch var e as LnoteError {
-            // A field that does not read names its record too, as elements' and tombstones' do.
-            if e.index == nil { e.index = i }
-            throw e
-          }
         }
         // [SNAP-26] One context for each replica of the page clock.
         guard out.map(\.replica) == clock.replicas else {

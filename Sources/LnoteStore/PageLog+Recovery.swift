@@ -344,10 +344,7 @@ extension PageLog {
     static func unionLength(_ ranges: [Range<UInt64>], less kept: Range<UInt64>) -> Int {
         var total: UInt64 = 0
         var current: Range<UInt64>?
-        func add(_ r: Range<UInt64>) {
-            let overlap = max(r.lowerBound, kept.lowerBound) ..< max(max(r.lowerBound, kept.lowerBound), min(r.upperBound, kept.upperBound))
-            total += UInt64(r.count) - UInt64(overlap.count)
-        }
+        func add(_ r: Range<UInt64>) { total += UInt64(r.count - r.clamped(to: kept).count) }
         for r in ranges.filter({ !$0.isEmpty }).sorted(by: { $0.lowerBound < $1.lowerBound }) {
             if let c = current, r.lowerBound <= c.upperBound {
                 current = c.lowerBound ..< max(c.upperBound, r.upperBound)
