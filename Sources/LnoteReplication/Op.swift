@@ -93,7 +93,9 @@ public struct Op: Hashable, Sendable, CustomStringConvertible {
             }
         }
 
-        /// Short name used in logs, scenario files and the CLI.
+        /// The name operation-log.md gives the operation's type ([LOG-10]; every stroke form of an
+        /// add, 0x06, 0x09 and 0x0A, is an `add`), as the CLI prints it (`log --json`'s and
+        /// `history --json`'s `kind`) and errors name it.
         public var name: String {
             switch self {
             case .add: "add"
@@ -104,7 +106,7 @@ public struct Op: Hashable, Sendable, CustomStringConvertible {
             case .restore: "restore"
             case .restoreRange: "restoreRange"
             case .createDocument: "createDocument"
-            case .setTitle: "title"
+            case .setTitle: "setTitle"
             case .addPage: "addPage"
             case .deletePage: "deletePage"
             case .restorePage: "restorePage"

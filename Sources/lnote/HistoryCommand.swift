@@ -70,7 +70,7 @@ extension CommandTable {
         case "move": return "moved \(elements(s.elements.count))"
         case "reorder": return "reordered \(elements(s.elements.count))"
         case "createDocument": return "created the document"
-        case "title": return "renamed the document"
+        case "setTitle": return "renamed the document"
         case "addPage": return "added page \(s.pages.first.map(\.description) ?? "?")"
         case "deletePage": return "deleted page \(s.pages.first.map(\.description) ?? "?")"
         case "restorePage": return "restored page \(s.pages.first.map(\.description) ?? "?")"

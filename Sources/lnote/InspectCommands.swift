@@ -13,10 +13,13 @@ extension CommandTable {
         details: """
         One line per operation: its id (replica.counter), the device that owns the replica
         when a relay named it ([SYNC-57]), Lamport timestamp, context (the clock its author
-        had seen), and what it does. Operations still waiting for
+        had seen, with the author's own entry, counter - 1, which the log's bytes leave out),
+        and what it does. Operations still waiting for
         operations they depend on are marked "pending". Compaction never shortens a log,
         so this is the whole history kept here.
-        --json   an array of {id, device (when known), lamport, context, wallTime, kind, summary, pending}
+        --json   an array of {id, device (when known), lamport, context, wallTime, kind, summary, pending};
+                 kind is the operation's name in operation-log.md (setTitle, movePage, ...;
+                 add for every form of an add)
         """,
         flags: ["json"],
         run: { args, console in

@@ -136,6 +136,9 @@ func elements(_ state: [String: Any]) -> [[String: Any]] { state["elements"] as!
         for s in ["createDocument \"Notes\"", "addPage", "title \"Field notes 2024\"", "deletePage"] {
             #expect(docLog.contains(s), "document log lacks \(s): \(docLog)")
         }
+        // --json's kinds are the names operation-log.md gives the types ([LOG-10]).
+        let docKinds = (try parseJSON(try await sb.ok("log", f, d, "--json")) as! [[String: Any]]).map { $0["kind"] as! String }
+        #expect(Set(docKinds) == ["createDocument", "addPage", "setTitle", "deletePage"], "\(docKinds)")
 
         // Compaction: nothing to do after clean closes; a page whose snapshot is gone is
         // rebuilt from its log, and the state is byte-identical.

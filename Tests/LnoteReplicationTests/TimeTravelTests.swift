@@ -216,7 +216,7 @@ import LnoteModel
         #expect(now == d.state)
 
         let steps = History.steps(ops, applied: VectorClock([(a, UInt64(2))]))
-        #expect(steps.map(\.kind) == ["createDocument", "addPage", "title"])
+        #expect(steps.map(\.kind) == ["createDocument", "addPage", "setTitle"])
         #expect(steps.map(\.pending) == [false, false, true])
         #expect(steps[1].pages == [p])
         #expect(steps.map(\.moment) == ops.map(\.clock))

@@ -111,7 +111,7 @@ import LnoteReplication
         #expect(later.pages.map(\.id).contains(second))
 
         let steps = try await d.history()
-        #expect(steps.map(\.kind) == ["createDocument", "addPage", "addPage", "title"])
+        #expect(steps.map(\.kind) == ["createDocument", "addPage", "addPage", "setTitle"])
         let pageSteps = try await d.history(of: first)
         #expect(pageSteps.map(\.kind) == ["add", "add", "erase"])
         #expect(pageSteps.map(\.points) == [4, 5, 0])
