@@ -58,7 +58,7 @@ import LnoteTestSupport
         #expect(try SyncCodec.decodeResponse(specR) == response)
         // What the blocks show: two frames pushed in one batch, one pulled, `resync` clear.
         let decodedQ = try SyncCodec.decodeRequest(specQ), decodedR = try SyncCodec.decodeResponse(specR)
-        #expect(try decodedQ.push.flatMap { try $0.ops() }.map(\.body.name) == ["title", "addPage"])
+        #expect(try decodedQ.push.flatMap { try $0.ops() }.map(\.body.name) == ["setTitle", "addPage"])
         #expect(try decodedQ.push.flatMap { try $0.ops() }.map(\.lamport) == [3, 4])
         #expect(decodedR.clocks?.count == 2 && !decodedR.resync)
         #expect(try decodedR.pull.flatMap { try $0.ops() }.flatMap(\.referencedAssets) == [AssetID.of(Array("lnote".utf8))])
