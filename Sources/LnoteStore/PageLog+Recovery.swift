@@ -247,7 +247,9 @@ extension PageLog {
         }
         var handedOver = false
         defer { if !handedOver { try? fd.close() } }
-        let size = try io.fstat(fd).size
+        // The size the open's type check saw (one fstat fewer per page open); asked again only
+        // when that fstat failed.
+        let size = try fd.takeSizeWhenOpened().map { UInt64($0) } ?? io.fstat(fd).size
         let header: LogHeader
         do {
             header = try LogHeader.decode(try io.pread(fd, count: LogHeader.size, at: 0), path: path)

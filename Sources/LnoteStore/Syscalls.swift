@@ -822,7 +822,7 @@ final class FileDescriptor {
     fileprivate var sizeWhenOpened: Int?
 
     /// `sizeWhenOpened`, once: a later read asks the file again.
-    fileprivate func takeSizeWhenOpened() -> Int? {
+    func takeSizeWhenOpened() -> Int? {
         defer { sizeWhenOpened = nil }
         return sizeWhenOpened
     }
