@@ -136,7 +136,7 @@ public struct Op: Hashable, Sendable, CustomStringConvertible {
         case .restore(let ids): return "restore \(ids.map(\.description).joined(separator: " "))"
         case .restoreRange(let id, let rs): return "restoreRange \(id) \(rs.map(\.description).joined(separator: " "))"
         case .createDocument(let t): return "createDocument \"\(t)\""
-        case .setTitle(let t): return "title \"\(t)\""
+        case .setTitle(let t): return "setTitle \"\(t)\""
         case .addPage(let p, let pos, let c): return "addPage \(p) at \(pos) canvas \(c)"
         case .deletePage(let p, let seen): return "deletePage \(p) seen \(seen)"
         case .restorePage(let p): return "restorePage \(p)"

@@ -818,7 +818,9 @@ final class FileDescriptor {
         self.io = io
     }
 
-    /// The file's size as the open's type check saw it: a hint for a first read to the end.
+    /// The file's size as the open's type check saw it: a hint for a first read to the end,
+    /// and the size a page log's tail is read to (`PageLog.readTail`), as a separate `fstat`
+    /// right after the open would give it.
     fileprivate var sizeWhenOpened: Int?
 
     /// `sizeWhenOpened`, once: a later read asks the file again.

@@ -133,7 +133,7 @@ func elements(_ state: [String: Any]) -> [[String: Any]] { state["elements"] as!
         #expect(logJSON.count == b.strokes.count + 5 && logJSON.allSatisfy { $0["pending"] as? Bool == false })
         #expect(logJSON.map { $0["lamport"] as! Int } == Array(1...logJSON.count))
         let docLog = try await sb.ok("log", f, d)
-        for s in ["createDocument \"Notes\"", "addPage", "title \"Field notes 2024\"", "deletePage"] {
+        for s in ["createDocument \"Notes\"", "addPage", "setTitle \"Field notes 2024\"", "deletePage"] {
             #expect(docLog.contains(s), "document log lacks \(s): \(docLog)")
         }
         // --json's kinds are the names operation-log.md gives the types ([LOG-10]).
