@@ -331,17 +331,6 @@ extension PageLog {
         return replay
     }
 
-    /// Preserves a damaged log as `<path>.corrupt-<n>` and rewrites it durably with only
-    /// its valid frames, under a new incarnation ([PKG-38]).
-    ///
-    /// When a page log's copy or rewrite cannot be written for lack of space or because the
-    /// file system is read-only (ENOSPC, EDQUOT, EROFS), nothing on disk is changed (a copy
-    /// already made is removed) and the log is returned in the pending state ([PKG-24]): the
-    /// same frames, read from the damaged file, held in memory; writes refused until a later
-    /// salvage succeeds.
-    ///
-    /// `readOnly`: the file may not be written (opened read-only, `openFile`): nothing is
-    /// tried; a page log is returned pending at once, a damaged document log is an error.
     /// The bytes `ranges` cover together (each byte once), less those in `kept`.
     static func unionLength(_ ranges: [Range<UInt64>], less kept: Range<UInt64>) -> Int {
         var total: UInt64 = 0
@@ -359,6 +348,17 @@ extension PageLog {
         return Int(total)
     }
 
+    /// Preserves a damaged log as `<path>.corrupt-<n>` and rewrites it durably with only
+    /// its valid frames, under a new incarnation ([PKG-38]).
+    ///
+    /// When a page log's copy or rewrite cannot be written for lack of space or because the
+    /// file system is read-only (ENOSPC, EDQUOT, EROFS), nothing on disk is changed (a copy
+    /// already made is removed) and the log is returned in the pending state ([PKG-24]): the
+    /// same frames, read from the damaged file, held in memory; writes refused until a later
+    /// salvage succeeds.
+    ///
+    /// `readOnly`: the file may not be written (opened read-only, `openFile`): nothing is
+    /// tried; a page log is returned pending at once, a damaged document log is an error.
     static func salvage(path: String, kind: LogKind, owner: UUID, headerValid: Bool, report initial: RecoveryReport,
                         io: Syscalls, readOnly: LnoteError? = nil) throws -> (PageLog, LogReplay) {
         var report = initial

@@ -14,9 +14,8 @@ extension CommandTable {
         One line per operation: its id (replica.counter), the device that owns the replica
         when a relay named it ([SYNC-57]), Lamport timestamp, context (the clock its author
         had seen, with the author's own entry, counter - 1, absent when 0, which the log's
-        bytes leave out),
-        and what it does. Operations still waiting for
-        operations they depend on are marked "pending". Compaction never shortens a log,
+        bytes leave out), and what it does. Operations still waiting for operations they
+        depend on are marked "pending". Compaction never shortens a log,
         so this is the whole history kept here.
         --json   an array of {id, device (when known), lamport, context, wallTime, kind, summary, pending};
                  kind is the operation's name in operation-log.md (setTitle, movePage, ...;
