@@ -155,7 +155,16 @@ extension PageSnapshot {
                 case .contexts:
                     state.contexts = try decodeContexts(&s, clock: state.clock, maxLamport: state.maxLamport)
                 case .eraseHistory:
-                    try decodeEraseHistory(&s, into: &state, deferring: deferral)
+                    // Restores next ([SNAP-44]): the partial erases are checked against the erased
+                    // ranges once those are read.
+                    var next = r
+                    let restoresFollow = next.remaining >= 2 && (try? next.u16("section tag")) == Section.rangeRestores.rawValue
+                    try decodeEraseHistory(&s, into: &state, deferring: deferral, sums: !restoresFollow)
+                case .rangeRestores:
+                    guard seen.contains(.eraseHistory) else {
+                        throw r.error(.corrupt, "range-restore section without an erase-history section", at: at)
+                    }
+                    try decodeRangeRestores(&s, into: &state)
                 case .elementIndex:
                     // [SNAP-32] Exactly where the records start (elements came first: tags increase).
                     let at = s.offset
@@ -587,7 +596,7 @@ extension PageSnapshot {
     /// With `deferring` (the snapshot's source of deferred points), the kept records' point
     /// streams are stepped over and decoded on first use (`decodeElement(_:keeping:)`).
     static func decodeEraseHistory(_ r: inout ByteReader, into state: inout PageState,
-                                   deferring: DeferredPoints? = nil) throws {
+                                   deferring: DeferredPoints? = nil, sums: Bool = true) throws {
         let countAt = r.offset
         let n = try r.count("tombstone count", minSize: 2)
         guard n == state.tombstones.count else {
@@ -671,13 +680,14 @@ extension PageSnapshot {
         guard m > 0 else { return }
         // Each entry names a stroke this state holds.
         var attached = [Bool](repeating: false, count: m)
+        let clock = state.clock
         func attach(_ rec: inout ElementRecord) throws {
             // A stroke with erased ranges and no entry is of a page read from a format-2 snapshot
             // before restores, installed from a checkpoint ([MERGE-30]): its partial erases are unknown.
             guard let j = rank[rec.id].map(Int.init), !attached[j] else { return }
             attached[j] = true
             rec.rangeErasures = lists[j].list
-            if let problem = PageSnapshot.rangeErasureProblem(rec) { throw r.error(.corrupt, "element \(rec.id): \(problem)", at: end) }
+            if let problem = PageSnapshot.rangeErasureProblem(rec, clock: clock, sums: sums) { throw r.error(.corrupt, "element \(rec.id): \(problem)", at: end) }
         }
         for i in state.elements.indices where rank.contains(state.elements[i].id) { try attach(&state.elements[i]) }
         try state.tombstones.withUnsafeMutableBufferPointer { tombstones in
@@ -689,6 +699,75 @@ extension PageSnapshot {
         }
         if let j = attached.firstIndex(of: false) {
             throw r.error(.corrupt, "partial erases of \(lists[j].id), which is neither live nor kept by a tombstone", at: end)
+        }
+    }
+
+    /// [SNAP-44] The range restores of each stroke that has some, by element id, attached to
+    /// its record (live or kept by a tombstone, with partial erases); then every record with
+    /// partial erases is checked: its erased ranges are what those and its restores leave.
+    static func decodeRangeRestores(_ r: inout ByteReader, into state: inout PageState) throws {
+        // id (9) + count (1) + one restore: ref (10), ranges (3), seen count (1), one OpID (9).
+        let mAt = r.offset
+        let m = try r.count("restored element count", minSize: 33)
+        guard m > 0 else { throw r.error(.corrupt, "range-restore section that holds no restore", at: mAt) }
+        var previous: ElementID?
+        var lists: [(id: ElementID, list: [RangeRestore])] = []
+        lists.reserveCapacity(m)
+        var rank = OpIDTable(minimumCapacity: m)
+        for _ in 0..<m {
+            let at = r.offset
+            let id = try ElementCodec.decodeOpID(&r)
+            if let previous, !(previous < id) { throw r.error(.corrupt, "restored elements not increasing by id", at: at) }
+            previous = id
+            let k = try r.count("range restore count", minSize: 23)
+            guard k > 0 else { throw r.error(.corrupt, "restored element \(id) without range restores", at: at) }
+            var list: [RangeRestore] = []
+            list.reserveCapacity(k)
+            for _ in 0..<k {
+                let xAt = r.offset
+                let ref = try ElementCodec.decodeOpRef(&r)
+                if let last = list.last, !(last.ref < ref) { throw r.error(.corrupt, "range restores not increasing by ref", at: xAt) }
+                let rangesAt = r.offset
+                let ranges = try decodeRanges(&r)
+                guard !ranges.isEmpty else { throw r.error(.corrupt, "range restore \(ref) without ranges", at: rangesAt) }
+                let sAt = r.offset
+                let s = try r.count("seen partial erase count", minSize: 9)
+                guard s > 0 else { throw r.error(.corrupt, "range restore \(ref) names no partial erase", at: sAt) }
+                var seen: [OpID] = []
+                seen.reserveCapacity(s)
+                for _ in 0..<s {
+                    let oAt = r.offset
+                    let o = try ElementCodec.decodeOpID(&r)
+                    if let last = seen.last, !(last.replica < o.replica) {
+                        throw r.error(.corrupt, "partial erases a range restore names not increasing by replica", at: oAt)
+                    }
+                    seen.append(o)
+                }
+                list.append(RangeRestore(ref: ref, ranges: ranges, seen: seen))
+            }
+            rank.set(id, Int32(lists.count))
+            lists.append((id, list))
+        }
+        let end = r.offset
+        var attached = [Bool](repeating: false, count: m)
+        let clock = state.clock
+        func check(_ rec: inout ElementRecord) throws {
+            if let j = rank[rec.id].map(Int.init), !attached[j] {
+                attached[j] = true
+                rec.rangeRestores = lists[j].list
+            }
+            guard !rec.rangeErasures.isEmpty || !rec.rangeRestores.isEmpty else { return }
+            if let problem = PageSnapshot.rangeErasureProblem(rec, clock: clock) { throw r.error(.corrupt, "element \(rec.id): \(problem)", at: end) }
+        }
+        for i in state.elements.indices { try check(&state.elements[i]) }
+        try state.tombstones.withUnsafeMutableBufferPointer { tombstones in
+            for i in tombstones.indices {
+                guard case .some = tombstones[i].record else { continue }
+                try check(&tombstones[i].record!)
+            }
+        }
+        if let j = attached.firstIndex(of: false) {
+            throw r.error(.corrupt, "range restores of \(lists[j].id), which is neither live nor kept by a tombstone", at: end)
         }
     }
 

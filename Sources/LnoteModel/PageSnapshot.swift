@@ -55,6 +55,9 @@ public enum PageSnapshot {
         /// that skipped it would lose what brings elements back. Present exactly when the page
         /// has a tombstone or a partially erased stroke.
         case eraseHistory = 0x8006
+        /// The range restores of each stroke that has some ([SNAP-44]), beside its partial
+        /// erases: critical, a reader that skipped it would bring back no restored point.
+        case rangeRestores = 0x8007
 
         /// The sections every snapshot has ([SNAP-12]).
         static let required: [Section] = [.page, .elements, .tombstones, .contexts]
@@ -190,6 +193,10 @@ public enum PageSnapshot {
         if needsEraseHistory(s) {
             section(.eraseHistory, into: &w) { b in encodeEraseHistory(s, into: &b) }
         }
+        if s.elements.contains(where: { !$0.rangeRestores.isEmpty })
+            || s.tombstones.contains(where: { !($0.record?.rangeRestores.isEmpty ?? true) }) {
+            section(.rangeRestores, into: &w) { b in encodeRangeRestores(s, into: &b) }
+        }
 
         let length = w.count + trailerSize
         var bytes = w.bytes
@@ -271,6 +278,28 @@ public enum PageSnapshot {
         }
     }
 
+    /// [SNAP-44] The range restores of every element (live or kept by a tombstone) that has
+    /// some, by element id: each with its ranges and the partial erases it had seen.
+    static func encodeRangeRestores(_ s: PageState, into b: inout ByteWriter) {
+        var restored: [(ElementID, [RangeRestore])] = []
+        for e in s.elements where !e.rangeRestores.isEmpty { restored.append((e.id, e.rangeRestores)) }
+        for t in s.tombstones {
+            if let r = t.record, !r.rangeRestores.isEmpty { restored.append((r.id, r.rangeRestores)) }
+        }
+        restored.sort { $0.0 < $1.0 }
+        b.varint(UInt64(restored.count))
+        for (id, list) in restored {
+            ElementCodec.encode(id, into: &b)
+            b.varint(UInt64(list.count))
+            for x in list {
+                ElementCodec.encode(x.ref, into: &b)
+                encodeRanges(x.ranges, into: &b)
+                b.varint(UInt64(x.seen.count))
+                for o in x.seen { ElementCodec.encode(o, into: &b) }
+            }
+        }
+    }
+
     static func encodeRefs(_ refs: [OpRef], into b: inout ByteWriter) {
         b.varint(UInt64(refs.count))
         for r in refs { ElementCodec.encode(r, into: &b) }
@@ -294,6 +323,42 @@ public enum PageSnapshot {
     /// normalized, tombstones by id, erasures by ref, contexts by replica.
     public static func canonicalized(_ state: PageState) -> PageState { canonicalized(state, everyRestore: false) }
 
+    /// True when `claimed` is the same state as `expected`, the state the operations give:
+    /// equal, or equal but for strokes that `claimed` holds as a page written before range
+    /// restores were kept (lnote before 2026-12-07, [SNAP-44]): no restores, and for each
+    /// partial erase what of it was left, those taken back whole left out. Then each partial
+    /// erase of `expected` must keep exactly what `claimed` lists ([MERGE-71]): both give the
+    /// same erased points now and after any operation. A `claimed` stroke that keeps restores
+    /// must equal `expected`'s: compared by what each erase keeps, a partial erase taken back
+    /// whole, with the restore that took it, would pass unseen, and what arrives from another
+    /// machine must be explained by the operations. With `anyForm` (for pages this replica
+    /// wrote itself, where one read from an old snapshot and edited since holds both forms),
+    /// every stroke whose lists differ is compared by what each erase keeps.
+    /// Both in canonical order (`canonicalized`).
+    public static func sameState(_ expected: PageState, as claimed: PageState, anyForm: Bool = false) -> Bool {
+        if expected == claimed { return true }
+        guard expected.elements.count == claimed.elements.count, expected.tombstones.count == claimed.tombstones.count else { return false }
+        var a = expected, b = claimed
+        func settle(_ x: inout ElementRecord, _ y: inout ElementRecord) -> Bool {
+            guard x.rangeErasures != y.rangeErasures || x.rangeRestores != y.rangeRestores else { return true }
+            // Only a claimed page written the old way is compared by what each erase keeps.
+            guard anyForm || (y.rangeRestores.isEmpty && !x.rangeRestores.isEmpty) else { return false }
+            guard RangeHistory.sameKept(x.rangeErasures, x.rangeRestores, y.rangeErasures, y.rangeRestores) else { return false }
+            (x.rangeErasures, x.rangeRestores, y.rangeErasures, y.rangeRestores) = ([], [], [], [])
+            return true
+        }
+        for i in a.elements.indices where a.elements[i].id == b.elements[i].id {
+            guard settle(&a.elements[i], &b.elements[i]) else { return false }
+        }
+        for i in a.tombstones.indices where a.tombstones[i].id == b.tombstones[i].id {
+            guard var x = a.tombstones[i].record, var y = b.tombstones[i].record else { continue }
+            guard settle(&x, &y) else { return false }
+            a.tombstones[i].record = x
+            b.tombstones[i].record = y
+        }
+        return a == b
+    }
+
     static func canonicalized(_ state: PageState, everyRestore: Bool) -> PageState {
         var s = state
         for i in s.elements.indices {
@@ -305,6 +370,7 @@ public enum PageSnapshot {
         s.elements.sort(by: ElementRecord.canonicalLess)
         for i in s.elements.indices where !s.elements[i].rangeErasures.isEmpty {
             s.elements[i].rangeErasures = canonical(s.elements[i].rangeErasures)
+            s.elements[i].rangeRestores.sort { $0.ref < $1.ref }
         }
         for i in s.tombstones.indices {
             var erasures = s.tombstones[i].erasures.sorted { $0.ref < $1.ref }
@@ -320,6 +386,7 @@ public enum PageSnapshot {
                 r.frontier = []
                 r.erased = r.erased.normalizedUnion()
                 r.rangeErasures = canonical(r.rangeErasures)
+                r.rangeRestores.sort { $0.ref < $1.ref }
                 s.tombstones[i].record = r
             }
         }
@@ -386,7 +453,7 @@ public enum PageSnapshot {
             }
         }
         for (i, e) in state.elements.enumerated() {
-            if let problem = rangeErasureProblem(e) { throw fail("element \(e.id): \(problem)", index: i) }
+            if let problem = rangeErasureProblem(e, clock: state.clock) { throw fail("element \(e.id): \(problem)", index: i) }
         }
         for (i, t) in state.tombstones.enumerated() {
             try checkID(t.id, "tombstone id", i)
@@ -411,7 +478,7 @@ public enum PageSnapshot {
                 }
                 if let problem = r.z.value.validityProblem { throw fail("invalid z key: \(problem)", index: i) }
                 if let problem = ContentBounds.problem(r.content) ?? ContentBounds.problem(r.transform.value)
-                    ?? rangeErasureProblem(r) {
+                    ?? rangeErasureProblem(r, clock: state.clock) {
                     throw fail("erased element \(t.id): \(problem)", index: i)
                 }
             }
@@ -420,14 +487,28 @@ public enum PageSnapshot {
         try validateContexts(state.contexts, clock: state.clock, maxLamport: state.maxLamport, code: .invalidArgument)
     }
 
-    /// [SNAP-41] What is wrong with a record's partial erases, or nil: sorted by ref, each
-    /// normalized, non-empty and within the stroke, their union its erased ranges. A record
-    /// with erased ranges and no partial erases is of a format-2 page without the section
-    /// ([SNAP-40]) and passes.
-    static func rangeErasureProblem(_ e: ElementRecord) -> String? {
-        guard !e.rangeErasures.isEmpty else { return nil }
+    /// [SNAP-41] [SNAP-44] What is wrong with a record's partial erases and range restores, or
+    /// nil: each list sorted by ref; each partial erase normalized, non-empty and within the
+    /// stroke; each restore likewise, within the partial erases' points, naming partial erases
+    /// of the stroke, one per replica, each before it; what they leave erased ([MERGE-71]) its erased
+    /// ranges. A record with erased ranges and no partial erases is of a format-2 page without
+    /// the section ([SNAP-40]) and passes.
+    /// Without `sums`, only the lists' form is checked (a reader that has the restores still
+    /// to read).
+    static func rangeErasureProblem(_ e: ElementRecord, clock: VectorClock, sums: Bool = true) -> String? {
+        guard !e.rangeErasures.isEmpty else { return e.rangeRestores.isEmpty ? nil : "range restores without partial erases" }
         guard zip(e.rangeErasures, e.rangeErasures.dropFirst()).allSatisfy({ $0.ref < $1.ref }) else {
             return "partial erases not strictly increasing by ref"
+        }
+        // Operations this page applied, each replica's in the order of its counters ([MERGE-43]):
+        // what a restore's `seen` bound covers is then exactly what came before it.
+        var last: [ReplicaID: UInt64] = [:]
+        for x in e.rangeErasures {
+            guard clock.covers(x.ref.id) else { return "partial erase \(x.ref) is not an operation the page clock covers" }
+            guard (last[x.ref.id.replica] ?? 0) < x.ref.id.counter else {
+                return "partial erases of \(x.ref.id.replica) not in the order of their counters"
+            }
+            last[x.ref.id.replica] = x.ref.id.counter
         }
         let n = UInt32(clamping: e.content.pointCount)
         for x in e.rangeErasures {
@@ -435,10 +516,38 @@ public enum PageSnapshot {
                 return "partial erase \(x.ref) has empty, unnormalized or out-of-stroke ranges"
             }
         }
-        // One partial erase (the usual case) is its own union: compared without building it.
-        let union = e.rangeErasures.count == 1 ? e.rangeErasures[0].ranges : e.rangeErasures.flatMap(\.ranges).normalizedUnion()
-        guard union == e.erased else {
-            return "partial erases do not add up to the erased ranges"
+        if !sums { return nil }
+        if e.rangeRestores.isEmpty {
+            // One partial erase (the usual case) is its own union: compared without building it.
+            let union = e.rangeErasures.count == 1 ? e.rangeErasures[0].ranges : e.rangeErasures.flatMap(\.ranges).normalizedUnion()
+            guard union == e.erased else {
+                return "partial erases do not add up to the erased ranges"
+            }
+            return nil
+        }
+        guard zip(e.rangeRestores, e.rangeRestores.dropFirst()).allSatisfy({ $0.ref < $1.ref }) else {
+            return "range restores not strictly increasing by ref"
+        }
+        var erasures: [OpID: OpRef] = [:]
+        for x in e.rangeErasures { erasures[x.ref.id] = x.ref }
+        let held = PointRange.union(of: e.rangeErasures.map(\.ranges))
+        for x in e.rangeRestores {
+            guard clock.covers(x.ref.id) else { return "range restore \(x.ref) is not an operation the page clock covers" }
+            guard !x.seen.isEmpty, zip(x.seen, x.seen.dropFirst()).allSatisfy({ $0.replica < $1.replica }) else {
+                return "range restore \(x.ref) names no partial erase, or a replica twice, or out of order"
+            }
+            for o in x.seen {
+                guard let ref = erasures[o] else { return "range restore \(x.ref) names \(o), not a partial erase of the stroke" }
+                guard ref < x.ref else { return "range restore \(x.ref) names partial erase \(ref), which is not before it" }
+            }
+            // Within the partial erases' points (a writer keeps only those of the ones it had
+            // seen, `RangeHistory.reach`; checked against all of them: once, not per restore).
+            guard !x.ranges.isEmpty, x.ranges.isNormalized, x.ranges.subtractingNormalized(held).isEmpty else {
+                return "range restore \(x.ref) has empty or unnormalized ranges, or points no partial erase holds"
+            }
+        }
+        guard RangeHistory.erased(e.rangeErasures, e.rangeRestores) == e.erased else {
+            return "partial erases and range restores do not leave the erased ranges"
         }
         return nil
     }

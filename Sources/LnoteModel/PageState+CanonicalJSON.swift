@@ -80,9 +80,10 @@ extension ElementRecord {
         if transform.isConflicted { conflicts.append("transform") }
         if z.isConflicted { conflicts.append("z") }
         o["conflicts"] = .array(conflicts)
-        if !rangeErasures.isEmpty {
-            o["partialErases"] = .array(rangeErasures.map { ["ref": $0.ref.json, "ranges": $0.ranges.json] })
-        }
+        // [MERGE-71] Each partial erase with what of it still holds; one taken back whole is
+        // left out.
+        let kept = keptRangeErasures
+        if !kept.isEmpty { o["partialErases"] = .array(kept.map { ["ref": $0.ref.json, "ranges": $0.ranges.json] }) }
         switch content {
         case .stroke(let s):
             o["kind"] = "stroke"

@@ -31,12 +31,18 @@ public struct ElementRecord: Hashable, Sendable {
     public var content: ElementContent
     public var transform: LWWRegister<Transform>
     public var z: LWWRegister<ZKey>
-    /// Erased point ranges (normalized union), for strokes: the union of the `ranges` of
-    /// `rangeErasures` ([MERGE-20]).
+    /// Erased point ranges (normalized union), for strokes: what `rangeErasures` and
+    /// `rangeRestores` leave erased ([MERGE-20], [MERGE-71], `RangeHistory.erased`).
     public var erased: [PointRange]
-    /// Each partial erase applied to the stroke with the ranges of it that no restore which
-    /// had seen it took back ([MERGE-71]), sorted by ref; entries left empty are dropped.
+    /// Each partial erase applied to the stroke with its ranges (clamped to the stroke), sorted
+    /// by ref ([MERGE-71]). A page read from a snapshot written before `rangeRestores` existed
+    /// holds, for each, the ranges of it that no restore had taken back (what is left of an
+    /// erase taken back whole is not listed): the same erased points, now and after any later
+    /// operation.
     public var rangeErasures: [RangeErasure]
+    /// Each range restore applied to the stroke that can take something back, sorted by ref
+    /// ([MERGE-71], page-snapshot.md [SNAP-44]).
+    public var rangeRestores: [RangeRestore]
     /// The causally maximal move, reorder and partial-erase operations on the element, all
     /// kinds together (sorted). Kept so that a later whole erase can tell, whatever the
     /// delivery order, which edits it was concurrent with.
@@ -49,7 +55,8 @@ public struct ElementRecord: Hashable, Sendable {
 
     public init(id: ElementID, lamport: UInt64, wallTime: Int64, content: ElementContent,
                 transform: LWWRegister<Transform> = LWWRegister(.identity), z: LWWRegister<ZKey>,
-                erased: [PointRange] = [], frontier: [OpRef] = [], rangeErasures: [RangeErasure] = []) {
+                erased: [PointRange] = [], frontier: [OpRef] = [], rangeErasures: [RangeErasure] = [],
+                rangeRestores: [RangeRestore] = []) {
         self.id = id
         self.lamport = lamport
         self.wallTime = wallTime
@@ -59,6 +66,7 @@ public struct ElementRecord: Hashable, Sendable {
         self.erased = erased
         self.edits = Frontier(frontier)
         self.rangeErasures = rangeErasures
+        self.rangeRestores = rangeRestores
     }
 
     /// The record of a stroke a plain add made ([LOG-28]): its Lamport timestamp its counter,
@@ -93,8 +101,9 @@ public struct ElementRecord: Hashable, Sendable {
     }
 }
 
-/// One partial erase of a stroke ([MERGE-20]) and what of it still holds: its ranges
-/// (clamped to the stroke) minus those of every `restoreRange` that had seen it ([MERGE-71]).
+/// One partial erase of a stroke ([MERGE-20]) and its ranges, clamped to the stroke. What of it
+/// still holds is those minus the ranges of every range restore that had seen it
+/// (`RangeHistory.kept`, [MERGE-71]).
 public struct RangeErasure: Hashable, Sendable {
     public var ref: OpRef
     /// Normalized, never empty.

@@ -22,9 +22,9 @@ public struct PageReplica: Sendable {
     /// Tombstones, by id (`TombstoneTable`).
     private var tombstones: TombstoneTable
     private var buffer = CausalBuffer()
-    /// Strokes whose partial erases a batch appended out of ref order (sorted when it ends:
-    /// an insertion into the middle of each stroke's list, per erase, would be quadratic in
-    /// the concurrent partial erases of one stroke).
+    /// Strokes whose partial erases or range restores a batch appended out of ref order
+    /// (sorted when it ends: an insertion into the middle of each stroke's list, per erase,
+    /// would be quadratic in the concurrent partial erases of one stroke).
     private var unsortedRangeErasures: [ElementID] = []
 
     /// Starts from a snapshot's state; `pending` are operations that were waiting when it
@@ -219,7 +219,10 @@ public struct PageReplica: Sendable {
         func refs(_ id: ElementID) {
             named.append(id)
             func record(_ r: ElementRecord) {
-                named += r.rangeErasures.map(\.ref.id)
+                // The partial erases that may still hold a point (one whose ranges are all
+                // taken back needs no covering; this keeps the context as narrow as before
+                // restores were kept beside the erases).
+                named += r.rangeErasures.filter { !$0.ranges.subtracting(r.erased).elementsEqual($0.ranges) }.map(\.ref.id)
                 wanted += r.frontier.map(\.id) + r.transform.frontier.map(\.id) + r.z.frontier.map(\.id)
             }
             if let r = records[id] { record(r) }
@@ -545,7 +548,10 @@ public struct PageReplica: Sendable {
     private mutating func sortRangeErasures() {
         let ids = Set(unsortedRangeErasures)
         unsortedRangeErasures = []
-        func sort(_ r: inout ElementRecord) { r.rangeErasures.sort { $0.ref < $1.ref } }
+        func sort(_ r: inout ElementRecord) {
+            r.rangeErasures.sort { $0.ref < $1.ref }
+            r.rangeRestores.sort { $0.ref < $1.ref }
+        }
         for id in ids where !records.update(id, sort) {
             tombstones.modify(id) { t in
                 if t.record != nil { sort(&t.record!) }
@@ -589,25 +595,24 @@ public struct PageReplica: Sendable {
             if outOfOrder { unsortedRangeErasures.append(id) }
         case .restoreRange(let id, let ranges):
             // [MERGE-71] Takes these points back from the partial erases its author had seen;
-            // a concurrent one keeps all of its ranges.
-            let cut = ranges.normalizedUnion()
+            // a concurrent one keeps all of its ranges. Kept beside the partial erases with
+            // what it had seen (subtracted from each, K erases and m gaps left K · (m + 1) ranges).
+            var outOfOrder = false
             edit(id, by: op) { r in
                 PageReplica.adoptUnknownErasures(&r)
-                var changed = false
-                for i in r.rangeErasures.indices where op.context.covers(r.rangeErasures[i].ref.id) {
-                    // `cut` normalized once: normalizing it again for each partial erase cost
-                    // O(partial erases × its ranges).
-                    let mine = r.rangeErasures[i].ranges
-                    let left = (mine.isNormalized ? mine : mine.normalizedUnion()).subtractingNormalized(cut)
-                    if left != mine {
-                        r.rangeErasures[i].ranges = left
-                        changed = true
-                    }
-                }
-                guard changed else { return }
-                r.rangeErasures.removeAll { $0.ranges.isEmpty }
-                r.erased = PointRange.union(of: r.rangeErasures.map(\.ranges))
+                guard !r.rangeErasures.isEmpty else { return }
+                let n = UInt32(clamping: r.content.pointCount)
+                let seen = RangeHistory.seen(among: r.rangeErasures, covers: op.context.covers)
+                guard !seen.isEmpty else { return }
+                let cut = RangeHistory.reach(of: ranges.map { PointRange(min($0.from, n), min($0.to, n)) }.normalizedUnion(),
+                                             seen: seen, among: r.rangeErasures)
+                guard !cut.isEmpty else { return }
+                if let last = r.rangeRestores.last, !(last.ref < op.ref) { outOfOrder = true }
+                let restore = RangeRestore(ref: op.ref, ranges: cut, seen: seen)
+                r.rangeRestores.append(restore)
+                r.erased = RangeHistory.erased(after: restore, before: r.erased, r.rangeErasures, r.rangeRestores)
             }
+            if outOfOrder { unsortedRangeErasures.append(id) }
         case .restore(let ids):
             if ids.count == 1 { restore(ids[0], by: op) } else { for id in Set(ids).sorted() { restore(id, by: op) } }
         case .move(let ts):

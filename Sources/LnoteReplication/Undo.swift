@@ -107,8 +107,11 @@ public enum Undo {
             guard let rec = r.element(e) else { return nil }
             var mine = rec.erased.subtracting(rec.erased.subtracting(ranges))
             if !rec.rangeErasures.isEmpty {
-                let own = rec.rangeErasures.filter { $0.ref.id.replica == me }.flatMap(\.ranges)
-                let others = rec.rangeErasures.filter { $0.ref.id.replica != me }.flatMap(\.ranges)
+                // What this replica's partial erases and the others' still hold ([MERGE-71]):
+                // the rule applied to each part (it is one erase at a time), not each erase's
+                // remainder, which can be K · (m + 1) ranges.
+                let own = RangeHistory.erased(rec.rangeErasures.filter { $0.ref.id.replica == me }, rec.rangeRestores)
+                let others = RangeHistory.erased(rec.rangeErasures.filter { $0.ref.id.replica != me }, rec.rangeRestores)
                 mine = mine.subtracting(mine.subtracting(own)).subtracting(others)
             }
             return mine.isEmpty ? nil : .restoreRange(e, mine)

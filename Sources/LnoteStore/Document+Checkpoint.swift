@@ -135,7 +135,7 @@ extension Document {
             ops.append(op)
         }
         do { _ = try expected.receive(ops) } catch { return false }
-        return expected.state == lp.replica.state
+        return PageSnapshot.sameState(expected.state, as: lp.replica.state, anyForm: true)
     }
 
     /// Gives up a page's checkpoint ([SYNC-59]): its `.base` and `.content` are kept as

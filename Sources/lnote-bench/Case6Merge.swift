@@ -150,6 +150,97 @@ extension Bench {
         try await caseMergeWide(pool: pool)
         try await caseConcurrentWriters()
         try await caseConcurrentPageMoves()
+        try await caseRangeRestoreGrowth()
+    }
+
+    /// K partial erases of a whole stroke, each from its own replica, then one range restore of
+    /// m one-point gaps that had seen them all (a hostile push of about 30·K + 4·m bytes), then
+    /// the page written and read back; against K/4. Subtracted from each erase, the restore
+    /// left K · (m + 1) ranges; kept beside them ([MERGE-71], [SNAP-44]), K + m. Two more
+    /// shapes: each replica then erases one more point (the restore has not seen all of any
+    /// replica's erases any more), and one replica's K small erases each taken back by a
+    /// restore of its own after the big one (the big restore deepest in the trie).
+    func caseRangeRestoreGrowth() async throws {
+        let k = options.size(400, quick: 100), m = options.size(100_000, quick: 20_000)
+        let n = 2 * m + 1
+        let me = ReplicaID(0xA4)
+        var author = PageReplica(page: PageID())
+        let add = try author.add(.stroke(Stroke(points: (0..<n).map { StrokePoint(x: Int32($0 % 4000), y: Int32($0 / 4000)) })),
+                                 by: me, wallTime: 1_700_000_000_000)
+        var rng = SplitMix64(seed: source.seed &+ 68)
+        let gaps = (0..<UInt32(m)).map { (i: UInt32) -> PointRange in PointRange(2 * i + 1, 2 * i + 2) }
+        let wall: Int64 = 1_700_000_000_001
+        /// An operation whose Lamport timestamp is its counter plus its context's other entries ([LOG-4]).
+        func op(_ id: OpID, _ context: VectorClock, _ body: Op.Body) -> Op {
+            Op(id: id, lamport: id.counter + context.total - context[id.replica], context: context, wallTime: wall, body: body)
+        }
+        enum Shape: String, CaseIterable { case whole = "", again = ", each replica then erasing one more point",
+                                                chain = ", one replica's small erases each then restored alone" }
+        func ops(_ count: Int, _ shape: Shape) -> [Op] {
+            var out = [add]
+            if shape == .chain {
+                // One replica: a whole erase, the big restore, then `count` pairs of a small erase
+                // and a restore of it alone (each restore has seen one more erase).
+                let r = ReplicaID(rng.next() | 1)
+                var clock = VectorClock([(me, UInt64(1))])
+                func make(_ who: ReplicaID, _ body: Op.Body) {
+                    let id = OpID(replica: who, counter: clock[who] + 1)
+                    out.append(op(id, clock, body))
+                    clock = clock.merged(VectorClock([(who, id.counter)]))
+                }
+                make(r, .eraseRange(add.id, [PointRange(0, UInt32(n))]))
+                make(me, .restoreRange(add.id, gaps))
+                for i in 0..<count {
+                    let at = UInt32(2 * (i % m))
+                    make(r, .eraseRange(add.id, [PointRange(at, at + 1)]))
+                    make(me, .restoreRange(add.id, [PointRange(at, at + 1)]))
+                }
+                return out
+            }
+            let erasers = (0..<count).map { _ in ReplicaID(rng.next() | 1) }
+            for r in erasers {
+                out.append(op(OpID(replica: r, counter: 1), VectorClock([(me, UInt64(1))]), .eraseRange(add.id, [PointRange(0, UInt32(n))])))
+            }
+            let seen = VectorClock(erasers.map { ($0, UInt64(1)) } + [(me, UInt64(1))])
+            out.append(op(OpID(replica: me, counter: 2), seen, .restoreRange(add.id, gaps)))
+            if shape == .again {
+                let after = seen.merged(VectorClock([(me, UInt64(2))]))
+                for r in erasers { out.append(op(OpID(replica: r, counter: 2), after, .eraseRange(add.id, [PointRange(0, 1)]))) }
+            }
+            return out
+        }
+        for shape in Shape.allCases {
+            let many = ops(k, shape), quarter = ops(k / 4, shape)
+            var a = PageReplica(page: PageID()), c = a
+            var bytes: [UInt8] = []
+            func run(_ r: inout PageReplica, _ ops: [Op]) throws -> [UInt8] {
+                r = PageReplica(page: PageID())
+                try r.receive(ops)
+                let b = PageSnapshot.encode(r.state, coveredLogOffset: 0, logIncarnation: 0)
+                _ = try PageSnapshot.decode(b)
+                return b
+            }
+            let t = try await measure([
+                Variant(name: "K erases", setup: {}, body: { bytes = try run(&a, many) }),
+                Variant(name: "K/4 erases", setup: {}, body: { _ = try run(&c, quarter) }),
+            ], runs: options.runs)
+            let e = a.elements.first
+            let kept = (e?.rangeErasures.reduce(0) { $0 + $1.ranges.count } ?? 0) + (e?.rangeRestores.reduce(0) { $0 + $1.ranges.count } ?? 0)
+            var expected = [PointRange(0, UInt32(n))].subtracting(gaps)
+            if shape == .again { expected = expected.unionNormalized([PointRange(0, 1)]) }
+            if shape == .chain { expected = expected.subtracting((0..<UInt32(k)).map { PointRange(2 * $0, 2 * $0 + 1) }) }
+            let right = a.pending.isEmpty && e?.erased == expected
+            let what = shape == .chain ? "1 partial erase of a \(formatCount(n))-point stroke, a restore of \(formatCount(m)) gaps, then \(formatCount(k)) small erases each restored alone"
+                : "\(formatCount(k)) partial erases of a \(formatCount(n))-point stroke, each from its own replica, then a restore of \(formatCount(m)) gaps\(shape.rawValue)"
+            results.rows.append(Row(6, what + ": receive, write, read (a hostile push)",
+                                    measured: t[0].median, unit: .seconds,
+                                    baselineName: "\(formatCount(k / 4)) such erases", baseline: t[1].median,
+                                    target: .condition("ratio ≤ 6, ranges kept ≤ 2 (K + m)", t[0].median <= 6 * t[1].median && kept <= 2 * (k + m) && right),
+                                    note: "\(formatCount(kept)) ranges kept"
+                                        + (shape == .chain ? "" : " (each erase's remainder: \(formatCount(k * (m + 1))))")
+                                        + ", snapshot \(formatCount(bytes.count)) bytes" + (right ? "" : "; ERASED RANGES WRONG"),
+                                    measuredRuns: t[0].runs, baselineRuns: t[1].runs))
+        }
     }
 
     /// One element written by N replicas at once (a hostile push: each operation valid, each

@@ -263,12 +263,19 @@ struct EraseHistorySnapshotTests {
     static func withHistory(_ state: PageState, _ m: inout RandomModel) -> PageState {
         var s = state
         let replicas = s.clock.replicas.isEmpty ? [a] : s.clock.replicas
+        let clock = s.clock
         func partials(_ n: Int) -> [RangeErasure] {
-            guard n > 0 else { return [] }
+            // A page that applied no operation has none.
+            guard n > 0, !clock.replicas.isEmpty else { return [] }
             var out: [OpRef: [PointRange]] = [:]
             for _ in 0..<m.int(1...3) {
                 let from = UInt32(m.int(0...(n - 1)))
-                out[m.opRef(from: replicas), default: []].append(PointRange(from, UInt32(m.int(Int(from + 1)...n))))
+                // An operation the clock covers, whose Lamport timestamp grows with its counter
+                // ([SNAP-41]: one replica's partial erases in the order of their counters).
+                let r = replicas[m.int(0...(replicas.count - 1))]
+                let counter = UInt64(m.int(1...Int(max(1, min(clock[r], 1_000)))))
+                let ref = OpRef(id: OpID(replica: r, counter: counter), lamport: 2 * counter + 1)
+                out[ref, default: []].append(PointRange(from, UInt32(m.int(Int(from + 1)...n))))
             }
             return out.map { RangeErasure(ref: $0.key, ranges: $0.value.normalizedUnion()) }.sorted { $0.ref < $1.ref }
         }
@@ -461,7 +468,7 @@ struct EraseHistorySnapshotTests {
         var s = Self.small
         s.tombstones[0].record!.rangeErasures = [Self.keptPartial]
         #expect(throws: LnoteError.self) { try PageSnapshot.validate(s) }
-        #expect(PageSnapshot.rangeErasureProblem(s.tombstones[0].record!) != nil)
+        #expect(PageSnapshot.rangeErasureProblem(s.tombstones[0].record!, clock: s.clock) != nil)
         let bytes = PageSnapshot.encode(s, coveredLogOffset: 0, logIncarnation: 0)
         let body = Self.historyBody(bytes)!
         Self.expectCorrupt(bytes, at: Self.sections(bytes).last!.range.upperBound, "kept record: \(body.count) bytes")

@@ -203,9 +203,19 @@ import LnoteModel
         for e in s.elements + s.tombstones.compactMap(\.record) {
             if e.erased != e.erased.normalizedUnion() { return "erased ranges of \(e.id) not normalized" }
             if e.transform.frontier != e.transform.frontier.sorted() { return "frontier unsorted" }
-            // [MERGE-71] [SNAP-41] The erased ranges are the union of what each partial erase keeps.
-            if e.rangeErasures.flatMap(\.ranges).normalizedUnion() != e.erased {
-                return "erased ranges of \(e.id) \(e.erased) are not the union of its partial erases \(e.rangeErasures)"
+            // [MERGE-71] [SNAP-41] The erased ranges are the union of what each partial erase
+            // keeps: its ranges less those of every range restore that had seen it (computed here
+            // from the rule's words, one erase at a time; the replica sweeps them together).
+            let byDefinition = PointRange.union(of: e.rangeErasures.map { x in
+                x.ranges.subtracting(e.rangeRestores.filter { r in
+                    r.seen.contains { $0.replica == x.ref.id.replica && $0.counter >= x.ref.id.counter }
+                }.flatMap(\.ranges))
+            })
+            if byDefinition != e.erased {
+                return "erased ranges of \(e.id) \(e.erased) are not what its partial erases keep \(e.rangeErasures), \(e.rangeRestores)"
+            }
+            if e.rangeRestores.map(\.ref) != e.rangeRestores.map(\.ref).sorted() || e.rangeRestores.contains(where: { $0.ranges.isEmpty || $0.seen.isEmpty }) {
+                return "range restores of \(e.id) empty or unsorted"
             }
             if e.rangeErasures.contains(where: { $0.ranges.isEmpty }) || e.rangeErasures.map(\.ref) != e.rangeErasures.map(\.ref).sorted() {
                 return "partial erases of \(e.id) empty or unsorted"

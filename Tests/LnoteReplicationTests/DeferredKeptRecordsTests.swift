@@ -98,7 +98,7 @@ struct DeferredKeptRecordsTests {
             #expect(lazy.state.tombstones.map(\.id) == eager.state.tombstones.map(\.id), "\(ctx)")
             for (l, e) in zip(lazy.state.tombstones, eager.state.tombstones) {
                 #expect(l.record?.content.pointCount == e.record?.content.pointCount, "\(ctx) \(e.id)")
-                #expect(l.record?.rangeErasures == e.record?.rangeErasures, "\(ctx) \(e.id)")
+                #expect(l.record?.rangeErasures == e.record?.rangeErasures && l.record?.rangeRestores == e.record?.rangeRestores, "\(ctx) \(e.id)")
             }
             // One record first (its points alone), then the whole state.
             if let i = lazy.state.tombstones.lastIndex(where: { $0.record.map { !$0.content.isResolved } ?? false }) {

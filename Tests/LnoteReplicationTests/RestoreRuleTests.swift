@@ -129,7 +129,7 @@ import LnoteModel
             #expect(r.elementIDs == [below.id, s.id, above.id], "at its z position: \(what)")
             guard let e = r.element(s.id) else { Issue.record("not restored: \(what)"); return }
             #expect(e.content == before.content && e.z == before.z && e.lamport == before.lamport && e.wallTime == before.wallTime, "\(what)")
-            #expect(e.erased == [PointRange(2, 5)] && e.rangeErasures == [RangeErasure(ref: cut.ref, ranges: [PointRange(2, 5)])], "\(what)")
+            #expect(e.erased == [PointRange(2, 5)] && e.keptRangeErasures == [RangeErasure(ref: cut.ref, ranges: [PointRange(2, 5)])], "\(what)")
             #expect(e.transform == LWWRegister(.translation(7, -3), frontier: [move.ref]), "the move made while erased applies: \(what)")
             #expect(e.frontier == [move.ref], "a restore is not an edit: \(what)")
             let t = r.tombstone(s.id)
@@ -238,7 +238,7 @@ import LnoteModel
         func checkRestored(_ r: PageReplica, _ what: String) {
             guard let e = r.element(s.id) else { Issue.record("not restored: \(what)"); return }
             #expect(e.transform == LWWRegister(.translation(4, 0), frontier: [move.ref]) && e.frontier == [move.ref], "\(what)")
-            #expect(e.erased.isEmpty && e.rangeErasures.isEmpty && e.z.frontier.isEmpty, "the blind edits changed nothing: \(what)")
+            #expect(e.erased.isEmpty && e.keptRangeErasures.isEmpty && e.z.frontier.isEmpty, "the blind edits changed nothing: \(what)")
             #expect(r.tombstone(s.id)?.erasures == [Erasure(ref: erase.ref, clock: erase.context, cancelledBy: [restore.id])],
                     "the blind erase added no erasure: \(what)")
         }
@@ -288,7 +288,7 @@ import LnoteModel
         ].sorted { $0.ref < $1.ref }
         func check(_ r: PageReplica, _ what: String) {
             let e = r.element(s.id)
-            #expect(e?.rangeErasures == kept, "\(what)")
+            #expect(e?.keptRangeErasures == kept, "\(what)")
             #expect(e?.erased == [PointRange(0, 1), PointRange(2, 3), PointRange(5, 8)], "\(what)")
             #expect(e?.visibleRanges == [PointRange(1, 2), PointRange(3, 5), PointRange(8, 10)], "\(what)")
             #expect(e?.frontier == [rr.ref, p3.ref].sorted(), "a range restore is an edit: \(what)")
@@ -299,13 +299,13 @@ import LnoteModel
 
         // Points not erased, or of partial erases not seen, take nothing back; the frontier advances.
         let none = try p.make(Self.c, .restoreRange(s.id, [PointRange(3, 5), PointRange(9, 10)]))
-        #expect(p.r[Self.c]!.element(s.id)?.rangeErasures == kept && p.r[Self.c]!.element(s.id)?.frontier == [none.ref])
+        #expect(p.r[Self.c]!.element(s.id)?.keptRangeErasures == kept && p.r[Self.c]!.element(s.id)?.frontier == [none.ref])
         // A partial erase taken back whole is dropped.
         try p.syncAll()
         let rr2 = try p.make(Self.b, .restoreRange(s.id, [PointRange(0, 3)]))
         try p.syncAll()
         let e = try #require(p.r[Self.a]!.element(s.id))
-        #expect(e.rangeErasures == [RangeErasure(ref: p2.ref, ranges: [PointRange(7, 8)]),
+        #expect(e.keptRangeErasures == [RangeErasure(ref: p2.ref, ranges: [PointRange(7, 8)]),
                                     RangeErasure(ref: p3.ref, ranges: [PointRange(5, 7)])].sorted { $0.ref < $1.ref })
         #expect(e.erased == [PointRange(5, 8)] && e.frontier == [rr2.ref])
         try Self.everyOrder(Self.all(p), expected: p.r[Self.a]!.state, seed: 0xD2, count: 30)
@@ -328,7 +328,7 @@ import LnoteModel
         func checkErased(_ r: PageReplica, _ what: String) throws {
             #expect(r.element(s.id) == nil, "\(what)")
             let t = try #require(r.tombstone(s.id))
-            #expect(t.record?.rangeErasures == [RangeErasure(ref: cut.ref, ranges: [PointRange(2, 6)])], "\(what)")
+            #expect(t.record?.keptRangeErasures == [RangeErasure(ref: cut.ref, ranges: [PointRange(2, 6)])], "\(what)")
             #expect(t.record?.erased == [PointRange(2, 6)], "the concurrent range restore applies to the kept record: \(what)")
             #expect(t.frontier == [rrB.ref] && t.concurrent == [rrB.ref], "\(what)")
             let conflicts = r.conflicts()
@@ -631,9 +631,12 @@ import LnoteModel
         #expect(reference.tombstones.contains { $0.isErased && $0.erasures.contains { !$0.holds } })
         #expect(reference.elements.contains { !$0.rangeErasures.isEmpty })
         #expect(reference.tombstones.contains { $0.record.map { !$0.rangeErasures.isEmpty } ?? false })
+        #expect(reference.elements.contains { !$0.rangeRestores.isEmpty })
         for version: UInt16 in [1, 2] {
             let bytes = PageSnapshot.encode(reference, coveredLogOffset: 10, logIncarnation: 20, version: version)
-            #expect(Self.sectionTags(bytes).last == PageSnapshot.Section.eraseHistory.rawValue)
+            // The erase history, then the range restores beside it ([SNAP-44]).
+            #expect(Self.sectionTags(bytes).suffix(2) == [PageSnapshot.Section.eraseHistory.rawValue,
+                                                          PageSnapshot.Section.rangeRestores.rawValue])
             let decoded = try PageSnapshot.decode(bytes)
             #expect(decoded.state == reference && !decoded.lacksEraseHistory)
             var rng = SplitMix64(seed: 0x6000 + UInt64(version))

@@ -185,7 +185,7 @@ struct Simulation {
                     continue
                 }
                 if e.content != k.content || e.transform != k.transform || e.z != k.z || e.erased != k.erased
-                    || e.rangeErasures != k.rangeErasures || page.isRestorable(k.id) || page.tombstone(k.id)?.record != nil {
+                    || e.rangeErasures != k.rangeErasures || e.rangeRestores != k.rangeRestores || page.isRestorable(k.id) || page.tombstone(k.id)?.record != nil {
                     placementFailures.append("\(op.id) restored \(k.id) other than its tombstone kept it")
                 }
             }
