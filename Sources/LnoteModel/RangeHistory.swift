@@ -113,10 +113,12 @@ public enum RangeHistory {
         }
         // Each node's union (its erases' ranges and its children's), less its restore's
         // ranges, goes to its parent. Depth first, the heaviest child (the most ranges below
-        // it) first: a node holds a union while its lighter children are worked on, and those
-        // nodes on one path hold unions of disjoint subtrees, so the lists alive at once hold
-        // no more ranges than the history (children merged one by one as they finish; done
-        // from the last node back, the unions of a long path's side branches all waited).
+        // it) first: a node holds a union only while its lighter children are worked on, and
+        // a path has few such nodes (each lighter subtree holds at most half of its parent's
+        // weight), whose unions come from disjoint subtrees. One restore can cut several of
+        // them, so they can hold more ranges than the history, but not the history times the
+        // number of restores (done from the last node back, the unions of a long path's side
+        // branches all waited at once: R · (m + 1) ranges for R replicas and m gaps).
         let count = child.count
         var kids = [[Int]](repeating: [], count: count)
         for node in 1..<count { kids[parent[node]].append(node) }
@@ -199,6 +201,8 @@ public enum RangeHistory {
         var inside: [PointRange] = []
         if !unseen.isEmpty {
             let reaching = restores.compactMap { x -> RangeRestore? in
+                // Most restores miss the window: their span is looked at before a search.
+                guard let f = x.ranges.first?.from, let t = x.ranges.last?.to, f < window.to, window.from < t else { return nil }
                 let r = slice(x.ranges, to: window)
                 return r.isEmpty ? nil : RangeRestore(ref: x.ref, ranges: r, seen: x.seen)
             }

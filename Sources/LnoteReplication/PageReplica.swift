@@ -219,10 +219,10 @@ public struct PageReplica: Sendable {
         func refs(_ id: ElementID) {
             named.append(id)
             func record(_ r: ElementRecord) {
-                // The partial erases that may still hold a point (one whose ranges are all
-                // taken back needs no covering; this keeps the context as narrow as before
-                // restores were kept beside the erases).
-                named += r.rangeErasures.filter { !$0.ranges.subtracting(r.erased).elementsEqual($0.ranges) }.map(\.ref.id)
+                // The partial erases that may still hold a point: those whose ranges meet the
+                // erased ones (a superset of those that keep something; one taken back whole
+                // whose points another erase holds is named too).
+                named += r.rangeErasures.filter { !$0.ranges.subtractingNormalized(r.erased).elementsEqual($0.ranges) }.map(\.ref.id)
                 wanted += r.frontier.map(\.id) + r.transform.frontier.map(\.id) + r.z.frontier.map(\.id)
             }
             if let r = records[id] { record(r) }

@@ -173,6 +173,11 @@ extension SyncSession {
                 break
             } catch let e as LnoteError where e.code == .limitExceeded {
                 // Too large for this remote: wait until the page grows by the interval again.
+            } catch let e as LnoteError where e.code == .invalidArgument {
+                // Refused as not the state the remote's operations give ([SYNC-59]): reported,
+                // and offered again once the page grows by the interval. A checkpoint only
+                // spares newcomers a replay; its refusal does not stop the sync.
+                report.checkpointsRefused.append("\(lc.log): \(e.message)")
             }
             up.uploaded[lc.log] = s.clock
         }

@@ -24,6 +24,9 @@ public struct SyncReport: Sendable, Equatable {
     public var checkpointsInstalled = 0
     public var checkpointsRejected = 0
     public var checkpointsSent = 0
+    /// Checkpoints this sync offered that the remote refused (`bad_checkpoint`, [SYNC-59]):
+    /// the log and the remote's reason. The sync goes on without them.
+    public var checkpointsRefused: [String] = []
     /// Operations the pages installed from checkpoints hold: the sum of their checkpoints'
     /// clocks, less those of pages given up and rebuilt from operations (which count in
     /// `opsReceived`). With `opsReceived`, what the newcomer got of the notebook.

@@ -390,6 +390,7 @@ enum SyncRunner {
             out.append("operations of replica \(w) not pushed: another device owns that replica; they reach the remote from it")
         }
         for l in r.checkpointsRebuilt { out.append("page \(l) did not match its checkpoint: rebuilt from operations") }
+        for l in r.checkpointsRefused { out.append("checkpoint refused by the remote, the sync goes on: \(l)") }
         for f in r.checkpointFailures { out.append("a page's history could not be fetched: \(f)") }
         for m in r.missingOperations {
             let log = m.page.map { "\(m.document)/\($0)" } ?? "\(m.document)"

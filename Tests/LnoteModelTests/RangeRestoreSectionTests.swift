@@ -252,7 +252,7 @@ struct RangeRestoreSectionTests {
         }
     }
 
-    @Test("[MERGE-71] a long path of small restores with a big restore under each of its nodes: the unions alive at once hold no more ranges than the history")
+    @Test("[MERGE-71] a long path of small restores with a big restore under each of its nodes: the unions alive at once do not hold R · (m + 1) ranges")
     func trieWalkStaysLinear() {
         // Each replica X_i erases the whole stroke, then one point; a big restore of m gaps
         // had seen every X_i.1; small restore r_j had seen X_i.2 for every i ≥ j (and X_i.1

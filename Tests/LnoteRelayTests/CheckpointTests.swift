@@ -5,6 +5,7 @@ import LnoteServer
 import LnoteSync
 import Testing
 import LnoteTestSupport
+import Synchronization
 
 @Suite("Checkpoints")
 struct CheckpointTests {
@@ -70,6 +71,101 @@ struct CheckpointTests {
             }
         }
         #expect(throws: LnoteError.self) { _ = try Checkpoint.decodeList(bytes + [0]) }
+    }
+
+    @Test("[SYNC-59] [SNAP-44] a held checkpoint written before range restores were kept: a client's next one, which keeps its restores, is checked again from the empty page and kept; a claim with an invented erase taken back whole is refused", arguments: RelayBackends.all)
+    func oldFormBase(backend: RelayBackendKind) async throws {
+        try await withRelay(backend) { store, nb, database in
+            let a = ReplicaID(1), b = ReplicaID(2)
+            let log = LogRef(document: DocumentID(), page: PageID())
+            var ra = PageReplica(page: log.page!)
+            let add = try ra.add(.stroke(Stroke(points: (0..<10).map { StrokePoint(x: Int32($0) * 10, y: 0) })), by: a, wallTime: 1)
+            let erase = try ra.make(.eraseRange(add.id, [PointRange(0, 10)]), by: a, wallTime: 2)
+            var rb = PageReplica(page: log.page!)
+            try rb.receive([add, erase])
+            let restore = try rb.make(.restoreRange(add.id, [PointRange(2, 4)]), by: b, wallTime: 3)
+            try ra.receive([restore])
+            let more = try ra.add(.stroke(Stroke(points: [StrokePoint(x: 0, y: 5), StrokePoint(x: 9, y: 5)])), by: a, wallTime: 4)
+            let all = [add, erase, restore, more]
+            _ = try store.sync(SyncRequest(replica: a, epoch: 0, cursor: 0, push: [LogBatch(log: log, ops: all)]), notebook: nb)
+            // C1, as lnote wrote it before: the erase's remainder, no restore.
+            var old = try replayedState([add, erase, restore], page: log.page!)
+            #expect(!old.elements[0].rangeRestores.isEmpty)
+            old.elements[0].rangeErasures = old.elements[0].keptRangeErasures
+            old.elements[0].rangeRestores = []
+            let c1 = Checkpoint(log: log, clock: old.clock, snapshot: PageSnapshot.encode(old, coveredLogOffset: 0, logIncarnation: 0))
+            #expect(try store.putCheckpoint(notebook: nb, checkpoint: c1), "the old form is the same state")
+            // C2 covers C1 and keeps the restore: replayed from C1 it differs, from the empty page it is the state.
+            let c2 = try checkpoint(log, all, at: ra.clock)
+            #expect(try store.putCheckpoint(notebook: nb, checkpoint: c2))
+            #expect(try store.checkpoints(notebook: nb) == [c2])
+            // A claim adding a partial erase taken back whole (by an operation the relay holds,
+            // under another meaning) is not the operations' state, from any base.
+            var forged = ra.state
+            let fake = RangeErasure(ref: more.ref, ranges: [PointRange(6, 7)])
+            forged.elements = forged.elements.map { e in
+                guard e.id == add.id else { return e }
+                var e = e
+                e.rangeErasures.append(fake)
+                e.rangeErasures.sort { $0.ref < $1.ref }
+                return e
+            }
+            let c3 = Checkpoint(log: log, clock: forged.clock, snapshot: PageSnapshot.encode(forged, coveredLogOffset: 0, logIncarnation: 0))
+            #expect(throws: ServerRefusal.self) { try store.putCheckpoint(notebook: nb, checkpoint: c3) }
+            #expect(try store.checkpoints(notebook: nb) == [c2])
+        }
+    }
+
+    /// A remote that refuses every checkpoint as a relay refuses one that is not the state of
+    /// its operations (`bad_checkpoint`, an `invalidArgument` to the client).
+    final class RefusingRemote: SyncRemote {
+        let inner: LocalRemote
+        let offered = Mutex(0)
+        var key: String { inner.key }
+        init(endpoint: any SyncEndpoint) { inner = LocalRemote(key: "relay", endpoint: endpoint) }
+        func sync(_ request: SyncRequest) async throws -> SyncResponse { try await inner.sync(request) }
+        func missingAssets(_ ids: [AssetID], document: DocumentID) async throws -> [AssetID] {
+            try await inner.missingAssets(ids, document: document)
+        }
+        func putAsset(_ bytes: [UInt8], id: AssetID, document: DocumentID) async throws {
+            try await inner.putAsset(bytes, id: id, document: document)
+        }
+        func getAsset(_ id: AssetID, document: DocumentID) async throws -> [UInt8] { try await inner.getAsset(id, document: document) }
+        func checkpoints() async throws -> [Checkpoint] { try await inner.checkpoints() }
+        func putCheckpoint(_ checkpoint: Checkpoint) async throws {
+            offered.withLock { $0 += 1 }
+            throw LnoteError(.invalidArgument, "checkpoint of log \(checkpoint.log) refused: its state is not the state the relay's operations give")
+        }
+        var traffic: (sent: Int, received: Int) { (0, 0) }
+    }
+
+    @Test("[SYNC-59] a checkpoint the relay refuses is reported and the sync goes on: its operations are pushed, and the next sync does not offer it again before the page grows")
+    func refusedCheckpointDoesNotStopTheSync() async throws {
+        try await withRelay { store, nb, _ in
+            var rng = SeededRNG(seed: 59)
+            let a = TestNotebook(replica: ReplicaID(0xA1), offersCheckpoints: true)
+            let doc = try a.createDocument("refused")
+            let page = LogRef(document: doc, page: try a.addPage(doc))
+            for _ in 0..<3 { _ = try a.addStroke(page, randomStroke(&rng)) }
+            let remote = RefusingRemote(endpoint: try store.endpoint(notebook: nb))
+            func sync() async throws -> SyncReport {
+                var session = SyncSession(notebook: a, remote: remote)
+                session.checkpointInterval = 1
+                return try await session.run()
+            }
+            // The first sync pushes; a checkpoint is offered once the remote is known to hold the page.
+            var refused: [String] = []
+            for _ in 0..<2 { refused += try await sync().checkpointsRefused }
+            #expect(refused.count == 1 && refused[0].contains("\(page)"), "\(refused)")
+            #expect(remote.offered.withLock { $0 } == 1)
+            #expect(try RelayCounts.read(store).ops == 5, "the sync went on: the document's two operations and the page's three pushed")
+            // Offered again only once the page has grown by the interval.
+            #expect(try await sync().checkpointsRefused.isEmpty && remote.offered.withLock { $0 } == 1)
+            _ = try a.addStroke(page, randomStroke(&rng))
+            refused = []
+            for _ in 0..<2 { refused += try await sync().checkpointsRefused }
+            #expect(refused.count == 1 && remote.offered.withLock { $0 } == 2, "\(refused)")
+        }
     }
 
     @Test("the relay keeps the newest checkpoint per log; concurrent clocks: the greater total", arguments: RelayBackends.all)

@@ -189,8 +189,18 @@ final class TestNotebook: SyncableNotebook {
     }
     let replicaID: ReplicaID
     let state = Mutex(State())
+    /// When set, a sync may offer checkpoints of this notebook's pages (their states as they
+    /// are); otherwise it offers none, as before.
+    let offersCheckpoints: Bool
 
-    init(replica: ReplicaID) { replicaID = replica }
+    init(replica: ReplicaID, offersCheckpoints: Bool = false) {
+        replicaID = replica
+        self.offersCheckpoints = offersCheckpoints
+    }
+
+    func checkpointState(of log: LogRef) async throws -> PageState? {
+        offersCheckpoints ? state.withLock { $0.pages[log]?.state } : nil
+    }
 
     // MARK: Local edits
 
