@@ -40,8 +40,8 @@ public struct RangeRestore: Hashable, Sendable {
 /// seen: the union, over the partial erases, of each one's ranges less those of the restores
 /// that had seen it. Computed without building each erase's remainder (for `K` erases and a
 /// restore of `m` gaps those hold `K · (m + 1)` ranges): the erases are grouped by the set of
-/// restores that had seen them, in a trie of restores, and each restore's ranges are taken
-/// once from the union of everything below its node.
+/// restores that had seen them, in a trie of restores, and at each node its restore's ranges
+/// are taken once from the union of everything below it (not from each erase's remainder).
 public enum RangeHistory {
     /// The `seen` list of a range restore with context `covers`, among `erasures`: for each
     /// replica, its greatest partial erase that the context covers.
@@ -67,7 +67,7 @@ public enum RangeHistory {
     }
 
     /// `erased(_:_:)`, with `peak` the most ranges the unions waiting on the trie's walk held at
-    /// once (for tests: no more than the history's ranges).
+    /// once (for tests).
     static func erased(_ erasures: [RangeErasure], _ restores: [RangeRestore], peak: inout Int) -> [PointRange] {
         if restores.isEmpty { return PointRange.union(of: erasures.map(\.ranges)) }
         // Per replica, its partial erases and the restores that name it with their bound (the
