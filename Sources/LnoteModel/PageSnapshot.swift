@@ -193,9 +193,9 @@ public enum PageSnapshot {
         if needsEraseHistory(s) {
             section(.eraseHistory, into: &w) { b in encodeEraseHistory(s, into: &b) }
         }
-        if s.elements.contains(where: { !$0.rangeRestores.isEmpty })
-            || s.tombstones.contains(where: { !($0.record?.rangeRestores.isEmpty ?? true) }) {
-            section(.rangeRestores, into: &w) { b in encodeRangeRestores(s, into: &b) }
+        let restored = lists(of: s, \.rangeRestores)
+        if !restored.isEmpty {
+            section(.rangeRestores, into: &w) { b in encodeRangeRestores(restored, into: &b) }
         }
 
         let length = w.count + trailerSize
@@ -249,7 +249,6 @@ public enum PageSnapshot {
     /// (live or kept by a tombstone) that has some, by element id.
     static func encodeEraseHistory(_ s: PageState, into b: inout ByteWriter) {
         b.varint(UInt64(s.tombstones.count))
-        var ranged: [(ElementID, [RangeErasure])] = []
         for t in s.tombstones {
             for e in t.erasures {
                 b.varint(UInt64(e.cancelledBy.count))
@@ -260,13 +259,11 @@ public enum PageSnapshot {
                 var kept = r
                 kept.frontier = []
                 encode(kept, into: &b)
-                if !r.rangeErasures.isEmpty { ranged.append((r.id, r.rangeErasures)) }
             } else {
                 b.u8(0)
             }
         }
-        for e in s.elements where !e.rangeErasures.isEmpty { ranged.append((e.id, e.rangeErasures)) }
-        ranged.sort { $0.0 < $1.0 }
+        let ranged = lists(of: s, \.rangeErasures)
         b.varint(UInt64(ranged.count))
         for (id, list) in ranged {
             ElementCodec.encode(id, into: &b)
@@ -278,15 +275,22 @@ public enum PageSnapshot {
         }
     }
 
-    /// [SNAP-44] The range restores of every element (live or kept by a tombstone) that has
-    /// some, by element id: each with its ranges and the partial erases it had seen.
-    static func encodeRangeRestores(_ s: PageState, into b: inout ByteWriter) {
-        var restored: [(ElementID, [RangeRestore])] = []
-        for e in s.elements where !e.rangeRestores.isEmpty { restored.append((e.id, e.rangeRestores)) }
+    /// Each element, live or kept by a tombstone, whose `list` is not empty, with that list,
+    /// by element id: the entries of the erase history's partial-erase lists ([SNAP-40]) and of
+    /// the range-restore section ([SNAP-44]).
+    static func lists<T>(of s: PageState, _ list: KeyPath<ElementRecord, [T]>) -> [(ElementID, [T])] {
+        var out: [(ElementID, [T])] = []
+        for e in s.elements where !e[keyPath: list].isEmpty { out.append((e.id, e[keyPath: list])) }
         for t in s.tombstones {
-            if let r = t.record, !r.rangeRestores.isEmpty { restored.append((r.id, r.rangeRestores)) }
+            if let r = t.record, !r[keyPath: list].isEmpty { out.append((r.id, r[keyPath: list])) }
         }
-        restored.sort { $0.0 < $1.0 }
+        out.sort { $0.0 < $1.0 }
+        return out
+    }
+
+    /// [SNAP-44] The range restores of every element (live or kept by a tombstone) that has
+    /// some (`lists(of:_:)`), by element id: each with its ranges and the partial erases it had seen.
+    static func encodeRangeRestores(_ restored: [(ElementID, [RangeRestore])], into b: inout ByteWriter) {
         b.varint(UInt64(restored.count))
         for (id, list) in restored {
             ElementCodec.encode(id, into: &b)
