@@ -20,6 +20,13 @@ if [ "$status" -ne 0 ]; then
   {
     echo "test.sh: the test run failed (exit status $status):"
     grep -E '✘|error: |Fatal error' "$log" | head -n 80
+    # A test process killed by a signal prints no ✘ line for the test that was running: name the
+    # tests started last, and the backtracer's crash header with the frames that follow it.
+    if grep -qE 'unexpected signal|💣|Program crashed' "$log"; then
+      echo "test.sh: the last tests started before the process died:"
+      grep -E '^◇ (Test|Suite) .* started' "$log" | tail -n 4
+      grep -A 40 -E '💣|Program crashed' "$log" | head -n 60
+    fi
   } >> "$LNOTE_REPORT_DIR/failures.txt"
 fi
 exit "$status"
