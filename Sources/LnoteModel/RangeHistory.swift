@@ -201,13 +201,25 @@ public enum RangeHistory {
                                 _ restores: [RangeRestore], before: [PointRange]) -> (restore: RangeRestore, erased: [PointRange])? {
         guard let lo = ranges.first?.from, let hi = ranges.last?.to else { return nil }
         let span = PointRange(lo, hi)
+        // The greatest covered counter per replica; a run of one replica's erases is kept aside
+        // and entered once (most strokes have few erasers, often one).
         var best: [ReplicaID: UInt64] = [:]
+        var run: OpID? = nil
         var meeting: [RangeErasure] = []
         for e in erasures {
-            if covers(e.ref.id) { best[e.ref.id.replica] = max(best[e.ref.id.replica] ?? 0, e.ref.id.counter) }
+            let id = e.ref.id
+            if covers(id) {
+                if let r = run, r.replica == id.replica {
+                    if id.counter > r.counter { run = id }
+                } else {
+                    if let r = run { best[r.replica] = max(best[r.replica] ?? 0, r.counter) }
+                    run = id
+                }
+            }
             let within = slice(e.ranges, to: span)
             if !within.isEmpty { meeting.append(RangeErasure(ref: e.ref, ranges: within)) }
         }
+        if let r = run { best[r.replica] = max(best[r.replica] ?? 0, r.counter) }
         guard !best.isEmpty else { return nil }
         let seen = best.map { OpID(replica: $0.key, counter: $0.value) }.sorted()
         // Held by the erases the list names or precedes, as `reach` takes them.
