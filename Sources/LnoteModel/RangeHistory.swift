@@ -185,6 +185,58 @@ public enum RangeHistory {
         }
     }
 
+    /// A range restore received by a stroke with partial erases `erasures`, range restores
+    /// `restores` and erased ranges `before` ([MERGE-71]): the restore as the stroke keeps it
+    /// (its `seen` list and its `ranges` cut to the points the erases it had seen hold; nil when
+    /// it had seen none or takes nothing back) and the erased ranges after it. `ranges` is the
+    /// operation's, clamped to the stroke and normalized; `covers` its context.
+    ///
+    /// What `seen(among:covers:)`, `reach(of:seen:among:)` and `erased(after:before:_:_:)`
+    /// give one after the other, with one pass over the partial erases instead of three and
+    /// without the union of every erase the restore had seen: each is cut to the span of
+    /// `ranges` as it is passed (a binary search), so a stroke with `K` partial erases costs
+    /// `K` context lookups and searches per restore, and the work with ranges stays within
+    /// that span.
+    public static func received(_ ranges: [PointRange], ref: OpRef, covers: (OpID) -> Bool, _ erasures: [RangeErasure],
+                                _ restores: [RangeRestore], before: [PointRange]) -> (restore: RangeRestore, erased: [PointRange])? {
+        guard let lo = ranges.first?.from, let hi = ranges.last?.to else { return nil }
+        let span = PointRange(lo, hi)
+        // The greatest covered counter per replica; a run of one replica's erases is kept aside
+        // and entered once (most strokes have few erasers, often one).
+        var best: [ReplicaID: UInt64] = [:]
+        var run: OpID? = nil
+        var meeting: [RangeErasure] = []
+        for e in erasures {
+            let id = e.ref.id
+            if covers(id) {
+                if let r = run, r.replica == id.replica {
+                    if id.counter > r.counter { run = id }
+                } else {
+                    if let r = run { best[r.replica] = max(best[r.replica] ?? 0, r.counter) }
+                    run = id
+                }
+            }
+            let within = slice(e.ranges, to: span)
+            if !within.isEmpty { meeting.append(RangeErasure(ref: e.ref, ranges: within)) }
+        }
+        if let r = run { best[r.replica] = max(best[r.replica] ?? 0, r.counter) }
+        guard !best.isEmpty else { return nil }
+        let seen = best.map { OpID(replica: $0.key, counter: $0.value) }.sorted()
+        // Held by the erases the list names or precedes, as `reach` takes them.
+        let union = PointRange.union(of: meeting.filter { RangeRestore.covers(seen, $0.ref.id) }.map(\.ranges))
+        let cut = ranges.subtractingNormalized(ranges.subtractingNormalized(union))
+        guard !cut.isEmpty else { return nil }
+        let restore = RangeRestore(ref: ref, ranges: cut, seen: seen)
+        // The erases it had not seen that meet its (narrower) span, as `erased(after:)` finds them.
+        let window = PointRange(cut.first!.from, cut.last!.to)
+        let unseen = meeting.compactMap { e -> RangeErasure? in
+            guard !restore.hasSeen(e.ref.id) else { return nil }
+            let r = slice(e.ranges, to: window)
+            return r.isEmpty ? nil : RangeErasure(ref: e.ref, ranges: r)
+        }
+        return (restore, erased(after: restore, before: before, unseen: unseen, earlier: restores[...]))
+    }
+
     /// The erased ranges after `restore`, the last of `restores`, was added to a stroke whose
     /// erased ranges were `before`: only the points it holds can change, and there only the
     /// partial erases it had not seen can keep them erased, so only those and the restores
@@ -198,14 +250,24 @@ public enum RangeHistory {
             let r = slice(e.ranges, to: window)
             return r.isEmpty ? nil : RangeErasure(ref: e.ref, ranges: r)
         }
+        return erased(after: restore, before: before, unseen: unseen, earlier: restores.dropLast())
+    }
+
+    /// `erased(after:before:_:_:)` given the partial erases `restore` had not seen, each cut to
+    /// its span (those left empty left out), and the stroke's other range restores `earlier`.
+    static func erased(after restore: RangeRestore, before: [PointRange], unseen: [RangeErasure],
+                       earlier: ArraySlice<RangeRestore>) -> [PointRange] {
+        guard let lo = restore.ranges.first?.from, let hi = restore.ranges.last?.to else { return before }
+        let window = PointRange(lo, hi)
         var inside: [PointRange] = []
         if !unseen.isEmpty {
-            let reaching = restores.compactMap { x -> RangeRestore? in
+            var reaching = earlier.compactMap { x -> RangeRestore? in
                 // Most restores miss the window: their span is looked at before a search.
                 guard let f = x.ranges.first?.from, let t = x.ranges.last?.to, f < window.to, window.from < t else { return nil }
                 let r = slice(x.ranges, to: window)
                 return r.isEmpty ? nil : RangeRestore(ref: x.ref, ranges: r, seen: x.seen)
             }
+            reaching.append(restore)
             let local = erased(unseen, reaching)
             inside = local.subtractingNormalized(local.subtractingNormalized(restore.ranges))
         }

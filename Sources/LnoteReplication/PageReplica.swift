@@ -602,15 +602,12 @@ public struct PageReplica: Sendable {
                 PageReplica.adoptUnknownErasures(&r)
                 guard !r.rangeErasures.isEmpty else { return }
                 let n = UInt32(clamping: r.content.pointCount)
-                let seen = RangeHistory.seen(among: r.rangeErasures, covers: op.context.covers)
-                guard !seen.isEmpty else { return }
-                let cut = RangeHistory.reach(of: ranges.map { PointRange(min($0.from, n), min($0.to, n)) }.normalizedUnion(),
-                                             seen: seen, among: r.rangeErasures)
-                guard !cut.isEmpty else { return }
+                let clamped = ranges.map { PointRange(min($0.from, n), min($0.to, n)) }.normalizedUnion()
+                guard let (restore, erased) = RangeHistory.received(clamped, ref: op.ref, covers: op.context.covers,
+                                                                     r.rangeErasures, r.rangeRestores, before: r.erased) else { return }
                 if let last = r.rangeRestores.last, !(last.ref < op.ref) { outOfOrder = true }
-                let restore = RangeRestore(ref: op.ref, ranges: cut, seen: seen)
                 r.rangeRestores.append(restore)
-                r.erased = RangeHistory.erased(after: restore, before: r.erased, r.rangeErasures, r.rangeRestores)
+                r.erased = erased
             }
             if outOfOrder { unsortedRangeErasures.append(id) }
         case .restore(let ids):
