@@ -176,7 +176,7 @@ extension Bench {
         }
         enum Shape: String, CaseIterable { case whole = "", again = ", each replica then erasing one more point",
                                                 chain = ", one replica's small erases each then restored alone",
-                                                pairs = "one replica's small erases each restored alone" }
+                                                pairs = ", one replica's small erases each restored alone, no big restore" }
         func ops(_ count: Int, _ shape: Shape) -> [Op] {
             var out = [add]
             if shape == .chain || shape == .pairs {
