@@ -100,6 +100,11 @@ public enum Subprocess {
                     if chunk.isEmpty { break }
                     state.withLock { $0.partial += chunk }
                 }
+                // Closed here, at the end of its data: nothing released these read ends, and a
+                // test process that had run ~1,000 children held as many pipes, past the 1,024
+                // descriptors that Foundation's `Process.run()` handles (it crashed there with
+                // signal 11, twice in CI).
+                try? handle.close()
                 let waiters = state.withLock { s -> [CheckedContinuation<[UInt8], Never>] in
                     s.data = s.partial
                     defer { s.waiters = [] }
