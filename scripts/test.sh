@@ -19,13 +19,15 @@ set -e
 if [ "$status" -ne 0 ]; then
   {
     echo "test.sh: the test run failed (exit status $status):"
-    grep -E '✘|error: |Fatal error' "$log" | head -n 80
+    grep -E '✘|error: |Fatal error' "$log" | head -n 80 || true
     # A test process killed by a signal prints no ✘ line for the test that was running: name the
-    # tests started last, and the backtracer's crash header with the frames that follow it.
+    # tests started last, the backtracer's crash header, and the crashed thread's frames (the
+    # backtracer lists every thread, the crashed one in its place among them).
     if grep -qE 'unexpected signal|💣|Program crashed' "$log"; then
       echo "test.sh: the last tests started before the process died:"
-      grep -E '^◇ (Test|Suite) .* started' "$log" | tail -n 4
-      grep -A 40 -E '💣|Program crashed' "$log" | head -n 60
+      grep -E '^◇ (Test|Suite) .* started' "$log" | tail -n 4 || true
+      grep -m 2 -E '💣|Program crashed' "$log" || true
+      grep -A 30 -E '^Thread [0-9]+ .*crashed:' "$log" | head -n 40 || true
     fi
   } >> "$LNOTE_REPORT_DIR/failures.txt"
 fi
