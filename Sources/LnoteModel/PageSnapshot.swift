@@ -545,7 +545,7 @@ public enum PageSnapshot {
                 guard ref < x.ref else { return "range restore \(x.ref) names partial erase \(ref), which is not before it" }
             }
             // Within the partial erases' points (a writer keeps only those of the ones it had
-            // seen, `RangeHistory.reach`; checked against all of them: once, not per restore).
+            // seen, `RangeHistory.received`; checked against all of them: once, not per restore).
             guard !x.ranges.isEmpty, x.ranges.isNormalized, x.ranges.subtractingNormalized(held).isEmpty else {
                 return "range restore \(x.ref) has empty or unnormalized ranges, or points no partial erase holds"
             }

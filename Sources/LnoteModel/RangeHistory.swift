@@ -44,8 +44,10 @@ public struct RangeRestore: Hashable, Sendable {
 /// are taken once from the union of everything below it (not from each erase's remainder).
 public enum RangeHistory {
     /// The `seen` list of a range restore with context `covers`, among `erasures`: for each
-    /// replica, its greatest partial erase that the context covers.
-    public static func seen(among erasures: [RangeErasure], covers: (OpID) -> Bool) -> [OpID] {
+    /// replica, its greatest partial erase that the context covers. With `reach` and
+    /// `erased(after:before:_:_:)`, the rule step by step: the reference the tests compare
+    /// `received` (which a replica uses) with.
+    static func seen(among erasures: [RangeErasure], covers: (OpID) -> Bool) -> [OpID] {
         var best: [ReplicaID: UInt64] = [:]
         for e in erasures where covers(e.ref.id) {
             best[e.ref.id.replica] = max(best[e.ref.id.replica] ?? 0, e.ref.id.counter)
@@ -55,7 +57,7 @@ public enum RangeHistory {
 
     /// The points of `cut` (normalized) that some partial erase `seen` names or precedes holds:
     /// what a restore with that list can ever take back.
-    public static func reach(of cut: [PointRange], seen: [OpID], among erasures: [RangeErasure]) -> [PointRange] {
+    static func reach(of cut: [PointRange], seen: [OpID], among erasures: [RangeErasure]) -> [PointRange] {
         let held = PointRange.union(of: erasures.filter { RangeRestore.covers(seen, $0.ref.id) }.map(\.ranges))
         return cut.subtractingNormalized(cut.subtractingNormalized(held))
     }
@@ -241,7 +243,7 @@ public enum RangeHistory {
     /// erased ranges were `before`: only the points it holds can change, and there only the
     /// partial erases it had not seen can keep them erased, so only those and the restores
     /// that reach its span are looked at again, each cut to that span.
-    public static func erased(after restore: RangeRestore, before: [PointRange], _ erasures: [RangeErasure],
+    static func erased(after restore: RangeRestore, before: [PointRange], _ erasures: [RangeErasure],
                               _ restores: [RangeRestore]) -> [PointRange] {
         guard let lo = restore.ranges.first?.from, let hi = restore.ranges.last?.to else { return before }
         let window = PointRange(lo, hi)
