@@ -31,6 +31,42 @@ extension PageSnapshot {
         try decode(bytes, path: path, parallel: true, deferringPoints: deferringPoints, reserving: reserving)
     }
 
+    /// `decode(_:path:deferringPoints:reserving:)` for an open that lists the page
+    /// ([SNAP-46]): with `leavingRecordsUnbuilt`, a version-5 snapshot of more than 64
+    /// elements without tombstones or erase history has its element records stepped over,
+    /// not parsed (`Contents.unbuilt`, `state.elements` empty), when its element index, id
+    /// table and last chunk check out; they are read, with every check, when first needed.
+    /// Every other file is decoded as `decode` decodes it, with the same errors.
+    package static func decode(_ bytes: [UInt8], path: String? = nil, deferringPoints: Bool, reserving: Int = 0,
+                               leavingRecordsUnbuilt: Bool) throws -> Contents {
+        try decode(bytes, path: path, parallel: true, deferringPoints: deferringPoints, reserving: reserving,
+                   leavingRecordsUnbuilt: leavingRecordsUnbuilt)
+    }
+
+    /// True when a listing read ([SNAP-46]) of `bytes` is likely to leave the element records
+    /// unparsed: a version-5 file whose section headers (read without any check) show an
+    /// element index and neither a tombstone nor an erase history. For a caller choosing how
+    /// to schedule the read (it is then short); the read itself decides.
+    package static func mayLeaveRecordsUnparsed(_ bytes: [UInt8]) -> Bool {
+        guard bytes.count >= headerSize + trailerSize, bytes[8] == 5, bytes[9] == 0 else { return false }
+        var at = headerSize, indexed = false
+        let end = bytes.count - trailerSize
+        while end - at >= sectionHeaderSize {
+            let tag = UInt16(bytes[at]) | UInt16(bytes[at + 1]) << 8
+            let size = Int(bytes[at + 2]) | Int(bytes[at + 3]) << 8 | Int(bytes[at + 4]) << 16 | Int(bytes[at + 5]) << 24
+            let body = at + sectionHeaderSize
+            guard size <= end - body else { return false }
+            switch Section(rawValue: tag) {
+            case .eraseHistory, .rangeRestores: return false
+            case .tombstones: if size != 1 || bytes[body] != 0 { return false }
+            case .elementIndex: indexed = true
+            default: break
+            }
+            at = body + size
+        }
+        return indexed
+    }
+
     /// The covered log offset and log incarnation a snapshot's header says, read without
     /// any check (nil when the bytes are too short to hold them): what a reader may use to
     /// start reading the log while `decode` has not yet checked the snapshot. `decode`'s
@@ -44,7 +80,7 @@ extension PageSnapshot {
     /// `decode`, with the parallel decoding of big element sections allowed or not (tests
     /// compare both: they must agree on every input).
     static func decode(_ bytes: [UInt8], path: String?, parallel: Bool, deferringPoints: Bool = false,
-                       reserving: Int = 0) throws -> Contents {
+                       reserving: Int = 0, leavingRecordsUnbuilt: Bool = false) throws -> Contents {
         func failure(_ code: LnoteError.Code, _ message: String, at offset: Int) -> LnoteError {
             LnoteError(code, message, path: path, offset: offset)
         }
@@ -102,6 +138,9 @@ extension PageSnapshot {
             var lastTag: UInt16 = 0
             var elementStarts: [Int] = []
             var indexSeen = false
+            // The element count, and the records stepped over ([SNAP-46]).
+            var elementCount = 0
+            var unbuilt: UnbuiltRecords?
             while !r.isAtEnd {
                 let at = r.offset
                 guard r.remaining >= sectionHeaderSize else {
@@ -147,9 +186,18 @@ extension PageSnapshot {
                     deferral = deferringPoints && versionField >= 2
                         ? DeferredPoints(bytes: bytes, path: path, replicas: ReplicaTable(state.clock),
                                          version: versionField) : nil
-                    (state.elements, elementStarts) = try decodeElements(&s, index: parallel ? peekElementIndex(r) : nil,
-                                                                         version: versionField, clock: state.clock,
-                                                                         deferring: deferral, reserving: max(0, reserving))
+                    if leavingRecordsUnbuilt && deferringPoints && versionField >= 5,
+                       let lazy = unbuiltRecords(s, after: r, version: versionField, clock: state.clock,
+                                                 reserving: max(0, reserving)) {
+                        (unbuilt, elementStarts, elementCount) = lazy
+                        _ = try s.skip(s.remaining)
+                        deferral = nil
+                    } else {
+                        (state.elements, elementStarts) = try decodeElements(&s, index: parallel ? peekElementIndex(r) : nil,
+                                                                             version: versionField, clock: state.clock,
+                                                                             deferring: deferral, reserving: max(0, reserving))
+                        elementCount = state.elements.count
+                    }
                 case .tombstones:
                     state.tombstones = try decodeTombstones(&s)
                 case .contexts:
@@ -172,6 +220,13 @@ extension PageSnapshot {
                         throw s.error(.corrupt, "element index does not match the element records", at: at)
                     }
                     indexSeen = true
+                    // [SNAP-45] Version 5: the records' ids (checked against them when they are
+                    // read; records left unbuilt are checked when they are built).
+                    if versionField >= 5 {
+                        let table = try decodeIDTable(&s, elements: elementCount,
+                                                      replicas: deferral?.replicas ?? ReplicaTable(state.clock))
+                        if unbuilt == nil { try checkIDTable(table, against: state.elements, path: path) }
+                    }
                 }
                 try s.expectEnd("section \(hex32(UInt32(tag)))")
             }
@@ -210,6 +265,7 @@ extension PageSnapshot {
             let source = state.elements.isEmpty && !(deferral?.hasKept ?? false) ? nil : deferral
             var contents = Contents(state: state, coveredLogOffset: coveredLogOffset, logIncarnation: logIncarnation, deferredPoints: source)
             contents.lacksEraseHistory = lacksHistory
+            contents.unbuilt = unbuilt
             return contents
         } catch var e as LnoteError where e.code == .truncated || e.code == .limitExceeded {
             // Inside a file whose length and CRC are right, a structure that runs past its
@@ -311,6 +367,81 @@ extension PageSnapshot {
         }
         layOut(starts)
         return (out, starts)
+    }
+
+    /// [SNAP-46] The records of a version-5 elements section (`s`, its body; `r`, the file
+    /// just past it) left unparsed, or nil when the page does not qualify or anything the
+    /// open would rely on does not check out (the caller then decodes them as usual, and
+    /// reports what is wrong as any open does). Qualifies: more than 64 records, no
+    /// tombstone, no erase-history or range-restore section. Checked here: the element
+    /// index's entries and its id table ([SNAP-32], [SNAP-45], each on its own), the ids
+    /// unique ([SNAP-22]), and the last chunk, decoded with its points deferred (the top
+    /// record, which a record added on top goes above), whose ids must be the table's last.
+    /// The index's offsets are checked against the records, and the table against their ids,
+    /// when the records are built: by decoding the whole file again, as `decode`.
+    static func unbuiltRecords(_ s: ByteReader, after r: ByteReader, version: UInt16, clock: VectorClock,
+                               reserving: Int) -> (records: UnbuiltRecords, starts: [Int], count: Int)? {
+        let stride = elementIndexStride
+        var body = s
+        body.shortestVarints = true
+        let bodyStart = body.offset
+        guard let n = try? body.count("element count", minSize: minimumRecordBytes(version: version)),
+              n > stride else { return nil }
+        let replicas = ReplicaTable(clock)
+        var index: [Int]?
+        var table: IDTable?
+        var h = r
+        while h.remaining >= sectionHeaderSize {
+            guard let tag = try? h.u16("section tag"), let size = try? h.u32("section length"),
+                  let count = Int(exactly: size), let section = try? h.skip(count, "section body") else { return nil }
+            switch Section(rawValue: tag) {
+            case .eraseHistory, .rangeRestores: return nil
+            case .tombstones:
+                // An empty list is one zero byte (shortest varints, [SNAP-36]).
+                guard section.count == 1 && h.bytes[section.lowerBound] == 0 else { return nil }
+            case .elementIndex:
+                var b = ByteReader(h.bytes, range: section, base: h.base, path: h.path)
+                b.shortestVarints = true
+                guard let o = try? elementIndexOffsets(&b), o.count == (n - 1) / stride,
+                      let t = try? decodeIDTable(&b, elements: n, replicas: replicas), b.isAtEnd, t.idsAreUnique
+                else { return nil }
+                (index, table) = (o, t)
+            default: break
+            }
+        }
+        guard let index, let table, let lastOffset = index.last else { return nil }
+        // The last chunk, from where the index says it starts to the end of the section.
+        let lastStart = bodyStart + lastOffset
+        guard lastStart > body.offset, lastStart < body.end else { return nil }
+        var last = ByteReader(body.bytes, range: lastStart..<body.end, base: body.base, path: body.path)
+        last.shortestVarints = true
+        let ids = table.ids
+        let scratch = DeferredPoints(bytes: body.bytes, path: body.path, replicas: replicas, version: version)
+        var context = RecordContext(version: version)
+        var top: ElementRecord?
+        do {
+            for k in index.count * stride ..< n {
+                let e = try decodeElementV2(&last, replicas: replicas, context: &context, deferring: scratch, index: k)
+                guard e.id == ids[k], top.map({ ElementRecord.canonicalLess($0, e) }) ?? true else { return nil }
+                top = e
+            }
+        } catch {
+            return nil
+        }
+        guard last.isAtEnd, let top else { return nil }
+        let bytes = body.bytes, path = body.path
+        let records = UnbuiltRecords(ids: ids, top: (top.z.value, top.id)) {
+            let c = try decode(bytes, path: path, parallel: true, deferringPoints: true, reserving: reserving)
+            // Erased ranges without an erase history ([PKG-99]): an eager open would have read the
+            // page from its log. Reported like records that do not decode, so that the page is
+            // read again eagerly, which does that.
+            guard !c.lacksEraseHistory else {
+                throw LnoteError(.corrupt, "element records with erased ranges and no erase-history section: read the page again from its log",
+                                 path: path, offset: bytes.count - trailerSize)
+            }
+            return (c.state.elements, c.deferredPoints)
+        }
+        return (records, index, n)
     }
 
     /// The fewest bytes a record of a version-`version` file takes ([SNAP-31], [SNAP-34],

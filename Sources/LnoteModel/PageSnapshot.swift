@@ -6,7 +6,7 @@
 /// | Offset | Size | Description |
 /// |---|---|---|
 /// | 0 | 8 | magic `LNOTEPG\0` |
-/// | 8 | 2 | format version, u16 LE (4; versions 1, 2 and 3 are still read) |
+/// | 8 | 2 | format version, u16 LE (5; versions 1 to 4 are still read) |
 /// | 10 | 2 | flags, u16 LE (0) |
 /// | 12 | 8 | file length L in bytes, u64 LE (the whole file, CRC included) |
 /// | 20 | 16 | page id (UUID bytes) |
@@ -19,7 +19,10 @@
 /// their chunk of 64, points in `StrokeCodecV2`'s stream (`PageSnapshot+ElementsV2.swift`).
 /// Version 3 differs from version 2 only in that stream's chunk context, which has
 /// digitizer grids ([SNAP-42], [PT2-11]); version 4 from version 3 only in that context,
-/// which has predictors too ([PT2-12]), and the record flag *next id* ([SNAP-43]).
+/// which has predictors too ([PT2-12]), and the record flag *next id* ([SNAP-43]); version 5
+/// from version 4 only in its element index, which holds the records' ids after their
+/// offsets ([SNAP-45], `PageSnapshot+IDTable.swift`), so that a page is listed without
+/// parsing its records.
 ///
 /// The bytes are a deterministic function of the state: `encode` first puts every set in
 /// its canonical order (see `canonicalized(_:)`), so equal states give identical files.
@@ -27,7 +30,7 @@ public enum PageSnapshot {
     /// `LNOTEPG\0`
     public static let magic: [UInt8] = Array("LNOTEPG".utf8) + [0]
     /// The major format version this build writes, and the newest it reads.
-    public static let version: UInt16 = 4
+    public static let version: UInt16 = 5
     /// The oldest version this build reads ([SNAP-7]): version 1 stays readable.
     public static let oldestVersion: UInt16 = 1
     /// Bytes before the first section.
@@ -81,6 +84,9 @@ public enum PageSnapshot {
         /// elements and each partial erase's ranges. A reader that holds the page's whole log
         /// rebuilds the page from it instead ([PKG-99]).
         public var lacksEraseHistory = false
+        /// The element records left unparsed by a listing read ([SNAP-46]); `state.elements` is
+        /// then empty and these are the page's elements, bottom to top.
+        package var unbuilt: UnbuiltRecords?
         public init(state: PageState, coveredLogOffset: UInt64, logIncarnation: UInt64, deferredPoints: DeferredPoints? = nil) {
             self.state = state
             self.coveredLogOffset = coveredLogOffset
@@ -100,7 +106,7 @@ public enum PageSnapshot {
         encode(state, coveredLogOffset: coveredLogOffset, logIncarnation: logIncarnation, version: version)
     }
 
-    /// `encode` in format `version` (1 to 4): tests write versions 1 to 3 to check that they stay
+    /// `encode` in format `version` (1 to 5): tests write versions 1 to 4 to check that they stay
     /// readable ([SNAP-7]); lnote itself writes only the current version.
     public static func encode(_ state: PageState, coveredLogOffset: UInt64, logIncarnation: UInt64, version: UInt16) -> [UInt8] {
         encode(state, coveredLogOffset: coveredLogOffset, logIncarnation: logIncarnation, version: version, everyRestore: false)
@@ -111,7 +117,7 @@ public enum PageSnapshot {
     /// that check such snapshots stay readable ([SNAP-40]).
     package static func encode(_ state: PageState, coveredLogOffset: UInt64, logIncarnation: UInt64, version: UInt16,
                                everyRestore: Bool) -> [UInt8] {
-        precondition((1...4).contains(version), "no snapshot format version \(version)")
+        precondition((1...5).contains(version), "no snapshot format version \(version)")
         // A stroke read with its points deferred ([SNAP-38]) is resolved by its holder first:
         // written as is it would lose its points.
         precondition(state.isResolved, "a page snapshot of page \(state.page) encoded with deferred points")
@@ -186,6 +192,10 @@ public enum PageSnapshot {
                 for o in indexOffsets {
                     b.varint(UInt64(o - previous))
                     previous = o
+                }
+                // [SNAP-45] Version 5: the records' ids after the offsets.
+                if version >= 5 {
+                    encodeIDTable(IDTable(ids: s.elements.lazy.map(\.id)), replicas: ReplicaTable(s.clock), into: &b)
                 }
             }
         }

@@ -17,8 +17,21 @@ import Synchronization
 /// copied out again. An erase or a reorder gives the table an explicit order; slots move by
 /// at most one record per removal, so no operation costs more than a scan of 4-byte slot
 /// numbers.
+///
+/// A listing open starts the table from a version-5 snapshot's records not parsed yet
+/// (`UnbuiltRecords`, page-snapshot.md [SNAP-46]): they take the first slots,
+/// `0 ..< prefix.count`, and `slots` holds the records after them. Counting, listing ids,
+/// looking ids up and adding on top read only their ids and top key. Reading them can fail
+/// (a file whose records do not decode), so the table's holder reads them through
+/// `buildUnbuilt()`, which throws, before any other use; reading a record then gives the
+/// records built (once, shared by copies), and any other change first moves them into
+/// `slots` (`flatten`), which keeps every slot number.
 struct ElementTable: Sendable {
+    /// The records past the unbuilt prefix (every record when there is none): slot `s` is
+    /// `slots[s - prefixCount]`.
     private(set) var slots: [ElementRecord]
+    /// The snapshot's records not built yet, in slots `0 ..< prefixCount`, in z order.
+    private var prefix: UnbuiltRecords?
     /// The id → slot table, or nil until an id is first looked up. Shared by copies of the
     /// table until one of them changes (then that one takes its own, `mutableIndex`).
     private var index: SlotIndex
@@ -32,21 +45,36 @@ struct ElementTable: Sendable {
     /// A table of `ordered`, which MUST be sorted by `ElementRecord.zLess` with unique ids,
     /// with room for `reserving` more records (those a log tail is about to add: growing the
     /// array later moves every record to new memory).
-    init(ordered: consuming [ElementRecord], reserving: Int = 0) {
+    ///
+    /// With `unbuilt` (then `ordered` MUST be empty), the table starts from those records,
+    /// built when first read.
+    init(ordered: consuming [ElementRecord], reserving: Int = 0, unbuilt: UnbuiltRecords? = nil) {
         var records: [ElementRecord] = []
         swap(&records, &ordered)
+        precondition(unbuilt == nil || records.isEmpty, "an unbuilt prefix under built records")
         if records.capacity < records.count + reserving { records.reserveCapacity(records.count + reserving) }
         self.slots = records
+        self.prefix = unbuilt
         self.index = SlotIndex()
         self.order = nil
     }
 
-    /// The id → slot table of `slots` (what `index` holds once built).
-    private static func table(of slots: [ElementRecord]) -> OpIDTable {
-        var t = OpIDTable(minimumCapacity: slots.count + slots.count / 4 + 16)
+    /// How many slots the unbuilt prefix takes (0 without one).
+    private var prefixCount: Int { prefix?.count ?? 0 }
+
+    /// The id → slot table of the prefix's ids and `slots` (what `index` holds once built).
+    private static func table(prefix: UnbuiltRecords?, slots: [ElementRecord]) -> OpIDTable {
+        let p = prefix?.count ?? 0
+        let n = p + slots.count
+        var t = OpIDTable(minimumCapacity: n + n / 4 + 16)
+        if let prefix {
+            prefix.ids.withUnsafeBufferPointer { b in
+                for i in b.indices { t.set(b[i], Int32(i)) }
+            }
+        }
         // Through the buffer: reading an id does not copy (retain and release) its record.
         slots.withUnsafeBufferPointer { b in
-            for i in b.indices { t.set(b[i].id, Int32(i)) }
+            for i in b.indices { t.set(b[i].id, Int32(p + i)) }
         }
         return t
     }
@@ -54,9 +82,33 @@ struct ElementTable: Sendable {
     /// The slot of a live element (builds the id table the first time).
     private func slot(of id: ElementID) -> Int32? {
         index.table.withLock { t in
-            if t == nil { t = Self.table(of: slots) }
+            if t == nil { t = Self.table(prefix: prefix, slots: slots) }
             return t![id]
         }
+    }
+
+    /// The record in slot `s` (builds the prefix's records the first time one of them is read).
+    private func record(slot s: Int) -> ElementRecord {
+        let p = prefixCount
+        return s < p ? prefix!.records[s] : slots[s - p]
+    }
+
+    /// The id of the record in slot `s` (builds nothing).
+    private func id(slot s: Int) -> ElementID {
+        let p = prefixCount
+        return s < p ? prefix!.ids[s] : slots[s - p].id
+    }
+
+    /// Moves the prefix's records into `slots` (built if they were not), ahead of those
+    /// already there: every slot keeps its number, so the id table and the order stay right.
+    /// Nothing when there is no prefix.
+    private mutating func flatten() {
+        guard var unbuilt = prefix.take() else { return }
+        var all = UnbuiltRecords.take(&unbuilt)
+        let n = all.count + slots.count
+        if all.capacity < n + n / 4 + 64 { all.reserveCapacity(n + n / 4 + 64) }
+        all.append(contentsOf: slots)
+        slots = all
     }
 
     /// Runs `change` on this table's own id table (built if `build`, else left nil when not
@@ -66,21 +118,24 @@ struct ElementTable: Sendable {
         if !isKnownUniquelyReferenced(&index) {
             index = SlotIndex(index.table.withLock { $0 })
         }
-        let current = slots
+        let current = slots, unbuilt = prefix
         return index.table.withLock { t in
-            if build && t == nil { t = Self.table(of: current) }
+            if build && t == nil { t = Self.table(prefix: unbuilt, slots: current) }
             return change(&t)
         }
     }
 
-    var count: Int { slots.count }
+    var count: Int { prefixCount + slots.count }
 
     /// Decodes the points of every record read with them deferred ([SNAP-38]).
-    mutating func resolvePoints() throws { try DeferredPoints.resolve(&slots) }
+    mutating func resolvePoints() throws {
+        flatten()
+        try DeferredPoints.resolve(&slots)
+    }
 
     subscript(id: ElementID) -> ElementRecord? {
         guard let s = slot(of: id) else { return nil }
-        return slots[Int(s)]
+        return record(slot: Int(s))
     }
 
     func contains(_ id: ElementID) -> Bool { slot(of: id) != nil }
@@ -88,15 +143,16 @@ struct ElementTable: Sendable {
     /// The records bottom to top. Without a copy when the slots are in z order.
     var ordered: [ElementRecord] {
         assert(unplaced.isEmpty, "ElementTable read in z order during a batch")
-        guard let order else { return slots }
-        return order.map { slots[Int($0)] }
+        let all = prefix.map { $0.records + slots } ?? slots
+        guard let order else { return all }
+        return order.map { all[Int($0)] }
     }
 
-    /// The ids bottom to top.
+    /// The ids bottom to top (without building the prefix's records).
     var orderedIDs: [ElementID] {
         assert(unplaced.isEmpty, "ElementTable read in z order during a batch")
-        guard let order else { return slots.map(\.id) }
-        return order.map { slots[Int($0)].id }
+        guard let order else { return (prefix?.ids ?? []) + slots.map(\.id) }
+        return order.map { id(slot: Int($0)) }
     }
 
     /// The z position (0 = bottom) of a live element.
@@ -110,8 +166,7 @@ struct ElementTable: Sendable {
     /// The record at z position `i` (0 = bottom).
     func record(atPosition i: Int) -> ElementRecord {
         assert(unplaced.isEmpty, "ElementTable read in z order during a batch")
-        guard let order else { return slots[i] }
-        return slots[Int(order[i])]
+        return record(slot: order.map { Int($0[i]) } ?? i)
     }
 
     /// Changes a live record in place (its id and z key MUST NOT change: use `reposition`).
@@ -119,16 +174,49 @@ struct ElementTable: Sendable {
     @discardableResult
     mutating func update(_ id: ElementID, _ change: (inout ElementRecord) -> Void) -> Bool {
         guard let s = slot(of: id) else { return false }
+        flatten()
         change(&slots[Int(s)])
         return true
     }
 
     /// True when `r` goes above the record at z position `i` (compared in place, without a
     /// copy of that record).
-    private func isAbove(_ r: ElementRecord, position i: Int) -> Bool {
+    private func isAbove(_ r: ElementRecord, position i: Int) -> Bool { isAbove(r.z.value, r.id, position: i) }
+
+    /// True when key `z` and id `id` go above the record at z position `i`.
+    private func isAbove(_ z: ZKey, _ id: ElementID, position i: Int) -> Bool {
         let s = order.map { Int($0[i]) } ?? i
+        let p = prefixCount
+        if s < p {
+            let unbuilt = prefix!
+            // The prefix's top without building its records (what adding on top asks).
+            if s == p - 1 { return ZKey.positionLess(unbuilt.top.z, unbuilt.top.id, z, id) }
+            return unbuilt.records.withUnsafeBufferPointer { b in ZKey.positionLess(b[s].z.value, b[s].id, z, id) }
+        }
         // The keys and ids, not the records, are handed over: a record passed whole is copied.
-        return slots.withUnsafeBufferPointer { b in ZKey.positionLess(b[s].z.value, b[s].id, r.z.value, r.id) }
+        return slots.withUnsafeBufferPointer { b in ZKey.positionLess(b[s - p].z.value, b[s - p].id, z, id) }
+    }
+
+    /// True when a record with key `z` and id `id` would go on top of every record (between
+    /// batches: nothing unplaced).
+    func goesOnTop(_ z: ZKey, _ id: ElementID) -> Bool {
+        assert(unplaced.isEmpty, "ElementTable read in z order during a batch")
+        return count == 0 || isAbove(z, id, position: count - 1)
+    }
+
+    /// True while the table starts from records not parsed yet ([SNAP-46]): until they are
+    /// moved into `slots`, whether or not they were built since.
+    var hasUnbuilt: Bool { prefix != nil }
+
+    /// Reads the records not parsed yet, when there are some and they were not read: their
+    /// source of deferred points (nil when there is nothing to read or no point to defer).
+    /// Once it returned, every reader of the table may read them.
+    /// - Throws: `corrupt`, naming the snapshot and the byte offset, when they do not decode
+    ///   or do not match what the open listed ([SNAP-46]).
+    @discardableResult
+    func buildUnbuilt() throws -> DeferredPoints? {
+        guard let prefix else { return nil }
+        return try prefix.build().source
     }
 
     /// Inserts a record whose id is not live, where its position puts it.
@@ -136,7 +224,7 @@ struct ElementTable: Sendable {
     /// With `deferring` (a batch, ended by `settle()`), a record that does not go on top is
     /// only noted, and placed in the z order with the batch's others when it settles.
     mutating func insert(deferring: Bool = false, _ r: consuming ElementRecord) {
-        let s = Int32(slots.count)
+        let s = Int32(count)
         let id = r.id
         if !unplaced.isEmpty {
             // Some records wait: the top is not known without them; this one waits too.
@@ -145,12 +233,14 @@ struct ElementTable: Sendable {
             unplaced.append(s)
             return
         }
-        if slots.isEmpty || isAbove(r, position: slots.count - 1) {
+        if count == 0 || isAbove(r, position: count - 1) {
             slots.append(r)
             mutableIndex(build: false) { $0?.set(id, s) }
             order?.append(s)
             return
         }
+        // Below the top: the records are needed where they are (the slot numbers do not change).
+        flatten()
         if deferring {
             if order == nil { order = Array(0 ..< s) }
             slots.append(r)
@@ -185,7 +275,8 @@ struct ElementTable: Sendable {
         let unindexed = index.table.withLock { $0 == nil }
         for k in 0..<count {
             let r = make(k)
-            if unindexed && order == nil && (slots.isEmpty || isAbove(r, position: slots.count - 1)) {
+            // (`self.count`: the table's, not the records to insert.)
+            if unindexed && order == nil && (self.count == 0 || isAbove(r, position: self.count - 1)) {
                 slots.append(consume r)
             } else {
                 insert(consume r)
@@ -199,6 +290,7 @@ struct ElementTable: Sendable {
     /// is copied: its arrays retained and released).
     mutating func settle() {
         guard !unplaced.isEmpty else { return }
+        flatten()
         var added = unplaced
         unplaced = []
         var o = order ?? Array(0 ..< Int32(slots.count - added.count))
@@ -238,6 +330,7 @@ struct ElementTable: Sendable {
     /// Removes a live record and returns it; nil when `id` is not live.
     mutating func remove(_ id: ElementID) -> ElementRecord? {
         settle()
+        flatten()
         guard let s = mutableIndex(build: true, { $0!.removeValue(forKey: id) }) else { return nil }
         let last = Int32(slots.count - 1)
         if order == nil && s == last {
@@ -270,6 +363,7 @@ struct ElementTable: Sendable {
     mutating func remove(all ids: [ElementID]) -> [ElementRecord?] {
         guard ids.count > 8 else { return ids.map { remove($0) } }
         settle()
+        flatten()
         let n = slots.count
         var taken: [(at: Int, slot: Int32)] = []
         mutableIndex(build: true) { t in

@@ -45,8 +45,14 @@ public struct PageReplica: Sendable {
 
     /// `init(state:pending:reservingAdds:)`, told where the state's deferred points are
     /// (`.some(nil)`: nowhere) by the reader that decoded it, so that the state is not searched.
+    ///
+    /// With `unbuilt` (`PageSnapshot.Contents.unbuilt`, [SNAP-46]), the state's elements are
+    /// those records, not parsed yet (its `elements` MUST be empty): the replica is then not
+    /// resolved, and reads them (`buildRecords()`) before anything but listing its ids,
+    /// counting them and applying plain adds on top.
     package init(state: consuming PageState, pending: [Op] = [], reservingAdds: Int = 0,
-                 deferredPoints: DeferredPoints??) {
+                 deferredPoints: DeferredPoints??, unbuilt: UnbuiltRecords? = nil) {
+        precondition(unbuilt == nil || state.elements.isEmpty, "unbuilt records beside built ones")
         page = state.page
         var sources: [DeferredPoints] = []
         if let given = deferredPoints {
@@ -65,7 +71,7 @@ public struct PageReplica: Sendable {
             if !sources.contains(where: { $0 === d }) { sources.append(d) }
         }
         deferredSources = sources
-        isResolved = sources.isEmpty
+        isResolved = sources.isEmpty && unbuilt == nil
         clock = state.clock
         maxLamport = state.maxLamport
         modified = state.modified
@@ -73,7 +79,7 @@ public struct PageReplica: Sendable {
         var elements: [ElementRecord] = []
         swap(&elements, &state.elements)
         // Handed over (not copied): the table may grow the array in place.
-        records = ElementTable(ordered: consume elements, reserving: reservingAdds)
+        records = ElementTable(ordered: consume elements, reserving: reservingAdds, unbuilt: unbuilt)
         var erased: [Tombstone] = []
         swap(&erased, &state.tombstones)
         // Handed over (not copied), as the elements are.
@@ -101,6 +107,7 @@ public struct PageReplica: Sendable {
     ///   not decode; nothing is changed then.
     public mutating func resolve() throws {
         guard !isResolved else { return }
+        try buildRecords()
         try DeferredPoints.check(deferredSources)
         try records.resolvePoints()
         // Erased elements keep their records ([MERGE-30]): those erased since the start hold
@@ -125,7 +132,24 @@ public struct PageReplica: Sendable {
     /// One live element with its points decoded (only its chunk is decoded when they were
     /// deferred); nil when `id` is not live.
     public func resolvedElement(_ id: ElementID) throws -> ElementRecord? {
-        try records[id]?.resolved()
+        try records.buildUnbuilt()
+        return try records[id]?.resolved()
+    }
+
+    /// True while the replica starts from snapshot records a listing open left unparsed
+    /// ([SNAP-46]), read or not yet: `buildRecords()` reads them.
+    public var hasUnbuiltRecords: Bool { records.hasUnbuilt }
+
+    /// Reads the snapshot records a listing open left unparsed ([SNAP-46]), if any: after it
+    /// returns, every reader may read them. The replica stays unresolved (their points are
+    /// deferred, checked by `resolve()`). Every throwing entry point that reads or changes
+    /// records calls it first; a caller about to use a non-throwing reader (`state`,
+    /// `elements`, `element(_:)`, …) on a page it loaded to list calls it, or `resolve()`.
+    /// - Throws: `corrupt`, naming the snapshot and the byte offset, when they do not decode:
+    ///   nothing is changed then, and the page must be read again eagerly ([PKG-42]).
+    public mutating func buildRecords() throws {
+        guard records.hasUnbuilt, let source = try records.buildUnbuilt() else { return }
+        if !deferredSources.contains(where: { $0 === source }) { deferredSources.append(source) }
     }
 
     /// The ids of the live elements, bottom to top (no point decoded).
@@ -133,6 +157,10 @@ public struct PageReplica: Sendable {
 
     /// The number of live elements.
     public var elementCount: Int { records.count }
+
+    /// The greatest author wall time of the operations applied (`state.modified`, without
+    /// materializing the state).
+    public var modifiedTime: Int64 { modified }
 
     /// The materialized state: live elements bottom to top, every tombstone ([MERGE-30]),
     /// the clock and the replica contexts.
@@ -183,6 +211,7 @@ public struct PageReplica: Sendable {
         guard body.isPageOperation else {
             throw LnoteError(.invalidState, "\(body.name) is not a page operation")
         }
+        try buildRecords()
         let context = try localContext(for: body, by: replica)
         let op = Op(id: OpID(replica: replica, counter: clock[replica] + 1),
                     lamport: try LocalContext.lamport(after: context, in: "page \(page)"),
@@ -286,6 +315,7 @@ public struct PageReplica: Sendable {
     /// `id` as this replica sees it ([MERGE-13]). `tag` is the element being placed: the id
     /// of the next local operation for a new element, the element itself for a reorder.
     public func key(adjacentTo id: ElementID, above: Bool, for tag: ElementID) throws -> ZKey {
+        try records.buildUnbuilt()
         guard let i = records.position(of: id) else {
             throw LnoteError(.invalidArgument, "no live element \(id) on page \(page)")
         }
@@ -421,6 +451,7 @@ public struct PageReplica: Sendable {
     /// frames need not make it twice).
     @discardableResult
     package mutating func receive(_ ops: [Op], allowingDeferred: Bool, validated: Bool) throws -> [Op] {
+        try buildRecords()
         var sources: [DeferredPoints] = []
         // Through the buffer: each operation is checked in place, not copied out first.
         try ops.withUnsafeBufferPointer { b in
@@ -478,11 +509,14 @@ public struct PageReplica: Sendable {
     /// atomic operations on one shared object, [LOG-28].)
     package mutating func applyPlainAdds(taking adds: inout [PlainAddStroke]) -> Int {
         guard buffer.isEmpty else { return 0 }
+        // [SNAP-46] Over records not parsed yet, only the adds that go on top, each above the
+        // one before it: one that goes lower needs the records, which `receive` reads first.
+        let limit = records.hasUnbuilt ? addsOnTop(adds) : adds.count
         let n = adds.withUnsafeBufferPointer { b in
             var n = 0
             // Stored properties only: a computed one (`lamport`, `z`) is read from a copy of
             // the whole add, its references retained and released.
-            while n < b.count {
+            while n < limit {
                 let first = b[n].id
                 guard stage.counter(first.replica, in: clock) == first.counter - 1,
                       stage.lamportExceedsItsPast(ownContextOf: first, lamport: first.counter, in: contexts) else { break }
@@ -495,7 +529,7 @@ public struct PageReplica: Sendable {
                 // Lamport run, [SNAP-16]).
                 var end = n + 1
                 var latest = b[n].wallTime
-                while end < b.count, b[end].id.replica == first.replica, b[end].id.counter == b[end - 1].id.counter &+ 1 {
+                while end < limit, b[end].id.replica == first.replica, b[end].id.counter == b[end - 1].id.counter &+ 1 {
                     latest = max(latest, b[end].wallTime)
                     end += 1
                 }
@@ -533,6 +567,21 @@ public struct PageReplica: Sendable {
             }
         }
         return n
+    }
+
+    /// How many of `adds`, from the first, go on top of the page in turn (each above the
+    /// top the ones before it left).
+    private func addsOnTop(_ adds: [PlainAddStroke]) -> Int {
+        adds.withUnsafeBufferPointer { b in
+            var top: (z: ZKey, id: ElementID)?
+            for i in b.indices {
+                let id = b[i].id
+                let z = OperationCodec.impliedZ(lamport: id.counter)
+                guard top.map({ ZKey.positionLess($0.z, $0.id, z, id) }) ?? records.goesOnTop(z, id) else { return i }
+                top = (z, id)
+            }
+            return b.count
+        }
     }
 
     /// Ends a batch of applied operations: replicas new to the log merged into the clock

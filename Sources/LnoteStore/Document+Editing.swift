@@ -97,6 +97,7 @@ extension Document {
         // after them).
         var plain: [PlainAddStroke] = []
         var run = PlainRun()
+        var unbuilt: UnbuiltRecords?
         if let snapshot, let t = tail {
             // [PKG-42] Points deferred to their first use ([SNAP-38]): `loadedPage`.
             var both = Document.decode(snapshot: snapshot, path: contentPath, tail: t.bytes, from: t.start, anchor: t.anchor,
@@ -117,6 +118,7 @@ extension Document {
             // every record on its first append.
             swap(&base, &s.state)
             deferred = s.deferredPoints
+            unbuilt = s.unbuilt.take()
             decodedFrames = both.frames.take()
             swap(&run, &both.scan.leading)
             swap(&plain, &run.adds)
@@ -125,10 +127,12 @@ extension Document {
         }
         guard let log = openedLog else { preconditionFailure("a page log opened on every path") }
         // The images of the base, before the state moves into the replica (without a copy).
+        // (Records left unparsed, [SNAP-46], are not looked at: their images were noted when
+        // the snapshot's state was made, as for a page not loaded at all.)
         let baseAssets = base.imageAssets
         var live = PageReplica(state: consume base,
                                reservingAdds: min(run.count + Document.addFrames(frames), Document.maxReservedFromTail),
-                               deferredPoints: .some(deferred))
+                               deferredPoints: .some(deferred), unbuilt: unbuilt.take())
         var pending: [OpID: UInt64] = [:]
         let applied: [Op]
         // Applied straight from their bytes while the replica would apply them at once; the
@@ -138,12 +142,26 @@ extension Document {
         // The source holds only the streams of the adds applied: the others are replayed as
         // their frames, whose own sources are checked ([LOG-27]).
         if direct < run.count { run.source?.keepStreams(direct) }
-        Document.listingOpenStats.withLock { $0.opens += 1; $0.direct += direct; $0.plain += plainCount; $0.frames += frameCount }
+        Document.listingOpenStats.withLock {
+            $0.opens += 1; $0.direct += direct; $0.plain += plainCount; $0.frames += frameCount
+            if live.hasUnbuiltRecords { $0.unbuilt += 1 }
+        }
         // The run's adds not applied from their bytes are replayed as the frames they are.
         var skip = direct, decodedFrom = plainCount
         if run.count > 0 {
             frames = run.loggedFrames(direct..<run.count) + frames
             (skip, decodedFrom) = (0, run.count - direct)
+        }
+        // [SNAP-46] Frames to replay onto records a listing open left unparsed: read them now.
+        // When they do not decode, the page is loaded again eagerly under the lock, which finds
+        // the damage and quarantines the snapshot ([PKG-42]).
+        if frames.count > skip && live.hasUnbuiltRecords {
+            do {
+                try live.buildRecords()
+            } catch {
+                try? log.close()
+                return nil
+            }
         }
         do {
             applied = try Document.feed(frames, skipping: skip, kind: .page, fromStart: covered == nil, path: paths.log(pid),
@@ -193,7 +211,8 @@ extension Document {
         // records for each, 19 times its size); past it the arrays grow as frames check out.
         let reserving = min(adds, maxReservedFromTail), expecting = min(count, maxReservedFromTail)
         @Sendable func decodeSnapshot() -> PageSnapshot.Contents? {
-            try? PageSnapshot.decode(snapshot, path: path, deferringPoints: deferringPoints, reserving: reserving)
+            try? PageSnapshot.decode(snapshot, path: path, deferringPoints: deferringPoints, reserving: reserving,
+                                     leavingRecordsUnbuilt: deferringPoints)
         }
         @Sendable func clean(_ scan: LogScan) -> Bool { scan.damage.isEmpty && !scan.tailIsCompleteBadFrame }
         // A listing open reads the tail's leading plain adds where they lie (`scan.leading`).
@@ -201,7 +220,9 @@ extension Document {
             deferringPoints ? LogScanner.scanListing(tail, base: base, anchor: anchor, path: logPath, expecting: expecting, adds: reserving)
                             : LogScanner.scan(tail, base: base, anchor: anchor, expecting: expecting)
         }
-        guard count >= sideBySideFrames else {
+        // A snapshot whose records a listing read leaves unparsed ([SNAP-46]) takes a few tens of
+        // microseconds: less than handing the tail to another core costs the caller.
+        guard count >= sideBySideFrames, !(deferringPoints && PageSnapshot.mayLeaveRecordsUnparsed(snapshot)) else {
             return (decodeSnapshot(), scanTail(), nil)
         }
         typealias Tail = (scan: LogScan, frames: [Result<Op, any Error>])
@@ -257,9 +278,10 @@ extension Document {
     static let maxReservedFromTail = 1 << 14
 
     /// What the listing opens of this process did with their log tails ([LOG-28]): opens,
-    /// tail frames, plain adds found, and those applied from their bytes. Read by tests (that
+    /// tail frames, plain adds found, those applied from their bytes, and the opens that left
+    /// a snapshot's records unparsed ([SNAP-46]). Read by tests (that
     /// the shortcut runs where it should) and free to keep: four additions under a lock per open.
-    struct ListingOpenStats: Sendable { var opens = 0, direct = 0, plain = 0, frames = 0 }
+    struct ListingOpenStats: Sendable { var opens = 0, direct = 0, plain = 0, frames = 0, unbuilt = 0 }
     static let listingOpenStats = Mutex(ListingOpenStats())
 
     /// How many of `frames` say they add an element (by their type byte): the room a replay

@@ -550,7 +550,16 @@ public actor Document {
             hub.publish([Change(kind: .reloaded, origin: .otherProcess, document: id, page: lp.id)])
             return false
         }
-        switch try lp.log.catchUp(underLock: lockDepth > 0) {
+        let caught = try lp.log.catchUp(underLock: lockDepth > 0)
+        switch caught {
+        case .grew, .damaged:
+            // What other processes appended is applied onto the records: read first those a
+            // listing open left unparsed ([SNAP-46]).
+            guard readUnbuiltRecords(lp) else { return false }
+        case .unchanged, .replaced:
+            break
+        }
+        switch caught {
         case .unchanged:
             break
         case .grew(let frames):
@@ -604,6 +613,24 @@ public actor Document {
     }
 
     /// Forgets a loaded page whose log this handle can no longer trust.
+    /// Reads the snapshot records a listing open left unparsed on a loaded page, if any
+    /// ([SNAP-46]), before anything is applied onto them. False when they do not decode: the
+    /// page is then dropped and marked to be loaded again with everything decoded at load,
+    /// which finds the damage and handles it as at any open (a snapshot quarantined and the
+    /// page rebuilt from its log, [PKG-42]).
+    func readUnbuiltRecords(_ lp: LoadedPage) -> Bool {
+        guard lp.replica.hasUnbuiltRecords else { return true }
+        do {
+            try lp.replica.buildRecords()
+            return true
+        } catch {
+            eagerPages.insert(lp.id)
+            drop(lp, because: error as? LnoteError ?? LnoteError(.corrupt, "\(error)", path: paths.content(lp.id)))
+            hub.publish([Change(kind: .reloaded, origin: .otherProcess, document: id, page: lp.id)])
+            return false
+        }
+    }
+
     func drop(_ lp: LoadedPage, because error: LnoteError) {
         guard pages[lp.id] === lp else { return }
         pages[lp.id] = nil
@@ -738,7 +765,9 @@ public actor Document {
         var c = PageCounts.empty
         var countsError: LnoteError?
         if let lp = pages[p.id] {
-            c = PageCounts(lp.replica.state)
+            // From the replica's counts, not its state: a page loaded to be listed may hold
+            // records not read yet ([SNAP-46]), which only a throwing call may read.
+            c = PageCounts(elementCount: lp.replica.elementCount, modified: lp.replica.modifiedTime)
         } else {
             do {
                 c = try counts(of: p.id)

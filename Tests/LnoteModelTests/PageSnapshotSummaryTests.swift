@@ -162,7 +162,7 @@ struct PageSnapshotSummaryTests {
         expectDecodeFailure([.corrupt], "wrong first tag") { _ = try PageSnapshot.summary(prefix: tag) }
         // A newer version and an unknown incompatible flag.
         var newer = ok
-        newer[8] = 5
+        newer[8] = UInt8(PageSnapshot.version + 1)
         expectDecodeFailure([.unsupportedVersion], "newer version") { _ = try PageSnapshot.summary(prefix: newer) }
         var flagged = ok
         flagged[11] = 0x01

@@ -123,7 +123,7 @@ struct PageSnapshotTests {
     @Test func versions() {
         let (_, b) = Self.sample()
         var v2 = b
-        v2[8] = 5  // (named v2 when 2 was the newer version; 5 is the newer one now)
+        v2[8] = UInt8(PageSnapshot.version + 1)  // (named v2 when 2 was the newer version)
         let e = expectDecodeFailure([.unsupportedVersion], "v2") { _ = try PageSnapshot.decode(Self.reseal(v2)) }
         #expect(e?.offset == 8)
         // Without a matching CRC, the same change is damage.

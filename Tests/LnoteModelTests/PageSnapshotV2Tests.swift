@@ -194,18 +194,18 @@ struct PageSnapshotV2Tests {
     /// [SNAP-33] [SNAP-34] [SNAP-35] Version 2 round-trips random pages and pages of both
     /// profiles (more than 64 elements: chunks and the element index), and decodes serially
     /// and in parallel alike.
-    @Test("[SNAP-33] [SNAP-34] [SNAP-35] [SNAP-42] [SNAP-43] versions 2, 3 and 4 round trip (next-layer keys and fraction keys)")
+    @Test("[SNAP-33] [SNAP-34] [SNAP-35] [SNAP-42] [SNAP-43] [SNAP-45] versions 2 to 5 round trip (next-layer keys and fraction keys)")
     func roundTrips() throws {
         for seed in testSeeds(0x5A9_2003, count: 30) {
             let state = PageSnapshot.canonicalized(Self.page(seed: seed))
-            for version: UInt16 in [2, 3, 4] {
+            for version: UInt16 in [2, 3, 4, 5] {
                 let bytes = PageSnapshot.encode(state, coveredLogOffset: 5, logIncarnation: 6, version: version)
                 #expect(bytes[8] == version, "version field, seed \(seed)")
                 let back = try PageSnapshot.decode(bytes)
                 #expect(back.state == state, "seed \(seed)")
                 #expect(PageSnapshot.encode(back, version: version) == bytes, "seed \(seed)")
             }
-            #expect(PageSnapshot.encode(state, coveredLogOffset: 5, logIncarnation: 6)[8] == 4, "lnote writes version 4")
+            #expect(PageSnapshot.encode(state, coveredLogOffset: 5, logIncarnation: 6)[8] == 5, "lnote writes version 5")
         }
         var pen = HandwritingGenerator.Options()
         pen.profile = .pen
@@ -340,7 +340,7 @@ struct PageSnapshotV2Tests {
     /// (a two-replica page with moves, erasures, an image and more than 64 elements, and the
     /// tiny page of 4.7) open, print the JSON they printed then, and re-encode as the current
     /// version to an equal state.
-    @Test("[SNAP-7] [SNAP-37] version-1 fixtures open and re-encode as version 4")
+    @Test("[SNAP-7] [SNAP-37] version-1 fixtures open and re-encode as version 5")
     func versionOneFixtures() throws {
         let v1 = try [UInt8](Data(contentsOf: fixturesDirectory.appendingPathComponent("v1-two-replicas.content")))
         #expect(v1[8] == 1)
@@ -349,11 +349,11 @@ struct PageSnapshotV2Tests {
         #expect(old.state.canonicalJSON() == json)
         #expect(old.state.elements.count > 64)
         #expect(PageSnapshot.encode(old, version: 1) == v1, "the version-1 writer is today's")
-        let v4 = PageSnapshot.encode(old)
-        #expect(v4[8] == 4)
-        #expect(try PageSnapshot.decode(v4) == old)
-        #expect(v4.count < v1.count)
-        #expect(try PageSnapshot.summary(prefix: v4).elementCount == old.state.elements.count)
+        let v5 = PageSnapshot.encode(old)
+        #expect(v5[8] == 5)
+        #expect(try PageSnapshot.decode(v5) == old)
+        #expect(v5.count < v1.count)
+        #expect(try PageSnapshot.summary(prefix: v5).elementCount == old.state.elements.count)
         #expect(try PageSnapshot.summary(prefix: v1).elementCount == old.state.elements.count)
 
         let tiny = try #require(parseHexDump(try String(contentsOf: fixturesDirectory

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 import LnoteModel
 @testable import LnoteReplication
@@ -13,7 +14,22 @@ import LnoteModel
                       z: LWWRegister(ZKey(layer: layer, fraction: fraction)))
     }
 
-    @Test("random inserts, removals, repositions and updates keep the table equal to a sorted reference")
+    /// A table of `records` (in z order): built, or (`unbuilt`, when there are records) as a
+    /// listing open starts it, from records not built yet; `builds` counts their builds.
+    static func table(_ records: [ElementRecord], unbuilt: Bool, builds: BuildCount? = nil) -> ElementTable {
+        guard unbuilt, let top = records.last else { return ElementTable(ordered: records) }
+        return ElementTable(ordered: [], unbuilt: UnbuiltRecords(ids: records.map(\.id), top: (top.z.value, top.id)) {
+            builds?.count.withLock { $0 += 1 }
+            return (records, nil)
+        })
+    }
+
+    final class BuildCount: Sendable {
+        let count = Mutex(0)
+        var value: Int { count.withLock { $0 } }
+    }
+
+    @Test("random inserts, removals, repositions and updates keep the table equal to a sorted reference, built or unbuilt at the start")
     func matchesSortedReference() {
         for seed: UInt64 in 1...40 {
             var rng = SplitMix64(seed: seed)
@@ -26,7 +42,8 @@ import LnoteModel
                 next += 1
             }
             reference.sort(by: ElementRecord.zLess)
-            var table = ElementTable(ordered: reference)
+            // Odd seeds start as a listing open does: the records checked, not built.
+            var table = Self.table(reference, unbuilt: seed % 2 == 1)
             for step in 0..<300 {
                 let roll = rng.next() % 100
                 if roll < 45 || reference.isEmpty {
@@ -156,7 +173,7 @@ import LnoteModel
                 reference.append(Self.record(OpID(replica: ReplicaID(1 + rng.next() % 2), counter: next), layer: Int64(next)))
                 next += 1
             }
-            var table = ElementTable(ordered: reference)
+            var table = Self.table(reference, unbuilt: seed % 2 == 1)
             var copies: [(table: ElementTable, records: [ElementRecord])] = []
             for step in 0..<120 {
                 let roll = rng.next() % 100
@@ -203,5 +220,49 @@ import LnoteModel
                 }
             }
         }
+    }
+}
+
+extension ElementTableTests {
+    /// What a listing open does with the snapshot's records: count them, list their ids, add a
+    /// log tail's strokes on top, look ids up. None of it may build them; reading one builds
+    /// them once, for every copy; a change below the top moves them into the table.
+    @Test("an unbuilt prefix: counting, listing, adding on top and lookups build nothing; a read builds once, for every copy")
+    func unbuiltPrefixIsBuiltOnlyWhenRead() {
+        let records = (1...200).map { Self.record(OpID(replica: ReplicaID(1), counter: UInt64($0)), layer: Int64($0)) }
+        let builds = BuildCount()
+        var table = Self.table(records, unbuilt: true, builds: builds)
+        let tail = (201...260).map { Self.record(OpID(replica: ReplicaID(2), counter: UInt64($0)), layer: Int64($0)) }
+        table.insert(count: 30) { tail[$0] }
+        for r in tail[30...] { table.insert(r) }
+        #expect(table.count == 260)
+        #expect(table.orderedIDs == (records + tail).map(\.id))
+        #expect(table.contains(records[17].id) && table.position(of: records[17].id) == 17)
+        #expect(table.contains(tail[5].id) && !table.contains(OpID(replica: ReplicaID(3), counter: 1)))
+        // A record on top after the lookups built the id table.
+        let above = Self.record(OpID(replica: ReplicaID(2), counter: 261), layer: 261)
+        table.insert(above)
+        #expect(table[above.id] == above && table.record(atPosition: 260) == above)
+        #expect(builds.value == 0, "built \(builds.value) times without a record read")
+
+        // A record of the prefix read: built once, and a copy reads the same build.
+        let copy = table
+        #expect(table[records[3].id] == records[3])
+        #expect(copy.ordered == records + tail + [above])
+        #expect(builds.value == 1)
+        // A change to a record of the prefix: the copy keeps its own.
+        var changed = table
+        #expect(changed.update(records[3].id) { $0.wallTime = 99 })
+        #expect(changed[records[3].id]?.wallTime == 99 && copy[records[3].id]?.wallTime == 0)
+        #expect(changed.orderedIDs == copy.orderedIDs && builds.value == 1)
+
+        // Below the top, on a fresh table: the records are built and keep their slots.
+        let again = BuildCount()
+        var below = Self.table(records, unbuilt: true, builds: again)
+        let under = Self.record(OpID(replica: ReplicaID(4), counter: 1), layer: 0)
+        below.insert(under)
+        #expect(again.value == 1)
+        #expect(below.ordered == [under] + records)
+        #expect(below.position(of: records[0].id) == 1 && below[under.id] == under)
     }
 }

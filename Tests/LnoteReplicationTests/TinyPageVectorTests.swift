@@ -51,7 +51,7 @@ import LnoteTestSupport
         try replica.receive(ops)
         // The snapshot covers a log holding the six frames after its 40-byte header.
         // 4.7 shows version 1 (still readable, [SNAP-7]); 4.8 the same page as versions 2, 3
-        // and 4 ([SNAP-37], [SNAP-42], [SNAP-43]).
+        // and 4 ([SNAP-37], [SNAP-42], [SNAP-43]), and says what version 5 changes.
         let snapshot = PageSnapshot.encode(replica.state, coveredLogOffset: UInt64(40 + frames.count),
                                            logIncarnation: Self.incarnation, version: 1)
         let snapshotV2 = PageSnapshot.encode(replica.state, coveredLogOffset: UInt64(40 + frames.count),
@@ -59,7 +59,16 @@ import LnoteTestSupport
         let snapshotV3 = PageSnapshot.encode(replica.state, coveredLogOffset: UInt64(40 + frames.count),
                                              logIncarnation: Self.incarnation, version: 3)
         let snapshotV4 = PageSnapshot.encode(replica.state, coveredLogOffset: UInt64(40 + frames.count),
+                                             logIncarnation: Self.incarnation, version: 4)
+        // [SNAP-45] Two elements, no element index: version 5 (what lnote writes) is version 4
+        // with another version field and CRC (4.8).
+        let snapshotV5 = PageSnapshot.encode(replica.state, coveredLogOffset: UInt64(40 + frames.count),
                                              logIncarnation: Self.incarnation)
+        var v4AsV5 = snapshotV4
+        v4AsV5[8] = 5
+        let crc = CRC32C.checksum(v4AsV5, 0..<(v4AsV5.count - 4))
+        withUnsafeBytes(of: crc.littleEndian) { for i in 0..<4 { v4AsV5[v4AsV5.count - 4 + i] = $0[i] } }
+        #expect(snapshotV5 == v4AsV5 && snapshotV5[8] == 5)
         let json = replica.state.canonicalJSON()
         if ProcessInfo.processInfo.environment["LNOTE_RECORD_GOLDEN"] == "1" {
             print("tiny-page-ops:\n\(SpecVectors.hexDump(frames))\n")
