@@ -258,8 +258,11 @@ public enum FuzzTargets {
         switch (eager, listed) {
         case (.success(nil), _): break
         case (.success(let a), .success(let b)): check(a == b, "records read on first use differ from an eager read's")
-        case (.failure(let a), .failure(let b)):
-            check(a.code == b.code && a.offset == b.offset, "records read on first use fail otherwise than an eager read")
+        case (.failure, .failure):
+            // Both refuse. Which fault each reports first may differ on a file with several
+            // (records stepped over at the open, a later section's fault found first: [SNAP-46]);
+            // `PageSnapshotIDTableTests` compares the errors of single faults.
+            break
         case (.success, .failure): check(false, "records read on first use refused where an eager read accepts")
         case (.failure, .success): check(false, "records read on first use accepted where an eager read refuses")
         }

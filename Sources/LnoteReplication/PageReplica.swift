@@ -143,8 +143,11 @@ public struct PageReplica: Sendable {
     /// Reads the snapshot records a listing open left unparsed ([SNAP-46]), if any: after it
     /// returns, every reader may read them. The replica stays unresolved (their points are
     /// deferred, checked by `resolve()`). Every throwing entry point that reads or changes
-    /// records calls it first; a caller about to use a non-throwing reader (`state`,
-    /// `elements`, `element(_:)`, …) on a page it loaded to list calls it, or `resolve()`.
+    /// records calls it first (`resolve`, `resolvedElement`, `make`, `add`, `move`,
+    /// `bringToFront`, `sendToBack`, `receive`, `key(adjacentTo:above:for:)`, `nextLamport`);
+    /// a caller about to use a non-throwing reader (`state`, `elements`, `element(_:)`,
+    /// `conflicts()`, `clockSeen(by:)` in a wide log, …) on a page it loaded to list calls
+    /// it, or `resolve()`.
     /// - Throws: `corrupt`, naming the snapshot and the byte offset, when they do not decode:
     ///   nothing is changed then, and the page must be read again eagerly ([PKG-42]).
     public mutating func buildRecords() throws {
@@ -232,7 +235,8 @@ public struct PageReplica: Sendable {
     /// ([MERGE-2]). In a wide log ([MERGE-5]) the least the next operation can get: that of
     /// one naming nothing but the top and bottom elements (an edit naming more gets more).
     public func nextLamport() throws -> UInt64 {
-        try LocalContext.lamport(after: wideBase ?? clock, in: "page \(page)")
+        try records.buildUnbuilt()
+        return try LocalContext.lamport(after: wideBase ?? clock, in: "page \(page)")
     }
 
     /// [MERGE-5] The context of a local operation by `replica`: the clock, or in a wide log
@@ -341,6 +345,7 @@ public struct PageReplica: Sendable {
     /// Adds an element on top (or just above / below another), as the next local operation.
     public mutating func add(_ content: ElementContent, by replica: ReplicaID, wallTime: Int64,
                              above: ElementID? = nil, below: ElementID? = nil) throws -> Op {
+        try buildRecords()
         let z: ZKey
         let me = OpID(replica: replica, counter: clock[replica] + 1)
         if let above { z = try key(adjacentTo: above, above: true, for: me) }
@@ -352,6 +357,7 @@ public struct PageReplica: Sendable {
     /// Moves elements by (dx, dy) tenths of a point relative to where this replica shows them.
     public mutating func move(_ ids: [ElementID], dx: Int32, dy: Int32, by replica: ReplicaID,
                               wallTime: Int64) throws -> Op {
+        try buildRecords()
         let ts = try ids.map { id -> ElementTransform in
             guard let r = records[id] else { throw LnoteError(.invalidArgument, "no live element \(id) on page \(page)") }
             return ElementTransform(id, try r.transform.value.translated(by: dx, dy))
@@ -361,12 +367,14 @@ public struct PageReplica: Sendable {
 
     /// Brings elements to the front (keeping their relative order) as the next local operation.
     public mutating func bringToFront(_ ids: [ElementID], by replica: ReplicaID, wallTime: Int64) throws -> Op {
-        try make(.reorder(stacked(try sortedByZ(ids), layer: topLayer)), by: replica, wallTime: wallTime)
+        try buildRecords()
+        return try make(.reorder(stacked(try sortedByZ(ids), layer: topLayer)), by: replica, wallTime: wallTime)
     }
 
     /// Sends elements to the back (keeping their relative order) as the next local operation.
     public mutating func sendToBack(_ ids: [ElementID], by replica: ReplicaID, wallTime: Int64) throws -> Op {
-        try make(.reorder(stacked(try sortedByZ(ids), layer: -topLayer)), by: replica, wallTime: wallTime)
+        try buildRecords()
+        return try make(.reorder(stacked(try sortedByZ(ids), layer: -topLayer)), by: replica, wallTime: wallTime)
     }
 
     /// [MERGE-15] The keys of a selection moved to one layer, bottom to top: the k-th

@@ -21,7 +21,11 @@ extension Document {
         let lp = try loadedPageDeferred(pid, allowUnknown: allowUnknown, deferring: false)
         guard !lp.replica.isResolved else { return lp }
         do {
+            let unparsed = lp.replica.hasUnbuiltRecords
             try lp.replica.resolve()
+            // The images of records a listing open left unparsed ([SNAP-46]), as an eager open
+            // notes those of its snapshot.
+            if unparsed { noteAssets(Set(lp.replica.elements.compactMap(\.content.image?.asset)), page: pid) }
             return lp
         } catch let e as LnoteError where e.code == .corrupt {
             return try locked {

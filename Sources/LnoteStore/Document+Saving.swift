@@ -385,6 +385,16 @@ extension Document {
     /// rewritten log gives back. Returns every frame of it.
     func salvagePage(_ lp: LoadedPage) throws -> [LoggedFrame] {
         precondition(lockDepth > 0, "a salvage needs the document lock")
+        // Records a listing open left unparsed ([SNAP-46]) that do not decode: nothing can be
+        // applied onto them. The log is salvaged, and the page set aside, to be loaded again
+        // eagerly from its files (which quarantines the snapshot and replays the salvaged log,
+        // [PKG-42]).
+        if lp.replica.hasUnbuiltRecords, (try? lp.replica.buildRecords()) == nil {
+            let replay = try lp.log.recover()
+            reports.append(replay.report)
+            _ = readUnbuiltRecords(lp)
+            return replay.frames
+        }
         do {
             let replay = try lp.log.recover()
             var report = replay.report

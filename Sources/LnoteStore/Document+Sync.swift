@@ -18,7 +18,12 @@ extension Document {
     /// in a page log wider than a context may name a closed part of it ([MERGE-5]).
     func clockSeen(page pid: PageID, by replica: ReplicaID) throws -> VectorClock {
         if pages[pid] == nil, try !pageHasFiles(pid) { return VectorClock() }
-        return try loadedPageDeferred(pid, allowUnknown: true).replica.clockSeen(by: replica)
+        let lp = try loadedPageDeferred(pid, allowUnknown: true)
+        // In a wide log the clock seen names the top and bottom elements: records a listing
+        // open left unparsed ([SNAP-46]) are read first; when they do not decode, the page is
+        // loaded again eagerly (which quarantines the snapshot, [PKG-42]).
+        guard readUnbuiltRecords(lp) else { return try loadedPage(pid, allowUnknown: true).replica.clockSeen(by: replica) }
+        return lp.replica.clockSeen(by: replica)
     }
 
     /// Every page of the document, deleted ones included, in document order.

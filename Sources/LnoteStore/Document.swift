@@ -626,7 +626,8 @@ public actor Document {
         } catch {
             eagerPages.insert(lp.id)
             drop(lp, because: error as? LnoteError ?? LnoteError(.corrupt, "\(error)", path: paths.content(lp.id)))
-            hub.publish([Change(kind: .reloaded, origin: .otherProcess, document: id, page: lp.id)])
+            // As a page whose deferred points fail is set aside (`setAsideDamagedPoints`).
+            hub.publish([Change(kind: .reloaded, origin: .merge, document: id, page: lp.id)])
             return false
         }
     }
