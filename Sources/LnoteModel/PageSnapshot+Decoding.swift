@@ -47,24 +47,32 @@ extension PageSnapshot {
     /// unparsed: a version-5 file whose section headers (read without any check) show an
     /// element index and neither a tombstone nor an erase history. For a caller choosing how
     /// to schedule the read (it is then short); the read itself decides.
-    package static func mayLeaveRecordsUnparsed(_ bytes: [UInt8]) -> Bool {
-        guard bytes.count >= headerSize + trailerSize, bytes[8] == 5, bytes[9] == 0 else { return false }
-        var at = headerSize, indexed = false
+    package static func mayLeaveRecordsUnparsed(_ bytes: [UInt8]) -> Bool { unparsedIndexBody(bytes) != nil }
+
+    /// [SNAP-46] The element index body of a file whose records a listing read may leave
+    /// unparsed: version 5, an element index, an empty tombstones section (one zero byte,
+    /// shortest varints, [SNAP-36]), no erase-history or range-restore section. Read from the
+    /// section headers alone, nothing checked (the read checks what it uses); nil for any other
+    /// file. The one statement of which pages qualify, for the read and for its scheduling.
+    static func unparsedIndexBody(_ bytes: [UInt8]) -> Range<Int>? {
+        guard bytes.count >= headerSize + trailerSize, bytes[8] == 5, bytes[9] == 0 else { return nil }
+        var at = headerSize
+        var index: Range<Int>?
         let end = bytes.count - trailerSize
         while end - at >= sectionHeaderSize {
             let tag = UInt16(bytes[at]) | UInt16(bytes[at + 1]) << 8
             let size = Int(bytes[at + 2]) | Int(bytes[at + 3]) << 8 | Int(bytes[at + 4]) << 16 | Int(bytes[at + 5]) << 24
             let body = at + sectionHeaderSize
-            guard size <= end - body else { return false }
+            guard size <= end - body else { return nil }
             switch Section(rawValue: tag) {
-            case .eraseHistory, .rangeRestores: return false
-            case .tombstones: if size != 1 || bytes[body] != 0 { return false }
-            case .elementIndex: indexed = true
+            case .eraseHistory, .rangeRestores: return nil
+            case .tombstones: if size != 1 || bytes[body] != 0 { return nil }
+            case .elementIndex: index = body..<(body + size)
             default: break
             }
             at = body + size
         }
-        return indexed
+        return index
     }
 
     /// The covered log offset and log incarnation a snapshot's header says, read without
@@ -187,7 +195,7 @@ extension PageSnapshot {
                         ? DeferredPoints(bytes: bytes, path: path, replicas: ReplicaTable(state.clock),
                                          version: versionField) : nil
                     if leavingRecordsUnbuilt && deferringPoints && versionField >= 5,
-                       let lazy = unbuiltRecords(s, after: r, version: versionField, clock: state.clock,
+                       let lazy = unbuiltRecords(s, version: versionField, clock: state.clock,
                                                  reserving: max(0, reserving)) {
                         (unbuilt, elementStarts, elementCount) = lazy
                         _ = try s.skip(s.remaining)
@@ -379,37 +387,20 @@ extension PageSnapshot {
     /// record, which a record added on top goes above), whose ids must be the table's last.
     /// The index's offsets are checked against the records, and the table against their ids,
     /// when the records are built: by decoding the whole file again, as `decode`.
-    static func unbuiltRecords(_ s: ByteReader, after r: ByteReader, version: UInt16, clock: VectorClock,
+    static func unbuiltRecords(_ s: ByteReader, version: UInt16, clock: VectorClock,
                                reserving: Int) -> (records: UnbuiltRecords, starts: [Int], count: Int)? {
         let stride = elementIndexStride
         var body = s
         body.shortestVarints = true
         let bodyStart = body.offset
         guard let n = try? body.count("element count", minSize: minimumRecordBytes(version: version)),
-              n > stride else { return nil }
+              n > stride, let section = unparsedIndexBody(body.bytes) else { return nil }
         let replicas = ReplicaTable(clock)
-        var index: [Int]?
-        var table: IDTable?
-        var h = r
-        while h.remaining >= sectionHeaderSize {
-            guard let tag = try? h.u16("section tag"), let size = try? h.u32("section length"),
-                  let count = Int(exactly: size), let section = try? h.skip(count, "section body") else { return nil }
-            switch Section(rawValue: tag) {
-            case .eraseHistory, .rangeRestores: return nil
-            case .tombstones:
-                // An empty list is one zero byte (shortest varints, [SNAP-36]).
-                guard section.count == 1 && h.bytes[section.lowerBound] == 0 else { return nil }
-            case .elementIndex:
-                var b = ByteReader(h.bytes, range: section, base: h.base, path: h.path)
-                b.shortestVarints = true
-                guard let o = try? elementIndexOffsets(&b), o.count == (n - 1) / stride,
-                      let t = try? decodeIDTable(&b, elements: n, replicas: replicas), b.isAtEnd, t.idsAreUnique
-                else { return nil }
-                (index, table) = (o, t)
-            default: break
-            }
-        }
-        guard let index, let table, let lastOffset = index.last else { return nil }
+        var b = ByteReader(body.bytes, range: section, base: body.base, path: body.path)
+        b.shortestVarints = true
+        guard let index = try? elementIndexOffsets(&b), index.count == (n - 1) / stride,
+              let table = try? decodeIDTable(&b, elements: n, replicas: replicas), b.isAtEnd, table.idsAreUnique,
+              let lastOffset = index.last else { return nil }
         // The last chunk, from where the index says it starts to the end of the section.
         let lastStart = bodyStart + lastOffset
         guard lastStart > body.offset, lastStart < body.end else { return nil }

@@ -4,8 +4,8 @@ extension PageSnapshot {
     /// The ids of a page's element records, bottom to top, as runs of one replica's
     /// consecutive counters: what a version-5 element index holds after its offsets, so that
     /// a page can be listed without parsing its records.
-    struct IDTable: Equatable {
-        struct Run: Equatable {
+    struct IDTable {
+        struct Run {
             var replica: ReplicaID
             /// The first id's counter (at least 1).
             var first: UInt64
@@ -13,8 +13,6 @@ extension PageSnapshot {
             /// The absolute offset of the run's first byte (its replica field); 0 for a
             /// table made from records.
             var offset: Int = 0
-
-            static func == (l: Run, r: Run) -> Bool { l.replica == r.replica && l.first == r.first && l.count == r.count }
         }
         var runs: [Run] = []
 

@@ -32,9 +32,6 @@ package final class UnbuiltRecords: Sendable, Hashable {
 
     package var count: Int { ids.count }
 
-    /// True once `build()` has run (whatever its outcome).
-    package var isBuilt: Bool { built.withLock { $0 != nil } }
-
     /// The records and their source, read on the first call and kept (the error too).
     /// - Throws: `corrupt` (with the snapshot's path and the byte offset) when they do not
     ///   decode, or do not match the ids and key the open listed.
